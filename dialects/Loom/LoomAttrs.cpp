@@ -1,0 +1,150 @@
+//===- LoomAttrs.cpp - attributes and types of the loom dialect -----------===//
+#include "dialects/Loom/LoomDialect.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+#include "dialects/Loom/LoomEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Loom/LoomAttrs.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Loom/LoomTypes.cpp.inc"
+
+void LoomDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Loom/LoomAttrs.cpp.inc"
+      >();
+}
+
+void LoomDialect::registerTypes() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/Loom/LoomTypes.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// StreamAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult StreamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StreamKind, int64_t index) {
+  if (index < 0)
+    return emitError() << "stream index must be non-negative, got " << index;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CodecAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult CodecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                CodecKind kind, int64_t block) {
+  if (block < 0)
+    return emitError() << "codec block size must be non-negative, got "
+                       << block;
+  if ((kind == CodecKind::int8 || kind == CodecKind::int4) && block == 0)
+    return emitError() << "codec " << stringifyCodecKind(kind)
+                       << " quantises in blocks: give a positive block size "
+                          "(e.g. block = 4096)";
+  return success();
+}
+
+unsigned CodecAttr::getBitsPerElement() const {
+  switch (getKind()) {
+  case CodecKind::sign_scale:
+    return 1;
+  case CodecKind::int4:
+  case CodecKind::fp4_e2m1:
+    return 4;
+  case CodecKind::int8:
+  case CodecKind::fp8_e4m3:
+  case CodecKind::fp8_e5m2:
+    return 8;
+  }
+  return 32;
+}
+
+//===----------------------------------------------------------------------===//
+// InitAttr: #loom.init<zeros> | <ones> | <normal(mean, std)> | <uniform(lo, hi)>
+//===----------------------------------------------------------------------===//
+
+Attribute InitAttr::parse(AsmParser &parser, Type) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<InitKind> kind = symbolizeInitKind(keyword);
+  if (!kind) {
+    parser.emitError(loc, "unknown initialiser '")
+        << keyword << "': expected zeros, ones, normal(mean, std) or "
+        << "uniform(low, high)";
+    return {};
+  }
+  double a = 0.0, b = 0.0;
+  if (*kind == InitKind::normal || *kind == InitKind::uniform) {
+    if (parser.parseLParen() || parser.parseFloat(a) || parser.parseComma() ||
+        parser.parseFloat(b) || parser.parseRParen())
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return InitAttr::getChecked([&] { return parser.emitError(loc); },
+                              parser.getContext(), *kind, llvm::APFloat(a),
+                              llvm::APFloat(b));
+}
+
+void InitAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyInitKind(getKind());
+  if (getKind() == InitKind::normal || getKind() == InitKind::uniform) {
+    printer << '(';
+    printer.printFloat(getA());
+    printer << ", ";
+    printer.printFloat(getB());
+    printer << ')';
+  }
+  printer << '>';
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               InitKind kind, llvm::APFloat af,
+                               llvm::APFloat bf) {
+  double a = af.convertToDouble(), b = bf.convertToDouble();
+  if (kind == InitKind::normal && !(b > 0.0))
+    return emitError() << "normal initialiser needs a positive standard "
+                          "deviation, got "
+                       << b;
+  if (kind == InitKind::uniform && !(a < b))
+    return emitError() << "uniform initialiser needs low < high, got [" << a
+                       << ", " << b << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PackedType
+//===----------------------------------------------------------------------===//
+
+LogicalResult PackedType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 RankedTensorType logical, CodecAttr codec) {
+  if (!isa<FloatType>(logical.getElementType()))
+    return emitError() << "codec " << stringifyCodecKind(codec.getKind())
+                       << " compresses floating-point tensors, not "
+                       << logical.getElementType();
+  if (logical.getEncoding() && !isa<MemSpaceAttr>(logical.getEncoding()))
+    return emitError() << "packed payload's tensor encoding must be a "
+                          "#loom.mem placement";
+  return success();
+}
+
+int64_t PackedType::getStorageBytes() const {
+  int64_t n = getLogical().getNumElements();
+  int64_t bits = n * getCodec().getBitsPerElement();
+  int64_t block = getCodec().getBlock();
+  // A codec without a block keeps one scale for the whole tensor.
+  int64_t scales = block > 0 ? (n + block - 1) / block : 1;
+  return (bits + 7) / 8 + 4 * scales;
+}

@@ -1,0 +1,288 @@
+//===- LoomBase.td - the loom dialect, its enums, attributes and types ----===//
+//
+// The vocabulary every Loom pass speaks: where a buffer lives (#loom.mem),
+// which stream orders a piece of work (#loom.stream), how a payload is
+// compressed (#loom.codec, !loom.packed), which ranks a collective spans
+// (#loom.group), and the tokens that order asynchronous work (!loom.token).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_BASE_TD
+#define LOOM_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/TensorEncoding.td"
+
+def Loom_Dialect : Dialect {
+  let name = "loom";
+  let cppNamespace = "::mlir::loom";
+  let summary = "Training graphs with memory placement, communication and schedules";
+  let description = [{
+    The `loom` dialect holds a whole training step: the forward and backward
+    compute, the parameters and their optimizer state, where every buffer
+    lives, when it moves, which collectives run over which ranks, how their
+    payloads are compressed, and on which stream each piece of work is
+    ordered. Every decision a Loom pass makes is written into this IR, so it
+    can be printed, FileChecked and written by hand.
+
+    Values are builtin ranked tensors. Their *placement* is the tensor's
+    encoding attribute, `#loom.mem<...>`; a tensor with no encoding is not
+    placed yet (the state before the placement passes run). A compute op runs
+    where its data lives: operands in `device` or `mapped` memory mean a GPU
+    kernel, operands in `pinned` or `pageable` host memory mean a CPU kernel,
+    and mixing the two sides is an error.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+  let hasConstantMaterializer = 0;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+    void registerTypes();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Loom_MemSpace : I32EnumAttr<"MemSpace", "where a buffer lives", [
+    I32EnumAttrCase<"device", 0>,
+    I32EnumAttrCase<"pinned", 1>,
+    I32EnumAttrCase<"pageable", 2>,
+    I32EnumAttrCase<"mapped", 3>,
+    I32EnumAttrCase<"nvme", 4>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_StreamKind : I32EnumAttr<"StreamKind", "the kind of an in-order work queue", [
+    I32EnumAttrCase<"compute", 0>,
+    I32EnumAttrCase<"h2d", 1>,
+    I32EnumAttrCase<"d2h", 2>,
+    I32EnumAttrCase<"comm", 3>,
+    I32EnumAttrCase<"cpu", 4>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_CodecKind : I32EnumAttr<"CodecKind", "a compression scheme", [
+    I32EnumAttrCase<"sign_scale", 0>,
+    I32EnumAttrCase<"int8", 1>,
+    I32EnumAttrCase<"int4", 2>,
+    I32EnumAttrCase<"fp8_e4m3", 3>,
+    I32EnumAttrCase<"fp8_e5m2", 4>,
+    I32EnumAttrCase<"fp4_e2m1", 5>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_InitKind : I32EnumAttr<"InitKind", "a parameter initialiser", [
+    I32EnumAttrCase<"zeros", 0>,
+    I32EnumAttrCase<"ones", 1>,
+    I32EnumAttrCase<"normal", 2>,
+    I32EnumAttrCase<"uniform", 3>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_StateRole : I32EnumAttr<"StateRole", "what a persistent state buffer holds", [
+    I32EnumAttrCase<"adam_m", 0>,
+    I32EnumAttrCase<"adam_v", 1>,
+    I32EnumAttrCase<"master", 2>,
+    I32EnumAttrCase<"momentum", 3>,
+    I32EnumAttrCase<"error_feedback", 4>,
+    I32EnumAttrCase<"step", 5>,
+    I32EnumAttrCase<"other", 6>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 1;
+}
+
+def Loom_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"max", 2>,
+    I32EnumAttrCase<"min", 3>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+class Loom_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Loom_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Loom_MemSpaceAttr : EnumAttr<Loom_Dialect, Loom_MemSpace, "mem"> {
+  let summary = "A memory space: the placement of a buffer";
+  let description = [{
+    Used as the encoding of a ranked tensor to say where the buffer lives:
+
+    * `device`: GPU memory (on the CPU target, a separate host arena that
+      plays the GPU's part, so GPU schedules run and test on any machine);
+    * `pinned`: page-locked host memory, the source and target of fast DMA;
+    * `pageable`: ordinary host memory (slow DMA: ~10 GB/s against ~55);
+    * `mapped`: pinned host memory seen from the GPU (zero-copy); only
+      `loom.zero_copy` produces it, so every zero-copy read is explicit;
+    * `nvme`: reserved for a future storage tier; nothing computes on it.
+
+    ```mlir
+    %w = loom.load @w : tensor<1024x1024xf32, #loom.mem<pinned>>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Loom_StreamAttr : Loom_Attr<"Stream", "stream"> {
+  let summary = "An in-order work queue";
+  let description = [{
+    Names the queue an asynchronous op is ordered on: `compute` (GPU
+    kernels), `h2d` and `d2h` (the two DMA directions), `comm` (collectives)
+    and `cpu` (host worker threads), with an index when a schedule uses
+    several queues of one kind. The order of the ops that name a stream is
+    the order of work on it, which is what a printed timeline shows.
+
+    ```mlir
+    %d, %t = loom.copy %h on h2d
+        : tensor<64xf32, #loom.mem<pinned>> -> tensor<64xf32, #loom.mem<device>>
+    %u, %t2 = loom.all_reduce %g over #loom.group<@t, ["node"]> on comm[1]
+        : tensor<64xf32, #loom.mem<device>> -> tensor<64xf32, #loom.mem<device>>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Loom_StreamKind>:$kind,
+    DefaultValuedParameter<"int64_t", "0">:$index);
+  let assemblyFormat = "`<` $kind (`,` $index^)? `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_CodecAttr : Loom_Attr<"Codec", "codec"> {
+  let summary = "A compression scheme for a communicated payload";
+  let description = [{
+    * `sign_scale`: one bit per element (its sign, with sign(0) = +1) plus one
+      fp32 scale ‖x‖₂/√n per block (1-bit Adam, §3); `block = 0` means one
+      scale for the whole tensor;
+    * `int8`, `int4`: symmetric block quantisation, one fp32 scale per
+      `block` elements (ZeRO++ qwZ uses int8 blocks of ~4k, qgZ int4);
+    * `fp8_e4m3`, `fp8_e5m2`, `fp4_e2m1`: low-precision floats with a
+      per-block scale (Streaming DiLoCo exchanges 4-bit floats).
+
+    Every codec applies to floating-point tensors only; the block scheme
+    codecs need a positive block size.
+
+    ```mlir
+    #loom.codec<sign_scale>
+    #loom.codec<int8, block = 4096>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Loom_CodecKind>:$kind,
+    DefaultValuedParameter<"int64_t", "0">:$block);
+  let assemblyFormat = "`<` $kind (`,` `block` `=` $block^)? `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bits stored per element of the payload (scales not counted).
+    unsigned getBitsPerElement() const;
+  }];
+}
+
+def Loom_InitAttr : Loom_Attr<"Init", "init"> {
+  let summary = "How a parameter or state buffer is initialised";
+  let description = [{
+    `zeros`, `ones`, `normal(mean, std)` or `uniform(low, high)`. Values
+    imported from a model file are given instead as a `value` elements
+    attribute on `loom.param`.
+
+    ```mlir
+    #loom.init<normal(0.0, 0.02)>
+    #loom.init<zeros>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Loom_InitKind>:$kind,
+    APFloatParameter<"first argument (mean or low)">:$a,
+    APFloatParameter<"second argument (std or high)">:$b);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Loom_GroupAttr : Loom_Attr<"Group", "group"> {
+  let summary = "The ranks a collective spans: levels of a topology";
+  let description = [{
+    Names a `loom.topology` and the levels whose coordinate varies inside the
+    group; ranks that agree on every other level's coordinate form one
+    group. With `loom.topology @t ["gcd" = 2, "gpu" = 4, "node" = 16]`:
+
+    * `#loom.group<@t, ["gcd"]>`: the two dies of one MI250X (size 2);
+    * `#loom.group<@t, ["gcd", "gpu"]>`: every rank of one node (size 8);
+    * `#loom.group<@t, ["node"]>`: one rank per node, same local slot (16);
+    * all levels: the whole world.
+
+    The verifier of each collective checks that the topology exists and
+    defines every named level.
+  }];
+  let parameters = (ins
+    "FlatSymbolRefAttr":$topology,
+    "ArrayAttr":$levels);
+  let assemblyFormat = "`<` $topology `,` $levels `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+class Loom_Type<string name, string typeMnemonic, list<Trait> traits = []>
+    : TypeDef<Loom_Dialect, name, traits> {
+  let mnemonic = typeMnemonic;
+}
+
+def Loom_TokenType : Loom_Type<"Token", "token"> {
+  let summary = "Completion of an asynchronous op";
+  let description = [{
+    Produced by every asynchronous op (copies, collectives). It orders work:
+    another asynchronous op lists it in its dependencies (a stream waits for
+    an event), or `loom.wait` blocks on it. The results of an asynchronous op
+    may be read only after its token has been waited on or by an asynchronous
+    op that depends on it; a token is waited at most once, and every token is
+    consumed. These rules are checked by the verifier, so a schedule written
+    by hand or by a pass cannot read a buffer whose transfer has not ended.
+  }];
+}
+
+def Loom_PackedType : Loom_Type<"Packed", "packed"> {
+  let summary = "A compressed payload";
+  let description = [{
+    The output of `loom.compress`: a tensor of the given logical type stored
+    with the given codec (packed bits or narrow floats plus scales). It can
+    be moved and exchanged (copies, all-gather, all-to-all, broadcast) but
+    not computed on or summed: decompress first.
+
+    ```mlir
+    !loom.packed<tensor<4096xf32, #loom.mem<device>>, #loom.codec<sign_scale>>
+    ```
+  }];
+  let parameters = (ins "RankedTensorType":$logical, "CodecAttr":$codec);
+  let assemblyFormat = "`<` $logical `,` qualified($codec) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bytes on the wire: packed elements plus one fp32 scale per block.
+    int64_t getStorageBytes() const;
+  }];
+}
+
+def Loom_AnyTensor : RankedTensorOf<[AnyType]>;
+def Loom_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Loom_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
+def Loom_Payload : AnyTypeOf<[Loom_AnyTensor, Loom_PackedType]>;
+
+#endif // LOOM_BASE_TD

@@ -1,0 +1,32 @@
+//===- LoomDialect.h - the loom dialect, attributes and types -------------===//
+#ifndef LOOM_DIALECT_LOOMDIALECT_H
+#define LOOM_DIALECT_LOOMDIALECT_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+
+#include "dialects/Loom/LoomDialect.h.inc"
+#include "dialects/Loom/LoomEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Loom/LoomAttrs.h.inc"
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Loom/LoomTypes.h.inc"
+
+namespace mlir::loom {
+
+/// Which processor computes on a buffer in this memory space.
+enum class ExecSide { Unplaced, Gpu, Cpu, Storage };
+
+/// The placement of a tensor (its #loom.mem encoding), if it has one.
+std::optional<MemSpace> getMemSpace(Type type);
+/// The side that computes on values of `type` (Unplaced without placement).
+ExecSide getExecSide(Type type);
+/// `type` with its placement replaced (or set) to `space`.
+RankedTensorType withMemSpace(RankedTensorType type, MemSpace space);
+
+} // namespace mlir::loom
+
+#endif // LOOM_DIALECT_LOOMDIALECT_H

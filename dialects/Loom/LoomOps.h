@@ -1,0 +1,39 @@
+//===- LoomOps.h - ops of the loom dialect --------------------------------===//
+#ifndef LOOM_DIALECT_LOOMOPS_H
+#define LOOM_DIALECT_LOOMOPS_H
+
+#include "dialects/Loom/LoomDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::loom {
+class AsyncOpInterface;
+namespace detail {
+LogicalResult verifyAsyncOp(Operation *op);
+LogicalResult verifyComputeOp(Operation *op);
+} // namespace detail
+
+/// Compute ops run where their data lives: every placed operand and result
+/// must be on one side (GPU or CPU).
+template <typename ConcreteType>
+class ComputeOp : public OpTrait::TraitBase<ConcreteType, ComputeOp> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    return detail::verifyComputeOp(op);
+  }
+};
+} // namespace mlir::loom
+
+#include "dialects/Loom/LoomInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Loom/LoomOps.h.inc"
+
+#endif // LOOM_DIALECT_LOOMOPS_H

@@ -1,0 +1,17 @@
+//===- InitAll.h - register every Loom dialect and pass -------------------===//
+#ifndef LOOM_INITALL_H
+#define LOOM_INITALL_H
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace loom {
+/// The dialects a Loom module may contain: loom plus the upstream dialects
+/// it builds on (func, arith, tensor).
+void registerAllDialects(mlir::DialectRegistry &registry);
+/// Every Loom pass (and the upstream passes Loom pipelines use).
+void registerAllPasses();
+} // namespace loom
+
+#endif // LOOM_INITALL_H

@@ -1,0 +1,25 @@
+//===- InitAll.cpp - one place that registers Loom's dialects and passes --===//
+#include "loom/InitAll.h"
+
+#include "dialects/Loom/LoomDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void loom::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mlir::loom::LoomDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+}
+
+void loom::registerAllPasses() {
+  mlir::loom::registerLoomPasses();
+  // Generic cleanups that Loom pipelines run between phases.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+  mlir::registerInlinerPass();
+}

@@ -1,0 +1,57 @@
+// adam_math.h: the per-element Adam/AdamW update, shared by the CPU and GPU
+// backends so both compute the same function. Follows torch.optim.AdamW's
+// single-tensor path (exp_avg.lerp_, exp_avg_sq.mul_.addcmul_,
+// denom = sqrt(v)/sqrt(bc2) + eps, p.addcdiv_(m, denom, -lr/bc1)), which is
+// what the end-to-end tests compare against.
+#ifndef LOOMRT_COMMON_ADAM_MATH_H
+#define LOOMRT_COMMON_ADAM_MATH_H
+
+#include "loomrt/loomrt.h"
+#include <math.h>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define LOOMRT_HD __host__ __device__ __forceinline__
+#else
+#define LOOMRT_HD inline
+#endif
+
+namespace loomrt {
+
+// Step-dependent scalars, computed once per launch on the host (in double so
+// that beta^step does not lose precision at large step counts).
+struct AdamScalars {
+  float lr, beta1, beta2, eps;
+  float decay;       // multiplicative decay of p for AdamW: 1 - lr*wd
+  float l2;          // wd added to the gradient for plain Adam
+  float stepSize;    // lr / (1 - beta1^t)
+  float invBc2Sqrt;  // 1 / sqrt(1 - beta2^t)
+};
+
+inline AdamScalars adamScalars(const loomrt_adam_config &c) {
+  AdamScalars s;
+  s.lr = c.lr;
+  s.beta1 = c.beta1;
+  s.beta2 = c.beta2;
+  s.eps = c.eps;
+  s.decay = c.decoupled_weight_decay ? 1.0f - c.lr * c.weight_decay : 1.0f;
+  s.l2 = c.decoupled_weight_decay ? 0.0f : c.weight_decay;
+  double bc1 = 1.0 - pow((double)c.beta1, (double)c.step);
+  double bc2 = 1.0 - pow((double)c.beta2, (double)c.step);
+  s.stepSize = (float)(c.lr / bc1);
+  s.invBc2Sqrt = (float)(1.0 / sqrt(bc2));
+  return s;
+}
+
+LOOMRT_HD void adamElement(const AdamScalars &s, float &p, float g, float &m,
+                           float &v) {
+  g = g + s.l2 * p;
+  p = p * s.decay;
+  m = m + (1.0f - s.beta1) * (g - m);
+  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  float denom = sqrtf(v) * s.invBc2Sqrt + s.eps;
+  p = p - s.stepSize * (m / denom);
+}
+
+} // namespace loomrt
+
+#endif // LOOMRT_COMMON_ADAM_MATH_H

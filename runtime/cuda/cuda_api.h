@@ -1,0 +1,32 @@
+// cuda_api.h: CUDA's names for the gpu* vocabulary used by runtime/gpu.
+#ifndef LOOMRT_CUDA_CUDA_API_H
+#define LOOMRT_CUDA_CUDA_API_H
+
+#include <cuda_runtime.h>
+
+#define LOOMRT_GPU_VENDOR "cuda"
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuEvent_t = cudaEvent_t;
+#define gpuSuccess cudaSuccess
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuHostAlloc(p, n) cudaHostAlloc((p), (n), cudaHostAllocPortable | cudaHostAllocMapped)
+#define gpuFreeHost cudaFreeHost
+#define gpuMemcpyAsync(d, s, n, st) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDefault, (st))
+#define gpuStreamCreate(s) cudaStreamCreateWithFlags((s), cudaStreamNonBlocking)
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamWaitEvent(s, e) cudaStreamWaitEvent((s), (e), 0)
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuGetLastError cudaGetLastError
+
+#endif // LOOMRT_CUDA_CUDA_API_H

@@ -1,0 +1,34 @@
+// hip_api.h: HIP's names for the gpu* vocabulary used by runtime/gpu.
+// Not built yet (no ROCm on the project's machines); kept beside the CUDA
+// mapping so the kernels never name a vendor API directly.
+#ifndef LOOMRT_HIP_HIP_API_H
+#define LOOMRT_HIP_HIP_API_H
+
+#include <hip/hip_runtime.h>
+
+#define LOOMRT_GPU_VENDOR "hip"
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuEvent_t = hipEvent_t;
+#define gpuSuccess hipSuccess
+#define gpuErrorMemoryAllocation hipErrorOutOfMemory
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuHostAlloc(p, n) hipHostMalloc((p), (n), hipHostMallocPortable | hipHostMallocMapped)
+#define gpuFreeHost hipHostFree
+#define gpuMemcpyAsync(d, s, n, st) hipMemcpyAsync((d), (s), (n), hipMemcpyDefault, (st))
+#define gpuStreamCreate(s) hipStreamCreateWithFlags((s), hipStreamNonBlocking)
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamWaitEvent(s, e) hipStreamWaitEvent((s), (e), 0)
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuGetLastError hipGetLastError
+
+#endif // LOOMRT_HIP_HIP_API_H

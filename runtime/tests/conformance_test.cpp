@@ -1,0 +1,99 @@
+// conformance_test.cpp: memory, copies, streams and events behave the same on
+// every backend; bad arguments give an error status and a message, not a crash.
+#include "backends.h"
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+using Conformance = BackendTest;
+
+TEST_P(Conformance, CopiesRoundTripThroughEverySpace) {
+  const size_t n = 100003; // odd, not a multiple of any vector width
+  std::vector<float> src(n), back(n, -1.0f);
+  for (size_t i = 0; i < n; ++i)
+    src[i] = 0.5f * static_cast<float>(i) - 7.0f;
+  void *pinned, *devbuf, *pageable;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_PINNED, n * 4, &pinned));
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &devbuf));
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_PAGEABLE, n * 4, &pageable));
+  std::memcpy(pinned, src.data(), n * 4);
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, devbuf, pinned, n * 4));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, pageable, devbuf, n * 4));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  std::memcpy(back.data(), pageable, n * 4);
+  EXPECT_EQ(0, std::memcmp(src.data(), back.data(), n * 4));
+  EXPECT_NE(devbuf, pinned);
+  LOOMRT_ASSERT_OK(loomrt_free(dev, LOOMRT_MEM_PINNED, pinned));
+  LOOMRT_ASSERT_OK(loomrt_free(dev, LOOMRT_MEM_DEVICE, devbuf));
+  LOOMRT_ASSERT_OK(loomrt_free(dev, LOOMRT_MEM_PAGEABLE, pageable));
+}
+
+TEST_P(Conformance, EventsOrderStreamsAndMeasureTime) {
+  loomrt_stream other;
+  LOOMRT_ASSERT_OK(loomrt_stream_create(dev, &other));
+  loomrt_event a, b;
+  LOOMRT_ASSERT_OK(loomrt_event_create(dev, &a));
+  LOOMRT_ASSERT_OK(loomrt_event_create(dev, &b));
+  const size_t bytes = 1 << 20;
+  void *x, *y;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_PINNED, bytes, &x));
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes, &y));
+  std::memset(x, 0x5a, bytes);
+  LOOMRT_ASSERT_OK(loomrt_event_record(a, stream));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, y, x, bytes));
+  LOOMRT_ASSERT_OK(loomrt_event_record(b, stream));
+  // The second stream copies back only after the first copy finished.
+  LOOMRT_ASSERT_OK(loomrt_stream_wait_event(other, b));
+  std::vector<unsigned char> back(bytes, 0);
+  void *z;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_PINNED, bytes, &z));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(other, z, y, bytes));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(other));
+  EXPECT_EQ(0, std::memcmp(x, z, bytes));
+  LOOMRT_ASSERT_OK(loomrt_event_synchronize(b));
+  float ms = -1;
+  LOOMRT_ASSERT_OK(loomrt_event_elapsed_ms(a, b, &ms));
+  EXPECT_GE(ms, 0.0f);
+  loomrt_free(dev, LOOMRT_MEM_PINNED, x);
+  loomrt_free(dev, LOOMRT_MEM_PINNED, z);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, y);
+  loomrt_event_destroy(a);
+  loomrt_event_destroy(b);
+  loomrt_stream_destroy(other);
+}
+
+TEST_P(Conformance, BadArgumentsAreErrorsWithMessages) {
+  void *p = nullptr;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_alloc(dev, static_cast<loomrt_mem_space>(9), 16, &p));
+  EXPECT_NE(std::string(loomrt_last_error()).find("memory space"),
+            std::string::npos);
+  loomrt_event never;
+  LOOMRT_ASSERT_OK(loomrt_event_create(dev, &never));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_stream_wait_event(stream, never));
+  EXPECT_NE(std::string(loomrt_last_error()).find("never recorded"),
+            std::string::npos);
+  loomrt_event_destroy(never);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_memcpy_async(stream, nullptr, &p, 8));
+}
+
+TEST(Devices, MissingDeviceIsUnsupportedNotACrash) {
+  loomrt_device dev = nullptr;
+  EXPECT_EQ(LOOMRT_ERR_UNSUPPORTED,
+            loomrt_device_open(LOOMRT_BACKEND_CPU, 7, &dev));
+  EXPECT_EQ(dev, nullptr);
+  EXPECT_NE(std::string(loomrt_last_error()).find("no cpu device 7"),
+            std::string::npos);
+  EXPECT_EQ(LOOMRT_ERR_UNSUPPORTED,
+            loomrt_device_open(LOOMRT_BACKEND_HIP, 0, &dev));
+  EXPECT_NE(std::string(loomrt_last_error()).find("not built"),
+            std::string::npos);
+}
+
+LOOMRT_INSTANTIATE_BACKENDS(Conformance);
+
+} // namespace

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every system package Loom needs (Debian 12, apt-get only), then
+# configures and builds. Idempotent and quiet when nothing is missing.
+#   scripts/setup.sh            # packages + build into ./build
+#   LOOM_BUILD_DIR=dir scripts/setup.sh
+#   LOOM_SKIP_BUILD=1 scripts/setup.sh   # packages only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache git python3
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  googletest libgtest-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "${LOOM_SKIP_BUILD:-0}" = 1 ] && exit 0
+
+BUILD_DIR="${LOOM_BUILD_DIR:-build}"
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  echo "[setup] configuring $BUILD_DIR"
+  mkdir -p "$BUILD_DIR"
+  cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >"$BUILD_DIR/configure.log" 2>&1 || {
+    cat "$BUILD_DIR/configure.log"; exit 1; }
+fi
+echo "[setup] building in $BUILD_DIR"
+ninja -C "$BUILD_DIR"

@@ -1,0 +1,32 @@
+# lit configuration of the check-loom suite.
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "LOOM"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%loom_src_root", config.loom_src_root))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+# FileCheck runs with -enable-var-scope so captures do not leak across
+# CHECK-LABELs.
+llvm_config.add_tool_substitutions(["loom-opt"], [config.loom_tools_dir])
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# Optional hardware and tools become features: GPU tests say
+# `REQUIRES: cuda-gpu` and are unsupported where no GPU is present.
+if shutil.which("nvidia-smi") and os.system("nvidia-smi -L > /dev/null 2>&1") == 0:
+    config.available_features.add("cuda-gpu")
+if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+    config.available_features.add("nvcc")

@@ -1,0 +1,13 @@
+//===- loom-opt.cpp - run any Loom pass on any Loom IR --------------------===//
+#include "loom/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  loom::registerAllDialects(registry);
+  loom::registerAllPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+}
