@@ -229,7 +229,13 @@ def Loom_GroupAttr : Loom_Attr<"Group", "group"> {
     * all levels: the whole world.
 
     The verifier of each collective checks that the topology exists and
-    defines every named level.
+    defines every named level, and uses the group's size to check shapes.
+
+    ```mlir
+    loom.topology @t ["gpu" = 8, "node" = 4]
+    %s, %tok = loom.reduce_scatter %g over #loom.group<@t, ["gpu"]> on comm
+        : tensor<4096xf32> -> tensor<512xf32>
+    ```
   }];
   let parameters = (ins
     "FlatSymbolRefAttr":$topology,
@@ -256,6 +262,13 @@ def Loom_TokenType : Loom_Type<"Token", "token"> {
     op that depends on it; a token is waited at most once, and every token is
     consumed. These rules are checked by the verifier, so a schedule written
     by hand or by a pass cannot read a buffer whose transfer has not ended.
+
+    ```mlir
+    %d, %t0 = loom.copy %h on h2d : tensor<64xf32, #loom.mem<pinned>> -> tensor<64xf32, #loom.mem<device>>
+    %e, %t1 = loom.copy %h2 after [%t0] on h2d : tensor<64xf32, #loom.mem<pinned>> -> tensor<64xf32, #loom.mem<device>>
+    loom.wait %t1          // covers %t0 too: %t1's copy started after it
+    %s = loom.add %d, %e : tensor<64xf32, #loom.mem<device>>, tensor<64xf32, #loom.mem<device>> -> tensor<64xf32, #loom.mem<device>>
+    ```
   }];
 }
 
