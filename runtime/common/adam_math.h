@@ -8,6 +8,8 @@
 
 #include "loomrt/loomrt.h"
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define LOOMRT_HD __host__ __device__ __forceinline__
@@ -40,6 +42,23 @@ inline AdamScalars adamScalars(const loomrt_adam_config &c) {
   s.stepSize = (float)(c.lr / bc1);
   s.invBc2Sqrt = (float)(1.0 / sqrt(bc2));
   return s;
+}
+
+/// bf16 <-> fp32 by bit manipulation, identical on host and device: bf16 is
+/// the upper half of an fp32; narrowing rounds to nearest, ties to even.
+LOOMRT_HD float bf16ToFloat(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+LOOMRT_HD uint16_t floatToBf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
+    return uint16_t((u >> 16) | 0x40); // NaN stays a (quiet) NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
 }
 
 LOOMRT_HD void adamElement(const AdamScalars &s, float &p, float g, float &m,

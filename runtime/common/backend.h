@@ -32,6 +32,9 @@ struct BackendOps {
   loomrt_status (*adam_f32)(void *stream, const loomrt_adam_config *cfg,
                             float *p, const float *g, float *m, float *v,
                             size_t n);
+  loomrt_status (*adam_bf16grad)(void *stream, const loomrt_adam_config *cfg,
+                                 float *p, const uint16_t *g, float *m,
+                                 float *v, uint16_t *pOut, size_t n);
 };
 
 // Records `msg` as this thread's last error and returns `s`.

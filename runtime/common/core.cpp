@@ -209,23 +209,43 @@ loomrt_status loomrt_event_elapsed_ms(loomrt_event a, loomrt_event b,
   return a->dev->ops->event_elapsed_ms(a->impl, b->impl, ms);
 }
 
-loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
-                              float *p, const float *g, float *m, float *v,
-                              size_t n) {
+/// Checks shared by every Adam entry point.
+static loomrt_status checkAdam(const char *fn, loomrt_stream s,
+                               const loomrt_adam_config *cfg, bool buffers) {
+  std::string name(fn);
   if (!s || !cfg)
-    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "adam_f32: null stream or config");
-  if (n == 0)
-    return LOOMRT_OK;
-  if (!p || !g || !m || !v)
-    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "adam_f32: null buffer");
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, name + ": null stream or config");
+  if (!buffers)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, name + ": null buffer");
   if (cfg->step < 1)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                "adam_f32: step must be >= 1 (bias correction is 1-based)");
+                name + ": step must be >= 1 (bias correction is 1-based)");
   if (!(cfg->beta1 >= 0.f && cfg->beta1 < 1.f && cfg->beta2 >= 0.f &&
         cfg->beta2 < 1.f))
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                "adam_f32: beta1 and beta2 must be in [0, 1)");
+                name + ": beta1 and beta2 must be in [0, 1)");
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
+                              float *p, const float *g, float *m, float *v,
+                              size_t n) {
+  if (n == 0 && s && cfg)
+    return LOOMRT_OK;
+  if (loomrt_status st = checkAdam("adam_f32", s, cfg, p && g && m && v))
+    return st;
   return s->dev->ops->adam_f32(s->impl, cfg, p, g, m, v, n);
+}
+
+loomrt_status loomrt_adam_bf16grad(loomrt_stream s,
+                                   const loomrt_adam_config *cfg, float *p,
+                                   const uint16_t *g, float *m, float *v,
+                                   uint16_t *pOut, size_t n) {
+  if (n == 0 && s && cfg)
+    return LOOMRT_OK;
+  if (loomrt_status st = checkAdam("adam_bf16grad", s, cfg, p && g && m && v))
+    return st;
+  return s->dev->ops->adam_bf16grad(s->impl, cfg, p, g, m, v, pOut, n);
 }
 
 } // extern "C"

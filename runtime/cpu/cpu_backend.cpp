@@ -6,12 +6,14 @@
 //     valid (if serial) ordering of any stream/event program: every wait is
 //     then already satisfied. Overlapping CPU workers come with the offload
 //     schedule (issue 7).
-#include "common/adam_math.h"
 #include "common/backend.h"
+#include "cpu/cpu_kernels.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <omp.h>
 
 namespace loomrt {
 namespace {
@@ -49,7 +51,25 @@ void cpuStreamDestroy(void *) {}
 loomrt_status cpuStreamSync(void *) { return LOOMRT_OK; }
 
 loomrt_status cpuMemcpy(void *, void *dst, const void *src, size_t bytes) {
-  std::memmove(dst, src, bytes);
+  // One core cannot saturate DRAM: split large copies over the threads, in
+  // contiguous cache-line aligned chunks. Overlapping ranges keep memmove's
+  // semantics by staying serial.
+  const char *s = static_cast<const char *>(src);
+  char *d = static_cast<char *>(dst);
+  bool overlap = d < s + bytes && s < d + bytes;
+  if (bytes < (size_t(8) << 20) || overlap) {
+    std::memmove(dst, src, bytes);
+    return LOOMRT_OK;
+  }
+#pragma omp parallel
+  {
+    size_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    size_t chunk = ((bytes + threads - 1) / threads + 63) / 64 * 64;
+    size_t begin = std::min(bytes, t * chunk);
+    size_t end = std::min(bytes, begin + chunk);
+    if (begin < end)
+      std::memcpy(d + begin, s + begin, end - begin);
+  }
   return LOOMRT_OK;
 }
 
@@ -72,13 +92,14 @@ loomrt_status cpuElapsed(void *a, void *b, float *ms) {
 
 loomrt_status cpuAdam(void *, const loomrt_adam_config *cfg, float *p,
                       const float *g, float *m, float *v, size_t n) {
-  const AdamScalars s = adamScalars(*cfg);
-  const long long count = static_cast<long long>(n);
-  // One pass over the four arrays; OpenMP splits it into contiguous chunks
-  // so each thread streams through its own part of memory.
-#pragma omp parallel for simd schedule(static)
-  for (long long i = 0; i < count; ++i)
-    adamElement(s, p[i], g[i], m[i], v[i]);
+  cpuAdamF32(*cfg, p, g, m, v, n);
+  return LOOMRT_OK;
+}
+
+loomrt_status cpuAdamBf16(void *, const loomrt_adam_config *cfg, float *p,
+                          const uint16_t *g, float *m, float *v,
+                          uint16_t *pOut, size_t n) {
+  cpuAdamBf16Grad(*cfg, p, g, m, v, pOut, n);
   return LOOMRT_OK;
 }
 
@@ -87,7 +108,7 @@ const BackendOps kCpuOps = {
     cpuAlloc,       cpuFree,        cpuStreamCreate, cpuStreamDestroy,
     cpuStreamSync,  cpuMemcpy,      cpuEventCreate,  cpuEventDestroy,
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
-    cpuAdam,
+    cpuAdam,        cpuAdamBf16,
 };
 
 } // namespace

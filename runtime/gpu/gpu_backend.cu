@@ -119,38 +119,68 @@ loomrt_status gpuElapsedImpl(void *a, void *b, float *ms) {
 
 // Adam is memory bound (28 bytes per element, ~0 flops of note): each thread
 // handles 4 consecutive elements with 16-byte vector loads and stores, and the
-// grid strides so that any n is covered with a bounded number of blocks.
+// grid strides so that any n is covered with a bounded number of blocks. G is
+// float or uint16_t (bf16 bits, the mixed-precision step); pOut, when set,
+// receives the updated weights as bf16.
+__device__ __forceinline__ float gradValue(float g) { return g; }
+__device__ __forceinline__ float gradValue(uint16_t g) { return bf16ToFloat(g); }
+
+template <typename G> struct Vec4;
+template <> struct Vec4<float> {
+  using T = float4;
+  __device__ static float get(const T &x, int k) { return (&x.x)[k]; }
+};
+template <> struct Vec4<uint16_t> {
+  using T = ushort4;
+  __device__ static float get(const T &x, int k) {
+    return bf16ToFloat((&x.x)[k]);
+  }
+};
+
+template <typename G>
 __global__ void adamKernel(AdamScalars s, float *__restrict__ p,
-                           const float *__restrict__ g, float *__restrict__ m,
-                           float *__restrict__ v, size_t n) {
+                           const G *__restrict__ g, float *__restrict__ m,
+                           float *__restrict__ v, uint16_t *__restrict__ pOut,
+                           size_t n) {
+  using V = Vec4<G>;
   size_t nvec = n / 4;
   size_t stride = (size_t)gridDim.x * blockDim.x;
   bool aligned = ((reinterpret_cast<uintptr_t>(p) |
-                   reinterpret_cast<uintptr_t>(g) |
                    reinterpret_cast<uintptr_t>(m) |
-                   reinterpret_cast<uintptr_t>(v)) & 15) == 0;
+                   reinterpret_cast<uintptr_t>(v)) & 15) == 0 &&
+                 (reinterpret_cast<uintptr_t>(g) & (4 * sizeof(G) - 1)) == 0 &&
+                 (reinterpret_cast<uintptr_t>(pOut) & 7) == 0;
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (aligned) {
     for (size_t i = tid; i < nvec; i += stride) {
       float4 pp = reinterpret_cast<float4 *>(p)[i];
-      float4 gg = reinterpret_cast<const float4 *>(g)[i];
+      typename V::T gg = reinterpret_cast<const typename V::T *>(g)[i];
       float4 mm = reinterpret_cast<float4 *>(m)[i];
       float4 vv = reinterpret_cast<float4 *>(v)[i];
-      adamElement(s, pp.x, gg.x, mm.x, vv.x);
-      adamElement(s, pp.y, gg.y, mm.y, vv.y);
-      adamElement(s, pp.z, gg.z, mm.z, vv.z);
-      adamElement(s, pp.w, gg.w, mm.w, vv.w);
+      adamElement(s, pp.x, V::get(gg, 0), mm.x, vv.x);
+      adamElement(s, pp.y, V::get(gg, 1), mm.y, vv.y);
+      adamElement(s, pp.z, V::get(gg, 2), mm.z, vv.z);
+      adamElement(s, pp.w, V::get(gg, 3), mm.w, vv.w);
       reinterpret_cast<float4 *>(p)[i] = pp;
       reinterpret_cast<float4 *>(m)[i] = mm;
       reinterpret_cast<float4 *>(v)[i] = vv;
+      if (pOut)
+        reinterpret_cast<ushort4 *>(pOut)[i] =
+            make_ushort4(floatToBf16(pp.x), floatToBf16(pp.y),
+                         floatToBf16(pp.z), floatToBf16(pp.w));
     }
   }
-  for (size_t i = (aligned ? nvec * 4 : 0) + tid; i < n; i += stride)
-    adamElement(s, p[i], g[i], m[i], v[i]);
+  for (size_t i = (aligned ? nvec * 4 : 0) + tid; i < n; i += stride) {
+    adamElement(s, p[i], gradValue(g[i]), m[i], v[i]);
+    if (pOut)
+      pOut[i] = floatToBf16(p[i]);
+  }
 }
 
-loomrt_status gpuAdam(void *stream, const loomrt_adam_config *cfg, float *p,
-                      const float *g, float *m, float *v, size_t n) {
+template <typename G>
+loomrt_status launchAdam(void *stream, const loomrt_adam_config *cfg, float *p,
+                         const G *g, float *m, float *v, uint16_t *pOut,
+                         size_t n) {
   AdamScalars s = adamScalars(*cfg);
   int threads = 256;
   size_t work = (n + 3) / 4;
@@ -161,9 +191,20 @@ loomrt_status gpuAdam(void *stream, const loomrt_adam_config *cfg, float *p,
     blocks = 132 * 32;
   if (blocks == 0)
     blocks = 1;
-  adamKernel<<<(unsigned)blocks, threads, 0, static_cast<gpuStream_t>(stream)>>>(
-      s, p, g, m, v, n);
+  adamKernel<G><<<(unsigned)blocks, threads, 0,
+                  static_cast<gpuStream_t>(stream)>>>(s, p, g, m, v, pOut, n);
   return check(gpuGetLastError(), "adam kernel launch");
+}
+
+loomrt_status gpuAdam(void *stream, const loomrt_adam_config *cfg, float *p,
+                      const float *g, float *m, float *v, size_t n) {
+  return launchAdam<float>(stream, cfg, p, g, m, v, nullptr, n);
+}
+
+loomrt_status gpuAdamBf16(void *stream, const loomrt_adam_config *cfg,
+                          float *p, const uint16_t *g, float *m, float *v,
+                          uint16_t *pOut, size_t n) {
+  return launchAdam<uint16_t>(stream, cfg, p, g, m, v, pOut, n);
 }
 
 const BackendOps kGpuOps = {
@@ -172,7 +213,7 @@ const BackendOps kGpuOps = {
     gpuStreamCreateImpl, gpuStreamDestroyImpl, gpuStreamSyncImpl,
     gpuMemcpyImpl,      gpuEventCreateImpl, gpuEventDestroyImpl,
     gpuEventRecordImpl, gpuWaitEventImpl,  gpuEventSyncImpl,
-    gpuElapsedImpl,     gpuAdam,
+    gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
 };
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "backends.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -110,5 +111,198 @@ TEST_P(Adam, RejectsBadConfig) {
 }
 
 LOOMRT_INSTANTIATE_BACKENDS(Adam);
+
+} // namespace
+
+// Each vector path of the CPU kernel (scalar, AVX2, AVX-512 where the host
+// has them), with and without streaming stores (> 32 MiB of state), at an
+// unaligned offset, against the float64 reference.
+#include "cpu/cpu_kernels.h"
+
+namespace {
+class CpuAdamIsa : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(CpuAdamIsa, MatchesFloat64Reference) {
+  const char *isa = GetParam();
+  if (std::string(loomrt::cpuAdamIsa(isa)) != isa)
+    GTEST_SKIP() << isa << " not supported on this host";
+  for (size_t n : {size_t(1000), size_t(3) << 20}) {
+    for (size_t off : {size_t(0), size_t(5)}) {
+      std::mt19937 rng(n + off);
+      std::normal_distribution<float> N(0.f, 1.f);
+      std::vector<float> buf(4 * (n + off + 16));
+      float *p = buf.data() + off, *g = p + n + 16, *m = g + n + 16,
+            *v = m + n + 16;
+      Ref ref{std::vector<double>(n), std::vector<double>(n, 0.0),
+              std::vector<double>(n, 0.0)};
+      std::vector<float> gv(n);
+      for (size_t i = 0; i < n; ++i) {
+        p[i] = N(rng);
+        ref.p[i] = p[i];
+        m[i] = v[i] = 0.f;
+      }
+      loomrt_adam_config cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 0};
+      for (int step = 1; step <= 3; ++step) {
+        for (size_t i = 0; i < n; ++i)
+          g[i] = gv[i] = 0.1f * N(rng);
+        cfg.step = step;
+        adamRef(ref, gv, cfg);
+        loomrt::cpuAdamF32(cfg, p, g, m, v, n, isa);
+      }
+      std::vector<float> pv(p, p + n), mv(m, m + n), vv(v, v + n);
+      EXPECT_LT(relErr(pv, ref.p), 2e-5) << isa << " n=" << n << " off=" << off;
+      EXPECT_LT(relErr(mv, ref.m), 2e-5);
+      EXPECT_LT(relErr(vv, ref.v), 2e-5);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuAdamIsa,
+                         ::testing::Values("scalar", "avx2", "avx512"),
+                         [](const auto &info) {
+                           return std::string(info.param);
+                         });
+} // namespace
+
+// The mixed-precision step: bf16 gradient in, bf16 weights out, on every
+// backend and (on the CPU) every vector path.
+#include "common/adam_math.h"
+
+namespace {
+
+TEST(Bf16, RoundsToNearestEven) {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return loomrt::floatToBf16(f);
+  };
+  EXPECT_EQ(bits(0x3f800000u), 0x3f80);   // 1.0 exactly
+  EXPECT_EQ(bits(0x3f808000u), 0x3f80);   // tie, even below
+  EXPECT_EQ(bits(0x3f818000u), 0x3f82);   // tie, even above
+  EXPECT_EQ(bits(0x3f808001u), 0x3f81);   // above the tie
+  EXPECT_EQ(bits(0x7f800000u), 0x7f80);   // inf stays inf
+  EXPECT_EQ(bits(0x7f7fffffu), 0x7f80);   // max float rounds to inf
+  uint16_t nan = bits(0x7f800001u);       // a NaN stays a NaN
+  EXPECT_EQ(nan & 0x7f80, 0x7f80);
+  EXPECT_NE(nan & 0x007f, 0);
+  EXPECT_EQ(loomrt::bf16ToFloat(0xc040), -3.0f);
+}
+
+/// Runs `steps` mixed-precision steps through `update` and checks the fp32
+/// state against the float64 reference and the bf16 output bit for bit.
+template <typename Update>
+void checkMixed(size_t n, Update update) {
+  std::mt19937 rng(n);
+  std::normal_distribution<float> N(0.f, 1.f);
+  std::vector<float> p(n), m(n, 0.f), v(n, 0.f), gf(n);
+  std::vector<uint16_t> g(n), out(n, 0xffff);
+  for (auto &x : p)
+    x = N(rng);
+  Ref ref{std::vector<double>(p.begin(), p.end()), std::vector<double>(n, 0.0),
+          std::vector<double>(n, 0.0)};
+  loomrt_adam_config cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 0};
+  for (int step = 1; step <= 3; ++step) {
+    for (size_t i = 0; i < n; ++i) {
+      g[i] = loomrt::floatToBf16(0.1f * N(rng));
+      gf[i] = loomrt::bf16ToFloat(g[i]);
+    }
+    cfg.step = step;
+    adamRef(ref, gf, cfg);
+    update(cfg, p, g, m, v, out);
+  }
+  EXPECT_LT(relErr(p, ref.p), 2e-5) << "n=" << n;
+  EXPECT_LT(relErr(m, ref.m), 2e-5);
+  EXPECT_LT(relErr(v, ref.v), 2e-5);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i)
+    wrong += out[i] != loomrt::floatToBf16(p[i]);
+  EXPECT_EQ(wrong, 0u) << "bf16 copies that are not round(p)";
+}
+
+using AdamMixed = BackendTest;
+
+TEST_P(AdamMixed, Bf16GradientAndWeightsMatchReference) {
+  for (size_t n : {size_t(37), size_t(100003)}) {
+    float *dp, *dm, *dv;
+    uint16_t *dg, *dout;
+    void *raw;
+    LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &raw));
+    dp = static_cast<float *>(raw);
+    LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &raw));
+    dm = static_cast<float *>(raw);
+    LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &raw));
+    dv = static_cast<float *>(raw);
+    LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 2, &raw));
+    dg = static_cast<uint16_t *>(raw);
+    LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 2, &raw));
+    dout = static_cast<uint16_t *>(raw);
+    bool first = true;
+    checkMixed(n, [&](const loomrt_adam_config &cfg, std::vector<float> &p,
+                      std::vector<uint16_t> &g, std::vector<float> &m,
+                      std::vector<float> &v, std::vector<uint16_t> &out) {
+      if (first) {
+        ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, dp, p.data(), n * 4));
+        ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, dm, m.data(), n * 4));
+        ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, dv, v.data(), n * 4));
+        first = false;
+      }
+      ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, dg, g.data(), n * 2));
+      ASSERT_EQ(LOOMRT_OK,
+                loomrt_adam_bf16grad(stream, &cfg, dp, dg, dm, dv, dout, n))
+          << loomrt_last_error();
+      ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, p.data(), dp, n * 4));
+      ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, m.data(), dm, n * 4));
+      ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, v.data(), dv, n * 4));
+      ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, out.data(), dout, n * 2));
+      ASSERT_EQ(LOOMRT_OK, loomrt_stream_synchronize(stream));
+    });
+    for (void *b : {(void *)dp, (void *)dm, (void *)dv, (void *)dg, (void *)dout})
+      loomrt_free(dev, LOOMRT_MEM_DEVICE, b);
+  }
+}
+
+TEST_P(AdamMixed, OutputIsOptional) {
+  float p = 1.f, m = 0.f, v = 0.f;
+  uint16_t g = loomrt::floatToBf16(0.5f);
+  loomrt_adam_config cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.f, 1, 1};
+  float *dp;
+  void *raw;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 64, &raw));
+  dp = static_cast<float *>(raw);
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, dp, &p, 4));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, dp + 1, &m, 4));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, dp + 2, &v, 4));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, dp + 3, &g, 2));
+  LOOMRT_ASSERT_OK(loomrt_adam_bf16grad(
+      stream, &cfg, dp, reinterpret_cast<uint16_t *>(dp + 3), dp + 1, dp + 2,
+      nullptr, 1));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, &p, dp, 4));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  EXPECT_NEAR(p, 1.f - 1e-3f, 1e-6f); // first Adam step moves by lr
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, dp);
+}
+
+LOOMRT_INSTANTIATE_BACKENDS(AdamMixed);
+
+class CpuAdamMixedIsa : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(CpuAdamMixedIsa, MatchesReference) {
+  const char *isa = GetParam();
+  if (std::string(loomrt::cpuAdamIsa(isa)) != isa)
+    GTEST_SKIP() << isa << " not supported on this host";
+  for (size_t n : {size_t(1001), size_t(3) << 20})
+    checkMixed(n, [&](const loomrt_adam_config &cfg, std::vector<float> &p,
+                      std::vector<uint16_t> &g, std::vector<float> &m,
+                      std::vector<float> &v, std::vector<uint16_t> &out) {
+      loomrt::cpuAdamBf16Grad(cfg, p.data(), g.data(), m.data(), v.data(),
+                              out.data(), p.size(), isa);
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuAdamMixedIsa,
+                         ::testing::Values("scalar", "avx2", "avx512"),
+                         [](const auto &info) {
+                           return std::string(info.param);
+                         });
 
 } // namespace

@@ -104,6 +104,17 @@ loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
                               float *param, const float *grad, float *m,
                               float *v, size_t n);
 
+/* The mixed-precision step in one pass over memory: fp32 master weights and
+ * moments, a bf16 gradient (as the GPU's backward produced it) read directly,
+ * and, when param_bf16 is not NULL, the updated weights also written as bf16
+ * (what the GPU computes with next step). Same update as loomrt_adam_f32 on
+ * the gradient's exact fp32 value; bf16 outputs round to nearest even.
+ * bf16 values are passed as their 16-bit patterns. */
+loomrt_status loomrt_adam_bf16grad(loomrt_stream s, const loomrt_adam_config *cfg,
+                                   float *master, const uint16_t *grad_bf16,
+                                   float *m, float *v, uint16_t *param_bf16,
+                                   size_t n);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
