@@ -30,6 +30,6 @@ if [ "${1:-}" != quick ]; then
     --mixed --json "$OUT/adam.jsonl" 2>&1 | tee -a "$OUT/summary.txt"
   python3 bench/adam.py --bench build-bench/bin/loomrt_bench --backend cpu --n "$N_CPU" \
     --iters 5 --mixed --json "$OUT/adam.jsonl" 2>&1 | tee -a "$OUT/summary.txt"
-  python3 bench/copy.py --bench build-bench/bin/loomrt_bench --json "$OUT/copy.jsonl" \
+  python3 bench/copy_bw.py --bench build-bench/bin/loomrt_bench --json "$OUT/copy.jsonl" \
     2>&1 | tee -a "$OUT/summary.txt"
 fi

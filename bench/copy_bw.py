@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host<->GPU copies: loomrt beside PyTorch, in one run.
 
-    python3 bench/copy.py --bench build-bench/bin/loomrt_bench [--bytes 1e9]
+    python3 bench/copy_bw.py --bench build-bench/bin/loomrt_bench [--bytes 1e9]
 
 Both sides copy the same number of bytes between pinned (or pageable) host
 memory and the GPU; medians of --iters copies after two warm-ups, timed with
@@ -65,7 +65,7 @@ def main():
     out = subprocess.run([a.bench, "copy", "--backend", "cuda", "--bytes", str(nbytes),
                           "--iters", str(a.iters)], capture_output=True, text=True)
     if out.returncode:
-        sys.exit(f"copy.py: loomrt_bench failed: {out.stderr.strip()}")
+        sys.exit(f"copy_bw.py: loomrt_bench failed: {out.stderr.strip()}")
     ours = {r["what"]: r["gb_s"] for r in map(json.loads, out.stdout.split("\n")[:-1])}
     theirs, version = torch_copies(nbytes, a.iters)
     print(f"\nHost<->GPU copies of {nbytes / 1e9:.2f} GB (GB/s; bidir counts both directions)")
