@@ -10,6 +10,78 @@
 
 namespace loomrt {
 
+/// Compute kernels. Arguments are validated by core.cpp before they get here;
+/// `state` is the device state, `stream` the backend's stream.
+struct KernelOps {
+  loomrt_status (*unary)(void *state, void *stream, loomrt_unary_op op,
+                         loomrt_dtype dt, const void *x, void *y, size_t n);
+  loomrt_status (*unary_grad)(void *state, void *stream, loomrt_unary_op op,
+                              loomrt_dtype dt, const void *dy, const void *x,
+                              void *dx, size_t n);
+  /// Broadcasting elementwise op; with cond set, a select (op ignored).
+  loomrt_status (*binary)(void *state, void *stream, loomrt_binary_op op,
+                          loomrt_dtype dt, const uint8_t *cond,
+                          const int64_t *cShape, const void *a,
+                          const int64_t *aShape, const void *b,
+                          const int64_t *bShape, void *out,
+                          const int64_t *outShape, int rank);
+  loomrt_status (*cast)(void *state, void *stream, loomrt_dtype from,
+                        const void *x, loomrt_dtype to, void *y, size_t n);
+  loomrt_status (*fill)(void *state, void *stream, loomrt_dtype dt, void *x,
+                        float value, size_t n);
+  loomrt_status (*copy_strided)(void *state, void *stream, size_t elemSize,
+                                const void *src, const int64_t *srcStrides,
+                                void *dst, const int64_t *dstStrides,
+                                const int64_t *shape, int rank);
+  loomrt_status (*reduce)(void *state, void *stream, loomrt_reduce_op op,
+                          loomrt_dtype dt, const void *x, void *y,
+                          int64_t outer, int64_t len, int64_t inner);
+  loomrt_status (*matmul)(void *state, void *stream, const loomrt_gemm *g,
+                          const void *a, const void *b, void *c);
+  loomrt_status (*layer_norm)(void *state, void *stream, loomrt_dtype dt,
+                              const void *x, const void *w, const void *b,
+                              void *y, int64_t rows, int64_t d, float eps,
+                              bool rms);
+  loomrt_status (*layer_norm_grad)(void *state, void *stream, loomrt_dtype dt,
+                                   const void *dy, const void *x,
+                                   const void *w, void *dx, void *dw, void *db,
+                                   int64_t rows, int64_t d, float eps,
+                                   bool rms);
+  loomrt_status (*softmax)(void *state, void *stream, loomrt_dtype dt,
+                           const void *x, void *y, int64_t rows, int64_t d,
+                           float scale, int log, int64_t causalBlock);
+  loomrt_status (*softmax_grad)(void *state, void *stream, loomrt_dtype dt,
+                                const void *dy, const void *y, void *dx,
+                                int64_t rows, int64_t d, float scale, int log);
+  loomrt_status (*embedding)(void *state, void *stream, loomrt_dtype dt,
+                             const void *table, const int64_t *idx, void *out,
+                             int64_t n, int64_t d, int64_t vocab);
+  loomrt_status (*embedding_grad)(void *state, void *stream, loomrt_dtype dt,
+                                  const void *dy, const int64_t *idx,
+                                  float *dtable, int64_t n, int64_t d,
+                                  int64_t vocab);
+  loomrt_status (*cross_entropy)(void *state, void *stream, loomrt_dtype dt,
+                                 const void *logits, const int64_t *labels,
+                                 float *loss, int64_t rows, int64_t classes);
+  loomrt_status (*cross_entropy_grad)(void *state, void *stream,
+                                      loomrt_dtype dt, const void *logits,
+                                      const int64_t *labels,
+                                      const float *dloss, void *dlogits,
+                                      int64_t rows, int64_t classes);
+  loomrt_status (*spmm)(void *state, void *stream, loomrt_dtype dt,
+                        const int64_t *rowPtr, const int64_t *colIdx,
+                        const void *vals, const void *x, void *y,
+                        int64_t rows, int64_t features);
+  loomrt_status (*sgd)(void *state, void *stream, float lr, float momentum,
+                       int nesterov, float *p, const float *g, float *buf,
+                       size_t n);
+};
+
+const KernelOps *cpuKernels();
+#ifdef LOOMRT_HAVE_CUDA
+const KernelOps *cudaKernels();
+#endif
+
 struct BackendOps {
   const char *name;
   int (*device_count)();
@@ -35,6 +107,7 @@ struct BackendOps {
   loomrt_status (*adam_bf16grad)(void *stream, const loomrt_adam_config *cfg,
                                  float *p, const uint16_t *g, float *m,
                                  float *v, uint16_t *pOut, size_t n);
+  const KernelOps *kernels;
 };
 
 // Records `msg` as this thread's last error and returns `s`.

@@ -108,7 +108,7 @@ const BackendOps kCpuOps = {
     cpuAlloc,       cpuFree,        cpuStreamCreate, cpuStreamDestroy,
     cpuStreamSync,  cpuMemcpy,      cpuEventCreate,  cpuEventDestroy,
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
-    cpuAdam,        cpuAdamBf16,
+    cpuAdam,        cpuAdamBf16,    cpuKernels(),
 };
 
 } // namespace

@@ -4,14 +4,14 @@
 #include "common/adam_math.h"
 #include "common/backend.h"
 #include "gpu/gpu_api.h"
+#include "gpu/gpu_state.h"
 
 #include <cstdlib>
 #include <string>
 
 namespace loomrt {
-namespace {
 
-loomrt_status check(gpuError_t e, const char *what) {
+loomrt_status gpuCheck(gpuError_t e, const char *what) {
   if (e == gpuSuccess)
     return LOOMRT_OK;
   return fail(e == gpuErrorMemoryAllocation ? LOOMRT_ERR_OUT_OF_MEMORY
@@ -20,9 +20,8 @@ loomrt_status check(gpuError_t e, const char *what) {
                   gpuGetErrorString(e));
 }
 
-struct GpuState {
-  int ordinal;
-};
+namespace {
+loomrt_status check(gpuError_t e, const char *what) { return gpuCheck(e, what); }
 
 int gpuCount() {
   int n = 0;
@@ -36,10 +35,15 @@ int gpuCount() {
 loomrt_status gpuInit(int ordinal, void **state) {
   if (loomrt_status s = check(gpuSetDevice(ordinal), "set device"))
     return s;
-  *state = new GpuState{ordinal};
+  *state = new GpuState{ordinal, nullptr};
   return LOOMRT_OK;
 }
-void gpuFini(void *state) { delete static_cast<GpuState *>(state); }
+void gpuFini(void *state) {
+  auto *st = static_cast<GpuState *>(state);
+  if (st->blas)
+    gpublasDestroy(st->blas);
+  delete st;
+}
 
 loomrt_status gpuAllocImpl(void *state, loomrt_mem_space space, size_t bytes,
                            void **out) {
@@ -214,6 +218,7 @@ const BackendOps kGpuOps = {
     gpuMemcpyImpl,      gpuEventCreateImpl, gpuEventDestroyImpl,
     gpuEventRecordImpl, gpuWaitEventImpl,  gpuEventSyncImpl,
     gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
+    cudaKernels(),
 };
 
 } // namespace

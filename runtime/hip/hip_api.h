@@ -5,6 +5,7 @@
 #define LOOMRT_HIP_HIP_API_H
 
 #include <hip/hip_runtime.h>
+#include <hipblas/hipblas.h>
 
 #define LOOMRT_GPU_VENDOR "hip"
 using gpuError_t = hipError_t;
@@ -30,5 +31,24 @@ using gpuEvent_t = hipEvent_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuGetLastError hipGetLastError
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMallocAsync hipMallocAsync
+#define gpuFreeAsync hipFreeAsync
+#define gpuMemcpyDtoHAsync(d, s, n, st) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToHost, (st))
+
+// BLAS
+using gpublasHandle_t = hipblasHandle_t;
+using gpublasStatus_t = hipblasStatus_t;
+#define GPUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
+#define gpublasCreate hipblasCreate
+#define gpublasDestroy hipblasDestroy
+#define gpublasSetStream hipblasSetStream
+#define GPUBLAS_OP_N HIPBLAS_OP_N
+#define GPUBLAS_OP_T HIPBLAS_OP_T
+#define GPU_R_32F HIP_R_32F
+#define GPU_R_16BF HIP_R_16BF
+#define GPUBLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
+#define GPUBLAS_GEMM_DEFAULT HIPBLAS_GEMM_DEFAULT
+#define gpublasGemmStridedBatchedEx hipblasGemmStridedBatchedEx_v2
 
 #endif // LOOMRT_HIP_HIP_API_H

@@ -104,6 +104,144 @@ loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
                               float *param, const float *grad, float *m,
                               float *v, size_t n);
 
+/* --- compute kernels ----------------------------------------------------
+ * One entry point per op family of the loom dialect. Tensors are dense,
+ * row-major and contiguous unless strides are given; every tensor argument
+ * of a call has the call's dtype except where noted (indices are int64,
+ * losses fp32). Arithmetic is fp32 whatever the storage type (bf16 values
+ * are widened on load and rounded to nearest even on store). Kernels are
+ * ordered on the stream like copies. Row ops (norms, softmax, cross-entropy)
+ * work on the last dimension of a [rows, D] view. */
+typedef enum loomrt_dtype { LOOMRT_F32 = 0, LOOMRT_BF16 = 1 } loomrt_dtype;
+
+typedef enum loomrt_unary_op {
+  LOOMRT_NEG, LOOMRT_EXP, LOOMRT_LOG, LOOMRT_SQRT, LOOMRT_RSQRT, LOOMRT_TANH,
+  LOOMRT_ERF, LOOMRT_SIN, LOOMRT_COS, LOOMRT_SIGMOID, LOOMRT_RELU,
+  LOOMRT_SILU, LOOMRT_GELU, LOOMRT_GELU_TANH, LOOMRT_UNARY_OP_COUNT
+} loomrt_unary_op;
+
+typedef enum loomrt_binary_op {
+  LOOMRT_ADD, LOOMRT_SUB, LOOMRT_MUL, LOOMRT_DIV, LOOMRT_POW, LOOMRT_MAX,
+  LOOMRT_MIN, LOOMRT_BINARY_OP_COUNT
+} loomrt_binary_op;
+
+typedef enum loomrt_reduce_op {
+  LOOMRT_REDUCE_SUM, LOOMRT_REDUCE_MEAN, LOOMRT_REDUCE_MAX, LOOMRT_REDUCE_MIN
+} loomrt_reduce_op;
+
+#define LOOMRT_MAX_RANK 8
+
+/* y = op(x) over n elements. */
+loomrt_status loomrt_unary(loomrt_stream s, loomrt_unary_op op,
+                           loomrt_dtype dt, const void *x, void *y, size_t n);
+/* dx = dy * op'(x) for op in RELU, SILU, GELU, GELU_TANH, SIGMOID, TANH, EXP. */
+loomrt_status loomrt_unary_grad(loomrt_stream s, loomrt_unary_op op,
+                                loomrt_dtype dt, const void *dy, const void *x,
+                                void *dx, size_t n);
+/* out = a op b with NumPy broadcasting. All three shapes have `rank` dims
+ * (pad with leading 1s); each a/b dim is 1 or out's dim. */
+loomrt_status loomrt_binary(loomrt_stream s, loomrt_binary_op op,
+                            loomrt_dtype dt, const void *a,
+                            const int64_t *a_shape, const void *b,
+                            const int64_t *b_shape, void *out,
+                            const int64_t *out_shape, int rank);
+/* out = cond ? a : b with broadcasting as loomrt_binary; cond is uint8. */
+loomrt_status loomrt_select(loomrt_stream s, loomrt_dtype dt,
+                            const uint8_t *cond, const int64_t *c_shape,
+                            const void *a, const int64_t *a_shape,
+                            const void *b, const int64_t *b_shape, void *out,
+                            const int64_t *out_shape, int rank);
+/* Element-type conversion of n elements. */
+loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
+                          loomrt_dtype to, void *y, size_t n);
+/* Set n elements to `value`. */
+loomrt_status loomrt_fill(loomrt_stream s, loomrt_dtype dt, void *x,
+                          float value, size_t n);
+/* Generic strided copy (permute, slice, concat into a slot, broadcast):
+ * for every index i of `shape`, dst[i . dst_strides] = src[i . src_strides];
+ * strides in elements, may be 0 on the source. */
+loomrt_status loomrt_copy_strided(loomrt_stream s, size_t elem_size,
+                                  const void *src, const int64_t *src_strides,
+                                  void *dst, const int64_t *dst_strides,
+                                  const int64_t *shape, int rank);
+/* Reduce the middle axis of an [outer, len, inner] view:
+ * y[o, i] = reduce_r x[o, r, i]. */
+loomrt_status loomrt_reduce(loomrt_stream s, loomrt_reduce_op op,
+                            loomrt_dtype dt, const void *x, void *y,
+                            int64_t outer, int64_t len, int64_t inner);
+
+/* Batched GEMM: for b in [0, batch): C_b = alpha op(A_b) op(B_b) + beta C_b,
+ * op = transpose when trans_* is set; A_b is M x K after op, B_b is K x N,
+ * C_b is M x N; batch strides in elements (0 broadcasts an operand).
+ * A and B have dtype `in`, C has dtype `out`; accumulation is fp32. */
+typedef struct loomrt_gemm {
+  int trans_a, trans_b;
+  int64_t batch, m, n, k;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha, beta;
+  loomrt_dtype in, out;
+} loomrt_gemm;
+loomrt_status loomrt_matmul(loomrt_stream s, const loomrt_gemm *g,
+                            const void *a, const void *b, void *c);
+
+/* Layer norm over the last dim of [rows, d]; bias may be NULL. */
+loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,
+                                const void *x, const void *w, const void *b,
+                                void *y, int64_t rows, int64_t d, float eps);
+/* dx, and dw / db accumulated over rows (overwritten, not added to). */
+loomrt_status loomrt_layer_norm_grad(loomrt_stream s, loomrt_dtype dt,
+                                     const void *dy, const void *x,
+                                     const void *w, void *dx, void *dw,
+                                     void *db, int64_t rows, int64_t d,
+                                     float eps);
+loomrt_status loomrt_rms_norm(loomrt_stream s, loomrt_dtype dt, const void *x,
+                              const void *w, void *y, int64_t rows, int64_t d,
+                              float eps);
+loomrt_status loomrt_rms_norm_grad(loomrt_stream s, loomrt_dtype dt,
+                                   const void *dy, const void *x,
+                                   const void *w, void *dx, void *dw,
+                                   int64_t rows, int64_t d, float eps);
+/* Softmax (or log-softmax) of scale*x over the last dim; with `causal`, row
+ * r of each [t, d] block sees columns <= r + (d - t) (keys after the query
+ * are masked), t = rows_per_block (0: no mask). */
+loomrt_status loomrt_softmax(loomrt_stream s, loomrt_dtype dt, const void *x,
+                             void *y, int64_t rows, int64_t d, float scale,
+                             int log, int64_t causal_block);
+/* Given the output y: dx = scale * y (dy - sum(dy y)); log: dy - exp(y) sum dy. */
+loomrt_status loomrt_softmax_grad(loomrt_stream s, loomrt_dtype dt,
+                                  const void *dy, const void *y, void *dx,
+                                  int64_t rows, int64_t d, float scale,
+                                  int log);
+/* out[i, :] = table[idx[i], :]; an index outside [0, vocab) is an error on
+ * the CPU and gives a zero row on the GPU. */
+loomrt_status loomrt_embedding(loomrt_stream s, loomrt_dtype dt,
+                               const void *table, const int64_t *idx,
+                               void *out, int64_t n, int64_t d, int64_t vocab);
+/* dtable (fp32, vocab x d) = 0, then dtable[idx[i], :] += dy[i, :]. */
+loomrt_status loomrt_embedding_grad(loomrt_stream s, loomrt_dtype dt,
+                                    const void *dy, const int64_t *idx,
+                                    float *dtable, int64_t n, int64_t d,
+                                    int64_t vocab);
+/* loss (one fp32) = mean_r (logsumexp(logits[r]) - logits[r, labels[r]]). */
+loomrt_status loomrt_cross_entropy(loomrt_stream s, loomrt_dtype dt,
+                                   const void *logits, const int64_t *labels,
+                                   float *loss, int64_t rows, int64_t classes);
+/* dlogits = (softmax(logits) - onehot(labels)) * dloss[0] / rows. */
+loomrt_status loomrt_cross_entropy_grad(loomrt_stream s, loomrt_dtype dt,
+                                        const void *logits,
+                                        const int64_t *labels,
+                                        const float *dloss, void *dlogits,
+                                        int64_t rows, int64_t classes);
+/* CSR sparse x dense: y[r, :] = sum_j vals[j] x[col[j], :]. */
+loomrt_status loomrt_spmm(loomrt_stream s, loomrt_dtype dt,
+                          const int64_t *row_ptr, const int64_t *col_idx,
+                          const void *vals, const void *x, void *y,
+                          int64_t rows, int64_t features);
+/* SGD with momentum (torch.optim.SGD, dampening 0) over n fp32 elements. */
+loomrt_status loomrt_sgd_f32(loomrt_stream s, float lr, float momentum,
+                             int nesterov, float *param, const float *grad,
+                             float *momentum_buf, size_t n);
+
 /* The mixed-precision step in one pass over memory: fp32 master weights and
  * moments, a bf16 gradient (as the GPU's backward produced it) read directly,
  * and, when param_bf16 is not NULL, the updated weights also written as bf16

@@ -1,0 +1,139 @@
+// kernel_math.h: per-element math shared by the CPU and GPU kernels, so both
+// backends compute the same functions (and the conformance suite can hold
+// the GPU to the CPU within rounding).
+#ifndef LOOMRT_COMMON_KERNEL_MATH_H
+#define LOOMRT_COMMON_KERNEL_MATH_H
+
+#include "common/adam_math.h"
+
+namespace loomrt {
+
+/// Storage types: float, or uint16_t holding bf16 bits. Math is fp32.
+LOOMRT_HD float load(float x) { return x; }
+LOOMRT_HD float load(uint16_t x) { return bf16ToFloat(x); }
+template <typename T> LOOMRT_HD T store(float x);
+template <> LOOMRT_HD float store<float>(float x) { return x; }
+template <> LOOMRT_HD uint16_t store<uint16_t>(float x) {
+  return floatToBf16(x);
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+constexpr float kGeluCoeff = 0.044715f;
+
+LOOMRT_HD float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+LOOMRT_HD float unaryOp(loomrt_unary_op op, float x) {
+  switch (op) {
+  case LOOMRT_NEG: return -x;
+  case LOOMRT_EXP: return expf(x);
+  case LOOMRT_LOG: return logf(x);
+  case LOOMRT_SQRT: return sqrtf(x);
+  case LOOMRT_RSQRT: return 1.0f / sqrtf(x);
+  case LOOMRT_TANH: return tanhf(x);
+  case LOOMRT_ERF: return erff(x);
+  case LOOMRT_SIN: return sinf(x);
+  case LOOMRT_COS: return cosf(x);
+  case LOOMRT_SIGMOID: return sigmoidf(x);
+  case LOOMRT_RELU: return x > 0.0f ? x : 0.0f;
+  case LOOMRT_SILU: return x * sigmoidf(x);
+  // Exact GELU: x * Phi(x) (PyTorch approximate='none').
+  case LOOMRT_GELU: return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+  // GPT-2's tanh form (PyTorch approximate='tanh').
+  case LOOMRT_GELU_TANH:
+    return 0.5f * x *
+           (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  default: return 0.0f;
+  }
+}
+
+/// Whether unaryGrad knows op's derivative.
+LOOMRT_HD bool hasUnaryGrad(loomrt_unary_op op) {
+  return op == LOOMRT_RELU || op == LOOMRT_SILU || op == LOOMRT_GELU ||
+         op == LOOMRT_GELU_TANH || op == LOOMRT_SIGMOID || op == LOOMRT_TANH ||
+         op == LOOMRT_EXP;
+}
+
+/// dy * op'(x).
+LOOMRT_HD float unaryGrad(loomrt_unary_op op, float dy, float x) {
+  switch (op) {
+  case LOOMRT_RELU: return x > 0.0f ? dy : 0.0f;
+  case LOOMRT_SILU: {
+    float s = sigmoidf(x);
+    return dy * s * (1.0f + x * (1.0f - s));
+  }
+  case LOOMRT_GELU: {
+    float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  }
+  case LOOMRT_GELU_TANH: {
+    float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+    float t = tanhf(u);
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  case LOOMRT_SIGMOID: {
+    float s = sigmoidf(x);
+    return dy * s * (1.0f - s);
+  }
+  case LOOMRT_TANH: {
+    float t = tanhf(x);
+    return dy * (1.0f - t * t);
+  }
+  case LOOMRT_EXP: return dy * expf(x);
+  default: return 0.0f;
+  }
+}
+
+LOOMRT_HD float binaryOp(loomrt_binary_op op, float a, float b) {
+  switch (op) {
+  case LOOMRT_ADD: return a + b;
+  case LOOMRT_SUB: return a - b;
+  case LOOMRT_MUL: return a * b;
+  case LOOMRT_DIV: return a / b;
+  case LOOMRT_POW: return powf(a, b);
+  case LOOMRT_MAX: return a > b ? a : b;
+  case LOOMRT_MIN: return a < b ? a : b;
+  default: return 0.0f;
+  }
+}
+
+/// Row-major strides of `shape` with broadcast dims (size 1 where the output
+/// is larger) given stride 0.
+struct Strides {
+  int64_t s[LOOMRT_MAX_RANK];
+};
+inline Strides broadcastStrides(const int64_t *shape, const int64_t *outShape,
+                                int rank) {
+  Strides st;
+  int64_t acc = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    st.s[d] = (shape[d] == 1 && outShape[d] != 1) ? 0 : acc;
+    acc *= shape[d];
+  }
+  return st;
+}
+
+/// Offsets of linear index `i` of `shape` under up to three stride sets.
+struct Shape {
+  int64_t d[LOOMRT_MAX_RANK];
+  int rank;
+};
+LOOMRT_HD void stridedOffsets(const Shape &shape, int64_t i, const Strides &a,
+                              const Strides &b, const Strides &c, int64_t &oa,
+                              int64_t &ob, int64_t &oc) {
+  oa = ob = oc = 0;
+  for (int d = shape.rank - 1; d >= 0; --d) {
+    int64_t idx = i % shape.d[d];
+    i /= shape.d[d];
+    oa += idx * a.s[d];
+    ob += idx * b.s[d];
+    oc += idx * c.s[d];
+  }
+}
+
+} // namespace loomrt
+
+#endif // LOOMRT_COMMON_KERNEL_MATH_H

@@ -1,0 +1,342 @@
+// kernels_api.cpp: the C entry points of the compute kernels. Arguments are
+// checked here once (null buffers, dtypes, ops, shapes), so every backend
+// gets only valid work and bad calls from generated code fail with a message.
+#include "common/backend.h"
+#include "common/kernel_math.h"
+
+#include <string>
+
+using loomrt::fail;
+
+namespace {
+
+loomrt_status bad(const char *fn, const std::string &msg) {
+  return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string(fn) + ": " + msg);
+}
+
+bool validDtype(loomrt_dtype dt) { return dt == LOOMRT_F32 || dt == LOOMRT_BF16; }
+
+/// Shared checks: stream, dtype, non-null buffers (when there is work).
+loomrt_status common(const char *fn, loomrt_stream s, loomrt_dtype dt,
+                     bool work, std::initializer_list<const void *> bufs) {
+  if (!s)
+    return bad(fn, "null stream");
+  if (!validDtype(dt))
+    return bad(fn, "unknown dtype " + std::to_string(int(dt)));
+  if (work)
+    for (const void *b : bufs)
+      if (!b)
+        return bad(fn, "null buffer");
+  return LOOMRT_OK;
+}
+
+loomrt_status checkRows(const char *fn, int64_t rows, int64_t d) {
+  if (rows < 0 || d < 0)
+    return bad(fn, "negative size");
+  return LOOMRT_OK;
+}
+
+/// Every input dim is 1 or the output's; ranks in [0, LOOMRT_MAX_RANK].
+loomrt_status checkBroadcast(const char *fn, const int64_t *in,
+                             const int64_t *out, int rank, const char *which) {
+  for (int d = 0; d < rank; ++d)
+    if (in[d] < 0 || out[d] < 0 || (in[d] != 1 && in[d] != out[d]))
+      return bad(fn, std::string(which) + " dimension " + std::to_string(d) +
+                         " (" + std::to_string(in[d]) +
+                         ") does not broadcast to " + std::to_string(out[d]));
+  return LOOMRT_OK;
+}
+
+const loomrt::KernelOps &K(loomrt_stream s) { return *s->dev->ops->kernels; }
+void *ST(loomrt_stream s) { return s->dev->state; }
+
+} // namespace
+
+#define LOOMRT_TRY(expr)                                                       \
+  do {                                                                         \
+    if (loomrt_status st_ = (expr))                                            \
+      return st_;                                                              \
+  } while (0)
+
+extern "C" {
+
+loomrt_status loomrt_unary(loomrt_stream s, loomrt_unary_op op,
+                           loomrt_dtype dt, const void *x, void *y, size_t n) {
+  LOOMRT_TRY(common("unary", s, dt, n > 0, {x, y}));
+  if (op < 0 || op >= LOOMRT_UNARY_OP_COUNT)
+    return bad("unary", "unknown op " + std::to_string(int(op)));
+  return n ? K(s).unary(ST(s), s->impl, op, dt, x, y, n) : LOOMRT_OK;
+}
+
+loomrt_status loomrt_unary_grad(loomrt_stream s, loomrt_unary_op op,
+                                loomrt_dtype dt, const void *dy, const void *x,
+                                void *dx, size_t n) {
+  LOOMRT_TRY(common("unary_grad", s, dt, n > 0, {dy, x, dx}));
+  if (op < 0 || op >= LOOMRT_UNARY_OP_COUNT || !loomrt::hasUnaryGrad(op))
+    return bad("unary_grad", "no gradient kernel for op " +
+                                 std::to_string(int(op)));
+  return n ? K(s).unary_grad(ST(s), s->impl, op, dt, dy, x, dx, n)
+           : LOOMRT_OK;
+}
+
+static int64_t numel(const int64_t *shape, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= shape[d];
+  return n;
+}
+
+loomrt_status loomrt_binary(loomrt_stream s, loomrt_binary_op op,
+                            loomrt_dtype dt, const void *a,
+                            const int64_t *aShape, const void *b,
+                            const int64_t *bShape, void *out,
+                            const int64_t *outShape, int rank) {
+  if (rank < 0 || rank > LOOMRT_MAX_RANK)
+    return bad("binary", "rank must be in [0, 8]");
+  if (rank && (!aShape || !bShape || !outShape))
+    return bad("binary", "null shape");
+  LOOMRT_TRY(common("binary", s, dt, true, {a, b, out}));
+  if (op < 0 || op >= LOOMRT_BINARY_OP_COUNT)
+    return bad("binary", "unknown op " + std::to_string(int(op)));
+  LOOMRT_TRY(checkBroadcast("binary", aShape, outShape, rank, "lhs"));
+  LOOMRT_TRY(checkBroadcast("binary", bShape, outShape, rank, "rhs"));
+  if (numel(outShape, rank) == 0)
+    return LOOMRT_OK;
+  return K(s).binary(ST(s), s->impl, op, dt, nullptr, nullptr, a, aShape, b,
+                     bShape, out, outShape, rank);
+}
+
+loomrt_status loomrt_select(loomrt_stream s, loomrt_dtype dt,
+                            const uint8_t *cond, const int64_t *cShape,
+                            const void *a, const int64_t *aShape,
+                            const void *b, const int64_t *bShape, void *out,
+                            const int64_t *outShape, int rank) {
+  if (rank < 0 || rank > LOOMRT_MAX_RANK)
+    return bad("select", "rank must be in [0, 8]");
+  if (rank && (!cShape || !aShape || !bShape || !outShape))
+    return bad("select", "null shape");
+  LOOMRT_TRY(common("select", s, dt, true, {cond, a, b, out}));
+  LOOMRT_TRY(checkBroadcast("select", cShape, outShape, rank, "condition"));
+  LOOMRT_TRY(checkBroadcast("select", aShape, outShape, rank, "lhs"));
+  LOOMRT_TRY(checkBroadcast("select", bShape, outShape, rank, "rhs"));
+  if (numel(outShape, rank) == 0)
+    return LOOMRT_OK;
+  return K(s).binary(ST(s), s->impl, LOOMRT_ADD, dt, cond, cShape, a, aShape,
+                     b, bShape, out, outShape, rank);
+}
+
+loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
+                          loomrt_dtype to, void *y, size_t n) {
+  LOOMRT_TRY(common("cast", s, from, n > 0, {x, y}));
+  if (!validDtype(to))
+    return bad("cast", "unknown dtype " + std::to_string(int(to)));
+  return n ? K(s).cast(ST(s), s->impl, from, x, to, y, n) : LOOMRT_OK;
+}
+
+loomrt_status loomrt_fill(loomrt_stream s, loomrt_dtype dt, void *x,
+                          float value, size_t n) {
+  LOOMRT_TRY(common("fill", s, dt, n > 0, {x}));
+  return n ? K(s).fill(ST(s), s->impl, dt, x, value, n) : LOOMRT_OK;
+}
+
+loomrt_status loomrt_copy_strided(loomrt_stream s, size_t elemSize,
+                                  const void *src, const int64_t *srcStrides,
+                                  void *dst, const int64_t *dstStrides,
+                                  const int64_t *shape, int rank) {
+  if (!s)
+    return bad("copy_strided", "null stream");
+  if (rank < 0 || rank > LOOMRT_MAX_RANK)
+    return bad("copy_strided", "rank must be in [0, 8]");
+  if (elemSize != 1 && elemSize != 2 && elemSize != 4 && elemSize != 8)
+    return bad("copy_strided", "element size must be 1, 2, 4 or 8 bytes");
+  if (rank && (!srcStrides || !dstStrides || !shape))
+    return bad("copy_strided", "null shape or strides");
+  for (int d = 0; d < rank; ++d)
+    if (shape[d] < 0)
+      return bad("copy_strided", "negative dimension");
+  if (numel(shape, rank) == 0)
+    return LOOMRT_OK;
+  if (!src || !dst)
+    return bad("copy_strided", "null buffer");
+  return K(s).copy_strided(ST(s), s->impl, elemSize, src, srcStrides, dst,
+                           dstStrides, shape, rank);
+}
+
+loomrt_status loomrt_reduce(loomrt_stream s, loomrt_reduce_op op,
+                            loomrt_dtype dt, const void *x, void *y,
+                            int64_t outer, int64_t len, int64_t inner) {
+  if (outer < 0 || len < 1 || inner < 0)
+    return bad("reduce", "needs outer >= 0, len >= 1, inner >= 0");
+  LOOMRT_TRY(common("reduce", s, dt, outer * inner > 0, {x, y}));
+  if (op < LOOMRT_REDUCE_SUM || op > LOOMRT_REDUCE_MIN)
+    return bad("reduce", "unknown op " + std::to_string(int(op)));
+  return outer * inner
+             ? K(s).reduce(ST(s), s->impl, op, dt, x, y, outer, len, inner)
+             : LOOMRT_OK;
+}
+
+loomrt_status loomrt_matmul(loomrt_stream s, const loomrt_gemm *g,
+                            const void *a, const void *b, void *c) {
+  if (!s || !g)
+    return bad("matmul", "null stream or gemm description");
+  if (!validDtype(g->in) || !validDtype(g->out))
+    return bad("matmul", "unknown dtype");
+  if (g->batch < 0 || g->m < 0 || g->n < 0 || g->k < 0)
+    return bad("matmul", "negative size");
+  if (g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
+    return bad("matmul", "negative batch stride");
+  if (g->batch > 1 && g->stride_c < g->m * g->n)
+    return bad("matmul", "batches of C overlap (stride_c < m*n)");
+  if (g->batch * g->m * g->n == 0)
+    return LOOMRT_OK;
+  if (!a || !b || !c)
+    return bad("matmul", "null buffer");
+  return K(s).matmul(ST(s), s->impl, g, a, b, c);
+}
+
+loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,
+                                const void *x, const void *w, const void *b,
+                                void *y, int64_t rows, int64_t d, float eps) {
+  LOOMRT_TRY(checkRows("layer_norm", rows, d));
+  LOOMRT_TRY(common("layer_norm", s, dt, rows * d > 0, {x, w, y}));
+  if (!(eps > 0))
+    return bad("layer_norm", "eps must be positive");
+  return rows * d ? K(s).layer_norm(ST(s), s->impl, dt, x, w, b, y, rows, d,
+                                    eps, false)
+                  : LOOMRT_OK;
+}
+
+loomrt_status loomrt_layer_norm_grad(loomrt_stream s, loomrt_dtype dt,
+                                     const void *dy, const void *x,
+                                     const void *w, void *dx, void *dw,
+                                     void *db, int64_t rows, int64_t d,
+                                     float eps) {
+  LOOMRT_TRY(checkRows("layer_norm_grad", rows, d));
+  LOOMRT_TRY(common("layer_norm_grad", s, dt, d > 0, {dy, x, w, dx, dw}));
+  if (!(eps > 0))
+    return bad("layer_norm_grad", "eps must be positive");
+  return d ? K(s).layer_norm_grad(ST(s), s->impl, dt, dy, x, w, dx, dw, db,
+                                  rows, d, eps, false)
+           : LOOMRT_OK;
+}
+
+loomrt_status loomrt_rms_norm(loomrt_stream s, loomrt_dtype dt, const void *x,
+                              const void *w, void *y, int64_t rows, int64_t d,
+                              float eps) {
+  LOOMRT_TRY(checkRows("rms_norm", rows, d));
+  LOOMRT_TRY(common("rms_norm", s, dt, rows * d > 0, {x, w, y}));
+  if (!(eps > 0))
+    return bad("rms_norm", "eps must be positive");
+  return rows * d ? K(s).layer_norm(ST(s), s->impl, dt, x, w, nullptr, y,
+                                    rows, d, eps, true)
+                  : LOOMRT_OK;
+}
+
+loomrt_status loomrt_rms_norm_grad(loomrt_stream s, loomrt_dtype dt,
+                                   const void *dy, const void *x,
+                                   const void *w, void *dx, void *dw,
+                                   int64_t rows, int64_t d, float eps) {
+  LOOMRT_TRY(checkRows("rms_norm_grad", rows, d));
+  LOOMRT_TRY(common("rms_norm_grad", s, dt, d > 0, {dy, x, w, dx, dw}));
+  if (!(eps > 0))
+    return bad("rms_norm_grad", "eps must be positive");
+  return d ? K(s).layer_norm_grad(ST(s), s->impl, dt, dy, x, w, dx, dw,
+                                  nullptr, rows, d, eps, true)
+           : LOOMRT_OK;
+}
+
+loomrt_status loomrt_softmax(loomrt_stream s, loomrt_dtype dt, const void *x,
+                             void *y, int64_t rows, int64_t d, float scale,
+                             int log, int64_t causalBlock) {
+  LOOMRT_TRY(checkRows("softmax", rows, d));
+  LOOMRT_TRY(common("softmax", s, dt, rows * d > 0, {x, y}));
+  if (causalBlock < 0 || (causalBlock && (rows % causalBlock || causalBlock > d)))
+    return bad("softmax", "causal block must divide rows and be <= d");
+  return rows * d ? K(s).softmax(ST(s), s->impl, dt, x, y, rows, d, scale,
+                                 log, causalBlock)
+                  : LOOMRT_OK;
+}
+
+loomrt_status loomrt_softmax_grad(loomrt_stream s, loomrt_dtype dt,
+                                  const void *dy, const void *y, void *dx,
+                                  int64_t rows, int64_t d, float scale,
+                                  int log) {
+  LOOMRT_TRY(checkRows("softmax_grad", rows, d));
+  LOOMRT_TRY(common("softmax_grad", s, dt, rows * d > 0, {dy, y, dx}));
+  return rows * d ? K(s).softmax_grad(ST(s), s->impl, dt, dy, y, dx, rows, d,
+                                      scale, log)
+                  : LOOMRT_OK;
+}
+
+loomrt_status loomrt_embedding(loomrt_stream s, loomrt_dtype dt,
+                               const void *table, const int64_t *idx,
+                               void *out, int64_t n, int64_t d,
+                               int64_t vocab) {
+  if (n < 0 || d < 0 || vocab < 1)
+    return bad("embedding", "needs n >= 0, d >= 0, vocab >= 1");
+  LOOMRT_TRY(common("embedding", s, dt, n * d > 0, {table, idx, out}));
+  return n * d ? K(s).embedding(ST(s), s->impl, dt, table, idx, out, n, d,
+                                vocab)
+               : LOOMRT_OK;
+}
+
+loomrt_status loomrt_embedding_grad(loomrt_stream s, loomrt_dtype dt,
+                                    const void *dy, const int64_t *idx,
+                                    float *dtable, int64_t n, int64_t d,
+                                    int64_t vocab) {
+  if (n < 0 || d < 0 || vocab < 1)
+    return bad("embedding_grad", "needs n >= 0, d >= 0, vocab >= 1");
+  LOOMRT_TRY(common("embedding_grad", s, dt, d > 0, {dtable}));
+  if (n * d > 0 && (!dy || !idx))
+    return bad("embedding_grad", "null buffer");
+  return d ? K(s).embedding_grad(ST(s), s->impl, dt, dy, idx, dtable, n, d,
+                                 vocab)
+           : LOOMRT_OK;
+}
+
+loomrt_status loomrt_cross_entropy(loomrt_stream s, loomrt_dtype dt,
+                                   const void *logits, const int64_t *labels,
+                                   float *loss, int64_t rows,
+                                   int64_t classes) {
+  if (rows < 1 || classes < 1)
+    return bad("cross_entropy", "needs rows >= 1 and classes >= 1");
+  LOOMRT_TRY(common("cross_entropy", s, dt, true, {logits, labels, loss}));
+  return K(s).cross_entropy(ST(s), s->impl, dt, logits, labels, loss, rows,
+                            classes);
+}
+
+loomrt_status loomrt_cross_entropy_grad(loomrt_stream s, loomrt_dtype dt,
+                                        const void *logits,
+                                        const int64_t *labels,
+                                        const float *dloss, void *dlogits,
+                                        int64_t rows, int64_t classes) {
+  if (rows < 1 || classes < 1)
+    return bad("cross_entropy_grad", "needs rows >= 1 and classes >= 1");
+  LOOMRT_TRY(common("cross_entropy_grad", s, dt, true,
+                    {logits, labels, dloss, dlogits}));
+  return K(s).cross_entropy_grad(ST(s), s->impl, dt, logits, labels, dloss,
+                                 dlogits, rows, classes);
+}
+
+loomrt_status loomrt_spmm(loomrt_stream s, loomrt_dtype dt,
+                          const int64_t *rowPtr, const int64_t *colIdx,
+                          const void *vals, const void *x, void *y,
+                          int64_t rows, int64_t features) {
+  LOOMRT_TRY(checkRows("spmm", rows, features));
+  LOOMRT_TRY(common("spmm", s, dt, rows * features > 0, {rowPtr, x, y}));
+  return rows * features ? K(s).spmm(ST(s), s->impl, dt, rowPtr, colIdx, vals,
+                                     x, y, rows, features)
+                         : LOOMRT_OK;
+}
+
+loomrt_status loomrt_sgd_f32(loomrt_stream s, float lr, float momentum,
+                             int nesterov, float *p, const float *g,
+                             float *buf, size_t n) {
+  LOOMRT_TRY(common("sgd_f32", s, LOOMRT_F32, n > 0, {p, g, buf}));
+  if (!(lr > 0) || momentum < 0)
+    return bad("sgd_f32", "needs lr > 0 and momentum >= 0");
+  return n ? K(s).sgd(ST(s), s->impl, lr, momentum, nesterov, p, g, buf, n)
+           : LOOMRT_OK;
+}
+
+} // extern "C"

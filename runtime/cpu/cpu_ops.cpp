@@ -1,0 +1,531 @@
+// cpu_ops.cpp: the CPU backend's compute kernels (fp32 arithmetic, fp32 or
+// bf16 storage), parallel over rows or elements with OpenMP; GEMM through
+// OpenBLAS. They are the reference the GPU kernels are tested against, so
+// they favour the plain formula (two-pass statistics, max-subtracted
+// softmax) over tricks.
+#include "common/backend.h"
+#include "common/kernel_math.h"
+
+#ifdef LOOMRT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+namespace {
+
+template <typename F> void withType(loomrt_dtype dt, F &&f) {
+  if (dt == LOOMRT_BF16)
+    f(uint16_t{});
+  else
+    f(float{});
+}
+
+loomrt_status unary(void *, void *, loomrt_unary_op op, loomrt_dtype dt,
+                    const void *x, void *y, size_t n) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; ++i)
+      out[i] = store<T>(unaryOp(op, load(in[i])));
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status unaryGradK(void *, void *, loomrt_unary_op op, loomrt_dtype dt,
+                         const void *dy, const void *x, void *dx, size_t n) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *g = static_cast<const T *>(dy), *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(dx);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; ++i)
+      out[i] = store<T>(unaryGrad(op, load(g[i]), load(in[i])));
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status binary(void *, void *, loomrt_binary_op op, loomrt_dtype dt,
+                     const uint8_t *cond, const int64_t *cShape, const void *a,
+                     const int64_t *aShape, const void *b,
+                     const int64_t *bShape, void *out, const int64_t *oShape,
+                     int rank) {
+  Shape shape{{}, rank};
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= (shape.d[d] = oShape[d]);
+  Strides sa = broadcastStrides(aShape, oShape, rank);
+  Strides sb = broadcastStrides(bShape, oShape, rank);
+  Strides sc = cond ? broadcastStrides(cShape, oShape, rank) : Strides{};
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *A = static_cast<const T *>(a), *B = static_cast<const T *>(b);
+    T *O = static_cast<T *>(out);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t oa, ob, oc;
+      stridedOffsets(shape, i, sa, sb, sc, oa, ob, oc);
+      if (cond)
+        O[i] = cond[oc] ? A[oa] : B[ob];
+      else
+        O[i] = store<T>(binaryOp(op, load(A[oa]), load(B[ob])));
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status castK(void *, void *, loomrt_dtype from, const void *x,
+                    loomrt_dtype to, void *y, size_t n) {
+  withType(from, [&](auto fromTag) {
+    withType(to, [&](auto toTag) {
+      using F = decltype(fromTag);
+      using T = decltype(toTag);
+      const F *in = static_cast<const F *>(x);
+      T *o = static_cast<T *>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (size_t i = 0; i < n; ++i)
+        o[i] = store<T>(load(in[i]));
+    });
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status fillK(void *, void *, loomrt_dtype dt, void *x, float value,
+                    size_t n) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(static_cast<T *>(x), n, store<T>(value));
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status copyStrided(void *, void *, size_t elem, const void *src,
+                          const int64_t *ss, void *dst, const int64_t *ds,
+                          const int64_t *shp, int rank) {
+  Shape shape{{}, rank};
+  Strides sa{}, sb{}, none{};
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) {
+    n *= (shape.d[d] = shp[d]);
+    sa.s[d] = ss[d];
+    sb.s[d] = ds[d];
+  }
+  const char *S = static_cast<const char *>(src);
+  char *D = static_cast<char *>(dst);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t os, od, unused;
+    stridedOffsets(shape, i, sa, sb, none, os, od, unused);
+    std::memcpy(D + od * int64_t(elem), S + os * int64_t(elem), elem);
+  }
+  return LOOMRT_OK;
+}
+
+loomrt_status reduceK(void *, void *, loomrt_reduce_op op, loomrt_dtype dt,
+                      const void *x, void *y, int64_t outer, int64_t len,
+                      int64_t inner) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *X = static_cast<const T *>(x);
+    T *Y = static_cast<T *>(y);
+#pragma omp parallel for collapse(2) schedule(static) if (outer * inner > 4096)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T *p = X + o * len * inner + i;
+        double acc = load(p[0]);
+        for (int64_t r = 1; r < len; ++r) {
+          double v = load(p[r * inner]);
+          if (op == LOOMRT_REDUCE_MAX)
+            acc = std::max(acc, v);
+          else if (op == LOOMRT_REDUCE_MIN)
+            acc = std::min(acc, v);
+          else
+            acc += v;
+        }
+        if (op == LOOMRT_REDUCE_MEAN)
+          acc /= double(len);
+        Y[o * inner + i] = store<T>(float(acc));
+      }
+  });
+  return LOOMRT_OK;
+}
+
+/// A bf16 operand widened to a temporary fp32 copy for OpenBLAS.
+const float *asF32(loomrt_dtype dt, const void *p, size_t n,
+                   std::vector<float> &tmp) {
+  if (dt == LOOMRT_F32)
+    return static_cast<const float *>(p);
+  tmp.resize(n);
+  const uint16_t *h = static_cast<const uint16_t *>(p);
+  for (size_t i = 0; i < n; ++i)
+    tmp[i] = bf16ToFloat(h[i]);
+  return tmp.data();
+}
+
+/// Row-major C = alpha op(A) op(B) + beta C.
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+           const float *A, const float *B, float beta, float *C) {
+#ifdef LOOMRT_HAVE_OPENBLAS
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha, A,
+              int(ta ? M : K), B, int(tb ? K : N), beta, C, int(N));
+#else
+  // The fallback: correct, parallel over rows, not tuned.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i) {
+    std::vector<float> acc(N, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      float a = ta ? A[k * M + i] : A[i * K + k];
+      for (int64_t j = 0; j < N; ++j)
+        acc[j] += a * (tb ? B[j * K + k] : B[k * N + j]);
+    }
+    for (int64_t j = 0; j < N; ++j)
+      C[i * N + j] = alpha * acc[j] + (beta != 0.0f ? beta * C[i * N + j] : 0.0f);
+  }
+#endif
+}
+
+loomrt_status matmulK(void *, void *, const loomrt_gemm *g, const void *a,
+                      const void *b, void *c) {
+  const int64_t M = g->m, N = g->n, K = g->k;
+  // Extent of each operand over all batches (strides may be 0: broadcast).
+  size_t extA = size_t(g->stride_a * (g->batch - 1) + M * K);
+  size_t extB = size_t(g->stride_b * (g->batch - 1) + K * N);
+  std::vector<float> ta, tb, tc;
+  const float *A = asF32(g->in, a, extA, ta);
+  const float *B = asF32(g->in, b, extB, tb);
+  float *C = static_cast<float *>(c);
+  size_t extC = size_t(g->stride_c * (g->batch - 1) + M * N);
+  if (g->out == LOOMRT_BF16) {
+    tc.resize(extC);
+    const uint16_t *h = static_cast<const uint16_t *>(c);
+    if (g->beta != 0.0f)
+      for (size_t i = 0; i < extC; ++i)
+        tc[i] = bf16ToFloat(h[i]);
+    C = tc.data();
+  }
+  for (int64_t bi = 0; bi < g->batch; ++bi)
+    sgemm(g->trans_a, g->trans_b, M, N, K, g->alpha, A + bi * g->stride_a,
+          B + bi * g->stride_b, g->beta, C + bi * g->stride_c);
+  if (g->out == LOOMRT_BF16) {
+    uint16_t *h = static_cast<uint16_t *>(c);
+    for (int64_t bi = 0; bi < g->batch; ++bi)
+      for (int64_t i = 0; i < M * N; ++i)
+        h[bi * g->stride_c + i] = floatToBf16(tc[bi * g->stride_c + i]);
+  }
+  return LOOMRT_OK;
+}
+
+/// Row statistics in double: mean and 1/sqrt(var + eps) (layer norm) or
+/// 1/sqrt(mean(x^2) + eps) (RMS norm, mean = 0).
+template <typename T>
+void rowStats(const T *x, int64_t d, float eps, bool rms, double &mean,
+              double &rstd) {
+  mean = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < d; ++j)
+      mean += load(x[j]);
+    mean /= double(d);
+  }
+  double var = 0;
+  for (int64_t j = 0; j < d; ++j) {
+    double c = load(x[j]) - mean;
+    var += c * c;
+  }
+  rstd = 1.0 / std::sqrt(var / double(d) + eps);
+}
+
+loomrt_status layerNorm(void *, void *, loomrt_dtype dt, const void *x,
+                        const void *w, const void *b, void *y, int64_t rows,
+                        int64_t d, float eps, bool rms) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *X = static_cast<const T *>(x), *W = static_cast<const T *>(w),
+            *Bi = static_cast<const T *>(b);
+    T *Y = static_cast<T *>(y);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = X + r * d;
+      double mean, rstd;
+      rowStats(xr, d, eps, rms, mean, rstd);
+      for (int64_t j = 0; j < d; ++j) {
+        float v = float((load(xr[j]) - mean) * rstd) * load(W[j]);
+        Y[r * d + j] = store<T>(Bi ? v + load(Bi[j]) : v);
+      }
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status layerNormGrad(void *, void *, loomrt_dtype dt, const void *dy,
+                            const void *x, const void *w, void *dx, void *dw,
+                            void *db, int64_t rows, int64_t d, float eps,
+                            bool rms) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *DY = static_cast<const T *>(dy), *X = static_cast<const T *>(x),
+            *W = static_cast<const T *>(w);
+    T *DX = static_cast<T *>(dx);
+    std::vector<double> gw(d, 0.0), gb(d, 0.0);
+#pragma omp parallel
+    {
+      std::vector<double> lw(d, 0.0), lb(d, 0.0);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T *xr = X + r * d, *gr = DY + r * d;
+        double mean, rstd;
+        rowStats(xr, d, eps, rms, mean, rstd);
+        // xhat = (x - mean) rstd; g = dy * w;
+        // dx = rstd (g - mean(g) - xhat mean(g xhat))   (layer norm)
+        // dx = rstd (g - xhat mean(g xhat))             (RMS norm)
+        double sg = 0, sgx = 0;
+        for (int64_t j = 0; j < d; ++j) {
+          double xh = (load(xr[j]) - mean) * rstd;
+          double g = double(load(gr[j])) * load(W[j]);
+          sg += g;
+          sgx += g * xh;
+          lw[j] += double(load(gr[j])) * xh;
+          lb[j] += load(gr[j]);
+        }
+        double mg = rms ? 0.0 : sg / double(d), mgx = sgx / double(d);
+        for (int64_t j = 0; j < d; ++j) {
+          double xh = (load(xr[j]) - mean) * rstd;
+          double g = double(load(gr[j])) * load(W[j]);
+          DX[r * d + j] = store<T>(float(rstd * (g - mg - xh * mgx)));
+        }
+      }
+#pragma omp critical
+      for (int64_t j = 0; j < d; ++j) {
+        gw[j] += lw[j];
+        gb[j] += lb[j];
+      }
+    }
+    T *DW = static_cast<T *>(dw), *DB = static_cast<T *>(db);
+    for (int64_t j = 0; j < d; ++j) {
+      DW[j] = store<T>(float(gw[j]));
+      if (DB)
+        DB[j] = store<T>(float(gb[j]));
+    }
+  });
+  return LOOMRT_OK;
+}
+
+/// Columns row r may see: all, or with a causal block of t rows over d
+/// columns, those <= (r mod t) + (d - t).
+int64_t visible(int64_t r, int64_t d, int64_t causalBlock) {
+  return causalBlock ? (r % causalBlock) + (d - causalBlock) + 1 : d;
+}
+
+loomrt_status softmaxK(void *, void *, loomrt_dtype dt, const void *x, void *y,
+                       int64_t rows, int64_t d, float scale, int log,
+                       int64_t causalBlock) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *X = static_cast<const T *>(x);
+    T *Y = static_cast<T *>(y);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = X + r * d;
+      T *yr = Y + r * d;
+      int64_t vis = visible(r, d, causalBlock);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < vis; ++j)
+        mx = std::max(mx, scale * load(xr[j]));
+      double sum = 0;
+      for (int64_t j = 0; j < vis; ++j)
+        sum += std::exp(double(scale * load(xr[j]) - mx));
+      double lse = std::log(sum);
+      for (int64_t j = 0; j < d; ++j) {
+        float z = scale * load(xr[j]) - mx;
+        float v = j < vis ? (log ? float(z - lse) : float(std::exp(z - lse)))
+                          : (log ? -std::numeric_limits<float>::infinity()
+                                 : 0.0f);
+        yr[j] = store<T>(v);
+      }
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status softmaxGrad(void *, void *, loomrt_dtype dt, const void *dy,
+                          const void *y, void *dx, int64_t rows, int64_t d,
+                          float scale, int log) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *DY = static_cast<const T *>(dy), *Yv = static_cast<const T *>(y);
+    T *DX = static_cast<T *>(dx);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *g = DY + r * d, *yr = Yv + r * d;
+      double acc = 0;
+      for (int64_t j = 0; j < d; ++j)
+        acc += log ? double(load(g[j])) : double(load(g[j])) * load(yr[j]);
+      for (int64_t j = 0; j < d; ++j) {
+        float yv = load(yr[j]), gv = load(g[j]);
+        float v = log ? gv - std::exp(yv) * float(acc)
+                      : yv * (gv - float(acc));
+        DX[r * d + j] = store<T>(scale * v);
+      }
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status embeddingK(void *, void *, loomrt_dtype dt, const void *table,
+                         const int64_t *idx, void *out, int64_t n, int64_t d,
+                         int64_t vocab) {
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= vocab)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "embedding: index " + std::to_string(idx[i]) + " at " +
+                      std::to_string(i) + " is outside [0, " +
+                      std::to_string(vocab) + ")");
+  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+  const char *T = static_cast<const char *>(table);
+  char *O = static_cast<char *>(out);
+#pragma omp parallel for schedule(static) if (n * d > 65536)
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(O + i * d * es, T + idx[i] * d * es, d * es);
+  return LOOMRT_OK;
+}
+
+loomrt_status embeddingGrad(void *, void *, loomrt_dtype dt, const void *dy,
+                            const int64_t *idx, float *dtable, int64_t n,
+                            int64_t d, int64_t vocab) {
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= vocab)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "embedding_grad: index " + std::to_string(idx[i]) +
+                      " is outside [0, " + std::to_string(vocab) + ")");
+  std::fill_n(dtable, vocab * d, 0.0f);
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *G = static_cast<const T *>(dy);
+    // Serial over indices (repeated tokens accumulate into one row), parallel
+    // over the features of a row.
+    for (int64_t i = 0; i < n; ++i) {
+      float *row = dtable + idx[i] * d;
+      const T *g = G + i * d;
+#pragma omp parallel for schedule(static) if (d > 65536)
+      for (int64_t j = 0; j < d; ++j)
+        row[j] += load(g[j]);
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status crossEntropy(void *, void *, loomrt_dtype dt, const void *logits,
+                           const int64_t *labels, float *loss, int64_t rows,
+                           int64_t classes) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] < 0 || labels[r] >= classes)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "cross_entropy: label " + std::to_string(labels[r]) +
+                      " of row " + std::to_string(r) + " is outside [0, " +
+                      std::to_string(classes) + ")");
+  double total = 0;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *L = static_cast<const T *>(logits);
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *lr = L + r * classes;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < classes; ++j)
+        mx = std::max(mx, load(lr[j]));
+      double sum = 0;
+      for (int64_t j = 0; j < classes; ++j)
+        sum += std::exp(double(load(lr[j]) - mx));
+      total += std::log(sum) + mx - load(lr[labels[r]]);
+    }
+  });
+  *loss = float(total / double(rows));
+  return LOOMRT_OK;
+}
+
+loomrt_status crossEntropyGrad(void *, void *, loomrt_dtype dt,
+                               const void *logits, const int64_t *labels,
+                               const float *dloss, void *dlogits,
+                               int64_t rows, int64_t classes) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] < 0 || labels[r] >= classes)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "cross_entropy_grad: label " + std::to_string(labels[r]) +
+                      " is outside [0, " + std::to_string(classes) + ")");
+  const float scale = *dloss / float(rows);
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *L = static_cast<const T *>(logits);
+    T *D = static_cast<T *>(dlogits);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *lr = L + r * classes;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < classes; ++j)
+        mx = std::max(mx, load(lr[j]));
+      double sum = 0;
+      for (int64_t j = 0; j < classes; ++j)
+        sum += std::exp(double(load(lr[j]) - mx));
+      for (int64_t j = 0; j < classes; ++j) {
+        float p = float(std::exp(double(load(lr[j]) - mx)) / sum);
+        D[r * classes + j] = store<T>((p - (j == labels[r])) * scale);
+      }
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status spmmK(void *, void *, loomrt_dtype dt, const int64_t *rowPtr,
+                    const int64_t *colIdx, const void *vals, const void *x,
+                    void *y, int64_t rows, int64_t f) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *V = static_cast<const T *>(vals), *X = static_cast<const T *>(x);
+    T *Y = static_cast<T *>(y);
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> acc(f, 0.0f);
+      for (int64_t j = rowPtr[r]; j < rowPtr[r + 1]; ++j) {
+        float v = load(V[j]);
+        const T *xr = X + colIdx[j] * f;
+        for (int64_t c = 0; c < f; ++c)
+          acc[c] += v * load(xr[c]);
+      }
+      for (int64_t c = 0; c < f; ++c)
+        Y[r * f + c] = store<T>(acc[c]);
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status sgdK(void *, void *, float lr, float mu, int nesterov, float *p,
+                   const float *g, float *buf, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) {
+    float b = mu * buf[i] + g[i];
+    buf[i] = b;
+    p[i] -= lr * (nesterov ? g[i] + mu * b : b);
+  }
+  return LOOMRT_OK;
+}
+
+const KernelOps kCpuKernels = {
+    unary,       unaryGradK,    binary,       castK,      fillK,
+    copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
+    softmaxK,    softmaxGrad,   embeddingK,   embeddingGrad,
+    crossEntropy, crossEntropyGrad, spmmK,    sgdK,
+};
+
+} // namespace
+
+const KernelOps *cpuKernels() { return &kCpuKernels; }
+
+} // namespace loomrt

@@ -1,0 +1,620 @@
+// gpu_ops.cu: the GPU backend's compute kernels, single source for CUDA and
+// HIP. Elementwise ops use the per-element math of common/kernel_math.h (the
+// same functions as the CPU); row ops (norms, softmax, cross-entropy) give
+// each row one block and reduce with warp shuffles; GEMM goes to cuBLAS /
+// hipBLAS with fp32 accumulation. Scratch memory is stream-ordered
+// (gpuMallocAsync), so kernels never synchronise the host.
+#include "common/kernel_math.h"
+#include "gpu/gpu_state.h"
+
+#include <cfloat>
+#include <string>
+
+namespace loomrt {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned gridFor(size_t n, int threads = kThreads) {
+  size_t b = (n + threads - 1) / threads;
+  return unsigned(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
+}
+
+gpuStream_t S(void *stream) { return static_cast<gpuStream_t>(stream); }
+
+loomrt_status launched(const char *what) {
+  return gpuCheck(gpuGetLastError(), what);
+}
+
+template <typename F> void withType(loomrt_dtype dt, F &&f) {
+  if (dt == LOOMRT_BF16)
+    f(uint16_t{});
+  else
+    f(float{});
+}
+
+#define GRID_STRIDE(i, n)                                                      \
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);      \
+       i += size_t(gridDim.x) * blockDim.x)
+
+//===----------------------------------------------------------------------===//
+// Block reductions
+//===----------------------------------------------------------------------===//
+
+__device__ float warpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float warpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+/// Sum (or max) over the block; every thread gets the result.
+template <bool Max> __device__ float blockReduce(float v) {
+  __shared__ float part[32];
+  __shared__ float result;
+  v = Max ? warpMax(v) : warpSum(v);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int nw = (blockDim.x + 31) >> 5;
+    float x = lane < nw ? part[lane] : (Max ? -FLT_MAX : 0.0f);
+    x = Max ? warpMax(x) : warpSum(x);
+    if (lane == 0)
+      result = x;
+  }
+  __syncthreads();
+  float r = result;
+  __syncthreads(); // part/result reusable by the next reduction
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void unaryKernel(loomrt_unary_op op, const T *x, T *y, size_t n) {
+  GRID_STRIDE(i, n) y[i] = store<T>(unaryOp(op, load(x[i])));
+}
+template <typename T>
+__global__ void unaryGradKernel(loomrt_unary_op op, const T *dy, const T *x,
+                                T *dx, size_t n) {
+  GRID_STRIDE(i, n) dx[i] = store<T>(unaryGrad(op, load(dy[i]), load(x[i])));
+}
+template <typename T>
+__global__ void binaryKernel(loomrt_binary_op op, const uint8_t *cond,
+                             const T *a, const T *b, T *out, Shape shape,
+                             Strides sa, Strides sb, Strides sc, size_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t oa, ob, oc;
+    stridedOffsets(shape, int64_t(i), sa, sb, sc, oa, ob, oc);
+    out[i] = cond ? (cond[oc] ? a[oa] : b[ob])
+                  : store<T>(binaryOp(op, load(a[oa]), load(b[ob])));
+  }
+}
+template <typename F, typename T>
+__global__ void castKernel(const F *x, T *y, size_t n) {
+  GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]));
+}
+template <typename T> __global__ void fillKernel(T *x, T v, size_t n) {
+  GRID_STRIDE(i, n) x[i] = v;
+}
+template <typename E>
+__global__ void copyStridedKernel(const E *src, E *dst, Shape shape,
+                                  Strides ss, Strides ds, size_t n) {
+  Strides none{};
+  GRID_STRIDE(i, n) {
+    int64_t os, od, unused;
+    stridedOffsets(shape, int64_t(i), ss, ds, none, os, od, unused);
+    dst[od] = src[os];
+  }
+}
+template <typename T>
+__global__ void reduceKernel(loomrt_reduce_op op, const T *x, T *y,
+                             int64_t outer, int64_t len, int64_t inner) {
+  GRID_STRIDE(t, size_t(outer * inner)) {
+    int64_t o = int64_t(t) / inner, i = int64_t(t) % inner;
+    const T *p = x + o * len * inner + i;
+    float acc = load(p[0]);
+    for (int64_t r = 1; r < len; ++r) {
+      float v = load(p[r * inner]);
+      acc = op == LOOMRT_REDUCE_MAX   ? fmaxf(acc, v)
+            : op == LOOMRT_REDUCE_MIN ? fminf(acc, v)
+                                      : acc + v;
+    }
+    if (op == LOOMRT_REDUCE_MEAN)
+      acc /= float(len);
+    y[t] = store<T>(acc);
+  }
+}
+__global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
+                          const float *g, float *buf, size_t n) {
+  GRID_STRIDE(i, n) {
+    float b = mu * buf[i] + g[i];
+    buf[i] = b;
+    p[i] -= lr * (nesterov ? g[i] + mu * b : b);
+  }
+}
+
+loomrt_status unaryG(void *, void *st, loomrt_unary_op op, loomrt_dtype dt,
+                     const void *x, void *y, size_t n) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    unaryKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+        op, static_cast<const T *>(x), static_cast<T *>(y), n);
+  });
+  return launched("unary");
+}
+loomrt_status unaryGradG(void *, void *st, loomrt_unary_op op,
+                         loomrt_dtype dt, const void *dy, const void *x,
+                         void *dx, size_t n) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    unaryGradKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+        op, static_cast<const T *>(dy), static_cast<const T *>(x),
+        static_cast<T *>(dx), n);
+  });
+  return launched("unary_grad");
+}
+loomrt_status binaryG(void *, void *st, loomrt_binary_op op, loomrt_dtype dt,
+                      const uint8_t *cond, const int64_t *cShape,
+                      const void *a, const int64_t *aShape, const void *b,
+                      const int64_t *bShape, void *out, const int64_t *oShape,
+                      int rank) {
+  Shape shape{{}, rank};
+  size_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= size_t(shape.d[d] = oShape[d]);
+  Strides sa = broadcastStrides(aShape, oShape, rank);
+  Strides sb = broadcastStrides(bShape, oShape, rank);
+  Strides sc = cond ? broadcastStrides(cShape, oShape, rank) : Strides{};
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    binaryKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+        op, cond, static_cast<const T *>(a), static_cast<const T *>(b),
+        static_cast<T *>(out), shape, sa, sb, sc, n);
+  });
+  return launched("binary");
+}
+loomrt_status castG(void *, void *st, loomrt_dtype from, const void *x,
+                    loomrt_dtype to, void *y, size_t n) {
+  withType(from, [&](auto f) {
+    withType(to, [&](auto t) {
+      using F = decltype(f);
+      using T = decltype(t);
+      castKernel<F, T><<<gridFor(n), kThreads, 0, S(st)>>>(
+          static_cast<const F *>(x), static_cast<T *>(y), n);
+    });
+  });
+  return launched("cast");
+}
+loomrt_status fillG(void *, void *st, loomrt_dtype dt, void *x, float v,
+                    size_t n) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    fillKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(static_cast<T *>(x),
+                                                      store<T>(v), n);
+  });
+  return launched("fill");
+}
+loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
+                           const int64_t *ss, void *dst, const int64_t *ds,
+                           const int64_t *shp, int rank) {
+  Shape shape{{}, rank};
+  Strides a{}, b{};
+  size_t n = 1;
+  for (int d = 0; d < rank; ++d) {
+    n *= size_t(shape.d[d] = shp[d]);
+    a.s[d] = ss[d];
+    b.s[d] = ds[d];
+  }
+  auto go = [&](auto tag) {
+    using E = decltype(tag);
+    copyStridedKernel<E><<<gridFor(n), kThreads, 0, S(st)>>>(
+        static_cast<const E *>(src), static_cast<E *>(dst), shape, a, b, n);
+  };
+  if (elem == 1)
+    go(uint8_t{});
+  else if (elem == 2)
+    go(uint16_t{});
+  else if (elem == 4)
+    go(uint32_t{});
+  else
+    go(uint64_t{});
+  return launched("copy_strided");
+}
+loomrt_status reduceG(void *, void *st, loomrt_reduce_op op, loomrt_dtype dt,
+                      const void *x, void *y, int64_t outer, int64_t len,
+                      int64_t inner) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    reduceKernel<T><<<gridFor(size_t(outer * inner)), kThreads, 0, S(st)>>>(
+        op, static_cast<const T *>(x), static_cast<T *>(y), outer, len, inner);
+  });
+  return launched("reduce");
+}
+loomrt_status sgdG(void *, void *st, float lr, float mu, int nesterov,
+                   float *p, const float *g, float *buf, size_t n) {
+  sgdKernel<<<gridFor(n), kThreads, 0, S(st)>>>(lr, mu, nesterov, p, g, buf, n);
+  return launched("sgd");
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
+                      const void *a, const void *b, void *c) {
+  auto *gs = static_cast<GpuState *>(state);
+  if (!gs->blas && gpublasCreate(&gs->blas) != GPUBLAS_STATUS_SUCCESS)
+    return fail(LOOMRT_ERR_BACKEND, "matmul: could not create the BLAS handle");
+  if (gpublasSetStream(gs->blas, S(st)) != GPUBLAS_STATUS_SUCCESS)
+    return fail(LOOMRT_ERR_BACKEND, "matmul: could not set the BLAS stream");
+  auto ty = [](loomrt_dtype d) { return d == LOOMRT_BF16 ? GPU_R_16BF : GPU_R_32F; };
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
+  // the operands and keep each one's transpose flag.
+  gpublasStatus_t r = gpublasGemmStridedBatchedEx(
+      gs->blas, g->trans_b ? GPUBLAS_OP_T : GPUBLAS_OP_N,
+      g->trans_a ? GPUBLAS_OP_T : GPUBLAS_OP_N, int(g->n), int(g->m), int(g->k),
+      &g->alpha, b, ty(g->in), int(g->trans_b ? g->k : g->n), g->stride_b, a,
+      ty(g->in), int(g->trans_a ? g->m : g->k), g->stride_a, &g->beta, c,
+      ty(g->out), int(g->n), g->stride_c, int(g->batch), GPUBLAS_COMPUTE_32F,
+      GPUBLAS_GEMM_DEFAULT);
+  if (r != GPUBLAS_STATUS_SUCCESS)
+    return fail(LOOMRT_ERR_BACKEND,
+                "matmul: BLAS GEMM failed with status " + std::to_string(int(r)));
+  return LOOMRT_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Row ops: one block per row
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__device__ void rowStats(const T *x, int64_t d, float eps, bool rms,
+                         float &mean, float &rstd) {
+  float s = 0;
+  if (!rms) {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      s += load(x[j]);
+    s = blockReduce<false>(s);
+  }
+  mean = s / float(d);
+  float v = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float c = load(x[j]) - mean;
+    v += c * c;
+  }
+  v = blockReduce<false>(v);
+  rstd = rsqrtf(v / float(d) + eps);
+}
+
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *w, const T *b, T *y,
+                                int64_t d, float eps, bool rms) {
+  const T *xr = x + blockIdx.x * d;
+  float mean, rstd;
+  rowStats(xr, d, eps, rms, mean, rstd);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float v = (load(xr[j]) - mean) * rstd * load(w[j]);
+    y[blockIdx.x * d + j] = store<T>(b ? v + load(b[j]) : v);
+  }
+}
+
+/// dx per row; the row's mean and rstd are saved for the dw/db kernel.
+template <typename T>
+__global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
+                                    float2 *stats, int64_t d, float eps,
+                                    bool rms) {
+  const T *xr = x + blockIdx.x * d, *gr = dy + blockIdx.x * d;
+  float mean, rstd;
+  rowStats(xr, d, eps, rms, mean, rstd);
+  float sg = 0, sgx = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float xh = (load(xr[j]) - mean) * rstd, g = load(gr[j]) * load(w[j]);
+    sg += g;
+    sgx += g * xh;
+  }
+  sg = blockReduce<false>(sg);
+  sgx = blockReduce<false>(sgx);
+  float mg = rms ? 0.0f : sg / float(d), mgx = sgx / float(d);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float xh = (load(xr[j]) - mean) * rstd, g = load(gr[j]) * load(w[j]);
+    dx[blockIdx.x * d + j] = store<T>(rstd * (g - mg - xh * mgx));
+  }
+  if (threadIdx.x == 0)
+    stats[blockIdx.x] = make_float2(mean, rstd);
+}
+
+/// dw[j] = sum_r dy[r,j] xhat[r,j], db[j] = sum_r dy[r,j]: one thread per
+/// column, rows walked in order (coalesced across the columns of a warp).
+template <typename T>
+__global__ void layerNormWeightGradKernel(const T *dy, const T *x,
+                                          const float2 *stats, T *dw, T *db,
+                                          int64_t rows, int64_t d) {
+  GRID_STRIDE(j, size_t(d)) {
+    float aw = 0, ab = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      float g = load(dy[r * d + j]);
+      float2 st = stats[r];
+      aw += g * (load(x[r * d + j]) - st.x) * st.y;
+      ab += g;
+    }
+    dw[j] = store<T>(aw);
+    if (db)
+      db[j] = store<T>(ab);
+  }
+}
+
+loomrt_status layerNormG(void *, void *st, loomrt_dtype dt, const void *x,
+                         const void *w, const void *b, void *y, int64_t rows,
+                         int64_t d, float eps, bool rms) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    layerNormKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(x), static_cast<const T *>(w),
+        static_cast<const T *>(b), static_cast<T *>(y), d, eps, rms);
+  });
+  return launched("layer_norm");
+}
+
+loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
+                             const void *x, const void *w, void *dx, void *dw,
+                             void *db, int64_t rows, int64_t d, float eps,
+                             bool rms) {
+  float2 *stats = nullptr;
+  if (rows) {
+    if (loomrt_status s = gpuCheck(
+            gpuMallocAsync((void **)&stats, rows * sizeof(float2), S(st)),
+            "layer_norm_grad scratch"))
+      return s;
+  }
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (rows)
+      layerNormGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(dy), static_cast<const T *>(x),
+          static_cast<const T *>(w), static_cast<T *>(dx), stats, d, eps, rms);
+    layerNormWeightGradKernel<T><<<gridFor(size_t(d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dy), static_cast<const T *>(x), stats,
+        static_cast<T *>(dw), static_cast<T *>(db), rows, d);
+  });
+  loomrt_status s = launched("layer_norm_grad");
+  if (stats)
+    gpuFreeAsync(stats, S(st));
+  return s;
+}
+
+template <typename T>
+__global__ void softmaxKernel(const T *x, T *y, int64_t d, float scale,
+                              int log, int64_t causalBlock) {
+  const T *xr = x + blockIdx.x * d;
+  T *yr = y + blockIdx.x * d;
+  int64_t vis = causalBlock ? (blockIdx.x % causalBlock) + (d - causalBlock) + 1
+                            : d;
+  float mx = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < vis; j += blockDim.x)
+    mx = fmaxf(mx, scale * load(xr[j]));
+  mx = blockReduce<true>(mx);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < vis; j += blockDim.x)
+    sum += expf(scale * load(xr[j]) - mx);
+  sum = blockReduce<false>(sum);
+  float lse = logf(sum);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float z = scale * load(xr[j]) - mx;
+    float v = j < vis ? (log ? z - lse : expf(z - lse))
+                      : (log ? -INFINITY : 0.0f);
+    yr[j] = store<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void softmaxGradKernel(const T *dy, const T *y, T *dx, int64_t d,
+                                  float scale, int log) {
+  const T *g = dy + blockIdx.x * d, *yr = y + blockIdx.x * d;
+  float acc = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    acc += log ? load(g[j]) : load(g[j]) * load(yr[j]);
+  acc = blockReduce<false>(acc);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float yv = load(yr[j]), gv = load(g[j]);
+    float v = log ? gv - expf(yv) * acc : yv * (gv - acc);
+    dx[blockIdx.x * d + j] = store<T>(scale * v);
+  }
+}
+
+loomrt_status softmaxG(void *, void *st, loomrt_dtype dt, const void *x,
+                       void *y, int64_t rows, int64_t d, float scale, int log,
+                       int64_t causalBlock) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    softmaxKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(x), static_cast<T *>(y), d, scale, log,
+        causalBlock);
+  });
+  return launched("softmax");
+}
+
+loomrt_status softmaxGradG(void *, void *st, loomrt_dtype dt, const void *dy,
+                           const void *y, void *dx, int64_t rows, int64_t d,
+                           float scale, int log) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    softmaxGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dy), static_cast<const T *>(y),
+        static_cast<T *>(dx), d, scale, log);
+  });
+  return launched("softmax_grad");
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, cross-entropy, sparse aggregation
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void embeddingKernel(const T *table, const int64_t *idx, T *out,
+                                int64_t n, int64_t d, int64_t vocab) {
+  GRID_STRIDE(t, size_t(n * d)) {
+    int64_t i = int64_t(t) / d, j = int64_t(t) % d, row = idx[i];
+    out[t] = (row >= 0 && row < vocab) ? table[row * d + j] : store<T>(0.0f);
+  }
+}
+template <typename T>
+__global__ void embeddingGradKernel(const T *dy, const int64_t *idx,
+                                    float *dtable, int64_t n, int64_t d,
+                                    int64_t vocab) {
+  GRID_STRIDE(t, size_t(n * d)) {
+    int64_t i = int64_t(t) / d, j = int64_t(t) % d, row = idx[i];
+    if (row >= 0 && row < vocab)
+      atomicAdd(dtable + row * d + j, load(dy[t]));
+  }
+}
+
+/// Per-row loss; a label out of range yields NaN (visible in the loss).
+template <typename T>
+__global__ void crossEntropyRowKernel(const T *logits, const int64_t *labels,
+                                      float *rowLoss, int64_t classes) {
+  const T *lr = logits + blockIdx.x * classes;
+  float mx = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    mx = fmaxf(mx, load(lr[j]));
+  mx = blockReduce<true>(mx);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    sum += expf(load(lr[j]) - mx);
+  sum = blockReduce<false>(sum);
+  if (threadIdx.x == 0) {
+    int64_t lab = labels[blockIdx.x];
+    rowLoss[blockIdx.x] = (lab >= 0 && lab < classes)
+                              ? logf(sum) + mx - load(lr[lab])
+                              : NAN;
+  }
+}
+__global__ void meanKernel(const float *x, float *out, int64_t n) {
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += x[i];
+  s = blockReduce<false>(s);
+  if (threadIdx.x == 0)
+    *out = s / float(n);
+}
+template <typename T>
+__global__ void crossEntropyGradKernel(const T *logits, const int64_t *labels,
+                                       const float *dloss, T *dlogits,
+                                       int64_t rows, int64_t classes) {
+  const T *lr = logits + blockIdx.x * classes;
+  float mx = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    mx = fmaxf(mx, load(lr[j]));
+  mx = blockReduce<true>(mx);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    sum += expf(load(lr[j]) - mx);
+  sum = blockReduce<false>(sum);
+  float scale = *dloss / float(rows);
+  int64_t lab = labels[blockIdx.x];
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    float p = expf(load(lr[j]) - mx) / sum;
+    dlogits[blockIdx.x * classes + j] = store<T>((p - (j == lab)) * scale);
+  }
+}
+
+loomrt_status embeddingG(void *, void *st, loomrt_dtype dt, const void *table,
+                         const int64_t *idx, void *out, int64_t n, int64_t d,
+                         int64_t vocab) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(table), idx, static_cast<T *>(out), n, d, vocab);
+  });
+  return launched("embedding");
+}
+loomrt_status embeddingGradG(void *, void *st, loomrt_dtype dt, const void *dy,
+                             const int64_t *idx, float *dtable, int64_t n,
+                             int64_t d, int64_t vocab) {
+  if (loomrt_status s = gpuCheck(
+          gpuMemsetAsync(dtable, 0, size_t(vocab * d) * 4, S(st)),
+          "embedding_grad zero"))
+    return s;
+  if (n * d == 0)
+    return LOOMRT_OK;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingGradKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dy), idx, dtable, n, d, vocab);
+  });
+  return launched("embedding_grad");
+}
+loomrt_status crossEntropyG(void *, void *st, loomrt_dtype dt,
+                            const void *logits, const int64_t *labels,
+                            float *loss, int64_t rows, int64_t classes) {
+  float *rowLoss;
+  if (loomrt_status s = gpuCheck(
+          gpuMallocAsync((void **)&rowLoss, rows * sizeof(float), S(st)),
+          "cross_entropy scratch"))
+    return s;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    crossEntropyRowKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(logits), labels, rowLoss, classes);
+  });
+  meanKernel<<<1, 1024, 0, S(st)>>>(rowLoss, loss, rows);
+  loomrt_status s = launched("cross_entropy");
+  gpuFreeAsync(rowLoss, S(st));
+  return s;
+}
+loomrt_status crossEntropyGradG(void *, void *st, loomrt_dtype dt,
+                                const void *logits, const int64_t *labels,
+                                const float *dloss, void *dlogits,
+                                int64_t rows, int64_t classes) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    crossEntropyGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(logits), labels, dloss,
+        static_cast<T *>(dlogits), rows, classes);
+  });
+  return launched("cross_entropy_grad");
+}
+
+template <typename T>
+__global__ void spmmKernel(const int64_t *rowPtr, const int64_t *colIdx,
+                           const T *vals, const T *x, T *y, int64_t f) {
+  int64_t r = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < f; c += blockDim.x) {
+    float acc = 0;
+    for (int64_t j = rowPtr[r]; j < rowPtr[r + 1]; ++j)
+      acc += load(vals[j]) * load(x[colIdx[j] * f + c]);
+    y[r * f + c] = store<T>(acc);
+  }
+}
+loomrt_status spmmG(void *, void *st, loomrt_dtype dt, const int64_t *rowPtr,
+                    const int64_t *colIdx, const void *vals, const void *x,
+                    void *y, int64_t rows, int64_t f) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    spmmKernel<T><<<unsigned(rows), f < kThreads ? 32 * ((f + 31) / 32) : kThreads,
+                    0, S(st)>>>(rowPtr, colIdx, static_cast<const T *>(vals),
+                                static_cast<const T *>(x), static_cast<T *>(y),
+                                f);
+  });
+  return launched("spmm");
+}
+
+const KernelOps kGpuKernels = {
+    unaryG,        unaryGradG,        binaryG,  castG,       fillG,
+    copyStridedG,  reduceG,           matmulG,  layerNormG,  layerNormGradG,
+    softmaxG,      softmaxGradG,      embeddingG, embeddingGradG,
+    crossEntropyG, crossEntropyGradG, spmmG,    sgdG,
+};
+
+} // namespace
+
+const KernelOps *cudaKernels() { return &kGpuKernels; }
+
+} // namespace loomrt

@@ -1,0 +1,741 @@
+// kernels_test.cpp: every compute kernel on every backend against a float64
+// reference written here (not shared with the kernels), for fp32 and bf16
+// storage; on the GPU each kernel is also compared with the CPU kernel.
+//
+// Error measure: ||out - ref||_2 / ||ref||_2 over the whole output.
+// Bounds: fp32 storage 1e-5 (exp/erf/tanh in fp32 land near 1e-7; row
+// reductions in fp32 on the GPU near 1e-6); bf16 storage 1e-2 (one bf16
+// rounding of the output is 2^-9 = 2e-3 relative; inputs are rounded to
+// bf16 before the reference sees them). GEMM in fp32 is held to 1e-5 too:
+// cuBLAS must not use TF32 for CUBLAS_COMPUTE_32F.
+#include "backends.h"
+#include "common/adam_math.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace {
+
+using D = std::vector<double>;
+
+double relErr(const std::vector<float> &out, const D &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i]) != std::isnan(ref[i]))
+      return INFINITY;
+    if (std::isinf(ref[i]) && out[i] == ref[i])
+      continue;
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+/// Device buffers of one test on one backend, freed at the end.
+class Harness {
+public:
+  Harness(loomrt_device dev, loomrt_stream s, loomrt_dtype dt)
+      : dev(dev), s(s), dt(dt) {}
+  ~Harness() {
+    for (void *p : owned)
+      loomrt_free(dev, LOOMRT_MEM_DEVICE, p);
+  }
+  size_t esize() const { return dt == LOOMRT_BF16 ? 2 : 4; }
+  /// Uploads `x` in the test's dtype; returns the device pointer.
+  void *put(const std::vector<float> &x) {
+    std::vector<uint8_t> bytes(x.size() * esize());
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (dt == LOOMRT_BF16) {
+        uint16_t h = loomrt::floatToBf16(x[i]);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      } else {
+        std::memcpy(&bytes[i * 4], &x[i], 4);
+      }
+    }
+    return putRaw(bytes.data(), bytes.size());
+  }
+  void *putRaw(const void *data, size_t bytes) {
+    void *p = alloc(bytes);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(s, p, data, bytes));
+    return p;
+  }
+  template <typename T> T *putT(const std::vector<T> &x) {
+    return static_cast<T *>(putRaw(x.data(), x.size() * sizeof(T)));
+  }
+  void *alloc(size_t bytes) {
+    void *p = nullptr;
+    EXPECT_EQ(LOOMRT_OK,
+              loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes ? bytes : 4, &p));
+    owned.push_back(p);
+    // Poison, so unwritten outputs are caught.
+    std::vector<uint8_t> nan(bytes ? bytes : 4, 0xff);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(s, p, nan.data(), nan.size()));
+    return p;
+  }
+  void *out(size_t n) { return alloc(n * esize()); }
+  std::vector<float> get(const void *p, size_t n, loomrt_dtype as) {
+    size_t es = as == LOOMRT_BF16 ? 2 : 4;
+    std::vector<uint8_t> bytes(n * es);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(s, bytes.data(), p, bytes.size()));
+    EXPECT_EQ(LOOMRT_OK, loomrt_stream_synchronize(s));
+    std::vector<float> r(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (as == LOOMRT_BF16) {
+        uint16_t h;
+        std::memcpy(&h, &bytes[i * 2], 2);
+        r[i] = loomrt::bf16ToFloat(h);
+      } else {
+        std::memcpy(&r[i], &bytes[i * 4], 4);
+      }
+    }
+    return r;
+  }
+  std::vector<float> get(const void *p, size_t n) { return get(p, n, dt); }
+  /// The value the kernel saw: x rounded to the storage type.
+  std::vector<float> seen(std::vector<float> x) const {
+    if (dt == LOOMRT_BF16)
+      for (auto &v : x)
+        v = loomrt::bf16ToFloat(loomrt::floatToBf16(v));
+    return x;
+  }
+
+  loomrt_device dev;
+  loomrt_stream s;
+  loomrt_dtype dt;
+
+private:
+  std::vector<void *> owned;
+};
+
+struct Param {
+  loomrt_backend backend;
+  loomrt_dtype dt;
+};
+
+class Kernels : public ::testing::TestWithParam<Param> {
+protected:
+  void SetUp() override {
+    if (!loomrt_backend_available(GetParam().backend))
+      GTEST_SKIP() << loomrt_backend_name(GetParam().backend)
+                   << " backend not built or no device present";
+    LOOMRT_ASSERT_OK(loomrt_device_open(GetParam().backend, 0, &dev));
+    LOOMRT_ASSERT_OK(loomrt_stream_create(dev, &s));
+    LOOMRT_ASSERT_OK(loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &cpu));
+    LOOMRT_ASSERT_OK(loomrt_stream_create(cpu, &cs));
+  }
+  void TearDown() override {
+    loomrt_stream_destroy(s);
+    loomrt_device_close(dev);
+    loomrt_stream_destroy(cs);
+    loomrt_device_close(cpu);
+  }
+  loomrt_dtype dt() const { return GetParam().dt; }
+  double tol() const { return dt() == LOOMRT_BF16 ? 1e-2 : 1e-5; }
+  std::vector<float> randn(size_t n, float scale = 1.0f, float shift = 0.0f) {
+    std::normal_distribution<float> N(0.f, 1.f);
+    std::vector<float> x(n);
+    for (auto &v : x)
+      v = shift + scale * N(rng);
+    return x;
+  }
+
+  /// Runs `body` on the backend under test and, for a GPU, on the CPU too;
+  /// checks each output against the reference and the GPU against the CPU.
+  /// `body` returns the outputs as floats and fills `ref`.
+  using Body = std::function<std::vector<std::vector<float>>(Harness &)>;
+  void check(const std::vector<D> &ref, Body body, double bound = -1) {
+    if (bound < 0)
+      bound = tol();
+    Harness h(dev, s, dt());
+    auto outs = body(h);
+    ASSERT_EQ(outs.size(), ref.size());
+    for (size_t k = 0; k < outs.size(); ++k)
+      EXPECT_LT(relErr(outs[k], ref[k]), bound)
+          << "output " << k << " against the float64 reference";
+    if (GetParam().backend != LOOMRT_BACKEND_CPU) {
+      Harness hc(cpu, cs, dt());
+      auto cpuOuts = body(hc);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        D c(cpuOuts[k].begin(), cpuOuts[k].end());
+        EXPECT_LT(relErr(outs[k], c), bound) << "output " << k
+                                             << " against the CPU kernel";
+      }
+    }
+  }
+
+  std::mt19937 rng{42};
+  loomrt_device dev = nullptr, cpu = nullptr;
+  loomrt_stream s = nullptr, cs = nullptr;
+};
+
+TEST_P(Kernels, Unary) {
+  const size_t n = 1000;
+  for (int op = 0; op < LOOMRT_UNARY_OP_COUNT; ++op) {
+    bool positive = op == LOOMRT_LOG || op == LOOMRT_SQRT || op == LOOMRT_RSQRT;
+    std::vector<float> x = randn(n, 1.5f, positive ? 3.0f : 0.0f);
+    for (auto &v : x)
+      if (positive)
+        v = std::fabs(v) + 0.1f;
+    Harness probe(dev, s, dt());
+    std::vector<float> xs = probe.seen(x);
+    D ref(n);
+    for (size_t i = 0; i < n; ++i) {
+      double v = xs[i];
+      switch (op) {
+      case LOOMRT_NEG: ref[i] = -v; break;
+      case LOOMRT_EXP: ref[i] = std::exp(v); break;
+      case LOOMRT_LOG: ref[i] = std::log(v); break;
+      case LOOMRT_SQRT: ref[i] = std::sqrt(v); break;
+      case LOOMRT_RSQRT: ref[i] = 1 / std::sqrt(v); break;
+      case LOOMRT_TANH: ref[i] = std::tanh(v); break;
+      case LOOMRT_ERF: ref[i] = std::erf(v); break;
+      case LOOMRT_SIN: ref[i] = std::sin(v); break;
+      case LOOMRT_COS: ref[i] = std::cos(v); break;
+      case LOOMRT_SIGMOID: ref[i] = 1 / (1 + std::exp(-v)); break;
+      case LOOMRT_RELU: ref[i] = v > 0 ? v : 0; break;
+      case LOOMRT_SILU: ref[i] = v / (1 + std::exp(-v)); break;
+      case LOOMRT_GELU: ref[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
+      case LOOMRT_GELU_TANH:
+        ref[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        break;
+      }
+    }
+    SCOPED_TRACE("op " + std::to_string(op));
+    check({ref}, [&](Harness &h) {
+      void *y = h.out(n);
+      EXPECT_EQ(LOOMRT_OK, loomrt_unary(h.s, loomrt_unary_op(op), h.dt,
+                                        h.put(x), y, n));
+      return std::vector<std::vector<float>>{h.get(y, n)};
+    });
+  }
+}
+
+TEST_P(Kernels, UnaryGrad) {
+  const size_t n = 1000;
+  const loomrt_unary_op ops[] = {LOOMRT_RELU, LOOMRT_SILU, LOOMRT_GELU,
+                                 LOOMRT_GELU_TANH, LOOMRT_SIGMOID, LOOMRT_TANH,
+                                 LOOMRT_EXP};
+  for (loomrt_unary_op op : ops) {
+    std::vector<float> x = randn(n, 1.5f), dy = randn(n);
+    Harness probe(dev, s, dt());
+    std::vector<float> xs = probe.seen(x), gs = probe.seen(dy);
+    D ref(n);
+    for (size_t i = 0; i < n; ++i) {
+      double v = xs[i], d;
+      double sg = 1 / (1 + std::exp(-v));
+      switch (op) {
+      case LOOMRT_RELU: d = v > 0 ? 1 : 0; break;
+      case LOOMRT_SILU: d = sg * (1 + v * (1 - sg)); break;
+      case LOOMRT_GELU:
+        d = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+            v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+        break;
+      case LOOMRT_GELU_TANH: {
+        double k = std::sqrt(2 / M_PI), u = k * (v + 0.044715 * v * v * v);
+        double t = std::tanh(u);
+        d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v);
+        break;
+      }
+      case LOOMRT_SIGMOID: d = sg * (1 - sg); break;
+      case LOOMRT_TANH: d = 1 - std::tanh(v) * std::tanh(v); break;
+      default: d = std::exp(v); break;
+      }
+      ref[i] = gs[i] * d;
+    }
+    SCOPED_TRACE("op " + std::to_string(op));
+    check({ref}, [&](Harness &h) {
+      void *dx = h.out(n);
+      EXPECT_EQ(LOOMRT_OK,
+                loomrt_unary_grad(h.s, op, h.dt, h.put(dy), h.put(x), dx, n));
+      return std::vector<std::vector<float>>{h.get(dx, n)};
+    });
+  }
+  float z = 0;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_unary_grad(s, LOOMRT_SIN, dt(), &z, &z, &z, 1));
+}
+
+TEST_P(Kernels, BinaryBroadcasts) {
+  const int64_t as[3] = {2, 3, 4}, bs[3] = {1, 3, 1}, os[3] = {2, 3, 4};
+  std::vector<float> a = randn(24), b = randn(3, 0.5f, 2.0f);
+  for (int op = 0; op < LOOMRT_BINARY_OP_COUNT; ++op) {
+    std::vector<float> aa = a;
+    if (op == LOOMRT_POW)
+      for (auto &v : aa)
+        v = std::fabs(v) + 0.5f;
+    Harness probe(dev, s, dt());
+    auto A = probe.seen(aa), B = probe.seen(b);
+    D ref(24);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          double x = A[i * 12 + j * 4 + k], y = B[j], r;
+          switch (op) {
+          case LOOMRT_ADD: r = x + y; break;
+          case LOOMRT_SUB: r = x - y; break;
+          case LOOMRT_MUL: r = x * y; break;
+          case LOOMRT_DIV: r = x / y; break;
+          case LOOMRT_POW: r = std::pow(x, y); break;
+          case LOOMRT_MAX: r = std::max(x, y); break;
+          default: r = std::min(x, y); break;
+          }
+          ref[i * 12 + j * 4 + k] = r;
+        }
+    SCOPED_TRACE("op " + std::to_string(op));
+    check({ref}, [&](Harness &h) {
+      void *o = h.out(24);
+      EXPECT_EQ(LOOMRT_OK, loomrt_binary(h.s, loomrt_binary_op(op), h.dt,
+                                         h.put(aa), as, h.put(b), bs, o, os, 3));
+      return std::vector<std::vector<float>>{h.get(o, 24)};
+    });
+  }
+  const int64_t bad[3] = {1, 2, 1};
+  float z = 0;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_binary(s, LOOMRT_ADD, dt(), &z, as, &z, bad, &z, os, 3));
+  EXPECT_NE(std::string(loomrt_last_error()).find("does not broadcast"),
+            std::string::npos);
+}
+
+TEST_P(Kernels, SelectBroadcasts) {
+  // A causal mask [4, 4] selects between scores [2, 4, 4] and a scalar.
+  const int64_t cs_[3] = {1, 4, 4}, as[3] = {2, 4, 4}, bs[3] = {1, 1, 1};
+  std::vector<uint8_t> mask(16);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      mask[i * 4 + j] = j <= i;
+  std::vector<float> a = randn(32), b = {-1e4f};
+  Harness probe(dev, s, dt());
+  auto A = probe.seen(a), B = probe.seen(b);
+  D ref(32);
+  for (int i = 0; i < 32; ++i)
+    ref[i] = mask[i % 16] ? A[i] : B[0];
+  check({ref}, [&](Harness &h) {
+    void *o = h.out(32);
+    EXPECT_EQ(LOOMRT_OK, loomrt_select(h.s, h.dt, h.putT(mask), cs_, h.put(a),
+                                       as, h.put(b), bs, o, as, 3));
+    return std::vector<std::vector<float>>{h.get(o, 32)};
+  });
+}
+
+TEST_P(Kernels, CastAndFill) {
+  std::vector<float> x = randn(777);
+  D ref(777), fill(777, 2.5);
+  for (size_t i = 0; i < x.size(); ++i)
+    ref[i] = loomrt::bf16ToFloat(loomrt::floatToBf16(x[i]));
+  // f32 -> bf16 is exact rounding to nearest even: checked bit for bit.
+  check({ref, fill}, [&](Harness &h) {
+    void *src = h.alloc(777 * 4), *dst = h.alloc(777 * 2), *f = h.out(777);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(h.s, src, x.data(), 777 * 4));
+    EXPECT_EQ(LOOMRT_OK, loomrt_cast(h.s, LOOMRT_F32, src, LOOMRT_BF16, dst, 777));
+    EXPECT_EQ(LOOMRT_OK, loomrt_fill(h.s, h.dt, f, 2.5f, 777));
+    return std::vector<std::vector<float>>{h.get(dst, 777, LOOMRT_BF16),
+                                           h.get(f, 777)};
+  }, 0.0 + 1e-12);
+}
+
+TEST_P(Kernels, CopyStridedPermutesSlicesAndBroadcasts) {
+  // Transpose [2, 3, 4] -> [4, 2, 3] (perm 2, 0, 1).
+  std::vector<float> x = randn(24);
+  Harness probe(dev, s, dt());
+  auto X = probe.seen(x);
+  D ref(24);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        ref[k * 6 + i * 3 + j] = X[i * 12 + j * 4 + k];
+  // Slice rows 1..3 step 2 of a [4, 5] matrix, columns 1..4.
+  std::vector<float> m = randn(20);
+  auto M = probe.seen(m);
+  D sref;
+  for (int r = 1; r < 4; r += 2)
+    for (int c = 1; c < 4; ++c)
+      sref.push_back(M[r * 5 + c]);
+  // Broadcast a [3] row to [2, 3].
+  std::vector<float> row = randn(3);
+  auto R = probe.seen(row);
+  D bref = {R[0], R[1], R[2], R[0], R[1], R[2]};
+  check({ref, sref, bref}, [&](Harness &h) {
+    size_t es = h.esize();
+    void *y = h.out(24), *sl = h.out(6), *bc = h.out(6);
+    const int64_t shape[3] = {4, 2, 3}, src[3] = {1, 12, 4}, dst[3] = {6, 3, 1};
+    EXPECT_EQ(LOOMRT_OK, loomrt_copy_strided(h.s, es, h.put(x), src, y, dst, shape, 3));
+    const int64_t sshape[2] = {2, 3}, ss[2] = {10, 1}, sd[2] = {3, 1};
+    char *mp = static_cast<char *>(h.put(m)) + (5 + 1) * es;
+    EXPECT_EQ(LOOMRT_OK, loomrt_copy_strided(h.s, es, mp, ss, sl, sd, sshape, 2));
+    const int64_t bshape[2] = {2, 3}, bsrc[2] = {0, 1}, bdst[2] = {3, 1};
+    EXPECT_EQ(LOOMRT_OK, loomrt_copy_strided(h.s, es, h.put(row), bsrc, bc, bdst, bshape, 2));
+    return std::vector<std::vector<float>>{h.get(y, 24), h.get(sl, 6), h.get(bc, 6)};
+  }, 1e-12);
+}
+
+TEST_P(Kernels, ReduceMiddleAxis) {
+  const int64_t outer = 3, len = 50, inner = 7;
+  std::vector<float> x = randn(outer * len * inner);
+  Harness probe(dev, s, dt());
+  auto X = probe.seen(x);
+  for (int op = LOOMRT_REDUCE_SUM; op <= LOOMRT_REDUCE_MIN; ++op) {
+    D ref(outer * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double acc = X[o * len * inner + i];
+        for (int64_t r = 1; r < len; ++r) {
+          double v = X[(o * len + r) * inner + i];
+          acc = op == LOOMRT_REDUCE_MAX   ? std::max(acc, v)
+                : op == LOOMRT_REDUCE_MIN ? std::min(acc, v)
+                                          : acc + v;
+        }
+        ref[o * inner + i] = op == LOOMRT_REDUCE_MEAN ? acc / len : acc;
+      }
+    SCOPED_TRACE("op " + std::to_string(op));
+    check({ref}, [&](Harness &h) {
+      void *y = h.out(outer * inner);
+      EXPECT_EQ(LOOMRT_OK, loomrt_reduce(h.s, loomrt_reduce_op(op), h.dt,
+                                         h.put(x), y, outer, len, inner));
+      return std::vector<std::vector<float>>{h.get(y, outer * inner)};
+    });
+  }
+}
+
+TEST_P(Kernels, MatmulAllTransposesBatchesAndBroadcast) {
+  const int64_t B = 3, M = 5, N = 7, K = 9;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> a = randn(B * M * K), b = randn(K * N), c0 = randn(B * M * N);
+      Harness probe(dev, s, dt());
+      auto Av = probe.seen(a), Bv = probe.seen(b);
+      // C = 0.5 op(A_b) op(B) + 2 C0, B shared by every batch (stride 0),
+      // C stored fp32.
+      D ref(B * M * N);
+      for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              double av = ta ? Av[bi * M * K + k * M + i] : Av[bi * M * K + i * K + k];
+              double bv = tb ? Bv[j * K + k] : Bv[k * N + j];
+              acc += av * bv;
+            }
+            ref[bi * M * N + i * N + j] = 0.5 * acc + 2.0 * c0[bi * M * N + i * N + j];
+          }
+      SCOPED_TRACE("trans " + std::to_string(ta) + std::to_string(tb));
+      check({ref}, [&](Harness &h) {
+        void *c = h.alloc(B * M * N * 4);
+        EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(h.s, c, c0.data(), c0.size() * 4));
+        loomrt_gemm g{ta, tb, B, M, N, K, M * K, 0, M * N, 0.5f, 2.0f, h.dt, LOOMRT_F32};
+        EXPECT_EQ(LOOMRT_OK, loomrt_matmul(h.s, &g, h.put(a), h.put(b), c))
+            << loomrt_last_error();
+        return std::vector<std::vector<float>>{h.get(c, B * M * N, LOOMRT_F32)};
+      });
+    }
+  loomrt_gemm bad{0, 0, 2, 4, 4, 4, 16, 16, 8, 1.f, 0.f, LOOMRT_F32, LOOMRT_F32};
+  float z = 0;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_matmul(s, &bad, &z, &z, &z));
+}
+
+/// float64 layer/RMS norm of one [rows, d] input.
+void normRef(const std::vector<float> &x, const std::vector<float> &w,
+             const std::vector<float> *b, int64_t rows, int64_t d, double eps,
+             bool rms, D &y) {
+  y.assign(rows * d, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < d; ++j)
+        mean += x[r * d + j];
+      mean /= d;
+    }
+    for (int64_t j = 0; j < d; ++j)
+      var += (x[r * d + j] - mean) * (x[r * d + j] - mean);
+    double rstd = 1 / std::sqrt(var / d + eps);
+    for (int64_t j = 0; j < d; ++j)
+      y[r * d + j] = (x[r * d + j] - mean) * rstd * w[j] + (b ? (*b)[j] : 0.0);
+  }
+}
+
+TEST_P(Kernels, NormsForwardAndBackward) {
+  const int64_t rows = 6, d = 300;
+  const double eps = 1e-5;
+  for (int rms = 0; rms < 2; ++rms) {
+    std::vector<float> x = randn(rows * d, 2.0f, 1.0f), w = randn(d, 0.5f, 1.0f),
+                       b = randn(d), dy = randn(rows * d);
+    Harness probe(dev, s, dt());
+    auto X = probe.seen(x), W = probe.seen(w), Bv = probe.seen(b), G = probe.seen(dy);
+    D y;
+    normRef(X, W, rms ? nullptr : &Bv, rows, d, eps, rms, y);
+    // Backward by central differences of L = sum(dy * y) in float64: an
+    // independent check of the analytic formulas in the kernels.
+    auto loss = [&](const std::vector<double> &xx, const std::vector<double> &ww,
+                    const std::vector<double> &bb) {
+      double L = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        if (!rms) {
+          for (int64_t j = 0; j < d; ++j)
+            mean += xx[r * d + j];
+          mean /= d;
+        }
+        for (int64_t j = 0; j < d; ++j)
+          var += (xx[r * d + j] - mean) * (xx[r * d + j] - mean);
+        double rstd = 1 / std::sqrt(var / d + eps);
+        for (int64_t j = 0; j < d; ++j)
+          L += G[r * d + j] * ((xx[r * d + j] - mean) * rstd * ww[j] + (rms ? 0 : bb[j]));
+      }
+      return L;
+    };
+    std::vector<double> xd(X.begin(), X.end()), wd(W.begin(), W.end()),
+        bd(Bv.begin(), Bv.end());
+    D dx(rows * d), dw(d), db(d);
+    const double h = 1e-6;
+    for (size_t i = 0; i < xd.size(); ++i) {
+      double o = xd[i];
+      xd[i] = o + h; double lp = loss(xd, wd, bd);
+      xd[i] = o - h; double lm = loss(xd, wd, bd);
+      xd[i] = o;
+      dx[i] = (lp - lm) / (2 * h);
+    }
+    for (int64_t j = 0; j < d; ++j) {
+      double o = wd[j];
+      wd[j] = o + h; double lp = loss(xd, wd, bd);
+      wd[j] = o - h; double lm = loss(xd, wd, bd);
+      wd[j] = o;
+      dw[j] = (lp - lm) / (2 * h);
+      db[j] = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        db[j] += G[r * d + j];
+    }
+    SCOPED_TRACE(rms ? "rms_norm" : "layer_norm");
+    // Finite differences carry ~1e-8 of their own error: the fp32 bound
+    // stays 1e-5 (bf16: 1e-2).
+    std::vector<D> refs = {y, dx, dw};
+    if (!rms)
+      refs.push_back(db);
+    check(refs, [&](Harness &hh) {
+      void *yo = hh.out(rows * d), *dxo = hh.out(rows * d), *dwo = hh.out(d),
+           *dbo = hh.out(d);
+      void *xi = hh.put(x), *wi = hh.put(w), *gi = hh.put(dy);
+      if (rms) {
+        EXPECT_EQ(LOOMRT_OK, loomrt_rms_norm(hh.s, hh.dt, xi, wi, yo, rows, d, eps));
+        EXPECT_EQ(LOOMRT_OK, loomrt_rms_norm_grad(hh.s, hh.dt, gi, xi, wi, dxo,
+                                                  dwo, rows, d, eps));
+        return std::vector<std::vector<float>>{hh.get(yo, rows * d),
+                                               hh.get(dxo, rows * d), hh.get(dwo, d)};
+      }
+      EXPECT_EQ(LOOMRT_OK, loomrt_layer_norm(hh.s, hh.dt, xi, wi, hh.put(b), yo,
+                                             rows, d, eps));
+      EXPECT_EQ(LOOMRT_OK, loomrt_layer_norm_grad(hh.s, hh.dt, gi, xi, wi, dxo,
+                                                  dwo, dbo, rows, d, eps));
+      return std::vector<std::vector<float>>{hh.get(yo, rows * d),
+                                             hh.get(dxo, rows * d), hh.get(dwo, d),
+                                             hh.get(dbo, d)};
+    });
+  }
+}
+
+TEST_P(Kernels, SoftmaxCausalScaledLogAndGrad) {
+  // Two causal blocks of 4 query rows over 6 keys (the last 4 align with the
+  // queries), scale 0.5.
+  const int64_t rows = 8, d = 6, block = 4;
+  const float scale = 0.5f;
+  for (int log = 0; log < 2; ++log) {
+    std::vector<float> x = randn(rows * d, 2.0f), dy = randn(rows * d);
+    Harness probe(dev, s, dt());
+    auto X = probe.seen(x);
+    D y(rows * d);
+    std::vector<double> yv(rows * d);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t vis = (r % block) + (d - block) + 1;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < vis; ++j)
+        mx = std::max(mx, double(scale) * X[r * d + j]);
+      for (int64_t j = 0; j < vis; ++j)
+        sum += std::exp(scale * X[r * d + j] - mx);
+      for (int64_t j = 0; j < d; ++j) {
+        double p = j < vis ? std::exp(scale * X[r * d + j] - mx) / sum : 0.0;
+        y[r * d + j] = log ? (j < vis ? std::log(p) : -INFINITY) : p;
+      }
+    }
+    SCOPED_TRACE(log ? "log_softmax" : "softmax");
+    check({y}, [&](Harness &h) {
+      void *yo = h.out(rows * d);
+      EXPECT_EQ(LOOMRT_OK, loomrt_softmax(h.s, h.dt, h.put(x), yo, rows, d,
+                                          scale, log, block));
+      return std::vector<std::vector<float>>{h.get(yo, rows * d)};
+    });
+  }
+  // Gradient given the (unmasked) output, with scale.
+  std::vector<float> x = randn(rows * d), dy = randn(rows * d);
+  for (int log = 0; log < 2; ++log) {
+    Harness probe(dev, s, dt());
+    auto X = probe.seen(x), G = probe.seen(dy);
+    D dx(rows * d);
+    std::vector<float> yin(rows * d);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < d; ++j)
+        mx = std::max(mx, double(X[r * d + j]));
+      for (int64_t j = 0; j < d; ++j)
+        sum += std::exp(X[r * d + j] - mx);
+      for (int64_t j = 0; j < d; ++j) {
+        double p = std::exp(X[r * d + j] - mx) / sum;
+        yin[r * d + j] = float(log ? std::log(p) : p);
+      }
+    }
+    auto Y = probe.seen(yin);
+    for (int64_t r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (int64_t j = 0; j < d; ++j)
+        acc += log ? G[r * d + j] : double(G[r * d + j]) * Y[r * d + j];
+      for (int64_t j = 0; j < d; ++j)
+        dx[r * d + j] = scale * (log ? G[r * d + j] - std::exp(double(Y[r * d + j])) * acc
+                                     : Y[r * d + j] * (G[r * d + j] - acc));
+    }
+    SCOPED_TRACE(log ? "log_softmax_grad" : "softmax_grad");
+    check({dx}, [&](Harness &h) {
+      void *o = h.out(rows * d);
+      EXPECT_EQ(LOOMRT_OK, loomrt_softmax_grad(h.s, h.dt, h.put(dy), h.put(yin),
+                                               o, rows, d, scale, log));
+      return std::vector<std::vector<float>>{h.get(o, rows * d)};
+    });
+  }
+}
+
+TEST_P(Kernels, EmbeddingGathersAndScatterAdds) {
+  const int64_t vocab = 11, d = 5, n = 9;
+  std::vector<int64_t> idx = {3, 0, 10, 3, 3, 7, 0, 1, 9};
+  std::vector<float> table = randn(vocab * d), dy = randn(n * d);
+  Harness probe(dev, s, dt());
+  auto T = probe.seen(table), G = probe.seen(dy);
+  D out(n * d), grad(vocab * d, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) {
+      out[i * d + j] = T[idx[i] * d + j];
+      grad[idx[i] * d + j] += G[i * d + j];
+    }
+  check({out, grad}, [&](Harness &h) {
+    void *o = h.out(n * d);
+    float *g = static_cast<float *>(h.alloc(vocab * d * 4));
+    int64_t *ix = h.putT(idx);
+    EXPECT_EQ(LOOMRT_OK, loomrt_embedding(h.s, h.dt, h.put(table), ix, o, n, d, vocab));
+    EXPECT_EQ(LOOMRT_OK, loomrt_embedding_grad(h.s, h.dt, h.put(dy), ix, g, n, d, vocab));
+    return std::vector<std::vector<float>>{h.get(o, n * d),
+                                           h.get(g, vocab * d, LOOMRT_F32)};
+  });
+}
+
+TEST_P(Kernels, CrossEntropyAndGrad) {
+  const int64_t rows = 12, classes = 1000;
+  std::vector<float> logits = randn(rows * classes, 3.0f);
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = (r * 379) % classes;
+  std::vector<float> dloss = {0.75f};
+  Harness probe(dev, s, dt());
+  auto L = probe.seen(logits);
+  double total = 0;
+  D grad(rows * classes);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < classes; ++j)
+      mx = std::max(mx, double(L[r * classes + j]));
+    for (int64_t j = 0; j < classes; ++j)
+      sum += std::exp(L[r * classes + j] - mx);
+    total += std::log(sum) + mx - L[r * classes + labels[r]];
+    for (int64_t j = 0; j < classes; ++j)
+      grad[r * classes + j] = (std::exp(L[r * classes + j] - mx) / sum -
+                               (j == labels[r])) * 0.75 / rows;
+  }
+  D loss = {total / rows};
+  // The loss is an fp32 scalar whatever the storage: fp32 bound for it.
+  check({loss, grad}, [&](Harness &h) {
+    float *lo = static_cast<float *>(h.alloc(4));
+    void *g = h.out(rows * classes);
+    void *li = h.put(logits);
+    int64_t *lab = h.putT(labels);
+    EXPECT_EQ(LOOMRT_OK, loomrt_cross_entropy(h.s, h.dt, li, lab, lo, rows, classes));
+    EXPECT_EQ(LOOMRT_OK, loomrt_cross_entropy_grad(h.s, h.dt, li, lab, h.putT(dloss),
+                                                   g, rows, classes));
+    return std::vector<std::vector<float>>{h.get(lo, 1, LOOMRT_F32),
+                                           h.get(g, rows * classes)};
+  });
+}
+
+TEST_P(Kernels, SpmmAggregatesNeighbours) {
+  // A 5-node graph with a self loop on each node, in CSR.
+  std::vector<int64_t> rp = {0, 2, 5, 6, 8, 10};
+  std::vector<int64_t> ci = {0, 1, 0, 1, 2, 2, 1, 3, 4, 0};
+  std::vector<float> vals = randn(10, 0.3f, 0.5f), x = randn(5 * 33);
+  Harness probe(dev, s, dt());
+  auto V = probe.seen(vals), X = probe.seen(x);
+  D ref(5 * 33, 0.0);
+  for (int r = 0; r < 5; ++r)
+    for (int64_t j = rp[r]; j < rp[r + 1]; ++j)
+      for (int c = 0; c < 33; ++c)
+        ref[r * 33 + c] += double(V[j]) * X[ci[j] * 33 + c];
+  check({ref}, [&](Harness &h) {
+    void *y = h.out(5 * 33);
+    EXPECT_EQ(LOOMRT_OK, loomrt_spmm(h.s, h.dt, h.putT(rp), h.putT(ci), h.put(vals),
+                                     h.put(x), y, 5, 33));
+    return std::vector<std::vector<float>>{h.get(y, 5 * 33)};
+  });
+}
+
+TEST_P(Kernels, SgdWithNesterovMomentum) {
+  if (dt() != LOOMRT_F32)
+    GTEST_SKIP() << "SGD state is fp32 only";
+  const size_t n = 4099;
+  std::vector<float> p = randn(n), g = randn(n), buf = randn(n, 0.1f);
+  for (int nesterov = 0; nesterov < 2; ++nesterov) {
+    D rp(n), rb(n);
+    for (size_t i = 0; i < n; ++i) {
+      double b = 0.9 * buf[i] + g[i];
+      rb[i] = b;
+      rp[i] = p[i] - 0.7 * (nesterov ? g[i] + 0.9 * b : b);
+    }
+    check({rp, rb}, [&](Harness &h) {
+      float *pp = static_cast<float *>(h.put(p)), *bb = static_cast<float *>(h.put(buf));
+      EXPECT_EQ(LOOMRT_OK, loomrt_sgd_f32(h.s, 0.7f, 0.9f, nesterov, pp,
+                                          static_cast<float *>(h.put(g)), bb, n));
+      return std::vector<std::vector<float>>{h.get(pp, n), h.get(bb, n)};
+    });
+  }
+}
+
+TEST(KernelsCpu, BadIndicesAreErrorsNotCrashes) {
+  loomrt_device dev;
+  loomrt_stream s;
+  LOOMRT_ASSERT_OK(loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &dev));
+  LOOMRT_ASSERT_OK(loomrt_stream_create(dev, &s));
+  float table[4] = {1, 2, 3, 4}, out[2], loss;
+  int64_t idx[2] = {1, 4};
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_embedding(s, LOOMRT_F32, table, idx, out, 2, 1, 4));
+  EXPECT_NE(std::string(loomrt_last_error()).find("index 4"), std::string::npos);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_cross_entropy(s, LOOMRT_F32, table, idx, &loss, 2, 2));
+  EXPECT_NE(std::string(loomrt_last_error()).find("label"), std::string::npos);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_softmax(s, LOOMRT_F32, table, out, 3, 1, 1.f, 0, 2));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_unary(s, LOOMRT_EXP, loomrt_dtype(7), table, out, 1));
+  loomrt_stream_destroy(s);
+  loomrt_device_close(dev);
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param> &info) {
+  return std::string(loomrt_backend_name(info.param.backend)) +
+         (info.param.dt == LOOMRT_BF16 ? "_bf16" : "_f32");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllBackends, Kernels,
+    ::testing::Values(Param{LOOMRT_BACKEND_CPU, LOOMRT_F32},
+                      Param{LOOMRT_BACKEND_CPU, LOOMRT_BF16},
+                      Param{LOOMRT_BACKEND_CUDA, LOOMRT_F32},
+                      Param{LOOMRT_BACKEND_CUDA, LOOMRT_BF16}),
+    paramName);
+
+} // namespace
