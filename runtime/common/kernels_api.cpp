@@ -170,7 +170,7 @@ loomrt_status loomrt_reduce(loomrt_stream s, loomrt_reduce_op op,
   LOOMRT_TRY(common("reduce", s, dt, outer * inner > 0, {x, y}));
   if (op < LOOMRT_REDUCE_SUM || op > LOOMRT_REDUCE_MIN)
     return bad("reduce", "unknown op " + std::to_string(int(op)));
-  return outer * inner
+  return (outer * inner) != 0
              ? K(s).reduce(ST(s), s->impl, op, dt, x, y, outer, len, inner)
              : LOOMRT_OK;
 }
@@ -201,7 +201,8 @@ loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,
   LOOMRT_TRY(common("layer_norm", s, dt, rows * d > 0, {x, w, y}));
   if (!(eps > 0))
     return bad("layer_norm", "eps must be positive");
-  return rows * d ? K(s).layer_norm(ST(s), s->impl, dt, x, w, b, y, rows, d,
+  return (rows * d) != 0
+ ? K(s).layer_norm(ST(s), s->impl, dt, x, w, b, y, rows, d,
                                     eps, false)
                   : LOOMRT_OK;
 }
@@ -227,7 +228,8 @@ loomrt_status loomrt_rms_norm(loomrt_stream s, loomrt_dtype dt, const void *x,
   LOOMRT_TRY(common("rms_norm", s, dt, rows * d > 0, {x, w, y}));
   if (!(eps > 0))
     return bad("rms_norm", "eps must be positive");
-  return rows * d ? K(s).layer_norm(ST(s), s->impl, dt, x, w, nullptr, y,
+  return (rows * d) != 0
+ ? K(s).layer_norm(ST(s), s->impl, dt, x, w, nullptr, y,
                                     rows, d, eps, true)
                   : LOOMRT_OK;
 }
@@ -252,7 +254,8 @@ loomrt_status loomrt_softmax(loomrt_stream s, loomrt_dtype dt, const void *x,
   LOOMRT_TRY(common("softmax", s, dt, rows * d > 0, {x, y}));
   if (causalBlock < 0 || (causalBlock && (rows % causalBlock || causalBlock > d)))
     return bad("softmax", "causal block must divide rows and be <= d");
-  return rows * d ? K(s).softmax(ST(s), s->impl, dt, x, y, rows, d, scale,
+  return (rows * d) != 0
+ ? K(s).softmax(ST(s), s->impl, dt, x, y, rows, d, scale,
                                  log, causalBlock)
                   : LOOMRT_OK;
 }
@@ -263,7 +266,8 @@ loomrt_status loomrt_softmax_grad(loomrt_stream s, loomrt_dtype dt,
                                   int log) {
   LOOMRT_TRY(checkRows("softmax_grad", rows, d));
   LOOMRT_TRY(common("softmax_grad", s, dt, rows * d > 0, {dy, y, dx}));
-  return rows * d ? K(s).softmax_grad(ST(s), s->impl, dt, dy, y, dx, rows, d,
+  return (rows * d) != 0
+ ? K(s).softmax_grad(ST(s), s->impl, dt, dy, y, dx, rows, d,
                                       scale, log)
                   : LOOMRT_OK;
 }
@@ -275,7 +279,8 @@ loomrt_status loomrt_embedding(loomrt_stream s, loomrt_dtype dt,
   if (n < 0 || d < 0 || vocab < 1)
     return bad("embedding", "needs n >= 0, d >= 0, vocab >= 1");
   LOOMRT_TRY(common("embedding", s, dt, n * d > 0, {table, idx, out}));
-  return n * d ? K(s).embedding(ST(s), s->impl, dt, table, idx, out, n, d,
+  return (n * d) != 0
+ ? K(s).embedding(ST(s), s->impl, dt, table, idx, out, n, d,
                                 vocab)
                : LOOMRT_OK;
 }
@@ -324,7 +329,8 @@ loomrt_status loomrt_spmm(loomrt_stream s, loomrt_dtype dt,
                           int64_t rows, int64_t features) {
   LOOMRT_TRY(checkRows("spmm", rows, features));
   LOOMRT_TRY(common("spmm", s, dt, rows * features > 0, {rowPtr, x, y}));
-  return rows * features ? K(s).spmm(ST(s), s->impl, dt, rowPtr, colIdx, vals,
+  return (rows * features) != 0
+ ? K(s).spmm(ST(s), s->impl, dt, rowPtr, colIdx, vals,
                                      x, y, rows, features)
                          : LOOMRT_OK;
 }

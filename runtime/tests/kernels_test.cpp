@@ -133,6 +133,7 @@ protected:
     loomrt_device_close(cpu);
   }
   loomrt_dtype dt() const { return GetParam().dt; }
+  loomrt_stream s_() const { return s; }
   double tol() const { return dt() == LOOMRT_BF16 ? 1e-2 : 1e-5; }
   std::vector<float> randn(size_t n, float scale = 1.0f, float shift = 0.0f) {
     std::normal_distribution<float> N(0.f, 1.f);
@@ -702,6 +703,84 @@ TEST_P(Kernels, SgdWithNesterovMomentum) {
       return std::vector<std::vector<float>>{h.get(pp, n), h.get(bb, n)};
     });
   }
+}
+
+/// float64 attention: o = softmax(scale q k^T + mask) v per block.
+D attentionRef(const std::vector<double> &q, const std::vector<double> &k,
+               const std::vector<double> &v, int64_t bh, int64_t t, int64_t s,
+               int64_t dh, double scale, bool causal) {
+  D o(bh * t * dh, 0.0);
+  for (int64_t b = 0; b < bh; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      int64_t vis = causal ? i + (s - t) + 1 : s;
+      std::vector<double> sc(vis);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < vis; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < dh; ++c)
+          acc += q[(b * t + i) * dh + c] * k[(b * s + j) * dh + c];
+        sc[j] = scale * acc;
+        mx = std::max(mx, sc[j]);
+      }
+      for (int64_t j = 0; j < vis; ++j)
+        sum += (sc[j] = std::exp(sc[j] - mx));
+      for (int64_t j = 0; j < vis; ++j)
+        for (int64_t c = 0; c < dh; ++c)
+          o[(b * t + i) * dh + c] += sc[j] / sum * v[(b * s + j) * dh + c];
+    }
+  return o;
+}
+
+TEST_P(Kernels, AttentionAndGradAgainstFiniteDifferences) {
+  // Fewer queries than keys, so the causal mask's alignment is exercised.
+  const int64_t bh = 2, t = 3, s = 4, dh = 5;
+  const float scale = 0.4f;
+  // bf16 keeps the probabilities in bf16 between the two GEMMs: 3e-2.
+  const double bound = dt() == LOOMRT_BF16 ? 3e-2 : 1e-5;
+  for (int causal = 0; causal < 2; ++causal) {
+    std::vector<float> q = randn(bh * t * dh), k = randn(bh * s * dh),
+                       v = randn(bh * s * dh), dout = randn(bh * t * dh);
+    Harness probe(dev, s_(), dt());
+    auto Q = probe.seen(q), K = probe.seen(k), V = probe.seen(v), G = probe.seen(dout);
+    std::vector<double> qd(Q.begin(), Q.end()), kd(K.begin(), K.end()),
+        vd(V.begin(), V.end());
+    D o = attentionRef(qd, kd, vd, bh, t, s, dh, scale, causal);
+    auto loss = [&]() {
+      D oo = attentionRef(qd, kd, vd, bh, t, s, dh, scale, causal);
+      double L = 0;
+      for (size_t i = 0; i < oo.size(); ++i)
+        L += G[i] * oo[i];
+      return L;
+    };
+    auto fd = [&](std::vector<double> &x) {
+      D g(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        double o0 = x[i];
+        x[i] = o0 + 1e-6; double lp = loss();
+        x[i] = o0 - 1e-6; double lm = loss();
+        x[i] = o0;
+        g[i] = (lp - lm) / 2e-6;
+      }
+      return g;
+    };
+    D dq = fd(qd), dk = fd(kd), dv = fd(vd);
+    SCOPED_TRACE(causal ? "causal" : "full");
+    check({o, dq, dk, dv}, [&](Harness &h) {
+      void *ws = h.alloc(loomrt_attention_workspace_bytes(h.dt, bh, t, s, 1));
+      void *qi = h.put(q), *ki = h.put(k), *vi = h.put(v), *oo = h.out(bh * t * dh);
+      void *gq = h.out(bh * t * dh), *gk = h.out(bh * s * dh), *gv = h.out(bh * s * dh);
+      EXPECT_EQ(LOOMRT_OK, loomrt_attention(h.s, h.dt, bh, t, s, dh, scale, causal,
+                                            qi, ki, vi, oo, ws)) << loomrt_last_error();
+      EXPECT_EQ(LOOMRT_OK, loomrt_attention_grad(h.s, h.dt, bh, t, s, dh, scale, causal,
+                                                 qi, ki, vi, h.put(dout), gq, gk, gv, ws))
+          << loomrt_last_error();
+      return std::vector<std::vector<float>>{h.get(oo, bh * t * dh), h.get(gq, bh * t * dh),
+                                             h.get(gk, bh * s * dh), h.get(gv, bh * s * dh)};
+    }, bound);
+  }
+  float z = 0;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_attention(s_(), dt(), 1, 5, 4, 2, 1.f, 1, &z, &z, &z, &z, &z));
 }
 
 TEST(KernelsCpu, BadIndicesAreErrorsNotCrashes) {

@@ -242,6 +242,108 @@ loomrt_status loomrt_sgd_f32(loomrt_stream s, float lr, float momentum,
                              int nesterov, float *param, const float *grad,
                              float *momentum_buf, size_t n);
 
+/* Scaled dot-product attention over bh = batch*heads independent blocks:
+ * q [bh, t, dh], k and v [bh, s, dh], o [bh, t, dh]:
+ *   o = softmax(scale q k^T + mask) v,
+ * with `causal` hiding from query i the keys after position i + (s - t).
+ * Composed from GEMMs and the softmax kernel; `workspace` (device memory of
+ * loomrt_attention_workspace_bytes) holds the probabilities. */
+size_t loomrt_attention_workspace_bytes(loomrt_dtype dt, int64_t bh, int64_t t,
+                                        int64_t s, int backward);
+loomrt_status loomrt_attention(loomrt_stream st, loomrt_dtype dt, int64_t bh,
+                               int64_t t, int64_t s, int64_t dh, float scale,
+                               int causal, const void *q, const void *k,
+                               const void *v, void *o, void *workspace);
+/* Gradients of loomrt_attention (probabilities recomputed, not stored). */
+loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
+                                    int64_t bh, int64_t t, int64_t s,
+                                    int64_t dh, float scale, int causal,
+                                    const void *q, const void *k,
+                                    const void *v, const void *dout, void *dq,
+                                    void *dk, void *dv, void *workspace);
+
+/* --- collectives -----------------------------------------------------------
+ * A communicator is a group of ranks; collectives are ordered on a stream
+ * like kernels. loomrt_comm_init_from_env bootstraps from mpirun's
+ * OMPI_COMM_WORLD_RANK/SIZE or the usual RANK/WORLD_SIZE variables; with
+ * neither set, the world is this process alone. This runtime implements the
+ * one-rank world (every collective is then a copy or nothing), so generated
+ * binaries run unchanged on one rank; several ranks need the NCCL / MPI
+ * transports of the data-parallel work (LOOMRT_ERR_UNSUPPORTED until then,
+ * with a message that says so). */
+typedef struct loomrt_comm_t *loomrt_comm;
+loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out);
+int loomrt_comm_rank(loomrt_comm c);
+int loomrt_comm_size(loomrt_comm c);
+/* Ranks with equal `color` form a sub-communicator, ordered by `key`
+ * (MPI_Comm_split): how topology levels become groups. */
+loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key,
+                                loomrt_comm *out);
+void loomrt_comm_destroy(loomrt_comm c);
+/* recv = op over ranks of send (count elements each). MEAN divides by size. */
+loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s,
+                                loomrt_dtype dt, const void *send, void *recv,
+                                size_t count, loomrt_reduce_op op);
+/* Rank r receives block r (recv_count elements) of the reduction. */
+loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s,
+                                    loomrt_dtype dt, const void *send,
+                                    void *recv, size_t recv_count,
+                                    loomrt_reduce_op op);
+/* recv = concatenation over ranks of send (send_count elements each). */
+loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s,
+                                loomrt_dtype dt, const void *send, void *recv,
+                                size_t send_count);
+/* Block j (count bytes) of send goes to rank j, arriving as block r. Bytes,
+ * so packed (compressed) payloads travel as they are. */
+loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s,
+                                const void *send, void *recv,
+                                size_t bytes_per_rank);
+loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf,
+                               size_t bytes, int root);
+
+/* --- traces --------------------------------------------------------------
+ * Spans of work on streams, written as Chrome trace JSON (Perfetto and
+ * chrome://tracing open it). Spans are timed with events on their stream, so
+ * GPU work is timed where it runs; times are relative to the trace's start. */
+typedef struct loomrt_trace_t *loomrt_trace;
+/* Starts a trace; its time origin is an event recorded on `s`. */
+loomrt_status loomrt_trace_create(loomrt_stream s, loomrt_trace *out);
+/* Opens a span of work queued on `s`, drawn on lane `lane` as `name`. */
+loomrt_status loomrt_trace_begin(loomrt_trace t, loomrt_stream s,
+                                 const char *lane, const char *name,
+                                 int64_t *span);
+loomrt_status loomrt_trace_end(loomrt_trace t, loomrt_stream s, int64_t span);
+/* Waits for the spans' events and writes the JSON file atomically. */
+loomrt_status loomrt_trace_write(loomrt_trace t, const char *path);
+void loomrt_trace_destroy(loomrt_trace t);
+
+/* --- checkpoints -----------------------------------------------------------
+ * The safetensors format (readable by safetensors.torch.load_file): an 8-byte
+ * little-endian header length, a JSON header (dtype, shape, data_offsets of
+ * each tensor, string metadata), then the data. Saving writes a temporary
+ * file in the same folder, fsyncs it, renames it over `path` and fsyncs the
+ * folder, so a crash at any moment leaves the previous checkpoint intact.
+ * Loading checks that the file holds exactly the tensors asked for, with the
+ * same dtypes and shapes, and names the first one that differs. */
+typedef struct loomrt_tensor_ref {
+  const char *name;
+  loomrt_dtype dtype;
+  int rank;
+  int64_t shape[LOOMRT_MAX_RANK];
+  void *data; /* host memory: read by save, filled by load */
+} loomrt_tensor_ref;
+loomrt_status loomrt_checkpoint_save(const char *path,
+                                     const loomrt_tensor_ref *tensors,
+                                     size_t count, const char *const *meta_keys,
+                                     const char *const *meta_values,
+                                     size_t meta_count);
+loomrt_status loomrt_checkpoint_load(const char *path,
+                                     const loomrt_tensor_ref *tensors,
+                                     size_t count);
+/* Copies metadata value `key` into buf (NUL-terminated). */
+loomrt_status loomrt_checkpoint_metadata(const char *path, const char *key,
+                                         char *buf, size_t len);
+
 /* The mixed-precision step in one pass over memory: fp32 master weights and
  * moments, a bf16 gradient (as the GPU's backward produced it) read directly,
  * and, when param_bf16 is not NULL, the updated weights also written as bf16

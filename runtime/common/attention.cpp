@@ -1,0 +1,103 @@
+// attention.cpp: scaled dot-product attention and its gradient, composed
+// from the backend's GEMM and softmax kernels, so every backend has it and
+// it is exactly as correct as those kernels.
+//
+// Forward:  P = softmax(scale Q K^T + causal mask);  O = P V.
+// Backward: P recomputed;  dV = P^T dO;  dP = dO V^T;
+//           dS = scale * P (dP - rowsum(dP P));  dQ = dS K;  dK = dS^T Q.
+// P and dP live in the caller's workspace ([bh, t, s] each), in the call's
+// dtype. A fused (flash) kernel replaces this on GPUs later; this is the
+// reference it will be tested against.
+#include "common/backend.h"
+
+#include <string>
+
+extern "C" {
+
+size_t loomrt_attention_workspace_bytes(loomrt_dtype dt, int64_t bh, int64_t t,
+                                        int64_t s, int backward) {
+  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+  return size_t(bh * t * s) * es * (backward ? 2 : 1);
+}
+
+static loomrt_status checkAttention(const char *fn, loomrt_stream st,
+                                    int64_t bh, int64_t t, int64_t s,
+                                    int64_t dh, int causal,
+                                    std::initializer_list<const void *> bufs) {
+  if (!st)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                        std::string(fn) + ": null stream");
+  if (bh < 1 || t < 1 || s < 1 || dh < 1)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                        std::string(fn) + ": sizes must be positive");
+  if (causal && t > s)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                        std::string(fn) +
+                            ": a causal mask needs at least as many keys as "
+                            "queries");
+  for (const void *b : bufs)
+    if (!b)
+      return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                          std::string(fn) + ": null buffer");
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_attention(loomrt_stream st, loomrt_dtype dt, int64_t bh,
+                               int64_t t, int64_t s, int64_t dh, float scale,
+                               int causal, const void *q, const void *k,
+                               const void *v, void *o, void *workspace) {
+  if (loomrt_status e = checkAttention("attention", st, bh, t, s, dh, causal,
+                                       {q, k, v, o, workspace}))
+    return e;
+  // P = Q K^T  ([t, dh] x [s, dh]^T per block)
+  loomrt_gemm g1{0, 1, bh, t, s, dh, t * dh, s * dh, t * s, 1.0f, 0.0f, dt, dt};
+  if (loomrt_status e = loomrt_matmul(st, &g1, q, k, workspace))
+    return e;
+  if (loomrt_status e = loomrt_softmax(st, dt, workspace, workspace, bh * t, s,
+                                       scale, 0, causal ? t : 0))
+    return e;
+  // O = P V  ([t, s] x [s, dh])
+  loomrt_gemm g2{0, 0, bh, t, dh, s, t * s, s * dh, t * dh, 1.0f, 0.0f, dt, dt};
+  return loomrt_matmul(st, &g2, workspace, v, o);
+}
+
+loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
+                                    int64_t bh, int64_t t, int64_t s,
+                                    int64_t dh, float scale, int causal,
+                                    const void *q, const void *k,
+                                    const void *v, const void *dout, void *dq,
+                                    void *dk, void *dv, void *workspace) {
+  if (loomrt_status e =
+          checkAttention("attention_grad", st, bh, t, s, dh, causal,
+                         {q, k, v, dout, dq, dk, dv, workspace}))
+    return e;
+  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+  void *P = workspace;
+  void *dP = static_cast<char *>(workspace) + size_t(bh * t * s) * es;
+  loomrt_gemm qk{0, 1, bh, t, s, dh, t * dh, s * dh, t * s, 1.0f, 0.0f, dt, dt};
+  if (loomrt_status e = loomrt_matmul(st, &qk, q, k, P))
+    return e;
+  if (loomrt_status e = loomrt_softmax(st, dt, P, P, bh * t, s, scale, 0,
+                                       causal ? t : 0))
+    return e;
+  // dV = P^T dO  ([t, s]^T x [t, dh])
+  loomrt_gemm gv{1, 0, bh, s, dh, t, t * s, t * dh, s * dh, 1.0f, 0.0f, dt, dt};
+  if (loomrt_status e = loomrt_matmul(st, &gv, P, dout, dv))
+    return e;
+  // dP = dO V^T  ([t, dh] x [s, dh]^T)
+  loomrt_gemm gp{0, 1, bh, t, s, dh, t * dh, s * dh, t * s, 1.0f, 0.0f, dt, dt};
+  if (loomrt_status e = loomrt_matmul(st, &gp, dout, v, dP))
+    return e;
+  // dS = scale * P (dP - rowsum(dP P)); masked entries have P = 0.
+  if (loomrt_status e =
+          loomrt_softmax_grad(st, dt, dP, P, dP, bh * t, s, scale, 0))
+    return e;
+  // dQ = dS K  ([t, s] x [s, dh]);  dK = dS^T Q  ([t, s]^T x [t, dh])
+  loomrt_gemm gq{0, 0, bh, t, dh, s, t * s, s * dh, t * dh, 1.0f, 0.0f, dt, dt};
+  if (loomrt_status e = loomrt_matmul(st, &gq, dP, k, dq))
+    return e;
+  loomrt_gemm gk{1, 0, bh, s, dh, t, t * s, t * dh, s * dh, 1.0f, 0.0f, dt, dt};
+  return loomrt_matmul(st, &gk, dP, q, dk);
+}
+
+} // extern "C"

@@ -1,0 +1,253 @@
+// checkpoint.cpp: safetensors checkpoints, written atomically and loaded
+// with strict checks (see loomrt.h).
+#include "common/backend.h"
+#include "common/file_util.h"
+#include "common/json.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+namespace {
+
+const char *dtypeName(loomrt_dtype dt) {
+  return dt == LOOMRT_BF16 ? "BF16" : "F32";
+}
+size_t dtypeSize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : 4; }
+
+std::string shapeStr(const int64_t *shape, int rank) {
+  std::string s = "[";
+  for (int d = 0; d < rank; ++d)
+    s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+int64_t numel(const loomrt_tensor_ref &t) {
+  int64_t n = 1;
+  for (int d = 0; d < t.rank; ++d)
+    n *= t.shape[d];
+  return n;
+}
+
+loomrt_status checkRefs(const char *fn, const loomrt_tensor_ref *ts,
+                        size_t count) {
+  if (count && !ts)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string(fn) + ": null tensors");
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < count; ++i) {
+    const loomrt_tensor_ref &t = ts[i];
+    if (!t.name || !*t.name)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": tensor #" + std::to_string(i) +
+                      " has no name");
+    if (std::string(t.name) == "__metadata__" || seen[t.name]++)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": tensor name '" + t.name +
+                      "' is reserved or repeated");
+    if (t.rank < 0 || t.rank > LOOMRT_MAX_RANK ||
+        (t.dtype != LOOMRT_F32 && t.dtype != LOOMRT_BF16))
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": tensor '" + t.name +
+                      "' has a bad rank or dtype");
+    for (int d = 0; d < t.rank; ++d)
+      if (t.shape[d] < 0)
+        return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                    std::string(fn) + ": tensor '" + t.name +
+                        "' has a negative dimension");
+    if (numel(t) && !t.data)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": tensor '" + t.name + "' has no data");
+  }
+  return LOOMRT_OK;
+}
+
+/// Reads and parses the header; `dataStart` is the offset of the data.
+loomrt_status readHeader(const char *path, FILE *&f, json::Value &header,
+                         uint64_t &dataStart, uint64_t &fileSize) {
+  f = std::fopen(path, "rb");
+  if (!f)
+    return fail(LOOMRT_ERR_IO, std::string("cannot open checkpoint '") + path +
+                                   "': " + std::strerror(errno));
+  std::fseek(f, 0, SEEK_END);
+  fileSize = uint64_t(std::ftell(f));
+  std::fseek(f, 0, SEEK_SET);
+  unsigned char len8[8];
+  if (fileSize < 8 || std::fread(len8, 1, 8, f) != 8)
+    return fail(LOOMRT_ERR_IO, std::string("'") + path +
+                                   "' is not a safetensors file (too short)");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | len8[i];
+  if (n > fileSize - 8 || n > (uint64_t(100) << 20))
+    return fail(LOOMRT_ERR_IO, std::string("'") + path +
+                                   "' is not a safetensors file (header length " +
+                                   std::to_string(n) + " out of range)");
+  std::string text(n, '\0');
+  if (std::fread(text.data(), 1, n, f) != n)
+    return fail(LOOMRT_ERR_IO, std::string("cannot read the header of '") +
+                                   path + "'");
+  std::string err;
+  if (!json::parse(text, header, err) || header.kind != json::Value::Object)
+    return fail(LOOMRT_ERR_IO, std::string("'") + path +
+                                   "' has a malformed header: " +
+                                   (err.empty() ? "not an object" : err));
+  dataStart = 8 + n;
+  return LOOMRT_OK;
+}
+
+struct FileCloser {
+  FILE *&f;
+  ~FileCloser() {
+    if (f)
+      std::fclose(f);
+  }
+};
+
+} // namespace
+} // namespace loomrt
+
+using namespace loomrt;
+
+extern "C" {
+
+loomrt_status loomrt_checkpoint_save(const char *path,
+                                     const loomrt_tensor_ref *ts, size_t count,
+                                     const char *const *keys,
+                                     const char *const *values,
+                                     size_t metaCount) {
+  if (!path || !*path)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "checkpoint_save: no path");
+  if (loomrt_status s = checkRefs("checkpoint_save", ts, count))
+    return s;
+  if (metaCount && (!keys || !values))
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "checkpoint_save: null metadata arrays");
+  std::string h = "{";
+  if (metaCount) {
+    h += "\"__metadata__\":{";
+    for (size_t i = 0; i < metaCount; ++i) {
+      if (!keys[i] || !values[i])
+        return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                    "checkpoint_save: null metadata entry");
+      h += (i ? "," : "") + json::quote(keys[i]) + ":" + json::quote(values[i]);
+    }
+    h += "}";
+  }
+  uint64_t offset = 0;
+  std::vector<std::pair<const void *, size_t>> parts;
+  for (size_t i = 0; i < count; ++i) {
+    const loomrt_tensor_ref &t = ts[i];
+    uint64_t bytes = uint64_t(numel(t)) * dtypeSize(t.dtype);
+    h += std::string((metaCount || i) ? "," : "") + json::quote(t.name) +
+         ":{\"dtype\":\"" + dtypeName(t.dtype) + "\",\"shape\":[";
+    for (int d = 0; d < t.rank; ++d)
+      h += (d ? "," : "") + std::to_string(t.shape[d]);
+    h += "],\"data_offsets\":[" + std::to_string(offset) + "," +
+         std::to_string(offset + bytes) + "]}";
+    parts.emplace_back(t.data, size_t(bytes));
+    offset += bytes;
+  }
+  h += "}";
+  // Pad the header with spaces to a multiple of 8 bytes (allowed by the
+  // format) so the data that follows is 8-byte aligned.
+  h.append((8 - h.size() % 8) % 8, ' ');
+  unsigned char len8[8];
+  for (int i = 0; i < 8; ++i)
+    len8[i] = uint8_t(uint64_t(h.size()) >> (8 * i));
+  parts.insert(parts.begin(), {{len8, 8}, {h.data(), h.size()}});
+  return writeFileAtomic(path, parts);
+}
+
+loomrt_status loomrt_checkpoint_load(const char *path,
+                                     const loomrt_tensor_ref *ts,
+                                     size_t count) {
+  if (!path)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "checkpoint_load: no path");
+  if (loomrt_status s = checkRefs("checkpoint_load", ts, count))
+    return s;
+  FILE *f = nullptr;
+  FileCloser closer{f};
+  json::Value header;
+  uint64_t dataStart, fileSize;
+  if (loomrt_status s = readHeader(path, f, header, dataStart, fileSize))
+    return s;
+  std::string where = std::string("checkpoint '") + path + "': ";
+  // Every tensor in the file must be asked for, and the reverse.
+  for (auto &[name, v] : header.members) {
+    if (name == "__metadata__")
+      continue;
+    bool wanted = false;
+    for (size_t i = 0; i < count && !wanted; ++i)
+      wanted = name == ts[i].name;
+    if (!wanted)
+      return fail(LOOMRT_ERR_IO, where + "has tensor '" + name +
+                                     "' that the model does not have");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const loomrt_tensor_ref &t = ts[i];
+    const json::Value *e = header.get(t.name);
+    if (!e)
+      return fail(LOOMRT_ERR_IO, where + "has no tensor '" + t.name + "'");
+    const json::Value *dt = e->get("dtype"), *shape = e->get("shape"),
+                      *offs = e->get("data_offsets");
+    if (!dt || dt->kind != json::Value::String || !shape ||
+        shape->kind != json::Value::Array || !offs ||
+        offs->kind != json::Value::Array || offs->items.size() != 2)
+      return fail(LOOMRT_ERR_IO, where + "entry of '" + t.name +
+                                     "' lacks dtype, shape or data_offsets");
+    if (dt->str != dtypeName(t.dtype))
+      return fail(LOOMRT_ERR_IO, where + "tensor '" + t.name + "' is " +
+                                     dt->str + ", expected " +
+                                     dtypeName(t.dtype));
+    std::vector<int64_t> got;
+    for (auto &d : shape->items)
+      got.push_back(d.isInteger ? d.integer : -1);
+    if (got.size() != size_t(t.rank) ||
+        !std::equal(got.begin(), got.end(), t.shape))
+      return fail(LOOMRT_ERR_IO,
+                  where + "tensor '" + t.name + "' has shape " +
+                      shapeStr(got.data(), int(got.size())) + ", expected " +
+                      shapeStr(t.shape, t.rank));
+    int64_t begin = offs->items[0].integer, end = offs->items[1].integer;
+    uint64_t bytes = uint64_t(numel(t)) * dtypeSize(t.dtype);
+    if (!offs->items[0].isInteger || !offs->items[1].isInteger || begin < 0 ||
+        uint64_t(end - begin) != bytes ||
+        dataStart + uint64_t(end) > fileSize)
+      return fail(LOOMRT_ERR_IO, where + "data of '" + t.name +
+                                     "' is out of bounds or the wrong size "
+                                     "(truncated file?)");
+    if (std::fseek(f, long(dataStart + uint64_t(begin)), SEEK_SET) != 0 ||
+        std::fread(t.data, 1, bytes, f) != bytes)
+      return fail(LOOMRT_ERR_IO, where + "cannot read the data of '" +
+                                     t.name + "'");
+  }
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_checkpoint_metadata(const char *path, const char *key,
+                                         char *buf, size_t len) {
+  if (!path || !key || !buf || !len)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "checkpoint_metadata: null argument");
+  FILE *f = nullptr;
+  FileCloser closer{f};
+  json::Value header;
+  uint64_t dataStart, fileSize;
+  if (loomrt_status s = readHeader(path, f, header, dataStart, fileSize))
+    return s;
+  const json::Value *meta = header.get("__metadata__");
+  const json::Value *v = meta ? meta->get(key) : nullptr;
+  if (!v || v->kind != json::Value::String)
+    return fail(LOOMRT_ERR_IO, std::string("checkpoint '") + path +
+                                   "' has no metadata '" + key + "'");
+  if (v->str.size() + 1 > len)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "checkpoint_metadata: buffer too small");
+  std::memcpy(buf, v->str.c_str(), v->str.size() + 1);
+  return LOOMRT_OK;
+}
+
+} // extern "C"

@@ -1,0 +1,120 @@
+// trace.cpp: per-stream spans timed with events, written as Chrome trace
+// JSON ({"traceEvents": [...]} with complete "X" events, one thread per
+// lane), which Perfetto and chrome://tracing open.
+#include "common/backend.h"
+#include "common/file_util.h"
+#include "common/json.h"
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+struct loomrt_trace_t {
+  loomrt_device dev;
+  loomrt_event origin;
+  struct Span {
+    std::string lane, name;
+    loomrt_event begin = nullptr, end = nullptr;
+  };
+  std::vector<Span> spans;
+};
+
+using loomrt::fail;
+
+extern "C" {
+
+loomrt_status loomrt_trace_create(loomrt_stream s, loomrt_trace *out) {
+  if (!s || !out)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_create: null argument");
+  auto *t = new loomrt_trace_t{s->dev, nullptr, {}};
+  if (loomrt_status st = loomrt_event_create(s->dev, &t->origin)) {
+    delete t;
+    return st;
+  }
+  if (loomrt_status st = loomrt_event_record(t->origin, s)) {
+    loomrt_trace_destroy(t);
+    return st;
+  }
+  *out = t;
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_trace_begin(loomrt_trace t, loomrt_stream s,
+                                 const char *lane, const char *name,
+                                 int64_t *span) {
+  if (!t || !s || !lane || !name || !span)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_begin: null argument");
+  if (s->dev != t->dev)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "trace_begin: stream of another device");
+  loomrt_trace_t::Span sp{lane, name};
+  if (loomrt_status st = loomrt_event_create(t->dev, &sp.begin))
+    return st;
+  t->spans.push_back(sp);
+  *span = int64_t(t->spans.size()) - 1;
+  return loomrt_event_record(sp.begin, s);
+}
+
+loomrt_status loomrt_trace_end(loomrt_trace t, loomrt_stream s, int64_t span) {
+  if (!t || !s)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_end: null argument");
+  if (span < 0 || span >= int64_t(t->spans.size()) || t->spans[span].end)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "trace_end: unknown or already ended span " +
+                    std::to_string(span));
+  auto &sp = t->spans[span];
+  if (loomrt_status st = loomrt_event_create(t->dev, &sp.end))
+    return st;
+  return loomrt_event_record(sp.end, s);
+}
+
+loomrt_status loomrt_trace_write(loomrt_trace t, const char *path) {
+  if (!t || !path)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_write: null argument");
+  std::map<std::string, int> lanes;
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
+  auto emit = [&](const std::string &ev) {
+    out += (first ? "\n" : ",\n") + ev;
+    first = false;
+  };
+  for (auto &sp : t->spans) {
+    if (!sp.end)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "trace_write: span '" + sp.name + "' on lane '" + sp.lane +
+                      "' was never ended");
+    if (loomrt_status st = loomrt_event_synchronize(sp.end))
+      return st;
+    float startMs, endMs;
+    if (loomrt_status st = loomrt_event_elapsed_ms(t->origin, sp.begin, &startMs))
+      return st;
+    if (loomrt_status st = loomrt_event_elapsed_ms(t->origin, sp.end, &endMs))
+      return st;
+    auto [it, fresh] = lanes.emplace(sp.lane, int(lanes.size()) + 1);
+    if (fresh)
+      emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":" +
+           std::to_string(it->second) + ",\"args\":{\"name\":" +
+           loomrt::json::quote(sp.lane) + "}}");
+    char num[64];
+    std::snprintf(num, sizeof num, "%.3f,\"dur\":%.3f", startMs * 1e3,
+                  (endMs - startMs) * 1e3);
+    emit("{\"ph\":\"X\",\"pid\":1,\"tid\":" + std::to_string(it->second) +
+         ",\"name\":" + loomrt::json::quote(sp.name) + ",\"ts\":" + num + "}");
+  }
+  out += "\n]}\n";
+  return loomrt::writeFileAtomic(path, {{out.data(), out.size()}});
+}
+
+void loomrt_trace_destroy(loomrt_trace t) {
+  if (!t)
+    return;
+  for (auto &sp : t->spans) {
+    loomrt_event_destroy(sp.begin);
+    loomrt_event_destroy(sp.end);
+  }
+  loomrt_event_destroy(t->origin);
+  delete t;
+}
+
+} // extern "C"

@@ -1,0 +1,71 @@
+// trace_test.cpp: spans recorded on streams come out as Chrome trace JSON
+// with one named lane per stream and the work's real duration.
+#include "backends.h"
+#include "common/json.h"
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+namespace {
+
+using Trace = BackendTest;
+
+TEST_P(Trace, WritesChromeTraceJson) {
+  loomrt_trace t;
+  LOOMRT_ASSERT_OK(loomrt_trace_create(stream, &t));
+  loomrt_stream copies;
+  LOOMRT_ASSERT_OK(loomrt_stream_create(dev, &copies));
+  const size_t n = size_t(16) << 20;
+  void *a, *b;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &a));
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_PINNED, n * 4, &b));
+  LOOMRT_ASSERT_OK(loomrt_fill(stream, LOOMRT_F32, a, 1.0f, n));
+  int64_t s1, s2;
+  LOOMRT_ASSERT_OK(loomrt_trace_begin(t, stream, "compute", "exp \"x\"", &s1));
+  LOOMRT_ASSERT_OK(loomrt_unary(stream, LOOMRT_EXP, LOOMRT_F32, a, a, n));
+  LOOMRT_ASSERT_OK(loomrt_trace_end(t, stream, s1));
+  LOOMRT_ASSERT_OK(loomrt_trace_begin(t, copies, "d2h", "copy out", &s2));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(copies, b, a, n * 4));
+  LOOMRT_ASSERT_OK(loomrt_trace_end(t, copies, s2));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_end(t, copies, s2));
+
+  std::string path = "/tmp/loomrt_trace_" + std::to_string(getpid()) + ".json";
+  LOOMRT_ASSERT_OK(loomrt_trace_write(t, path.c_str()));
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  loomrt::json::Value v;
+  std::string err;
+  ASSERT_TRUE(loomrt::json::parse(text, v, err)) << err;
+  const loomrt::json::Value *events = v.get("traceEvents");
+  ASSERT_TRUE(events && events->kind == loomrt::json::Value::Array);
+  int spans = 0, lanes = 0;
+  for (auto &e : events->items) {
+    std::string ph = e.get("ph")->str;
+    if (ph == "M") {
+      ++lanes;
+      continue;
+    }
+    ASSERT_EQ("X", ph);
+    ++spans;
+    EXPECT_GE(e.get("ts")->num, 0.0);
+    EXPECT_GT(e.get("dur")->num, 0.0) << e.get("name")->str;
+  }
+  EXPECT_EQ(2, spans);
+  EXPECT_EQ(2, lanes);
+  EXPECT_NE(text.find("\"exp \\\"x\\\"\""), std::string::npos);
+
+  // A span that was never ended is an error, not a silent hole.
+  int64_t s3;
+  LOOMRT_ASSERT_OK(loomrt_trace_begin(t, stream, "compute", "open", &s3));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_write(t, path.c_str()));
+  loomrt_trace_destroy(t);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, a);
+  loomrt_free(dev, LOOMRT_MEM_PINNED, b);
+  loomrt_stream_destroy(copies);
+  std::remove(path.c_str());
+}
+
+LOOMRT_INSTANTIATE_BACKENDS(Trace);
+
+} // namespace
