@@ -44,7 +44,7 @@ struct OptimizerSubgroups
       if (members.empty())
         return;
       std::string name = "sg" + std::to_string(index++);
-      b.create<SubgroupOp>(loc, b.getStringAttr(name),
+      SubgroupOp::create(b, loc, b.getStringAttr(name),
                            b.getArrayAttr(members), b.getI64IntegerAttr(numel));
       members.clear();
       numel = 0;

@@ -19,7 +19,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 # FileCheck runs with -enable-var-scope so captures do not leak across
 # CHECK-LABELs.
-llvm_config.add_tool_substitutions(["loom-opt"], [config.loom_tools_dir])
+llvm_config.add_tool_substitutions(["loom-opt", "loomc"], [config.loom_tools_dir])
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -1,0 +1,429 @@
+//===- ModelGenerators.cpp - gpt, llama and mlp as loom IR ----------------===//
+//
+// Each generator emits what exporting the PyTorch reference model gives:
+// parameters named as in the PyTorch module (nn.Linear weights stored
+// [out, in] and applied with transpose_rhs), their PyTorch initialisers, and
+// one function
+//   func.func @forward(%inputs, %targets) -> tensor<f32>
+// computing the mean cross-entropy loss. GPT follows nanoGPT / GPT-2 (learned
+// positions, pre-LayerNorm, tanh GELU, biases, LM head tied to the token
+// embedding); Llama follows the Llama architecture (RMSNorm, rotary position
+// embeddings in the rotate-half form, SwiGLU MLP, no biases, untied head);
+// MLP is a classifier (Linear+GELU layers, cross-entropy against labels).
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Import.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+/// Parsed `family:key=value,...` with defaults and validation.
+struct Spec {
+  std::string family;
+  llvm::StringMap<int64_t> values;
+};
+
+struct Family {
+  const char *name;
+  std::vector<std::pair<const char *, int64_t>> keys; // with defaults
+};
+
+const std::vector<Family> &families() {
+  static const std::vector<Family> f = {
+      {"gpt", {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256},
+               {"seq", 32}, {"batch", 4}}},
+      {"llama", {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256},
+                 {"seq", 32}, {"batch", 4}, {"ffn", 0}}},
+      {"mlp", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 10},
+               {"batch", 16}}},
+  };
+  return f;
+}
+
+bool parseSpec(StringRef text, Spec &spec, std::string &error) {
+  auto [name, rest] = text.split(':');
+  const Family *fam = nullptr;
+  for (const Family &f : families())
+    if (name == f.name)
+      fam = &f;
+  if (!fam) {
+    error = "unknown model family '" + name.str() +
+            "': expected gpt, llama or mlp (e.g. --model gpt:layers=2,d_model=64)";
+    return false;
+  }
+  spec.family = fam->name;
+  for (auto &[k, v] : fam->keys)
+    spec.values[k] = v;
+  SmallVector<StringRef> items;
+  rest.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    if (!spec.values.count(key)) {
+      std::string known;
+      for (auto &[k, v] : fam->keys)
+        known += (known.empty() ? "" : ", ") + std::string(k);
+      error = "model '" + spec.family + "' has no key '" + key.str() +
+              "' (keys: " + known + ")";
+      return false;
+    }
+    int64_t n;
+    if (value.trim().getAsInteger(10, n) || n < 0) {
+      error = "model key '" + key.str() +
+              "' needs a non-negative integer, got '" + value.str() + "'";
+      return false;
+    }
+    spec.values[key] = n;
+  }
+  for (auto &[k, v] : fam->keys)
+    if (spec.values[k] < 1 && !(spec.family == "llama" && StringRef(k) == "ffn"))
+      return error = "model key '" + std::string(k) + "' must be positive",
+             false;
+  return true;
+}
+
+/// Emits the ops of one model into a module, inferring result types.
+class GraphBuilder {
+public:
+  GraphBuilder(MLIRContext &ctx, ModuleOp module)
+      : ctx(ctx), b(&ctx), loc(UnknownLoc::get(&ctx)), module(module),
+        f32(Float32Type::get(&ctx)) {}
+
+  RankedTensorType t(ArrayRef<int64_t> shape, Type elt = {}) {
+    return RankedTensorType::get(shape, elt ? elt : f32);
+  }
+  static ArrayRef<int64_t> shape(Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  }
+
+  /// Declares a parameter and loads it in the function.
+  Value param(StringRef name, ArrayRef<int64_t> shape, InitKind kind,
+              double a = 0.0, double bb = 0.0) {
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(func);
+      auto init = InitAttr::get(&ctx, kind, APFloat(a), APFloat(bb));
+      ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(t(shape)),
+                      init, ElementsAttr());
+    }
+    return LoadOp::create(b, loc, t(shape), FlatSymbolRefAttr::get(&ctx, name));
+  }
+  Value normal(StringRef name, ArrayRef<int64_t> shape, double std) {
+    return param(name, shape, InitKind::normal, 0.0, std);
+  }
+  Value zeros(StringRef name, ArrayRef<int64_t> shape) {
+    return param(name, shape, InitKind::zeros);
+  }
+  Value ones(StringRef name, ArrayRef<int64_t> shape) {
+    return param(name, shape, InitKind::ones);
+  }
+
+  /// x [..., in] @ w[out, in]^T (+ bias [out]).
+  Value linear(Value x, Value w, Value bias = {}) {
+    SmallVector<int64_t> s(shape(x));
+    s.back() = shape(w)[0];
+    Value y = MatmulOp::create(b, loc, t(s), x, w, false, true);
+    return bias ? add(y, bias) : y;
+  }
+  Value add(Value x, Value y) {
+    return AddOp::create(b, loc, x.getType(), x, y);
+  }
+  Value mul(Value x, Value y) {
+    return MulOp::create(b, loc, x.getType(), x, y);
+  }
+  Value layerNorm(Value x, Value w, Value bias, double eps) {
+    return LayerNormOp::create(b, loc, x.getType(), x, w, bias,
+                                 b.getF64FloatAttr(eps));
+  }
+  Value rmsNorm(Value x, Value w, double eps) {
+    return RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(eps));
+  }
+  Value reshape(Value x, ArrayRef<int64_t> s) {
+    return ReshapeOp::create(b, loc, t(s), x);
+  }
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    SmallVector<int64_t> s;
+    for (int64_t p : perm)
+      s.push_back(shape(x)[p]);
+    return TransposeOp::create(b, loc, t(s), x, b.getDenseI64ArrayAttr(perm));
+  }
+  /// x[..., lo:hi] on the last dimension.
+  Value sliceLast(Value x, int64_t lo, int64_t hi) {
+    SmallVector<int64_t> start(shape(x).size(), 0), limit(shape(x)),
+        step(shape(x).size(), 1), s(shape(x));
+    start.back() = lo;
+    limit.back() = hi;
+    s.back() = hi - lo;
+    return SliceOp::create(b, loc, t(s), x, b.getDenseI64ArrayAttr(start),
+                             b.getDenseI64ArrayAttr(limit),
+                             b.getDenseI64ArrayAttr(step));
+  }
+  /// x[lo:hi] on the first dimension.
+  Value sliceFirst(Value x, int64_t lo, int64_t hi) {
+    SmallVector<int64_t> start(shape(x).size(), 0), limit(shape(x)),
+        step(shape(x).size(), 1), s(shape(x));
+    start[0] = lo;
+    limit[0] = hi;
+    s[0] = hi - lo;
+    return SliceOp::create(b, loc, t(s), x, b.getDenseI64ArrayAttr(start),
+                             b.getDenseI64ArrayAttr(limit),
+                             b.getDenseI64ArrayAttr(step));
+  }
+  Value constant(ArrayRef<int64_t> s, ArrayRef<float> values) {
+    auto type = t(s);
+    return arith::ConstantOp::create(
+        b, loc, type, DenseElementsAttr::get(type, values));
+  }
+
+  /// [B, T, H*Dh] -> [B, H, T, Dh] and back.
+  Value splitHeads(Value x, int64_t heads) {
+    auto s = shape(x);
+    Value r = reshape(x, {s[0], s[1], heads, s[2] / heads});
+    return transpose(r, {0, 2, 1, 3});
+  }
+  Value mergeHeads(Value x) {
+    auto s = shape(x);
+    Value r = transpose(x, {0, 2, 1, 3});
+    return reshape(r, {s[0], s[2], s[1] * s[3]});
+  }
+  Value attention(Value q, Value k, Value v) {
+    double scale = 1.0 / std::sqrt(double(shape(q)[3]));
+    return AttentionOp::create(b, loc, q.getType(), q, k, v, b.getUnitAttr(),
+                                 b.getF64FloatAttr(scale));
+  }
+  Value gelu(Value x, bool tanhForm) {
+    return GeluOp::create(b, loc, x.getType(), x, tanhForm);
+  }
+  Value silu(Value x) { return SiluOp::create(b, loc, x.getType(), x); }
+  Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
+  Value concatLast(Value x, Value y) {
+    SmallVector<int64_t> s(shape(x));
+    s.back() += shape(y).back();
+    return ConcatOp::create(b, loc, t(s), ValueRange{x, y},
+                              b.getI64IntegerAttr(int64_t(s.size()) - 1));
+  }
+  Value embedding(Value table, Value idx) {
+    SmallVector<int64_t> s(shape(idx));
+    s.push_back(shape(table)[1]);
+    return EmbeddingOp::create(b, loc, t(s), table, idx);
+  }
+  Value crossEntropy(Value logits, Value labels) {
+    return CrossEntropyOp::create(b, loc, t({}), logits, labels);
+  }
+
+  /// Creates @forward(inputs, targets) -> loss and positions the builder in
+  /// its body.
+  std::pair<Value, Value> beginForward(RankedTensorType in,
+                                       RankedTensorType target) {
+    b.setInsertionPointToEnd(module.getBody());
+    func = func::FuncOp::create(
+        b, loc, "forward", b.getFunctionType({in, target}, {t({})}));
+    Block *entry = func.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    return {entry->getArgument(0), entry->getArgument(1)};
+  }
+  void endForward(Value loss) { func::ReturnOp::create(b, loc, loss); }
+
+  MLIRContext &ctx;
+  OpBuilder b;
+  Location loc;
+  ModuleOp module;
+  Type f32;
+  func::FuncOp func;
+};
+
+std::string layerName(int64_t i, StringRef rest) {
+  return "transformer.h." + std::to_string(i) + "." + rest.str();
+}
+
+void buildGpt(GraphBuilder &g, const Spec &s) {
+  int64_t L = s.values.lookup("layers"), D = s.values.lookup("d_model"),
+          H = s.values.lookup("heads"), V = s.values.lookup("vocab"),
+          T = s.values.lookup("seq"), B = s.values.lookup("batch");
+  auto i64 = IntegerType::get(&g.ctx, 64);
+  auto [tok, tgt] = g.beginForward(g.t({B, T}, i64), g.t({B, T}, i64));
+  // GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)).
+  double std = 0.02, projStd = 0.02 / std::sqrt(2.0 * double(L));
+  Value wte = g.normal("transformer.wte.weight", {V, D}, std);
+  Value wpe = g.normal("transformer.wpe.weight", {T, D}, std);
+  Value x = g.add(g.embedding(wte, tok), wpe);
+  // Parameters are declared in the order PyTorch's module lists them
+  // (weight before bias): one statement each, since the order of evaluation
+  // of function arguments is unspecified in C++.
+  auto ln = [&](Value in, const std::string &prefix) {
+    Value w = g.ones(prefix + ".weight", {D});
+    Value bias = g.zeros(prefix + ".bias", {D});
+    return g.layerNorm(in, w, bias, 1e-5);
+  };
+  auto lin = [&](Value in, const std::string &prefix, int64_t out,
+                 int64_t inDim, double initStd) {
+    Value w = g.normal(prefix + ".weight", {out, inDim}, initStd);
+    Value bias = g.zeros(prefix + ".bias", {out});
+    return g.linear(in, w, bias);
+  };
+  for (int64_t i = 0; i < L; ++i) {
+    Value h = ln(x, layerName(i, "ln_1"));
+    Value qkv = lin(h, layerName(i, "attn.c_attn"), 3 * D, D, std);
+    Value q = g.splitHeads(g.sliceLast(qkv, 0, D), H);
+    Value k = g.splitHeads(g.sliceLast(qkv, D, 2 * D), H);
+    Value v = g.splitHeads(g.sliceLast(qkv, 2 * D, 3 * D), H);
+    Value a = g.mergeHeads(g.attention(q, k, v));
+    x = g.add(x, lin(a, layerName(i, "attn.c_proj"), D, D, projStd));
+    Value h2 = ln(x, layerName(i, "ln_2"));
+    Value m = g.gelu(lin(h2, layerName(i, "mlp.c_fc"), 4 * D, D, std),
+                     /*tanhForm=*/true);
+    x = g.add(x, lin(m, layerName(i, "mlp.c_proj"), D, 4 * D, projStd));
+  }
+  x = ln(x, "transformer.ln_f");
+  // The LM head is the token embedding itself (weight tying): one parameter
+  // used twice, whose gradients accumulate.
+  g.endForward(g.crossEntropy(g.linear(x, wte), tgt));
+}
+
+/// cos and sin tables [T, Dh] of rotary embeddings (theta 10000), in the
+/// rotate-half layout: frequency j serves dims j and j + Dh/2.
+std::pair<std::vector<float>, std::vector<float>> ropeTables(int64_t T,
+                                                             int64_t Dh) {
+  std::vector<float> cosT(T * Dh), sinT(T * Dh);
+  for (int64_t p = 0; p < T; ++p)
+    for (int64_t j = 0; j < Dh / 2; ++j) {
+      double freq = std::pow(10000.0, -2.0 * double(j) / double(Dh));
+      for (int64_t half : {int64_t(0), Dh / 2}) {
+        cosT[p * Dh + j + half] = float(std::cos(p * freq));
+        sinT[p * Dh + j + half] = float(std::sin(p * freq));
+      }
+    }
+  return {cosT, sinT};
+}
+
+void buildLlama(GraphBuilder &g, const Spec &s) {
+  int64_t L = s.values.lookup("layers"), D = s.values.lookup("d_model"),
+          H = s.values.lookup("heads"), V = s.values.lookup("vocab"),
+          T = s.values.lookup("seq"), B = s.values.lookup("batch"),
+          F = s.values.lookup("ffn");
+  if (!F) // Llama's rule: 2/3 of 4D, rounded up to a multiple of 64.
+    F = (8 * D / 3 + 63) / 64 * 64;
+  int64_t Dh = D / H;
+  auto i64 = IntegerType::get(&g.ctx, 64);
+  auto [tok, tgt] = g.beginForward(g.t({B, T}, i64), g.t({B, T}, i64));
+  double std = 0.02;
+  auto [cosT, sinT] = ropeTables(T, Dh);
+  Value cosV = g.constant({T, Dh}, cosT), sinV = g.constant({T, Dh}, sinT);
+  // rotary(x) = x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1].
+  auto rope = [&](Value x) {
+    Value x1 = g.sliceLast(x, 0, Dh / 2);
+    Value x2 = g.sliceLast(x, Dh / 2, Dh);
+    Value rot = g.concatLast(g.neg(x2), x1);
+    Value xc = g.mul(x, cosV);
+    return g.add(xc, g.mul(rot, sinV));
+  };
+  auto name = [](int64_t i, StringRef rest) {
+    return "model.layers." + std::to_string(i) + "." + rest.str();
+  };
+  Value x = g.embedding(g.normal("model.embed_tokens.weight", {V, D}, std), tok);
+  auto proj = [&](Value in, const std::string &pname, int64_t out,
+                  int64_t inDim) {
+    return g.linear(in, g.normal(pname, {out, inDim}, std));
+  };
+  for (int64_t i = 0; i < L; ++i) {
+    Value h = g.rmsNorm(x, g.ones(name(i, "input_layernorm.weight"), {D}), 1e-6);
+    Value q = g.splitHeads(proj(h, name(i, "self_attn.q_proj.weight"), D, D), H);
+    Value k = g.splitHeads(proj(h, name(i, "self_attn.k_proj.weight"), D, D), H);
+    Value v = g.splitHeads(proj(h, name(i, "self_attn.v_proj.weight"), D, D), H);
+    Value qr = rope(q);
+    Value kr = rope(k);
+    Value a = g.mergeHeads(g.attention(qr, kr, v));
+    x = g.add(x, proj(a, name(i, "self_attn.o_proj.weight"), D, D));
+    Value h2 = g.rmsNorm(x, g.ones(name(i, "post_attention_layernorm.weight"), {D}), 1e-6);
+    Value gate = g.silu(proj(h2, name(i, "mlp.gate_proj.weight"), F, D));
+    Value up = proj(h2, name(i, "mlp.up_proj.weight"), F, D);
+    x = g.add(x, proj(g.mul(gate, up), name(i, "mlp.down_proj.weight"), D, F));
+  }
+  x = g.rmsNorm(x, g.ones("model.norm.weight", {D}), 1e-6);
+  Value logits = proj(x, "lm_head.weight", V, D);
+  g.endForward(g.crossEntropy(logits, tgt));
+}
+
+void buildMlp(GraphBuilder &g, const Spec &s) {
+  int64_t L = s.values.lookup("layers"), In = s.values.lookup("in"),
+          Hd = s.values.lookup("hidden"), C = s.values.lookup("classes"),
+          B = s.values.lookup("batch");
+  auto i64 = IntegerType::get(&g.ctx, 64);
+  auto [x, labels] = g.beginForward(g.t({B, In}), g.t({B}, i64));
+  int64_t width = In;
+  // nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
+  auto linear = [&](Value v, int64_t i, int64_t out) {
+    double bound = 1.0 / std::sqrt(double(width));
+    std::string p = "layers." + std::to_string(i) + ".";
+    Value w = g.param(p + "weight", {out, width}, InitKind::uniform, -bound, bound);
+    Value bias = g.param(p + "bias", {out}, InitKind::uniform, -bound, bound);
+    width = out;
+    return g.linear(v, w, bias);
+  };
+  for (int64_t i = 0; i < L; ++i)
+    x = g.gelu(linear(x, i, Hd), /*tanhForm=*/false);
+  g.endForward(g.crossEntropy(linear(x, L, C), labels));
+}
+
+} // namespace
+
+namespace loom {
+OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
+                                    std::string &error) {
+  Spec spec;
+  if (!parseSpec(text, spec, error))
+    return {};
+  if (spec.family != "mlp") {
+    int64_t D = spec.values["d_model"], H = spec.values["heads"];
+    if (D % H)
+      return error = "d_model (" + std::to_string(D) +
+                     ") must divide by heads (" + std::to_string(H) + ")",
+             nullptr;
+    if (spec.family == "llama" && (D / H) % 2)
+      return error = "llama's rotary embeddings need an even head dimension, "
+                     "d_model/heads is " + std::to_string(D / H),
+             nullptr;
+  }
+  ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
+  (*module)->setAttr("loom.model", StringAttr::get(&ctx, text));
+  GraphBuilder g(ctx, *module);
+  if (spec.family == "gpt")
+    buildGpt(g, spec);
+  else if (spec.family == "llama")
+    buildLlama(g, spec);
+  else
+    buildMlp(g, spec);
+  if (failed(verify(*module))) {
+    error = "internal error: the generated " + spec.family +
+            " model does not verify";
+    return {};
+  }
+  return module;
+}
+
+std::string modelSpecHelp() {
+  std::string s;
+  for (const Family &f : families()) {
+    s += "  " + std::string(f.name) + ":";
+    for (auto [i, kv] : llvm::enumerate(f.keys))
+      s += (i ? "," : "") + std::string(kv.first) + "=" +
+           std::to_string(kv.second);
+    s += "\n";
+  }
+  return s;
+}
+} // namespace loom

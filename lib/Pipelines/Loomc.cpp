@@ -1,0 +1,157 @@
+//===- Loomc.cpp - the loomc driver ---------------------------------------===//
+//
+// Reads a model (a --model generator spec, or a .mlir file of loom IR; ONNX
+// import is issue 4), runs the phases up to --compile-to and writes the IR.
+// Errors are one-line messages or MLIR diagnostics and a non-zero exit.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Import.h"
+#include "loom/InitAll.h"
+#include "loom/Pipelines.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace loom {
+
+static constexpr llvm::StringLiteral kPhaseNames[] = {
+    "import", "autodiff", "optimizer", "distribute",
+    "schedule", "lowered", "cpp", "binary"};
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  for (auto [i, n] : llvm::enumerate(kPhaseNames))
+    if (name == n)
+      return Phase(i);
+  return std::nullopt;
+}
+
+llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
+
+Phase lastImplementedPhase() { return Phase::Import; }
+
+int loomcMain(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  static cl::OptionCategory cat("loomc options");
+  static cl::opt<std::string> input(cl::Positional, cl::init(""),
+                                    cl::desc("[MODEL.onnx | MODEL.mlir]"),
+                                    cl::cat(cat));
+  static const std::string modelHelp =
+      "Build a model instead of reading one; families and their keys with "
+      "defaults:\n" +
+      ::loom::modelSpecHelp();
+  static cl::opt<std::string> model("model", cl::init(""),
+                                    cl::value_desc("family:key=value,..."),
+                                    cl::desc(modelHelp), cl::cat(cat));
+  static cl::opt<std::string> compileTo(
+      "compile-to", cl::init("binary"), cl::value_desc("phase"),
+      cl::desc("Stop after this phase and write its IR: import, autodiff, "
+               "optimizer, distribute, schedule, lowered, cpp, binary"),
+      cl::cat(cat));
+  static cl::opt<std::string> output("o", cl::init("-"),
+                                     cl::value_desc("file"),
+                                     cl::desc("Output file ('-' for stdout)"),
+                                     cl::cat(cat));
+  static cl::opt<std::string> target(
+      "target", cl::init("cpu"), cl::value_desc("cpu|cuda"),
+      cl::desc("Device the training binary runs on"), cl::cat(cat));
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  // libLLVM registers hundreds of backend options: show only loomc's own and
+  // MLIR's (--mlir-print-ir-after-all, --mlir-timing, ...).
+  for (auto &[name, opt] : cl::getRegisteredOptions()) {
+    bool ours = llvm::is_contained(opt->Categories, &cat);
+    if (!ours && !name.starts_with("mlir-") && name != "help" &&
+        name != "version")
+      opt->setHiddenFlag(cl::ReallyHidden);
+  }
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "loomc: compile a model into a training binary\n\n"
+          "  loomc --model gpt:layers=2,d_model=64 --compile-to=import\n"
+          "  loomc step.mlir --compile-to=import -o out.mlir\n"))
+    return 1;
+
+  auto error = [](const llvm::Twine &msg) {
+    llvm::errs() << "loomc: error: " << msg << "\n";
+    return 1;
+  };
+  if (input.empty() == model.empty())
+    return error(input.empty()
+                     ? "no model: give MODEL.onnx, MODEL.mlir or --model "
+                       "family:key=value,... (see --help)"
+                     : "give either a model file or --model, not both");
+
+  std::optional<Phase> phase = parsePhase(compileTo);
+  if (!phase)
+    return error("unknown phase '" + compileTo +
+                 "' for --compile-to: expected import, autodiff, optimizer, "
+                 "distribute, schedule, lowered, cpp or binary");
+  if (target != "cpu" && target != "cuda")
+    return error("unknown --target '" + target + "': expected cpu or cuda");
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext ctx(registry);
+  OwningOpRef<ModuleOp> module;
+  if (!model.empty()) {
+    std::string err;
+    module = generateModel(ctx, model, err);
+    if (!module)
+      return error(err);
+  } else {
+    llvm::StringRef path(input);
+    if (path.ends_with(".onnx"))
+      return error("ONNX import is not implemented yet (issue 4); build the "
+                   "model with --model or pass loom IR as a .mlir file");
+    std::string err;
+    std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &err);
+    if (!buf)
+      return error(err);
+    llvm::SourceMgr sm;
+    sm.AddNewSourceBuffer(std::move(buf), llvm::SMLoc());
+    SourceMgrDiagnosticHandler handler(sm, &ctx);
+    module = parseSourceFile<ModuleOp>(sm, &ctx);
+    if (!module)
+      return 1; // the parser's diagnostics say why
+  }
+
+  if (*phase > lastImplementedPhase())
+    return error("phase '" + compileTo +
+                 "' is not implemented yet; this build of loomc stops at '" +
+                 phaseName(lastImplementedPhase()) +
+                 "' (use --compile-to=" + phaseName(lastImplementedPhase()) +
+                 ")");
+
+  // The import phase's pipeline: verification and the generic cleanups.
+  PassManager pm(&ctx);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  applyDefaultTimingPassManagerCLOptions(pm);
+  if (failed(verify(*module)) || failed(pm.run(*module)))
+    return 1;
+
+  std::string err;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
+  if (!out)
+    return error(err);
+  module->print(out->os());
+  out->keep();
+  return 0;
+}
+
+} // namespace loom
