@@ -422,15 +422,35 @@ loomrt_status embeddingGrad(void *, void *, loomrt_dtype dt, const void *dy,
   return LOOMRT_OK;
 }
 
-loomrt_status crossEntropy(void *, void *, loomrt_dtype dt, const void *logits,
-                           const int64_t *labels, float *loss, int64_t rows,
-                           int64_t classes) {
+/// Max and sum of exp(x - max) of one row: the pieces of a stable
+/// log-sum-exp, shared by the loss and its gradient.
+template <typename T>
+void rowMaxSumExp(const T *row, int64_t n, float &mx, double &sum) {
+  mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, load(row[j]));
+  sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(double(load(row[j]) - mx));
+}
+
+/// The first label outside [0, classes), as an error naming it.
+loomrt_status checkLabels(const char *fn, const int64_t *labels, int64_t rows,
+                          int64_t classes) {
   for (int64_t r = 0; r < rows; ++r)
     if (labels[r] < 0 || labels[r] >= classes)
       return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                  "cross_entropy: label " + std::to_string(labels[r]) +
+                  std::string(fn) + ": label " + std::to_string(labels[r]) +
                       " of row " + std::to_string(r) + " is outside [0, " +
                       std::to_string(classes) + ")");
+  return LOOMRT_OK;
+}
+
+loomrt_status crossEntropy(void *, void *, loomrt_dtype dt, const void *logits,
+                           const int64_t *labels, float *loss, int64_t rows,
+                           int64_t classes) {
+  if (loomrt_status s = checkLabels("cross_entropy", labels, rows, classes))
+    return s;
   double total = 0;
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -438,12 +458,9 @@ loomrt_status crossEntropy(void *, void *, loomrt_dtype dt, const void *logits,
 #pragma omp parallel for schedule(static) reduction(+ : total)
     for (int64_t r = 0; r < rows; ++r) {
       const T *lr = L + r * classes;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < classes; ++j)
-        mx = std::max(mx, load(lr[j]));
-      double sum = 0;
-      for (int64_t j = 0; j < classes; ++j)
-        sum += std::exp(double(load(lr[j]) - mx));
+      float mx;
+      double sum;
+      rowMaxSumExp(lr, classes, mx, sum);
       total += std::log(sum) + mx - load(lr[labels[r]]);
     }
   });
@@ -455,11 +472,9 @@ loomrt_status crossEntropyGrad(void *, void *, loomrt_dtype dt,
                                const void *logits, const int64_t *labels,
                                const float *dloss, void *dlogits,
                                int64_t rows, int64_t classes) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (labels[r] < 0 || labels[r] >= classes)
-      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                  "cross_entropy_grad: label " + std::to_string(labels[r]) +
-                      " is outside [0, " + std::to_string(classes) + ")");
+  if (loomrt_status s =
+          checkLabels("cross_entropy_grad", labels, rows, classes))
+    return s;
   const float scale = *dloss / float(rows);
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -468,12 +483,9 @@ loomrt_status crossEntropyGrad(void *, void *, loomrt_dtype dt,
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const T *lr = L + r * classes;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < classes; ++j)
-        mx = std::max(mx, load(lr[j]));
-      double sum = 0;
-      for (int64_t j = 0; j < classes; ++j)
-        sum += std::exp(double(load(lr[j]) - mx));
+      float mx;
+      double sum;
+      rowMaxSumExp(lr, classes, mx, sum);
       for (int64_t j = 0; j < classes; ++j) {
         float p = float(std::exp(double(load(lr[j]) - mx)) / sum);
         D[r * classes + j] = store<T>((p - (j == labels[r])) * scale);

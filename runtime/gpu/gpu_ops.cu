@@ -476,19 +476,27 @@ __global__ void embeddingGradKernel(const T *dy, const int64_t *idx,
   }
 }
 
+/// Block-wide max and sum of exp(x - max) of one row (stable log-sum-exp),
+/// shared by the loss and its gradient.
+template <typename T>
+__device__ void rowMaxSumExp(const T *row, int64_t n, float &mx, float &sum) {
+  mx = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    mx = fmaxf(mx, load(row[j]));
+  mx = blockReduce<true>(mx);
+  sum = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    sum += expf(load(row[j]) - mx);
+  sum = blockReduce<false>(sum);
+}
+
 /// Per-row loss; a label out of range yields NaN (visible in the loss).
 template <typename T>
 __global__ void crossEntropyRowKernel(const T *logits, const int64_t *labels,
                                       float *rowLoss, int64_t classes) {
   const T *lr = logits + blockIdx.x * classes;
-  float mx = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    mx = fmaxf(mx, load(lr[j]));
-  mx = blockReduce<true>(mx);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    sum += expf(load(lr[j]) - mx);
-  sum = blockReduce<false>(sum);
+  float mx, sum;
+  rowMaxSumExp(lr, classes, mx, sum);
   if (threadIdx.x == 0) {
     int64_t lab = labels[blockIdx.x];
     rowLoss[blockIdx.x] = (lab >= 0 && lab < classes)
@@ -509,14 +517,8 @@ __global__ void crossEntropyGradKernel(const T *logits, const int64_t *labels,
                                        const float *dloss, T *dlogits,
                                        int64_t rows, int64_t classes) {
   const T *lr = logits + blockIdx.x * classes;
-  float mx = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    mx = fmaxf(mx, load(lr[j]));
-  mx = blockReduce<true>(mx);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    sum += expf(load(lr[j]) - mx);
-  sum = blockReduce<false>(sum);
+  float mx, sum;
+  rowMaxSumExp(lr, classes, mx, sum);
   float scale = *dloss / float(rows);
   int64_t lab = labels[blockIdx.x];
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
