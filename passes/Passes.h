@@ -3,6 +3,8 @@
 #define LOOM_PASSES_PASSES_H
 
 #include "dialects/Loom/LoomOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::loom {

@@ -74,4 +74,58 @@ def PrintSchedule : Pass<"loom-print-schedule", "ModuleOp"> {
   ];
 }
 
+def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
+  let summary = "Reverse-mode differentiation of a loss function";
+  let description = [{
+    Differentiates `function` (by default `@forward`), which must return one
+    scalar loss, with respect to every parameter it loads, and adds a
+    function `@<function>_backward` with the same arguments that returns the
+    loss followed by one gradient per parameter, in module order. Its
+    `loom.grad_params` attribute lists the parameter of each gradient. A
+    parameter loaded several times (tied embeddings) gets one gradient, the
+    sum of its uses' contributions. Integer operands (token ids, labels) get
+    no gradient. An op on the path from a parameter to the loss without a
+    gradient rule is an error naming it.
+
+    The backward graph uses the dialect's gradient ops (`loom.gelu_grad`,
+    `loom.layer_norm_grad`, `loom.attention_grad`, `loom.cross_entropy_grad`,
+    `loom.embedding_grad`, ...); broadcasting is undone with `loom.reduce`,
+    slices are padded back with zeros and `loom.concat`.
+
+    Before:
+
+    ```mlir
+    loom.param @w : tensor<4x3xf32>
+    func.func @forward(%x: tensor<2x3xf32>, %y: tensor<2xi64>) -> tensor<f32> {
+      %w = loom.load @w : tensor<4x3xf32>
+      %h = loom.matmul %x, %w transpose_rhs : tensor<2x3xf32>, tensor<4x3xf32> -> tensor<2x4xf32>
+      %l = loom.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi64> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+
+    After (added beside `@forward`):
+
+    ```mlir
+    func.func @forward_backward(%x: tensor<2x3xf32>, %y: tensor<2xi64>)
+        -> (tensor<f32>, tensor<4x3xf32>) attributes {loom.grad_params = [@w]} {
+      %w = loom.load @w : tensor<4x3xf32>
+      %h = loom.matmul %x, %w transpose_rhs : ...
+      %l = loom.cross_entropy %h, %y : ...
+      %one = arith.constant dense<1.0> : tensor<f32>
+      %dh = loom.cross_entropy_grad %h, %y, %one : ...
+      %dw = loom.matmul %dh, %x transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
+      return %l, %dw : tensor<f32>, tensor<4x3xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The function to differentiate (returns one scalar loss)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // LOOM_PASSES_TD

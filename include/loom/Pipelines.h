@@ -5,7 +5,7 @@
 // order, and what exists today (2026-11-26):
 //
 //   import     model file or --model generator -> forward graph + loss  [built]
-//   autodiff   backward graph and gradients                             [issue 4]
+//   autodiff   backward graph and gradients (loom-autodiff)             [built]
 //   optimizer  optimizer state and updates attached                     [issue 4]
 //   distribute data parallelism, ZeRO partitioning, topology            [issue 8]
 //   schedule   subgroups, offload, compression, stream schedule         [issue 7]

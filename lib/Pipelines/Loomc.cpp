@@ -1,13 +1,15 @@
 //===- Loomc.cpp - the loomc driver ---------------------------------------===//
 //
 // Reads a model (a --model generator spec, or a .mlir file of loom IR; ONNX
-// import is issue 4), runs the phases up to --compile-to and writes the IR.
+// import is issue 4), runs the phases up to --compile-to (import, then
+// loom-autodiff) and writes the IR.
 // Errors are one-line messages or MLIR diagnostics and a non-zero exit.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -41,7 +43,7 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
 
 llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
-Phase lastImplementedPhase() { return Phase::Import; }
+Phase lastImplementedPhase() { return Phase::Autodiff; }
 
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -137,10 +139,12 @@ int loomcMain(int argc, char **argv) {
                  "' (use --compile-to=" + phaseName(lastImplementedPhase()) +
                  ")");
 
-  // The import phase's pipeline: verification and the generic cleanups.
+  // One pipeline, cut at the requested phase.
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
+  if (*phase >= Phase::Autodiff)
+    pm.addPass(mlir::loom::createAutodiff());
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;

@@ -1,0 +1,559 @@
+//===- Autodiff.cpp - loom-autodiff ---------------------------------------===//
+//
+// Reverse-mode differentiation of a scalar loss. The forward ops are cloned
+// into a new function, then walked backwards; each op's vector-Jacobian
+// product (VJP) rule emits the adjoints of its operands from the adjoints of
+// its results. Adjoints that reach the same value are summed; those that
+// reach a loom.load become that parameter's gradient.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool differentiable(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// Emits the backward graph of one function.
+class Differentiator {
+public:
+  Differentiator(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  /// Marks what depends on a parameter: only those values get adjoints, so
+  /// no backward work is spent on constants or inputs.
+  void markActive(ArrayRef<Operation *> ops) {
+    for (Operation *op : ops) {
+      bool act = isa<LoadOp>(op) ||
+                 llvm::any_of(op->getOperands(),
+                              [&](Value v) { return active.contains(v); });
+      if (act)
+        for (Value r : op->getResults())
+          if (differentiable(r))
+            active.insert(r);
+    }
+  }
+
+  /// Adds `g` to the adjoint of `v`.
+  void accumulate(Value v, Value g) {
+    if (!g || !active.contains(v))
+      return;
+    auto it = adjoint.find(v);
+    if (it == adjoint.end()) {
+      adjoint[v] = g;
+      return;
+    }
+    it->second = AddOp::create(b, loc, v.getType(), it->second, g);
+  }
+  Value get(Value v) const { return adjoint.lookup(v); }
+
+  //===--------------------------------------------------------------===//
+  // Building blocks
+  //===--------------------------------------------------------------===//
+
+  RankedTensorType like(RankedTensorType t, ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, t.getElementType(), t.getEncoding());
+  }
+  /// A splat constant of `type` (scalars: rank 0).
+  Value splat(RankedTensorType type, double v) {
+    auto plain = RankedTensorType::get(type.getShape(), type.getElementType());
+    auto attr = DenseElementsAttr::get(
+        plain, FloatAttr::get(type.getElementType(), v).getValue());
+    return arith::ConstantOp::create(b, loc, type, attr);
+  }
+  Value scalar(Value like, double v) {
+    return splat(this->like(tt(like), {}), v);
+  }
+  Value mul(Value x, Value y) {
+    return MulOp::create(b, loc, broadcastType(x, y), x, y);
+  }
+  Value div(Value x, Value y) {
+    return DivOp::create(b, loc, broadcastType(x, y), x, y);
+  }
+  Value sub(Value x, Value y) {
+    return SubOp::create(b, loc, broadcastType(x, y), x, y);
+  }
+  Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
+  /// The result type of a broadcasting op on x and y (the larger shape).
+  Type broadcastType(Value x, Value y) {
+    return tt(x).getRank() >= tt(y).getRank() ? x.getType() : y.getType();
+  }
+
+  /// Undoes broadcasting: sums `g` down to the shape of `target`.
+  Value sumTo(Value g, RankedTensorType target) {
+    auto gt = tt(g);
+    if (gt.getShape() == target.getShape())
+      return g;
+    int64_t lead = gt.getRank() - target.getRank();
+    SmallVector<int64_t> dims, kept;
+    for (int64_t i = 0; i < gt.getRank(); ++i) {
+      bool reduce =
+          i < lead || (target.getDimSize(i - lead) == 1 && gt.getDimSize(i) != 1);
+      if (reduce)
+        dims.push_back(i);
+      else
+        kept.push_back(gt.getDimSize(i));
+    }
+    Value r = g;
+    if (!dims.empty())
+      r = ReduceOp::create(b, loc, like(gt, kept), ReduceKind::sum, g,
+                           b.getDenseI64ArrayAttr(dims), false);
+    if (tt(r).getShape() != target.getShape())
+      r = ReshapeOp::create(b, loc, like(gt, target.getShape()), r);
+    return r;
+  }
+
+  Value matmul(Value x, Value y, bool tx, bool ty, RankedTensorType elt) {
+    auto a = tt(x), c = tt(y);
+    int64_t m = a.getDimSize(a.getRank() - (tx ? 1 : 2));
+    int64_t n = c.getDimSize(c.getRank() - (ty ? 2 : 1));
+    SmallVector<int64_t> batch;
+    OpTrait::util::getBroadcastedShape(a.getShape().drop_back(2),
+                                       c.getShape().drop_back(2), batch);
+    batch.push_back(m);
+    batch.push_back(n);
+    return MatmulOp::create(b, loc, like(elt, batch), x, y, tx, ty);
+  }
+  /// Collapses the leading dims of a rank > 2 tensor: [..., k] -> [N, k].
+  Value flatten2d(Value x) {
+    auto t = tt(x);
+    int64_t rows = t.getNumElements() / t.getShape().back();
+    return ReshapeOp::create(b, loc, like(t, {rows, t.getShape().back()}), x);
+  }
+
+  //===--------------------------------------------------------------===//
+  // VJP rules
+  //===--------------------------------------------------------------===//
+
+  /// Emits the adjoints of op's operands; fails for ops without a rule.
+  LogicalResult vjp(Operation *op) {
+    SmallVector<Value> dys;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      dys.push_back(get(r));
+      any |= bool(dys.back());
+    }
+    if (!any)
+      return success(); // not on the path to the loss
+    Value dy = dys.empty() ? Value() : dys[0];
+    auto binaryTo = [&](Value operand, Value g) { accumulate(operand, sumTo(g, tt(operand))); };
+
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](LoadOp) { return success(); })
+        .Case([&](AddOp o) {
+          binaryTo(o.getLhs(), dy);
+          binaryTo(o.getRhs(), dy);
+          return success();
+        })
+        .Case([&](SubOp o) {
+          binaryTo(o.getLhs(), dy);
+          binaryTo(o.getRhs(), neg(dy));
+          return success();
+        })
+        .Case([&](MulOp o) {
+          binaryTo(o.getLhs(), mul(dy, o.getRhs()));
+          binaryTo(o.getRhs(), mul(dy, o.getLhs()));
+          return success();
+        })
+        .Case([&](DivOp o) {
+          binaryTo(o.getLhs(), div(dy, o.getRhs()));
+          // d(a/b)/db = -a / b^2 = -(a/b) / b
+          binaryTo(o.getRhs(), neg(div(mul(dy, o.getResult()), o.getRhs())));
+          return success();
+        })
+        .Case([&](PowOp o) {
+          // d(a^b)/da = b a^(b-1) = b y / a;  d(a^b)/db = y log(a)
+          Value y = o.getResult();
+          binaryTo(o.getLhs(), mul(dy, div(mul(o.getRhs(), y), o.getLhs())));
+          Value loga = LogOp::create(b, loc, o.getLhs().getType(), o.getLhs());
+          binaryTo(o.getRhs(), mul(dy, mul(y, loga)));
+          return success();
+        })
+        .Case([&](NegOp o) {
+          accumulate(o.getInput(), neg(dy));
+          return success();
+        })
+        .Case([&](ExpOp o) {
+          accumulate(o.getInput(), mul(dy, o.getResult()));
+          return success();
+        })
+        .Case([&](LogOp o) {
+          accumulate(o.getInput(), div(dy, o.getInput()));
+          return success();
+        })
+        .Case([&](SqrtOp o) {
+          // d sqrt(x) = 1 / (2 sqrt(x))
+          accumulate(o.getInput(),
+                     div(mul(dy, scalar(dy, 0.5)), o.getResult()));
+          return success();
+        })
+        .Case([&](RsqrtOp o) {
+          // d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+          Value y = o.getResult();
+          accumulate(o.getInput(),
+                     mul(mul(dy, scalar(dy, -0.5)), mul(y, mul(y, y))));
+          return success();
+        })
+        .Case([&](TanhOp o) {
+          Value y = o.getResult();
+          accumulate(o.getInput(), mul(dy, sub(scalar(y, 1.0), mul(y, y))));
+          return success();
+        })
+        .Case([&](SigmoidOp o) {
+          Value y = o.getResult();
+          accumulate(o.getInput(), mul(dy, mul(y, sub(scalar(y, 1.0), y))));
+          return success();
+        })
+        .Case([&](ErfOp o) {
+          // d erf(x) = 2/sqrt(pi) exp(-x^2)
+          Value x = o.getInput();
+          Value e = ExpOp::create(b, loc, x.getType(), neg(mul(x, x)));
+          accumulate(x, mul(dy, mul(e, scalar(x, 2.0 / std::sqrt(M_PI)))));
+          return success();
+        })
+        .Case([&](SinOp o) {
+          Value c = CosOp::create(b, loc, o.getInput().getType(), o.getInput());
+          accumulate(o.getInput(), mul(dy, c));
+          return success();
+        })
+        .Case([&](CosOp o) {
+          Value s = SinOp::create(b, loc, o.getInput().getType(), o.getInput());
+          accumulate(o.getInput(), neg(mul(dy, s)));
+          return success();
+        })
+        .Case([&](ReluOp o) {
+          accumulate(o.getInput(), ReluGradOp::create(b, loc, dy.getType(), dy,
+                                                      o.getInput()));
+          return success();
+        })
+        .Case([&](SiluOp o) {
+          accumulate(o.getInput(), SiluGradOp::create(b, loc, dy.getType(), dy,
+                                                      o.getInput()));
+          return success();
+        })
+        .Case([&](GeluOp o) {
+          accumulate(o.getInput(),
+                     GeluGradOp::create(b, loc, dy.getType(), dy, o.getInput(),
+                                        o.getApproximate()));
+          return success();
+        })
+        .Case([&](SelectOp o) {
+          Value zero = splat(like(tt(dy), {}), 0.0);
+          binaryTo(o.getLhs(), SelectOp::create(b, loc, dy.getType(),
+                                                o.getCond(), dy, zero));
+          binaryTo(o.getRhs(), SelectOp::create(b, loc, dy.getType(),
+                                                o.getCond(), zero, dy));
+          return success();
+        })
+        .Case([&](CastOp o) {
+          accumulate(o.getInput(),
+                     CastOp::create(b, loc, o.getInput().getType(), dy));
+          return success();
+        })
+        .Case([&](MatmulOp o) { return matmulVjp(o, dy); })
+        .Case([&](LayerNormOp o) {
+          auto w = o.getWeight().getType();
+          auto g = LayerNormGradOp::create(b, loc, o.getInput().getType(), w, w,
+                                           dy, o.getInput(), o.getWeight(),
+                                           o.getEpsAttr());
+          accumulate(o.getInput(), g.getGradInput());
+          accumulate(o.getWeight(), g.getGradWeight());
+          if (o.getBias())
+            accumulate(o.getBias(), g.getGradBias());
+          return success();
+        })
+        .Case([&](RmsNormOp o) {
+          auto g = RmsNormGradOp::create(b, loc, o.getInput().getType(),
+                                         o.getWeight().getType(), dy,
+                                         o.getInput(), o.getWeight(),
+                                         o.getEpsAttr());
+          accumulate(o.getInput(), g.getGradInput());
+          accumulate(o.getWeight(), g.getGradWeight());
+          return success();
+        })
+        .Case([&](SoftmaxOp o) {
+          accumulate(o.getInput(),
+                     SoftmaxGradOp::create(b, loc, dy.getType(), dy,
+                                           o.getResult(), o.getDimAttr(),
+                                           o.getLogAttr()));
+          return success();
+        })
+        .Case([&](EmbeddingOp o) {
+          accumulate(o.getTable(),
+                     EmbeddingGradOp::create(b, loc, o.getTable().getType(), dy,
+                                             o.getIndices()));
+          return success();
+        })
+        .Case([&](AttentionOp o) {
+          auto g = AttentionGradOp::create(
+              b, loc, o.getQuery().getType(), o.getKey().getType(),
+              o.getValue().getType(), dy, o.getQuery(), o.getKey(),
+              o.getValue(), o.getCausalAttr(), o.getScaleAttr());
+          accumulate(o.getQuery(), g.getGradQuery());
+          accumulate(o.getKey(), g.getGradKey());
+          accumulate(o.getValue(), g.getGradValue());
+          return success();
+        })
+        .Case([&](CrossEntropyOp o) {
+          accumulate(o.getLogits(), CrossEntropyGradOp::create(
+                                        b, loc, o.getLogits().getType(),
+                                        o.getLogits(), o.getLabels(), dy));
+          return success();
+        })
+        .Case([&](ReshapeOp o) {
+          accumulate(o.getInput(),
+                     ReshapeOp::create(b, loc, o.getInput().getType(), dy));
+          return success();
+        })
+        .Case([&](TransposeOp o) {
+          SmallVector<int64_t> inv(o.getPerm().size());
+          for (auto [i, p] : llvm::enumerate(o.getPerm()))
+            inv[p] = int64_t(i);
+          accumulate(o.getInput(),
+                     TransposeOp::create(b, loc, o.getInput().getType(), dy,
+                                         b.getDenseI64ArrayAttr(inv)));
+          return success();
+        })
+        .Case([&](SliceOp o) { return sliceVjp(o, dy); })
+        .Case([&](ConcatOp o) {
+          auto t = tt(dy);
+          int64_t dim = o.getDim() < 0 ? o.getDim() + t.getRank() : o.getDim();
+          int64_t offset = 0;
+          for (Value in : o.getInputs()) {
+            auto it = tt(in);
+            SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
+                step(t.getRank(), 1);
+            start[dim] = offset;
+            limit[dim] = offset + it.getDimSize(dim);
+            offset = limit[dim];
+            accumulate(in, SliceOp::create(b, loc, in.getType(), dy,
+                                           b.getDenseI64ArrayAttr(start),
+                                           b.getDenseI64ArrayAttr(limit),
+                                           b.getDenseI64ArrayAttr(step)));
+          }
+          return success();
+        })
+        .Case([&](BroadcastOp o) {
+          accumulate(o.getInput(), sumTo(dy, tt(o.getInput())));
+          return success();
+        })
+        .Case([&](ReduceOp o) { return reduceVjp(o, dy); })
+        .Default([&](Operation *other) {
+          return other->emitOpError()
+                 << "has no gradient rule (loom-autodiff), but it lies on the "
+                    "path from a parameter to the loss";
+        });
+  }
+
+  LogicalResult matmulVjp(MatmulOp o, Value dc) {
+    // C = A' B' with A' = op(A), B' = op(B):
+    //   dA' = dC B'^T,  dB' = A'^T dC;  dA = ta ? dA'^T : dA' (same for B).
+    Value a = o.getLhs(), bv = o.getRhs();
+    bool ta = o.getTransposeLhs(), tb = o.getTransposeRhs();
+    auto elt = tt(a);
+    if (differentiable(a)) {
+      Value da = ta ? matmul(bv, dc, tb, true, elt) : matmul(dc, bv, false, !tb, elt);
+      accumulate(a, sumTo(da, tt(a)));
+    }
+    if (differentiable(bv)) {
+      Value db;
+      // A shared rank-2 weight (a linear layer): fold the batch into the
+      // contraction, [N, k]^T [N, n], instead of a batch of products summed.
+      if (tt(bv).getRank() == 2 && tt(a).getRank() > 2 && !ta) {
+        Value a2 = flatten2d(a), dc2 = flatten2d(dc);
+        db = tb ? matmul(dc2, a2, true, false, elt) : matmul(a2, dc2, true, false, elt);
+      } else {
+        db = tb ? matmul(dc, a, true, ta, elt) : matmul(a, dc, !ta, false, elt);
+      }
+      accumulate(bv, sumTo(db, tt(bv)));
+    }
+    return success();
+  }
+
+  LogicalResult sliceVjp(SliceOp o, Value dy) {
+    // Pad the slice back to the input's shape with zeros, one dimension at a
+    // time: concat(zeros[before], g, zeros[after]).
+    auto in = tt(o.getInput());
+    for (int64_t s : o.getStep())
+      if (s != 1)
+        return o.emitOpError()
+               << "has no gradient rule for steps other than 1 (loom-autodiff)";
+    Value g = dy;
+    for (int64_t d = 0; d < in.getRank(); ++d) {
+      int64_t before = o.getStart()[d], after = in.getDimSize(d) - o.getLimit()[d];
+      if (!before && !after)
+        continue;
+      SmallVector<Value> parts;
+      auto gt = tt(g);
+      auto zeros = [&](int64_t n) {
+        SmallVector<int64_t> s(gt.getShape());
+        s[d] = n;
+        return splat(like(gt, s), 0.0);
+      };
+      if (before)
+        parts.push_back(zeros(before));
+      parts.push_back(g);
+      if (after)
+        parts.push_back(zeros(after));
+      SmallVector<int64_t> s(gt.getShape());
+      s[d] = in.getDimSize(d);
+      g = ConcatOp::create(b, loc, like(gt, s), parts, b.getI64IntegerAttr(d));
+    }
+    accumulate(o.getInput(), g);
+    return success();
+  }
+
+  LogicalResult reduceVjp(ReduceOp o, Value dy) {
+    if (o.getKind() != ReduceKind::sum && o.getKind() != ReduceKind::mean)
+      return o.emitOpError() << "has no gradient rule for "
+                             << stringifyReduceKind(o.getKind())
+                             << " reductions (loom-autodiff)";
+    auto in = tt(o.getInput());
+    // Put the reduced dims back as size 1, then broadcast.
+    SmallVector<int64_t> kept(in.getShape());
+    int64_t count = 1;
+    for (int64_t d : o.getDims()) {
+      int64_t nd = d < 0 ? d + in.getRank() : d;
+      count *= kept[nd];
+      kept[nd] = 1;
+    }
+    Value g = dy;
+    if (tt(g).getShape() != ArrayRef<int64_t>(kept))
+      g = ReshapeOp::create(b, loc, like(tt(dy), kept), g);
+    g = BroadcastOp::create(b, loc, like(tt(dy), in.getShape()), g);
+    if (o.getKind() == ReduceKind::mean)
+      g = mul(g, scalar(g, 1.0 / double(count)));
+    accumulate(o.getInput(), g);
+    return success();
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  llvm::DenseMap<Value, Value> adjoint;
+  llvm::DenseSet<Value> active;
+};
+
+struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fwd = module.lookupSymbol<func::FuncOp>(function);
+    if (!fwd) {
+      module.emitError() << "loom-autodiff: no function @" << function
+                         << " to differentiate";
+      return signalPassFailure();
+    }
+    auto results = fwd.getFunctionType().getResults();
+    auto lossType = results.size() == 1
+                        ? dyn_cast<RankedTensorType>(results[0])
+                        : RankedTensorType();
+    if (!lossType || lossType.getRank() != 0 ||
+        !isa<FloatType>(lossType.getElementType())) {
+      fwd.emitError() << "loom-autodiff: @" << function
+                      << " must return one floating-point scalar (the loss)";
+      return signalPassFailure();
+    }
+    if (!fwd.getBody().hasOneBlock()) {
+      fwd.emitError() << "loom-autodiff: @" << function
+                      << " must be a single block (no control flow)";
+      return signalPassFailure();
+    }
+    std::string name = function + "_backward";
+    if (module.lookupSymbol(name)) {
+      fwd.emitError() << "loom-autodiff: @" << name << " already exists";
+      return signalPassFailure();
+    }
+
+    // Clone the forward pass into the new function.
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(fwd);
+    auto bwd = func::FuncOp::create(b, fwd.getLoc(), name, fwd.getFunctionType());
+    Block *entry = bwd.addEntryBlock();
+    IRMapping map;
+    for (auto [from, to] : llvm::zip(fwd.getArguments(), entry->getArguments()))
+      map.map(from, to);
+    b.setInsertionPointToStart(entry);
+    SmallVector<Operation *> forwardOps;
+    Value loss;
+    for (Operation &op : fwd.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        loss = map.lookup(ret.getOperand(0));
+        continue;
+      }
+      forwardOps.push_back(b.clone(op, map));
+    }
+
+    // Backward, from d(loss) = 1.
+    Location loc = fwd.getLoc();
+    Differentiator d(b, loc);
+    d.markActive(forwardOps);
+    d.accumulate(loss, d.splat(cast<RankedTensorType>(loss.getType()), 1.0));
+    for (Operation *op : llvm::reverse(forwardOps))
+      if (failed(d.vjp(op)))
+        return signalPassFailure();
+
+    // One gradient per parameter, in module order; tied loads are summed.
+    llvm::MapVector<StringRef, Value> grads;
+    llvm::StringMap<Type> gradType;
+    for (Operation *op : forwardOps)
+      if (auto load = dyn_cast<LoadOp>(op))
+        if (differentiable(load.getResult())) {
+          gradType[load.getName()] = load.getType();
+          grads[load.getName()] = Value();
+        }
+    for (Operation *op : forwardOps)
+      if (auto load = dyn_cast<LoadOp>(op))
+        if (Value g = d.get(load.getResult())) {
+          Value &acc = grads[load.getName()];
+          acc = acc ? AddOp::create(b, loc, g.getType(), acc, g).getResult() : g;
+        }
+    SmallVector<Value> outs{loss};
+    SmallVector<Type> types{loss.getType()};
+    SmallVector<Attribute> names;
+    SmallVector<std::pair<StringRef, Value>> ordered;
+    for (ParamOp p : module.getOps<ParamOp>())
+      if (grads.count(p.getSymName()))
+        ordered.push_back({p.getSymName(), grads[p.getSymName()]});
+    for (auto &[pname, g] : ordered) {
+      // A parameter loaded but not on the path to the loss: zero gradient.
+      Value v = g ? g
+                  : d.splat(cast<RankedTensorType>(gradType[pname]), 0.0);
+      outs.push_back(v);
+      types.push_back(v.getType());
+      names.push_back(FlatSymbolRefAttr::get(&getContext(), pname));
+    }
+    func::ReturnOp::create(b, loc, outs);
+    bwd.setFunctionType(b.getFunctionType(fwd.getArgumentTypes(), types));
+    // VJP rules build every operand's contribution before knowing whether
+    // it is needed (an input's gradient, say); drop what nothing uses.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+    bwd->setAttr("loom.grad_params", b.getArrayAttr(names));
+  }
+};
+
+} // namespace

@@ -1,0 +1,113 @@
+// RUN: loom-opt %s -split-input-file --loom-autodiff -verify-diagnostics | FileCheck %s
+
+loom.param @w : tensor<4x3xf32>
+loom.param @b : tensor<4xf32>
+
+// A linear layer and cross-entropy: the weight's gradient folds the batch
+// into one product, the bias's sums the broadcast rows, and nothing is spent
+// on the input's gradient.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3xf32>, %[[Y:.+]]: tensor<2xi64>) -> (tensor<f32>, tensor<4x3xf32>, tensor<4xf32>)
+// CHECK-SAME: attributes {loom.grad_params = [@w, @b]}
+// CHECK: %[[H:.+]] = loom.add
+// CHECK: %[[L:.+]] = loom.cross_entropy %[[H]], %[[Y]]
+// CHECK: %[[ONE:.+]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DH:.+]] = loom.cross_entropy_grad %[[H]], %[[Y]], %[[ONE]]
+// CHECK-DAG: %[[DB:.+]] = loom.reduce sum %[[DH]] [0] : tensor<2x4xf32> to tensor<4xf32>
+// CHECK-DAG: %[[DW:.+]] = loom.matmul %[[DH]], %[[X]] transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
+// CHECK-NOT: loom.matmul
+// CHECK: return %[[L]], %[[DW]], %[[DB]]
+func.func @forward(%x: tensor<2x3xf32>, %y: tensor<2xi64>) -> tensor<f32> {
+  %w = loom.load @w : tensor<4x3xf32>
+  %b = loom.load @b : tensor<4xf32>
+  %m = loom.matmul %x, %w transpose_rhs : tensor<2x3xf32>, tensor<4x3xf32> -> tensor<2x4xf32>
+  %h = loom.add %m, %b : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  %l = loom.cross_entropy %h, %y : tensor<2x4xf32>, tensor<2xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.param @emb : tensor<10x4xf32>
+
+// A tied embedding: one parameter loaded twice gets one gradient, the sum
+// of the gather's scatter-add and the head's product.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: attributes {loom.grad_params = [@emb]}
+// CHECK-DAG: %[[HEAD:.+]] = loom.matmul %{{.+}}, %{{.+}} transpose_lhs : tensor<6x10xf32>, tensor<6x4xf32> -> tensor<10x4xf32>
+// CHECK-DAG: %[[GATHER:.+]] = loom.embedding_grad %{{.+}}[%{{.+}}] : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<10x4xf32>
+// CHECK: %[[SUM:.+]] = loom.add %{{.+}}, %{{.+}} : tensor<10x4xf32>
+// CHECK: return %{{.+}}, %[[SUM]] : tensor<f32>, tensor<10x4xf32>
+func.func @forward(%tok: tensor<2x3xi64>) -> tensor<f32> {
+  %e1 = loom.load @emb : tensor<10x4xf32>
+  %x = loom.embedding %e1[%tok] : tensor<10x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %e2 = loom.load @emb : tensor<10x4xf32>
+  %logits = loom.matmul %x, %e2 transpose_rhs : tensor<2x3x4xf32>, tensor<10x4xf32> -> tensor<2x3x10xf32>
+  %l = loom.cross_entropy %logits, %tok : tensor<2x3x10xf32>, tensor<2x3xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.param @p : tensor<2x6xf32>
+
+// A slice's gradient is the adjoint padded with zeros back to the input's
+// shape; a mean's is the adjoint spread over the reduced elements.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G:.+]] = loom.broadcast_to %{{.+}} : tensor<2x1xf32> to tensor<2x2xf32>
+// CHECK: %[[S:.+]] = loom.mul %[[G]], %{{.+}} : tensor<2x2xf32>, tensor<f32> -> tensor<2x2xf32>
+// CHECK: %[[Z0:.+]] = arith.constant dense<0.000000e+00> : tensor<2x3xf32>
+// CHECK: %[[Z1:.+]] = arith.constant dense<0.000000e+00> : tensor<2x1xf32>
+// CHECK: loom.concat %[[Z0]], %[[S]], %[[Z1]] dim 1 : tensor<2x3xf32>, tensor<2x2xf32>, tensor<2x1xf32> -> tensor<2x6xf32>
+func.func @forward() -> tensor<f32> {
+  %p = loom.load @p : tensor<2x6xf32>
+  %s = loom.slice %p [0, 3] [2, 5] [1, 1] : tensor<2x6xf32> to tensor<2x2xf32>
+  %m = loom.reduce mean %s [1] : tensor<2x2xf32> to tensor<2xf32>
+  %l = loom.reduce sum %m [0] : tensor<2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.param @q : tensor<1x2x4x8xf32>
+
+// Attention differentiates through one loom.attention_grad; the three
+// adjoints of the same parameter add up.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}} = loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} causal scale
+// CHECK: loom.add
+// CHECK: loom.add
+func.func @forward() -> tensor<f32> {
+  %q = loom.load @q : tensor<1x2x4x8xf32>
+  %o = loom.attention %q, %q, %q causal scale 0.35 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  %l = loom.reduce sum %o [0, 1, 2, 3] : tensor<1x2x4x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.param @w : tensor<4xf32>
+
+func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+  %w = loom.load @w : tensor<4xf32>
+  // expected-error@+1 {{'loom.max' op has no gradient rule (loom-autodiff), but it lies on the path from a parameter to the loss}}
+  %m = loom.max %w, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %l = loom.reduce sum %m [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{loom-autodiff: @forward must return one floating-point scalar (the loss)}}
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{loom-autodiff: no function @forward to differentiate}}
+module {
+  func.func @loss() {
+    return
+  }
+}
