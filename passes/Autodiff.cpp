@@ -338,7 +338,9 @@ public:
         .Case([&](SliceOp o) { return sliceVjp(o, dy); })
         .Case([&](ConcatOp o) {
           auto t = tt(dy);
-          int64_t dim = o.getDim() < 0 ? o.getDim() + t.getRank() : o.getDim();
+          int64_t dim = int64_t(o.getDim());
+          if (dim < 0)
+            dim += t.getRank();
           int64_t offset = 0;
           for (Value in : o.getInputs()) {
             auto it = tt(in);

@@ -19,7 +19,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 # FileCheck runs with -enable-var-scope so captures do not leak across
 # CHECK-LABELs.
-llvm_config.add_tool_substitutions(["loom-opt", "loomc"], [config.loom_tools_dir])
+llvm_config.add_tool_substitutions(["loom-opt", "loomc", "loom-run"], [config.loom_tools_dir])
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -28,5 +28,12 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # `REQUIRES: cuda-gpu` and are unsupported where no GPU is present.
 if shutil.which("nvidia-smi") and os.system("nvidia-smi -L > /dev/null 2>&1") == 0:
     config.available_features.add("cuda-gpu")
+# Debian's python3-torch lives under /usr/bin/python3 (a pyenv python may
+# shadow it on PATH): numerical checks against PyTorch require it.
+torch_python = "/usr/bin/python3"
+if os.system(torch_python + " -c 'import torch' > /dev/null 2>&1") == 0:
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch_python", torch_python))
+config.substitutions.append(("%loom_tools_dir", config.loom_tools_dir))
 if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
     config.available_features.add("nvcc")

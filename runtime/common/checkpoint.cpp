@@ -14,9 +14,11 @@ namespace loomrt {
 namespace {
 
 const char *dtypeName(loomrt_dtype dt) {
-  return dt == LOOMRT_BF16 ? "BF16" : "F32";
+  return dt == LOOMRT_BF16 ? "BF16" : dt == LOOMRT_I64 ? "I64" : "F32";
 }
-size_t dtypeSize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : 4; }
+size_t dtypeSize(loomrt_dtype dt) {
+  return dt == LOOMRT_BF16 ? 2 : dt == LOOMRT_I64 ? 8 : 4;
+}
 
 std::string shapeStr(const int64_t *shape, int rank) {
   std::string s = "[";
@@ -48,7 +50,8 @@ loomrt_status checkRefs(const char *fn, const loomrt_tensor_ref *ts,
                   std::string(fn) + ": tensor name '" + t.name +
                       "' is reserved or repeated");
     if (t.rank < 0 || t.rank > LOOMRT_MAX_RANK ||
-        (t.dtype != LOOMRT_F32 && t.dtype != LOOMRT_BF16))
+        (t.dtype != LOOMRT_F32 && t.dtype != LOOMRT_BF16 &&
+         t.dtype != LOOMRT_I64))
       return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                   std::string(fn) + ": tensor '" + t.name +
                       "' has a bad rank or dtype");

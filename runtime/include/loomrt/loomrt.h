@@ -112,7 +112,13 @@ loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
  * are widened on load and rounded to nearest even on store). Kernels are
  * ordered on the stream like copies. Row ops (norms, softmax, cross-entropy)
  * work on the last dimension of a [rows, D] view. */
-typedef enum loomrt_dtype { LOOMRT_F32 = 0, LOOMRT_BF16 = 1 } loomrt_dtype;
+/* I64 is a storage type only (token ids, labels): kernels take it where an
+ * argument says int64, checkpoints store it. */
+typedef enum loomrt_dtype {
+  LOOMRT_F32 = 0,
+  LOOMRT_BF16 = 1,
+  LOOMRT_I64 = 2
+} loomrt_dtype;
 
 typedef enum loomrt_unary_op {
   LOOMRT_NEG, LOOMRT_EXP, LOOMRT_LOG, LOOMRT_SQRT, LOOMRT_RSQRT, LOOMRT_TANH,
