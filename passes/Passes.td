@@ -128,4 +128,63 @@ def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def AttachOptimizer : Pass<"loom-attach-optimizer", "ModuleOp"> {
+  let summary = "Add optimizer state and a training step that updates it";
+  let description = [{
+    Takes the function made by `loom-autodiff` (`function`, by default
+    `@forward_backward`), which returns the loss and one gradient per
+    parameter listed in its `loom.grad_params`, and adds:
+
+    * for AdamW/Adam, two `loom.state`s per parameter (`<param>.exp_avg`,
+      `<param>.exp_avg_sq`, role `adam_m` / `adam_v`, zeros) and one step
+      counter `@optimizer.step`; for SGD with momentum, one
+      `<param>.momentum_buffer` (role `momentum`);
+    * `@train_step`, with the same arguments, which calls the function,
+      advances the step counter, updates every parameter and its state with
+      `loom.adam` / `loom.sgd` (hyper-parameters as attributes) and stores
+      them, and returns the loss.
+
+    Before: `@forward_backward(%x, %y) -> (loss, dW) {loom.grad_params = [@w]}`.
+    After (`optimizer=adamw lr=0.001`):
+
+    ```mlir
+    loom.state @w.exp_avg : tensor<4x3xf32> role adam_m of @w init #loom.init<zeros>
+    loom.state @w.exp_avg_sq : tensor<4x3xf32> role adam_v of @w init #loom.init<zeros>
+    loom.state @optimizer.step : tensor<i64> role step init #loom.init<zeros>
+    func.func @train_step(%x: tensor<2x3xf32>, %y: tensor<2xi64>) -> tensor<f32> {
+      %r:2 = call @forward_backward(%x, %y) : (...) -> (tensor<f32>, tensor<4x3xf32>)
+      %t0 = loom.load @optimizer.step : tensor<i64>
+      %one = arith.constant dense<1> : tensor<i64>
+      %t = arith.addi %t0, %one : tensor<i64>
+      loom.store %t to @optimizer.step : tensor<i64>
+      %w = loom.load @w : tensor<4x3xf32>
+      %m = loom.load @w.exp_avg : tensor<4x3xf32>
+      %v = loom.load @w.exp_avg_sq : tensor<4x3xf32>
+      %w2, %m2, %v2 = loom.adam %w, %r#1, %m, %v step %t {lr = 1.0e-03 : f64, ..., decoupled}
+      loom.store %w2 to @w : tensor<4x3xf32>
+      ...
+      return %r#0 : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward_backward\"",
+           "The function returning the loss and the gradients">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw, adam (L2 weight decay) or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1.0e-3", "Learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1.0e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "Weight decay (decoupled for adamw, L2 for adam)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD with Nesterov momentum">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // LOOM_PASSES_TD

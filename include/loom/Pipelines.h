@@ -6,7 +6,7 @@
 //
 //   import     model file or --model generator -> forward graph + loss  [built]
 //   autodiff   backward graph and gradients (loom-autodiff)             [built]
-//   optimizer  optimizer state and updates attached                     [issue 4]
+//   optimizer  optimizer state and @train_step (loom-attach-optimizer)   [built]
 //   distribute data parallelism, ZeRO partitioning, topology            [issue 8]
 //   schedule   subgroups, offload, compression, stream schedule         [issue 7]
 //   lowered    runtime calls                                            [issue 6]

@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -161,8 +162,16 @@ public:
             case InitKind::uniform: x = float(uniform(rng)); break;
             }
         }
-        if (!fromFloats(type, host, b))
+        if (!isa<FloatType>(type.getElementType())) {
+          // Integer state (step counters) starts at zero.
+          std::vector<uint8_t> zero(size_t(type.getNumElements()) *
+                                        storageOf(type.getElementType())->bytes,
+                                    0);
+          if (!upload(type, zero.data(), b))
+            return err = error, false;
+        } else if (!fromFloats(type, host, b)) {
           return err = error, false;
+        }
       }
       globals[name] = b;
     }
@@ -253,7 +262,7 @@ public:
                    std::to_string(f.getNumArguments()) + " arguments, got " +
                    std::to_string(args.size()),
              false;
-    values.clear();
+    std::vector<Buf> in;
     for (auto [i, a] : llvm::enumerate(f.getArguments())) {
       auto type = cast<RankedTensorType>(a.getType());
       auto st = storageOf(type.getElementType());
@@ -265,29 +274,57 @@ public:
       Buf b;
       if (!upload(type, args[i].bytes.data(), b))
         return err = error, false;
-      values[a] = b;
+      in.push_back(b);
     }
+    std::vector<Buf> outs;
+    if (!runFunc(f, in, outs))
+      return err = error, false;
+    auto names = f->getAttrOfType<ArrayAttr>("loom.grad_params");
+    for (auto [i, b] : llvm::enumerate(outs)) {
+      std::string name = "out" + std::to_string(i);
+      if (names && i > 0 && i - 1 < names.size())
+        name = "grad." + cast<FlatSymbolRefAttr>(names[i - 1]).getValue().str();
+      results.push_back(download(b, name));
+    }
+    return true;
+  }
+
+  /// Runs `f` on device buffers; each call has its own value table.
+  bool runFunc(func::FuncOp f, const std::vector<Buf> &args,
+               std::vector<Buf> &results) {
+    llvm::DenseMap<Value, Buf> saved;
+    std::swap(saved, values);
+    auto restore = llvm::make_scope_exit([&] { std::swap(saved, values); });
+    for (auto [a, b] : llvm::zip(f.getArguments(), args))
+      values[a] = b;
     for (Operation &op : f.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        auto names = f->getAttrOfType<ArrayAttr>("loom.grad_params");
-        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          std::string name = "out" + std::to_string(i);
-          if (names && i > 0 && i - 1 < names.size())
-            name = "grad." + cast<FlatSymbolRefAttr>(names[i - 1]).getValue().str();
-          results.push_back(download(values[v], name));
-        }
+        for (Value v : ret.getOperands())
+          results.push_back(values[v]);
         return true;
+      }
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+        if (!callee)
+          return fail("call of unknown @" + call.getCallee().str());
+        std::vector<Buf> cargs, cres;
+        for (Value v : call.getOperands())
+          cargs.push_back(values[v]);
+        if (!runFunc(callee, cargs, cres))
+          return false;
+        for (auto [r, b] : llvm::zip(call.getResults(), cres))
+          values[r] = b;
+        continue;
       }
       if (!exec(&op)) {
         std::string loc;
         llvm::raw_string_ostream os(loc);
         op.getLoc().print(os);
-        return err = op.getName().getStringRef().str() + " at " + loc + ": " +
-                     error,
-               false;
+        return fail(op.getName().getStringRef().str() + " at " + loc + ": " +
+                    error);
       }
     }
-    return err = "@" + function.str() + " has no return", false;
+    return fail("@" + f.getName().str() + " has no return");
   }
 
   Buf &in(Value v) { return values[v]; }
@@ -548,9 +585,71 @@ public:
           return out(o.getResult(), r) && strided(in(o.getInput()).p(), st, r.p(), strides(outShape), outShape, esize(o.getInput()));
         })
         .Case([&](ReduceOp o) { return reduce(o); })
+        .Case([&](arith::AddIOp o) {
+          // Integer scalars (step counters) are added on the host.
+          auto t = dyn_cast<RankedTensorType>(o.getType());
+          if (!t || !t.getElementType().isInteger(64))
+            return fail("arith.addi is supported on i64 tensors only");
+          std::vector<int64_t> a(t.getNumElements()), c(t.getNumElements());
+          if (!readHost(o.getLhs(), a.data()) || !readHost(o.getRhs(), c.data()))
+            return false;
+          for (size_t i = 0; i < a.size(); ++i)
+            a[i] += c[i];
+          Buf r;
+          return upload(t, a.data(), r) && (values[o.getResult()] = r, true);
+        })
+        .Case([&](AdamOp o) {
+          if (!o.getParam().getType().getElementType().isF32() ||
+              !o.getGrad().getType().getElementType().isF32())
+            return fail("loom-run updates fp32 parameters with fp32 gradients");
+          int64_t t;
+          if (!readHost(o.getStep(), &t))
+            return false;
+          Buf p, m, v;
+          size_t bytes = size_t(numel(o.getParam())) * 4;
+          if (!out(o.getNewParam(), p) || !out(o.getNewExpAvg(), m) ||
+              !out(o.getNewExpAvgSq(), v) ||
+              !call(loomrt_memcpy_async(s, p.p(), in(o.getParam()).p(), bytes), "copy") ||
+              !call(loomrt_memcpy_async(s, m.p(), in(o.getExpAvg()).p(), bytes), "copy") ||
+              !call(loomrt_memcpy_async(s, v.p(), in(o.getExpAvgSq()).p(), bytes), "copy"))
+            return false;
+          loomrt_adam_config cfg{float(o.getLr().convertToDouble()),
+                                 float(o.getBeta1().convertToDouble()),
+                                 float(o.getBeta2().convertToDouble()),
+                                 float(o.getEps().convertToDouble()),
+                                 float(o.getWeightDecay().convertToDouble()),
+                                 o.getDecoupled() ? 1 : 0, t};
+          return call(loomrt_adam_f32(s, &cfg, static_cast<float *>(p.p()),
+                                      static_cast<const float *>(in(o.getGrad()).p()),
+                                      static_cast<float *>(m.p()), static_cast<float *>(v.p()),
+                                      size_t(numel(o.getParam()))),
+                      "adam");
+        })
+        .Case([&](SgdOp o) {
+          if (!o.getParam().getType().getElementType().isF32())
+            return fail("loom-run updates fp32 parameters only");
+          Buf p, m;
+          size_t bytes = size_t(numel(o.getParam())) * 4;
+          return out(o.getNewParam(), p) && out(o.getNewMomentumBuf(), m) &&
+                 call(loomrt_memcpy_async(s, p.p(), in(o.getParam()).p(), bytes), "copy") &&
+                 call(loomrt_memcpy_async(s, m.p(), in(o.getMomentumBuf()).p(), bytes), "copy") &&
+                 call(loomrt_sgd_f32(s, float(o.getLr().convertToDouble()),
+                                     float(o.getMomentum().convertToDouble()), o.getNesterov(),
+                                     static_cast<float *>(p.p()),
+                                     static_cast<const float *>(in(o.getGrad()).p()),
+                                     static_cast<float *>(m.p()), size_t(numel(o.getParam()))),
+                      "sgd");
+        })
         .Default([&](Operation *other) {
           return fail("loom-run does not execute this op");
         });
+  }
+
+  /// Copies a (small) value to the host.
+  bool readHost(Value v, void *dst) {
+    size_t bytes = size_t(numel(v)) * esize(v);
+    return call(loomrt_memcpy_async(s, dst, in(v).p(), bytes), "read") &&
+           call(loomrt_stream_synchronize(s), "read");
   }
 
   bool scratch(size_t bytes, Buf &b) {

@@ -43,7 +43,7 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
 
 llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
-Phase lastImplementedPhase() { return Phase::Autodiff; }
+Phase lastImplementedPhase() { return Phase::Optimizer; }
 
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -70,6 +70,19 @@ int loomcMain(int argc, char **argv) {
   static cl::opt<std::string> target(
       "target", cl::init("cpu"), cl::value_desc("cpu|cuda"),
       cl::desc("Device the training binary runs on"), cl::cat(cat));
+  static cl::opt<std::string> optimizer(
+      "optimizer", cl::init("adamw"), cl::value_desc("adamw|adam|sgd"),
+      cl::desc("Optimizer attached in the optimizer phase"), cl::cat(cat));
+  static cl::opt<double> lr("lr", cl::init(1e-3), cl::desc("Learning rate"),
+                            cl::cat(cat));
+  static cl::opt<double> weightDecay("weight-decay", cl::init(0.01),
+                                     cl::desc("Weight decay"), cl::cat(cat));
+  static cl::opt<double> beta1("beta1", cl::init(0.9), cl::desc("Adam beta1"),
+                               cl::cat(cat));
+  static cl::opt<double> beta2("beta2", cl::init(0.999),
+                               cl::desc("Adam beta2"), cl::cat(cat));
+  static cl::opt<double> momentum("momentum", cl::init(0.9),
+                                  cl::desc("SGD momentum"), cl::cat(cat));
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -145,6 +158,16 @@ int loomcMain(int argc, char **argv) {
     return 1;
   if (*phase >= Phase::Autodiff)
     pm.addPass(mlir::loom::createAutodiff());
+  if (*phase >= Phase::Optimizer) {
+    mlir::loom::AttachOptimizerOptions o;
+    o.optimizer = optimizer;
+    o.lr = lr;
+    o.weightDecay = weightDecay;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.momentum = momentum;
+    pm.addPass(mlir::loom::createAttachOptimizer(o));
+  }
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;

@@ -100,7 +100,8 @@ def llama(p, tok, tgt, cfg):
     pos = torch.arange(T, dtype=torch.float64)[:, None]
     freq = 10000.0 ** (-2.0 * torch.arange(dh // 2, dtype=torch.float64) / dh)
     ang = torch.cat([pos * freq, pos * freq], dim=-1)
-    cos, sin = ang.cos(), ang.sin()
+    dtype = p["model.embed_tokens.weight"].dtype
+    cos, sin = ang.cos().to(dtype), ang.sin().to(dtype)
 
     def rms(x, w):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w

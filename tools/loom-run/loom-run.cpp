@@ -123,6 +123,10 @@ int main(int argc, char **argv) {
   cl::opt<std::string> outputs("outputs", cl::init(""),
                                cl::desc("Write the results to this file"),
                                cl::cat(cat));
+  cl::opt<unsigned> steps("steps", cl::init(1),
+                          cl::desc("Run the function this many times (a "
+                                   "training step: parameters persist)"),
+                          cl::cat(cat));
   cl::opt<std::string> backend("backend", cl::init("cpu"),
                                cl::desc("cpu or cuda"), cl::cat(cat));
   cl::HideUnrelatedOptions(cat);
@@ -174,14 +178,19 @@ int main(int argc, char **argv) {
       return fail(err);
   }
   std::vector<::loom::HostTensor> results;
-  if (!exec->run(function, args, results, err))
-    return fail(err);
-  for (const ::loom::HostTensor &r : results)
-    if (r.shape.empty() && r.dtype == "F32") {
-      float v;
-      std::memcpy(&v, r.bytes.data(), 4);
-      llvm::outs() << r.name << " = " << llvm::format("%.8g", v) << "\n";
-    }
+  for (unsigned step = 1; step <= steps; ++step) {
+    results.clear();
+    if (!exec->run(function, args, results, err))
+      return fail(err);
+    for (const ::loom::HostTensor &r : results)
+      if (r.shape.empty() && r.dtype == "F32") {
+        float v;
+        std::memcpy(&v, r.bytes.data(), 4);
+        if (steps > 1)
+          llvm::outs() << "step " << step << " ";
+        llvm::outs() << r.name << " = " << llvm::format("%.8g", v) << "\n";
+      }
+  }
   if (!outputs.empty() && !writeTensors(outputs, results, err))
     return fail(err);
   return 0;

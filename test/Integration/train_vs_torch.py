@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Training steps compiled by loomc (--compile-to=optimizer: forward,
+loom-autodiff, loom-attach-optimizer with AdamW) and executed by loom-run in
+fp32, against torch.optim.AdamW on an independent PyTorch implementation of
+each model, from the same initial parameters on the same batch.
+
+Reference in float32 and float64; bound: relative error of every step's loss
+<= 1e-4 against the float32 reference (the end-to-end bound of the
+training-binary acceptance, issue 6), with the float64 distance printed.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from autodiff_vs_torch import MODELS, read_st, write_st  # noqa: E402
+
+STEPS = 10
+LR = 1e-2
+
+
+def reference(ref, params, inputs, family, cfg, dtype):
+    p = {k: v.to(dtype).clone().requires_grad_() for k, v in params.items()}
+    opt = torch.optim.AdamW(list(p.values()), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.01, foreach=False)
+    first = inputs["arg0"].to(dtype) if family == "mlp" else inputs["arg0"]
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = ref(p, first, inputs["arg1"], cfg)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--tmp", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.tmp, exist_ok=True)
+    torch.manual_seed(2)
+    worst = 0.0
+    for family, keys, ref in MODELS:
+        cfg = {k: int(v) for k, v in (kv.split("=") for kv in keys.split(","))}
+        mlir = os.path.join(a.tmp, f"{family}.train.mlir")
+        subprocess.run([os.path.join(a.bin, "loomc"), "--model", f"{family}:{keys}",
+                        "--compile-to=optimizer", "--optimizer=adamw", f"--lr={LR}",
+                        "--weight-decay=0.01", "-o", mlir], check=True)
+        if family == "mlp":
+            inputs = {"arg0": torch.randn(cfg["batch"], cfg["in"]),
+                      "arg1": torch.randint(0, cfg["classes"], (cfg["batch"],))}
+        else:
+            shape = (cfg["batch"], cfg["seq"])
+            inputs = {"arg0": torch.randint(0, cfg["vocab"], shape),
+                      "arg1": torch.randint(0, cfg["vocab"], shape)}
+        fin = os.path.join(a.tmp, f"{family}.train.in.safetensors")
+        fpar = os.path.join(a.tmp, f"{family}.train.params.safetensors")
+        write_st(fin, inputs)
+        run = subprocess.run([os.path.join(a.bin, "loom-run"), mlir, "--function=train_step",
+                              f"--inputs={fin}", "--seed=11", f"--dump-params={fpar}",
+                              f"--steps={STEPS}"], check=True, capture_output=True, text=True)
+        ours = [float(m) for m in re.findall(r"out0 = (\S+)", run.stdout)]
+        params = read_st(fpar)
+        ref32 = reference(ref, params, inputs, family, cfg, torch.float32)
+        ref64 = reference(ref, params, inputs, family, cfg, torch.float64)
+        e32 = max(abs(o - r) / abs(r) for o, r in zip(ours, ref32))
+        e64 = max(abs(o - r) / abs(r) for o, r in zip(ours, ref64))
+        worst = max(worst, e32)
+        print(f"{family:6} loss {ours[0]:.5f} -> {ours[-1]:.5f} over {len(ours)} steps; "
+              f"max rel error vs torch fp32 {e32:.1e}, vs fp64 {e64:.1e}")
+        if len(ours) != STEPS or not ours[-1] < ours[0]:
+            sys.exit(f"{family}: expected {STEPS} decreasing losses, got {ours}")
+    print(f"worst relative error {worst:.1e} (bound 1e-4)")
+    if worst > 1e-4:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
