@@ -1,6 +1,7 @@
 # lit configuration of the check-loom suite.
 import os
 import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -35,5 +36,6 @@ if os.system(torch_python + " -c 'import torch' > /dev/null 2>&1") == 0:
     config.available_features.add("torch")
     config.substitutions.append(("%torch_python", torch_python))
 config.substitutions.append(("%loom_tools_dir", config.loom_tools_dir))
+config.substitutions.append(("%python", sys.executable))
 if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
     config.available_features.add("nvcc")

@@ -25,6 +25,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <chrono>
 #include <cstring>
 
 using namespace mlir;
@@ -127,6 +128,12 @@ int main(int argc, char **argv) {
                           cl::desc("Run the function this many times (a "
                                    "training step: parameters persist)"),
                           cl::cat(cat));
+  cl::opt<std::string> data(
+      "data", cl::init(""),
+      cl::desc("Token file (raw little-endian uint16, as nanoGPT's train.bin) "
+               "feeding a function of (tokens, targets), both [B, T] i64: "
+               "step s reads B*T+1 tokens at (s*B*T) mod (N - B*T - 1)"),
+      cl::cat(cat));
   cl::opt<std::string> backend("backend", cl::init("cpu"),
                                cl::desc("cpu or cuda"), cl::cat(cat));
   cl::HideUnrelatedOptions(cat);
@@ -166,7 +173,33 @@ int main(int argc, char **argv) {
     return fail(err);
 
   std::vector<::loom::HostTensor> args;
-  if (f.getNumArguments()) {
+  std::vector<uint16_t> tokens;
+  int64_t batch = 0, seq = 0;
+  if (!data.empty()) {
+    auto isTokens = [](Type t) {
+      auto r = dyn_cast<RankedTensorType>(t);
+      return r && r.getRank() == 2 && r.getElementType().isInteger(64);
+    };
+    if (f.getNumArguments() != 2 || !isTokens(f.getArgumentTypes()[0]) ||
+        f.getArgumentTypes()[0] != f.getArgumentTypes()[1])
+      return fail("--data feeds functions of (tokens, targets), both [B, T] "
+                  "i64; @" + function + " is not one");
+    auto shape = cast<RankedTensorType>(f.getArgumentTypes()[0]).getShape();
+    batch = shape[0];
+    seq = shape[1];
+    auto file = llvm::MemoryBuffer::getFile(data, /*IsText=*/false);
+    if (!file)
+      return fail("cannot open data file '" + data + "': " +
+                  file.getError().message());
+    size_t n = (*file)->getBufferSize() / 2;
+    if (int64_t(n) < batch * seq + 2)
+      return fail("data file '" + data + "' has " + llvm::Twine(n) +
+                  " tokens; a batch of " + llvm::Twine(batch) + " x " +
+                  llvm::Twine(seq) + " needs at least " +
+                  llvm::Twine(batch * seq + 2));
+    tokens.resize(n);
+    std::memcpy(tokens.data(), (*file)->getBufferStart(), n * 2);
+  } else if (f.getNumArguments()) {
     if (inputs.empty())
       return fail("@" + function + " takes " +
                   llvm::Twine(f.getNumArguments()) +
@@ -180,8 +213,36 @@ int main(int argc, char **argv) {
   std::vector<::loom::HostTensor> results;
   for (unsigned step = 1; step <= steps; ++step) {
     results.clear();
+    if (!tokens.empty()) {
+      // The data order of the training binary (issue 6), so runs compare
+      // with other frameworks reading the same file.
+      int64_t bt = batch * seq, n = int64_t(tokens.size());
+      int64_t offset = (int64_t(step - 1) * bt) % (n - bt - 1);
+      args.assign(2, {});
+      for (int k = 0; k < 2; ++k) {
+        args[k].name = k ? "targets" : "tokens";
+        args[k].dtype = "I64";
+        args[k].shape = {batch, seq};
+        args[k].bytes.resize(size_t(bt) * 8);
+        for (int64_t i = 0; i < bt; ++i) {
+          int64_t v = tokens[size_t(offset + i + k)];
+          std::memcpy(&args[k].bytes[size_t(i) * 8], &v, 8);
+        }
+      }
+    }
+    auto t0 = std::chrono::steady_clock::now();
     if (!exec->run(function, args, results, err))
       return fail(err);
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    if (!tokens.empty() && !results.empty()) {
+      float loss;
+      std::memcpy(&loss, results[0].bytes.data(), 4);
+      llvm::outs() << llvm::format("step %4u  loss %.5f  %8.1f ms  %9.0f tokens/s\n",
+                                   step, loss, ms, batch * seq / (ms * 1e-3));
+      continue;
+    }
     for (const ::loom::HostTensor &r : results)
       if (r.shape.empty() && r.dtype == "F32") {
         float v;
