@@ -11,17 +11,14 @@ float64 (h = 1e-6), at the parameters loom-run drew.
 Tolerance: relative L2 error <= 1e-4 per gradient (fp32 arithmetic against
 a float64 reference whose own error is ~1e-9).
 """
-import argparse
-import math
 import os
-import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from autodiff_vs_torch import read_st, write_st, rel  # noqa: E402
+from loomtest import parse_args, read_st, rel, tool, write_st  # noqa: E402
 
 
 def ty(shape, elt="f32"):
@@ -157,19 +154,14 @@ def central(fn, params, name, h=1e-6):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
+    a = parse_args()
     torch.manual_seed(1)
     worst, failures = 0.0, []
     for name, params, args, out_shape, body, fn in OPS:
         src = os.path.join(a.tmp, f"{name}.mlir")
         open(src, "w").write(module(name, params, args, out_shape, body))
         grad_mlir = os.path.join(a.tmp, f"{name}.grad.mlir")
-        subprocess.run([os.path.join(a.bin, "loomc"), src, "--compile-to=autodiff",
-                        "-o", grad_mlir], check=True)
+        tool(a.bin, "loomc", src, "--compile-to=autodiff", "-o", grad_mlir)
         inputs = {}
         for i, (n, (s, dt, hi)) in enumerate(args.items()):
             inputs[f"arg{i}"] = torch.randint(0, hi, s)
@@ -177,9 +169,8 @@ def main():
         fin, fpar, fout = (os.path.join(a.tmp, f"{name}.{k}.safetensors")
                            for k in ("in", "params", "out"))
         write_st(fin, inputs)
-        subprocess.run([os.path.join(a.bin, "loom-run"), grad_mlir, "--function=forward_backward",
-                        f"--inputs={fin}", "--seed=3", f"--dump-params={fpar}",
-                        f"--outputs={fout}"], check=True, stdout=subprocess.DEVNULL)
+        tool(a.bin, "loom-run", grad_mlir, "--function=forward_backward", f"--inputs={fin}",
+             "--seed=3", f"--dump-params={fpar}", f"--outputs={fout}")
         ps = {k: v.double() for k, v in read_st(fpar).items()}
         named_args = {n: inputs[f"arg{i}"] for i, n in enumerate(args)}
         r = inputs[f"arg{len(args)}"].double()

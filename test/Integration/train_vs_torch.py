@@ -8,16 +8,15 @@ Reference in float32 and float64; bound: relative error of every step's loss
 <= 1e-4 against the float32 reference (the end-to-end bound of the
 training-binary acceptance, issue 6), with the float64 distance printed.
 """
-import argparse
 import os
 import re
-import subprocess
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from autodiff_vs_torch import MODELS, read_st, write_st  # noqa: E402
+from loomtest import (MODELS, model_inputs, parse_args, read_st,  # noqa: E402
+                      spec_config, tool, write_st)
 
 STEPS = 10
 LR = 1e-2
@@ -39,32 +38,20 @@ def reference(ref, params, inputs, family, cfg, dtype):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
+    a = parse_args()
     torch.manual_seed(2)
     worst = 0.0
     for family, keys, ref in MODELS:
-        cfg = {k: int(v) for k, v in (kv.split("=") for kv in keys.split(","))}
+        cfg = spec_config(keys)
         mlir = os.path.join(a.tmp, f"{family}.train.mlir")
-        subprocess.run([os.path.join(a.bin, "loomc"), "--model", f"{family}:{keys}",
-                        "--compile-to=optimizer", "--optimizer=adamw", f"--lr={LR}",
-                        "--weight-decay=0.01", "-o", mlir], check=True)
-        if family == "mlp":
-            inputs = {"arg0": torch.randn(cfg["batch"], cfg["in"]),
-                      "arg1": torch.randint(0, cfg["classes"], (cfg["batch"],))}
-        else:
-            shape = (cfg["batch"], cfg["seq"])
-            inputs = {"arg0": torch.randint(0, cfg["vocab"], shape),
-                      "arg1": torch.randint(0, cfg["vocab"], shape)}
+        tool(a.bin, "loomc", "--model", f"{family}:{keys}", "--compile-to=optimizer",
+             "--optimizer=adamw", f"--lr={LR}", "--weight-decay=0.01", "-o", mlir)
+        inputs = model_inputs(family, cfg)
         fin = os.path.join(a.tmp, f"{family}.train.in.safetensors")
         fpar = os.path.join(a.tmp, f"{family}.train.params.safetensors")
         write_st(fin, inputs)
-        run = subprocess.run([os.path.join(a.bin, "loom-run"), mlir, "--function=train_step",
-                              f"--inputs={fin}", "--seed=11", f"--dump-params={fpar}",
-                              f"--steps={STEPS}"], check=True, capture_output=True, text=True)
+        run = tool(a.bin, "loom-run", mlir, "--function=train_step", f"--inputs={fin}",
+                   "--seed=11", f"--dump-params={fpar}", f"--steps={STEPS}", capture=True)
         ours = [float(m) for m in re.findall(r"out0 = (\S+)", run.stdout)]
         params = read_st(fpar)
         ref32 = reference(ref, params, inputs, family, cfg, torch.float32)
