@@ -18,7 +18,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -126,7 +125,9 @@ public:
   //===--------------------------------------------------------------===//
 
   bool initParams(uint64_t seed, std::string &err) override {
-    std::mt19937_64 rng(seed);
+    // The runtime's seeded stream: generated binaries draw the same values.
+    std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(
+        loomrt_rng_create(seed), loomrt_rng_destroy);
     for (Operation &op : module.getBody()->getOperations()) {
       std::string name;
       RankedTensorType type;
@@ -148,30 +149,22 @@ public:
       if (value) {
         if (!constant(value, type, b))
           return err = error, false;
+      } else if (!isa<FloatType>(type.getElementType())) {
+        // Integer state (step counters) starts at zero.
+        std::vector<uint8_t> zero(size_t(type.getNumElements()) *
+                                      storageOf(type.getElementType())->bytes,
+                                  0);
+        if (!upload(type, zero.data(), b))
+          return err = error, false;
       } else {
         std::vector<float> host(type.getNumElements(), 0.0f);
-        if (init) {
-          double a = init.getA().convertToDouble(), c = init.getB().convertToDouble();
-          std::normal_distribution<double> normal(a, c > 0 ? c : 1.0);
-          std::uniform_real_distribution<double> uniform(a, c > a ? c : a + 1);
-          for (float &x : host)
-            switch (init.getKind()) {
-            case InitKind::zeros: x = 0; break;
-            case InitKind::ones: x = 1; break;
-            case InitKind::normal: x = float(normal(rng)); break;
-            case InitKind::uniform: x = float(uniform(rng)); break;
-            }
-        }
-        if (!isa<FloatType>(type.getElementType())) {
-          // Integer state (step counters) starts at zero.
-          std::vector<uint8_t> zero(size_t(type.getNumElements()) *
-                                        storageOf(type.getElementType())->bytes,
-                                    0);
-          if (!upload(type, zero.data(), b))
-            return err = error, false;
-        } else if (!fromFloats(type, host, b)) {
+        if (init && loomrt_rng_fill(rng.get(), int(init.getKind()),
+                                    init.getA().convertToDouble(),
+                                    init.getB().convertToDouble(), host.data(),
+                                    host.size()))
+          return err = name + ": " + loomrt_last_error(), false;
+        if (!fromFloats(type, host, b))
           return err = error, false;
-        }
       }
       globals[name] = b;
     }

@@ -6,6 +6,7 @@
 // Errors are one-line messages or MLIR diagnostics and a non-zero exit.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/Codegen.h"
 #include "loom/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines.h"
@@ -20,6 +21,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -43,7 +46,12 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
 
 llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
-Phase lastImplementedPhase() { return Phase::Optimizer; }
+Phase lastImplementedPhase() { return Phase::Binary; }
+
+/// A .mlir input may already hold the training step.
+static bool hasTrainStep(ModuleOp m) {
+  return static_cast<bool>(m.lookupSymbol("train_step"));
+}
 
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -83,6 +91,10 @@ int loomcMain(int argc, char **argv) {
                                cl::desc("Adam beta2"), cl::cat(cat));
   static cl::opt<double> momentum("momentum", cl::init(0.9),
                                   cl::desc("SGD momentum"), cl::cat(cat));
+  static cl::opt<std::string> emitDir(
+      "emit-dir", cl::init(""), cl::value_desc("dir"),
+      cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
+      cl::cat(cat));
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -145,20 +157,24 @@ int loomcMain(int argc, char **argv) {
       return 1; // the parser's diagnostics say why
   }
 
-  if (*phase > lastImplementedPhase())
+  // distribute, schedule and lowered have no passes yet: the pipeline goes
+  // straight from the optimizer phase to C++ (one device, no offload).
+  if (*phase == Phase::Distribute || *phase == Phase::Schedule ||
+      *phase == Phase::Lowered)
     return error("phase '" + compileTo +
-                 "' is not implemented yet; this build of loomc stops at '" +
-                 phaseName(lastImplementedPhase()) +
-                 "' (use --compile-to=" + phaseName(lastImplementedPhase()) +
-                 ")");
+                 "' is not implemented yet (data parallelism, offload and "
+                 "lowering passes come later); stop at 'optimizer', or go on "
+                 "to 'cpp' or 'binary'");
+  if (*phase == Phase::Binary && output == "-")
+    return error("--compile-to=binary writes an executable: give -o FILE");
 
   // One pipeline, cut at the requested phase.
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  if (*phase >= Phase::Autodiff)
+  if (*phase >= Phase::Autodiff && !module->lookupSymbol("forward_backward"))
     pm.addPass(mlir::loom::createAutodiff());
-  if (*phase >= Phase::Optimizer) {
+  if (*phase >= Phase::Optimizer && !hasTrainStep(*module)) {
     mlir::loom::AttachOptimizerOptions o;
     o.optimizer = optimizer;
     o.lr = lr;
@@ -173,10 +189,43 @@ int loomcMain(int argc, char **argv) {
     return 1;
 
   std::string err;
+  CodegenOptions cg;
+  cg.target = target;
+  cg.model = model.empty() ? input.getValue() : model.getValue();
+  if (*phase == Phase::Binary) {
+    llvm::SmallString<128> cpp;
+    if (!emitDir.empty()) {
+      if (std::error_code ec = llvm::sys::fs::create_directories(emitDir))
+        return error("cannot create '" + emitDir + "': " + ec.message());
+      cpp = emitDir;
+      llvm::sys::path::append(cpp, "train.cpp");
+    } else if (std::error_code ec =
+                   llvm::sys::fs::createTemporaryFile("loomc", "cpp", cpp)) {
+      return error("cannot create a temporary file: " + ec.message());
+    }
+    std::unique_ptr<llvm::ToolOutputFile> src = openOutputFile(cpp, &err);
+    if (!src)
+      return error(err);
+    if (failed(emitTrainingCpp(*module, src->os(), cg)))
+      return 1;
+    src->keep();
+    src->os().flush();
+    bool ok = compileTrainingBinary(cpp.str().str(), output, err);
+    if (emitDir.empty() && ok)
+      llvm::sys::fs::remove(cpp);
+    if (!ok)
+      return error(err);
+    return 0;
+  }
   std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
   if (!out)
     return error(err);
-  module->print(out->os());
+  if (*phase == Phase::Cpp) {
+    if (failed(emitTrainingCpp(*module, out->os(), cg)))
+      return 1;
+  } else {
+    module->print(out->os());
+  }
   out->keep();
   return 0;
 }

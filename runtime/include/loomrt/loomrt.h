@@ -307,6 +307,18 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s,
 loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf,
                                size_t bytes, int root);
 
+/* --- parameter initialisation ----------------------------------------------
+ * One random stream per run (seeded), drawn in declaration order, so the
+ * reference executor and generated binaries produce the same initial
+ * weights for the same seed. kind: 0 zeros, 1 ones, 2 normal(a, b),
+ * 3 uniform(a, b) (the dialect's #loom.init kinds). */
+typedef struct loomrt_rng_t *loomrt_rng;
+loomrt_rng loomrt_rng_create(uint64_t seed);
+void loomrt_rng_destroy(loomrt_rng r);
+/* Fills n host floats. */
+loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
+                              float *dst, size_t n);
+
 /* --- traces --------------------------------------------------------------
  * Spans of work on streams, written as Chrome trace JSON (Perfetto and
  * chrome://tracing open it). Spans are timed with events on their stream, so

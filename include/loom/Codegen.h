@@ -1,0 +1,39 @@
+//===- Codegen.h - loom IR to a training binary ---------------------------===//
+//
+// The `cpp` and `binary` phases: a training step in the loom dialect becomes
+// C++ source that calls the runtime (one call per op, the same calls the
+// reference executor makes) and a `loomrt_program` description handed to
+// the runtime's driver (flags, data, checkpoints); the host C++ compiler then
+// links it with libloomrt.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_CODEGEN_H
+#define LOOM_CODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace loom {
+
+struct CodegenOptions {
+  std::string target = "cpu"; // cpu | cuda
+  std::string model;          // shown by the binary's --help
+};
+
+/// Emits the C++ source of the training binary of @train_step. Unsupported
+/// IR is reported as diagnostics on the offending op.
+mlir::LogicalResult emitTrainingCpp(mlir::ModuleOp module,
+                                    llvm::raw_ostream &os,
+                                    const CodegenOptions &options);
+
+/// Compiles `cppPath` into the executable `output` with the host C++
+/// compiler ($CXX, else c++), linking this build's runtime. On failure
+/// returns false with the compiler's own message in `error`.
+bool compileTrainingBinary(const std::string &cppPath,
+                           const std::string &output, std::string &error);
+
+} // namespace loom
+
+#endif // LOOM_CODEGEN_H

@@ -1,0 +1,794 @@
+//===- EmitCpp.cpp - training steps as C++ over the runtime ---------------===//
+//
+// Straight-line C++: every SSA value is a device pointer, every op one or a
+// few loomrt calls with the sizes the static shapes give, temporaries come
+// from the driver's per-step arena. The op-to-call mapping is the reference
+// executor's (lib/Execution), so generated binaries and loom-run agree bit
+// for bit. Each call is preceded by the op it implements, so a reader can
+// follow the schedule in the source.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Codegen.h"
+
+#include "dialects/Loom/LoomOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <functional>
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace loom {
+namespace {
+
+std::string join(ArrayRef<int64_t> v) {
+  std::string s;
+  for (auto [i, x] : llvm::enumerate(v))
+    s += (i ? ", " : "") + std::to_string(x);
+  return s;
+}
+
+const char *dtypeOf(Type t) {
+  if (t.isF32())
+    return "LOOMRT_F32";
+  if (t.isBF16())
+    return "LOOMRT_BF16";
+  if (t.isInteger(64))
+    return "LOOMRT_I64";
+  return nullptr;
+}
+size_t elemBytes(Type t) {
+  return t.isBF16() ? 2 : t.isInteger(64) ? 8 : t.isInteger(1) ? 1 : 4;
+}
+RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
+int64_t numel(Value v) { return tt(v).getNumElements(); }
+size_t bytesOf(Value v) {
+  return size_t(numel(v)) * elemBytes(tt(v).getElementType());
+}
+std::vector<int64_t> strides(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int i = int(shape.size()) - 2; i >= 0; --i)
+    st[i] = st[i + 1] * shape[i + 1];
+  return st;
+}
+std::vector<int64_t> padded(Value v, int rank) {
+  auto sh = tt(v).getShape();
+  std::vector<int64_t> r(rank - sh.size(), 1);
+  r.insert(r.end(), sh.begin(), sh.end());
+  return r;
+}
+std::string f(double x) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.9g", x);
+  if (s.find_first_of(".eni") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+class Emitter {
+public:
+  Emitter(ModuleOp module, const CodegenOptions &opts)
+      : module(module), opts(opts) {}
+
+  LogicalResult run(llvm::raw_ostream &out) {
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return module.emitError()
+             << "code generation needs @train_step: compile with "
+                "--compile-to=optimizer first (or run loom-attach-optimizer)";
+    auto ty = step.getFunctionType();
+    auto isTok = [](Type t) {
+      auto r = dyn_cast<RankedTensorType>(t);
+      return r && r.getRank() == 2 && r.getElementType().isInteger(64);
+    };
+    if (ty.getNumInputs() != 2 || !isTok(ty.getInput(0)) ||
+        ty.getInput(0) != ty.getInput(1) || ty.getNumResults() != 1)
+      return step.emitError()
+             << "code generation drives language models from token files: "
+                "@train_step must take (tokens, targets), both [B, T] i64, "
+                "and return the loss";
+    auto shape = cast<RankedTensorType>(ty.getInput(0)).getShape();
+
+    // Parameters and state, in declaration order (the initialisation order).
+    std::string table;
+    llvm::raw_string_ostream tos(table);
+    for (Operation &op : module.getBody()->getOperations()) {
+      RankedTensorType type;
+      InitAttr init;
+      StringRef name;
+      bool isParam = false;
+      if (auto p = dyn_cast<ParamOp>(op)) {
+        if (p.getValue())
+          return p.emitError() << "parameters with imported values are not "
+                                  "supported by code generation yet";
+        type = cast<RankedTensorType>(p.getType());
+        init = p.getInitAttr();
+        name = p.getSymName();
+        isParam = true;
+      } else if (auto s = dyn_cast<StateOp>(op)) {
+        type = cast<RankedTensorType>(s.getType());
+        init = s.getInitAttr();
+        name = s.getSymName();
+      } else {
+        continue;
+      }
+      const char *dt = dtypeOf(type.getElementType());
+      if (!dt || type.getRank() > 8 || type.getEncoding())
+        return op.emitError() << "code generation supports unplaced f32, bf16 "
+                                 "and i64 parameters and state";
+      globals[name] = int(globals.size());
+      tos << "    {\"" << name << "\", " << dt << ", " << type.getRank()
+          << ", {" << join(type.getShape()) << "}, "
+          << (init ? int(init.getKind()) : 0) << ", "
+          << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
+          << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
+          << (isParam ? 1 : 0) << "},\n";
+    }
+
+    // The functions @train_step reaches, callees first.
+    SmallVector<func::FuncOp> order;
+    llvm::DenseSet<Operation *> seen;
+    std::function<void(func::FuncOp)> visit = [&](func::FuncOp fn) {
+      if (!seen.insert(fn).second)
+        return;
+      fn.walk([&](func::CallOp call) {
+        if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+          visit(callee);
+      });
+      order.push_back(fn);
+    };
+    visit(step);
+    for (func::FuncOp fn : order)
+      if (failed(emitFunction(fn)))
+        return failure();
+
+    out << "// Training binary generated by loomc for " << opts.model
+        << " (target " << opts.target << ").\n"
+        << "// Regenerate it with loomc rather than editing it: each runtime "
+           "call below\n// is preceded by the loom op it implements.\n"
+        << "#include \"loomrt/train.h\"\n\n#include <cstring>\n\n"
+        << "#define LOOM_CHECK(x)                                        \\\n"
+        << "  do {                                                     \\\n"
+        << "    loomrt_status st_ = (x);                               \\\n"
+        << "    if (st_ != LOOMRT_OK)                                  \\\n"
+        << "      return st_;                                          \\\n"
+        << "  } while (0)\n"
+        << "#define LOOM_ALLOC(v, bytes)                                 \\\n"
+        << "  void *v = loomrt_step_alloc(c, (bytes));                 \\\n"
+        << "  if (!v)                                                  \\\n"
+        << "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n"
+        << "namespace {\n\n"
+        << constants << decls << bodies
+        << "loomrt_status entry(loomrt_step_ctx c, void **G, const int64_t "
+           "*tokens,\n                    const int64_t *targets, void "
+           "**loss) {\n"
+        << "  return fn_train_step(c, G, tokens, targets, loss);\n}\n\n"
+        << "const loomrt_global_desc kGlobals[] = {\n"
+        << table << "};\n\n} // namespace\n\n"
+        << "int main(int argc, char **argv) {\n"
+        << "  static const loomrt_program program = {\n"
+        << "      \"" << opts.model << "\",\n      "
+        << (opts.target == "cuda" ? "LOOMRT_BACKEND_CUDA" : "LOOMRT_BACKEND_CPU")
+        << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      "
+        << shape[0] << ", " << shape[1] << ", entry};\n"
+        << "  return loomrt_train_main(argc, argv, &program);\n}\n";
+    return success();
+  }
+
+private:
+  //===--------------------------------------------------------------===//
+  // Functions
+  //===--------------------------------------------------------------===//
+
+  LogicalResult emitFunction(func::FuncOp fn) {
+    names.clear();
+    elided.clear();
+    std::string sig = "loomrt_status fn_" + fn.getName().str() +
+                      "(loomrt_step_ctx c, void **G";
+    for (auto [i, a] : llvm::enumerate(fn.getArguments())) {
+      std::string n = "a" + std::to_string(i);
+      sig += ", const void *" + n;
+      names[a] = n;
+    }
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      sig += ", void **r" + std::to_string(i);
+    sig += ")";
+    decls += sig + ";\n";
+    body.clear();
+    os = std::make_unique<llvm::raw_string_ostream>(body);
+    *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n";
+    if (failed(checkLoadsBeforeStores(fn)))
+      return failure();
+    for (Operation &op : fn.getBody().front())
+      if (failed(emit(&op)))
+        return failure();
+    *os << "}\n\n";
+    bodies += body;
+    if (decls.back() != '\n')
+      decls += "\n";
+    return success();
+  }
+
+  /// Stores copy into the global's buffer and loads alias it, so a loaded
+  /// value must not be used after a store to the same symbol.
+  LogicalResult checkLoadsBeforeStores(func::FuncOp fn) {
+    for (auto store : fn.getBody().getOps<StoreOp>())
+      for (auto load : fn.getBody().getOps<LoadOp>())
+        if (load.getName() == store.getName() && load->isBeforeInBlock(store))
+          for (Operation *user : load->getUsers())
+            if (store->isBeforeInBlock(user))
+              return user->emitError()
+                     << "code generation: reads @" << load.getName()
+                     << " after a store replaced it";
+    return success();
+  }
+
+  std::string fresh() { return "v" + std::to_string(counter++); }
+  std::string &name(Value v) { return names[v]; }
+  std::string alloc(Value v) {
+    std::string n = fresh();
+    *os << "  LOOM_ALLOC(" << n << ", " << bytesOf(v) << ");\n";
+    names[v] = n;
+    return n;
+  }
+  int global(StringRef sym) { return globals.lookup(sym); }
+  std::string dt(Value v) { return dtypeOf(tt(v).getElementType()); }
+  void call(const std::string &c) {
+    *os << (inBlock ? "    " : "  ") << "LOOM_CHECK(" << c << ");\n";
+  }
+  /// `{ ...static tables...` and `}` around a call that needs them.
+  void open(const std::string &tables) {
+    *os << "  {\n    " << tables << "\n";
+    inBlock = true;
+  }
+  void close() {
+    *os << "  }\n";
+    inBlock = false;
+  }
+  std::string ptr(Value v, const char *type) {
+    return std::string("(") + type + ")" + name(v);
+  }
+
+  void comment(Operation *op) {
+    std::string s;
+    llvm::raw_string_ostream cs(s);
+    OpPrintingFlags flags;
+    flags.elideLargeElementsAttrs(8);
+    op->print(cs, flags);
+    if (s.size() > 160)
+      s = s.substr(0, 157) + "...";
+    for (char &ch : s)
+      if (ch == '\n')
+        ch = ' ';
+    *os << "  // " << s << "\n";
+  }
+
+  LogicalResult emit(Operation *op) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+        *os << "  *r" << i << " = (void *)" << name(v) << ";\n";
+      *os << "  return LOOMRT_OK;\n";
+      return success();
+    }
+    if (elided.contains(op))
+      return success();
+    comment(op);
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](func::CallOp o) {
+          std::vector<std::string> rs;
+          std::string args = "c, G";
+          for (Value a : o.getOperands())
+            args += ", " + name(a);
+          for (Value r : o.getResults()) {
+            std::string n = fresh();
+            *os << "  void *" << n << " = nullptr;\n";
+            names[r] = n;
+            args += ", &" + n;
+          }
+          call("fn_" + o.getCallee().str() + "(" + args + ")");
+          return success();
+        })
+        .Case([&](arith::ConstantOp o) { return constant(o); })
+        .Case([&](arith::AddIOp o) {
+          auto t = dyn_cast<RankedTensorType>(o.getType());
+          if (!t || t.getRank() != 0 || !t.getElementType().isInteger(64))
+            return o.emitError("code generation supports arith.addi on i64 scalars only"), failure();
+          std::string n = alloc(o.getResult());
+          open("int64_t x_, y_;");
+          call("loomrt_memcpy_async(s, &x_, " + name(o.getLhs()) + ", 8)");
+          call("loomrt_memcpy_async(s, &y_, " + name(o.getRhs()) + ", 8)");
+          call("loomrt_stream_synchronize(s)");
+          *os << "    x_ += y_;\n";
+          call("loomrt_memcpy_async(s, " + n + ", &x_, 8)");
+          call("loomrt_stream_synchronize(s)");
+          close();
+          return success();
+        })
+        .Case([&](LoadOp o) {
+          std::string n = fresh();
+          *os << "  void *" << n << " = G[" << global(o.getName()) << "];\n";
+          names[o.getResult()] = n;
+          return success();
+        })
+        .Case([&](StoreOp o) {
+          call("loomrt_memcpy_async(s, G[" + std::to_string(global(o.getName())) +
+               "], " + name(o.getValue()) + ", " + std::to_string(bytesOf(o.getValue())) + ")");
+          return success();
+        })
+        .Case([&](NegOp o) { return unary(o, "LOOMRT_NEG"); })
+        .Case([&](ExpOp o) { return unary(o, "LOOMRT_EXP"); })
+        .Case([&](LogOp o) { return unary(o, "LOOMRT_LOG"); })
+        .Case([&](SqrtOp o) { return unary(o, "LOOMRT_SQRT"); })
+        .Case([&](RsqrtOp o) { return unary(o, "LOOMRT_RSQRT"); })
+        .Case([&](TanhOp o) { return unary(o, "LOOMRT_TANH"); })
+        .Case([&](ErfOp o) { return unary(o, "LOOMRT_ERF"); })
+        .Case([&](SinOp o) { return unary(o, "LOOMRT_SIN"); })
+        .Case([&](CosOp o) { return unary(o, "LOOMRT_COS"); })
+        .Case([&](SigmoidOp o) { return unary(o, "LOOMRT_SIGMOID"); })
+        .Case([&](ReluOp o) { return unary(o, "LOOMRT_RELU"); })
+        .Case([&](SiluOp o) { return unary(o, "LOOMRT_SILU"); })
+        .Case([&](GeluOp o) { return unary(o, o.getApproximate() ? "LOOMRT_GELU_TANH" : "LOOMRT_GELU"); })
+        .Case([&](ReluGradOp o) { return unaryGrad(o.getGrad(), o.getInput(), o.getResult(), "LOOMRT_RELU"); })
+        .Case([&](SiluGradOp o) { return unaryGrad(o.getGrad(), o.getInput(), o.getResult(), "LOOMRT_SILU"); })
+        .Case([&](GeluGradOp o) {
+          return unaryGrad(o.getGrad(), o.getInput(), o.getResult(), o.getApproximate() ? "LOOMRT_GELU_TANH" : "LOOMRT_GELU");
+        })
+        .Case([&](AddOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_ADD"); })
+        .Case([&](SubOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_SUB"); })
+        .Case([&](MulOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_MUL"); })
+        .Case([&](DivOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_DIV"); })
+        .Case([&](PowOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_POW"); })
+        .Case([&](MaxOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_MAX"); })
+        .Case([&](MinOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), "LOOMRT_MIN"); })
+        .Case([&](SelectOp o) {
+          int rank = tt(o.getResult()).getRank();
+          std::string n = alloc(o.getResult());
+          open("static const int64_t c_[] = {" + join(padded(o.getCond(), rank)) + "}, a_[] = {" +
+               join(padded(o.getLhs(), rank)) + "}, b_[] = {" + join(padded(o.getRhs(), rank)) +
+               "}, o_[] = {" + join(padded(o.getResult(), rank)) + "};");
+          call("loomrt_select(s, " + dt(o.getResult()) + ", " + ptr(o.getCond(), "const uint8_t *") +
+               ", c_, " + name(o.getLhs()) + ", a_, " + name(o.getRhs()) + ", b_, " + n + ", o_, " +
+               std::to_string(rank) + ")");
+          close();
+          return success();
+        })
+        .Case([&](CastOp o) {
+          std::string n = alloc(o.getResult());
+          call("loomrt_cast(s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
+               dt(o.getResult()) + ", " + n + ", " + std::to_string(numel(o.getInput())) + ")");
+          return success();
+        })
+        .Case([&](MatmulOp o) { return matmul(o); })
+        .Case([&](LayerNormOp o) {
+          int64_t d = tt(o.getInput()).getShape().back();
+          std::string n = alloc(o.getResult());
+          call("loomrt_layer_norm(s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
+               name(o.getWeight()) + ", " + (o.getBias() ? name(o.getBias()) : std::string("nullptr")) +
+               ", " + n + ", " + std::to_string(numel(o.getInput()) / d) + ", " + std::to_string(d) +
+               ", " + f(o.getEps().convertToDouble()) + ")");
+          return success();
+        })
+        .Case([&](LayerNormGradOp o) {
+          int64_t d = tt(o.getInput()).getShape().back();
+          std::string dx = alloc(o.getGradInput()), dw = alloc(o.getGradWeight()), db = alloc(o.getGradBias());
+          call("loomrt_layer_norm_grad(s, " + dt(o.getInput()) + ", " + name(o.getGrad()) + ", " +
+               name(o.getInput()) + ", " + name(o.getWeight()) + ", " + dx + ", " + dw + ", " + db + ", " +
+               std::to_string(numel(o.getInput()) / d) + ", " + std::to_string(d) + ", " +
+               f(o.getEps().convertToDouble()) + ")");
+          return success();
+        })
+        .Case([&](RmsNormOp o) {
+          int64_t d = tt(o.getInput()).getShape().back();
+          std::string n = alloc(o.getResult());
+          call("loomrt_rms_norm(s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
+               name(o.getWeight()) + ", " + n + ", " + std::to_string(numel(o.getInput()) / d) + ", " +
+               std::to_string(d) + ", " + f(o.getEps().convertToDouble()) + ")");
+          return success();
+        })
+        .Case([&](RmsNormGradOp o) {
+          int64_t d = tt(o.getInput()).getShape().back();
+          std::string dx = alloc(o.getGradInput()), dw = alloc(o.getGradWeight());
+          call("loomrt_rms_norm_grad(s, " + dt(o.getInput()) + ", " + name(o.getGrad()) + ", " +
+               name(o.getInput()) + ", " + name(o.getWeight()) + ", " + dx + ", " + dw + ", " +
+               std::to_string(numel(o.getInput()) / d) + ", " + std::to_string(d) + ", " +
+               f(o.getEps().convertToDouble()) + ")");
+          return success();
+        })
+        .Case([&](SoftmaxOp o) {
+          int64_t rank = tt(o.getInput()).getRank(), dim = int64_t(o.getDim());
+          if (dim != rank - 1 && dim != -1)
+            return o.emitError("code generation supports softmax over the last dimension"), failure();
+          int64_t d = tt(o.getInput()).getShape().back();
+          std::string n = alloc(o.getResult());
+          call("loomrt_softmax(s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " + n + ", " +
+               std::to_string(numel(o.getInput()) / d) + ", " + std::to_string(d) + ", 1.0f, " +
+               (o.getLog() ? "1" : "0") + ", 0)");
+          return success();
+        })
+        .Case([&](SoftmaxGradOp o) {
+          int64_t rank = tt(o.getOutput()).getRank(), dim = int64_t(o.getDim());
+          if (dim != rank - 1 && dim != -1)
+            return o.emitError("code generation supports softmax over the last dimension"), failure();
+          int64_t d = tt(o.getOutput()).getShape().back();
+          std::string n = alloc(o.getResult());
+          call("loomrt_softmax_grad(s, " + dt(o.getOutput()) + ", " + name(o.getGrad()) + ", " +
+               name(o.getOutput()) + ", " + n + ", " + std::to_string(numel(o.getOutput()) / d) + ", " +
+               std::to_string(d) + ", 1.0f, " + (o.getLog() ? "1" : "0") + ")");
+          return success();
+        })
+        .Case([&](EmbeddingOp o) {
+          auto t = tt(o.getTable());
+          std::string n = alloc(o.getResult());
+          call("loomrt_embedding(s, " + dt(o.getTable()) + ", " + name(o.getTable()) + ", " +
+               ptr(o.getIndices(), "const int64_t *") + ", " + n + ", " + std::to_string(numel(o.getIndices())) +
+               ", " + std::to_string(t.getDimSize(1)) + ", " + std::to_string(t.getDimSize(0)) + ")");
+          return success();
+        })
+        .Case([&](EmbeddingGradOp o) {
+          auto t = tt(o.getResult());
+          if (!t.getElementType().isF32())
+            return o.emitError("code generation supports f32 embedding gradients"), failure();
+          std::string n = alloc(o.getResult());
+          call("loomrt_embedding_grad(s, " + dt(o.getGrad()) + ", " + name(o.getGrad()) + ", " +
+               ptr(o.getIndices(), "const int64_t *") + ", (float *)" + n + ", " +
+               std::to_string(numel(o.getIndices())) + ", " + std::to_string(t.getDimSize(1)) + ", " +
+               std::to_string(t.getDimSize(0)) + ")");
+          return success();
+        })
+        .Case([&](AttentionOp o) {
+          auto q = tt(o.getQuery()), k = tt(o.getKey());
+          int64_t bh = q.getDimSize(0) * q.getDimSize(1);
+          std::string n = alloc(o.getResult()), ws = fresh();
+          std::string dtq = dt(o.getQuery());
+          std::string dims = std::to_string(bh) + ", " + std::to_string(q.getDimSize(2)) + ", " +
+                             std::to_string(k.getDimSize(2));
+          *os << "  LOOM_ALLOC(" << ws << ", loomrt_attention_workspace_bytes(" << dtq << ", " << dims << ", 0));\n";
+          call("loomrt_attention(s, " + dtq + ", " + dims + ", " + std::to_string(q.getDimSize(3)) + ", " +
+               f(o.getScale().convertToDouble()) + ", " + (o.getCausal() ? "1" : "0") + ", " +
+               name(o.getQuery()) + ", " + name(o.getKey()) + ", " + name(o.getValue()) + ", " + n + ", " + ws + ")");
+          return success();
+        })
+        .Case([&](AttentionGradOp o) {
+          auto q = tt(o.getQuery()), k = tt(o.getKey());
+          int64_t bh = q.getDimSize(0) * q.getDimSize(1);
+          std::string dq = alloc(o.getGradQuery()), dk = alloc(o.getGradKey()), dv = alloc(o.getGradValue());
+          std::string ws = fresh(), dtq = dt(o.getQuery());
+          std::string dims = std::to_string(bh) + ", " + std::to_string(q.getDimSize(2)) + ", " +
+                             std::to_string(k.getDimSize(2));
+          *os << "  LOOM_ALLOC(" << ws << ", loomrt_attention_workspace_bytes(" << dtq << ", " << dims << ", 1));\n";
+          call("loomrt_attention_grad(s, " + dtq + ", " + dims + ", " + std::to_string(q.getDimSize(3)) + ", " +
+               f(o.getScale().convertToDouble()) + ", " + (o.getCausal() ? "1" : "0") + ", " +
+               name(o.getQuery()) + ", " + name(o.getKey()) + ", " + name(o.getValue()) + ", " +
+               name(o.getGrad()) + ", " + dq + ", " + dk + ", " + dv + ", " + ws + ")");
+          return success();
+        })
+        .Case([&](CrossEntropyOp o) {
+          int64_t c = tt(o.getLogits()).getShape().back();
+          std::string n = alloc(o.getLoss());
+          call("loomrt_cross_entropy(s, " + dt(o.getLogits()) + ", " + name(o.getLogits()) + ", " +
+               ptr(o.getLabels(), "const int64_t *") + ", (float *)" + n + ", " +
+               std::to_string(numel(o.getLabels())) + ", " + std::to_string(c) + ")");
+          return success();
+        })
+        .Case([&](CrossEntropyGradOp o) {
+          int64_t c = tt(o.getLogits()).getShape().back();
+          std::string n = alloc(o.getResult());
+          call("loomrt_cross_entropy_grad(s, " + dt(o.getLogits()) + ", " + name(o.getLogits()) + ", " +
+               ptr(o.getLabels(), "const int64_t *") + ", " + ptr(o.getGrad(), "const float *") + ", " + n +
+               ", " + std::to_string(numel(o.getLabels())) + ", " + std::to_string(c) + ")");
+          return success();
+        })
+        .Case([&](ReshapeOp o) {
+          // Same bytes, another shape: an alias.
+          std::string n = fresh();
+          *os << "  void *" << n << " = " << name(o.getInput()) << ";\n";
+          names[o.getResult()] = n;
+          return success();
+        })
+        .Case([&](TransposeOp o) {
+          auto st = strides(tt(o.getInput()).getShape());
+          std::vector<int64_t> ss;
+          for (int64_t p : o.getPerm())
+            ss.push_back(st[p]);
+          auto outShape = tt(o.getResult()).getShape();
+          return strided(o.getResult(), name(o.getInput()), ss, strides(outShape), outShape);
+        })
+        .Case([&](SliceOp o) {
+          auto st = strides(tt(o.getInput()).getShape());
+          int64_t offset = 0;
+          std::vector<int64_t> ss;
+          for (size_t d = 0; d < st.size(); ++d) {
+            offset += o.getStart()[d] * st[d];
+            ss.push_back(st[d] * o.getStep()[d]);
+          }
+          auto outShape = tt(o.getResult()).getShape();
+          std::string src = "(const char *)" + name(o.getInput()) + " + " +
+                            std::to_string(offset * int64_t(elemBytes(tt(o.getInput()).getElementType())));
+          return strided(o.getResult(), src, ss, strides(outShape), outShape);
+        })
+        .Case([&](ConcatOp o) {
+          auto outType = tt(o.getResult());
+          int64_t dim = int64_t(o.getDim());
+          if (dim < 0)
+            dim += outType.getRank();
+          auto ds = strides(outType.getShape());
+          std::string n = alloc(o.getResult());
+          size_t es = elemBytes(outType.getElementType());
+          int64_t offset = 0;
+          for (Value v : o.getInputs()) {
+            auto sh = tt(v).getShape();
+            copyStrided(es, name(v), strides(sh),
+                        "(char *)" + n + " + " + std::to_string(offset * ds[dim] * int64_t(es)), ds, sh);
+            offset += sh[dim];
+          }
+          return success();
+        })
+        .Case([&](BroadcastOp o) {
+          auto outShape = tt(o.getResult()).getShape();
+          int rank = int(outShape.size());
+          auto inShape = padded(o.getInput(), rank);
+          auto st = strides(inShape);
+          for (int d = 0; d < rank; ++d)
+            if (inShape[d] == 1 && outShape[d] != 1)
+              st[d] = 0;
+          return strided(o.getResult(), name(o.getInput()), st, strides(outShape), outShape);
+        })
+        .Case([&](ReduceOp o) { return reduce(o); })
+        .Case([&](AdamOp o) { return adam(o); })
+        .Default([&](Operation *other) {
+          return other->emitError() << "'" << other->getName()
+                                    << "' is not supported by code generation yet",
+                 failure();
+        });
+  }
+
+  LogicalResult unary(Operation *op, const char *kind) {
+    Value x = op->getOperand(0), y = op->getResult(0);
+    std::string n = alloc(y);
+    call("loomrt_unary(s, " + std::string(kind) + ", " + dt(x) + ", " + name(x) + ", " + n + ", " +
+         std::to_string(numel(x)) + ")");
+    return success();
+  }
+  LogicalResult unaryGrad(Value dy, Value x, Value dx, const char *kind) {
+    std::string n = alloc(dx);
+    call("loomrt_unary_grad(s, " + std::string(kind) + ", " + dt(x) + ", " + name(dy) + ", " + name(x) +
+         ", " + n + ", " + std::to_string(numel(x)) + ")");
+    return success();
+  }
+  LogicalResult binary(Value a, Value b, Value y, const char *kind) {
+    int rank = tt(y).getRank();
+    std::string n = alloc(y);
+    open("static const int64_t a_[] = {" + join(padded(a, rank)) + "}, b_[] = {" +
+         join(padded(b, rank)) + "}, o_[] = {" + join(padded(y, rank)) + "};");
+    call("loomrt_binary(s, " + std::string(kind) + ", " + dt(y) + ", " + name(a) + ", a_, " + name(b) +
+         ", b_, " + n + ", o_, " + std::to_string(rank) + ")");
+    close();
+    return success();
+  }
+  void copyStrided(size_t es, const std::string &src, ArrayRef<int64_t> ss,
+                   const std::string &dst, ArrayRef<int64_t> ds, ArrayRef<int64_t> shape) {
+    open("static const int64_t ss_[] = {" + join(ss) + "}, ds_[] = {" + join(ds) + "}, sh_[] = {" +
+         join(shape) + "};");
+    call("loomrt_copy_strided(s, " + std::to_string(es) + ", " + src + ", ss_, " + dst + ", ds_, sh_, " +
+         std::to_string(shape.size()) + ")");
+    close();
+  }
+  LogicalResult strided(Value result, const std::string &src, ArrayRef<int64_t> ss,
+                        ArrayRef<int64_t> ds, ArrayRef<int64_t> shape) {
+    std::string n = alloc(result);
+    copyStrided(elemBytes(tt(result).getElementType()), src, ss, n, ds, shape);
+    return success();
+  }
+
+  LogicalResult matmul(MatmulOp o) {
+    auto a = tt(o.getLhs()), c = tt(o.getResult());
+    int64_t ra = a.getRank(), rc = c.getRank();
+    bool ta = o.getTransposeLhs(), tb = o.getTransposeRhs();
+    int64_t m = c.getDimSize(rc - 2), n = c.getDimSize(rc - 1);
+    int64_t k = a.getDimSize(ta ? ra - 2 : ra - 1);
+    int64_t batch = c.getNumElements() / (m * n);
+    auto batchOf = [](RankedTensorType t) {
+      int64_t b = 1;
+      for (int64_t i = 0; i + 2 < t.getRank(); ++i)
+        b *= t.getDimSize(i);
+      return b;
+    };
+    int64_t ba = batchOf(a), bb = batchOf(tt(o.getRhs()));
+    if ((ba != batch && ba != 1) || (bb != batch && bb != 1))
+      return o.emitError("code generation: matmul with partially broadcast batch dimensions"), failure();
+    std::string out = alloc(o.getResult());
+    open("static const loomrt_gemm g_ = {" + std::to_string(ta) + ", " + std::to_string(tb) + ", " +
+         std::to_string(batch) + ", " + std::to_string(m) + ", " + std::to_string(n) + ", " +
+         std::to_string(k) + ", " + std::to_string(ba == 1 ? 0 : m * k) + ", " +
+         std::to_string(bb == 1 ? 0 : k * n) + ", " + std::to_string(m * n) + ", 1.0f, 0.0f, " +
+         dt(o.getLhs()) + ", " + dt(o.getResult()) + "};");
+    call("loomrt_matmul(s, &g_, " + name(o.getLhs()) + ", " + name(o.getRhs()) + ", " + out + ")");
+    close();
+    return success();
+  }
+
+  LogicalResult reduce(ReduceOp o) {
+    auto type = tt(o.getInput());
+    SmallVector<int64_t> dims;
+    for (int64_t d : o.getDims())
+      dims.push_back(d < 0 ? d + type.getRank() : d);
+    llvm::sort(dims);
+    const char *op = o.getKind() == ReduceKind::sum    ? "LOOMRT_REDUCE_SUM"
+                     : o.getKind() == ReduceKind::mean ? "LOOMRT_REDUCE_MEAN"
+                     : o.getKind() == ReduceKind::max  ? "LOOMRT_REDUCE_MAX"
+                                                       : "LOOMRT_REDUCE_MIN";
+    std::string cur = name(o.getInput());
+    SmallVector<int64_t> shape(type.getShape());
+    size_t es = elemBytes(type.getElementType());
+    for (int64_t d : llvm::reverse(dims)) {
+      int64_t outer = 1, inner = 1;
+      for (int64_t i = 0; i < d; ++i)
+        outer *= shape[i];
+      for (int64_t i = d + 1; i < int64_t(shape.size()); ++i)
+        inner *= shape[i];
+      int64_t len = shape[d];
+      shape[d] = 1;
+      std::string next = fresh();
+      *os << "  LOOM_ALLOC(" << next << ", " << size_t(outer * inner) * es << ");\n";
+      call("loomrt_reduce(s, " + std::string(op) + ", " + dt(o.getInput()) + ", " + cur + ", " + next +
+           ", " + std::to_string(outer) + ", " + std::to_string(len) + ", " + std::to_string(inner) + ")");
+      cur = next;
+    }
+    std::string n = fresh();
+    *os << "  void *" << n << " = " << cur << ";\n";
+    names[o.getResult()] = n;
+    return success();
+  }
+
+  /// The load of @sym whose only user is `op`, if `v` is one.
+  static std::optional<StringRef> soleLoad(Value v, Operation *op) {
+    auto load = v.getDefiningOp<LoadOp>();
+    if (load && v.hasOneUse() && *v.getUsers().begin() == op)
+      return load.getName();
+    return std::nullopt;
+  }
+  /// The store of `v` to @sym, if that is `v`'s only use.
+  static StoreOp soleStore(Value v, StringRef sym) {
+    if (!v.hasOneUse())
+      return {};
+    auto st = dyn_cast<StoreOp>(*v.getUsers().begin());
+    return st && st.getName() == sym ? st : StoreOp();
+  }
+
+  LogicalResult adam(AdamOp o) {
+    if (!tt(o.getParam()).getElementType().isF32() || !tt(o.getGrad()).getElementType().isF32())
+      return o.emitError("code generation updates f32 parameters with f32 gradients"), failure();
+    // Update in place when the op reads @p, @m, @v and writes them straight
+    // back (what loom-attach-optimizer emits): no copies of the state.
+    Value ins[3] = {o.getParam(), o.getExpAvg(), o.getExpAvgSq()};
+    Value outs[3] = {o.getNewParam(), o.getNewExpAvg(), o.getNewExpAvgSq()};
+    std::string buf[3];
+    bool inPlace = true;
+    StoreOp stores[3];
+    for (int i = 0; i < 3 && inPlace; ++i) {
+      auto sym = soleLoad(ins[i], o);
+      stores[i] = sym ? soleStore(outs[i], *sym) : StoreOp();
+      inPlace = sym && stores[i];
+    }
+    size_t bytes = bytesOf(o.getParam());
+    for (int i = 0; i < 3; ++i) {
+      if (inPlace) {
+        buf[i] = name(ins[i]);
+        elided.insert(stores[i]);
+      } else {
+        buf[i] = alloc(outs[i]);
+        call("loomrt_memcpy_async(s, " + buf[i] + ", " + name(ins[i]) + ", " + std::to_string(bytes) + ")");
+      }
+      names[outs[i]] = buf[i];
+    }
+    open("int64_t t_;");
+    call("loomrt_memcpy_async(s, &t_, " + name(o.getStep()) + ", 8)");
+    call("loomrt_stream_synchronize(s)");
+    *os << "    loomrt_adam_config cfg_ = {loomrt_step_lr(c, " << f(o.getLr().convertToDouble()) << "), "
+        << f(o.getBeta1().convertToDouble()) << ", " << f(o.getBeta2().convertToDouble()) << ", "
+        << f(o.getEps().convertToDouble()) << ", " << f(o.getWeightDecay().convertToDouble()) << ", "
+        << (o.getDecoupled() ? 1 : 0) << ", t_};\n";
+    call("loomrt_adam_f32(s, &cfg_, (float *)" + buf[0] + ", " + ptr(o.getGrad(), "const float *") +
+         ", (float *)" + buf[1] + ", (float *)" + buf[2] + ", " + std::to_string(numel(o.getParam())) + ")");
+    close();
+    return success();
+  }
+
+  LogicalResult constant(arith::ConstantOp o) {
+    auto type = cast<RankedTensorType>(o.getType());
+    auto elems = dyn_cast<DenseElementsAttr>(o.getValue());
+    if (!elems)
+      return o.emitError("code generation supports dense constants only"), failure();
+    Type elt = type.getElementType();
+    std::string n = alloc(o.getResult());
+    if (elems.isSplat() && (elt.isF32() || elt.isBF16())) {
+      call("loomrt_fill(s, " + std::string(dtypeOf(elt)) + ", " + n + ", " +
+           f(elems.getSplatValue<APFloat>().convertToDouble()) + ", " + std::to_string(type.getNumElements()) + ")");
+      return success();
+    }
+    std::string k = "k" + std::to_string(counter++);
+    llvm::raw_string_ostream cs(constants);
+    if (elt.isF32()) {
+      cs << "const float " << k << "[] = {";
+      for (auto [i, v] : llvm::enumerate(elems.getValues<APFloat>()))
+        cs << (i ? ", " : "") << f(v.convertToDouble());
+    } else if (elt.isInteger(64)) {
+      cs << "const int64_t " << k << "[] = {";
+      for (auto [i, v] : llvm::enumerate(elems.getValues<APInt>()))
+        cs << (i ? ", " : "") << v.getSExtValue();
+    } else if (elt.isInteger(1)) {
+      cs << "const uint8_t " << k << "[] = {";
+      for (auto [i, v] : llvm::enumerate(elems.getValues<bool>()))
+        cs << (i ? ", " : "") << (v ? 1 : 0);
+    } else {
+      return o.emitError("code generation: constants of this element type are not supported"), failure();
+    }
+    cs << "};\n\n";
+    call("loomrt_memcpy_async(s, " + n + ", " + k + ", " + std::to_string(bytesOf(o.getResult())) + ")");
+    return success();
+  }
+
+  ModuleOp module;
+  const CodegenOptions &opts;
+  llvm::StringMap<int> globals;
+  llvm::DenseMap<Value, std::string> names;
+  llvm::DenseSet<Operation *> elided;
+  std::string constants, decls, bodies, body;
+  std::unique_ptr<llvm::raw_string_ostream> os;
+  unsigned counter = 0;
+  bool inBlock = false;
+};
+
+} // namespace
+
+LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
+                              const CodegenOptions &options) {
+  Emitter e(module, options);
+  return e.run(os);
+}
+
+bool compileTrainingBinary(const std::string &cppPath,
+                           const std::string &output, std::string &error) {
+  const char *cxxEnv = std::getenv("CXX");
+  std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
+  auto path = llvm::sys::findProgramByName(cxx);
+  if (!path) {
+    error = "no C++ compiler '" + cxx + "' on PATH (set CXX)";
+    return false;
+  }
+  std::string log = output + ".compile.log";
+  std::vector<std::string> args = {
+      *path, "-O2", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
+      "-o", output, "-L", LOOM_RUNTIME_LIB_DIR, "-lloomrt",
+      "-Wl,-rpath," LOOM_RUNTIME_LIB_DIR};
+  std::vector<llvm::StringRef> argv(args.begin(), args.end());
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  int rc = llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, redirects);
+  if (rc != 0) {
+    auto buf = llvm::MemoryBuffer::getFile(log);
+    std::string msg = buf ? (*buf)->getBuffer().str() : "(no output)";
+    // The compiler's first lines say what is wrong; the rest is context.
+    size_t cut = 0;
+    for (int lines = 0; lines < 12 && cut != std::string::npos; ++lines)
+      cut = msg.find('\n', cut + 1);
+    if (cut != std::string::npos)
+      msg = msg.substr(0, cut) + "\n... (full log: " + log + ")";
+    error = "the C++ compiler failed on " + cppPath + ":\n" + msg;
+    return false;
+  }
+  llvm::sys::fs::remove(log);
+  return true;
+}
+
+} // namespace loom

@@ -1,0 +1,339 @@
+// train_main.cpp: the driver of generated training binaries (see train.h).
+// Data order: step s reads B*T+1 tokens at offset (s*B*T) mod (N - B*T - 1);
+// inputs are the first B*T tokens as [B, T], targets the next-token shift -
+// the order PyTorch reference runs use, so losses compare step by step.
+#include "loomrt/train.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+struct loomrt_step_ctx_t {
+  loomrt_device dev;
+  loomrt_stream stream;
+  float lrOverride; // < 0: none
+  std::vector<std::pair<void *, size_t>> blocks;
+  size_t block = 0, used = 0;
+
+  void *alloc(size_t bytes) {
+    bytes = (bytes + 255) / 256 * 256;
+    while (block < blocks.size() && used + bytes > blocks[block].second) {
+      ++block;
+      used = 0;
+    }
+    if (block == blocks.size()) {
+      size_t size = bytes > (size_t(64) << 20) ? bytes : (size_t(64) << 20);
+      void *p = nullptr;
+      if (loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size, &p))
+        return nullptr;
+      blocks.push_back({p, size});
+      used = 0;
+    }
+    void *p = static_cast<char *>(blocks[block].first) + used;
+    used += bytes;
+    return p;
+  }
+  void reset() { block = used = 0; }
+  /// Frees the arena; must run before the device is closed.
+  void release() {
+    for (auto &b : blocks)
+      loomrt_free(dev, LOOMRT_MEM_DEVICE, b.first);
+    blocks.clear();
+    reset();
+  }
+};
+
+extern "C" {
+void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
+loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
+float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
+  return c->lrOverride > 0 ? c->lrOverride : compiled;
+}
+}
+
+namespace {
+
+struct Flags {
+  std::string data, logJson, ckptDir, trace;
+  long steps = 10, ckptEvery = 0;
+  double lr = -1;
+  unsigned long long seed = 0;
+  bool resume = false;
+};
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+int die(const std::string &msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  return 1;
+}
+
+void usage(const char *argv0, const loomrt_program *p) {
+  std::printf(
+      "usage: %s --data FILE [--steps N] [--lr LR] [--seed S]\n"
+      "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
+      "          [--resume] [--trace FILE]\n\n"
+      "Trains %s (batch %lld x %lld tokens) on %s.\n\n"
+      "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n"
+      "  --steps N              steps to run (default 10)\n"
+      "  --lr LR                learning rate (default: the compiled one)\n"
+      "  --seed S               seed of the initial weights (default 0)\n"
+      "  --log-json FILE        one JSON object per step: step, loss, step_ms, tokens_per_s\n"
+      "  --checkpoint-dir DIR   where DIR/checkpoint.safetensors is written\n"
+      "  --checkpoint-every K   save every K steps (and after the last)\n"
+      "  --resume               continue from DIR/checkpoint.safetensors\n"
+      "  --trace FILE           Chrome trace JSON of the steps (opens in Perfetto)\n",
+      argv0, p->model, (long long)p->batch, (long long)p->seq,
+      loomrt_backend_name(p->backend));
+}
+
+bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
+           std::string &err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return err = "missing value after " + a, false;
+      out = argv[++i];
+      return true;
+    };
+    auto number = [&](double &out, double min) {
+      std::string v;
+      if (!value(v))
+        return false;
+      char *end = nullptr;
+      out = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(out >= min))
+        return err = a + " expects a number >= " + fmt(min) +
+                     ", got '" + v + "'",
+               false;
+      return true;
+    };
+    double x;
+    if (a == "--help" || a == "-h") {
+      usage(argv[0], p);
+      std::exit(0);
+    } else if (a == "--data") {
+      if (!value(f.data))
+        return false;
+    } else if (a == "--log-json") {
+      if (!value(f.logJson))
+        return false;
+    } else if (a == "--checkpoint-dir") {
+      if (!value(f.ckptDir))
+        return false;
+    } else if (a == "--trace") {
+      if (!value(f.trace))
+        return false;
+    } else if (a == "--steps") {
+      if (!number(x, 1))
+        return false;
+      f.steps = long(x);
+    } else if (a == "--checkpoint-every") {
+      if (!number(x, 1))
+        return false;
+      f.ckptEvery = long(x);
+    } else if (a == "--lr") {
+      if (!number(x, 1e-12))
+        return false;
+      f.lr = x;
+    } else if (a == "--seed") {
+      if (!number(x, 0))
+        return false;
+      f.seed = (unsigned long long)x;
+    } else if (a == "--resume") {
+      f.resume = true;
+    } else {
+      return err = "unknown flag '" + a + "' (see --help)", false;
+    }
+  }
+  if (f.data.empty())
+    return err = "no training data: give --data FILE (see --help)", false;
+  if ((f.resume || f.ckptEvery) && f.ckptDir.empty())
+    return err = "--resume and --checkpoint-every need --checkpoint-dir", false;
+  return true;
+}
+
+size_t dtypeBytes(loomrt_dtype d) {
+  return d == LOOMRT_BF16 ? 2 : d == LOOMRT_I64 ? 8 : 4;
+}
+size_t numel(const loomrt_global_desc &g) {
+  size_t n = 1;
+  for (int d = 0; d < g.rank; ++d)
+    n *= size_t(g.shape[d]);
+  return n;
+}
+
+#define TRY(expr, what)                                                        \
+  do {                                                                         \
+    if ((expr) != LOOMRT_OK)                                                   \
+      return die(std::string(what) + ": " + loomrt_last_error());              \
+  } while (0)
+
+} // namespace
+
+extern "C" int loomrt_train_main(int argc, char **argv,
+                                 const loomrt_program *p) {
+  Flags f;
+  std::string err;
+  if (!parse(argc, argv, p, f, err))
+    return die(err);
+
+  // Tokens.
+  std::ifstream in(f.data, std::ios::binary | std::ios::ate);
+  if (!in)
+    return die("cannot open data file '" + f.data + "': " + std::strerror(errno));
+  size_t bytes = size_t(in.tellg());
+  std::vector<uint16_t> tokens(bytes / 2);
+  in.seekg(0);
+  in.read(reinterpret_cast<char *>(tokens.data()), std::streamsize(tokens.size() * 2));
+  int64_t bt = p->batch * p->seq, n = int64_t(tokens.size());
+  if (n < bt + 2)
+    return die("data file '" + f.data + "' has " + std::to_string(n) +
+               " tokens; a batch of " + std::to_string(p->batch) + " x " +
+               std::to_string(p->seq) + " needs at least " +
+               std::to_string(bt + 2));
+
+  loomrt_device dev;
+  TRY(loomrt_device_open(p->backend, 0, &dev), "opening the device");
+  loomrt_step_ctx_t ctx;
+  ctx.dev = dev;
+  ctx.lrOverride = float(f.lr);
+  TRY(loomrt_stream_create(dev, &ctx.stream), "creating a stream");
+  loomrt_stream s = ctx.stream;
+
+  // Parameters and state: initialised in declaration order from --seed,
+  // or restored from the checkpoint.
+  std::vector<void *> G(p->num_globals);
+  std::vector<std::vector<uint8_t>> host(p->num_globals);
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    host[i].assign(numel(g) * dtypeBytes(g.dtype), 0);
+    TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, host[i].size() ? host[i].size() : 8, &G[i]),
+        std::string("allocating ") + g.name);
+  }
+  auto refs = [&]() {
+    std::vector<loomrt_tensor_ref> r;
+    for (size_t i = 0; i < p->num_globals; ++i) {
+      const loomrt_global_desc &g = p->globals[i];
+      loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, host[i].data()};
+      for (int d = 0; d < g.rank; ++d)
+        t.shape[d] = g.shape[d];
+      r.push_back(t);
+    }
+    return r;
+  };
+  std::string ckpt = f.ckptDir + "/checkpoint.safetensors";
+  long firstStep = 0;
+  if (f.resume) {
+    auto r = refs();
+    TRY(loomrt_checkpoint_load(ckpt.c_str(), r.data(), r.size()), "resuming");
+    char buf[32];
+    TRY(loomrt_checkpoint_metadata(ckpt.c_str(), "step", buf, sizeof buf), "resuming");
+    firstStep = std::atol(buf);
+    std::printf("resumed from %s at step %ld\n", ckpt.c_str(), firstStep);
+  } else {
+    std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
+                                                           loomrt_rng_destroy);
+    for (size_t i = 0; i < p->num_globals; ++i) {
+      const loomrt_global_desc &g = p->globals[i];
+      if (g.dtype != LOOMRT_F32)
+        continue; // integer state starts at zero
+      TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
+                          reinterpret_cast<float *>(host[i].data()), numel(g)),
+          std::string("initialising ") + g.name);
+    }
+  }
+  for (size_t i = 0; i < p->num_globals; ++i)
+    TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
+
+  if (!f.ckptDir.empty()) {
+    mkdir(f.ckptDir.c_str(), 0755); // exists already is fine
+  }
+  auto saveCheckpoint = [&](long stepDone) -> int {
+    for (size_t i = 0; i < p->num_globals; ++i)
+      TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
+    TRY(loomrt_stream_synchronize(s), "download");
+    auto r = refs();
+    std::string stepStr = std::to_string(stepDone);
+    const char *k[] = {"step", "model"}, *v[] = {stepStr.c_str(), p->model};
+    TRY(loomrt_checkpoint_save(ckpt.c_str(), r.data(), r.size(), k, v, 2),
+        "saving the checkpoint");
+    return 0;
+  };
+
+  std::FILE *log = nullptr;
+  if (!f.logJson.empty() && !(log = std::fopen(f.logJson.c_str(), "a")))
+    return die("cannot open '" + f.logJson + "': " + std::strerror(errno));
+  loomrt_trace trace = nullptr;
+  if (!f.trace.empty())
+    TRY(loomrt_trace_create(s, &trace), "starting the trace");
+
+  int64_t *dTok, *dTgt;
+  TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(bt) * 8, (void **)&dTok), "alloc");
+  TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(bt) * 8, (void **)&dTgt), "alloc");
+  std::vector<int64_t> hx(bt), hy(bt);
+  auto start = std::chrono::steady_clock::now();
+  long last = firstStep + f.steps;
+  for (long step = firstStep; step < last; ++step) {
+    int64_t off = (int64_t(step) * bt) % (n - bt - 1);
+    for (int64_t i = 0; i < bt; ++i) {
+      hx[i] = tokens[size_t(off + i)];
+      hy[i] = tokens[size_t(off + i + 1)];
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    TRY(loomrt_memcpy_async(s, dTok, hx.data(), size_t(bt) * 8), "tokens");
+    TRY(loomrt_memcpy_async(s, dTgt, hy.data(), size_t(bt) * 8), "targets");
+    int64_t span = 0;
+    if (trace)
+      TRY(loomrt_trace_begin(trace, s, "compute", "train_step", &span), "trace");
+    ctx.reset();
+    void *dLoss = nullptr;
+    TRY(p->train_step(&ctx, G.data(), dTok, dTgt, &dLoss), "training step");
+    if (trace)
+      TRY(loomrt_trace_end(trace, s, span), "trace");
+    float loss;
+    TRY(loomrt_memcpy_async(s, &loss, dLoss, 4), "loss");
+    TRY(loomrt_stream_synchronize(s), "step");
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0).count();
+    double tps = double(bt) / (ms * 1e-3);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
+    std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f tokens/s  eta %4.0fs\n",
+                step + 1, last, loss, ms, tps, eta);
+    std::fflush(stdout);
+    if (log) {
+      std::fprintf(log, "{\"step\": %ld, \"loss\": %.8g, \"step_ms\": %.4f, \"tokens_per_s\": %.1f}\n",
+                   step + 1, loss, ms, tps);
+      std::fflush(log);
+    }
+    if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
+      if (int rc = saveCheckpoint(step + 1))
+        return rc;
+  }
+  if (trace) {
+    TRY(loomrt_trace_write(trace, f.trace.c_str()), "writing the trace");
+    loomrt_trace_destroy(trace);
+  }
+  if (log)
+    std::fclose(log);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
+  for (void *g : G)
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, g);
+  ctx.release();
+  loomrt_stream_destroy(s);
+  loomrt_device_close(dev);
+  return 0;
+}

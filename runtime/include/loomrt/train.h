@@ -1,0 +1,60 @@
+/* train.h: what a generated training binary hands to the runtime's driver.
+ *
+ * loomc emits the model (its parameters and state, `loomrt_global_desc`) and
+ * the training step (straight-line calls into loomrt.h); the driver supplies
+ * everything around it: flags, the token data loader, initialisation,
+ * logging, checkpoints and resume, traces. Generated code stays small and
+ * readable, and every binary behaves alike. */
+#ifndef LOOMRT_TRAIN_H
+#define LOOMRT_TRAIN_H
+
+#include "loomrt/loomrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A parameter or state buffer: initialised with init_kind (the dialect's
+ * #loom.init: 0 zeros, 1 ones, 2 normal(a, b), 3 uniform(a, b)); integer
+ * buffers (step counters) start at zero. */
+typedef struct loomrt_global_desc {
+  const char *name;
+  loomrt_dtype dtype;
+  int rank;
+  int64_t shape[LOOMRT_MAX_RANK];
+  int init_kind;
+  double a, b;
+  int is_param;
+} loomrt_global_desc;
+
+typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
+
+typedef struct loomrt_program {
+  const char *model;   /* what was compiled, for --help and logs */
+  loomrt_backend backend;
+  size_t num_globals;
+  const loomrt_global_desc *globals;
+  int64_t batch, seq;  /* the token batch the step takes */
+  /* One training step on device buffers: tokens and targets are [batch,
+   * seq] int64; writes the loss (device fp32 scalar) to *loss. */
+  loomrt_status (*train_step)(loomrt_step_ctx c, void **globals,
+                              const int64_t *tokens, const int64_t *targets,
+                              void **loss);
+} loomrt_program;
+
+/* Device memory valid until the end of the current step (a bump arena). */
+void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes);
+loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
+/* The learning rate to use: --lr when given, else the compiled one. */
+float loomrt_step_lr(loomrt_step_ctx c, float compiled);
+
+/* The binary's main: parses the flags (--data, --steps, --lr, --seed,
+ * --log-json, --checkpoint-dir, --checkpoint-every, --resume, --trace) and
+ * trains. Returns the process exit code. */
+int loomrt_train_main(int argc, char **argv, const loomrt_program *prog);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOMRT_TRAIN_H */
