@@ -91,6 +91,12 @@ int loomcMain(int argc, char **argv) {
                                cl::desc("Adam beta2"), cl::cat(cat));
   static cl::opt<double> momentum("momentum", cl::init(0.9),
                                   cl::desc("SGD momentum"), cl::cat(cat));
+  static cl::opt<std::string> task(
+      "task", cl::init(""), cl::value_desc("lm|classify"),
+      cl::desc("The loss an imported model gets: next-token cross-entropy "
+               "(lm) or cross-entropy against labels (classify); inferred "
+               "from the input when not given"),
+      cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
@@ -142,9 +148,15 @@ int loomcMain(int argc, char **argv) {
       return error(err);
   } else {
     llvm::StringRef path(input);
-    if (path.ends_with(".onnx"))
-      return error("ONNX import is not implemented yet (issue 4); build the "
-                   "model with --model or pass loom IR as a .mlir file");
+    std::string err;
+    if (path.ends_with(".onnx")) {
+      module = importOnnx(ctx, path, task, err);
+      if (!module)
+        return error(err);
+    }
+  }
+  if (!module) {
+    llvm::StringRef path(input);
     std::string err;
     std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &err);
     if (!buf)
