@@ -21,6 +21,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -30,13 +31,21 @@ using namespace mlir::loom;
 namespace loom {
 namespace {
 
-/// A value during import: an SSA value, or an int64 host constant (shape
-/// arithmetic, folded).
+/// A value during import: an SSA value, or a host constant that folds
+/// (shape arithmetic, masks, small constants), materialised as an
+/// arith.constant only when an op needs it as a tensor.
 struct Val {
   Value v;
   bool isConst = false;
-  std::vector<int64_t> ints;
+  int elem = 0; // onnx::TensorProto data type of a constant
+  std::vector<double> data;
   std::vector<int64_t> shape;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
 };
 
 class Importer {
@@ -149,7 +158,7 @@ private:
     return true;
   }
 
-  bool initializer(const onnx::TensorProto &t) {
+  bool initializer(const onnx::TensorProto &t, bool asConstant = false) {
     if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL)
       return fail("initializer '" + t.name() + "' keeps its data in an external "
                   "file, which this importer does not read yet");
@@ -157,13 +166,22 @@ private:
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
-    if (t.data_type() == onnx::TensorProto::INT64) {
-      Val v{Value(), true, {}, std::vector<int64_t>(shape.begin(), shape.end())};
-      if (!t.raw_data().empty()) {
-        v.ints.resize(n);
-        std::memcpy(v.ints.data(), t.raw_data().data(), size_t(n) * 8);
-      } else {
-        v.ints.assign(t.int64_data().begin(), t.int64_data().end());
+    if (t.data_type() == onnx::TensorProto::INT64 ||
+        t.data_type() == onnx::TensorProto::BOOL ||
+        (t.data_type() == onnx::TensorProto::FLOAT && asConstant)) {
+      Val v;
+      v.isConst = true;
+      v.elem = t.data_type();
+      v.shape.assign(shape.begin(), shape.end());
+      v.data.resize(n);
+      const std::string &raw = t.raw_data();
+      for (int64_t i = 0; i < n; ++i) {
+        if (t.data_type() == onnx::TensorProto::INT64)
+          v.data[i] = double(raw.empty() ? t.int64_data(i) : reinterpret_cast<const int64_t *>(raw.data())[i]);
+        else if (t.data_type() == onnx::TensorProto::BOOL)
+          v.data[i] = raw.empty() ? t.int32_data(i) : double(uint8_t(raw[i]));
+        else
+          v.data[i] = raw.empty() ? t.float_data(i) : reinterpret_cast<const float *>(raw.data())[i];
       }
       values[t.name()] = v;
       return true;
@@ -203,6 +221,195 @@ private:
   // Nodes
   //===--------------------------------------------------------------===//
 
+  /// Folds `n` over host constants; nullopt (and error set) when it cannot.
+  std::optional<Val> fold(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    auto in = [&](int i) -> const Val & { return *constInput(n, i); };
+    Val r;
+    auto elementwise = [&](auto f) -> std::optional<Val> {
+      const Val &a = in(0), &c = in(1);
+      if (a.numel() != 1 && c.numel() != 1 && a.shape != c.shape)
+        return std::nullopt;
+      r = a.numel() >= c.numel() ? a : c;
+      for (int64_t i = 0; i < r.numel(); ++i)
+        r.data[i] = f(a.data[a.numel() == 1 ? 0 : i], c.data[c.numel() == 1 ? 0 : i]);
+      return r;
+    };
+    if (op == "Add")
+      return elementwise([](double x, double y) { return x + y; });
+    if (op == "Sub")
+      return elementwise([](double x, double y) { return x - y; });
+    if (op == "Mul")
+      return elementwise([](double x, double y) { return x * y; });
+    if (op == "Div")
+      return elementwise([&](double x, double y) {
+        return in(0).elem == onnx::TensorProto::INT64 ? std::floor(x / y) : x / y;
+      });
+    if (op == "Equal") {
+      auto v = elementwise([](double x, double y) { return double(x == y); });
+      if (v)
+        v->elem = onnx::TensorProto::BOOL;
+      return v;
+    }
+    if (op == "Sqrt" || op == "Reciprocal" || op == "Neg") {
+      r = in(0);
+      for (double &x : r.data)
+        x = op == "Sqrt" ? std::sqrt(x) : op == "Neg" ? -x : 1.0 / x;
+      return r;
+    }
+    if (op == "Pow")
+      return elementwise([](double x, double y) { return std::pow(x, y); });
+    if (op == "Not") {
+      r = in(0);
+      for (double &x : r.data)
+        x = x == 0;
+      return r;
+    }
+    if (op == "Cast") {
+      r = in(0);
+      int to = int(intAttr(n, "to", 1));
+      if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::FLOAT &&
+          to != onnx::TensorProto::BOOL)
+        return std::nullopt;
+      r.elem = to;
+      return r;
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      r = in(0);
+      std::vector<int64_t> axes = n.input_size() > 1 ? ints(in(1)) : intsAttr(n, "axes");
+      if (op == "Unsqueeze") {
+        int64_t rank = int64_t(r.shape.size() + axes.size());
+        for (int64_t &a : axes)
+          if (a < 0)
+            a += rank;
+        llvm::sort(axes);
+        for (int64_t a : axes)
+          r.shape.insert(r.shape.begin() + a, 1);
+      } else {
+        std::vector<int64_t> s;
+        for (size_t d = 0; d < r.shape.size(); ++d)
+          if (axes.empty() ? r.shape[d] != 1
+                           : !llvm::is_contained(axes, int64_t(d)) &&
+                                 !llvm::is_contained(axes, int64_t(d) - int64_t(r.shape.size())))
+            s.push_back(r.shape[d]);
+        r.shape = s;
+      }
+      return r;
+    }
+    if (op == "Concat") {
+      r = in(0);
+      if (r.shape.size() != 1)
+        return std::nullopt;
+      for (int i = 1; i < n.input_size(); ++i) {
+        r.data.insert(r.data.end(), in(i).data.begin(), in(i).data.end());
+        r.shape[0] += in(i).shape[0];
+      }
+      return r;
+    }
+    if (op == "Gather") {
+      const Val &data = in(0), &idx = in(1);
+      if (intAttr(n, "axis", 0) != 0 || data.shape.empty())
+        return std::nullopt;
+      int64_t inner = data.numel() / data.shape[0];
+      r.elem = data.elem;
+      r.shape = idx.shape;
+      r.shape.insert(r.shape.end(), data.shape.begin() + 1, data.shape.end());
+      for (double i : idx.data) {
+        int64_t row = int64_t(i) < 0 ? int64_t(i) + data.shape[0] : int64_t(i);
+        r.data.insert(r.data.end(), data.data.begin() + row * inner,
+                      data.data.begin() + (row + 1) * inner);
+      }
+      return r;
+    }
+    if (op == "Range") {
+      double start = in(0).data[0], limit = in(1).data[0], delta = in(2).data[0];
+      r.elem = in(0).elem;
+      for (double x = start; delta > 0 ? x < limit : x > limit; x += delta)
+        r.data.push_back(x);
+      r.shape = {int64_t(r.data.size())};
+      return r;
+    }
+    if (op == "Reshape") {
+      r = in(0);
+      std::vector<int64_t> shape = ints(in(1));
+      int64_t known = 1, infer = -1;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] == 0)
+          shape[d] = r.shape[d];
+        if (shape[d] == -1)
+          infer = int64_t(d);
+        else
+          known *= shape[d];
+      }
+      if (infer >= 0)
+        shape[infer] = r.numel() / known;
+      r.shape = shape;
+      return r;
+    }
+    if (op == "Slice") {
+      // N-d slice with constant starts/ends/axes/steps.
+      const Val &data = in(0);
+      std::vector<int64_t> starts = ints(in(1)), ends = ints(in(2)), axes, steps;
+      if (n.input_size() > 3 && !n.input(3).empty())
+        axes = ints(in(3));
+      if (n.input_size() > 4 && !n.input(4).empty())
+        steps = ints(in(4));
+      int64_t rank = int64_t(data.shape.size());
+      std::vector<int64_t> lo(rank, 0), hi(data.shape), st(rank, 1);
+      for (size_t k = 0; k < starts.size(); ++k) {
+        int64_t a = axes.empty() ? int64_t(k) : axes[k];
+        if (a < 0)
+          a += rank;
+        int64_t dim = data.shape[a];
+        auto clampIdx = [&](int64_t x) {
+          if (x < 0)
+            x += dim;
+          return std::max<int64_t>(0, std::min(x, dim));
+        };
+        lo[a] = clampIdx(starts[k]);
+        hi[a] = clampIdx(ends[k]);
+        st[a] = steps.empty() ? 1 : steps[k];
+        if (st[a] != 1)
+          return std::nullopt;
+      }
+      r.elem = data.elem;
+      for (int64_t d = 0; d < rank; ++d)
+        r.shape.push_back(std::max<int64_t>(0, hi[d] - lo[d]));
+      std::vector<int64_t> idx(rank, 0), strides(rank, 1);
+      for (int64_t d = rank - 2; d >= 0; --d)
+        strides[d] = strides[d + 1] * data.shape[d + 1];
+      int64_t total = r.numel();
+      for (int64_t i = 0; i < total; ++i) {
+        int64_t rem = i, off = 0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          int64_t c = rem % r.shape[d];
+          rem /= r.shape[d];
+          off += (lo[d] + c) * strides[d];
+        }
+        r.data.push_back(data.data[off]);
+      }
+      return r;
+    }
+    if (op == "ConstantOfShape") {
+      std::vector<int64_t> shape = ints(in(0));
+      const auto *v = attr(n, "value");
+      r.elem = v ? v->t().data_type() : onnx::TensorProto::FLOAT;
+      double x = 0;
+      if (v) {
+        const auto &t = v->t();
+        const std::string &raw = t.raw_data();
+        x = r.elem == onnx::TensorProto::INT64
+                ? double(raw.empty() ? t.int64_data(0) : *reinterpret_cast<const int64_t *>(raw.data()))
+                : double(raw.empty() ? t.float_data(0) : *reinterpret_cast<const float *>(raw.data()));
+      }
+      r.shape = shape;
+      r.data.assign(r.numel(), x);
+      return r;
+    }
+    return std::nullopt;
+  }
+
+
   const onnx::AttributeProto *attr(const onnx::NodeProto &n, StringRef name) {
     for (const auto &a : n.attribute())
       if (a.name() == name)
@@ -220,9 +427,69 @@ private:
     if (it == values.end())
       return nodeFail(n, "input '" + n.input(i) + "' is not defined");
     if (!it->second.v)
-      return nodeFail(n, "input '" + n.input(i) +
-                             "' is an integer constant where a tensor is expected");
+      it->second.v = materialize(it->second);
     out = it->second.v;
+    return true;
+  }
+
+  Value materialize(const Val &c) {
+    Type elt = c.elem == onnx::TensorProto::INT64  ? Type(i64)
+               : c.elem == onnx::TensorProto::BOOL ? Type(b.getI1Type())
+                                                   : Type(f32);
+    auto type = RankedTensorType::get(c.shape, elt);
+    DenseElementsAttr attr;
+    if (c.elem == onnx::TensorProto::INT64) {
+      std::vector<int64_t> d(c.data.begin(), c.data.end());
+      attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(d));
+    } else if (c.elem == onnx::TensorProto::BOOL) {
+      SmallVector<bool> d;
+      for (double x : c.data)
+        d.push_back(x != 0);
+      attr = DenseElementsAttr::get(type, ArrayRef<bool>(d));
+    } else {
+      std::vector<float> d(c.data.begin(), c.data.end());
+      attr = DenseElementsAttr::get(type, ArrayRef<float>(d));
+    }
+    return arith::ConstantOp::create(b, loc, type, attr);
+  }
+
+  /// The host constant input #i (shape arithmetic, masks), if it is one.
+  const Val *constInput(const onnx::NodeProto &n, int i) {
+    if (i >= n.input_size() || n.input(i).empty())
+      return nullptr;
+    auto it = values.find(n.input(i));
+    return it != values.end() && it->second.isConst ? &it->second : nullptr;
+  }
+  bool allConst(const onnx::NodeProto &n) {
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty() && !constInput(n, i))
+        return false;
+    return true;
+  }
+  void defineConst(const onnx::NodeProto &n, int out, Val v) {
+    v.isConst = true;
+    v.v = Value();
+    values[n.output(out)] = std::move(v);
+  }
+  std::vector<int64_t> ints(const Val &v) {
+    return std::vector<int64_t>(v.data.begin(), v.data.end());
+  }
+  std::vector<int64_t> intsAttr(const onnx::NodeProto &n, StringRef name) {
+    const auto *a = attr(n, name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+             : std::vector<int64_t>();
+  }
+  /// Static shape of input #i, SSA or constant.
+  bool shapeOf(const onnx::NodeProto &n, int i, std::vector<int64_t> &shape) {
+    if (const Val *c = constInput(n, i)) {
+      shape = c->shape;
+      return true;
+    }
+    Value v;
+    if (!input(n, i, v))
+      return false;
+    auto s = tt(v).getShape();
+    shape.assign(s.begin(), s.end());
     return true;
   }
   RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -255,19 +522,21 @@ private:
       const auto *v = attr(n, "value");
       if (!v || !v->has_t())
         return nodeFail(n, "only tensor constants are supported");
-      const onnx::TensorProto &t = v->t();
-      if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() == 0) {
-        float x = !t.raw_data().empty() ? *reinterpret_cast<const float *>(t.raw_data().data())
-                                        : t.float_data(0);
-        auto type = RankedTensorType::get({}, f32);
-        define(n, arith::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, x)));
+      onnx::TensorProto named = v->t();
+      named.set_name(n.output(0));
+      if (named.data_type() != onnx::TensorProto::FLOAT &&
+          named.data_type() != onnx::TensorProto::INT64 &&
+          named.data_type() != onnx::TensorProto::BOOL)
+        return nodeFail(n, "constants of element type " +
+                               std::to_string(named.data_type()) + " are not supported");
+      return initializer(named, /*asConstant=*/true);
+    }
+    if (n.input_size() && allConst(n) && n.output_size() == 1) {
+      // Shape arithmetic and masks fold on the host.
+      if (auto folded = fold(n)) {
+        defineConst(n, 0, *folded);
         return true;
       }
-      onnx::TensorProto named = t;
-      named.set_name(n.output(0));
-      if (t.data_type() == onnx::TensorProto::INT64)
-        return initializer(named);
-      return nodeFail(n, "only scalar float and int64 constants are supported");
     }
     if (op == "Add")
       return binary(n, [&](Type t, Value l, Value r) { return AddOp::create(b, loc, t, l, r); });
@@ -352,6 +621,208 @@ private:
       define(n, TransposeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
                                     b.getDenseI64ArrayAttr(perm)));
       return true;
+    }
+    if (op == "Reciprocal" && !allConst(n)) {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      auto type = RankedTensorType::get({}, tt(x).getElementType());
+      Value one = arith::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, 1.0f));
+      define(n, DivOp::create(b, loc, x.getType(), one, x));
+      return true;
+    }
+    if (op == "Shape") {
+      std::vector<int64_t> sh;
+      if (!shapeOf(n, 0, sh))
+        return false;
+      Val v;
+      v.elem = onnx::TensorProto::INT64;
+      v.shape = {int64_t(sh.size())};
+      v.data.assign(sh.begin(), sh.end());
+      defineConst(n, 0, v);
+      return true;
+    }
+    if (op == "Gather") {
+      Value table;
+      if (!input(n, 0, table))
+        return false;
+      if (intAttr(n, "axis", 0) != 0)
+        return nodeFail(n, "only axis 0 (an embedding lookup) is supported");
+      Value idx;
+      if (!input(n, 1, idx))
+        return false;
+      if (!tt(idx).getElementType().isInteger(64) || tt(table).getRank() != 2)
+        return nodeFail(n, "expects a [rows, features] table and int64 indices");
+      SmallVector<int64_t> shape(tt(idx).getShape());
+      shape.push_back(tt(table).getDimSize(1));
+      define(n, EmbeddingOp::create(b, loc, RankedTensorType::get(shape, f32), table, idx));
+      return true;
+    }
+    if (op == "LayerNormalization") {
+      Value x, w, bias;
+      if (!input(n, 0, x) || !input(n, 1, w))
+        return false;
+      if (n.input_size() > 2 && !n.input(2).empty() && !input(n, 2, bias))
+        return false;
+      int64_t axis = intAttr(n, "axis", -1);
+      if (axis != -1 && axis != tt(x).getRank() - 1)
+        return nodeFail(n, "only normalisation over the last axis is supported");
+      const auto *eps = attr(n, "epsilon");
+      define(n, LayerNormOp::create(b, loc, x.getType(), x, w, bias,
+                                    b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
+      return true;
+    }
+    if (op == "Reshape") {
+      Value x;
+      const Val *shapeC = constInput(n, 1);
+      if (!input(n, 0, x))
+        return false;
+      if (!shapeC)
+        return nodeFail(n, "the target shape does not fold to a constant");
+      std::vector<int64_t> shape = ints(*shapeC);
+      auto in = tt(x).getShape();
+      int64_t known = 1, infer = -1;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] == 0)
+          shape[d] = in[d];
+        if (shape[d] == -1)
+          infer = int64_t(d);
+        else
+          known *= shape[d];
+      }
+      if (infer >= 0)
+        shape[infer] = tt(x).getNumElements() / known;
+      define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
+      return true;
+    }
+    if (op == "Split") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
+      if (axis < 0)
+        axis += rank;
+      std::vector<int64_t> sizes;
+      if (const Val *sp = constInput(n, 1))
+        sizes = ints(*sp);
+      else
+        sizes = intsAttr(n, "split");
+      if (sizes.empty())
+        sizes.assign(n.output_size(), tt(x).getDimSize(axis) / n.output_size());
+      int64_t offset = 0;
+      for (int i = 0; i < n.output_size(); ++i) {
+        SmallVector<int64_t> start(rank, 0), limit(tt(x).getShape()), step(rank, 1),
+            shape(tt(x).getShape());
+        start[axis] = offset;
+        limit[axis] = offset + sizes[i];
+        shape[axis] = sizes[i];
+        offset += sizes[i];
+        values[n.output(i)] = Val{SliceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
+                                                  b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
+                                                  b.getDenseI64ArrayAttr(step))};
+      }
+      return true;
+    }
+    if (op == "Where") {
+      Value c, x, y;
+      if (!input(n, 0, c) || !input(n, 1, x) || !input(n, 2, y))
+        return false;
+      SmallVector<int64_t> xy, shape;
+      if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), tt(y).getShape(), xy) ||
+          !OpTrait::util::getBroadcastedShape(xy, tt(c).getShape(), shape))
+        return nodeFail(n, "shapes do not broadcast");
+      define(n, SelectOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), c, x, y));
+      return true;
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      std::vector<int64_t> axes;
+      if (const Val *c = constInput(n, 1))
+        axes = ints(*c);
+      else
+        axes = intsAttr(n, "axes");
+      std::vector<int64_t> shape(tt(x).getShape().begin(), tt(x).getShape().end());
+      if (op == "Unsqueeze") {
+        int64_t rank = int64_t(shape.size() + axes.size());
+        for (int64_t &a : axes)
+          if (a < 0)
+            a += rank;
+        llvm::sort(axes);
+        for (int64_t a : axes)
+          shape.insert(shape.begin() + a, 1);
+      } else {
+        int64_t rank = int64_t(shape.size());
+        std::vector<int64_t> kept;
+        for (int64_t d = 0; d < rank; ++d)
+          if (axes.empty() ? shape[d] != 1
+                           : !llvm::is_contained(axes, d) && !llvm::is_contained(axes, d - rank))
+            kept.push_back(shape[d]);
+        shape = kept;
+      }
+      define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
+      return true;
+    }
+    if (op == "Concat") {
+      SmallVector<Value> ins;
+      for (int i = 0; i < n.input_size(); ++i) {
+        Value v;
+        if (!input(n, i, v))
+          return false;
+        ins.push_back(v);
+      }
+      int64_t rank = tt(ins[0]).getRank(), axis = intAttr(n, "axis", 0);
+      if (axis < 0)
+        axis += rank;
+      SmallVector<int64_t> shape(tt(ins[0]).getShape());
+      shape[axis] = 0;
+      for (Value v : ins)
+        shape[axis] += tt(v).getDimSize(axis);
+      define(n, ConcatOp::create(b, loc, RankedTensorType::get(shape, tt(ins[0]).getElementType()), ins,
+                                 b.getI64IntegerAttr(axis)));
+      return true;
+    }
+    if (op == "ReduceMean" || op == "ReduceSum") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      std::vector<int64_t> axes = intsAttr(n, "axes");
+      if (const Val *c = constInput(n, 1))
+        axes = ints(*c);
+      int64_t rank = tt(x).getRank();
+      if (axes.empty())
+        for (int64_t d = 0; d < rank; ++d)
+          axes.push_back(d);
+      bool keep = intAttr(n, "keepdims", 1);
+      SmallVector<int64_t> shape;
+      for (int64_t &a : axes)
+        if (a < 0)
+          a += rank;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (!llvm::is_contained(axes, d))
+          shape.push_back(tt(x).getDimSize(d));
+        else if (keep)
+          shape.push_back(1);
+      }
+      define(n, ReduceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
+                                 op == "ReduceMean" ? ReduceKind::mean : ReduceKind::sum, x,
+                                 b.getDenseI64ArrayAttr(axes), keep));
+      return true;
+    }
+    if (op == "Sin")
+      return unary<SinOp>(n);
+    if (op == "Cos")
+      return unary<CosOp>(n);
+    if (op == "Cast") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      if (intAttr(n, "to", 0) == onnx::TensorProto::FLOAT && tt(x).getElementType().isF32()) {
+        define(n, x);
+        return true;
+      }
+      return nodeFail(n, "only casts that fold, or float to float, are supported");
     }
     return nodeFail(n, "operator not supported by the ONNX importer yet");
   }

@@ -14,6 +14,7 @@ import sys
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class MLP(nn.Module):
@@ -29,14 +30,13 @@ class MLP(nn.Module):
         return self.out(h)
 
 
-class Norm(nn.Module):
+class Conv(nn.Module):
     def __init__(self):
         super().__init__()
-        self.ln = nn.LayerNorm(8)
-        self.fc = nn.Linear(8, 3)
+        self.conv = nn.Conv1d(1, 3, 8)
 
     def forward(self, x):
-        return self.fc(self.ln(x))
+        return self.conv(x.unsqueeze(1)).squeeze(-1)
 
 
 class Transposed(nn.Module):
@@ -46,6 +46,38 @@ class Transposed(nn.Module):
 
     def forward(self, x):
         return x @ self.w.t()
+
+
+class GPT(nn.Module):
+    """nanoGPT's GPT-2 at toy size (the shapes of the loomc gpt generator)."""
+
+    def __init__(self, layers=2, d=16, heads=2, vocab=50, seq=8):
+        super().__init__()
+        self.heads = heads
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.ln_1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.c_attn = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.c_proj = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.ln_2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.c_fc = nn.ModuleList(nn.Linear(d, 4 * d) for _ in range(layers))
+        self.mlp_proj = nn.ModuleList(nn.Linear(4 * d, d) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+    def forward(self, idx):
+        b, t = idx.shape
+        pos = torch.arange(t, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for i in range(len(self.ln_1)):
+            q, k, v = self.c_attn[i](self.ln_1[i](x)).split(x.shape[-1], dim=2)
+            q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
+            att = att.masked_fill(~self.mask[:t, :t], float("-inf"))
+            y = torch.softmax(att, dim=-1) @ v
+            x = x + self.c_proj[i](y.transpose(1, 2).reshape(b, t, -1))
+            x = x + self.mlp_proj[i](F.gelu(self.c_fc[i](self.ln_2[i](x)), approximate="tanh"))
+        return self.ln_f(x) @ self.wte.weight.t()
 
 
 def export(model, args, path, names):
@@ -63,8 +95,8 @@ def main():
     m.eval()
     torch.onnx.export(m, (torch.randn(4, 8),), os.path.join(out, "mlp_eval.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17)
-    # Not supported yet: LayerNormalization; a dynamic batch dimension.
-    export(Norm(), (torch.randn(4, 8),), os.path.join(out, "layernorm.onnx"), (["x"], ["logits"]))
+    # Not supported: convolutions; a dynamic batch dimension.
+    export(Conv(), (torch.randn(4, 8),), os.path.join(out, "conv.onnx"), (["x"], ["logits"]))
     torch.onnx.export(MLP(), (torch.randn(4, 8),), os.path.join(out, "dynamic.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17,
                       dynamic_axes={"x": {0: "batch"}})
@@ -73,7 +105,10 @@ def main():
     t.eval()
     torch.onnx.export(t, (torch.randn(4, 8),), os.path.join(out, "folded.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17)
+    export(GPT(), (torch.randint(0, 50, (2, 8)),), os.path.join(out, "gpt.onnx"),
+           (["tokens"], ["logits"]))
     print("wrote the test models to", out)
 
 
-main()
+if __name__ == "__main__":
+    main()
