@@ -22,6 +22,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 
@@ -251,10 +252,15 @@ private:
         v->elem = onnx::TensorProto::BOOL;
       return v;
     }
-    if (op == "Sqrt" || op == "Reciprocal" || op == "Neg") {
+    if (op == "Sqrt" || op == "Reciprocal" || op == "Neg" || op == "Sin" ||
+        op == "Cos") {
       r = in(0);
       for (double &x : r.data)
-        x = op == "Sqrt" ? std::sqrt(x) : op == "Neg" ? -x : 1.0 / x;
+        x = op == "Sqrt"   ? std::sqrt(x)
+            : op == "Neg"  ? -x
+            : op == "Sin"  ? std::sin(x)
+            : op == "Cos"  ? std::cos(x)
+                           : 1.0 / x;
       return r;
     }
     if (op == "Pow")
@@ -362,6 +368,8 @@ private:
           a += rank;
         int64_t dim = data.shape[a];
         auto clampIdx = [&](int64_t x) {
+          if (x < -dim)
+            return int64_t(0);
           if (x < 0)
             x += dim;
           return std::max<int64_t>(0, std::min(x, dim));
@@ -471,8 +479,15 @@ private:
     v.v = Value();
     values[n.output(out)] = std::move(v);
   }
+  /// Integer values of a host constant. Constants are held as doubles;
+  /// ONNX's "to the end" bounds (INT64_MAX / INT64_MIN) saturate.
   std::vector<int64_t> ints(const Val &v) {
-    return std::vector<int64_t>(v.data.begin(), v.data.end());
+    std::vector<int64_t> r;
+    for (double x : v.data)
+      r.push_back(x >= 9.2e18    ? std::numeric_limits<int64_t>::max()
+                  : x <= -9.2e18 ? std::numeric_limits<int64_t>::min()
+                                 : int64_t(x));
+    return r;
   }
   std::vector<int64_t> intsAttr(const onnx::NodeProto &n, StringRef name) {
     const auto *a = attr(n, name);
@@ -808,6 +823,46 @@ private:
       define(n, ReduceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
                                  op == "ReduceMean" ? ReduceKind::mean : ReduceKind::sum, x,
                                  b.getDenseI64ArrayAttr(axes), keep));
+      return true;
+    }
+    if (op == "Slice") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      const Val *st = constInput(n, 1), *en = constInput(n, 2);
+      const Val *ax = n.input_size() > 3 ? constInput(n, 3) : nullptr;
+      const Val *sp = n.input_size() > 4 ? constInput(n, 4) : nullptr;
+      if (!st || !en || (n.input_size() > 3 && !n.input(3).empty() && !ax) ||
+          (n.input_size() > 4 && !n.input(4).empty() && !sp))
+        return nodeFail(n, "slice bounds do not fold to constants");
+      auto shape = tt(x).getShape();
+      int64_t rank = int64_t(shape.size());
+      SmallVector<int64_t> lo(rank, 0), hi(shape), step(rank, 1), out(shape);
+      std::vector<int64_t> starts = ints(*st), ends = ints(*en);
+      std::vector<int64_t> axes = ax ? ints(*ax) : std::vector<int64_t>();
+      std::vector<int64_t> steps = sp ? ints(*sp) : std::vector<int64_t>();
+      for (size_t k = 0; k < starts.size(); ++k) {
+        int64_t a = axes.empty() ? int64_t(k) : axes[k];
+        if (a < 0)
+          a += rank;
+        int64_t dim = shape[a];
+        auto clampIdx = [&](int64_t v) {
+          if (v < -dim)
+            return int64_t(0);
+          if (v < 0)
+            v += dim;
+          return std::max<int64_t>(0, std::min(v, dim));
+        };
+        lo[a] = clampIdx(starts[k]);
+        hi[a] = std::max(lo[a], clampIdx(ends[k]));
+        step[a] = steps.empty() ? 1 : steps[k];
+        if (step[a] < 1)
+          return nodeFail(n, "negative or zero slice steps are not supported");
+        out[a] = (hi[a] - lo[a] + step[a] - 1) / step[a];
+      }
+      define(n, SliceOp::create(b, loc, RankedTensorType::get(out, tt(x).getElementType()), x,
+                                b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
+                                b.getDenseI64ArrayAttr(step)));
       return true;
     }
     if (op == "Sin")

@@ -2,8 +2,9 @@
 """Models exported from PyTorch to ONNX (training mode, no constant folding),
 imported by loomc, differentiated by loom-autodiff and run by loom-run: loss
 and every gradient against the same PyTorch model's autograd in float64
-(relative error <= 1e-4). An MLP (classifier) and a GPT-2-style decoder
-(language model: tied embedding, causal mask, tanh GELU).
+(relative error <= 1e-4). An MLP (classifier), a GPT-2-style decoder (tied
+embedding, causal mask, tanh GELU) and a Llama-style one (RMSNorm, rotary
+embeddings, SwiGLU).
 """
 import os
 import sys
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
 from loomtest import parse_args, read_st, rel, tool, write_st  # noqa: E402
-from make_onnx import GPT, MLP  # noqa: E402
+from make_onnx import GPT, MLP, Llama  # noqa: E402
 
 
 def check(a, name, model, x, y, lm):
@@ -38,7 +39,7 @@ def check(a, name, model, x, y, lm):
     for pname, p in ref.named_parameters():
         errs[pname] = rel(out[f"grad.{pname}"].double(), p.grad)
     worst = max(errs.values())
-    print(f"onnx {name:4} loss {loss.item():.6f}  {len(errs) - 1} gradients  "
+    print(f"onnx {name:5} loss {loss.item():.6f}  {len(errs) - 1} gradients  "
           f"max rel error {worst:.2e} (bound 1e-4)")
     return worst
 
@@ -49,6 +50,7 @@ def main():
     worst = check(a, "mlp", MLP(), torch.randn(4, 8), torch.randint(0, 3, (4,)), False)
     tok = torch.randint(0, 50, (2, 8))
     worst = max(worst, check(a, "gpt", GPT(), tok, torch.randint(0, 50, (2, 8)), True))
+    worst = max(worst, check(a, "llama", Llama(), tok, torch.randint(0, 50, (2, 8)), True))
     if worst > 1e-4:
         sys.exit(1)
 

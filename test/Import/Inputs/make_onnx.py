@@ -80,6 +80,57 @@ class GPT(nn.Module):
         return self.ln_f(x) @ self.wte.weight.t()
 
 
+class Llama(nn.Module):
+    """A toy Llama: RMSNorm, rotary embeddings (rotate-half), SwiGLU, no
+    biases, untied head."""
+
+    def __init__(self, layers=2, d=16, heads=2, vocab=50, seq=8, ffn=24):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.embed = nn.Embedding(vocab, d)
+        self.norm1 = nn.ParameterList(nn.Parameter(torch.ones(d)) for _ in range(layers))
+        self.q = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(layers))
+        self.k = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(layers))
+        self.v = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(layers))
+        self.o = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(layers))
+        self.norm2 = nn.ParameterList(nn.Parameter(torch.ones(d)) for _ in range(layers))
+        self.gate = nn.ModuleList(nn.Linear(d, ffn, bias=False) for _ in range(layers))
+        self.up = nn.ModuleList(nn.Linear(d, ffn, bias=False) for _ in range(layers))
+        self.down = nn.ModuleList(nn.Linear(ffn, d, bias=False) for _ in range(layers))
+        self.norm = nn.Parameter(torch.ones(d))
+        self.head = nn.Linear(d, vocab, bias=False)
+        freq = 10000.0 ** (-torch.arange(0, self.dh, 2).float() / self.dh)
+        ang = torch.arange(seq).float()[:, None] * freq[None, :]
+        ang = torch.cat([ang, ang], dim=-1)
+        self.register_buffer("cos", ang.cos())
+        self.register_buffer("sin", ang.sin())
+        self.causal = torch.tril(torch.ones(seq, seq, dtype=torch.bool))
+
+    @staticmethod
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    def rope(self, x, t):
+        x1, x2 = x[..., : self.dh // 2], x[..., self.dh // 2:]
+        return x * self.cos[:t] + torch.cat([-x2, x1], dim=-1) * self.sin[:t]
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.embed(idx)
+        for i in range(len(self.q)):
+            h = self.rms(x, self.norm1[i])
+            q, k, v = (m[i](h).view(b, t, self.heads, self.dh).transpose(1, 2)
+                       for m in (self.q, self.k, self.v))
+            q, k = self.rope(q, t), self.rope(k, t)
+            att = (q @ k.transpose(-2, -1)) / (self.dh ** 0.5)
+            att = att.masked_fill(~self.causal[:t, :t], float("-inf"))
+            y = (torch.softmax(att, -1) @ v).transpose(1, 2).reshape(b, t, -1)
+            x = x + self.o[i](y)
+            h2 = self.rms(x, self.norm2[i])
+            x = x + self.down[i](F.silu(self.gate[i](h2)) * self.up[i](h2))
+        return self.head(self.rms(x, self.norm))
+
+
 def export(model, args, path, names):
     torch.onnx.export(model, args, path, input_names=names[0], output_names=names[1],
                       opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
@@ -106,6 +157,8 @@ def main():
     torch.onnx.export(t, (torch.randn(4, 8),), os.path.join(out, "folded.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17)
     export(GPT(), (torch.randint(0, 50, (2, 8)),), os.path.join(out, "gpt.onnx"),
+           (["tokens"], ["logits"]))
+    export(Llama(), (torch.randint(0, 50, (2, 8)),), os.path.join(out, "llama.onnx"),
            (["tokens"], ["logits"]))
     print("wrote the test models to", out)
 
