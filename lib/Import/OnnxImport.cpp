@@ -80,24 +80,45 @@ public:
         return nullptr;
       args.push_back({in.name(), t});
     }
-    if (args.size() != 1)
-      return fail("the importer expects one data input (token ids or "
-                  "features), the model has " + std::to_string(args.size())),
-             nullptr;
+    if (args.empty())
+      return fail("the model has no data input"), nullptr;
     if (g.output_size() != 1)
       return fail("the importer expects one output (logits), the model has " +
                   std::to_string(g.output_size())),
              nullptr;
+    // Labels take the output's shape without its class dimension (declared
+    // output shape; else inferred from the first input).
     RankedTensorType in = args[0].second;
-    bool lm = task == "lm" || (task.empty() && in.getElementType().isInteger(64) &&
-                               in.getRank() == 2);
-    RankedTensorType labels = lm ? RankedTensorType::get(in.getShape(), i64)
-                                 : RankedTensorType::get(in.getShape().take_front(1), i64);
+    bool tokens = in.getElementType().isInteger(64) && in.getRank() == 2;
+    if (task == "lm" && !tokens)
+      return fail("--task=lm needs token ids (an int64 [B, T] input); the "
+                  "model's input '" + args[0].first + "' is " + typeStr(in)),
+             nullptr;
+    bool lm = task == "lm" || (task.empty() && tokens);
+    SmallVector<int64_t> labelShape;
+    const auto &outShape = g.output(0).type().tensor_type().shape();
+    bool declared = outShape.dim_size() > 0;
+    for (int d = 0; d + 1 < outShape.dim_size(); ++d) {
+      if (!outShape.dim(d).has_dim_value())
+        declared = false;
+      else
+        labelShape.push_back(outShape.dim(d).dim_value());
+    }
+    if (!declared)
+      labelShape.assign(lm ? in.getShape().begin() : in.getShape().begin(),
+                        lm ? in.getShape().end() : in.getShape().begin() + 1);
+    RankedTensorType labels = RankedTensorType::get(labelShape, i64);
+    SmallVector<Type> argTypes;
+    for (auto &a : args)
+      argTypes.push_back(a.second);
+    argTypes.push_back(labels);
     auto fn = func::FuncOp::create(b, loc, "forward",
-                                   b.getFunctionType({in, labels}, {RankedTensorType::get({}, f32)}));
+                                   b.getFunctionType(argTypes, {RankedTensorType::get({}, f32)}));
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    values[args[0].first] = Val{entry->getArgument(0)};
+    for (auto [i, a] : llvm::enumerate(args))
+      values[a.first] = Val{entry->getArgument(i)};
+    Value labelArg = entry->getArgument(args.size());
     for (auto &[name, value] : paramValues)
       values[name] = Val{LoadOp::create(b, loc, value, FlatSymbolRefAttr::get(&ctx, name))};
 
@@ -110,14 +131,14 @@ public:
       return fail("the output '" + g.output(0).name() + "' was not computed"), nullptr;
     Value logits = out->second.v;
     auto lt = cast<RankedTensorType>(logits.getType());
-    if (lt.getShape().drop_back() != labels.getShape())
+    if (lt.getRank() < 1 || lt.getShape().drop_back() != labels.getShape())
       return fail("the output has shape " + shapeStr(lt.getShape()) + ", which a " +
                   (lm ? "language-model" : "classification") +
                   " loss cannot take (expected the input's shape plus a class "
                   "dimension; use --task)"),
              nullptr;
     Value loss = CrossEntropyOp::create(b, loc, RankedTensorType::get({}, f32), logits,
-                                        entry->getArgument(1));
+                                        labelArg);
     func::ReturnOp::create(b, loc, loss);
     if (failed(verify(*module)))
       return fail("the imported module does not verify (see the diagnostics above)"), nullptr;
@@ -131,6 +152,12 @@ private:
   }
   bool nodeFail(const onnx::NodeProto &n, const std::string &msg) {
     return fail("node '" + n.name() + "' (" + n.op_type() + "): " + msg);
+  }
+  static std::string typeStr(Type t) {
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    os << t;
+    return out;
   }
   static std::string shapeStr(ArrayRef<int64_t> s) {
     std::string r = "[";

@@ -3,8 +3,9 @@
 imported by loomc, differentiated by loom-autodiff and run by loom-run: loss
 and every gradient against the same PyTorch model's autograd in float64
 (relative error <= 1e-4). An MLP (classifier), a GPT-2-style decoder (tied
-embedding, causal mask, tanh GELU) and a Llama-style one (RMSNorm, rotary
-embeddings, SwiGLU).
+embedding, causal mask, tanh GELU), a Llama-style one (RMSNorm, rotary
+embeddings, SwiGLU) and a two-layer GCN (dense normalised adjacency as an
+input, node classification).
 """
 import os
 import sys
@@ -15,24 +16,27 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
 from loomtest import parse_args, read_st, rel, tool, write_st  # noqa: E402
-from make_onnx import GPT, MLP, Llama  # noqa: E402
+from make_onnx import GCN, GPT, MLP, Llama, normalised_adjacency  # noqa: E402
 
 
-def check(a, name, model, x, y, lm):
+def check(a, name, model, xs, y):
     onnx_path = os.path.join(a.tmp, f"{name}.onnx")
-    torch.onnx.export(model, (x,), onnx_path, input_names=["x"], output_names=["logits"],
+    torch.onnx.export(model, tuple(xs), onnx_path,
+                      input_names=[f"in{i}" for i in range(len(xs))], output_names=["logits"],
                       opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False)
     mlir = os.path.join(a.tmp, f"{name}.mlir")
     tool(a.bin, "loomc", onnx_path, "--compile-to=autodiff", "-o", mlir)
     fin = os.path.join(a.tmp, f"{name}.in.safetensors")
     fout = os.path.join(a.tmp, f"{name}.out.safetensors")
-    write_st(fin, {"arg0": x, "arg1": y})
+    inputs = {f"arg{i}": x for i, x in enumerate(xs)}
+    inputs[f"arg{len(xs)}"] = y
+    write_st(fin, inputs)
     tool(a.bin, "loom-run", mlir, "--function=forward_backward", f"--inputs={fin}",
          f"--outputs={fout}")
     out = read_st(fout)
     ref = model.double()
-    logits = ref(x.double() if x.is_floating_point() else x)
+    logits = ref(*(x.double() if x.is_floating_point() else x for x in xs))
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
     loss.backward()
     errs = {"loss": rel(out["out0"].double(), loss.detach())}
@@ -47,10 +51,12 @@ def check(a, name, model, x, y, lm):
 def main():
     a = parse_args()
     torch.manual_seed(4)
-    worst = check(a, "mlp", MLP(), torch.randn(4, 8), torch.randint(0, 3, (4,)), False)
+    worst = check(a, "mlp", MLP(), [torch.randn(4, 8)], torch.randint(0, 3, (4,)))
     tok = torch.randint(0, 50, (2, 8))
-    worst = max(worst, check(a, "gpt", GPT(), tok, torch.randint(0, 50, (2, 8)), True))
-    worst = max(worst, check(a, "llama", Llama(), tok, torch.randint(0, 50, (2, 8)), True))
+    worst = max(worst, check(a, "gpt", GPT(), [tok], torch.randint(0, 50, (2, 8))))
+    worst = max(worst, check(a, "llama", Llama(), [tok], torch.randint(0, 50, (2, 8))))
+    worst = max(worst, check(a, "gcn", GCN(), [normalised_adjacency(), torch.randn(5, 6)],
+                             torch.randint(0, 3, (5,))))
     if worst > 1e-4:
         sys.exit(1)
 

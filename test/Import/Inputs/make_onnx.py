@@ -131,6 +131,26 @@ class Llama(nn.Module):
         return self.head(self.rms(x, self.norm))
 
 
+class GCN(nn.Module):
+    """Two graph-convolution layers with a dense normalised adjacency given as
+    an input: logits = A relu(A X W1) W2 (Kipf & Welling)."""
+
+    def __init__(self, features=6, hidden=8, classes=3):
+        super().__init__()
+        self.w1 = nn.Linear(features, hidden)
+        self.w2 = nn.Linear(hidden, classes)
+
+    def forward(self, adj, x):
+        return adj @ self.w2(torch.relu(adj @ self.w1(x)))
+
+
+def normalised_adjacency(n=5):
+    a = (torch.rand(n, n) > 0.5).float()
+    a = ((a + a.t()) > 0).float() + torch.eye(n)
+    d = a.sum(1).rsqrt()
+    return d[:, None] * a * d[None, :]
+
+
 def export(model, args, path, names):
     torch.onnx.export(model, args, path, input_names=names[0], output_names=names[1],
                       opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
@@ -160,6 +180,8 @@ def main():
            (["tokens"], ["logits"]))
     export(Llama(), (torch.randint(0, 50, (2, 8)),), os.path.join(out, "llama.onnx"),
            (["tokens"], ["logits"]))
+    export(GCN(), (normalised_adjacency(), torch.randn(5, 6)), os.path.join(out, "gcn.onnx"),
+           (["adj", "x"], ["logits"]))
     print("wrote the test models to", out)
 
 
