@@ -499,7 +499,7 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       map.map(from, to);
     b.setInsertionPointToStart(entry);
     SmallVector<Operation *> forwardOps;
-    Value loss;
+    Value loss, recomputedLoss;
     for (Operation &op : fwd.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         loss = map.lookup(ret.getOperand(0));
@@ -508,11 +508,30 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       forwardOps.push_back(b.clone(op, map));
     }
 
-    // Backward, from d(loss) = 1.
+    // With recompute, the backward differentiates a second copy of the
+    // forward pass made after the loss: the first copy's activations die at
+    // the loss and are rematerialised when the backward needs them (full
+    // activation checkpointing: one checkpoint, the inputs).
     Location loc = fwd.getLoc();
+    if (recompute) {
+      IRMapping again;
+      for (auto [from, to] : llvm::zip(fwd.getArguments(), entry->getArguments()))
+        again.map(from, to);
+      forwardOps.clear();
+      for (Operation &op : fwd.getBody().front()) {
+        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+          recomputedLoss = again.lookup(ret.getOperand(0));
+          continue;
+        }
+        forwardOps.push_back(b.clone(op, again));
+      }
+    }
+
+    // Backward, from d(loss) = 1.
     Differentiator d(b, loc);
     d.markActive(forwardOps);
-    d.accumulate(loss, d.splat(cast<RankedTensorType>(loss.getType()), 1.0));
+    Value seedAt = recompute ? recomputedLoss : loss;
+    d.accumulate(seedAt, d.splat(cast<RankedTensorType>(loss.getType()), 1.0));
     for (Operation *op : llvm::reverse(forwardOps))
       if (failed(d.vjp(op)))
         return signalPassFailure();

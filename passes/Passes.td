@@ -122,6 +122,11 @@ def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
            "The function to differentiate (returns one scalar loss)">,
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "Activation checkpointing: the backward differentiates a second "
+           "copy of the forward pass made after the loss, so forward "
+           "activations need not live until the backward (one checkpoint: "
+           "the inputs; about a third more compute)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect",
                            "::mlir::arith::ArithDialect",

@@ -97,6 +97,11 @@ int loomcMain(int argc, char **argv) {
                "(lm) or cross-entropy against labels (classify); inferred "
                "from the input when not given"),
       cl::cat(cat));
+  static cl::opt<bool> recompute(
+      "recompute", cl::init(false),
+      cl::desc("Activation checkpointing: recompute the forward pass in the "
+               "backward (loom-autodiff recompute=true)"),
+      cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
@@ -184,8 +189,11 @@ int loomcMain(int argc, char **argv) {
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  if (*phase >= Phase::Autodiff && !module->lookupSymbol("forward_backward"))
-    pm.addPass(mlir::loom::createAutodiff());
+  if (*phase >= Phase::Autodiff && !module->lookupSymbol("forward_backward")) {
+    mlir::loom::AutodiffOptions ad;
+    ad.recompute = recompute;
+    pm.addPass(mlir::loom::createAutodiff(ad));
+  }
   if (*phase >= Phase::Optimizer && !hasTrainStep(*module)) {
     mlir::loom::AttachOptimizerOptions o;
     o.optimizer = optimizer;

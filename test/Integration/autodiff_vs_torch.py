@@ -25,11 +25,12 @@ def main():
     a = parse_args()
     torch.manual_seed(0)
     worst = 0.0
-    for family, keys, ref in MODELS:
+    for family, keys, ref, extra in [m + ([],) for m in MODELS] + \
+            [("gpt", MODELS[1][1], MODELS[1][2], ["--recompute"])]:
         cfg = spec_config(keys)
-        mlir = os.path.join(a.tmp, f"{family}.mlir")
+        mlir = os.path.join(a.tmp, f"{family}{len(extra)}.mlir")
         tool(a.bin, "loomc", "--model", f"{family}:{keys}", "--compile-to=autodiff",
-             "-o", mlir)
+             "-o", mlir, *extra)
         inputs = model_inputs(family, cfg)
         fin, fpar, fout = (os.path.join(a.tmp, f"{family}.{n}.safetensors")
                            for n in ("in", "params", "out"))
@@ -46,7 +47,8 @@ def main():
             errs[name] = rel(out[f"grad.{name}"].double(), prm.grad)
         name, err = max(errs.items(), key=lambda kv: kv[1])
         worst = max(worst, err)
-        print(f"{family:6} loss {loss.item():.6f}  {len(params)} gradients  "
+        label = family + (" (recompute)" if extra else "")
+        print(f"{label:16} loss {loss.item():.6f}  {len(params)} gradients  "
               f"max rel error {err:.2e} ({name})")
         if len(out) != len(params) + 1:
             sys.exit(f"{family}: loom-run returned {len(out)} tensors for {len(params)} parameters")

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s -split-input-file --loom-autodiff -verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-autodiff=recompute=true -verify-diagnostics | FileCheck %s --check-prefix=RECOMPUTE
 
 loom.param @w : tensor<4x3xf32>
 loom.param @b : tensor<4xf32>
@@ -17,6 +18,16 @@ loom.param @b : tensor<4xf32>
 // CHECK-DAG: %[[DW:.+]] = loom.matmul %[[DH]], %[[X]] transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
 // CHECK-NOT: loom.matmul
 // CHECK: return %[[L]], %[[DW]], %[[DB]]
+
+// With recompute the backward reads a second forward pass made after the
+// loss, not the first one's activations.
+// RECOMPUTE-LABEL: func.func @forward_backward
+// RECOMPUTE: %[[M1:.+]] = loom.matmul
+// RECOMPUTE: %[[L1:.+]] = loom.cross_entropy
+// RECOMPUTE: %[[M2:.+]] = loom.matmul
+// RECOMPUTE: %[[H2:.+]] = loom.add %[[M2]]
+// RECOMPUTE: loom.cross_entropy_grad %[[H2]]
+// RECOMPUTE: return %[[L1]]
 func.func @forward(%x: tensor<2x3xf32>, %y: tensor<2xi64>) -> tensor<f32> {
   %w = loom.load @w : tensor<4x3xf32>
   %b = loom.load @b : tensor<4xf32>
