@@ -192,4 +192,35 @@ def AttachOptimizer : Pass<"loom-attach-optimizer", "ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
+  let summary = "Replace imported parameter values with initialisers";
+  let description = [{
+    For benchmark runs of imported models (`loomc --init=random`): every
+    `loom.param` that carries imported values gets an initialiser instead,
+    so no weights need to be stored or loaded. Matrices and higher-rank
+    tensors draw from `normal(0, std)`; vectors named `*bias` start at zeros
+    and other vectors (normalisation weights) at ones - GPT-2's scheme.
+
+    Before:
+
+    ```mlir
+    loom.param @fc.weight : tensor<4x3xf32> value dense<...> : tensor<4x3xf32>
+    loom.param @fc.bias : tensor<4xf32> value dense<...> : tensor<4xf32>
+    loom.param @ln.weight : tensor<4xf32> value dense<...> : tensor<4xf32>
+    ```
+
+    After:
+
+    ```mlir
+    loom.param @fc.weight : tensor<4x3xf32> init #loom.init<normal(0.0, 0.02)>
+    loom.param @fc.bias : tensor<4xf32> init #loom.init<zeros>
+    loom.param @ln.weight : tensor<4xf32> init #loom.init<ones>
+    ```
+  }];
+  let options = [
+    Option<"stddev", "std", "double", /*default=*/"0.02",
+           "Standard deviation of the normal initialiser of matrices">,
+  ];
+}
+
 #endif // LOOM_PASSES_TD

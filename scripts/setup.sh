@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache git python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   googletest libgtest-dev libopenblas-dev python3-torch
-  libonnx-dev libprotobuf-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler
 )
 
 missing=()

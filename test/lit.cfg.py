@@ -37,5 +37,8 @@ if os.system(torch_python + " -c 'import torch' > /dev/null 2>&1") == 0:
     config.substitutions.append(("%torch_python", torch_python))
 config.substitutions.append(("%loom_tools_dir", config.loom_tools_dir))
 config.substitutions.append(("%python", sys.executable))
+# protoc (protobuf-compiler) rewrites ONNX test models in text form.
+if shutil.which("protoc") and os.path.exists("/usr/include/onnx/onnx.proto"):
+    config.available_features.add("protoc")
 if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
     config.available_features.add("nvcc")

@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
 #include <functional>
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -67,6 +68,12 @@ std::vector<int64_t> padded(Value v, int rank) {
   return r;
 }
 std::string f(double x) {
+  // Masks fill with -inf (an ONNX export's causal mask): C++ has no
+  // literal for it, so non-finite values become <cmath>'s macros.
+  if (std::isnan(x))
+    return "NAN";
+  if (std::isinf(x))
+    return x > 0 ? "INFINITY" : "-INFINITY";
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::format("%.9g", x);
@@ -156,7 +163,7 @@ public:
         << " (target " << opts.target << ").\n"
         << "// Regenerate it with loomc rather than editing it: each runtime "
            "call below\n// is preceded by the loom op it implements.\n"
-        << "#include \"loomrt/train.h\"\n\n#include <cstring>\n\n"
+        << "#include \"loomrt/train.h\"\n\n#include <cmath>\n#include <cstring>\n\n"
         << "#define LOOM_CHECK(x)                                        \\\n"
         << "  do {                                                     \\\n"
         << "    loomrt_status st_ = (x);                               \\\n"

@@ -18,6 +18,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -51,9 +52,9 @@ struct Val {
 
 class Importer {
 public:
-  Importer(MLIRContext &ctx, std::string &error)
+  Importer(MLIRContext &ctx, std::string &error, std::string modelDir)
       : ctx(ctx), b(&ctx), error(error), f32(Float32Type::get(&ctx)),
-        i64(IntegerType::get(&ctx, 64)) {}
+        i64(IntegerType::get(&ctx, 64)), modelDir(std::move(modelDir)) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model, StringRef path,
                             StringRef task) {
@@ -186,10 +187,51 @@ private:
     return true;
   }
 
+  /// Reads an initializer's external data: only files in the model's own
+  /// folder (no absolute paths, no ".."), as the ONNX spec recommends.
+  bool readExternal(onnx::TensorProto &t) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : t.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::atoll(kv.value().c_str());
+      else if (kv.key() == "length")
+        length = std::atoll(kv.value().c_str());
+    }
+    if (location.empty())
+      return fail("initializer '" + t.name() + "' is external but names no file");
+    if (location[0] == '/' || StringRef(location).contains(".."))
+      return fail("initializer '" + t.name() + "' points outside the model's folder ('" +
+                  location + "'); external data is read only from that folder");
+    std::string file = modelDir.empty() ? location : modelDir + "/" + location;
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+      return fail("cannot open external data '" + file + "' of initializer '" + t.name() +
+                  "': " + std::strerror(errno));
+    in.seekg(0, std::ios::end);
+    int64_t size = int64_t(in.tellg());
+    if (length < 0)
+      length = size - offset;
+    if (offset < 0 || offset + length > size)
+      return fail("external data of '" + t.name() + "' lies outside '" + file + "'");
+    std::string bytes(size_t(length), '\0');
+    in.seekg(offset);
+    in.read(bytes.data(), length);
+    t.set_raw_data(bytes);
+    return true;
+  }
+
   bool initializer(const onnx::TensorProto &t, bool asConstant = false) {
-    if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL)
-      return fail("initializer '" + t.name() + "' keeps its data in an external "
-                  "file, which this importer does not read yet");
+    if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL) {
+      onnx::TensorProto loaded = t;
+      if (!readExternal(loaded))
+        return false;
+      loaded.clear_data_location();
+      loaded.clear_external_data();
+      return initializer(loaded, asConstant);
+    }
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
     int64_t n = 1;
     for (int64_t d : shape)
@@ -913,6 +955,7 @@ private:
   OpBuilder b;
   std::string &error;
   Type f32, i64;
+  std::string modelDir;
   Location loc = UnknownLoc::get(&ctx);
   OwningOpRef<ModuleOp> module;
   llvm::StringMap<Val> values;
@@ -933,7 +976,7 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
            nullptr;
   if (!task.empty() && task != "lm" && task != "classify")
     return error = "unknown --task '" + task.str() + "': expected lm or classify", nullptr;
-  Importer imp(ctx, error);
+  Importer imp(ctx, error, llvm::sys::path::parent_path(path).str());
   return imp.run(model, path, task);
 }
 

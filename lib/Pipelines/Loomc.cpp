@@ -54,7 +54,7 @@ static bool hasTrainStep(ModuleOp m) {
 }
 
 int loomcMain(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+  llvm::InitLLVM initLLVM(argc, argv);
   static cl::OptionCategory cat("loomc options");
   static cl::opt<std::string> input(cl::Positional, cl::init(""),
                                     cl::desc("[MODEL.onnx | MODEL.mlir]"),
@@ -96,6 +96,12 @@ int loomcMain(int argc, char **argv) {
       cl::desc("The loss an imported model gets: next-token cross-entropy "
                "(lm) or cross-entropy against labels (classify); inferred "
                "from the input when not given"),
+      cl::cat(cat));
+  static cl::opt<std::string> init(
+      "init", cl::init("model"), cl::value_desc("model|random"),
+      cl::desc("Initial weights: the model's own (imported values or "
+               "generator initialisers), or random for benchmark runs "
+               "(loom-reinit-params)"),
       cl::cat(cat));
   static cl::opt<bool> recompute(
       "recompute", cl::init(false),
@@ -140,6 +146,8 @@ int loomcMain(int argc, char **argv) {
     return error("unknown phase '" + compileTo +
                  "' for --compile-to: expected import, autodiff, optimizer, "
                  "distribute, schedule, lowered, cpp or binary");
+  if (init != "model" && init != "random")
+    return error("unknown --init '" + init + "': expected model or random");
   if (target != "cpu" && target != "cuda")
     return error("unknown --target '" + target + "': expected cpu or cuda");
   DialectRegistry registry;
@@ -189,6 +197,8 @@ int loomcMain(int argc, char **argv) {
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
+  if (init == "random")
+    pm.addPass(mlir::loom::createReinitParams());
   if (*phase >= Phase::Autodiff && !module->lookupSymbol("forward_backward")) {
     mlir::loom::AutodiffOptions ad;
     ad.recompute = recompute;
