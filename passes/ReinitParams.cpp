@@ -24,18 +24,10 @@ struct ReinitParams
       getOperation().emitError() << "loom-reinit-params: std must be positive";
       return signalPassFailure();
     }
-    MLIRContext *ctx = &getContext();
     for (ParamOp p : getOperation().getOps<ParamOp>()) {
       if (!p.getValue())
         continue;
-      auto type = cast<RankedTensorType>(p.getType());
-      InitAttr init;
-      if (type.getRank() >= 2)
-        init = InitAttr::get(ctx, InitKind::normal, APFloat(0.0), APFloat(double(stddev)));
-      else if (p.getSymName().ends_with("bias"))
-        init = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
-      else
-        init = InitAttr::get(ctx, InitKind::ones, APFloat(0.0), APFloat(0.0));
+      InitAttr init = defaultInitFor(p, stddev);
       p.removeValueAttr();
       p.setInitAttr(init);
     }

@@ -1126,3 +1126,13 @@ LogicalResult DecompressOp::verify() {
 #include "dialects/Loom/LoomInterfaces.cpp.inc"
 #define GET_OP_CLASSES
 #include "dialects/Loom/LoomOps.cpp.inc"
+
+InitAttr mlir::loom::defaultInitFor(ParamOp p, double stddev) {
+  MLIRContext *ctx = p.getContext();
+  auto type = cast<RankedTensorType>(p.getType());
+  if (type.getRank() >= 2)
+    return InitAttr::get(ctx, InitKind::normal, APFloat(0.0), APFloat(stddev));
+  if (p.getSymName().ends_with("bias"))
+    return InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
+  return InitAttr::get(ctx, InitKind::ones, APFloat(0.0), APFloat(0.0));
+}

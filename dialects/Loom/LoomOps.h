@@ -36,4 +36,11 @@ public:
 #define GET_OP_CLASSES
 #include "dialects/Loom/LoomOps.h.inc"
 
+namespace mlir::loom {
+/// The initialiser that stands in for an imported parameter's values
+/// (loom-reinit-params, a binary's --init=random): GPT-2's normal(0, std)
+/// for matrices, zeros for biases, ones for other vectors (norm weights).
+InitAttr defaultInitFor(ParamOp param, double stddev = 0.02);
+} // namespace mlir::loom
+
 #endif // LOOM_DIALECT_LOOMOPS_H

@@ -20,7 +20,20 @@ namespace loom {
 struct CodegenOptions {
   std::string target = "cpu"; // cpu | cuda
   std::string model;          // shown by the binary's --help
+  /// Name of the safetensors file holding imported parameter values, as the
+  /// binary looks for it (relative: beside the executable). Required when
+  /// the module has parameters with values.
+  std::string weightsFile;
 };
+
+/// Whether some parameter carries imported values (then the binary needs
+/// writeInitialWeights' file).
+bool hasImportedWeights(mlir::ModuleOp module);
+
+/// Writes the imported parameter values to `path` as safetensors (the
+/// runtime's checkpoint format), under the parameters' names.
+mlir::LogicalResult writeInitialWeights(mlir::ModuleOp module,
+                                        const std::string &path);
 
 /// Emits the C++ source of the training binary of @train_step. Unsupported
 /// IR is reported as diagnostics on the offending op.

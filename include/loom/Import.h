@@ -26,11 +26,12 @@ mlir::OwningOpRef<mlir::ModuleOp> generateModel(mlir::MLIRContext &ctx,
 /// Imports an ONNX model (static shapes) and appends the loss: next-token
 /// cross-entropy for language models (int64 [B, T] input), cross-entropy
 /// against labels for classifiers; `task` ("lm" or "classify") overrides the
-/// inference. On failure returns null with a message naming the node.
-mlir::OwningOpRef<mlir::ModuleOp> importOnnx(mlir::MLIRContext &ctx,
-                                             llvm::StringRef path,
-                                             llvm::StringRef task,
-                                             std::string &error);
+/// inference. Initializers named in `frozen` (PyTorch buffers: rotary
+/// tables, masks) become constants instead of trained parameters. On failure
+/// returns null with a message naming the node.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path, llvm::StringRef task,
+           llvm::ArrayRef<std::string> frozen, std::string &error);
 
 /// One line per family with its keys and defaults, for --help.
 std::string modelSpecHelp();

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Codegen.h"
+#include "loomrt/loomrt.h"
 
 #include "dialects/Loom/LoomOps.h"
 
@@ -109,17 +110,25 @@ public:
     // Parameters and state, in declaration order (the initialisation order).
     std::string table;
     llvm::raw_string_ostream tos(table);
+    bool anyWeights = false;
     for (Operation &op : module.getBody()->getOperations()) {
       RankedTensorType type;
       InitAttr init;
       StringRef name;
-      bool isParam = false;
+      bool isParam = false, fromWeights = false;
       if (auto p = dyn_cast<ParamOp>(op)) {
-        if (p.getValue())
-          return p.emitError() << "parameters with imported values are not "
-                                  "supported by code generation yet";
         type = cast<RankedTensorType>(p.getType());
         init = p.getInitAttr();
+        if (p.getValue()) {
+          // Imported values live in the weights file beside the binary;
+          // the initialiser is what --init=random draws instead.
+          if (opts.weightsFile.empty())
+            return p.emitError() << "parameters with imported values need a "
+                                    "weights file: give -o FILE (or use "
+                                    "--init=random)";
+          fromWeights = true;
+          init = defaultInitFor(p);
+        }
         name = p.getSymName();
         isParam = true;
       } else if (auto s = dyn_cast<StateOp>(op)) {
@@ -139,7 +148,8 @@ public:
           << (init ? int(init.getKind()) : 0) << ", "
           << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
           << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
-          << (isParam ? 1 : 0) << "},\n";
+          << (isParam ? 1 : 0) << ", " << (fromWeights ? 1 : 0) << "},\n";
+      anyWeights |= fromWeights;
     }
 
     // The functions @train_step reaches, callees first.
@@ -187,7 +197,9 @@ public:
         << "      \"" << opts.model << "\",\n      "
         << (opts.target == "cuda" ? "LOOMRT_BACKEND_CUDA" : "LOOMRT_BACKEND_CPU")
         << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      "
-        << shape[0] << ", " << shape[1] << ", entry};\n"
+        << shape[0] << ", " << shape[1] << ",\n      "
+        << (anyWeights ? "\"" + opts.weightsFile + "\"" : std::string("nullptr"))
+        << ", entry};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }
@@ -762,6 +774,44 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
                               const CodegenOptions &options) {
   Emitter e(module, options);
   return e.run(os);
+}
+
+bool hasImportedWeights(ModuleOp module) {
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (p.getValue())
+      return true;
+  return false;
+}
+
+LogicalResult writeInitialWeights(ModuleOp module, const std::string &path) {
+  std::vector<std::vector<float>> data;
+  std::vector<loomrt_tensor_ref> refs;
+  std::vector<std::string> names;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    auto values = dyn_cast_or_null<DenseElementsAttr>(p.getValueAttr());
+    if (!values)
+      continue;
+    auto type = cast<RankedTensorType>(p.getType());
+    if (!type.getElementType().isF32() || type.getRank() > LOOMRT_MAX_RANK)
+      return p.emitError() << "code generation writes imported f32 values only";
+    data.emplace_back();
+    for (const APFloat &v : values.getValues<APFloat>())
+      data.back().push_back(v.convertToFloat());
+    names.push_back(p.getSymName().str());
+  }
+  for (size_t i = 0; i < data.size(); ++i) {
+    auto p = cast<ParamOp>(module.lookupSymbol(names[i]));
+    auto shape = cast<RankedTensorType>(p.getType()).getShape();
+    loomrt_tensor_ref t{names[i].c_str(), LOOMRT_F32, int(shape.size()), {}, data[i].data()};
+    for (size_t d = 0; d < shape.size(); ++d)
+      t.shape[d] = shape[d];
+    refs.push_back(t);
+  }
+  const char *k[] = {"format"}, *v[] = {"loom initial weights"};
+  if (loomrt_status st = loomrt_checkpoint_save(path.c_str(), refs.data(), refs.size(), k, v, 1))
+    return module.emitError() << "cannot write the weights file '" << path
+                              << "': " << loomrt_status_string(st);
+  return success();
 }
 
 bool compileTrainingBinary(const std::string &cppPath,

@@ -57,20 +57,28 @@ public:
         i64(IntegerType::get(&ctx, 64)), modelDir(std::move(modelDir)) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model, StringRef path,
-                            StringRef task) {
+                            StringRef task, ArrayRef<std::string> frozen) {
     const onnx::GraphProto &g = model.graph();
     loc = FileLineColLoc::get(&ctx, path, 0, 0);
     module = ModuleOp::create(loc);
     (*module)->setAttr("loom.model", b.getStringAttr(path));
     b.setInsertionPointToEnd(module->getBody());
 
-    // Initializers: float ones are parameters, int64 ones fold.
-    llvm::StringSet<> inits;
+    // Initializers: float ones are parameters, int64 ones fold. ONNX does
+    // not tell parameters from buffers (both are initializers): frozen ones
+    // are constants, as ONNX Runtime training's frozen_params.
+    llvm::StringSet<> inits, frozenSet;
+    for (const std::string &f : frozen)
+      frozenSet.insert(f);
     for (const onnx::TensorProto &t : g.initializer()) {
       inits.insert(t.name());
-      if (!initializer(t))
+      if (!initializer(t, /*asConstant=*/frozenSet.contains(t.name())))
         return nullptr;
     }
+    for (const std::string &f : frozen)
+      if (!inits.contains(f))
+        return fail("--frozen names '" + f + "', which is not an initializer of the model"),
+               nullptr;
     // Inputs that are not initializers become the function's arguments.
     SmallVector<std::pair<std::string, RankedTensorType>> args;
     for (const onnx::ValueInfoProto &in : g.input()) {
@@ -965,7 +973,8 @@ private:
 } // namespace
 
 OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
-                                 StringRef task, std::string &error) {
+                                 StringRef task, ArrayRef<std::string> frozen,
+                                 std::string &error) {
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
@@ -977,7 +986,7 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
   if (!task.empty() && task != "lm" && task != "classify")
     return error = "unknown --task '" + task.str() + "': expected lm or classify", nullptr;
   Importer imp(ctx, error, llvm::sys::path::parent_path(path).str());
-  return imp.run(model, path, task);
+  return imp.run(model, path, task, frozen);
 }
 
 } // namespace loom

@@ -97,6 +97,12 @@ int loomcMain(int argc, char **argv) {
                "(lm) or cross-entropy against labels (classify); inferred "
                "from the input when not given"),
       cl::cat(cat));
+  static cl::list<std::string> frozen(
+      "frozen", cl::CommaSeparated, cl::value_desc("name,..."),
+      cl::desc("ONNX initializers that are buffers, not parameters (PyTorch "
+               "register_buffer: rotary tables, masks): imported as "
+               "constants, never trained"),
+      cl::cat(cat));
   static cl::opt<std::string> init(
       "init", cl::init("model"), cl::value_desc("model|random"),
       cl::desc("Initial weights: the model's own (imported values or "
@@ -154,6 +160,9 @@ int loomcMain(int argc, char **argv) {
   registerAllDialects(registry);
   MLIRContext ctx(registry);
   OwningOpRef<ModuleOp> module;
+  if ((!task.empty() || !frozen.empty()) &&
+      (!model.empty() || !llvm::StringRef(input).ends_with(".onnx")))
+    return error("--task and --frozen apply to ONNX models (MODEL.onnx)");
   if (!model.empty()) {
     std::string err;
     module = generateModel(ctx, model, err);
@@ -163,7 +172,7 @@ int loomcMain(int argc, char **argv) {
     llvm::StringRef path(input);
     std::string err;
     if (path.ends_with(".onnx")) {
-      module = importOnnx(ctx, path, task, err);
+      module = importOnnx(ctx, path, task, frozen, err);
       if (!module)
         return error(err);
     }
@@ -222,6 +231,18 @@ int loomcMain(int argc, char **argv) {
   CodegenOptions cg;
   cg.target = target;
   cg.model = model.empty() ? input.getValue() : model.getValue();
+  // Imported values go to a safetensors file beside the output: the binary
+  // finds it by its name next to the executable; sources written with -o
+  // name it by absolute path.
+  if (*phase >= Phase::Cpp && hasImportedWeights(*module) && output != "-") {
+    llvm::SmallString<256> weights(output + ".weights.safetensors");
+    if (*phase == Phase::Cpp)
+      llvm::sys::fs::make_absolute(weights);
+    if (failed(writeInitialWeights(*module, weights.str().str())))
+      return 1;
+    cg.weightsFile = *phase == Phase::Cpp ? weights.str().str()
+                                          : llvm::sys::path::filename(weights).str();
+  }
   if (*phase == Phase::Binary) {
     llvm::SmallString<128> cpp;
     if (!emitDir.empty()) {

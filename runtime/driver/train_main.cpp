@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 struct loomrt_step_ctx_t {
@@ -60,7 +61,7 @@ float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
 namespace {
 
 struct Flags {
-  std::string data, logJson, ckptDir, trace;
+  std::string data, logJson, ckptDir, trace, weights, init = "model";
   long steps = 10, ckptEvery = 0;
   double lr = -1;
   unsigned long long seed = 0;
@@ -81,6 +82,7 @@ int die(const std::string &msg) {
 void usage(const char *argv0, const loomrt_program *p) {
   std::printf(
       "usage: %s --data FILE [--steps N] [--lr LR] [--seed S]\n"
+      "          [--init model|random] [--weights FILE]\n"
       "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
       "          [--resume] [--trace FILE]\n\n"
       "Trains %s (batch %lld x %lld tokens) on %s.\n\n"
@@ -88,20 +90,32 @@ void usage(const char *argv0, const loomrt_program *p) {
       "  --steps N              steps to run (default 10)\n"
       "  --lr LR                learning rate (default: the compiled one)\n"
       "  --seed S               seed of the initial weights (default 0)\n"
+      "  --init model|random    start from the model's weights (default) or draw\n"
+      "                         every parameter from its initialiser and --seed\n"
+      "  --weights FILE         the imported weights (default: %s)\n"
       "  --log-json FILE        one JSON object per step: step, loss, step_ms, tokens_per_s\n"
       "  --checkpoint-dir DIR   where DIR/checkpoint.safetensors is written\n"
       "  --checkpoint-every K   save every K steps (and after the last)\n"
       "  --resume               continue from DIR/checkpoint.safetensors\n"
       "  --trace FILE           Chrome trace JSON of the steps (opens in Perfetto)\n",
       argv0, p->model, (long long)p->batch, (long long)p->seq,
-      loomrt_backend_name(p->backend));
+      loomrt_backend_name(p->backend),
+      p->weights ? p->weights : "none, the model has initialisers");
 }
 
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
            std::string &err) {
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
+    std::string a = argv[i], inlineValue;
+    bool hasInline = false;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inlineValue = a.substr(eq + 1); // --flag=value as well as --flag value
+      a = a.substr(0, eq);
+      hasInline = true;
+    }
     auto value = [&](std::string &out) {
+      if (hasInline)
+        return out = inlineValue, true;
       if (i + 1 >= argc)
         return err = "missing value after " + a, false;
       out = argv[++i];
@@ -151,6 +165,14 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       if (!number(x, 0))
         return false;
       f.seed = (unsigned long long)x;
+    } else if (a == "--weights") {
+      if (!value(f.weights))
+        return false;
+    } else if (a == "--init") {
+      if (!value(f.init))
+        return false;
+      if (f.init != "model" && f.init != "random")
+        return err = "--init expects 'model' or 'random', got '" + f.init + "'", false;
     } else if (a == "--resume") {
       f.resume = true;
     } else {
@@ -162,6 +184,19 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
   if ((f.resume || f.ckptEvery) && f.ckptDir.empty())
     return err = "--resume and --checkpoint-every need --checkpoint-dir", false;
   return true;
+}
+
+/// A relative file name resolved against the executable's folder, so a
+/// binary finds the weights loomc wrote beside it from any working folder.
+std::string besideExecutable(const std::string &name) {
+  if (name.empty() || name[0] == '/')
+    return name;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return name;
+  std::string dir(exe, size_t(n));
+  return dir.substr(0, dir.rfind('/') + 1) + name;
 }
 
 size_t dtypeBytes(loomrt_dtype d) {
@@ -252,6 +287,17 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
                           reinterpret_cast<float *>(host[i].data()), numel(g)),
           std::string("initialising ") + g.name);
+    }
+    // Imported values overwrite their stand-in draws (drawn anyway, so the
+    // other parameters get the same values under either --init).
+    if (f.init == "model" && (p->weights || !f.weights.empty())) {
+      std::string file = f.weights.empty() ? besideExecutable(p->weights) : f.weights;
+      std::vector<loomrt_tensor_ref> all = refs(), r;
+      for (size_t i = 0; i < all.size(); ++i)
+        if (p->globals[i].from_weights)
+          r.push_back(all[i]);
+      TRY(loomrt_checkpoint_load(file.c_str(), r.data(), r.size()),
+          "loading the initial weights");
     }
   }
   for (size_t i = 0; i < p->num_globals; ++i)

@@ -16,7 +16,9 @@ extern "C" {
 
 /* A parameter or state buffer: initialised with init_kind (the dialect's
  * #loom.init: 0 zeros, 1 ones, 2 normal(a, b), 3 uniform(a, b)); integer
- * buffers (step counters) start at zero. */
+ * buffers (step counters) start at zero. A parameter with from_weights set
+ * starts from the program's weights file (an imported model's values);
+ * init_kind is then what --init=random draws instead. */
 typedef struct loomrt_global_desc {
   const char *name;
   loomrt_dtype dtype;
@@ -25,6 +27,7 @@ typedef struct loomrt_global_desc {
   int init_kind;
   double a, b;
   int is_param;
+  int from_weights;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -35,6 +38,9 @@ typedef struct loomrt_program {
   size_t num_globals;
   const loomrt_global_desc *globals;
   int64_t batch, seq;  /* the token batch the step takes */
+  /* safetensors file of the from_weights parameters (NULL: none); a
+   * relative name is found beside the executable. */
+  const char *weights;
   /* One training step on device buffers: tokens and targets are [batch,
    * seq] int64; writes the loss (device fp32 scalar) to *loss. */
   loomrt_status (*train_step)(loomrt_step_ctx c, void **globals,
@@ -49,8 +55,8 @@ loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
 
 /* The binary's main: parses the flags (--data, --steps, --lr, --seed,
- * --log-json, --checkpoint-dir, --checkpoint-every, --resume, --trace) and
- * trains. Returns the process exit code. */
+ * --init, --weights, --log-json, --checkpoint-dir, --checkpoint-every,
+ * --resume, --trace) and trains. Returns the process exit code. */
 int loomrt_train_main(int argc, char **argv, const loomrt_program *prog);
 
 #ifdef __cplusplus
