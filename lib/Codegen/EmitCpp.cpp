@@ -16,7 +16,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 #include <functional>
@@ -228,9 +230,21 @@ private:
     *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n";
     if (failed(checkLoadsBeforeStores(fn)))
       return failure();
+    root.clear();
+    owned.clear();
+    live.clear();
+    lastUser.clear();
     for (Operation &op : fn.getBody().front())
+      for (Value v : op.getOperands())
+        lastUser[v] = &op;
+    for (Operation &op : fn.getBody().front()) {
       if (failed(emit(&op)))
         return failure();
+      if (auto ret = dyn_cast<func::ReturnOp>(&op))
+        recordTransfers(fn.getName(), ret);
+      else
+        freeDead(&op);
+    }
     *os << "}\n\n";
     bodies += body;
     if (decls.back() != '\n')
@@ -258,7 +272,58 @@ private:
     std::string n = fresh();
     *os << "  LOOM_ALLOC(" << n << ", " << bytesOf(v) << ");\n";
     names[v] = n;
+    own(n);
     return n;
+  }
+
+  //===--------------------------------------------------------------===//
+  // Memory reuse: every step-arena buffer this function allocates (or gets
+  // from a callee) goes back to the arena after the last use of the last
+  // value that names it, so later allocations of a similar size reuse it.
+  // Aliases (reshape, a reduction's result) share their buffer's root;
+  // loads, arguments and in-place updates name memory the function does not
+  // own and are never freed. Returned buffers pass to the caller.
+  //===--------------------------------------------------------------===//
+
+  void own(const std::string &var) {
+    root[var] = var;
+    owned.insert(var);
+  }
+  void alias(const std::string &var, const std::string &of) { root[var] = rootOf(of); }
+  std::string rootOf(const std::string &var) const {
+    auto it = root.find(var);
+    return it == root.end() ? var : it->second;
+  }
+  void freeDead(Operation *op) {
+    for (Value r : op->getResults())
+      if (names.count(r) && !r.use_empty())
+        ++live[rootOf(names[r])];
+    auto release = [&](const std::string &r) {
+      if (live.lookup(r) == 0 && owned.erase(r))
+        *os << "  loomrt_step_free(c, " << r << ");\n";
+    };
+    llvm::SmallPtrSet<void *, 8> seen;
+    for (Value v : op->getOperands()) {
+      if (lastUser.lookup(v) != op || !seen.insert(v.getAsOpaquePointer()).second ||
+          !names.count(v))
+        continue;
+      std::string r = rootOf(names[v]);
+      if (--live[r] <= 0)
+        release(r);
+    }
+    for (Value r : op->getResults())
+      if (names.count(r) && r.use_empty())
+        release(rootOf(names[r]));
+  }
+  void recordTransfers(StringRef fn, func::ReturnOp ret) {
+    llvm::StringMap<int> count;
+    for (Value v : ret.getOperands())
+      ++count[rootOf(name(v))];
+    std::vector<bool> &t = transfers[fn];
+    for (Value v : ret.getOperands()) {
+      std::string r = rootOf(name(v));
+      t.push_back(owned.count(r) && count[r] == 1);
+    }
   }
   int global(StringRef sym) { return globals.lookup(sym); }
   std::string dt(Value v) { return dtypeOf(tt(v).getElementType()); }
@@ -308,10 +373,13 @@ private:
           std::string args = "c, G";
           for (Value a : o.getOperands())
             args += ", " + name(a);
-          for (Value r : o.getResults()) {
+          const std::vector<bool> &moved = transfers[o.getCallee()];
+          for (auto [i, r] : llvm::enumerate(o.getResults())) {
             std::string n = fresh();
             *os << "  void *" << n << " = nullptr;\n";
             names[r] = n;
+            if (i < moved.size() && moved[i])
+              own(n); // the callee's buffer, now ours to free
             args += ", &" + n;
           }
           call("fn_" + o.getCallee().str() + "(" + args + ")");
@@ -475,6 +543,7 @@ private:
           call("loomrt_attention(s, " + dtq + ", " + dims + ", " + std::to_string(q.getDimSize(3)) + ", " +
                f(o.getScale().convertToDouble()) + ", " + (o.getCausal() ? "1" : "0") + ", " +
                name(o.getQuery()) + ", " + name(o.getKey()) + ", " + name(o.getValue()) + ", " + n + ", " + ws + ")");
+          *os << "  loomrt_step_free(c, " << ws << "); // scratch: the backward recomputes\n";
           return success();
         })
         .Case([&](AttentionGradOp o) {
@@ -489,6 +558,7 @@ private:
                f(o.getScale().convertToDouble()) + ", " + (o.getCausal() ? "1" : "0") + ", " +
                name(o.getQuery()) + ", " + name(o.getKey()) + ", " + name(o.getValue()) + ", " +
                name(o.getGrad()) + ", " + dq + ", " + dk + ", " + dv + ", " + ws + ")");
+          *os << "  loomrt_step_free(c, " << ws << ");\n";
           return success();
         })
         .Case([&](CrossEntropyOp o) {
@@ -512,6 +582,7 @@ private:
           std::string n = fresh();
           *os << "  void *" << n << " = " << name(o.getInput()) << ";\n";
           names[o.getResult()] = n;
+          alias(n, name(o.getInput()));
           return success();
         })
         .Case([&](TransposeOp o) {
@@ -659,6 +730,7 @@ private:
       shape[d] = 1;
       std::string next = fresh();
       *os << "  LOOM_ALLOC(" << next << ", " << size_t(outer * inner) * es << ");\n";
+      own(next); // the last one becomes the result's buffer
       call("loomrt_reduce(s, " + std::string(op) + ", " + dt(o.getInput()) + ", " + cur + ", " + next +
            ", " + std::to_string(outer) + ", " + std::to_string(len) + ", " + std::to_string(inner) + ")");
       cur = next;
@@ -666,6 +738,7 @@ private:
     std::string n = fresh();
     *os << "  void *" << n << " = " << cur << ";\n";
     names[o.getResult()] = n;
+    alias(n, cur);
     return success();
   }
 
@@ -762,6 +835,11 @@ private:
   llvm::StringMap<int> globals;
   llvm::DenseMap<Value, std::string> names;
   llvm::DenseSet<Operation *> elided;
+  llvm::StringMap<std::string> root;
+  llvm::StringSet<> owned;
+  llvm::StringMap<int> live;
+  llvm::DenseMap<Value, Operation *> lastUser;
+  llvm::StringMap<std::vector<bool>> transfers;
   std::string constants, decls, bodies, body;
   std::unique_ptr<llvm::raw_string_ostream> os;
   unsigned counter = 0;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <sys/stat.h>
@@ -21,9 +23,33 @@ struct loomrt_step_ctx_t {
   float lrOverride; // < 0: none
   std::vector<std::pair<void *, size_t>> blocks;
   size_t block = 0, used = 0;
+  // Freed chunks by size, and the size of every chunk handed out. The step
+  // is the same straight-line code every time, so reuse is deterministic.
+  std::multimap<size_t, void *> freeChunks;
+  std::unordered_map<void *, size_t> chunkSize;
 
   void *alloc(size_t bytes) {
     bytes = (bytes + 255) / 256 * 256;
+    // Reuse a freed chunk that fits without wasting more than half of it.
+    // The stream runs in order, so the chunk's earlier readers are done
+    // before anything enqueued now writes it.
+    auto it = freeChunks.lower_bound(bytes);
+    if (it != freeChunks.end() && it->first <= 2 * bytes) {
+      void *p = it->second;
+      freeChunks.erase(it);
+      return p;
+    }
+    void *p = bump(bytes);
+    if (p)
+      chunkSize[p] = bytes;
+    return p;
+  }
+  void free(void *p) {
+    auto it = chunkSize.find(p);
+    if (it != chunkSize.end())
+      freeChunks.emplace(it->second, p);
+  }
+  void *bump(size_t bytes) {
     while (block < blocks.size() && used + bytes > blocks[block].second) {
       ++block;
       used = 0;
@@ -40,7 +66,17 @@ struct loomrt_step_ctx_t {
     used += bytes;
     return p;
   }
-  void reset() { block = used = 0; }
+  size_t reserved() const {
+    size_t n = 0;
+    for (auto &b : blocks)
+      n += b.second;
+    return n;
+  }
+  void reset() {
+    block = used = 0;
+    freeChunks.clear();
+    chunkSize.clear();
+  }
   /// Frees the arena; must run before the device is closed.
   void release() {
     for (auto &b : blocks)
@@ -52,6 +88,7 @@ struct loomrt_step_ctx_t {
 
 extern "C" {
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
+void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
@@ -374,6 +411,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   }
   if (log)
     std::fclose(log);
+  std::printf("step memory: %.1f MiB of activations and workspace\n",
+              double(ctx.reserved()) / (1 << 20));
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
   for (void *g : G)

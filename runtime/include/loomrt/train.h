@@ -48,8 +48,11 @@ typedef struct loomrt_program {
                               void **loss);
 } loomrt_program;
 
-/* Device memory valid until the end of the current step (a bump arena). */
+/* Device memory valid until the end of the current step or until it is
+ * given back with loomrt_step_free (after its last use on the step's
+ * stream; later allocations of a similar size reuse it). */
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes);
+void loomrt_step_free(loomrt_step_ctx c, void *p);
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
