@@ -3,7 +3,7 @@
 autocast, fused attention (scaled_dot_product_attention), fused AdamW - the
 configuration the mission measured at 296k tokens/s on an H100.
 
-    python3 bench/gpt2_torch.py [--batch 16] [--seq 1024] [--steps 20] [--compile]
+    python3 bench/gpt2_torch.py [--batch 16] [--seq 1024] [--steps 20] [--compile] [--fp32]
 
 Prints one JSON line: tokens/s (median step after warm-up) and the last loss.
 """
@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--fp32", action="store_true",
+                    help="no autocast: fp32 throughout (TF32 off, PyTorch's default)")
     a = ap.parse_args()
     torch.manual_seed(0)
     model = GPT(seq=a.seq).cuda()
@@ -71,7 +73,7 @@ def main():
     for i in range(a.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not a.fp32):
             loss = step(x, y)
         loss.backward()
         opt.step()
@@ -81,6 +83,7 @@ def main():
             times.append(time.perf_counter() - t0)
     ms = statistics.median(times) * 1e3
     print(json.dumps({"impl": "torch " + torch.__version__ + (" compile" if a.compile else " eager"),
+                      "precision": "fp32" if a.fp32 else "bf16 autocast",
                       "batch": a.batch, "seq": a.seq, "step_ms": ms,
                       "tokens_per_s": a.batch * a.seq / (ms * 1e-3), "loss": loss.item()}))
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On the development machine (it has MLIR; the GPU host does not): generates
+# the training sources bench/run-gpt2.sh compiles on the GPU host, into
+# .carry/gen (carried with the working tree, not committed).
+#   bench/gen-gpu-sources.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${1:-build}/bin"
+GEN=.carry/gen
+mkdir -p "$GEN"
+python3 examples/make_tokens.py /usr/share/common-licenses/GPL-3 "$GEN/gpl3.bin" > /dev/null
+small=gpt:layers=2,d_model=64,heads=4,vocab=256,seq=32,batch=4
+gpt2=gpt:layers=12,d_model=768,heads=12,vocab=50257,seq=1024
+for t in cpu cuda; do
+  "$BIN/loomc" --model "$small" --target=$t --compile-to=cpp -o "$GEN/small_$t.cpp"
+done
+"$BIN/loomc" --model "$gpt2,batch=16" --target=cuda --compile-to=cpp -o "$GEN/gpt2_124m_cuda.cpp"
+"$BIN/loomc" --model "$gpt2,batch=8" --target=cuda --compile-to=cpp -o "$GEN/gpt2_124m_b8_cuda.cpp"
+# GPT-2- and Llama-style models exported from PyTorch, with their weights.
+/usr/bin/python3 - "$GEN" <<'PY' 2>/dev/null
+import sys, torch
+sys.path.insert(0, "test/Import/Inputs")
+from make_onnx import GPT, Llama, export
+torch.manual_seed(0)
+for name, m in (("gpt", GPT(vocab=256, seq=32, d=64, heads=4)),
+                ("llama", Llama(vocab=256, seq=32, d=64, heads=4, ffn=176))):
+    export(m, (torch.zeros(4, 32, dtype=torch.int64),), f"{sys.argv[1]}/onnx_{name}.onnx",
+           (["tokens"], ["logits"]))
+PY
+for t in cpu cuda; do
+  "$BIN/loomc" "$GEN/onnx_gpt.onnx" --task=lm --target=$t --compile-to=cpp -o "$GEN/onnx_gpt_$t.cpp"
+  "$BIN/loomc" "$GEN/onnx_llama.onnx" --task=lm --frozen=cos,sin --target=$t --compile-to=cpp \
+    -o "$GEN/onnx_llama_$t.cpp"
+done
+ls -la "$GEN"
