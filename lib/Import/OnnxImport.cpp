@@ -323,8 +323,12 @@ private:
       return elementwise([&](double x, double y) {
         return in(0).elem == onnx::TensorProto::INT64 ? std::floor(x / y) : x / y;
       });
-    if (op == "Equal") {
-      auto v = elementwise([](double x, double y) { return double(x == y); });
+    if (op == "Equal" || op == "Greater" || op == "Less" || op == "GreaterOrEqual" ||
+        op == "LessOrEqual") {
+      auto v = elementwise([&](double x, double y) {
+        return double(op == "Equal" ? x == y : op == "Greater" ? x > y : op == "Less" ? x < y
+                      : op == "GreaterOrEqual" ? x >= y : x <= y);
+      });
       if (v)
         v->elem = onnx::TensorProto::BOOL;
       return v;
@@ -401,6 +405,22 @@ private:
         int64_t row = int64_t(i) < 0 ? int64_t(i) + data.shape[0] : int64_t(i);
         r.data.insert(r.data.end(), data.data.begin() + row * inner,
                       data.data.begin() + (row + 1) * inner);
+      }
+      return r;
+    }
+    if (op == "Trilu") {
+      // A causal mask built in forward (torch.tril of ones): keep the band
+      // j - i >= k (upper) or j - i <= k (lower) of the last two dims.
+      r = in(0);
+      int64_t k = n.input_size() > 1 && !n.input(1).empty() ? int64_t(in(1).data[0]) : 0;
+      bool upper = intAttr(n, "upper", 1) != 0;
+      if (r.shape.size() < 2)
+        return nodeFail(n, "Trilu needs a matrix"), std::nullopt;
+      int64_t rows = r.shape[r.shape.size() - 2], cols = r.shape.back();
+      for (int64_t i = 0; i < r.numel(); ++i) {
+        int64_t row = (i / cols) % rows, col = i % cols;
+        if (upper ? col - row < k : col - row > k)
+          r.data[i] = 0;
       }
       return r;
     }

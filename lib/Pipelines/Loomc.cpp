@@ -89,6 +89,8 @@ int loomcMain(int argc, char **argv) {
                                cl::cat(cat));
   static cl::opt<double> beta2("beta2", cl::init(0.999),
                                cl::desc("Adam beta2"), cl::cat(cat));
+  static cl::opt<double> eps("eps", cl::init(1e-8),
+                             cl::desc("Adam epsilon"), cl::cat(cat));
   static cl::opt<double> momentum("momentum", cl::init(0.9),
                                   cl::desc("SGD momentum"), cl::cat(cat));
   static cl::opt<std::string> task(
@@ -220,6 +222,7 @@ int loomcMain(int argc, char **argv) {
     o.weightDecay = weightDecay;
     o.beta1 = beta1;
     o.beta2 = beta2;
+    o.eps = eps;
     o.momentum = momentum;
     pm.addPass(mlir::loom::createAttachOptimizer(o));
   }

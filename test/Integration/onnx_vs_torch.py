@@ -54,6 +54,8 @@ def main():
     worst = check(a, "mlp", MLP(), [torch.randn(4, 8)], torch.randint(0, 3, (4,)))
     tok = torch.randint(0, 50, (2, 8))
     worst = max(worst, check(a, "gpt", GPT(), [tok], torch.randint(0, 50, (2, 8))))
+    worst = max(worst, check(a, "gpt-tril", GPT(tril_in_forward=True), [tok],
+                             torch.randint(0, 50, (2, 8))))
     worst = max(worst, check(a, "llama", Llama(), [tok], torch.randint(0, 50, (2, 8))))
     worst = max(worst, check(a, "gcn", GCN(), [normalised_adjacency(), torch.randn(5, 6)],
                              torch.randint(0, 3, (5,))))

@@ -51,9 +51,10 @@ class Transposed(nn.Module):
 class GPT(nn.Module):
     """nanoGPT's GPT-2 at toy size (the shapes of the loomc gpt generator)."""
 
-    def __init__(self, layers=2, d=16, heads=2, vocab=50, seq=8):
+    def __init__(self, layers=2, d=16, heads=2, vocab=50, seq=8, tril_in_forward=False):
         super().__init__()
         self.heads = heads
+        self.tril_in_forward = tril_in_forward  # exports Trilu instead of a buffer
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(seq, d)
         self.ln_1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
@@ -73,7 +74,9 @@ class GPT(nn.Module):
             q, k, v = self.c_attn[i](self.ln_1[i](x)).split(x.shape[-1], dim=2)
             q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
             att = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
-            att = att.masked_fill(~self.mask[:t, :t], float("-inf"))
+            mask = (torch.tril(torch.ones(t, t, device=idx.device)) > 0
+                    if self.tril_in_forward else self.mask[:t, :t])
+            att = att.masked_fill(~mask, float("-inf"))
             y = torch.softmax(att, dim=-1) @ v
             x = x + self.c_proj[i](y.transpose(1, 2).reshape(b, t, -1))
             x = x + self.mlp_proj[i](F.gelu(self.c_fc[i](self.ln_2[i](x)), approximate="tanh"))
