@@ -1,0 +1,130 @@
+//===- CostModel.h - hardware description and cost model ------*- C++ -*-===//
+//
+// What the offload and distribution passes ask before they place anything:
+// how long an op, a transfer or an optimizer update takes on this machine.
+// Every estimate is a roofline (work over rate, bytes over bandwidth, the
+// larger wins) on a hardware description that is plain data, read from and
+// written to JSON (docs/cost-model.md), so a plan can be recomputed for a
+// machine that does not exist yet (what-if scaling).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_COSTMODEL_H
+#define LOOM_COSTMODEL_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::cost {
+
+/// One level of the CPU's cache hierarchy: capacity and the bandwidth all
+/// cores together get from it.
+struct CacheLevel {
+  std::string name;
+  double bytes = 0;
+  double bandwidth = 0; // bytes/s, all cores
+};
+
+/// A level of the collective topology (GCD pair, node, network) and the bus
+/// bandwidth an all-reduce reaches on it.
+struct LinkLevel {
+  std::string name;
+  double bandwidth = 0; // bytes/s
+};
+
+/// Rates are per second, sizes in bytes. A zero rate means "not measured"
+/// and is derived where a formula allows (documented at each use).
+struct Hardware {
+  std::string name;
+  // Host.
+  int cpuCores = 1;
+  double cpuClockHz = 0;
+  double cpuFlopsPerCycle = 0; // fp32, per core (e.g. 32 for AVX-512 FMA)
+  double dramReadBandwidth = 0;
+  double dramCopyBandwidth = 0; // read + write streams, counted once
+  std::vector<CacheLevel> caches;
+  double cpuAdamParamsPerSec = 0;
+  // PCIe.
+  double h2dPinned = 0, d2hPinned = 0, bidirPinned = 0;
+  double h2dPageable = 0, d2hPageable = 0;
+  // GPU (absent on a CPU-only host).
+  bool hasGpu = false;
+  double gpuMemoryBytes = 0;
+  double hbmBandwidth = 0;
+  double gpuFlopsF32 = 0, gpuFlopsBF16 = 0;
+  double gpuAdamParamsPerSec = 0;
+  std::vector<LinkLevel> links;
+
+  double cpuFlops() const { return cpuCores * cpuClockHz * cpuFlopsPerCycle; }
+};
+
+/// The built-in descriptions: "h100" (the project's H100 host, measured in
+/// docs/cost-model.md's sources) and "cpu-host" (a small CPU-only machine).
+/// Returns nullopt for other names.
+std::optional<Hardware> preset(llvm::StringRef name);
+/// Names of the presets, for messages.
+std::string presetNames();
+
+/// Reads a description; on failure returns nullopt and a one-line message
+/// naming the key and what was expected.
+std::optional<Hardware> parseHardware(llvm::StringRef json, std::string &error);
+/// Writes the description as the JSON that parseHardware reads.
+std::string toJson(const Hardware &hw);
+
+/// What-if: a copy with one resource scaled by `factor` ("cpu-clock",
+/// "cpu-cores", "dram", "cache", "pcie", "hbm", "gpu-flops", "network").
+/// Scaling the clock leaves every bandwidth alone. Returns nullopt and sets
+/// `error` for an unknown resource or a non-positive factor.
+std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
+                               double factor, std::string &error);
+
+enum class Device { CPU, GPU };
+enum class DType { F32, BF16 };
+
+/// Time of an op doing `flops` arithmetic and moving `bytes` of memory
+/// traffic. On the GPU: max(flops / rate(dtype), bytes / HBM). On the CPU the
+/// memory side is served by the smallest cache level that holds
+/// `workingSet` bytes, else DRAM (the high-frequency-cores paper's roofline:
+/// faster cores help only while the op is compute-bound at that level).
+double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
+              double workingSet);
+
+/// Host<->GPU copies running at once: each direction at its own rate and
+/// both together under the bidirectional limit. Pageable copies have no
+/// bidirectional overlap (they are staged by the CPU).
+double transferTime(const Hardware &hw, double h2dBytes, double d2hBytes,
+                    bool pinned = true);
+
+/// Bytes of host DRAM traffic of one fp32 Adam update on the CPU: read
+/// param, grad, m, v and write param, m, v: 7 x 4 = 28 bytes per parameter.
+constexpr double kCpuAdamBytesPerParam = 28;
+/// PCIe bytes of a GPU update of host-resident state: fp32 param, m and v in
+/// (12 bytes) and back out (12 bytes).
+constexpr double kGpuAdamBytesEachWay = 12;
+
+/// The optimizer update of `params` parameters whose state lives in pinned
+/// host memory, with `gpuFraction` of them streamed to the GPU, updated and
+/// streamed back while the CPU updates the rest. Both paths draw on one host
+/// memory budget: the CPU update's DRAM traffic and the DMA traffic (which
+/// the host memory must serve too) together cannot exceed the DRAM copy
+/// bandwidth (Deep Optimizer States, "competition for shared resources").
+struct UpdateEstimate {
+  double cpuSeconds = 0;  // the CPU path alone
+  double pcieSeconds = 0; // the GPU path's transfers alone
+  double gpuSeconds = 0;  // the GPU path's kernels
+  double hostMemorySeconds = 0; // the shared-budget bound
+  double total = 0;       // the max of the above
+};
+UpdateEstimate updateTime(const Hardware &hw, double params, double gpuFraction);
+
+/// The GPU fraction (in steps of 1/granularity) that minimises updateTime,
+/// and that time.
+std::pair<double, UpdateEstimate> bestUpdateSplit(const Hardware &hw, double params,
+                                                  int granularity = 100);
+
+} // namespace loom::cost
+
+#endif // LOOM_COSTMODEL_H

@@ -1,0 +1,304 @@
+//===- CostModel.cpp - hardware description and cost model ----------------===//
+#include "loom/CostModel.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace loom::cost {
+namespace {
+
+constexpr double G = 1e9, T = 1e12, GiB = double(1ull << 30), MiB = double(1ull << 20);
+
+/// One numeric field of the description: its JSON key, where it lives and
+/// whether a description must give it. A table, so parsing, writing and the
+/// documentation's schema cannot drift apart.
+struct Field {
+  const char *key;
+  double Hardware::*member;
+  bool required;
+};
+const Field kFields[] = {
+    {"cpu_clock_hz", &Hardware::cpuClockHz, true},
+    {"cpu_flops_per_cycle", &Hardware::cpuFlopsPerCycle, true},
+    {"dram_read_bandwidth", &Hardware::dramReadBandwidth, true},
+    {"dram_copy_bandwidth", &Hardware::dramCopyBandwidth, true},
+    {"cpu_adam_params_per_s", &Hardware::cpuAdamParamsPerSec, false},
+    {"pcie_h2d_pinned", &Hardware::h2dPinned, false},
+    {"pcie_d2h_pinned", &Hardware::d2hPinned, false},
+    {"pcie_bidirectional_pinned", &Hardware::bidirPinned, false},
+    {"pcie_h2d_pageable", &Hardware::h2dPageable, false},
+    {"pcie_d2h_pageable", &Hardware::d2hPageable, false},
+    {"gpu_memory_bytes", &Hardware::gpuMemoryBytes, false},
+    {"gpu_hbm_bandwidth", &Hardware::hbmBandwidth, false},
+    {"gpu_flops_f32", &Hardware::gpuFlopsF32, false},
+    {"gpu_flops_bf16", &Hardware::gpuFlopsBF16, false},
+    {"gpu_adam_params_per_s", &Hardware::gpuAdamParamsPerSec, false},
+};
+// With a GPU these must be known too.
+const char *const kGpuRequired[] = {"pcie_h2d_pinned", "pcie_d2h_pinned",
+                                    "pcie_bidirectional_pinned", "gpu_memory_bytes",
+                                    "gpu_hbm_bandwidth", "gpu_flops_bf16"};
+
+Hardware h100() {
+  // The project's H100 host (docs/cost-model.md lists the sources): PCIe,
+  // DRAM, HBM, GEMM and Adam rates as measured; the CPU clock, vector width
+  // and cache sizes are assumptions until loom-calibrate measures them.
+  Hardware h;
+  h.name = "h100";
+  h.cpuCores = 16;
+  h.cpuClockHz = 2.0 * G;
+  h.cpuFlopsPerCycle = 64; // AVX-512: 2 FMA units x 16 fp32 lanes x 2 flops
+  h.dramReadBandwidth = 126 * G;
+  h.dramCopyBandwidth = 90 * G;
+  h.caches = {{"L2", 16 * 2 * MiB, 2 * T}, {"L3", 60 * MiB, 500 * G}};
+  h.cpuAdamParamsPerSec = 5.4 * G; // DeepSpeed CPUAdam, 16 cores
+  h.h2dPinned = 55 * G;
+  h.d2hPinned = 55 * G;
+  h.bidirPinned = 92 * G;
+  h.h2dPageable = 9.5 * G;
+  h.d2hPageable = 9.5 * G;
+  h.hasGpu = true;
+  h.gpuMemoryBytes = 80 * GiB;
+  h.hbmBandwidth = 3.0 * T;
+  h.gpuFlopsF32 = 50 * T; // assumed (no TF32); not measured yet
+  h.gpuFlopsBF16 = 780 * T;
+  h.gpuAdamParamsPerSec = 80 * G;
+  h.links = {{"nvlink", 271 * G}, {"shared-memory", 27 * G}, {"socket", 3.7 * G}};
+  return h;
+}
+
+Hardware cpuHost() {
+  // A 2-core CI machine: Adam rate as measured (bench/RESULTS.md), the rest
+  // assumed.
+  Hardware h;
+  h.name = "cpu-host";
+  h.cpuCores = 2;
+  h.cpuClockHz = 2.5 * G;
+  h.cpuFlopsPerCycle = 32; // AVX2: 2 FMA units x 8 fp32 lanes x 2 flops
+  h.dramReadBandwidth = 20 * G;
+  h.dramCopyBandwidth = 15 * G;
+  h.caches = {{"L2", 2 * 1 * MiB, 400 * G}, {"L3", 32 * MiB, 100 * G}};
+  h.cpuAdamParamsPerSec = 2.6 * G;
+  return h;
+}
+
+bool positive(double x) { return x > 0 && x < std::numeric_limits<double>::infinity(); }
+
+} // namespace
+
+std::optional<Hardware> preset(llvm::StringRef name) {
+  if (name == "h100")
+    return h100();
+  if (name == "cpu-host")
+    return cpuHost();
+  return std::nullopt;
+}
+
+std::string presetNames() { return "h100, cpu-host"; }
+
+std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed) {
+    error = "hardware description is not JSON: " + llvm::toString(parsed.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *o = parsed->getAsObject();
+  if (!o) {
+    error = "hardware description must be a JSON object";
+    return std::nullopt;
+  }
+  auto fail = [&](const std::string &msg) -> std::optional<Hardware> {
+    error = "hardware description: " + msg;
+    return std::nullopt;
+  };
+  Hardware h;
+  if (auto name = o->getString("name"))
+    h.name = name->str();
+  else
+    return fail("'name' must be a string");
+  auto cores = o->getInteger("cpu_cores");
+  if (!cores || *cores <= 0)
+    return fail("'cpu_cores' must be a positive integer");
+  h.cpuCores = int(*cores);
+  h.hasGpu = o->getBoolean("gpu").value_or(false);
+  // Every key must be known: a typo would otherwise silently fall back.
+  for (const auto &kv : *o) {
+    llvm::StringRef k = kv.first;
+    bool known = k == "name" || k == "cpu_cores" || k == "gpu" || k == "caches" || k == "links";
+    for (const Field &f : kFields)
+      known |= k == f.key;
+    if (!known)
+      return fail("unknown key '" + k.str() + "' (docs/cost-model.md lists the schema)");
+  }
+  for (const Field &f : kFields) {
+    const llvm::json::Value *v = o->get(f.key);
+    bool needed = f.required;
+    if (h.hasGpu)
+      for (const char *g : kGpuRequired)
+        needed |= llvm::StringRef(f.key) == g;
+    if (!v) {
+      if (needed)
+        return fail("missing '" + std::string(f.key) + "'");
+      continue;
+    }
+    std::optional<double> x = v->getAsNumber();
+    if (!x || !positive(*x))
+      return fail("'" + std::string(f.key) + "' must be a positive number");
+    h.*f.member = *x;
+  }
+  auto levels = [&](const char *key, auto &out, const char *rateKey) -> bool {
+    const llvm::json::Array *a = o->getArray(key);
+    if (!a)
+      return !o->get(key) || (fail(std::string("'") + key + "' must be an array"), false);
+    for (const llvm::json::Value &e : *a) {
+      const llvm::json::Object *lo = e.getAsObject();
+      auto name = lo ? lo->getString("name") : std::nullopt;
+      auto bw = lo ? lo->getNumber(rateKey) : std::nullopt;
+      if (!name || !bw || !positive(*bw)) {
+        fail(std::string("each of '") + key + "' needs a 'name' and a positive '" + rateKey + "'");
+        return false;
+      }
+      using Elem = typename std::decay_t<decltype(out)>::value_type;
+      Elem l;
+      l.name = name->str();
+      l.bandwidth = *bw;
+      if constexpr (std::is_same_v<Elem, CacheLevel>) {
+        auto bytes = lo->getNumber("bytes");
+        if (!bytes || !positive(*bytes)) {
+          fail("cache level '" + l.name + "' needs a positive 'bytes'");
+          return false;
+        }
+        l.bytes = *bytes;
+      }
+      out.push_back(l);
+    }
+    return true;
+  };
+  if (!levels("caches", h.caches, "bandwidth") || !levels("links", h.links, "bandwidth"))
+    return std::nullopt;
+  std::sort(h.caches.begin(), h.caches.end(),
+            [](const CacheLevel &a, const CacheLevel &b) { return a.bytes < b.bytes; });
+  return h;
+}
+
+std::string toJson(const Hardware &h) {
+  llvm::json::Object o{{"name", h.name}, {"cpu_cores", h.cpuCores}, {"gpu", h.hasGpu}};
+  for (const Field &f : kFields)
+    if (h.*f.member > 0)
+      o[f.key] = h.*f.member;
+  llvm::json::Array caches, links;
+  for (const CacheLevel &c : h.caches)
+    caches.push_back(llvm::json::Object{{"name", c.name}, {"bytes", c.bytes}, {"bandwidth", c.bandwidth}});
+  for (const LinkLevel &l : h.links)
+    links.push_back(llvm::json::Object{{"name", l.name}, {"bandwidth", l.bandwidth}});
+  o["caches"] = std::move(caches);
+  o["links"] = std::move(links);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
+  return s;
+}
+
+std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
+                               double factor, std::string &error) {
+  if (!positive(factor)) {
+    error = "what-if factor must be positive";
+    return std::nullopt;
+  }
+  Hardware h = hw;
+  if (resource == "cpu-clock") {
+    h.cpuClockHz *= factor;
+  } else if (resource == "cpu-cores") {
+    h.cpuCores = std::max(1, int(h.cpuCores * factor + 0.5));
+  } else if (resource == "dram") {
+    h.dramReadBandwidth *= factor;
+    h.dramCopyBandwidth *= factor;
+  } else if (resource == "cache") {
+    for (CacheLevel &c : h.caches)
+      c.bandwidth *= factor;
+  } else if (resource == "pcie") {
+    for (double *x : {&h.h2dPinned, &h.d2hPinned, &h.bidirPinned, &h.h2dPageable, &h.d2hPageable})
+      *x *= factor;
+  } else if (resource == "hbm") {
+    h.hbmBandwidth *= factor;
+  } else if (resource == "gpu-flops") {
+    h.gpuFlopsF32 *= factor;
+    h.gpuFlopsBF16 *= factor;
+  } else if (resource == "network") {
+    for (LinkLevel &l : h.links)
+      l.bandwidth *= factor;
+  } else {
+    error = "unknown what-if resource '" + resource.str() +
+            "': expected cpu-clock, cpu-cores, dram, cache, pcie, hbm, gpu-flops or network";
+    return std::nullopt;
+  }
+  // A measured CPU Adam rate is DRAM-bound (28 bytes per parameter), so it
+  // follows the DRAM bandwidth, not the clock.
+  if (resource == "dram")
+    h.cpuAdamParamsPerSec *= factor;
+  h.name += "*" + resource.str() + "x" + std::to_string(factor);
+  return h;
+}
+
+double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
+              double workingSet) {
+  if (d == Device::GPU) {
+    double rate = t == DType::BF16 ? hw.gpuFlopsBF16 : hw.gpuFlopsF32;
+    return std::max(flops / rate, bytes / hw.hbmBandwidth);
+  }
+  double bw = hw.dramCopyBandwidth;
+  for (const CacheLevel &c : hw.caches) // smallest first
+    if (workingSet <= c.bytes) {
+      bw = c.bandwidth;
+      break;
+    }
+  return std::max(flops / hw.cpuFlops(), bytes / bw);
+}
+
+double transferTime(const Hardware &hw, double h2d, double d2h, bool pinned) {
+  if (!pinned)
+    return h2d / hw.h2dPageable + d2h / hw.d2hPageable;
+  return std::max({h2d / hw.h2dPinned, d2h / hw.d2hPinned, (h2d + d2h) / hw.bidirPinned});
+}
+
+UpdateEstimate updateTime(const Hardware &hw, double params, double gpuFraction) {
+  UpdateEstimate e;
+  double ng = hw.hasGpu ? params * std::clamp(gpuFraction, 0.0, 1.0) : 0;
+  double nc = params - ng;
+  // The CPU path: DRAM-bound at 28 bytes per parameter, or the measured
+  // update rate where one is known (it already includes the traffic).
+  e.cpuSeconds = hw.cpuAdamParamsPerSec > 0 ? nc / hw.cpuAdamParamsPerSec
+                                            : nc * kCpuAdamBytesPerParam / hw.dramCopyBandwidth;
+  if (ng > 0) {
+    e.pcieSeconds = transferTime(hw, ng * kGpuAdamBytesEachWay, ng * kGpuAdamBytesEachWay);
+    e.gpuSeconds = hw.gpuAdamParamsPerSec > 0 ? ng / hw.gpuAdamParamsPerSec
+                                              : ng * kCpuAdamBytesPerParam / hw.hbmBandwidth;
+  }
+  // One host-memory budget: DMA reads and writes host memory too. A measured
+  // CPU update rate proves the memory sustains at least 28 bytes per
+  // parameter at that rate, so the budget is the larger of the two.
+  double hostBw = std::max(hw.dramCopyBandwidth, hw.cpuAdamParamsPerSec * kCpuAdamBytesPerParam);
+  e.hostMemorySeconds = (nc * kCpuAdamBytesPerParam + 2 * ng * kGpuAdamBytesEachWay) / hostBw;
+  e.total = std::max({e.cpuSeconds, e.pcieSeconds + e.gpuSeconds, e.hostMemorySeconds});
+  return e;
+}
+
+std::pair<double, UpdateEstimate> bestUpdateSplit(const Hardware &hw, double params,
+                                                  int granularity) {
+  std::pair<double, UpdateEstimate> best{0.0, updateTime(hw, params, 0.0)};
+  if (!hw.hasGpu)
+    return best;
+  for (int i = 1; i <= granularity; ++i) {
+    double f = double(i) / granularity;
+    UpdateEstimate e = updateTime(hw, params, f);
+    if (e.total < best.second.total)
+      best = {f, e};
+  }
+  return best;
+}
+
+} // namespace loom::cost
