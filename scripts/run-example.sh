@@ -41,6 +41,6 @@ echo "== 4. a hand-written mixed-placement step (examples/mlp_step.mlir): its sc
 
 echo
 echo "Done: the GPT was compiled into a training binary and trained $STEPS steps"
-echo "on the CPU. Not built yet: ONNX import (issue 4), the CUDA target of the"
-echo "binary (issue 6), the offload schedule (issue 7) and multi-rank data"
-echo "parallelism (issue 8)."
+echo "on the CPU. ONNX models compile the same way (loomc model.onnx -o train,"
+echo "docs/onnx.md). Not built yet: bf16 code generation (issue 6), the offload"
+echo "schedule (issue 7) and multi-rank data parallelism (issue 8)."
