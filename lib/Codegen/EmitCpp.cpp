@@ -231,6 +231,7 @@ private:
     if (failed(checkLoadsBeforeStores(fn)))
       return failure();
     root.clear();
+    hostScalar.clear();
     owned.clear();
     live.clear();
     lastUser.clear();
@@ -391,11 +392,17 @@ private:
           if (!t || t.getRank() != 0 || !t.getElementType().isInteger(64))
             return o.emitError("code generation supports arith.addi on i64 scalars only"), failure();
           std::string n = alloc(o.getResult());
+          // The step counter: its host copy serves every Adam update of the
+          // step, so they need no read-back (one sync per step, not one per
+          // parameter).
+          std::string h = "h" + std::to_string(counter++);
+          *os << "  int64_t " << h << " = 0;\n";
+          hostScalar[o.getResult()] = h;
           open("int64_t x_, y_;");
           call("loomrt_memcpy_async(s, &x_, " + name(o.getLhs()) + ", 8)");
           call("loomrt_memcpy_async(s, &y_, " + name(o.getRhs()) + ", 8)");
           call("loomrt_stream_synchronize(s)");
-          *os << "    x_ += y_;\n";
+          *os << "    x_ += y_;\n    " << h << " = x_;\n";
           call("loomrt_memcpy_async(s, " + n + ", &x_, 8)");
           call("loomrt_stream_synchronize(s)");
           close();
@@ -783,9 +790,13 @@ private:
       }
       names[outs[i]] = buf[i];
     }
-    open("int64_t t_;");
-    call("loomrt_memcpy_async(s, &t_, " + name(o.getStep()) + ", 8)");
-    call("loomrt_stream_synchronize(s)");
+    if (auto it = hostScalar.find(o.getStep()); it != hostScalar.end()) {
+      open("int64_t t_ = " + it->second + ";");
+    } else {
+      open("int64_t t_;");
+      call("loomrt_memcpy_async(s, &t_, " + name(o.getStep()) + ", 8)");
+      call("loomrt_stream_synchronize(s)");
+    }
     *os << "    loomrt_adam_config cfg_ = {loomrt_step_lr(c, " << f(o.getLr().convertToDouble()) << "), "
         << f(o.getBeta1().convertToDouble()) << ", " << f(o.getBeta2().convertToDouble()) << ", "
         << f(o.getEps().convertToDouble()) << ", " << f(o.getWeightDecay().convertToDouble()) << ", "
@@ -835,6 +846,7 @@ private:
   llvm::StringMap<int> globals;
   llvm::DenseMap<Value, std::string> names;
   llvm::DenseSet<Operation *> elided;
+  llvm::DenseMap<Value, std::string> hostScalar;
   llvm::StringMap<std::string> root;
   llvm::StringSet<> owned;
   llvm::StringMap<int> live;
