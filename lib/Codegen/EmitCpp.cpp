@@ -196,7 +196,7 @@ public:
         << table << "};\n\n} // namespace\n\n"
         << "int main(int argc, char **argv) {\n"
         << "  static const loomrt_program program = {\n"
-        << "      \"" << opts.model << "\",\n      "
+        << "      LOOMRT_TRAIN_ABI, \"" << opts.model << "\",\n      "
         << (opts.target == "cuda" ? "LOOMRT_BACKEND_CUDA" : "LOOMRT_BACKEND_CPU")
         << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      "
         << shape[0] << ", " << shape[1] << ",\n      "

@@ -256,6 +256,10 @@ size_t numel(const loomrt_global_desc &g) {
 
 extern "C" int loomrt_train_main(int argc, char **argv,
                                  const loomrt_program *p) {
+  // Before reading anything else of *p: its layout must be ours.
+  if (p->abi != LOOMRT_TRAIN_ABI)
+    return die("this binary was generated for another version of the runtime "
+               "(libloomrt.so was rebuilt since); compile the model again with loomc");
   Flags f;
   std::string err;
   if (!parse(argc, argv, p, f, err))

@@ -32,7 +32,13 @@ typedef struct loomrt_global_desc {
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
 
+/* The layout of loomrt_program and loomrt_global_desc. A binary records the
+ * value it was compiled with; the runtime refuses a binary built against
+ * another layout (binaries link libloomrt.so, which may be rebuilt under
+ * them) instead of misreading it. Bump on any change to these structs. */
+#define LOOMRT_TRAIN_ABI 2
 typedef struct loomrt_program {
+  int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
   loomrt_backend backend;
   size_t num_globals;
