@@ -260,6 +260,16 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (p->abi != LOOMRT_TRAIN_ABI)
     return die("this binary was generated for another version of the runtime "
                "(libloomrt.so was rebuilt since); compile the model again with loomc");
+  // CPU binaries: OpenMP threads that spin after each kernel fight
+  // OpenBLAS's threads for the cores (steps of 12 ms took 60-180 ms on the
+  // 2-core CI machine). libgomp reads OMP_WAIT_POLICY only at start-up, so
+  // set it and start again, unless the user chose a policy.
+  if (p->backend == LOOMRT_BACKEND_CPU && !std::getenv("OMP_WAIT_POLICY") &&
+      !std::getenv("LOOMRT_NO_REEXEC")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("LOOMRT_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv); // returns only on failure: carry on
+  }
   Flags f;
   std::string err;
   if (!parse(argc, argv, p, f, err))
