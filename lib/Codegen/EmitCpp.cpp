@@ -85,6 +85,17 @@ std::string f(double x) {
   return s + "f";
 }
 
+/// The vocabulary: rows of the embedding tables looked up with a function
+/// argument (the tokens; positions are constants). 0 when there is none.
+int64_t vocabOf(ModuleOp module) {
+  int64_t v = 0;
+  module.walk([&](EmbeddingOp e) {
+    if (isa<BlockArgument>(e.getIndices()))
+      v = std::max(v, tt(e.getTable()).getDimSize(0));
+  });
+  return v;
+}
+
 class Emitter {
 public:
   Emitter(ModuleOp module, const CodegenOptions &opts)
@@ -199,7 +210,7 @@ public:
         << "      LOOMRT_TRAIN_ABI, \"" << opts.model << "\",\n      "
         << (opts.target == "cuda" ? "LOOMRT_BACKEND_CUDA" : "LOOMRT_BACKEND_CPU")
         << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      "
-        << shape[0] << ", " << shape[1] << ",\n      "
+        << shape[0] << ", " << shape[1] << ", " << vocabOf(module) << ",\n      "
         << (anyWeights ? "\"" + opts.weightsFile + "\"" : std::string("nullptr"))
         << ", entry};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";

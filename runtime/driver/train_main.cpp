@@ -284,6 +284,14 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   in.seekg(0);
   in.read(reinterpret_cast<char *>(tokens.data()), std::streamsize(tokens.size() * 2));
   int64_t bt = p->batch * p->seq, n = int64_t(tokens.size());
+  // A token file from another tokenizer would index past the embedding
+  // (the GPU gathers garbage, the loss turns NaN): say so up front.
+  if (p->vocab > 0)
+    for (int64_t i = 0; i < n; ++i)
+      if (tokens[size_t(i)] >= p->vocab)
+        return die("data file '" + f.data + "': token " + std::to_string(tokens[size_t(i)]) +
+                   " at position " + std::to_string(i) + " is outside the model's vocabulary (" +
+                   std::to_string(p->vocab) + " tokens)");
   if (n < bt + 2)
     return die("data file '" + f.data + "' has " + std::to_string(n) +
                " tokens; a batch of " + std::to_string(p->batch) + " x " +

@@ -36,7 +36,7 @@ typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 2
+#define LOOMRT_TRAIN_ABI 3
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -44,6 +44,7 @@ typedef struct loomrt_program {
   size_t num_globals;
   const loomrt_global_desc *globals;
   int64_t batch, seq;  /* the token batch the step takes */
+  int64_t vocab;       /* token ids must be below this (0: not known) */
   /* safetensors file of the from_weights parameters (NULL: none); a
    * relative name is found beside the executable. */
   const char *weights;
