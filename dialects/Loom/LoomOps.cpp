@@ -1136,3 +1136,24 @@ InitAttr mlir::loom::defaultInitFor(ParamOp p, double stddev) {
     return InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
   return InitAttr::get(ctx, InitKind::ones, APFloat(0.0), APFloat(0.0));
 }
+
+SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
+  auto type = cast<RankedTensorType>(op.getInput().getType());
+  SmallVector<int64_t> dims;
+  for (int64_t d : op.getDims())
+    dims.push_back(d < 0 ? d + type.getRank() : d);
+  llvm::sort(dims);
+  SmallVector<ReduceStep> steps;
+  SmallVector<int64_t> shape(type.getShape());
+  for (int64_t d : llvm::reverse(dims)) {
+    ReduceStep st{1, shape[d], 1, {}};
+    for (int64_t i = 0; i < d; ++i)
+      st.outer *= shape[i];
+    for (int64_t i = d + 1; i < int64_t(shape.size()); ++i)
+      st.inner *= shape[i];
+    shape[d] = 1;
+    st.shape = shape;
+    steps.push_back(std::move(st));
+  }
+  return steps;
+}

@@ -41,6 +41,17 @@ namespace mlir::loom {
 /// (loom-reinit-params, a binary's --init=random): GPT-2's normal(0, std)
 /// for matrices, zeros for biases, ones for other vectors (norm weights).
 InitAttr defaultInitFor(ParamOp param, double stddev = 0.02);
+
+/// One single-dimension reduction of a loom.reduce: the input viewed as
+/// [outer, len, inner], reduced over len; `shape` is what is left after it.
+struct ReduceStep {
+  int64_t outer, len, inner;
+  SmallVector<int64_t> shape;
+};
+/// loom.reduce over several dimensions runs as one reduction per dimension,
+/// highest first (any set of dimensions decomposes so; a mean of means over
+/// equal groups is the mean). The executor and code generation both use it.
+SmallVector<ReduceStep> reduceSteps(ReduceOp op);
 } // namespace mlir::loom
 
 #endif // LOOM_DIALECT_LOOMOPS_H

@@ -726,31 +726,19 @@ private:
   }
 
   LogicalResult reduce(ReduceOp o) {
-    auto type = tt(o.getInput());
-    SmallVector<int64_t> dims;
-    for (int64_t d : o.getDims())
-      dims.push_back(d < 0 ? d + type.getRank() : d);
-    llvm::sort(dims);
     const char *op = o.getKind() == ReduceKind::sum    ? "LOOMRT_REDUCE_SUM"
                      : o.getKind() == ReduceKind::mean ? "LOOMRT_REDUCE_MEAN"
                      : o.getKind() == ReduceKind::max  ? "LOOMRT_REDUCE_MAX"
                                                        : "LOOMRT_REDUCE_MIN";
     std::string cur = name(o.getInput());
-    SmallVector<int64_t> shape(type.getShape());
-    size_t es = elemBytes(type.getElementType());
-    for (int64_t d : llvm::reverse(dims)) {
-      int64_t outer = 1, inner = 1;
-      for (int64_t i = 0; i < d; ++i)
-        outer *= shape[i];
-      for (int64_t i = d + 1; i < int64_t(shape.size()); ++i)
-        inner *= shape[i];
-      int64_t len = shape[d];
-      shape[d] = 1;
+    size_t es = elemBytes(tt(o.getInput()).getElementType());
+    for (const ReduceStep &st : reduceSteps(o)) {
       std::string next = fresh();
-      *os << "  LOOM_ALLOC(" << next << ", " << size_t(outer * inner) * es << ");\n";
+      *os << "  LOOM_ALLOC(" << next << ", " << size_t(st.outer * st.inner) * es << ");\n";
       own(next); // the last one becomes the result's buffer
       call("loomrt_reduce(s, " + std::string(op) + ", " + dt(o.getInput()) + ", " + cur + ", " + next +
-           ", " + std::to_string(outer) + ", " + std::to_string(len) + ", " + std::to_string(inner) + ")");
+           ", " + std::to_string(st.outer) + ", " + std::to_string(st.len) + ", " +
+           std::to_string(st.inner) + ")");
       cur = next;
     }
     std::string n = fresh();

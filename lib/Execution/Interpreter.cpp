@@ -681,32 +681,20 @@ public:
     return out(o.getResult(), r) && call(loomrt_matmul(s, &g, in(o.getLhs()).p(), in(o.getRhs()).p(), r.p()), "matmul");
   }
 
-  /// Reduces one dimension at a time (highest first), which any set of
-  /// dimensions decomposes into; a mean of means over equal groups is the
-  /// mean.
+  /// One single-dimension reduction per reduced dimension (reduceSteps).
   bool reduce(ReduceOp o) {
     auto type = o.getInput().getType();
-    SmallVector<int64_t> dims;
-    for (int64_t d : o.getDims())
-      dims.push_back(d < 0 ? d + type.getRank() : d);
-    llvm::sort(dims);
     loomrt_reduce_op op = o.getKind() == ReduceKind::sum    ? LOOMRT_REDUCE_SUM
                           : o.getKind() == ReduceKind::mean ? LOOMRT_REDUCE_MEAN
                           : o.getKind() == ReduceKind::max  ? LOOMRT_REDUCE_MAX
                                                             : LOOMRT_REDUCE_MIN;
     Buf cur = in(o.getInput());
-    SmallVector<int64_t> shape(type.getShape());
-    for (int64_t d : llvm::reverse(dims)) {
-      int64_t outer = 1, inner = 1;
-      for (int64_t i = 0; i < d; ++i)
-        outer *= shape[i];
-      for (int64_t i = d + 1; i < int64_t(shape.size()); ++i)
-        inner *= shape[i];
-      int64_t len = shape[d];
-      shape[d] = 1;
+    for (const ReduceStep &st : reduceSteps(o)) {
       Buf next;
-      if (!alloc(RankedTensorType::get(shape, type.getElementType()), next) ||
-          !call(loomrt_reduce(s, op, dtOf(o.getInput()), cur.p(), next.p(), outer, len, inner), "reduce"))
+      if (!alloc(RankedTensorType::get(st.shape, type.getElementType()), next) ||
+          !call(loomrt_reduce(s, op, dtOf(o.getInput()), cur.p(), next.p(), st.outer, st.len,
+                              st.inner),
+                "reduce"))
         return false;
       cur = next;
     }
