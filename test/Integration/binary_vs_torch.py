@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
-from loomtest import parse_args, tool  # noqa: E402
+from loomtest import compare_losses, parse_args, tool  # noqa: E402
 from make_onnx import GPT, Llama  # noqa: E402
 
 STEPS, LR, WD, B, T, VOCAB = 20, 1e-2, 0.01, 4, 8, 50
@@ -89,13 +89,7 @@ def main():
         ours = binary_losses(train, data, "--steps", str(STEPS))
         ref32 = torch_losses(copy.deepcopy(model), tokens, torch.float32)
         ref64 = torch_losses(copy.deepcopy(model), tokens, torch.float64)
-        e32 = max(abs(o - r) / abs(r) for o, r in zip(ours, ref32))
-        e64 = max(abs(o - r) / abs(r) for o, r in zip(ours, ref64))
-        worst = max(worst, e32)
-        print(f"{name:6} loss {ours[0]:.5f} -> {ours[-1]:.5f} over {len(ours)} steps; "
-              f"max rel error vs torch fp32 {e32:.1e}, vs fp64 {e64:.1e}")
-        if len(ours) != STEPS or not ours[-1] < ours[0]:
-            sys.exit(f"{name}: expected {STEPS} decreasing losses, got {ours}")
+        worst = max(worst, compare_losses(name, ours, ref32, ref64, STEPS))
 
         # Resume: 10 + 10 steps equal 20 straight.
         ck = os.path.join(a.tmp, f"{name}-ck")

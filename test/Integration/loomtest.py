@@ -7,6 +7,7 @@ import math
 import os
 import struct
 import subprocess
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -131,6 +132,19 @@ MODELS = [
 
 def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def compare_losses(name, ours, ref32, ref64, steps):
+    """Prints one model's per-step loss errors against PyTorch in float32
+    and float64, exits unless there are `steps` decreasing losses, and
+    returns the float32 error (the bound applies to it)."""
+    e32 = max(abs(o - r) / abs(r) for o, r in zip(ours, ref32))
+    e64 = max(abs(o - r) / abs(r) for o, r in zip(ours, ref64))
+    print(f"{name:6} loss {ours[0]:.5f} -> {ours[-1]:.5f} over {len(ours)} steps; "
+          f"max rel error vs torch fp32 {e32:.1e}, vs fp64 {e64:.1e}")
+    if len(ours) != steps or not ours[-1] < ours[0]:
+        sys.exit(f"{name}: expected {steps} decreasing losses, got {ours}")
+    return e32
 
 
 
