@@ -36,6 +36,12 @@ loomrt_status checkRows(const char *fn, int64_t rows, int64_t d) {
   return LOOMRT_OK;
 }
 
+loomrt_status checkEmbedding(const char *fn, int64_t n, int64_t d, int64_t vocab) {
+  if (n < 0 || d < 0 || vocab < 1)
+    return bad(fn, "needs n >= 0, d >= 0, vocab >= 1");
+  return LOOMRT_OK;
+}
+
 /// Every input dim is 1 or the output's; ranks in [0, LOOMRT_MAX_RANK].
 loomrt_status checkBroadcast(const char *fn, const int64_t *in,
                              const int64_t *out, int rank, const char *which) {
@@ -276,8 +282,7 @@ loomrt_status loomrt_embedding(loomrt_stream s, loomrt_dtype dt,
                                const void *table, const int64_t *idx,
                                void *out, int64_t n, int64_t d,
                                int64_t vocab) {
-  if (n < 0 || d < 0 || vocab < 1)
-    return bad("embedding", "needs n >= 0, d >= 0, vocab >= 1");
+  LOOMRT_TRY(checkEmbedding("embedding", n, d, vocab));
   LOOMRT_TRY(common("embedding", s, dt, n * d > 0, {table, idx, out}));
   return (n * d) != 0
  ? K(s).embedding(ST(s), s->impl, dt, table, idx, out, n, d,
@@ -289,8 +294,7 @@ loomrt_status loomrt_embedding_grad(loomrt_stream s, loomrt_dtype dt,
                                     const void *dy, const int64_t *idx,
                                     float *dtable, int64_t n, int64_t d,
                                     int64_t vocab) {
-  if (n < 0 || d < 0 || vocab < 1)
-    return bad("embedding_grad", "needs n >= 0, d >= 0, vocab >= 1");
+  LOOMRT_TRY(checkEmbedding("embedding_grad", n, d, vocab));
   LOOMRT_TRY(common("embedding_grad", s, dt, d > 0, {dtable}));
   if (n * d > 0 && (!dy || !idx))
     return bad("embedding_grad", "null buffer");
