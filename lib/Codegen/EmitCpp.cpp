@@ -874,8 +874,8 @@ bool hasImportedWeights(ModuleOp module) {
 
 LogicalResult writeInitialWeights(ModuleOp module, const std::string &path) {
   std::vector<std::vector<float>> data;
-  std::vector<loomrt_tensor_ref> refs;
   std::vector<std::string> names;
+  std::vector<loomrt_tensor_ref> refs;
   for (ParamOp p : module.getOps<ParamOp>()) {
     auto values = dyn_cast_or_null<DenseElementsAttr>(p.getValueAttr());
     if (!values)
@@ -887,14 +887,14 @@ LogicalResult writeInitialWeights(ModuleOp module, const std::string &path) {
     for (const APFloat &v : values.getValues<APFloat>())
       data.back().push_back(v.convertToFloat());
     names.push_back(p.getSymName().str());
-  }
-  for (size_t i = 0; i < data.size(); ++i) {
-    auto p = cast<ParamOp>(module.lookupSymbol(names[i]));
-    auto shape = cast<RankedTensorType>(p.getType()).getShape();
-    loomrt_tensor_ref t{names[i].c_str(), LOOMRT_F32, int(shape.size()), {}, data[i].data()};
-    for (size_t d = 0; d < shape.size(); ++d)
-      t.shape[d] = shape[d];
+    loomrt_tensor_ref t{nullptr, LOOMRT_F32, int(type.getRank()), {}, nullptr};
+    llvm::copy(type.getShape(), t.shape);
     refs.push_back(t);
+  }
+  // Pointers into the vectors only once they stop growing.
+  for (size_t i = 0; i < refs.size(); ++i) {
+    refs[i].name = names[i].c_str();
+    refs[i].data = data[i].data();
   }
   const char *k[] = {"format"}, *v[] = {"loom initial weights"};
   if (loomrt_status st = loomrt_checkpoint_save(path.c_str(), refs.data(), refs.size(), k, v, 1))
