@@ -323,16 +323,21 @@ private:
       return elementwise([&](double x, double y) {
         return in(0).elem == onnx::TensorProto::INT64 ? std::floor(x / y) : x / y;
       });
-    if (op == "Equal" || op == "Greater" || op == "Less" || op == "GreaterOrEqual" ||
-        op == "LessOrEqual") {
-      auto v = elementwise([&](double x, double y) {
-        return double(op == "Equal" ? x == y : op == "Greater" ? x > y : op == "Less" ? x < y
-                      : op == "GreaterOrEqual" ? x >= y : x <= y);
-      });
-      if (v)
-        v->elem = onnx::TensorProto::BOOL;
-      return v;
-    }
+    // Comparisons give booleans; the predicate is picked once, not per element.
+    static const std::pair<StringRef, bool (*)(double, double)> kCompare[] = {
+        {"Equal", [](double x, double y) { return x == y; }},
+        {"Greater", [](double x, double y) { return x > y; }},
+        {"Less", [](double x, double y) { return x < y; }},
+        {"GreaterOrEqual", [](double x, double y) { return x >= y; }},
+        {"LessOrEqual", [](double x, double y) { return x <= y; }},
+    };
+    for (const auto &[name, pred] : kCompare)
+      if (op == name) {
+        auto v = elementwise([pred = pred](double x, double y) { return double(pred(x, y)); });
+        if (v)
+          v->elem = onnx::TensorProto::BOOL;
+        return v;
+      }
     if (op == "Sqrt" || op == "Reciprocal" || op == "Neg" || op == "Sin" ||
         op == "Cos") {
       r = in(0);
