@@ -151,9 +151,13 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
     h.*f.member = *x;
   }
   auto levels = [&](const char *key, auto &out, const char *rateKey) -> bool {
+    if (!o->get(key))
+      return true; // optional
     const llvm::json::Array *a = o->getArray(key);
-    if (!a)
-      return !o->get(key) || (fail(std::string("'") + key + "' must be an array"), false);
+    if (!a) {
+      fail(std::string("'") + key + "' must be an array");
+      return false;
+    }
     for (const llvm::json::Value &e : *a) {
       const llvm::json::Object *lo = e.getAsObject();
       auto name = lo ? lo->getString("name") : std::nullopt;
@@ -217,6 +221,9 @@ std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
   } else if (resource == "dram") {
     h.dramReadBandwidth *= factor;
     h.dramCopyBandwidth *= factor;
+    // A measured CPU Adam rate is DRAM-bound (28 bytes per parameter), so
+    // it follows the DRAM bandwidth, not the clock.
+    h.cpuAdamParamsPerSec *= factor;
   } else if (resource == "cache") {
     for (CacheLevel &c : h.caches)
       c.bandwidth *= factor;
@@ -236,10 +243,6 @@ std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
             "': expected cpu-clock, cpu-cores, dram, cache, pcie, hbm, gpu-flops or network";
     return std::nullopt;
   }
-  // A measured CPU Adam rate is DRAM-bound (28 bytes per parameter), so it
-  // follows the DRAM bandwidth, not the clock.
-  if (resource == "dram")
-    h.cpuAdamParamsPerSec *= factor;
   h.name += "*" + resource.str() + "x" + std::to_string(factor);
   return h;
 }
