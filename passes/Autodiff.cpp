@@ -183,11 +183,19 @@ public:
           return success();
         })
         .Case([&](PowOp o) {
-          // d(a^b)/da = b a^(b-1) = b y / a;  d(a^b)/db = y log(a)
-          Value y = o.getResult();
-          binaryTo(o.getLhs(), mul(dy, div(mul(o.getRhs(), y), o.getLhs())));
-          Value loga = LogOp::create(b, loc, o.getLhs().getType(), o.getLhs());
-          binaryTo(o.getRhs(), mul(dy, mul(y, loga)));
+          // d(a^b)/da = b a^(b-1), not b y / a: that is 0/0 wherever a = 0,
+          // which bf16 residual sums do produce (rms norm's x^2).
+          // d(a^b)/db = y log(a), only when the exponent is not a constant.
+          Value a = o.getLhs(), e = o.getRhs();
+          if (active.contains(a)) {
+            Value em1 = sub(e, scalar(e, 1.0));
+            Value p = PowOp::create(b, loc, broadcastType(a, em1), a, em1);
+            binaryTo(a, mul(dy, mul(e, p)));
+          }
+          if (active.contains(e)) {
+            Value loga = LogOp::create(b, loc, a.getType(), a);
+            binaryTo(e, mul(dy, mul(o.getResult(), loga)));
+          }
           return success();
         })
         .Case([&](NegOp o) {

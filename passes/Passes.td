@@ -192,6 +192,50 @@ def AttachOptimizer : Pass<"loom-attach-optimizer", "ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def MixedPrecision : Pass<"loom-mixed-precision", "ModuleOp"> {
+  let summary = "bf16 activations and GEMMs with fp32 master weights";
+  let description = [{
+    Runs on `@forward` before `loom-autodiff`. Every fp32 tensor the forward
+    computes becomes bf16; each parameter is loaded in fp32 and cast once,
+    so the VJP of that cast gives the optimizer an fp32 gradient and the
+    Adam state and master weights stay fp32 (Micikevicius et al., "Mixed
+    Precision Training", §3.1; bf16 has fp32's exponent range, so no loss
+    scaling). Kernels compute in fp32 whatever the storage type, so norms,
+    softmax and the loss keep fp32 statistics. Embedding tables are
+    gathered in fp32 and their rows cast down (their gradient is an fp32
+    scatter-add); the loss stays fp32.
+
+    Before:
+
+    ```mlir
+    func.func @forward(%x: tensor<4x8xf32>, %y: tensor<4xi64>) -> tensor<f32> {
+      %w = loom.load @w : tensor<3x8xf32>
+      %h = loom.matmul %x, %w transpose_rhs : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
+      %l = loom.cross_entropy %h, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func @forward(%x: tensor<4x8xf32>, %y: tensor<4xi64>) -> tensor<f32> {
+      %xb = loom.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+      %w = loom.load @w : tensor<3x8xf32>
+      %wb = loom.cast %w : tensor<3x8xf32> to tensor<3x8xbf16>
+      %h = loom.matmul %xb, %wb transpose_rhs : tensor<4x8xbf16>, tensor<3x8xbf16> -> tensor<4x3xbf16>
+      %l = loom.cross_entropy %h, %y : tensor<4x3xbf16>, tensor<4xi64> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"computeType", "compute-type", "std::string", /*default=*/"\"bf16\"",
+           "Storage type of activations and GEMM inputs (bf16)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   let summary = "Replace imported parameter values with initialisers";
   let description = [{

@@ -824,6 +824,10 @@ private:
       cs << "const float " << k << "[] = {";
       for (auto [i, v] : llvm::enumerate(elems.getValues<APFloat>()))
         cs << (i ? ", " : "") << f(v.convertToDouble());
+    } else if (elt.isBF16()) {
+      cs << "const uint16_t " << k << "[] = {"; // bf16 bit patterns
+      for (auto [i, v] : llvm::enumerate(elems.getValues<APFloat>()))
+        cs << (i ? ", " : "") << v.bitcastToAPInt().getZExtValue();
     } else if (elt.isInteger(64)) {
       cs << "const int64_t " << k << "[] = {";
       for (auto [i, v] : llvm::enumerate(elems.getValues<APInt>()))
@@ -833,7 +837,9 @@ private:
       for (auto [i, v] : llvm::enumerate(elems.getValues<bool>()))
         cs << (i ? ", " : "") << (v ? 1 : 0);
     } else {
-      return o.emitError("code generation: constants of this element type are not supported"), failure();
+      return o.emitError() << "code generation: constants of element type " << elt
+                           << " are not supported (f32, bf16, i64, i1)",
+             failure();
     }
     cs << "};\n\n";
     call("loomrt_memcpy_async(s, " + n + ", " + k + ", " + std::to_string(bytesOf(o.getResult())) + ")");

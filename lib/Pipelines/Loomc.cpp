@@ -116,6 +116,12 @@ int loomcMain(int argc, char **argv) {
       cl::desc("Activation checkpointing: recompute the forward pass in the "
                "backward (loom-autodiff recompute=true)"),
       cl::cat(cat));
+  static cl::opt<std::string> precision(
+      "precision", cl::init("fp32"), cl::value_desc("fp32|bf16"),
+      cl::desc("Compute precision: fp32 throughout, or bf16 activations and "
+               "GEMMs with fp32 master weights and optimizer state "
+               "(loom-mixed-precision)"),
+      cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
@@ -156,6 +162,9 @@ int loomcMain(int argc, char **argv) {
                  "distribute, schedule, lowered, cpp or binary");
   if (init != "model" && init != "random")
     return error("unknown --init '" + init + "': expected model or random");
+  if (precision != "fp32" && precision != "bf16")
+    return error("unknown --precision '" + precision +
+                 "': expected fp32 or bf16");
   if (target != "cpu" && target != "cuda")
     return error("unknown --target '" + target + "': expected cpu or cuda");
   DialectRegistry registry;
@@ -210,7 +219,12 @@ int loomcMain(int argc, char **argv) {
     return 1;
   if (init == "random")
     pm.addPass(mlir::loom::createReinitParams());
+  if (precision == "bf16" && module->lookupSymbol("forward_backward"))
+    return error("--precision=bf16 rewrites the forward before autodiff; this "
+                 "input already has @forward_backward (give the forward only)");
   if (*phase >= Phase::Autodiff && !module->lookupSymbol("forward_backward")) {
+    if (precision == "bf16")
+      pm.addPass(mlir::loom::createMixedPrecision());
     mlir::loom::AutodiffOptions ad;
     ad.recompute = recompute;
     pm.addPass(mlir::loom::createAutodiff(ad));

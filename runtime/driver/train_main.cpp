@@ -5,6 +5,7 @@
 #include "loomrt/train.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -390,6 +391,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   std::vector<int64_t> hx(bt), hy(bt);
   auto start = std::chrono::steady_clock::now();
   long last = firstStep + f.steps;
+  bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
     int64_t off = (int64_t(step) * bt) % (n - bt - 1);
     for (int64_t i = 0; i < bt; ++i) {
@@ -418,9 +420,18 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f tokens/s  eta %4.0fs\n",
                 step + 1, last, loss, ms, tps, eta);
     std::fflush(stdout);
+    if (!std::isfinite(loss) && !warnedNonFinite) {
+      std::fprintf(stderr, "warning: the loss of step %ld is not finite: training "
+                   "diverged (a lower --lr may help)\n", step + 1);
+      warnedNonFinite = true;
+    }
     if (log) {
-      std::fprintf(log, "{\"step\": %ld, \"loss\": %.8g, \"step_ms\": %.4f, \"tokens_per_s\": %.1f}\n",
-                   step + 1, loss, ms, tps);
+      // JSON has no NaN or infinity: a non-finite loss is logged as null.
+      char lossText[32] = "null";
+      if (std::isfinite(loss))
+        std::snprintf(lossText, sizeof lossText, "%.8g", loss);
+      std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f}\n",
+                   step + 1, lossText, ms, tps);
       std::fflush(log);
     }
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))

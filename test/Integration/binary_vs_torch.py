@@ -9,6 +9,12 @@ offset (s*B*T) mod (N - B*T - 1)).
 Bound: every step's loss within 1e-4 relative of the float32 reference (the
 float64 distance is printed too). Also: 10 steps, checkpoint, resume for 10
 more gives exactly the losses of 20 straight steps.
+
+Mixed precision (`--precision=bf16`: bf16 activations and GEMM inputs, fp32
+master weights and Adam state) is held to the same float32 reference within
+1e-2 relative: bf16 keeps 8 significant bits (2^-9 = 2e-3 relative per
+rounding), and 20 steps of training compound a few of those; a wrong cast or
+a lost gradient shows up far above it (the loss would not follow torch's).
 """
 import copy
 import json
@@ -72,7 +78,7 @@ def main():
     data = os.path.join(a.tmp, "tokens.bin")
     tokens.tofile(data)
 
-    worst = 0.0
+    worst, worst16 = 0.0, 0.0
     # PyTorch buffers are initializers too: the Llama's rotary tables are
     # named frozen (the GPT's causal mask is boolean, a constant anyway).
     for name, cls, frozen in (("gpt", GPT, []), ("llama", Llama, ["--frozen=cos,sin"])):
@@ -91,6 +97,12 @@ def main():
         ref64 = torch_losses(copy.deepcopy(model), tokens, torch.float64)
         worst = max(worst, compare_losses(name, ours, ref32, ref64, STEPS))
 
+        train16 = train + "-bf16"
+        tool(a.bin, "loomc", onnx_path, "--task=lm", f"--lr={LR}", f"--weight-decay={WD}",
+             "--precision=bf16", *frozen, "-o", train16)
+        mixed = binary_losses(train16, data, "--steps", str(STEPS))
+        worst16 = max(worst16, compare_losses(name + "/bf16", mixed, ref32, ref64, STEPS))
+
         # Resume: 10 + 10 steps equal 20 straight.
         ck = os.path.join(a.tmp, f"{name}-ck")
         first = binary_losses(train, data, "--steps", "10", "--checkpoint-dir", ck,
@@ -100,8 +112,9 @@ def main():
         print(f"{name:6} resume after 10 steps: {'identical' if same else 'DIFFERENT'} losses")
         if not same:
             sys.exit(f"{name}: resumed {first + second} != straight {ours}")
-    print(f"worst relative error {worst:.1e} (bound 1e-4)")
-    if worst > 1e-4:
+    print(f"worst relative error {worst:.1e} (bound 1e-4); "
+          f"bf16 {worst16:.1e} (bound 1e-2)")
+    if worst > 1e-4 or worst16 > 1e-2:
         sys.exit(1)
 
 
