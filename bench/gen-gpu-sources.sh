@@ -14,8 +14,12 @@ gpt2=gpt:layers=12,d_model=768,heads=12,vocab=50257,seq=1024
 for t in cpu cuda; do
   "$BIN/loomc" --model "$small" --target=$t --compile-to=cpp -o "$GEN/small_$t.cpp"
 done
-"$BIN/loomc" --model "$gpt2,batch=16" --target=cuda --compile-to=cpp -o "$GEN/gpt2_124m_cuda.cpp"
-"$BIN/loomc" --model "$gpt2,batch=8" --target=cuda --compile-to=cpp -o "$GEN/gpt2_124m_b8_cuda.cpp"
+"$BIN/loomc" --model "$small" --target=cuda --precision=bf16 --compile-to=cpp -o "$GEN/small_bf16_cuda.cpp"
+for b in 16 8; do
+  "$BIN/loomc" --model "$gpt2,batch=$b" --target=cuda --compile-to=cpp -o "$GEN/gpt2_124m_b${b}_cuda.cpp"
+  "$BIN/loomc" --model "$gpt2,batch=$b" --target=cuda --precision=bf16 --compile-to=cpp \
+    -o "$GEN/gpt2_124m_b${b}_bf16_cuda.cpp"
+done
 # GPT-2- and Llama-style models exported from PyTorch, with their weights.
 /usr/bin/python3 - "$GEN" <<'PY' 2>/dev/null
 import sys, torch
@@ -27,9 +31,11 @@ for name, m in (("gpt", GPT(vocab=256, seq=32, d=64, heads=4)),
     export(m, (torch.zeros(4, 32, dtype=torch.int64),), f"{sys.argv[1]}/onnx_{name}.onnx",
            (["tokens"], ["logits"]))
 PY
-for t in cpu cuda; do
-  "$BIN/loomc" "$GEN/onnx_gpt.onnx" --task=lm --target=$t --compile-to=cpp -o "$GEN/onnx_gpt_$t.cpp"
-  "$BIN/loomc" "$GEN/onnx_llama.onnx" --task=lm --frozen=cos,sin --target=$t --compile-to=cpp \
-    -o "$GEN/onnx_llama_$t.cpp"
+for v in cpu cuda bf16_cuda; do
+  p=(); [ $v = bf16_cuda ] && p=(--precision=bf16)
+  "$BIN/loomc" "$GEN/onnx_gpt.onnx" --task=lm --target=${v#bf16_} "${p[@]}" --compile-to=cpp \
+    -o "$GEN/onnx_gpt_$v.cpp"
+  "$BIN/loomc" "$GEN/onnx_llama.onnx" --task=lm --frozen=cos,sin --target=${v#bf16_} "${p[@]}" \
+    --compile-to=cpp -o "$GEN/onnx_llama_$v.cpp"
 done
 ls -la "$GEN"

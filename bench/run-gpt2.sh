@@ -15,13 +15,14 @@ cmake -G Ninja -S bench -B build-bench -DLOOM_GTEST_SOURCE_DIR="$PWD/.carry/goog
 RT="$PWD/build-bench/runtime"
 for src in "$GEN"/*.cpp; do
   f=$(basename "$src" .cpp)
-  c++ -O2 -std=c++17 -I runtime/include "$src" -o "/tmp/$f" -L"$RT" -lloomrt \
-    -Wl,-rpath,"$RT" 2> "$OUT/$f.compile.log" || echo "compiling $f failed (see $f.compile.log)"
+  { c++ -O2 -std=c++17 -I runtime/include "$src" -o "/tmp/$f" -L"$RT" -lloomrt \
+      -Wl,-rpath,"$RT" 2> "$OUT/$f.compile.log" || echo "compiling $f failed (see $f.compile.log)"; } &
 done
+wait
 
-echo "== CUDA binary against the CPU binary (20 steps, same seed, weights and data)"
+echo "== CUDA binaries (fp32 and --precision=bf16) against the fp32 CPU binary (20 steps, same seed, weights and data)"
 for m in small onnx_gpt onnx_llama; do
-  for t in cuda cpu; do
+  for t in cpu cuda bf16_cuda; do
     w=(); [ -f "$GEN/${m}_$t.cpp.weights.safetensors" ] && w=(--weights "$GEN/${m}_$t.cpp.weights.safetensors")
     /tmp/${m}_$t --data "$GEN/gpl3.bin" --steps 20 --seed 1 "${w[@]}" --log-json "$OUT/${m}_$t.jsonl" \
       > "$OUT/${m}_$t.txt" 2>&1 || echo "  $m $t failed: $(tail -1 "$OUT/${m}_$t.txt")"
@@ -29,11 +30,12 @@ for m in small onnx_gpt onnx_llama; do
   python3 - "$OUT" "$m" <<'PY'
 import json, sys
 out, m = sys.argv[1:]
-g = [json.loads(l)["loss"] for l in open(f"{out}/{m}_cuda.jsonl")]
 c = [json.loads(l)["loss"] for l in open(f"{out}/{m}_cpu.jsonl")]
-err = max(abs(a - b) / abs(b) for a, b in zip(g, c))
-print(f"  {m:10} losses {c[0]:.5f} -> {c[-1]:.5f}; max relative difference CUDA vs CPU: "
-      f"{err:.2e} over {len(g)} steps (bf16 tolerance 1e-2)")
+for t, tol in (("cuda", "1e-5"), ("bf16_cuda", "1e-2")):
+    g = [json.loads(l)["loss"] for l in open(f"{out}/{m}_{t}.jsonl")]
+    err = max(abs(a - b) / abs(b) for a, b in zip(g, c))
+    print(f"  {m:10} {t:9} losses {g[0]:.5f} -> {g[-1]:.5f}; max relative difference vs CPU fp32: "
+          f"{err:.2e} over {len(g)} steps (bound {tol})")
 PY
 done
 
@@ -42,18 +44,41 @@ python3 -c "
 import numpy as np; np.random.seed(0)
 np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
 for b in 16 8; do
-  bin=/tmp/gpt2_124m_cuda; [ $b = 8 ] && bin=/tmp/gpt2_124m_b8_cuda
-  if $bin --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/gpt2_b$b.jsonl" > "$OUT/gpt2_b$b.txt" 2>&1; then
-    python3 -c "
+  for p in bf16 fp32; do
+    bin=/tmp/gpt2_124m_b${b}_cuda; [ $p = bf16 ] && bin=/tmp/gpt2_124m_b${b}_bf16_cuda
+    if $bin --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/gpt2_b${b}_$p.jsonl" > "$OUT/gpt2_b${b}_$p.txt" 2>&1; then
+      python3 -c "
 import json,statistics
-r=[json.loads(l) for l in open('$OUT/gpt2_b$b.jsonl')][2:]
-print('  loomc binary fp32, batch $b: %.0f tokens/s (median of %d steps, %.0f ms/step); %s' % (statistics.median(x['tokens_per_s'] for x in r), len(r), statistics.median(x['step_ms'] for x in r), open('$OUT/gpt2_b$b.txt').read().strip().splitlines()[-1]))"
-  else
-    echo "  loomc binary fp32, batch $b: failed: $(tail -1 "$OUT/gpt2_b$b.txt")"
-  fi
+r=[json.loads(l) for l in open('$OUT/gpt2_b${b}_$p.jsonl')][2:]
+print('  loomc binary $p, batch $b: %.0f tokens/s (median of %d steps, %.0f ms/step); %s' % (statistics.median(x['tokens_per_s'] for x in r), len(r), statistics.median(x['step_ms'] for x in r), open('$OUT/gpt2_b${b}_$p.txt').read().strip().splitlines()[-1]))"
+    else
+      echo "  loomc binary $p, batch $b: failed: $(tail -1 "$OUT/gpt2_b${b}_$p.txt")"
+    fi
+  done
+  [ "${TORCH_B8:-0}" = 1 ] || [ $b = 16 ] || continue
   for p in --fp32 ""; do
     python3 bench/gpt2_torch.py --batch $b --steps 15 $p | python3 -c "
 import json,sys; r=json.loads(sys.stdin.read())
 print('  %s %s, batch %d: %.0f tokens/s (%.0f ms/step)' % (r['impl'], r['precision'], r['batch'], r['tokens_per_s'], r['step_ms']))"
   done
 done
+
+# Kernel time of one batch-8 bf16 step by kernel name (PROFILE=1; ncu ships
+# with the CUDA toolkit).
+if [ "${PROFILE:-0}" = 1 ] && command -v ${NCU:=/usr/local/cuda/bin/ncu} >/dev/null; then
+  $NCU --csv --metrics gpu__time_duration.sum /tmp/gpt2_124m_b8_bf16_cuda --data /tmp/tok50k.bin \
+    --steps 1 > "$OUT/ncu_b8_bf16.csv" 2> "$OUT/ncu.err"
+  python3 - "$OUT/ncu_b8_bf16.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+h = rows[0]; k, v, u = h.index("Kernel Name"), h.index("Metric Value"), h.index("Metric Unit")
+scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3, "s": 1e3}
+t, n = collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    name = r[k].replace("(anonymous namespace)::", "").replace("void ", "").split("(")[0][:70]
+    t[name] += float(r[v].replace(",", "")) * scale[r[u]]; n[name] += 1
+print(f"== ncu, one bf16 batch-8 step: {sum(t.values()):.1f} ms of kernels, {sum(n.values())} launches")
+for name, ms in t.most_common(14):
+    print(f"  {ms:8.2f} ms {n[name]:5d}x {name}")
+PY
+fi

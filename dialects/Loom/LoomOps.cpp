@@ -1145,13 +1145,22 @@ SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
   llvm::sort(dims);
   SmallVector<ReduceStep> steps;
   SmallVector<int64_t> shape(type.getShape());
-  for (int64_t d : llvm::reverse(dims)) {
-    ReduceStep st{1, shape[d], 1, {}};
-    for (int64_t i = 0; i < d; ++i)
+  // A run of adjacent reduced dims is one contiguous middle axis: one step
+  // (a bias gradient over [B, T, D] reduces B*T rows at once, in fp32,
+  // instead of T and then B with a rounded intermediate).
+  for (size_t j = dims.size(); j > 0;) {
+    int64_t last = dims[--j], first = last;
+    while (j > 0 && dims[j - 1] == first - 1)
+      first = dims[--j];
+    ReduceStep st{1, 1, 1, {}};
+    for (int64_t i = 0; i < first; ++i)
       st.outer *= shape[i];
-    for (int64_t i = d + 1; i < int64_t(shape.size()); ++i)
+    for (int64_t i = first; i <= last; ++i) {
+      st.len *= shape[i];
+      shape[i] = 1;
+    }
+    for (int64_t i = last + 1; i < int64_t(shape.size()); ++i)
       st.inner *= shape[i];
-    shape[d] = 1;
     st.shape = shape;
     steps.push_back(std::move(st));
   }

@@ -48,9 +48,10 @@ struct ReduceStep {
   int64_t outer, len, inner;
   SmallVector<int64_t> shape;
 };
-/// loom.reduce over several dimensions runs as one reduction per dimension,
-/// highest first (any set of dimensions decomposes so; a mean of means over
-/// equal groups is the mean). The executor and code generation both use it.
+/// loom.reduce over several dimensions runs as one reduction per run of
+/// adjacent dimensions (a contiguous middle axis), highest first (any set of
+/// dimensions decomposes so; a mean of means over equal groups is the mean).
+/// The executor and code generation both use it.
 SmallVector<ReduceStep> reduceSteps(ReduceOp op);
 } // namespace mlir::loom
 

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace loomrt {
 namespace {
@@ -98,6 +100,20 @@ __global__ void binaryKernel(loomrt_binary_op op, const uint8_t *cond,
                   : store<T>(binaryOp(op, load(a[oa]), load(b[ob])));
   }
 }
+/// The common case of broadcasting: each operand is the output itself or a
+/// suffix of it (a bias row, a scalar), so its element is i mod its size.
+/// One modulo per operand instead of a rank-long division chain.
+template <typename T, typename I>
+__global__ void binaryFlatKernel(loomrt_binary_op op, const uint8_t *cond,
+                                 const T *a, const T *b, T *out, I ma, I mb,
+                                 I mc, I n) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += I(gridDim.x) * blockDim.x) {
+    I oa = ma == n ? i : i % ma, ob = mb == n ? i : i % mb;
+    out[i] = cond ? (cond[mc == n ? i : i % mc] ? a[oa] : b[ob])
+                  : store<T>(binaryOp(op, load(a[oa]), load(b[ob])));
+  }
+}
 template <typename F, typename T>
 __global__ void castKernel(const F *x, T *y, size_t n) {
   GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]));
@@ -105,14 +121,73 @@ __global__ void castKernel(const F *x, T *y, size_t n) {
 template <typename T> __global__ void fillKernel(T *x, T v, size_t n) {
   GRID_STRIDE(i, n) x[i] = v;
 }
-template <typename E>
-__global__ void copyStridedKernel(const E *src, E *dst, Shape shape,
-                                  Strides ss, Strides ds, size_t n) {
-  Strides none{};
-  GRID_STRIDE(i, n) {
-    int64_t os, od, unused;
-    stridedOffsets(shape, int64_t(i), ss, ds, none, os, od, unused);
-    dst[od] = src[os];
+/// Strided copy over dims already normalised on the host (size-1 dims
+/// dropped, dims contiguous on both sides merged, the inner run widened to
+/// 16-byte elements where it can be): I is int32_t whenever every offset
+/// fits, so the per-element index math is a short chain of 32-bit divides.
+template <typename I> struct CopyDims {
+  I shape[LOOMRT_MAX_RANK], ss[LOOMRT_MAX_RANK], ds[LOOMRT_MAX_RANK];
+  int rank;
+};
+template <typename E, typename I>
+__global__ void copyStridedKernel(const E *src, E *dst, CopyDims<I> d, I n) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += I(gridDim.x) * blockDim.x) {
+    I rem = i, os = 0, od = 0;
+    for (int k = d.rank - 1; k > 0; --k) {
+      I c = rem % d.shape[k];
+      rem /= d.shape[k];
+      os += c * d.ss[k];
+      od += c * d.ds[k];
+    }
+    dst[od + rem * d.ds[0]] = src[os + rem * d.ss[0]];
+  }
+}
+/// Tall reductions (bias gradients: [1, rows, cols] with rows in the
+/// thousands and few columns): blocks of 32 columns x 8 row lanes each sum
+/// one chunk of rows into a partial, so thousands of threads share the
+/// work instead of one thread per column walking every row. Partials are
+/// combined in a fixed order: deterministic.
+constexpr int64_t kReduceChunk = 256;
+__device__ float combine(loomrt_reduce_op op, float acc, float v) {
+  return op == LOOMRT_REDUCE_MAX   ? fmaxf(acc, v)
+         : op == LOOMRT_REDUCE_MIN ? fminf(acc, v)
+                                   : acc + v;
+}
+template <typename T>
+__global__ void reducePartialKernel(loomrt_reduce_op op, const T *x,
+                                    float *part, int64_t len, int64_t inner,
+                                    int64_t tiles) {
+  __shared__ float acc[8][33];
+  int64_t o = blockIdx.x / tiles, col = (blockIdx.x % tiles) * 32 + threadIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * kReduceChunk,
+          r1 = min(len, r0 + kReduceChunk);
+  float a = op == LOOMRT_REDUCE_MAX   ? -INFINITY
+            : op == LOOMRT_REDUCE_MIN ? INFINITY
+                                      : 0.0f;
+  if (col < inner)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8)
+      a = combine(op, a, load(x[(o * len + r) * inner + col]));
+  acc[threadIdx.y][threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < inner) {
+    for (int k = 1; k < 8; ++k)
+      a = combine(op, a, acc[k][threadIdx.x]);
+    part[(o * gridDim.y + blockIdx.y) * inner + col] = a;
+  }
+}
+template <typename T>
+__global__ void reduceFinishKernel(loomrt_reduce_op op, const float *part,
+                                   T *y, int64_t outer, int64_t chunks,
+                                   int64_t len, int64_t inner) {
+  GRID_STRIDE(t, size_t(outer * inner)) {
+    int64_t o = int64_t(t) / inner, i = int64_t(t) % inner;
+    float a = part[o * chunks * inner + i];
+    for (int64_t c = 1; c < chunks; ++c)
+      a = combine(op, a, part[(o * chunks + c) * inner + i]);
+    if (op == LOOMRT_REDUCE_MEAN)
+      a /= float(len);
+    y[t] = store<T>(a);
   }
 }
 template <typename T>
@@ -171,6 +246,39 @@ loomrt_status binaryG(void *, void *st, loomrt_binary_op op, loomrt_dtype dt,
   size_t n = 1;
   for (int d = 0; d < rank; ++d)
     n *= size_t(shape.d[d] = oShape[d]);
+  // Size of an operand that is a suffix of the output (leading dims 1,
+  // the rest equal), or 0 when it broadcasts any other way.
+  auto suffixSize = [&](const int64_t *shp) -> size_t {
+    size_t m = 1;
+    bool leading = true;
+    for (int d = 0; d < rank; ++d) {
+      if (leading && shp[d] == 1)
+        continue;
+      leading = false;
+      if (shp[d] != oShape[d])
+        return 0;
+      m *= size_t(shp[d]);
+    }
+    return m;
+  };
+  size_t ma = suffixSize(aShape), mb = suffixSize(bShape),
+         mc = cond ? suffixSize(cShape) : 1;
+  if (ma && mb && mc && n > 0) {
+    withType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      auto go = [&](auto idx) {
+        using I = decltype(idx);
+        binaryFlatKernel<T, I><<<gridFor(n), kThreads, 0, S(st)>>>(
+            op, cond, static_cast<const T *>(a), static_cast<const T *>(b),
+            static_cast<T *>(out), I(ma), I(mb), I(mc), I(n));
+      };
+      if (n < (size_t(1) << 31))
+        go(uint32_t{});
+      else
+        go(size_t{});
+    });
+    return launched("binary");
+  }
   Strides sa = broadcastStrides(aShape, oShape, rank);
   Strides sb = broadcastStrides(bShape, oShape, rank);
   Strides sc = cond ? broadcastStrides(cShape, oShape, rank) : Strides{};
@@ -206,32 +314,110 @@ loomrt_status fillG(void *, void *st, loomrt_dtype dt, void *x, float v,
 loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
                            const int64_t *ss, void *dst, const int64_t *ds,
                            const int64_t *shp, int rank) {
-  Shape shape{{}, rank};
-  Strides a{}, b{};
+  // Normalise: drop size-1 dims, merge a dim into the one before it when
+  // both sides are contiguous across the pair.
+  int64_t sh[LOOMRT_MAX_RANK], a[LOOMRT_MAX_RANK], b[LOOMRT_MAX_RANK];
+  int r = 0;
   size_t n = 1;
   for (int d = 0; d < rank; ++d) {
-    n *= size_t(shape.d[d] = shp[d]);
-    a.s[d] = ss[d];
-    b.s[d] = ds[d];
+    n *= size_t(shp[d]);
+    if (shp[d] == 1)
+      continue;
+    if (r > 0 && a[r - 1] == ss[d] * shp[d] && b[r - 1] == ds[d] * shp[d]) {
+      sh[r - 1] *= shp[d];
+      a[r - 1] = ss[d];
+      b[r - 1] = ds[d];
+      continue;
+    }
+    sh[r] = shp[d];
+    a[r] = ss[d];
+    b[r] = ds[d];
+    ++r;
   }
-  auto go = [&](auto tag) {
-    using E = decltype(tag);
-    copyStridedKernel<E><<<gridFor(n), kThreads, 0, S(st)>>>(
-        static_cast<const E *>(src), static_cast<E *>(dst), shape, a, b, n);
+  if (n == 0)
+    return LOOMRT_OK;
+  if (r == 0) {
+    sh[0] = 1;
+    a[0] = b[0] = 1;
+    r = 1;
+  }
+  // Widen: a unit-stride inner run on both sides moves as 16/8/4-byte words
+  // when sizes, strides and addresses all allow it.
+  for (size_t w : {size_t(16), size_t(8), size_t(4)}) {
+    if (w <= elem || w % elem || a[r - 1] != 1 || b[r - 1] != 1)
+      continue;
+    int64_t v = int64_t(w / elem);
+    bool ok = sh[r - 1] % v == 0 && uintptr_t(src) % w == 0 && uintptr_t(dst) % w == 0;
+    for (int d = 0; d + 1 < r; ++d)
+      ok = ok && a[d] % v == 0 && b[d] % v == 0;
+    if (!ok)
+      continue;
+    sh[r - 1] /= v;
+    for (int d = 0; d + 1 < r; ++d) {
+      a[d] /= v;
+      b[d] /= v;
+    }
+    n /= size_t(v);
+    elem = w;
+    break;
+  }
+  bool negative = false;
+  int64_t reach = 0; // the largest offset on either side, per dim summed
+  for (int d = 0; d < r; ++d) {
+    negative = negative || a[d] < 0 || b[d] < 0;
+    reach += (sh[d] - 1) * std::max(a[d], b[d]);
+  }
+  auto launch = [&](auto idx) {
+    using I = decltype(idx);
+    CopyDims<I> dims{};
+    dims.rank = r;
+    for (int d = 0; d < r; ++d) {
+      dims.shape[d] = I(sh[d]);
+      dims.ss[d] = I(a[d]);
+      dims.ds[d] = I(b[d]);
+    }
+    auto go = [&](auto tag) {
+      using E = decltype(tag);
+      copyStridedKernel<E, I><<<gridFor(n), kThreads, 0, S(st)>>>(
+          static_cast<const E *>(src), static_cast<E *>(dst), dims, I(n));
+    };
+    switch (elem) {
+    case 1: go(uint8_t{}); break;
+    case 2: go(uint16_t{}); break;
+    case 4: go(uint32_t{}); break;
+    case 8: go(uint64_t{}); break;
+    default: go(uint4{}); break;
+    }
   };
-  if (elem == 1)
-    go(uint8_t{});
-  else if (elem == 2)
-    go(uint16_t{});
-  else if (elem == 4)
-    go(uint32_t{});
+  if (!negative && reach < (int64_t(1) << 30) && n < (size_t(1) << 30))
+    launch(int32_t{});
   else
-    go(uint64_t{});
+    launch(int64_t{});
   return launched("copy_strided");
 }
 loomrt_status reduceG(void *, void *st, loomrt_reduce_op op, loomrt_dtype dt,
                       const void *x, void *y, int64_t outer, int64_t len,
                       int64_t inner) {
+  int64_t chunks = (len + kReduceChunk - 1) / kReduceChunk;
+  if (outer * inner < 16384 && chunks >= 4) {
+    int64_t tiles = (inner + 31) / 32;
+    float *part;
+    if (loomrt_status e = gpuCheck(
+            gpuMallocAsync((void **)&part, size_t(outer * chunks * inner) * 4, S(st)),
+            "reduce scratch"))
+      return e;
+    withType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      reducePartialKernel<T><<<dim3(unsigned(outer * tiles), unsigned(chunks)),
+                               dim3(32, 8), 0, S(st)>>>(
+          op, static_cast<const T *>(x), part, len, inner, tiles);
+      reduceFinishKernel<T><<<gridFor(size_t(outer * inner)), kThreads, 0, S(st)>>>(
+          op, part, static_cast<T *>(y), outer, chunks, len, inner);
+    });
+    loomrt_status e = launched("reduce");
+    gpuFreeAsync(part, S(st));
+    return e;
+  }
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     reduceKernel<T><<<gridFor(size_t(outer * inner)), kThreads, 0, S(st)>>>(
@@ -257,19 +443,65 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
   if (gpublasSetStream(gs->blas, S(st)) != GPUBLAS_STATUS_SUCCESS)
     return fail(LOOMRT_ERR_BACKEND, "matmul: could not set the BLAS stream");
   auto ty = [](loomrt_dtype d) { return d == LOOMRT_BF16 ? GPU_R_16BF : GPU_R_32F; };
+  auto esize = [](loomrt_dtype d) { return int64_t(d == LOOMRT_BF16 ? 2 : 4); };
+  // Each operand as stored: rows x cols with leading dimension cols.
+  struct Operand {
+    const void *p;
+    int64_t rows, cols, ld, stride, es;
+    void *padded = nullptr;
+  };
+  Operand A{a, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, 0, g->stride_a, esize(g->in)};
+  Operand B{b, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, 0, g->stride_b, esize(g->in)};
+  Operand C{c, g->m, g->n, 0, g->stride_c, esize(g->out)};
+  // Tensor-core GEMMs want 16-byte aligned rows: with a leading dimension
+  // like GPT-2's vocabulary (50257) cuBLAS falls back to a kernel 5-8x
+  // slower (ncu: three LM-head GEMMs took 21 ms of a 135 ms bf16 step). For
+  // large GEMMs such an operand is copied to a scratch copy with padded
+  // rows, which costs one pass over it.
+  bool big = double(g->m) * double(g->n) * double(g->k) * double(g->batch) >= double(1 << 27);
+  std::vector<Operand *> padded;
+  for (Operand *o : {&A, &B, &C}) {
+    o->ld = o->cols;
+    if (!big || (o->cols * o->es) % 16 == 0)
+      continue;
+    int64_t ld = (o->cols * o->es + 15) / 16 * 16 / o->es;
+    int64_t copies = o->stride ? g->batch : 1;
+    if (loomrt_status e = gpuCheck(
+            gpuMallocAsync(&o->padded, size_t(copies * o->rows * ld * o->es), S(st)),
+            "matmul padding scratch"))
+      return e;
+    if (o != &C || g->beta != 0.0f) {
+      const int64_t shape[3] = {copies, o->rows, o->cols},
+                    from[3] = {o->stride, o->cols, 1}, to[3] = {o->rows * ld, ld, 1};
+      if (loomrt_status e = copyStridedG(nullptr, st, size_t(o->es), o->p, from,
+                                         o->padded, to, shape, 3))
+        return e;
+    }
+    o->ld = ld;
+    o->stride = o->stride ? o->rows * ld : 0;
+    padded.push_back(o);
+  }
+  auto ptr = [](Operand &o) { return o.padded ? o.padded : const_cast<void *>(o.p); };
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
   // the operands and keep each one's transpose flag.
   gpublasStatus_t r = gpublasGemmStridedBatchedEx(
       gs->blas, g->trans_b ? GPUBLAS_OP_T : GPUBLAS_OP_N,
       g->trans_a ? GPUBLAS_OP_T : GPUBLAS_OP_N, int(g->n), int(g->m), int(g->k),
-      &g->alpha, b, ty(g->in), int(g->trans_b ? g->k : g->n), g->stride_b, a,
-      ty(g->in), int(g->trans_a ? g->m : g->k), g->stride_a, &g->beta, c,
-      ty(g->out), int(g->n), g->stride_c, int(g->batch), GPUBLAS_COMPUTE_32F,
-      GPUBLAS_GEMM_DEFAULT);
+      &g->alpha, ptr(B), ty(g->in), int(B.ld), B.stride, ptr(A), ty(g->in), int(A.ld),
+      A.stride, &g->beta, ptr(C), ty(g->out), int(C.ld), C.stride, int(g->batch),
+      GPUBLAS_COMPUTE_32F, GPUBLAS_GEMM_DEFAULT);
+  loomrt_status result = LOOMRT_OK;
   if (r != GPUBLAS_STATUS_SUCCESS)
-    return fail(LOOMRT_ERR_BACKEND,
-                "matmul: BLAS GEMM failed with status " + std::to_string(int(r)));
-  return LOOMRT_OK;
+    result = fail(LOOMRT_ERR_BACKEND,
+                  "matmul: BLAS GEMM failed with status " + std::to_string(int(r)));
+  if (C.padded && result == LOOMRT_OK) {
+    const int64_t shape[3] = {g->batch, C.rows, C.cols}, from[3] = {C.stride, C.ld, 1},
+                  to[3] = {g->stride_c, C.cols, 1};
+    result = copyStridedG(nullptr, st, size_t(C.es), C.padded, from, c, to, shape, 3);
+  }
+  for (Operand *o : padded)
+    gpuFreeAsync(o->padded, S(st));
+  return result;
 }
 
 //===----------------------------------------------------------------------===//
@@ -469,11 +701,93 @@ __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx, int64_t d,
   }
 }
 
+/// Rows of at most 32*N elements (attention scores: one row per query, 1024
+/// keys for GPT-2): one warp per row holding it in registers, so the row is
+/// read once and written once instead of read three times by a block.
+template <typename T, int N>
+__global__ void softmaxWarpKernel(const T *x, T *y, int64_t rows, int d,
+                                  float scale, int log, int64_t causalBlock) {
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (row >= rows)
+    return;
+  const T *xr = x + row * d;
+  int vis = causalBlock ? int(row % causalBlock) + (d - int(causalBlock)) + 1 : d;
+  float v[N];
+  float mx = -FLT_MAX;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int j = lane + 32 * i;
+    v[i] = j < vis ? scale * load(xr[j]) : -FLT_MAX;
+    mx = fmaxf(mx, v[i]);
+  }
+  mx = warpMax(mx);
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (lane + 32 * i < vis)
+      sum += expf(v[i] - mx);
+  float lse = logf(warpSum(sum));
+  T *yr = y + row * d;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int j = lane + 32 * i;
+    if (j < d)
+      yr[j] = store<T>(j < vis ? (log ? v[i] - mx - lse : expf(v[i] - mx - lse))
+                               : (log ? -INFINITY : 0.0f));
+  }
+}
+template <typename T, int N>
+__global__ void softmaxGradWarpKernel(const T *dy, const T *y, T *dx,
+                                      int64_t rows, int d, float scale,
+                                      int log) {
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (row >= rows)
+    return;
+  const T *g = dy + row * d, *yr = y + row * d;
+  float gv[N], yv[N], acc = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int j = lane + 32 * i;
+    gv[i] = j < d ? load(g[j]) : 0.0f;
+    yv[i] = j < d ? load(yr[j]) : 0.0f;
+    acc += log ? gv[i] : gv[i] * yv[i];
+  }
+  acc = warpSum(acc);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int j = lane + 32 * i;
+    if (j < d)
+      dx[row * d + j] = store<T>(scale * (log ? gv[i] - expf(yv[i]) * acc
+                                              : yv[i] * (gv[i] - acc)));
+  }
+}
+/// Calls f with the register count (elements per lane) that fits a row of d,
+/// or returns false for rows longer than 1024.
+template <typename F> bool withRowRegisters(int64_t d, F &&f) {
+  if (d <= 32) f(std::integral_constant<int, 1>{});
+  else if (d <= 128) f(std::integral_constant<int, 4>{});
+  else if (d <= 256) f(std::integral_constant<int, 8>{});
+  else if (d <= 512) f(std::integral_constant<int, 16>{});
+  else if (d <= 1024) f(std::integral_constant<int, 32>{});
+  else return false;
+  return true;
+}
+constexpr int kRowsPerBlock = kThreads / 32;
+
 loomrt_status softmaxG(void *, void *st, loomrt_dtype dt, const void *x,
                        void *y, int64_t rows, int64_t d, float scale, int log,
                        int64_t causalBlock) {
+  unsigned blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
+    if (withRowRegisters(d, [&](auto n) {
+          softmaxWarpKernel<T, decltype(n)::value><<<blocks, kThreads, 0, S(st)>>>(
+              static_cast<const T *>(x), static_cast<T *>(y), rows, int(d), scale,
+              log, causalBlock);
+        }))
+      return;
     softmaxKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
         static_cast<const T *>(x), static_cast<T *>(y), d, scale, log,
         causalBlock);
@@ -484,8 +798,15 @@ loomrt_status softmaxG(void *, void *st, loomrt_dtype dt, const void *x,
 loomrt_status softmaxGradG(void *, void *st, loomrt_dtype dt, const void *dy,
                            const void *y, void *dx, int64_t rows, int64_t d,
                            float scale, int log) {
+  unsigned blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
+    if (withRowRegisters(d, [&](auto n) {
+          softmaxGradWarpKernel<T, decltype(n)::value><<<blocks, kThreads, 0, S(st)>>>(
+              static_cast<const T *>(dy), static_cast<const T *>(y),
+              static_cast<T *>(dx), rows, int(d), scale, log);
+        }))
+      return;
     softmaxGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
         static_cast<const T *>(dy), static_cast<const T *>(y),
         static_cast<T *>(dx), d, scale, log);

@@ -11,6 +11,7 @@
 #include "backends.h"
 #include "common/adam_math.h"
 
+#include <tuple>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -260,39 +261,55 @@ TEST_P(Kernels, UnaryGrad) {
 }
 
 TEST_P(Kernels, BinaryBroadcasts) {
-  const int64_t as[3] = {2, 3, 4}, bs[3] = {1, 3, 1}, os[3] = {2, 3, 4};
-  std::vector<float> a = randn(24), b = randn(3, 0.5f, 2.0f);
-  for (int op = 0; op < LOOMRT_BINARY_OP_COUNT; ++op) {
-    std::vector<float> aa = a;
-    if (op == LOOMRT_POW)
-      for (auto &v : aa)
-        v = std::fabs(v) + 0.5f;
-    Harness probe(dev, s, dt());
-    auto A = probe.seen(aa), B = probe.seen(b);
-    D ref(24);
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 3; ++j)
-        for (int k = 0; k < 4; ++k) {
-          double x = A[i * 12 + j * 4 + k], y = B[j], r;
-          switch (op) {
-          case LOOMRT_ADD: r = x + y; break;
-          case LOOMRT_SUB: r = x - y; break;
-          case LOOMRT_MUL: r = x * y; break;
-          case LOOMRT_DIV: r = x / y; break;
-          case LOOMRT_POW: r = std::pow(x, y); break;
-          case LOOMRT_MAX: r = std::max(x, y); break;
-          default: r = std::min(x, y); break;
-          }
-          ref[i * 12 + j * 4 + k] = r;
-        }
-    SCOPED_TRACE("op " + std::to_string(op));
-    check({ref}, [&](Harness &h) {
-      void *o = h.out(24);
-      EXPECT_EQ(LOOMRT_OK, loomrt_binary(h.s, loomrt_binary_op(op), h.dt,
-                                         h.put(aa), as, h.put(b), bs, o, os, 3));
-      return std::vector<std::vector<float>>{h.get(o, 24)};
-    });
-  }
+  // b's shapes reach every path of the GPU kernel: a middle-axis broadcast
+  // (general strides), a bias row, a scalar and the same shape (the suffix
+  // path), and a is broadcast once too.
+  const int64_t os[3] = {2, 3, 4}, full[3] = {2, 3, 4};
+  const int64_t bShapes[][3] = {{1, 3, 1}, {1, 1, 4}, {1, 1, 1}, {2, 3, 4}, {2, 1, 4}};
+  for (const auto &bs : bShapes)
+    for (int swap = 0; swap < 2; ++swap) {
+      const int64_t *as = swap ? bs : full, *bsh = swap ? full : bs;
+      int64_t na = as[0] * as[1] * as[2], nb = bsh[0] * bsh[1] * bsh[2];
+      std::vector<float> a = randn(na), b = randn(nb, 0.5f, 2.0f);
+      for (int op = 0; op < LOOMRT_BINARY_OP_COUNT; ++op) {
+        std::vector<float> aa = a;
+        if (op == LOOMRT_POW)
+          for (auto &v : aa)
+            v = std::fabs(v) + 0.5f;
+        Harness probe(dev, s, dt());
+        auto A = probe.seen(aa), B = probe.seen(b);
+        auto at = [](const int64_t *sh, int i, int j, int k) {
+          return ((sh[0] == 1 ? 0 : i) * sh[1] + (sh[1] == 1 ? 0 : j)) * sh[2] +
+                 (sh[2] == 1 ? 0 : k);
+        };
+        D ref(24);
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 3; ++j)
+            for (int k = 0; k < 4; ++k) {
+              double x = A[at(as, i, j, k)], y = B[at(bsh, i, j, k)], r;
+              switch (op) {
+              case LOOMRT_ADD: r = x + y; break;
+              case LOOMRT_SUB: r = x - y; break;
+              case LOOMRT_MUL: r = x * y; break;
+              case LOOMRT_DIV: r = x / y; break;
+              case LOOMRT_POW: r = std::pow(x, y); break;
+              case LOOMRT_MAX: r = std::max(x, y); break;
+              default: r = std::min(x, y); break;
+              }
+              ref[i * 12 + j * 4 + k] = r;
+            }
+        SCOPED_TRACE("op " + std::to_string(op) + " b shape " + std::to_string(bs[0]) +
+                     "x" + std::to_string(bs[1]) + "x" + std::to_string(bs[2]) +
+                     (swap ? " (as a)" : ""));
+        check({ref}, [&](Harness &h) {
+          void *o = h.out(24);
+          EXPECT_EQ(LOOMRT_OK, loomrt_binary(h.s, loomrt_binary_op(op), h.dt,
+                                             h.put(aa), as, h.put(b), bsh, o, os, 3));
+          return std::vector<std::vector<float>>{h.get(o, 24)};
+        });
+      }
+    }
+  const int64_t as[3] = {2, 3, 4};
   const int64_t bad[3] = {1, 2, 1};
   float z = 0;
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
@@ -373,8 +390,45 @@ TEST_P(Kernels, CopyStridedPermutesSlicesAndBroadcasts) {
   }, 1e-12);
 }
 
+// The attention head split: [B, T, H, D] -> [B, H, T, D], D = 16, from an
+// aligned source (the GPU moves 16-byte words) and from one shifted by one
+// element (element by element), plus a contiguous copy whose dims merge.
+TEST_P(Kernels, CopyStridedHeadSplitWidensAndMerges) {
+  const int64_t B = 2, T = 3, H = 4, Dh = 16, n = B * T * H * Dh;
+  std::vector<float> x = randn(n + 1);
+  Harness probe(dev, s, dt());
+  auto X = probe.seen(x);
+  for (int shift = 0; shift < 2; ++shift) {
+    D ref(n), flat(n);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t d = 0; d < Dh; ++d)
+            ref[((b * H + h) * T + t) * Dh + d] = X[shift + ((b * T + t) * H + h) * Dh + d];
+    for (int64_t i = 0; i < n; ++i)
+      flat[i] = X[shift + i];
+    SCOPED_TRACE(shift ? "unaligned source" : "aligned source");
+    check({ref, flat}, [&](Harness &h) {
+      size_t es = h.esize();
+      void *y = h.out(n), *z = h.out(n);
+      const char *src = static_cast<const char *>(h.put(x)) + shift * es;
+      const int64_t shape[4] = {B, H, T, Dh}, ss[4] = {T * H * Dh, Dh, H * Dh, 1},
+                    ds[4] = {H * T * Dh, T * Dh, Dh, 1};
+      EXPECT_EQ(LOOMRT_OK, loomrt_copy_strided(h.s, es, src, ss, y, ds, shape, 4));
+      const int64_t cs[4] = {T * H * Dh, H * Dh, Dh, 1}, cshape[4] = {B, T, H, Dh};
+      EXPECT_EQ(LOOMRT_OK, loomrt_copy_strided(h.s, es, src, cs, z, cs, cshape, 4));
+      return std::vector<std::vector<float>>{h.get(y, n), h.get(z, n)};
+    }, 1e-12);
+  }
+}
+
 TEST_P(Kernels, ReduceMiddleAxis) {
-  const int64_t outer = 3, len = 50, inner = 7;
+  // A short axis (one pass per output) and a tall one with a ragged last
+  // chunk (the GPU's two-stage reduction: bias gradients over B*T rows).
+  for (auto [outer, len, inner] : {std::tuple<int64_t, int64_t, int64_t>{3, 50, 7},
+                                   {2, 1300, 37}}) {
+  SCOPED_TRACE("reduce " + std::to_string(outer) + "x" + std::to_string(len) + "x" +
+               std::to_string(inner));
   std::vector<float> x = randn(outer * len * inner);
   Harness probe(dev, s, dt());
   auto X = probe.seen(x);
@@ -398,6 +452,7 @@ TEST_P(Kernels, ReduceMiddleAxis) {
                                          h.put(x), y, outer, len, inner));
       return std::vector<std::vector<float>>{h.get(y, outer * inner)};
     });
+  }
   }
 }
 
@@ -435,6 +490,37 @@ TEST_P(Kernels, MatmulAllTransposesBatchesAndBroadcast) {
   loomrt_gemm bad{0, 0, 2, 4, 4, 4, 16, 16, 8, 1.f, 0.f, LOOMRT_F32, LOOMRT_F32};
   float z = 0;
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_matmul(s, &bad, &z, &z, &z));
+}
+
+// Odd leading dimensions (GPT-2's vocabulary is 50257) on a GEMM large
+// enough that the GPU pads them to 16-byte rows in scratch copies: with
+// trans_a all of A, B and C have odd rows; with trans_b only C. C is
+// accumulated into (beta), so the padded copy of C must carry it.
+TEST_P(Kernels, MatmulOddLeadingDimensions) {
+  const int64_t B = 2, M = 257, N = 515, K = 520;
+  for (auto [ta, tb] : {std::pair<int, int>{1, 0}, {0, 1}}) {
+    std::vector<float> a = randn(B * M * K), b = randn(B * K * N), c0 = randn(B * M * N);
+    Harness probe(dev, s, dt());
+    auto Av = probe.seen(a), Bv = probe.seen(b), Cv = probe.seen(c0);
+    D ref(B * M * N);
+    for (int64_t bi = 0; bi < B; ++bi)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += (ta ? Av[bi * M * K + k * M + i] : Av[bi * M * K + i * K + k]) *
+                   (tb ? Bv[bi * K * N + j * K + k] : Bv[bi * K * N + k * N + j]);
+          ref[bi * M * N + i * N + j] = acc + 0.5 * Cv[bi * M * N + i * N + j];
+        }
+    SCOPED_TRACE("trans " + std::to_string(ta) + std::to_string(tb));
+    check({ref}, [&](Harness &h) {
+      void *c = h.put(c0);
+      loomrt_gemm g{ta, tb, B, M, N, K, M * K, K * N, M * N, 1.0f, 0.5f, h.dt, h.dt};
+      EXPECT_EQ(LOOMRT_OK, loomrt_matmul(h.s, &g, h.put(a), h.put(b), c))
+          << loomrt_last_error();
+      return std::vector<std::vector<float>>{h.get(c, B * M * N)};
+    });
+  }
 }
 
 /// float64 layer/RMS norm of one [rows, d] input.
@@ -538,8 +624,11 @@ TEST_P(Kernels, NormsForwardAndBackward) {
 
 TEST_P(Kernels, SoftmaxCausalScaledLogAndGrad) {
   // Two causal blocks of 4 query rows over 6 keys (the last 4 align with the
-  // queries), scale 0.5.
-  const int64_t rows = 8, d = 6, block = 4;
+  // queries), scale 0.5; then rows the GPU keeps in registers over several
+  // words per lane with a ragged end (300), and rows too long for that (1500).
+  for (auto [rows, d, block] : {std::tuple<int64_t, int64_t, int64_t>{8, 6, 4},
+                                {10, 300, 5}, {6, 1500, 3}}) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + " x " + std::to_string(d));
   const float scale = 0.5f;
   for (int log = 0; log < 2; ++log) {
     std::vector<float> x = randn(rows * d, 2.0f), dy = randn(rows * d);
@@ -601,6 +690,7 @@ TEST_P(Kernels, SoftmaxCausalScaledLogAndGrad) {
                                                o, rows, d, scale, log));
       return std::vector<std::vector<float>>{h.get(o, rows * d)};
     });
+  }
   }
 }
 
