@@ -143,6 +143,17 @@ __global__ void copyStridedKernel(const E *src, E *dst, CopyDims<I> d, I n) {
     dst[od + rem * d.ds[0]] = src[os + rem * d.ss[0]];
   }
 }
+/// A 2-D block copy (rows of `cols` elements, unit stride inside a row):
+/// no index division at all; the common shape of padded GEMM operands.
+template <typename E>
+__global__ void copyRowsKernel(const E *src, E *dst, int64_t rows, int64_t cols,
+                               int64_t lds, int64_t ldd) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
+         c += int64_t(gridDim.x) * blockDim.x)
+      dst[r * ldd + c] = src[r * lds + c];
+}
+
 /// Tall reductions (bias gradients: [1, rows, cols] with rows in the
 /// thousands and few columns): blocks of 32 columns x 8 row lanes each sum
 /// one chunk of rows into a partial, so thousands of threads share the
@@ -361,6 +372,25 @@ loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
     elem = w;
     break;
   }
+  if (r <= 2 && a[r - 1] == 1 && b[r - 1] == 1) {
+    int64_t rows = r == 2 ? sh[0] : 1, cols = sh[r - 1];
+    int64_t lds = r == 2 ? a[0] : 0, ldd = r == 2 ? b[0] : 0;
+    dim3 grid(unsigned(std::min<int64_t>((cols + kThreads - 1) / kThreads, 1024)),
+              unsigned(std::min<int64_t>(rows, 65535)));
+    auto go = [&](auto tag) {
+      using E = decltype(tag);
+      copyRowsKernel<E><<<grid, kThreads, 0, S(st)>>>(
+          static_cast<const E *>(src), static_cast<E *>(dst), rows, cols, lds, ldd);
+    };
+    switch (elem) {
+    case 1: go(uint8_t{}); break;
+    case 2: go(uint16_t{}); break;
+    case 4: go(uint32_t{}); break;
+    case 8: go(uint64_t{}); break;
+    default: go(uint4{}); break;
+    }
+    return launched("copy_strided");
+  }
   bool negative = false;
   int64_t reach = 0; // the largest offset on either side, per dim summed
   for (int d = 0; d < r; ++d) {
@@ -444,49 +474,67 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
     return fail(LOOMRT_ERR_BACKEND, "matmul: could not set the BLAS stream");
   auto ty = [](loomrt_dtype d) { return d == LOOMRT_BF16 ? GPU_R_16BF : GPU_R_32F; };
   auto esize = [](loomrt_dtype d) { return int64_t(d == LOOMRT_BF16 ? 2 : 4); };
-  // Each operand as stored: rows x cols with leading dimension cols.
+  // Each operand as stored: rows x cols with leading dimension cols, and the
+  // padded shape it is copied into when the GEMM is padded.
   struct Operand {
     const void *p;
-    int64_t rows, cols, ld, stride, es;
+    int64_t rows, cols, ld, stride, es, prows = 0, pcols = 0;
     void *padded = nullptr;
   };
   Operand A{a, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, 0, g->stride_a, esize(g->in)};
   Operand B{b, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, 0, g->stride_b, esize(g->in)};
   Operand C{c, g->m, g->n, 0, g->stride_c, esize(g->out)};
-  // Tensor-core GEMMs want 16-byte aligned rows: with a leading dimension
-  // like GPT-2's vocabulary (50257) cuBLAS falls back to a kernel 5-8x
-  // slower (ncu: three LM-head GEMMs took 21 ms of a 135 ms bf16 step). For
-  // large GEMMs such an operand is copied to a scratch copy with padded
-  // rows, which costs one pass over it.
-  bool big = double(g->m) * double(g->n) * double(g->k) * double(g->batch) >= double(1 << 27);
-  std::vector<Operand *> padded;
-  for (Operand *o : {&A, &B, &C}) {
+  for (Operand *o : {&A, &B, &C})
     o->ld = o->cols;
-    if (!big || (o->cols * o->es) % 16 == 0)
+  // Tensor-core GEMMs want every dimension a multiple of 8: with GPT-2's
+  // vocabulary (50257) as M, N or K, cuBLAS falls back to an sm75 kernel
+  // 5-8x slower (ncu: 8 ms each for the LM-head gradients of a batch-8
+  // step). Large GEMMs with such a dimension run on zero-padded scratch
+  // copies (zeros along K add nothing; extra rows/columns of C are dropped),
+  // which costs a pass over each padded operand.
+  auto up8 = [](int64_t x) { return (x + 7) / 8 * 8; };
+  int64_t m = g->m, n = g->n, k = g->k;
+  bool big = double(m) * double(n) * double(k) * double(g->batch) >= double(1 << 27);
+  if (big && (m % 8 || n % 8 || k % 8)) {
+    m = up8(m), n = up8(n), k = up8(k);
+    A.prows = g->trans_a ? k : m, A.pcols = g->trans_a ? m : k;
+    B.prows = g->trans_b ? n : k, B.pcols = g->trans_b ? k : n;
+    C.prows = m, C.pcols = n;
+  }
+  std::vector<Operand *> padded;
+  auto release = [&] {
+    for (Operand *o : padded)
+      gpuFreeAsync(o->padded, S(st));
+  };
+  for (Operand *o : {&A, &B, &C}) {
+    if (!o->prows || (o->prows == o->rows && o->pcols == o->cols))
       continue;
-    int64_t ld = (o->cols * o->es + 15) / 16 * 16 / o->es;
-    int64_t copies = o->stride ? g->batch : 1;
-    if (loomrt_status e = gpuCheck(
-            gpuMallocAsync(&o->padded, size_t(copies * o->rows * ld * o->es), S(st)),
-            "matmul padding scratch"))
-      return e;
-    if (o != &C || g->beta != 0.0f) {
+    int64_t copies = o->stride ? g->batch : 1, size = o->prows * o->pcols;
+    size_t bytes = size_t(copies * size * o->es);
+    loomrt_status e = gpuCheck(gpuMallocAsync(&o->padded, bytes, S(st)),
+                               "matmul padding scratch");
+    if (e == LOOMRT_OK)
+      padded.push_back(o);
+    if (e == LOOMRT_OK && (o != &C || g->beta != 0.0f)) {
+      e = gpuCheck(gpuMemsetAsync(o->padded, 0, bytes, S(st)), "matmul padding");
       const int64_t shape[3] = {copies, o->rows, o->cols},
-                    from[3] = {o->stride, o->cols, 1}, to[3] = {o->rows * ld, ld, 1};
-      if (loomrt_status e = copyStridedG(nullptr, st, size_t(o->es), o->p, from,
-                                         o->padded, to, shape, 3))
-        return e;
+                    from[3] = {o->stride, o->ld, 1}, to[3] = {size, o->pcols, 1};
+      if (e == LOOMRT_OK)
+        e = copyStridedG(nullptr, st, size_t(o->es), o->p, from, o->padded, to, shape, 3);
     }
-    o->ld = ld;
-    o->stride = o->stride ? o->rows * ld : 0;
-    padded.push_back(o);
+    if (e != LOOMRT_OK) {
+      release();
+      return e;
+    }
+    o->ld = o->pcols;
+    o->stride = o->stride ? size : 0;
   }
   auto ptr = [](Operand &o) { return o.padded ? o.padded : const_cast<void *>(o.p); };
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
   // the operands and keep each one's transpose flag.
   gpublasStatus_t r = gpublasGemmStridedBatchedEx(
       gs->blas, g->trans_b ? GPUBLAS_OP_T : GPUBLAS_OP_N,
-      g->trans_a ? GPUBLAS_OP_T : GPUBLAS_OP_N, int(g->n), int(g->m), int(g->k),
+      g->trans_a ? GPUBLAS_OP_T : GPUBLAS_OP_N, int(n), int(m), int(k),
       &g->alpha, ptr(B), ty(g->in), int(B.ld), B.stride, ptr(A), ty(g->in), int(A.ld),
       A.stride, &g->beta, ptr(C), ty(g->out), int(C.ld), C.stride, int(g->batch),
       GPUBLAS_COMPUTE_32F, GPUBLAS_GEMM_DEFAULT);
@@ -496,11 +544,10 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
                   "matmul: BLAS GEMM failed with status " + std::to_string(int(r)));
   if (C.padded && result == LOOMRT_OK) {
     const int64_t shape[3] = {g->batch, C.rows, C.cols}, from[3] = {C.stride, C.ld, 1},
-                  to[3] = {g->stride_c, C.cols, 1};
+                  to[3] = {g->stride_c, C.cols, 1}; // the stored m x n block
     result = copyStridedG(nullptr, st, size_t(C.es), C.padded, from, c, to, shape, 3);
   }
-  for (Operand *o : padded)
-    gpuFreeAsync(o->padded, S(st));
+  release();
   return result;
 }
 
