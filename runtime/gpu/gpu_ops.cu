@@ -148,10 +148,28 @@ __global__ void copyStridedKernel(const E *src, E *dst, CopyDims<I> d, I n) {
 template <typename E>
 __global__ void copyRowsKernel(const E *src, E *dst, int64_t rows, int64_t cols,
                                int64_t lds, int64_t ldd) {
+  // Four elements per thread in flight: rows of odd width move 2-byte
+  // elements, and one narrow access per thread left the copy at a fraction
+  // of the memory bandwidth.
+  constexpr int kUnroll = 4;
+  int64_t step = int64_t(gridDim.x) * blockDim.x * kUnroll;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
-         c += int64_t(gridDim.x) * blockDim.x)
-      dst[r * ldd + c] = src[r * lds + c];
+    for (int64_t c0 = int64_t(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x;
+         c0 < cols; c0 += step) {
+      E v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        int64_t c = c0 + u * int64_t(blockDim.x);
+        if (c < cols)
+          v[u] = src[r * lds + c];
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        int64_t c = c0 + u * int64_t(blockDim.x);
+        if (c < cols)
+          dst[r * ldd + c] = v[u];
+      }
+    }
 }
 
 /// Tall reductions (bias gradients: [1, rows, cols] with rows in the
@@ -375,7 +393,7 @@ loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
   if (r <= 2 && a[r - 1] == 1 && b[r - 1] == 1) {
     int64_t rows = r == 2 ? sh[0] : 1, cols = sh[r - 1];
     int64_t lds = r == 2 ? a[0] : 0, ldd = r == 2 ? b[0] : 0;
-    dim3 grid(unsigned(std::min<int64_t>((cols + kThreads - 1) / kThreads, 1024)),
+    dim3 grid(unsigned(std::min<int64_t>((cols + 4 * kThreads - 1) / (4 * kThreads), 1024)),
               unsigned(std::min<int64_t>(rows, 65535)));
     auto go = [&](auto tag) {
       using E = decltype(tag);
@@ -748,6 +766,67 @@ __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx, int64_t d,
   }
 }
 
+/// A row of d <= 32*N elements in one warp's registers. When the row is
+/// exactly 32*N elements of whole 16-byte words (bf16 x 8 or fp32 x 4, rows
+/// 16-byte aligned), lane l holds words l, l+32, ...: each access is 16
+/// bytes. Otherwise lane l holds elements l, l+32, ... and the padding
+/// lanes read 0. rowIndex gives the column of register i either way.
+template <typename T, int N> constexpr int kWordElems = 16 / int(sizeof(T));
+/// Whether rows of d elements at these bases move as 16-byte words.
+template <typename T, int N>
+__device__ bool rowVectorised(int d, std::initializer_list<const void *> bases) {
+  bool ok = N % kWordElems<T, N> == 0 && d == 32 * N;
+  for (const void *b : bases)
+    ok = ok && uintptr_t(b) % 16 == 0;
+  return ok;
+}
+template <typename T, int N> __device__ int rowIndex(bool vec, int lane, int i) {
+  constexpr int W = kWordElems<T, N>;
+  return vec ? (i / W * 32 + lane) * W + i % W : lane + 32 * i;
+}
+template <typename T, int N>
+__device__ void loadRow(bool vec, const T *r, int d, int lane, float (&v)[N]) {
+  constexpr int W = kWordElems<T, N>;
+  if constexpr (N % W == 0) {
+    if (vec) {
+#pragma unroll
+      for (int w = 0; w < N / W; ++w) {
+        uint4 word = reinterpret_cast<const uint4 *>(r)[w * 32 + lane];
+        const T *e = reinterpret_cast<const T *>(&word);
+#pragma unroll
+        for (int k = 0; k < W; ++k)
+          v[w * W + k] = load(e[k]);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    v[i] = lane + 32 * i < d ? load(r[lane + 32 * i]) : 0.0f;
+}
+template <typename T, int N>
+__device__ void storeRow(bool vec, T *r, int d, int lane, const float (&v)[N]) {
+  constexpr int W = kWordElems<T, N>;
+  if constexpr (N % W == 0) {
+    if (vec) {
+#pragma unroll
+      for (int w = 0; w < N / W; ++w) {
+        uint4 word;
+        T *e = reinterpret_cast<T *>(&word);
+#pragma unroll
+        for (int k = 0; k < W; ++k)
+          e[k] = store<T>(v[w * W + k]);
+        reinterpret_cast<uint4 *>(r)[w * 32 + lane] = word;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (lane + 32 * i < d)
+      r[lane + 32 * i] = store<T>(v[i]);
+}
+
 /// Rows of at most 32*N elements (attention scores: one row per query, 1024
 /// keys for GPT-2): one warp per row holding it in registers, so the row is
 /// read once and written once instead of read three times by a block.
@@ -762,27 +841,26 @@ __global__ void softmaxWarpKernel(const T *x, T *y, int64_t rows, int d,
   int vis = causalBlock ? int(row % causalBlock) + (d - int(causalBlock)) + 1 : d;
   float v[N];
   float mx = -FLT_MAX;
+  bool vec = rowVectorised<T, N>(d, {x, y});
+  loadRow<T, N>(vec, xr, d, lane, v);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    int j = lane + 32 * i;
-    v[i] = j < vis ? scale * load(xr[j]) : -FLT_MAX;
+    v[i] = rowIndex<T, N>(vec, lane, i) < vis ? scale * v[i] : -FLT_MAX;
     mx = fmaxf(mx, v[i]);
   }
   mx = warpMax(mx);
   float sum = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (lane + 32 * i < vis)
+    if (rowIndex<T, N>(vec, lane, i) < vis)
       sum += expf(v[i] - mx);
   float lse = logf(warpSum(sum));
-  T *yr = y + row * d;
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    int j = lane + 32 * i;
-    if (j < d)
-      yr[j] = store<T>(j < vis ? (log ? v[i] - mx - lse : expf(v[i] - mx - lse))
-                               : (log ? -INFINITY : 0.0f));
-  }
+  for (int i = 0; i < N; ++i)
+    v[i] = rowIndex<T, N>(vec, lane, i) < vis
+               ? (log ? v[i] - mx - lse : expf(v[i] - mx - lse))
+               : (log ? -INFINITY : 0.0f);
+  storeRow<T, N>(vec, y + row * d, d, lane, v);
 }
 template <typename T, int N>
 __global__ void softmaxGradWarpKernel(const T *dy, const T *y, T *dx,
@@ -792,23 +870,18 @@ __global__ void softmaxGradWarpKernel(const T *dy, const T *y, T *dx,
   int lane = threadIdx.x & 31;
   if (row >= rows)
     return;
-  const T *g = dy + row * d, *yr = y + row * d;
   float gv[N], yv[N], acc = 0;
+  bool vec = rowVectorised<T, N>(d, {dy, y, dx});
+  loadRow<T, N>(vec, dy + row * d, d, lane, gv);
+  loadRow<T, N>(vec, y + row * d, d, lane, yv);
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    int j = lane + 32 * i;
-    gv[i] = j < d ? load(g[j]) : 0.0f;
-    yv[i] = j < d ? load(yr[j]) : 0.0f;
+  for (int i = 0; i < N; ++i)
     acc += log ? gv[i] : gv[i] * yv[i];
-  }
   acc = warpSum(acc);
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    int j = lane + 32 * i;
-    if (j < d)
-      dx[row * d + j] = store<T>(scale * (log ? gv[i] - expf(yv[i]) * acc
-                                              : yv[i] * (gv[i] - acc)));
-  }
+  for (int i = 0; i < N; ++i)
+    gv[i] = scale * (log ? gv[i] - expf(yv[i]) * acc : yv[i] * (gv[i] - acc));
+  storeRow<T, N>(vec, dx + row * d, d, lane, gv);
 }
 /// Calls f with the register count (elements per lane) that fits a row of d,
 /// or returns false for rows longer than 1024.

@@ -623,10 +623,11 @@ TEST_P(Kernels, NormsForwardAndBackward) {
 
 TEST_P(Kernels, SoftmaxCausalScaledLogAndGrad) {
   // Two causal blocks of 4 query rows over 6 keys (the last 4 align with the
-  // queries), scale 0.5; then rows the GPU keeps in registers over several
-  // words per lane with a ragged end (300), and rows too long for that (1500).
+  // queries), scale 0.5; then rows the GPU keeps in registers: whole
+  // 16-byte words per lane (256), a ragged end (300), and rows too long for
+  // registers (1500).
   for (auto [rows, d, block] : {std::tuple<int64_t, int64_t, int64_t>{8, 6, 4},
-                                {10, 300, 5}, {6, 1500, 3}}) {
+                                {16, 256, 8}, {10, 300, 5}, {6, 1500, 3}}) {
   SCOPED_TRACE("rows " + std::to_string(rows) + " x " + std::to_string(d));
   const float scale = 0.5f;
   for (int log = 0; log < 2; ++log) {
