@@ -12,6 +12,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   googletest libgtest-dev libopenblas-dev python3-torch
   libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -1,31 +1,352 @@
-// comm.cpp: communicators and collectives. The one-rank world is complete
-// here; multi-rank transports (NCCL on GPUs, MPI on CPUs) plug in behind the
-// same entry points with the data-parallel work.
+// comm.cpp: communicators and collectives.
+//
+// Three transports behind one C interface:
+//   * self: the one-rank world (every collective is a copy or nothing);
+//   * MPI (Open MPI, Debian's libopenmpi-dev) for CPU devices, so CI runs
+//     several ranks on one machine under mpirun;
+//   * NCCL for CUDA devices, bootstrapped through MPI when mpirun started
+//     the job, otherwise through a TCP rendezvous at MASTER_ADDR:MASTER_PORT
+//     (the torchrun variables).
+// A watchdog thread turns a collective that does not finish within the
+// timeout (LOOMRT_COMM_TIMEOUT seconds, default 300; a rank died or hangs)
+// into a one-line error and an exit, so no rank waits forever; the launcher
+// (mpirun, torchrun) then tears down the rest.
 #include "common/backend.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <functional>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
 
-struct loomrt_comm_t {
-  loomrt_device dev;
-  int rank;
-  int size;
-};
+#ifdef LOOMRT_HAVE_MPI
+// The C interface only (Open MPI and MPICH otherwise pull in their C++ one).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+#include <arpa/inet.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#endif
 
 using loomrt::fail;
 
 namespace {
 
-/// World size from mpirun's or the torchrun-style variables; 1 without.
-int envWorldSize(std::string &source) {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"}) {
-    if (const char *v = std::getenv(var)) {
-      source = var;
-      return std::atoi(v);
+enum class Transport { Self, Mpi, Nccl };
+
+size_t esize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : 4; }
+
+//===----------------------------------------------------------------------===//
+// Watchdog
+//===----------------------------------------------------------------------===//
+
+/// One in-flight collective: blocking MPI calls register themselves for
+/// their duration; NCCL calls are asynchronous and register an event that
+/// the watchdog polls.
+struct Pending {
+  std::chrono::steady_clock::time_point start;
+  std::string what;
+  void *event = nullptr; // cudaEvent_t for NCCL, null for a blocking call
+  long id = 0;
+};
+
+class Watchdog {
+public:
+  static Watchdog &get() {
+    static Watchdog *w = new Watchdog; // lives until exit; never joined
+    return *w;
+  }
+  double timeout() const { return timeoutS; }
+  long begin(const std::string &what, void *event = nullptr) {
+    std::lock_guard<std::mutex> l(m);
+    pending.push_back({std::chrono::steady_clock::now(), what, event, ++next});
+    return next;
+  }
+  void end(long id) {
+    std::lock_guard<std::mutex> l(m);
+    for (size_t i = 0; i < pending.size(); ++i)
+      if (pending[i].id == id) {
+        pending.erase(pending.begin() + long(i));
+        return;
+      }
+  }
+  void setIdentity(int r, int n, std::function<void()> abortFn) {
+    std::lock_guard<std::mutex> l(m);
+    rank = r, size = n, onTimeout = std::move(abortFn);
+  }
+
+private:
+  Watchdog() {
+    if (const char *v = std::getenv("LOOMRT_COMM_TIMEOUT")) {
+      char *end = nullptr;
+      double t = std::strtod(v, &end);
+      if (end && *end == 0 && t > 0)
+        timeoutS = t;
+      else
+        std::fprintf(stderr, "loomrt: ignoring LOOMRT_COMM_TIMEOUT='%s' (expected "
+                             "seconds > 0); using %g s\n", v, timeoutS);
+    }
+    std::thread([this] { run(); }).detach();
+  }
+  void run() {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::unique_lock<std::mutex> l(m);
+      auto now = std::chrono::steady_clock::now();
+      for (size_t i = 0; i < pending.size();) {
+#ifdef LOOMRT_HAVE_NCCL
+        if (pending[i].event &&
+            cudaEventQuery(static_cast<cudaEvent_t>(pending[i].event)) == cudaSuccess) {
+          cudaEventDestroy(static_cast<cudaEvent_t>(pending[i].event));
+          pending.erase(pending.begin() + long(i));
+          continue;
+        }
+#endif
+        double waited = std::chrono::duration<double>(now - pending[i].start).count();
+        if (waited > timeoutS) {
+          std::fprintf(stderr,
+                       "loomrt: error: rank %d of %d: %s has not completed after "
+                       "%.0f s: another rank died or hangs (timeout: "
+                       "LOOMRT_COMM_TIMEOUT / --comm-timeout); exiting\n",
+                       rank, size, pending[i].what.c_str(), waited);
+          std::fflush(stderr);
+          if (onTimeout)
+            onTimeout();
+          _exit(3);
+        }
+        ++i;
+      }
     }
   }
-  return 1;
+  std::mutex m;
+  std::vector<Pending> pending;
+  long next = 0;
+  double timeoutS = 300;
+  int rank = 0, size = 1;
+  std::function<void()> onTimeout;
+};
+
+/// Registers a blocking call with the watchdog for its scope.
+struct Guard {
+  long id;
+  explicit Guard(const std::string &what) : id(Watchdog::get().begin(what)) {}
+  ~Guard() { Watchdog::get().end(id); }
+};
+
+/// The launcher (mpirun, torchrun) stops the other ranks with SIGTERM when
+/// one fails: say so instead of vanishing.
+int termRank = 0;
+extern "C" void onTerm(int) {
+  char msg[160];
+  int n = std::snprintf(msg, sizeof msg,
+                        "loomrt: rank %d: stopped by the launcher (SIGTERM): "
+                        "another rank failed or the job was cancelled\n",
+                        termRank);
+  if (n > 0 && write(2, msg, size_t(n)) < 0) {
+  }
+  _exit(143);
 }
+
+//===----------------------------------------------------------------------===//
+// Environment
+//===----------------------------------------------------------------------===//
+
+/// A positive integer from the first of `vars` that is set; 0 when none is.
+int envInt(std::initializer_list<const char *> vars, std::string &source) {
+  for (const char *var : vars)
+    if (const char *v = std::getenv(var)) {
+      source = var;
+      char *end = nullptr;
+      long x = std::strtol(v, &end, 10);
+      return end && *end == 0 && x >= 0 && x < (1 << 20) ? int(x) : -1;
+    }
+  return 0;
+}
+
+bool launchedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+#ifdef LOOMRT_HAVE_MPI
+bool mpiStartedHere = false;
+loomrt_status mpiInit(int expectSize) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+      return fail(LOOMRT_ERR_BACKEND, "comm_init: MPI_Init failed");
+    mpiStartedHere = true;
+    std::atexit([] {
+      int fin = 0;
+      MPI_Finalized(&fin);
+      if (!fin)
+        MPI_Finalize();
+    });
+  }
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != expectSize)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "comm_init: the environment asks for " + std::to_string(expectSize) +
+                    " ranks but MPI sees " + std::to_string(size) +
+                    " (CPU ranks are started with mpirun -np N)");
+  return LOOMRT_OK;
+}
+
+/// bf16 has no MPI type: reduce the 16-bit patterns through fp32.
+void bf16Reduce(void *in, void *inout, int *len, MPI_Datatype *, int op) {
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    uint32_t ua = uint32_t(a[i]) << 16, ub = uint32_t(b[i]) << 16;
+    float x, y;
+    std::memcpy(&x, &ua, 4);
+    std::memcpy(&y, &ub, 4);
+    float r = op == 0 ? x + y : op == 1 ? std::max(x, y) : std::min(x, y);
+    uint32_t u;
+    std::memcpy(&u, &r, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); // round to nearest even
+    b[i] = uint16_t(u >> 16);
+  }
+}
+void bf16Sum(void *a, void *b, int *n, MPI_Datatype *t) { bf16Reduce(a, b, n, t, 0); }
+void bf16Max(void *a, void *b, int *n, MPI_Datatype *t) { bf16Reduce(a, b, n, t, 1); }
+void bf16Min(void *a, void *b, int *n, MPI_Datatype *t) { bf16Reduce(a, b, n, t, 2); }
+
+MPI_Datatype mpiType(loomrt_dtype dt) {
+  return dt == LOOMRT_BF16 ? MPI_UINT16_T : dt == LOOMRT_I64 ? MPI_INT64_T : MPI_FLOAT;
+}
+MPI_Op mpiOp(loomrt_dtype dt, loomrt_reduce_op op) {
+  if (dt != LOOMRT_BF16)
+    return op == LOOMRT_REDUCE_MAX ? MPI_MAX : op == LOOMRT_REDUCE_MIN ? MPI_MIN : MPI_SUM;
+  static MPI_Op ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  int k = op == LOOMRT_REDUCE_MAX ? 1 : op == LOOMRT_REDUCE_MIN ? 2 : 0;
+  if (ops[k] == MPI_OP_NULL)
+    MPI_Op_create(k == 0 ? bf16Sum : k == 1 ? bf16Max : bf16Min, 1, &ops[k]);
+  return ops[k];
+}
+#endif
+
+#ifdef LOOMRT_HAVE_NCCL
+/// Rank 0 hands the NCCL id to every other rank over TCP (MASTER_ADDR,
+/// MASTER_PORT, as torchrun sets them), retrying connects until the
+/// watchdog's timeout.
+loomrt_status tcpExchangeId(int rank, int size, ncclUniqueId &id) {
+  const char *addr = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT");
+  if (!addr || !port)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "comm_init: NCCL ranks started without mpirun need MASTER_ADDR and "
+                "MASTER_PORT (as torchrun sets them)");
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(addr, port, &hints, &res) != 0 || !res)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                std::string("comm_init: cannot resolve MASTER_ADDR=") + addr + ":" + port);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(Watchdog::get().timeout());
+  auto sendAll = [](int fd, const void *p, size_t n) {
+    for (size_t k = 0; k < n;) {
+      ssize_t w = send(fd, static_cast<const char *>(p) + k, n - k, 0);
+      if (w <= 0)
+        return false;
+      k += size_t(w);
+    }
+    return true;
+  };
+  loomrt_status st = LOOMRT_OK;
+  if (rank == 0) {
+    ncclGetUniqueId(&id);
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_port = reinterpret_cast<sockaddr_in *>(res->ai_addr)->sin_port;
+    any.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (bind(ls, reinterpret_cast<sockaddr *>(&any), sizeof any) != 0 || listen(ls, size) != 0) {
+      st = fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen on port ") + port +
+                                        ": " + std::strerror(errno));
+    } else {
+      for (int k = 1; k < size && st == LOOMRT_OK; ++k) {
+        int fd = accept(ls, nullptr, nullptr);
+        if (fd < 0 || !sendAll(fd, &id, sizeof id))
+          st = fail(LOOMRT_ERR_BACKEND, "comm_init: handing the NCCL id to a rank failed");
+        if (fd >= 0)
+          close(fd);
+      }
+    }
+    close(ls);
+  } else {
+    for (;;) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+        size_t got = 0;
+        while (got < sizeof id) {
+          ssize_t r = recv(fd, reinterpret_cast<char *>(&id) + got, sizeof id - got, 0);
+          if (r <= 0)
+            break;
+          got += size_t(r);
+        }
+        close(fd);
+        if (got != sizeof id)
+          st = fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 closed the rendezvous early");
+        break;
+      }
+      close(fd);
+      if (std::chrono::steady_clock::now() > deadline) {
+        st = fail(LOOMRT_ERR_BACKEND, std::string("comm_init: rank 0 never listened at ") +
+                                          addr + ":" + port);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  freeaddrinfo(res);
+  return st;
+}
+
+ncclDataType_t ncclType(loomrt_dtype dt) {
+  return dt == LOOMRT_BF16 ? ncclBfloat16 : dt == LOOMRT_I64 ? ncclInt64 : ncclFloat;
+}
+ncclRedOp_t ncclOp(loomrt_reduce_op op) {
+  return op == LOOMRT_REDUCE_MAX   ? ncclMax
+         : op == LOOMRT_REDUCE_MIN ? ncclMin
+         : op == LOOMRT_REDUCE_MEAN ? ncclAvg
+                                    : ncclSum;
+}
+#endif
+
+} // namespace
+
+struct loomrt_comm_t {
+  loomrt_device dev;
+  int rank;
+  int size;
+  Transport transport;
+#ifdef LOOMRT_HAVE_MPI
+  MPI_Comm mpi = MPI_COMM_NULL;
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  ncclComm_t nccl = nullptr;
+#endif
+};
+
+namespace {
 
 loomrt_status checkCall(const char *fn, loomrt_comm c, loomrt_stream s,
                         bool work, std::initializer_list<const void *> bufs) {
@@ -43,13 +364,66 @@ loomrt_status checkCall(const char *fn, loomrt_comm c, loomrt_stream s,
   return LOOMRT_OK;
 }
 
-size_t esize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : 4; }
-
 /// On one rank every collective moves the caller's own data.
 loomrt_status localCopy(loomrt_stream s, void *dst, const void *src,
                         size_t bytes) {
   return dst == src ? LOOMRT_OK : loomrt_memcpy_async(s, dst, src, bytes);
 }
+
+std::string describe(const char *fn, size_t count, loomrt_dtype dt) {
+  return std::string(fn) + " of " + std::to_string(count) +
+         (dt == LOOMRT_BF16 ? " bf16" : " fp32") + " elements";
+}
+
+#ifdef LOOMRT_HAVE_MPI
+/// Runs one blocking MPI call under the watchdog, after the stream's
+/// earlier work (the CPU backend runs work at enqueue; this is for order).
+template <typename F>
+loomrt_status mpiCall(loomrt_stream s, const std::string &what, F &&f) {
+  if (loomrt_status st = loomrt_stream_synchronize(s))
+    return st;
+  Guard g(what);
+  int rc = f();
+  if (rc != MPI_SUCCESS)
+    return fail(LOOMRT_ERR_BACKEND, "MPI " + what + " failed (code " + std::to_string(rc) + ")");
+  return LOOMRT_OK;
+}
+/// MEAN: MPI has no average; divide after the sum.
+void scaleMean(void *buf, size_t n, loomrt_dtype dt, int size) {
+  float inv = 1.0f / float(size);
+  if (dt == LOOMRT_BF16) {
+    auto *p = static_cast<uint16_t *>(buf);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t u = uint32_t(p[i]) << 16;
+      float x;
+      std::memcpy(&x, &u, 4);
+      x *= inv;
+      std::memcpy(&u, &x, 4);
+      u += 0x7fffu + ((u >> 16) & 1u);
+      p[i] = uint16_t(u >> 16);
+    }
+  } else {
+    auto *p = static_cast<float *>(buf);
+    for (size_t i = 0; i < n; ++i)
+      p[i] *= inv;
+  }
+}
+#endif
+
+#ifdef LOOMRT_HAVE_NCCL
+cudaStream_t cudaStreamOf(loomrt_stream s) { return static_cast<cudaStream_t>(s->impl); }
+/// Checks an NCCL call and hands the watchdog an event after it.
+loomrt_status ncclDone(loomrt_stream s, const std::string &what, ncclResult_t r) {
+  if (r != ncclSuccess)
+    return fail(LOOMRT_ERR_BACKEND, "NCCL " + what + " failed: " + ncclGetErrorString(r));
+  cudaEvent_t ev;
+  if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess) {
+    cudaEventRecord(ev, cudaStreamOf(s));
+    Watchdog::get().begin(what, ev);
+  }
+  return LOOMRT_OK;
+}
+#endif
 
 } // namespace
 
@@ -58,75 +432,263 @@ extern "C" {
 loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
   if (!dev || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_init: null argument");
-  std::string source;
-  int size = envWorldSize(source);
-  if (size < 1)
+  std::string sizeVar, rankVar;
+  int size = envInt({"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"}, sizeVar);
+  int rank = envInt({"OMPI_COMM_WORLD_RANK", "RANK"}, rankVar);
+  if (size < 0 || rank < 0)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                "comm_init: " + source + " must be a positive integer");
-  if (size > 1)
+                "comm_init: " + (size < 0 ? sizeVar : rankVar) +
+                    " must be a non-negative integer");
+  if (size <= 1) {
+    *out = new loomrt_comm_t{dev, 0, 1, Transport::Self};
+    return LOOMRT_OK;
+  }
+  if (rank >= size)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "comm_init: " + rankVar + "=" + std::to_string(rank) + " is not below " +
+                    sizeVar + "=" + std::to_string(size));
+  termRank = rank;
+  std::signal(SIGTERM, onTerm);
+  auto *c = new loomrt_comm_t{dev, rank, size, Transport::Self};
+  if (dev->kind == LOOMRT_BACKEND_CPU) {
+#ifdef LOOMRT_HAVE_MPI
+    if (!launchedByMpirun()) {
+      delete c;
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "comm_init: " + sizeVar + "=" + std::to_string(size) +
+                      ": CPU ranks communicate over MPI; start them with mpirun -np " +
+                      std::to_string(size));
+    }
+    if (loomrt_status st = mpiInit(size)) {
+      delete c;
+      return st;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
+    c->transport = Transport::Mpi;
+    Watchdog::get().setIdentity(rank, size, nullptr);
+    *out = c;
+    return LOOMRT_OK;
+#else
+    delete c;
     return fail(LOOMRT_ERR_UNSUPPORTED,
-                "comm_init: " + source + "=" + std::to_string(size) +
-                    " asks for several ranks, but this runtime has only the "
-                    "one-rank world (NCCL/MPI transports are not built yet)");
-  *out = new loomrt_comm_t{dev, 0, 1};
-  return LOOMRT_OK;
+                "comm_init: " + sizeVar + "=" + std::to_string(size) +
+                    " asks for several CPU ranks, but this runtime was built without "
+                    "MPI (install libopenmpi-dev and rebuild)");
+#endif
+  }
+#ifdef LOOMRT_HAVE_NCCL
+  if (dev->kind == LOOMRT_BACKEND_CUDA) {
+    ncclUniqueId id{};
+    loomrt_status st = LOOMRT_OK;
+#ifdef LOOMRT_HAVE_MPI
+    if (launchedByMpirun()) {
+      st = mpiInit(size);
+      if (st == LOOMRT_OK) {
+        if (rank == 0)
+          ncclGetUniqueId(&id);
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+      }
+    } else
+#endif
+      st = tcpExchangeId(rank, size, id);
+    if (st != LOOMRT_OK) {
+      delete c;
+      return st;
+    }
+    Guard g("NCCL communicator setup");
+    ncclResult_t r = ncclCommInitRank(&c->nccl, size, id, rank);
+    if (r != ncclSuccess) {
+      delete c;
+      return fail(LOOMRT_ERR_BACKEND,
+                  std::string("comm_init: ncclCommInitRank failed: ") + ncclGetErrorString(r));
+    }
+    c->transport = Transport::Nccl;
+    ncclComm_t nc = c->nccl;
+    Watchdog::get().setIdentity(rank, size, [nc] { ncclCommAbort(nc); });
+    *out = c;
+    return LOOMRT_OK;
+  }
+#endif
+  delete c;
+  return fail(LOOMRT_ERR_UNSUPPORTED,
+              std::string("comm_init: ") + sizeVar + "=" + std::to_string(size) +
+                  " asks for several ranks on a " + loomrt_backend_name(dev->kind) +
+                  " device, but this runtime has no transport for it (NCCL for CUDA "
+                  "needs nccl.h and libnccl at build time)");
 }
 
 int loomrt_comm_rank(loomrt_comm c) { return c ? c->rank : -1; }
 int loomrt_comm_size(loomrt_comm c) { return c ? c->size : 0; }
 
-loomrt_status loomrt_comm_split(loomrt_comm c, int, int, loomrt_comm *out) {
+loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key, loomrt_comm *out) {
   if (!c || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_split: null argument");
-  *out = new loomrt_comm_t{c->dev, 0, 1};
-  return LOOMRT_OK;
+  if (c->transport == Transport::Self) {
+    *out = new loomrt_comm_t{c->dev, 0, 1, Transport::Self};
+    return LOOMRT_OK;
+  }
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi) {
+    auto *s = new loomrt_comm_t{c->dev, 0, 1, Transport::Mpi};
+    MPI_Comm_split(c->mpi, color, key, &s->mpi);
+    MPI_Comm_rank(s->mpi, &s->rank);
+    MPI_Comm_size(s->mpi, &s->size);
+    *out = s;
+    return LOOMRT_OK;
+  }
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  if (c->transport == Transport::Nccl) {
+    auto *s = new loomrt_comm_t{c->dev, 0, 1, Transport::Nccl};
+    ncclResult_t r = ncclCommSplit(c->nccl, color, key, &s->nccl, nullptr);
+    if (r != ncclSuccess) {
+      delete s;
+      return fail(LOOMRT_ERR_BACKEND, std::string("comm_split: ") + ncclGetErrorString(r));
+    }
+    ncclCommUserRank(s->nccl, &s->rank);
+    ncclCommCount(s->nccl, &s->size);
+    *out = s;
+    return LOOMRT_OK;
+  }
+#endif
+  (void)color, (void)key;
+  return fail(LOOMRT_ERR_UNSUPPORTED, "comm_split: unknown transport");
 }
 
-void loomrt_comm_destroy(loomrt_comm c) { delete c; }
+void loomrt_comm_destroy(loomrt_comm c) {
+  if (!c)
+    return;
+#ifdef LOOMRT_HAVE_MPI
+  if (c->mpi != MPI_COMM_NULL)
+    MPI_Comm_free(&c->mpi);
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  if (c->nccl)
+    ncclCommDestroy(c->nccl);
+#endif
+  delete c;
+}
 
-loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s,
-                                loomrt_dtype dt, const void *send, void *recv,
-                                size_t count, loomrt_reduce_op) {
+loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
+                                const void *send, void *recv, size_t count,
+                                loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("all_reduce", c, s, count, {send, recv}))
     return st;
-  return localCopy(s, recv, send, count * esize(dt));
-}
-
-loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s,
-                                    loomrt_dtype dt, const void *send,
-                                    void *recv, size_t recvCount,
-                                    loomrt_reduce_op) {
-  if (loomrt_status st =
-          checkCall("reduce_scatter", c, s, recvCount, {send, recv}))
+  if (c->transport == Transport::Self || count == 0)
+    return localCopy(s, recv, send, count * esize(dt));
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi) {
+    loomrt_status st = mpiCall(s, describe("all_reduce", count, dt), [&] {
+      return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, int(count), mpiType(dt),
+                           mpiOp(dt, op), c->mpi);
+    });
+    if (st == LOOMRT_OK && op == LOOMRT_REDUCE_MEAN)
+      scaleMean(recv, count, dt, c->size);
     return st;
-  return localCopy(s, recv, send, recvCount * esize(dt));
+  }
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  return ncclDone(s, describe("all_reduce", count, dt),
+                  ncclAllReduce(send, recv, count, ncclType(dt), ncclOp(op), c->nccl,
+                                cudaStreamOf(s)));
+#endif
+  (void)op;
+  return fail(LOOMRT_ERR_UNSUPPORTED, "all_reduce: unknown transport");
 }
 
-loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s,
-                                loomrt_dtype dt, const void *send, void *recv,
-                                size_t sendCount) {
+loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
+                                    const void *send, void *recv, size_t recvCount,
+                                    loomrt_reduce_op op) {
+  if (loomrt_status st = checkCall("reduce_scatter", c, s, recvCount, {send, recv}))
+    return st;
+  if (c->transport == Transport::Self || recvCount == 0)
+    return localCopy(s, recv, send, recvCount * esize(dt));
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi) {
+    loomrt_status st = mpiCall(s, describe("reduce_scatter", recvCount * c->size, dt), [&] {
+      return MPI_Reduce_scatter_block(send, recv, int(recvCount), mpiType(dt), mpiOp(dt, op),
+                                      c->mpi);
+    });
+    if (st == LOOMRT_OK && op == LOOMRT_REDUCE_MEAN)
+      scaleMean(recv, recvCount, dt, c->size);
+    return st;
+  }
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  return ncclDone(s, describe("reduce_scatter", recvCount * c->size, dt),
+                  ncclReduceScatter(send, recv, recvCount, ncclType(dt), ncclOp(op), c->nccl,
+                                    cudaStreamOf(s)));
+#endif
+  (void)op;
+  return fail(LOOMRT_ERR_UNSUPPORTED, "reduce_scatter: unknown transport");
+}
+
+loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
+                                const void *send, void *recv, size_t sendCount) {
   if (loomrt_status st = checkCall("all_gather", c, s, sendCount, {send, recv}))
     return st;
-  return localCopy(s, recv, send, sendCount * esize(dt));
+  if (c->transport == Transport::Self || sendCount == 0)
+    return localCopy(s, recv, send, sendCount * esize(dt));
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi)
+    return mpiCall(s, describe("all_gather", sendCount * c->size, dt), [&] {
+      return MPI_Allgather(send, int(sendCount), mpiType(dt), recv, int(sendCount), mpiType(dt),
+                           c->mpi);
+    });
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  return ncclDone(s, describe("all_gather", sendCount * c->size, dt),
+                  ncclAllGather(send, recv, sendCount, ncclType(dt), c->nccl, cudaStreamOf(s)));
+#endif
+  return fail(LOOMRT_ERR_UNSUPPORTED, "all_gather: unknown transport");
 }
 
-loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s,
-                                const void *send, void *recv, size_t bytes) {
+loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send,
+                                void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_to_all", c, s, bytes, {send, recv}))
     return st;
-  return localCopy(s, recv, send, bytes);
+  if (c->transport == Transport::Self || bytes == 0)
+    return localCopy(s, recv, send, bytes);
+  std::string what = "all_to_all of " + std::to_string(bytes) + " bytes per rank";
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi)
+    return mpiCall(s, what, [&] {
+      return MPI_Alltoall(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, c->mpi);
+    });
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  ncclGroupStart();
+  for (int j = 0; j < c->size; ++j) {
+    ncclSend(static_cast<const char *>(send) + j * bytes, bytes, ncclInt8, j, c->nccl,
+             cudaStreamOf(s));
+    ncclRecv(static_cast<char *>(recv) + j * bytes, bytes, ncclInt8, j, c->nccl,
+             cudaStreamOf(s));
+  }
+  return ncclDone(s, what, ncclGroupEnd());
+#endif
+  return fail(LOOMRT_ERR_UNSUPPORTED, "all_to_all: unknown transport");
 }
 
-loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf,
-                               size_t bytes, int root) {
+loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t bytes,
+                               int root) {
   if (loomrt_status st = checkCall("broadcast", c, s, bytes, {buf}))
     return st;
   if (root < 0 || root >= c->size)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "broadcast: root " + std::to_string(root) +
-                    " is not a rank of a communicator of " +
-                    std::to_string(c->size));
-  return LOOMRT_OK;
+                    " is not a rank of a communicator of " + std::to_string(c->size));
+  if (c->transport == Transport::Self || bytes == 0)
+    return LOOMRT_OK;
+  std::string what = "broadcast of " + std::to_string(bytes) + " bytes";
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi)
+    return mpiCall(s, what, [&] { return MPI_Bcast(buf, int(bytes), MPI_BYTE, root, c->mpi); });
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  return ncclDone(s, what,
+                  ncclBroadcast(buf, buf, bytes, ncclInt8, root, c->nccl, cudaStreamOf(s)));
+#endif
+  return fail(LOOMRT_ERR_UNSUPPORTED, "broadcast: unknown transport");
 }
 
 } // extern "C"

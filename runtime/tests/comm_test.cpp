@@ -46,11 +46,25 @@ TEST_P(Comm, OneRankWorldCollectives) {
   loomrt_free(dev, LOOMRT_MEM_DEVICE, b);
 }
 
+// Several ranks without their launcher: a CPU world needs mpirun (or MPI at
+// all), a CUDA world started torchrun-style needs MASTER_ADDR/MASTER_PORT.
+// The message names what to do. (mpirun runs are comm_mpi_check.)
 TEST_P(Comm, SeveralRanksSayWhatIsMissing) {
   setenv("WORLD_SIZE", "4", 1);
+  unsetenv("MASTER_ADDR");
   loomrt_comm c = nullptr;
-  EXPECT_EQ(LOOMRT_ERR_UNSUPPORTED, loomrt_comm_init_from_env(dev, &c));
-  EXPECT_NE(std::string(loomrt_last_error()).find("WORLD_SIZE=4"), std::string::npos);
+  EXPECT_NE(LOOMRT_OK, loomrt_comm_init_from_env(dev, &c));
+  std::string msg = loomrt_last_error();
+  EXPECT_TRUE(msg.find("mpirun -np 4") != std::string::npos ||
+              msg.find("MASTER_ADDR") != std::string::npos ||
+              msg.find("without MPI") != std::string::npos)
+      << msg;
+  setenv("RANK", "5", 1);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("RANK=5 is not below WORLD_SIZE=4"),
+            std::string::npos)
+      << loomrt_last_error();
+  unsetenv("RANK");
   setenv("WORLD_SIZE", "zero", 1);
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
   unsetenv("WORLD_SIZE");
