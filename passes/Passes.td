@@ -236,6 +236,69 @@ def MixedPrecision : Pass<"loom-mixed-precision", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
+  let summary = "Data parallelism with ZeRO stages 0-3 over a topology";
+  let description = [{
+    Runs on `@train_step` after `loom-attach-optimizer`. Every rank runs
+    `@forward_backward` on its own slice of the global batch (the model's
+    shapes are the per-rank batch: `loomc` divides a generator's batch by
+    the world size); the loss is averaged over ranks. Gradients are
+    flattened into buckets of at most `bucket-size` elements (zero-padded
+    to a multiple of the world size), then, after ZeRO (Rajbhandari et al.
+    2020, §5):
+
+    * stage 0: each bucket is all-reduced (mean); the optimizer is unchanged;
+    * stage 1: all-reduce, then each rank runs Adam on its `loom.shard` of
+      the bucket with Adam state of that size only, and all-gathers the
+      updated shards back into the parameters;
+    * stage 2: reduce-scatter instead of the all-reduce;
+    * stage 3: as 2, and the parameters persist as shards
+      (`@zero.bucketK.params`, `loom.shard_of` lists its members, which stay
+      declared for their initialisers): `@forward_backward` all-gathers a
+      bucket before its first use in the forward and again before its
+      first use in the backward.
+
+    The group spans every level of the module's `loom.topology` (or the one
+    named by `topology`). Collectives are waited right after they are
+    issued; overlapping them with the backward is the stream schedule's job.
+
+    Before (`--loom-data-parallel=zero-stage=0` with
+    `loom.topology @world ["rank" = 2]`):
+
+    ```mlir
+    %0:3 = call @forward_backward(%x, %y) : ...
+    ...
+    %new, %m2, %v2 = loom.adam %w, %0#1, %m, %v step %s {...}
+    return %0#0 : tensor<f32>
+    ```
+
+    After:
+
+    ```mlir
+    %0:3 = call @forward_backward(%x, %y) : ...
+    %l, %t = loom.all_reduce %0#0 over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<f32> -> tensor<f32>
+    loom.wait %t
+    ...
+    %flat = loom.concat %g1, %g2 dim 0 : ...
+    %avg, %t2 = loom.all_reduce %flat over #loom.group<@world, ["rank"]> reduce mean on comm : ...
+    loom.wait %t2
+    %g1a = loom.slice %avg [0] [24] [1] : ...
+    %new, %m2, %v2 = loom.adam %w, %g1a, %m, %v step %s {...}
+    return %l : tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"zeroStage", "zero-stage", "int64_t", /*default=*/"0",
+           "ZeRO stage: 0 (all-reduce), 1 (+ optimizer state partitioned), "
+           "2 (+ gradients reduce-scattered), 3 (+ parameters partitioned)">,
+    Option<"bucketSize", "bucket-size", "int64_t", /*default=*/"16777216",
+           "Most elements per communication bucket (small tensors share one)">,
+    Option<"topology", "topology", "std::string", /*default=*/"",
+           "The loom.topology to span (default: the module's only one)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   let summary = "Replace imported parameter values with initialisers";
   let description = [{

@@ -1071,6 +1071,14 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &table) {
                           *size, 1);
 }
 
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
+  FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
+  if (failed(size))
+    return failure();
+  return verifyDim0Scaled(*this, getInput().getType(), getResult().getType(), 1,
+                          *size);
+}
+
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &table) {
   FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
   if (failed(size))

@@ -959,6 +959,28 @@ def Loom_BroadcastCommOp : Loom_CollectiveOp<"broadcast"> {
   }];
 }
 
+def Loom_ShardOp : Loom_Op<"shard", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This rank's block of dimension 0 within a group";
+  let description = [{
+    Rank i of the group gets block i of the input's dimension 0 (which must
+    divide by the group size): the partition ZeRO gives each rank of
+    optimizer state and, at stage 3, of the parameters. No data moves; the
+    result is a view. It is how rank-dependent slices appear in IR whose
+    shapes are the same on every rank.
+
+    ```mlir
+    %mine = loom.shard over #loom.group<@t, ["gpu"]> %flat
+        : tensor<4096xf32> -> tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins Loom_AnyTensor:$input, Loom_GroupAttr:$group);
+  let results = (outs Loom_AnyTensor:$result);
+  let assemblyFormat = [{
+    `over` qualified($group) $input attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
 def Loom_CompressOp : Loom_Op<"compress", [Pure]> {
   let summary = "Encode a tensor with a codec, optionally with error feedback";
   let description = [{

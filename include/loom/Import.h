@@ -33,6 +33,11 @@ mlir::OwningOpRef<mlir::ModuleOp>
 importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path, llvm::StringRef task,
            llvm::ArrayRef<std::string> frozen, std::string &error);
 
+/// Data parallelism over `ranks`: rewrites a generator spec so its batch
+/// (given or default) is the per-rank batch, batch / ranks. False with a
+/// message when the spec is bad or the batch does not divide.
+bool splitSpecBatch(std::string &spec, int64_t ranks, std::string &error);
+
 /// One line per family with its keys and defaults, for --help.
 std::string modelSpecHelp();
 

@@ -121,10 +121,13 @@ public:
     auto shape = cast<RankedTensorType>(ty.getInput(0)).getShape();
 
     // Parameters and state, in declaration order (the initialisation order).
-    std::string table;
-    llvm::raw_string_ostream tos(table);
+    // A ZeRO-3 shard (loom.shard_of) lists its member parameters, which are
+    // not globals themselves: the driver initialises each member as it
+    // would a parameter and keeps this rank's block of their concatenation.
+    std::string table, memberTables;
+    llvm::raw_string_ostream tos(table), mos(memberTables);
     bool anyWeights = false;
-    for (Operation &op : module.getBody()->getOperations()) {
+    auto describe = [&](Operation *op, std::string &out) -> LogicalResult {
       RankedTensorType type;
       InitAttr init;
       StringRef name;
@@ -144,25 +147,58 @@ public:
         }
         name = p.getSymName();
         isParam = true;
-      } else if (auto s = dyn_cast<StateOp>(op)) {
+      } else {
+        auto s = cast<StateOp>(op);
         type = cast<RankedTensorType>(s.getType());
         init = s.getInitAttr();
         name = s.getSymName();
-      } else {
-        continue;
       }
       const char *dt = dtypeOf(type.getElementType());
       if (!dt || type.getRank() > 8 || type.getEncoding())
-        return op.emitError() << "code generation supports unplaced f32, bf16 "
-                                 "and i64 parameters and state";
-      globals[name] = int(globals.size());
-      tos << "    {\"" << name << "\", " << dt << ", " << type.getRank()
-          << ", {" << join(type.getShape()) << "}, "
-          << (init ? int(init.getKind()) : 0) << ", "
-          << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
-          << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
-          << (isParam ? 1 : 0) << ", " << (fromWeights ? 1 : 0) << "},\n";
+        return op->emitError() << "code generation supports unplaced f32, bf16 "
+                                  "and i64 parameters and state";
+      llvm::raw_string_ostream o(out);
+      o << "{\"" << name << "\", " << dt << ", " << type.getRank() << ", {"
+        << join(type.getShape()) << "}, " << (init ? int(init.getKind()) : 0) << ", "
+        << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
+        << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
+        << (isParam ? 1 : 0) << ", " << (fromWeights ? 1 : 0);
       anyWeights |= fromWeights;
+      return success();
+    };
+    for (Operation &op : module.getBody()->getOperations()) {
+      if (!isa<ParamOp, StateOp>(op) || op.hasAttr("loom.sharded_into"))
+        continue;
+      std::string entry;
+      if (failed(describe(&op, entry)))
+        return failure();
+      StringRef name = cast<SymbolOpInterface>(op).getName();
+      globals[name] = int(globals.size());
+      auto members = op.getAttrOfType<ArrayAttr>("loom.shard_of");
+      if (!members) {
+        tos << "    " << entry << ", 0, nullptr, 0},\n";
+        continue;
+      }
+      std::string mt = "kMembers" + std::to_string(globals.size() - 1);
+      mos << "const loomrt_global_desc " << mt << "[] = {\n";
+      for (Attribute a : members) {
+        auto m = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
+        std::string me;
+        if (!m || failed(describe(m, me)))
+          return op.emitError() << "code generation: a member of this shard is not a loom.param";
+        mos << "    " << me << ", 0, nullptr, 0},\n";
+      }
+      mos << "};\n";
+      auto padded = op.getAttrOfType<IntegerAttr>("loom.padded");
+      if (!padded)
+        return op.emitError() << "code generation: a loom.shard_of parameter needs loom.padded";
+      tos << "    " << entry << ", " << members.size() << ", " << mt << ", "
+          << padded.getInt() << "},\n";
+    }
+    int64_t world = 1, zeroStage = -1;
+    if (auto dp = step->getAttrOfType<DictionaryAttr>("loom.data_parallel")) {
+      world = cast<IntegerAttr>(dp.get("world")).getInt();
+      zeroStage = cast<IntegerAttr>(dp.get("zero_stage")).getInt();
     }
 
     // The functions @train_step reaches, callees first.
@@ -203,7 +239,7 @@ public:
            "*tokens,\n                    const int64_t *targets, void "
            "**loss) {\n"
         << "  return fn_train_step(c, G, tokens, targets, loss);\n}\n\n"
-        << "const loomrt_global_desc kGlobals[] = {\n"
+        << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
         << table << "};\n\n} // namespace\n\n"
         << "int main(int argc, char **argv) {\n"
         << "  static const loomrt_program program = {\n"
@@ -212,7 +248,7 @@ public:
         << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      "
         << shape[0] << ", " << shape[1] << ", " << vocabOf(module) << ",\n      "
         << (anyWeights ? "\"" + opts.weightsFile + "\"" : std::string("nullptr"))
-        << ", entry};\n"
+        << ", entry, " << world << ", " << zeroStage << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }
@@ -238,7 +274,8 @@ private:
     decls += sig + ";\n";
     body.clear();
     os = std::make_unique<llvm::raw_string_ostream>(body);
-    *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n";
+    *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n"
+        << "  loomrt_comm comm = loomrt_step_comm(c);\n  (void)comm;\n";
     if (failed(checkLoadsBeforeStores(fn)))
       return failure();
     root.clear();
@@ -336,6 +373,23 @@ private:
       std::string r = rootOf(name(v));
       t.push_back(owned.count(r) && count[r] == 1);
     }
+  }
+  static std::string reduceOf(ReduceKind k) {
+    switch (k) {
+    case ReduceKind::mean: return "LOOMRT_REDUCE_MEAN";
+    case ReduceKind::max: return "LOOMRT_REDUCE_MAX";
+    case ReduceKind::min: return "LOOMRT_REDUCE_MIN";
+    default: return "LOOMRT_REDUCE_SUM";
+    }
+  }
+  /// The binary has one communicator, the world's: a group must span every
+  /// level of its topology (sub-groups need loomrt_comm_split, not wired).
+  LogicalResult checkWholeWorld(Operation *op, GroupAttr g) {
+    auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
+    if (!topo || g.getLevels().size() != topo.getLevels().size())
+      return op->emitError() << "code generation supports collectives over the "
+                                "whole topology only";
+    return success();
   }
   int global(StringRef sym) { return globals.lookup(sym); }
   std::string dt(Value v) { return dtypeOf(tt(v).getElementType()); }
@@ -653,6 +707,45 @@ private:
         })
         .Case([&](ReduceOp o) { return reduce(o); })
         .Case([&](AdamOp o) { return adam(o); })
+        // Collectives run on the step's stream through the communicator the
+        // driver made (one rank: copies); their tokens need no wait then.
+        .Case([&](WaitOp) { return success(); })
+        .Case([&](AllReduceOp o) {
+          if (failed(checkWholeWorld(o, o.getGroup())))
+            return failure();
+          std::string n = alloc(o.getResult());
+          call("loomrt_all_reduce(comm, s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
+               n + ", " + std::to_string(numel(o.getInput())) + ", " + reduceOf(o.getReduce()) + ")");
+          return success();
+        })
+        .Case([&](ReduceScatterOp o) {
+          if (failed(checkWholeWorld(o, o.getGroup())))
+            return failure();
+          std::string n = alloc(o.getResult());
+          call("loomrt_reduce_scatter(comm, s, " + dt(o.getInput()) + ", " + name(o.getInput()) +
+               ", " + n + ", " + std::to_string(numel(o.getResult())) + ", " +
+               reduceOf(o.getReduce()) + ")");
+          return success();
+        })
+        .Case([&](AllGatherOp o) {
+          if (failed(checkWholeWorld(o, o.getGroup())))
+            return failure();
+          std::string n = alloc(o.getResult());
+          call("loomrt_all_gather(comm, s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
+               n + ", " + std::to_string(numel(o.getInput())) + ")");
+          return success();
+        })
+        .Case([&](ShardOp o) {
+          // A view: this rank's block of the input.
+          if (failed(checkWholeWorld(o, o.getGroup())))
+            return failure();
+          std::string n = fresh();
+          *os << "  void *" << n << " = (char *)" << name(o.getInput())
+              << " + (size_t)loomrt_comm_rank(comm) * " << bytesOf(o.getResult()) << ";\n";
+          names[o.getResult()] = n;
+          alias(n, name(o.getInput()));
+          return success();
+        })
         .Default([&](Operation *other) {
           return other->emitError() << "'" << other->getName()
                                     << "' is not supported by code generation yet",

@@ -415,6 +415,28 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   return module;
 }
 
+bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error) {
+  Spec spec;
+  if (!parseSpec(text, spec, error))
+    return false;
+  int64_t batch = spec.values.lookup("batch");
+  if (ranks < 1 || batch % ranks)
+    return error = "the global batch " + std::to_string(batch) +
+                   " does not divide over " + std::to_string(ranks) + " ranks",
+           false;
+  // Rebuild the spec in the family's key order with the per-rank batch.
+  std::string out = spec.family + ":";
+  for (const Family &f : families())
+    if (spec.family == f.name)
+      for (auto [i, kv] : llvm::enumerate(f.keys))
+        out += (i ? "," : "") + std::string(kv.first) + "=" +
+               std::to_string(kv.first == StringRef("batch")
+                                  ? batch / ranks
+                                  : spec.values.lookup(kv.first));
+  text = out;
+  return true;
+}
+
 std::string modelSpecHelp() {
   std::string s;
   for (const Family &f : families()) {

@@ -122,6 +122,24 @@ int loomcMain(int argc, char **argv) {
                "GEMMs with fp32 master weights and optimizer state "
                "(loom-mixed-precision)"),
       cl::cat(cat));
+  static cl::opt<std::string> topologyFlag(
+      "topology", cl::init(""), cl::value_desc("level=N,...|FILE"),
+      cl::desc("The machine the binary trains on, outermost level first "
+               "(node=2,gpu=4), or a file holding that line: data parallelism "
+               "over every rank (loom-data-parallel). A --model's batch is the "
+               "global batch and is divided over the ranks; an ONNX model's "
+               "exported batch is the per-rank batch"),
+      cl::cat(cat));
+  static cl::opt<int> zeroStage(
+      "zero-stage", cl::init(-1), cl::value_desc("0|1|2|3"),
+      cl::desc("ZeRO stage of the data parallelism (default 0 with "
+               "--topology): 0 all-reduces gradients, 1 partitions optimizer "
+               "state, 2 also reduce-scatters gradients, 3 also partitions "
+               "parameters"),
+      cl::cat(cat));
+  static cl::opt<int64_t> bucketSize(
+      "bucket-size", cl::init(16777216), cl::value_desc("elements"),
+      cl::desc("Most elements per gradient communication bucket"), cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
@@ -167,6 +185,46 @@ int loomcMain(int argc, char **argv) {
                  "': expected fp32 or bf16");
   if (target != "cpu" && target != "cuda")
     return error("unknown --target '" + target + "': expected cpu or cuda");
+  // The topology: levels outermost first on the command line, innermost
+  // first in loom.topology (ranks number with the innermost level fastest).
+  SmallVector<std::pair<std::string, int64_t>> levels;
+  if (!topologyFlag.empty()) {
+    std::string text = topologyFlag;
+    if (llvm::sys::fs::exists(text)) {
+      auto buf = llvm::MemoryBuffer::getFile(text);
+      if (!buf)
+        return error("cannot read topology file '" + text + "'");
+      text = (*buf)->getBuffer().trim().str();
+    }
+    SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(text).split(parts, ',');
+    for (llvm::StringRef part : parts) {
+      auto [name, value] = part.trim().split('=');
+      int64_t n;
+      if (name.empty() || value.getAsInteger(10, n) || n < 1)
+        return error("bad --topology entry '" + part.trim() +
+                     "': expected level=N with N >= 1 (e.g. node=2,gpu=4)");
+      for (auto &l : levels)
+        if (l.first == name)
+          return error("--topology names level '" + name + "' twice");
+      levels.insert(levels.begin(), {name.str(), n});
+    }
+  }
+  int64_t world = 1;
+  for (auto &l : levels)
+    world *= l.second;
+  if (zeroStage < -1 || zeroStage > 3)
+    return error("--zero-stage must be 0, 1, 2 or 3");
+  if (zeroStage >= 0 && levels.empty())
+    return error("--zero-stage needs --topology (the ranks to partition over)");
+  bool dataParallel = !levels.empty();
+  std::string modelSpec = model;
+  if (dataParallel && !model.empty()) {
+    std::string err;
+    if (!splitSpecBatch(modelSpec, world, err))
+      return error(err);
+  }
+
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry);
@@ -176,7 +234,7 @@ int loomcMain(int argc, char **argv) {
     return error("--task and --frozen apply to ONNX models (MODEL.onnx)");
   if (!model.empty()) {
     std::string err;
-    module = generateModel(ctx, model, err);
+    module = generateModel(ctx, modelSpec, err);
     if (!module)
       return error(err);
   } else {
@@ -202,14 +260,29 @@ int loomcMain(int argc, char **argv) {
       return 1; // the parser's diagnostics say why
   }
 
-  // distribute, schedule and lowered have no passes yet: the pipeline goes
-  // straight from the optimizer phase to C++ (one device, no offload).
-  if (*phase == Phase::Distribute || *phase == Phase::Schedule ||
-      *phase == Phase::Lowered)
+  // schedule and lowered have no passes yet: the pipeline goes from the
+  // distribute phase straight to C++ (no offload schedule).
+  if (*phase == Phase::Schedule || *phase == Phase::Lowered)
     return error("phase '" + compileTo +
-                 "' is not implemented yet (data parallelism, offload and "
-                 "lowering passes come later); stop at 'optimizer', or go on "
-                 "to 'cpp' or 'binary'");
+                 "' is not implemented yet (the offload schedule and lowering "
+                 "passes come later); stop at 'distribute', or go on to 'cpp' "
+                 "or 'binary'");
+  if (dataParallel) {
+    if (module->lookupSymbol("world"))
+      return error("the input already defines a symbol @world; --topology adds "
+                   "loom.topology @world");
+    OpBuilder tb(&ctx);
+    tb.setInsertionPointToStart(module->getBody());
+    SmallVector<llvm::StringRef> names;
+    SmallVector<int64_t> sizes;
+    for (auto &l : levels) {
+      names.push_back(l.first);
+      sizes.push_back(l.second);
+    }
+    mlir::loom::TopologyOp::create(tb, module->getLoc(), tb.getStringAttr("world"),
+                                   tb.getStrArrayAttr(names),
+                                   tb.getDenseI64ArrayAttr(sizes));
+  }
   if (*phase == Phase::Binary && output == "-")
     return error("--compile-to=binary writes an executable: give -o FILE");
 
@@ -239,6 +312,12 @@ int loomcMain(int argc, char **argv) {
     o.eps = eps;
     o.momentum = momentum;
     pm.addPass(mlir::loom::createAttachOptimizer(o));
+  }
+  if (*phase >= Phase::Distribute && dataParallel) {
+    mlir::loom::DataParallelOptions dp;
+    dp.zeroStage = std::max(0, int(zeroStage));
+    dp.bucketSize = bucketSize;
+    pm.addPass(mlir::loom::createDataParallel(dp));
   }
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))

@@ -21,6 +21,7 @@
 struct loomrt_step_ctx_t {
   loomrt_device dev;
   loomrt_stream stream;
+  loomrt_comm comm = nullptr;
   float lrOverride; // < 0: none
   std::vector<std::pair<void *, size_t>> blocks;
   size_t block = 0, used = 0;
@@ -91,6 +92,7 @@ extern "C" {
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
 void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
+loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
 }
@@ -101,6 +103,7 @@ namespace {
 struct Flags {
   std::string data, logJson, ckptDir, trace, weights, init = "model";
   long steps = 10, ckptEvery = 0;
+  double commTimeout = 0; // seconds; 0: LOOMRT_COMM_TIMEOUT or the default
   double lr = -1;
   unsigned long long seed = 0;
   bool resume = false;
@@ -122,7 +125,7 @@ void usage(const char *argv0, const loomrt_program *p) {
       "usage: %s --data FILE [--steps N] [--lr LR] [--seed S]\n"
       "          [--init model|random] [--weights FILE]\n"
       "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
-      "          [--resume] [--trace FILE]\n\n"
+      "          [--resume] [--trace FILE] [--comm-timeout S]\n\n"
       "Trains %s (batch %lld x %lld tokens) on %s.\n\n"
       "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n"
       "  --steps N              steps to run (default 10)\n"
@@ -135,10 +138,21 @@ void usage(const char *argv0, const loomrt_program *p) {
       "  --checkpoint-dir DIR   where DIR/checkpoint.safetensors is written\n"
       "  --checkpoint-every K   save every K steps (and after the last)\n"
       "  --resume               continue from DIR/checkpoint.safetensors\n"
-      "  --trace FILE           Chrome trace JSON of the steps (opens in Perfetto)\n",
+      "  --trace FILE           Chrome trace JSON of the steps (opens in Perfetto)\n"
+      "  --comm-timeout S       data-parallel runs: a collective that has not finished\n"
+      "                         after S seconds (a rank died or hangs) ends the run\n"
+      "                         with an error (default 300, or LOOMRT_COMM_TIMEOUT)\n"
+      "%s",
       argv0, p->model, (long long)p->batch, (long long)p->seq,
       loomrt_backend_name(p->backend),
-      p->weights ? p->weights : "none, the model has initialisers");
+      p->weights ? p->weights : "none, the model has initialisers",
+      p->world > 1 ? ("\nCompiled for " + std::to_string(p->world) +
+                      " data-parallel ranks (ZeRO stage " + std::to_string(p->zero_stage) +
+                      "): start it with mpirun -np " + std::to_string(p->world) +
+                      " (CPU) or torchrun-style RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                      "MASTER_PORT variables (GPU).\n")
+                         .c_str()
+                   : "");
 }
 
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
@@ -213,6 +227,10 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return err = "--init expects 'model' or 'random', got '" + f.init + "'", false;
     } else if (a == "--resume") {
       f.resume = true;
+    } else if (a == "--comm-timeout") {
+      if (!number(x, 1e-3))
+        return false;
+      f.commTimeout = x;
     } else {
       return err = "unknown flag '" + a + "' (see --help)", false;
     }
@@ -284,7 +302,41 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   std::vector<uint16_t> tokens(bytes / 2);
   in.seekg(0);
   in.read(reinterpret_cast<char *>(tokens.data()), std::streamsize(tokens.size() * 2));
+  // Data parallelism: this rank's place in the world the step was compiled
+  // for. The device is the rank's local GPU (LOCAL_RANK); CPU ranks share
+  // the host.
+  if (f.commTimeout > 0)
+    setenv("LOOMRT_COMM_TIMEOUT", std::to_string(f.commTimeout).c_str(), 1);
+  int world = p->world < 1 ? 1 : p->world;
+  int ordinal = 0;
+  if (p->backend != LOOMRT_BACKEND_CPU)
+    for (const char *v : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
+      if (const char *x = std::getenv(v)) {
+        ordinal = std::atoi(x);
+        break;
+      }
+  loomrt_device dev;
+  TRY(loomrt_device_open(p->backend, ordinal, &dev), "opening the device");
+  loomrt_comm comm = nullptr;
+  TRY(loomrt_comm_init_from_env(dev, &comm), "joining the ranks");
+  int rank = loomrt_comm_rank(comm), ranks = loomrt_comm_size(comm);
+  if (ranks != world)
+    return die(world == 1
+                   ? "this binary trains on one rank but was started on " +
+                         std::to_string(ranks) +
+                         "; compile it with loomc --topology (e.g. --topology gpu=" +
+                         std::to_string(ranks) + ") to train data-parallel"
+                   : "this binary was compiled for " + std::to_string(world) +
+                         " data-parallel ranks (loomc --topology) but was started on " +
+                         std::to_string(ranks));
+  // Only rank 0 talks; every rank reports errors.
+  bool lead = rank == 0;
+  if (!lead && !std::freopen("/dev/null", "w", stdout))
+    return die("cannot silence the output of rank " + std::to_string(rank));
+
+  // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch.
   int64_t bt = p->batch * p->seq, n = int64_t(tokens.size());
+  int64_t gbt = bt * world, mine = bt * rank;
   // A token file from another tokenizer would index past the embedding
   // (the GPU gathers garbage, the loss turns NaN): say so up front.
   if (p->vocab > 0)
@@ -293,16 +345,15 @@ extern "C" int loomrt_train_main(int argc, char **argv,
         return die("data file '" + f.data + "': token " + std::to_string(tokens[size_t(i)]) +
                    " at position " + std::to_string(i) + " is outside the model's vocabulary (" +
                    std::to_string(p->vocab) + " tokens)");
-  if (n < bt + 2)
+  if (n < gbt + 2)
     return die("data file '" + f.data + "' has " + std::to_string(n) +
-               " tokens; a batch of " + std::to_string(p->batch) + " x " +
+               " tokens; a batch of " + std::to_string(p->batch * world) + " x " +
                std::to_string(p->seq) + " needs at least " +
-               std::to_string(bt + 2));
+               std::to_string(gbt + 2));
 
-  loomrt_device dev;
-  TRY(loomrt_device_open(p->backend, 0, &dev), "opening the device");
   loomrt_step_ctx_t ctx;
   ctx.dev = dev;
+  ctx.comm = comm;
   ctx.lrOverride = float(f.lr);
   TRY(loomrt_stream_create(dev, &ctx.stream), "creating a stream");
   loomrt_stream s = ctx.stream;
@@ -328,7 +379,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     }
     return r;
   };
-  std::string ckpt = f.ckptDir + "/checkpoint.safetensors";
+  // With several ranks each keeps its own file: ZeRO partitions state.
+  std::string ckpt = f.ckptDir + (world > 1 ? "/checkpoint.rank" + std::to_string(rank) +
+                                                  ".safetensors"
+                                            : "/checkpoint.safetensors");
   long firstStep = 0;
   if (f.resume) {
     auto r = refs();
@@ -340,25 +394,51 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   } else {
     std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
                                                            loomrt_rng_destroy);
+    // ZeRO-3 shards: every rank draws all members of a shard (the same
+    // stream as one rank drawing the unsharded parameters) into the full
+    // bucket, then keeps its block.
+    std::vector<std::vector<float>> full(p->num_globals);
+    std::vector<loomrt_tensor_ref> fromWeights;
+    auto ref = [](const loomrt_global_desc &g, void *data) {
+      loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, data};
+      for (int d = 0; d < g.rank; ++d)
+        t.shape[d] = g.shape[d];
+      return t;
+    };
     for (size_t i = 0; i < p->num_globals; ++i) {
       const loomrt_global_desc &g = p->globals[i];
+      if (g.num_members) {
+        full[i].assign(size_t(g.padded_numel), 0.0f);
+        size_t off = 0;
+        for (size_t k = 0; k < g.num_members; ++k) {
+          const loomrt_global_desc &m = g.members[k];
+          TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, full[i].data() + off, numel(m)),
+              std::string("initialising ") + m.name);
+          if (m.from_weights)
+            fromWeights.push_back(ref(m, full[i].data() + off));
+          off += numel(m);
+        }
+        continue;
+      }
       if (g.dtype != LOOMRT_F32)
         continue; // integer state starts at zero
       TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
                           reinterpret_cast<float *>(host[i].data()), numel(g)),
           std::string("initialising ") + g.name);
+      if (g.from_weights)
+        fromWeights.push_back(ref(g, host[i].data()));
     }
     // Imported values overwrite their stand-in draws (drawn anyway, so the
     // other parameters get the same values under either --init).
-    if (f.init == "model" && (p->weights || !f.weights.empty())) {
+    if (f.init == "model" && (p->weights || !f.weights.empty()) && !fromWeights.empty()) {
       std::string file = f.weights.empty() ? besideExecutable(p->weights) : f.weights;
-      std::vector<loomrt_tensor_ref> all = refs(), r;
-      for (size_t i = 0; i < all.size(); ++i)
-        if (p->globals[i].from_weights)
-          r.push_back(all[i]);
-      TRY(loomrt_checkpoint_load(file.c_str(), r.data(), r.size()),
+      TRY(loomrt_checkpoint_load(file.c_str(), fromWeights.data(), fromWeights.size()),
           "loading the initial weights");
     }
+    for (size_t i = 0; i < p->num_globals; ++i)
+      if (p->globals[i].num_members)
+        std::memcpy(host[i].data(), full[i].data() + numel(p->globals[i]) * size_t(rank),
+                    host[i].size());
   }
   for (size_t i = 0; i < p->num_globals; ++i)
     TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
@@ -379,10 +459,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   };
 
   std::FILE *log = nullptr;
-  if (!f.logJson.empty() && !(log = std::fopen(f.logJson.c_str(), "a")))
+  if (lead && !f.logJson.empty() && !(log = std::fopen(f.logJson.c_str(), "a")))
     return die("cannot open '" + f.logJson + "': " + std::strerror(errno));
   loomrt_trace trace = nullptr;
-  if (!f.trace.empty())
+  if (lead && !f.trace.empty())
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
 
   int64_t *dTok, *dTgt;
@@ -393,7 +473,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   long last = firstStep + f.steps;
   bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
-    int64_t off = (int64_t(step) * bt) % (n - bt - 1);
+    int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
     for (int64_t i = 0; i < bt; ++i) {
       hx[i] = tokens[size_t(off + i)];
       hy[i] = tokens[size_t(off + i + 1)];
@@ -414,13 +494,13 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(loomrt_stream_synchronize(s), "step");
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0).count();
-    double tps = double(bt) / (ms * 1e-3);
+    double tps = double(gbt) / (ms * 1e-3); // the whole world's tokens
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
     std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f tokens/s  eta %4.0fs\n",
                 step + 1, last, loss, ms, tps, eta);
     std::fflush(stdout);
-    if (!std::isfinite(loss) && !warnedNonFinite) {
+    if (lead && !std::isfinite(loss) && !warnedNonFinite) {
       std::fprintf(stderr, "warning: the loss of step %ld is not finite: training "
                    "diverged (a lower --lr may help)\n", step + 1);
       warnedNonFinite = true;
@@ -451,6 +531,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   for (void *g : G)
     loomrt_free(dev, LOOMRT_MEM_DEVICE, g);
   ctx.release();
+  loomrt_comm_destroy(comm);
   loomrt_stream_destroy(s);
   loomrt_device_close(dev);
   return 0;

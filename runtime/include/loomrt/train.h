@@ -18,7 +18,12 @@ extern "C" {
  * #loom.init: 0 zeros, 1 ones, 2 normal(a, b), 3 uniform(a, b)); integer
  * buffers (step counters) start at zero. A parameter with from_weights set
  * starts from the program's weights file (an imported model's values);
- * init_kind is then what --init=random draws instead. */
+ * init_kind is then what --init=random draws instead.
+ * A ZeRO-3 parameter shard (num_members > 0) is this rank's block of the
+ * concatenation of its members (each described like a parameter and
+ * initialised the same way on every rank, in order), zero-padded to
+ * padded_numel elements and split evenly over the ranks; its own shape is
+ * the block's. */
 typedef struct loomrt_global_desc {
   const char *name;
   loomrt_dtype dtype;
@@ -28,6 +33,9 @@ typedef struct loomrt_global_desc {
   double a, b;
   int is_param;
   int from_weights;
+  size_t num_members;
+  const struct loomrt_global_desc *members;
+  int64_t padded_numel;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -36,7 +44,7 @@ typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 3
+#define LOOMRT_TRAIN_ABI 4
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -53,6 +61,13 @@ typedef struct loomrt_program {
   loomrt_status (*train_step)(loomrt_step_ctx c, void **globals,
                               const int64_t *tokens, const int64_t *targets,
                               void **loss);
+  /* Data parallelism: the ranks the step was compiled for (1: one) and its
+   * ZeRO stage (-1: not data-parallel). With world R the driver must be
+   * started on R ranks (mpirun -np R, or torchrun-style variables); rank r
+   * trains on rows [r*batch, (r+1)*batch) of each global batch of R*batch
+   * rows, so R ranks reproduce one rank with the global batch. */
+  int world;
+  int zero_stage;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
@@ -61,12 +76,15 @@ typedef struct loomrt_program {
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes);
 void loomrt_step_free(loomrt_step_ctx c, void *p);
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
+/* The world's communicator (one rank when not data-parallel). */
+loomrt_comm loomrt_step_comm(loomrt_step_ctx c);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
 
 /* The binary's main: parses the flags (--data, --steps, --lr, --seed,
  * --init, --weights, --log-json, --checkpoint-dir, --checkpoint-every,
- * --resume, --trace) and trains. Returns the process exit code. */
+ * --resume, --trace, --comm-timeout) and trains. Returns the process exit
+ * code. */
 int loomrt_train_main(int argc, char **argv, const loomrt_program *prog);
 
 #ifdef __cplusplus

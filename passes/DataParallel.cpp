@@ -1,0 +1,410 @@
+//===- DataParallel.cpp - loom-data-parallel ------------------------------===//
+//
+// Data parallelism with ZeRO partitioning (Rajbhandari et al., "ZeRO:
+// Memory Optimizations Toward Training Trillion Parameter Models", 2020,
+// §5): every rank runs @forward_backward on its own slice of the global
+// batch, then
+//   stage 0: gradients are averaged with an all-reduce (plain DDP);
+//   stage 1: gradients are all-reduced, each rank updates its 1/R shard of
+//            every bucket with its 1/R of the Adam state (P_os), and the
+//            updated shards are all-gathered back into the parameters;
+//   stage 2: as 1 but gradients are reduce-scattered (P_os+g): a rank only
+//            ever receives its shard of each reduced gradient;
+//   stage 3: as 2, and the parameters themselves persist as shards (P_os+g+p):
+//            @forward_backward all-gathers each bucket before its first use
+//            in the forward and again before its first use in the backward,
+//            so a gathered copy lives only around its uses.
+// Small tensors share buckets (flattened and concatenated, DDP's gradient
+// buckets), which also makes every bucket divisible by R (zero padding).
+// The loss is averaged over ranks so every rank reports the global loss.
+// Shapes are static: the per-rank batch is decided where the model's shapes
+// are made (loomc's generators divide the batch by the world size).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_DATAPARALLEL
+#include "passes/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+RankedTensorType flatType(RankedTensorType t, int64_t n) {
+  return RankedTensorType::get({n}, t.getElementType());
+}
+
+struct Member {
+  ParamOp param;
+  Value grad;       // from @forward_backward
+  AdamOp adam;      // the update it replaces (stages 1-3)
+  int64_t numel = 0;
+};
+
+struct Bucket {
+  SmallVector<Member> members;
+  int64_t numel = 0, padded = 0;
+};
+
+struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
+  using Base::Base;
+
+  ModuleOp module;
+  GroupAttr group;
+  int64_t world = 1;
+  StreamAttr comm;
+
+  LogicalResult fail(Operation *at, const Twine &msg) {
+    at->emitError() << "loom-data-parallel: " << msg;
+    return failure();
+  }
+
+  void runOnOperation() override {
+    module = getOperation();
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  /// Flatten each value to 1-D and concatenate, padding with zeros to `to`.
+  Value flatten(OpBuilder &b, Location loc, ArrayRef<Value> vals, int64_t to) {
+    SmallVector<Value> parts;
+    int64_t n = 0;
+    Type elt;
+    for (Value v : vals) {
+      auto t = cast<RankedTensorType>(v.getType());
+      elt = t.getElementType();
+      n += t.getNumElements();
+      parts.push_back(t.getRank() == 1 ? v
+                                       : ReshapeOp::create(b, loc, flatType(t, t.getNumElements()), v)
+                                             .getResult());
+    }
+    if (to > n) {
+      auto zt = RankedTensorType::get({to - n}, elt);
+      parts.push_back(arith::ConstantOp::create(
+          b, loc, zt, DenseElementsAttr::get(zt, b.getZeroAttr(elt))));
+    }
+    if (parts.size() == 1)
+      return parts[0];
+    return ConcatOp::create(b, loc, RankedTensorType::get({to}, elt), parts, 0);
+  }
+
+  /// The pieces of a flat bucket back in the members' shapes.
+  SmallVector<Value> unflatten(OpBuilder &b, Location loc, Value flat,
+                               ArrayRef<RankedTensorType> types) {
+    SmallVector<Value> out;
+    int64_t off = 0;
+    for (RankedTensorType t : types) {
+      int64_t n = t.getNumElements();
+      Value piece = SliceOp::create(b, loc, flatType(t, n), flat,
+                                    b.getDenseI64ArrayAttr({off}),
+                                    b.getDenseI64ArrayAttr({off + n}),
+                                    b.getDenseI64ArrayAttr({1}));
+      if (t.getRank() != 1)
+        piece = ReshapeOp::create(b, loc, t, piece);
+      out.push_back(piece);
+      off += n;
+    }
+    return out;
+  }
+
+  Value allReduceMean(OpBuilder &b, Location loc, Value v) {
+    auto op = AllReduceOp::create(b, loc, v.getType(), TokenType::get(b.getContext()), v,
+                                  ValueRange{}, group, ReduceKind::mean, comm);
+    WaitOp::create(b, loc, ValueRange{op.getToken()});
+    return op.getResult();
+  }
+  Value reduceScatterMean(OpBuilder &b, Location loc, Value v, int64_t shard) {
+    auto t = cast<RankedTensorType>(v.getType());
+    auto op = ReduceScatterOp::create(b, loc, flatType(t, shard), TokenType::get(b.getContext()),
+                                      v, ValueRange{}, group, ReduceKind::mean, comm);
+    WaitOp::create(b, loc, ValueRange{op.getToken()});
+    return op.getResult();
+  }
+  Value allGather(OpBuilder &b, Location loc, Value v, int64_t full) {
+    auto t = cast<RankedTensorType>(v.getType());
+    auto op = AllGatherOp::create(b, loc, flatType(t, full), TokenType::get(b.getContext()), v,
+                                  ValueRange{}, group, comm);
+    WaitOp::create(b, loc, ValueRange{op.getToken()});
+    return op.getResult();
+  }
+  Value shardOf(OpBuilder &b, Location loc, Value v, int64_t shard) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return ShardOp::create(b, loc, flatType(t, shard), v, group);
+  }
+
+  LogicalResult run() {
+    if (zeroStage < 0 || zeroStage > 3)
+      return fail(module, "zero-stage must be 0, 1, 2 or 3");
+    if (bucketSize < 1)
+      return fail(module, "bucket-size must be positive");
+    // The topology: the named one, or the module's only one.
+    TopologyOp topo;
+    for (TopologyOp t : module.getOps<TopologyOp>())
+      if (topology.empty() || t.getSymName() == topology) {
+        if (topo)
+          return fail(t, "several loom.topology ops: name one with topology=");
+        topo = t;
+      }
+    if (!topo)
+      return fail(module, topology.empty() ? "no loom.topology (loomc --topology)"
+                                           : "no loom.topology @" + topology);
+    MLIRContext *ctx = module.getContext();
+    group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()), topo.getLevels());
+    world = topo.getWorldSize();
+    comm = StreamAttr::get(ctx, StreamKind::comm, 0);
+
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step || !step.getBody().hasOneBlock())
+      return fail(module, "needs @train_step (run loom-attach-optimizer first)");
+    if (step->hasAttr("loom.data_parallel"))
+      return fail(step, "@train_step is already data-parallel");
+    func::CallOp call;
+    step.walk([&](func::CallOp c) {
+      if (c.getCallee() == "forward_backward")
+        call = c;
+    });
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    if (!call || !fb)
+      return fail(step, "@train_step must call @forward_backward");
+    auto names = fb->getAttrOfType<ArrayAttr>("loom.grad_params");
+    if (!names || call.getNumResults() != names.size() + 1)
+      return fail(fb, "@forward_backward must return the loss and one gradient per "
+                      "loom.grad_params entry");
+    step->setAttr("loom.data_parallel",
+                  DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "zero_stage"),
+                                                           IntegerAttr::get(IntegerType::get(ctx, 64), zeroStage)),
+                                            NamedAttribute(StringAttr::get(ctx, "world"),
+                                                           IntegerAttr::get(IntegerType::get(ctx, 64), world))}));
+
+    OpBuilder b(ctx);
+    Location loc = call.getLoc();
+    b.setInsertionPointAfter(call);
+    // The reported loss: the mean over ranks.
+    Value loss = call.getResult(0);
+    Value globalLoss = allReduceMean(b, loc, loss);
+    loss.replaceUsesWithIf(globalLoss, [&](OpOperand &u) {
+      return isa<func::ReturnOp>(u.getOwner());
+    });
+
+    // Members in parameter order, each with the op that consumes its grad.
+    SmallVector<Member> members;
+    for (auto [i, a] : llvm::enumerate(names)) {
+      auto p = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
+      if (!p)
+        return fail(fb, "'" + cast<FlatSymbolRefAttr>(a).getValue() + "' is not a loom.param");
+      Member m{p, call.getResult(i + 1), nullptr,
+               cast<RankedTensorType>(p.getType()).getNumElements()};
+      for (Operation *u : m.grad.getUsers())
+        if (auto adam = dyn_cast<AdamOp>(u))
+          m.adam = adam;
+      if (zeroStage >= 1 && !m.adam)
+        return fail(step, "zero-stage " + Twine(zeroStage) +
+                              " partitions Adam state: the gradient of '@" +
+                              p.getSymName() + "' does not feed a loom.adam "
+                              "(use --optimizer=adam|adamw, or zero-stage=0)");
+      if (m.adam && !m.grad.hasOneUse())
+        return fail(step, "the gradient of '@" + p.getSymName() + "' has other uses");
+      if (zeroStage >= 1 && !cast<RankedTensorType>(p.getType()).getElementType().isF32())
+        return fail(p, "ZeRO partitioning supports fp32 parameters (master weights)");
+      members.push_back(m);
+    }
+    // Buckets: consecutive members up to bucket-size elements.
+    SmallVector<Bucket> buckets;
+    for (Member &m : members) {
+      if (buckets.empty() || buckets.back().numel + m.numel > bucketSize)
+        buckets.emplace_back();
+      buckets.back().members.push_back(m);
+      buckets.back().numel += m.numel;
+    }
+    for (Bucket &bk : buckets)
+      bk.padded = (bk.numel + world - 1) / world * world;
+
+    if (zeroStage == 0)
+      return rewriteStage0(b, loc, buckets);
+    return rewritePartitioned(b, loc, step, fb, buckets);
+  }
+
+  LogicalResult rewriteStage0(OpBuilder &b, Location loc, MutableArrayRef<Bucket> buckets) {
+    for (Bucket &bk : buckets) {
+      SmallVector<Value> grads;
+      SmallVector<RankedTensorType> types;
+      for (Member &m : bk.members) {
+        grads.push_back(m.grad);
+        types.push_back(cast<RankedTensorType>(m.grad.getType()));
+      }
+      // The optimizer's uses of each gradient, before new ones appear.
+      SmallVector<SmallVector<OpOperand *>> uses;
+      for (Member &m : bk.members)
+        uses.push_back(llvm::to_vector(llvm::make_pointer_range(m.grad.getUses())));
+      Value avg = allReduceMean(b, loc, flatten(b, loc, grads, bk.numel));
+      for (auto [list, g] : llvm::zip(uses, unflatten(b, loc, avg, types)))
+        for (OpOperand *u : list)
+          u->set(g);
+    }
+    return success();
+  }
+
+  LogicalResult rewritePartitioned(OpBuilder &b, Location loc, func::FuncOp step,
+                                   func::FuncOp fb, MutableArrayRef<Bucket> buckets) {
+    MLIRContext *ctx = module.getContext();
+    auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
+    SmallVector<Operation *> dead;
+    for (auto [k, bk] : llvm::enumerate(buckets)) {
+      int64_t shard = bk.padded / world;
+      AdamOp first = bk.members.front().adam;
+      std::string base = "zero.bucket" + std::to_string(k);
+      auto shardType = RankedTensorType::get({shard}, b.getF32Type());
+      // Adam state (and at stage 3 the parameters) as this rank's shard.
+      OpBuilder mb(ctx);
+      mb.setInsertionPoint(bk.members.front().param);
+      auto declareState = [&](StringRef suffix, StateRole role) {
+        StateOp::create(mb, loc, mb.getStringAttr(base + suffix.str()), TypeAttr::get(shardType),
+                        StateRoleAttr::get(ctx, role), FlatSymbolRefAttr(), zeros);
+        return FlatSymbolRefAttr::get(ctx, base + suffix.str());
+      };
+      FlatSymbolRefAttr mSym = declareState(".exp_avg", StateRole::adam_m);
+      FlatSymbolRefAttr vSym = declareState(".exp_avg_sq", StateRole::adam_v);
+      FlatSymbolRefAttr pSym;
+      if (zeroStage == 3) {
+        SmallVector<Attribute> of;
+        for (Member &m : bk.members)
+          of.push_back(FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
+        auto p = ParamOp::create(mb, loc, mb.getStringAttr(base + ".params"),
+                                 TypeAttr::get(shardType), zeros, DenseElementsAttr());
+        p->setAttr("loom.shard_of", ArrayAttr::get(ctx, of));
+        p->setAttr("loom.padded", mb.getI64IntegerAttr(bk.padded));
+        pSym = FlatSymbolRefAttr::get(ctx, p.getSymName());
+        for (Member &m : bk.members)
+          m.param->setAttr("loom.sharded_into", pSym);
+      }
+
+      // The update, after the last member's old Adam op.
+      Operation *last = bk.members.back().adam;
+      for (Member &m : bk.members)
+        if (last->isBeforeInBlock(m.adam))
+          last = m.adam;
+      b.setInsertionPointAfter(last);
+      SmallVector<Value> grads, params;
+      SmallVector<RankedTensorType> types;
+      for (Member &m : bk.members) {
+        grads.push_back(m.grad);
+        types.push_back(cast<RankedTensorType>(m.param.getType()));
+      }
+      Value flatGrad = flatten(b, loc, grads, bk.padded);
+      Value gShard = zeroStage == 1 ? shardOf(b, loc, allReduceMean(b, loc, flatGrad), shard)
+                                    : reduceScatterMean(b, loc, flatGrad, shard);
+      Value pShard;
+      if (zeroStage == 3) {
+        pShard = LoadOp::create(b, loc, shardType, pSym).getResult();
+      } else {
+        for (Member &m : bk.members)
+          params.push_back(LoadOp::create(b, loc, m.param.getType(),
+                                          FlatSymbolRefAttr::get(m.param.getSymNameAttr())));
+        pShard = shardOf(b, loc, flatten(b, loc, params, bk.padded), shard);
+      }
+      Value mS = LoadOp::create(b, loc, shardType, mSym);
+      Value vS = LoadOp::create(b, loc, shardType, vSym);
+      auto adam = AdamOp::create(b, loc, TypeRange{shardType, shardType, shardType}, pShard,
+                                 gShard, mS, vS, first.getStep(), first.getLrAttr(),
+                                 first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
+                                 first.getWeightDecayAttr(), first.getDecoupledAttr(),
+                                 FlatSymbolRefAttr());
+      StoreOp::create(b, loc, adam.getNewExpAvg(), mSym);
+      StoreOp::create(b, loc, adam.getNewExpAvgSq(), vSym);
+      if (zeroStage == 3) {
+        StoreOp::create(b, loc, adam.getNewParam(), pSym);
+      } else {
+        Value full = allGather(b, loc, adam.getNewParam(), bk.padded);
+        for (auto [m, v] : llvm::zip(bk.members, unflatten(b, loc, full, types)))
+          StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
+      }
+      // The per-parameter update goes: its stores, the Adam op, its state.
+      for (Member &m : bk.members) {
+        for (Operation *u : m.adam->getUsers())
+          dead.push_back(u);
+        dead.push_back(m.adam);
+        for (Value in : {m.adam.getParam(), m.adam.getExpAvg(), m.adam.getExpAvgSq()})
+          if (Operation *d = in.getDefiningOp(); d && isa<LoadOp>(d))
+            dead.push_back(d);
+        for (StringRef suffix : {".exp_avg", ".exp_avg_sq"})
+          if (auto s = module.lookupSymbol<StateOp>((m.param.getSymName() + suffix).str()))
+            dead.push_back(s);
+      }
+    }
+    for (Operation *op : dead)
+      op->dropAllUses(), op->erase();
+    if (zeroStage == 3)
+      return gatherParamsInForwardBackward(fb, buckets);
+    return success();
+  }
+
+  /// Stage 3: every load of a sharded parameter in @forward_backward reads
+  /// an all-gather of its bucket, placed before the first use in the forward
+  /// and again before the first use in the backward.
+  LogicalResult gatherParamsInForwardBackward(func::FuncOp fb, MutableArrayRef<Bucket> buckets) {
+    Block &body = fb.getBody().front();
+    // The forward ends where the loss is computed.
+    Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+    if (!lossOp)
+      return fail(fb, "the loss of @forward_backward must be computed in it");
+    OpBuilder b(fb.getContext());
+    for (auto [k, bk] : llvm::enumerate(buckets)) {
+      auto pSym = FlatSymbolRefAttr::get(fb.getContext(), "zero.bucket" + std::to_string(k) + ".params");
+      int64_t shard = bk.padded / world;
+      SmallVector<RankedTensorType> types;
+      DenseMap<StringAttr, unsigned> index;
+      for (auto [i, m] : llvm::enumerate(bk.members)) {
+        types.push_back(cast<RankedTensorType>(m.param.getType()));
+        index[m.param.getSymNameAttr()] = unsigned(i);
+      }
+      // Uses of each member, split into forward and backward.
+      SmallVector<SmallVector<OpOperand *>> fwdUses(bk.members.size()), bwdUses(bk.members.size());
+      SmallVector<LoadOp> loads;
+      body.walk([&](LoadOp l) {
+        auto it = index.find(l.getNameAttr().getAttr());
+        if (it == index.end())
+          return;
+        loads.push_back(l);
+        for (OpOperand &u : l.getResult().getUses()) {
+          Operation *user = body.findAncestorOpInBlock(*u.getOwner());
+          bool backward = user != lossOp && lossOp->isBeforeInBlock(user);
+          (backward ? bwdUses : fwdUses)[it->second].push_back(&u);
+        }
+      });
+      auto gatherAt = [&](SmallVector<SmallVector<OpOperand *>> &uses) {
+        Operation *firstUser = nullptr;
+        for (auto &list : uses)
+          for (OpOperand *u : list) {
+            Operation *o = body.findAncestorOpInBlock(*u->getOwner());
+            if (!firstUser || o->isBeforeInBlock(firstUser))
+              firstUser = o;
+          }
+        if (!firstUser)
+          return;
+        b.setInsertionPoint(firstUser);
+        Location loc = firstUser->getLoc();
+        auto shardType = RankedTensorType::get({shard}, b.getF32Type());
+        Value mine = LoadOp::create(b, loc, shardType, pSym);
+        SmallVector<Value> pieces = unflatten(b, loc, allGather(b, loc, mine, bk.padded), types);
+        for (auto [i, list] : llvm::enumerate(uses))
+          for (OpOperand *u : list)
+            u->set(pieces[i]);
+      };
+      gatherAt(fwdUses);
+      gatherAt(bwdUses);
+      for (LoadOp l : loads) {
+        if (!l.getResult().use_empty())
+          return fail(l, "a use of a sharded parameter was not rewritten");
+        l.erase();
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace
