@@ -40,5 +40,9 @@ config.substitutions.append(("%python", sys.executable))
 # protoc (protobuf-compiler) rewrites ONNX test models in text form.
 if shutil.which("protoc") and os.path.exists("/usr/include/onnx/onnx.proto"):
     config.available_features.add("protoc")
+# Open MPI's launcher (scripts/setup.sh installs openmpi-bin): data-parallel
+# runs on several CPU ranks.
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")
 if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
     config.available_features.add("nvcc")

@@ -1,0 +1,116 @@
+// RUN: loom-opt %s --loom-data-parallel=zero-stage=0 | FileCheck %s --check-prefixes=ALL,Z0
+// RUN: loom-opt %s --loom-data-parallel=zero-stage=1 | FileCheck %s --check-prefixes=ALL,Z1
+// RUN: loom-opt %s --loom-data-parallel=zero-stage=2 | FileCheck %s --check-prefixes=ALL,Z2
+// RUN: loom-opt %s --loom-data-parallel=zero-stage=3 | FileCheck %s --check-prefixes=ALL,Z3
+// RUN: loom-opt %s --loom-data-parallel="zero-stage=1 bucket-size=6" | FileCheck %s --check-prefix=BUCKETS
+
+// Two parameters (6 + 3 elements) in one bucket over 2 ranks: padded to 10,
+// a shard of 5 per rank at stages 1-3.
+
+// Stages 1-3 replace the per-parameter Adam state by shard-sized state.
+// Z0-NOT: @zero.bucket0
+// Z1: loom.state @zero.bucket0.exp_avg : tensor<5xf32> role adam_m
+// Z1: loom.state @zero.bucket0.exp_avg_sq : tensor<5xf32> role adam_v
+// Z1-NOT: @w.exp_avg
+// Z3: loom.param @zero.bucket0.params : tensor<5xf32> {{.*}}{loom.padded = 10 : i64, loom.shard_of = [@w, @b]}
+// Z3: loom.param @w : {{.*}}{loom.sharded_into = @zero.bucket0.params}
+
+// Stage 3: the forward gathers the bucket before its first use and the
+// backward gathers it again.
+// Z3-LABEL: func.func @forward_backward
+// Z3: %[[S1:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
+// Z3: %[[F1:.*]], %[[T1:.*]] = loom.all_gather %[[S1]] over #loom.group<@world, ["rank"]> on comm : tensor<5xf32> -> tensor<10xf32>
+// Z3: loom.wait %[[T1]]
+// Z3: loom.slice %[[F1]] [0] [6] [1]
+// Z3: loom.matmul %arg0
+// Z3: loom.cross_entropy_grad
+// Z3: %[[S2:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
+// Z3: loom.all_gather %[[S2]]
+// Z3-NOT: loom.load @w
+
+// ALL-LABEL: func.func @train_step
+// ALL-SAME: loom.data_parallel = {world = 2 : i64, zero_stage = [[STAGE:[0-3]]] : i64}
+// ALL: %[[R:.*]]:3 = call @forward_backward
+// ALL: %[[LOSS:.*]], %[[LT:.*]] = loom.all_reduce %[[R]]#0 over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<f32> -> tensor<f32>
+// ALL: loom.wait %[[LT]]
+
+// Z0: %[[G:.*]] = loom.reshape %[[R]]#1 : tensor<3x2xf32> to tensor<6xf32>
+// Z0: %[[C:.*]] = loom.concat %[[G]], %[[R]]#2 dim 0 : tensor<6xf32>, tensor<3xf32> -> tensor<9xf32>
+// Z0: %[[A:.*]], %{{.*}} = loom.all_reduce %[[C]] {{.*}} reduce mean on comm : tensor<9xf32> -> tensor<9xf32>
+// Z0: %[[GW:.*]] = loom.slice %[[A]] [0] [6] [1]
+// Z0: %[[GW2:.*]] = loom.reshape %[[GW]] : tensor<6xf32> to tensor<3x2xf32>
+// Z0: %[[GB:.*]] = loom.slice %[[A]] [6] [9] [1]
+// Z0: loom.adam %{{.*}}, %[[GW2]], {{.*}} : tensor<3x2xf32>
+// Z0: loom.adam %{{.*}}, %[[GB]], {{.*}} : tensor<3xf32>
+
+// Z1: %[[C:.*]] = loom.concat {{.*}} -> tensor<10xf32>
+// Z1: %[[A:.*]], %{{.*}} = loom.all_reduce %[[C]] {{.*}} : tensor<10xf32> -> tensor<10xf32>
+// Z1: %[[GS:.*]] = loom.shard over #loom.group<@world, ["rank"]> %[[A]] : tensor<10xf32> -> tensor<5xf32>
+// Z1: %[[PS:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
+// Z1: loom.adam %[[PS]], %[[GS]], {{.*}} : tensor<5xf32>
+// Z1: %[[P:.*]], %{{.*}} = loom.all_gather %new_param {{.*}} : tensor<5xf32> -> tensor<10xf32>
+// Z1: loom.store {{.*}} to @w : tensor<3x2xf32>
+// Z1: loom.store {{.*}} to @b : tensor<3xf32>
+
+// Z2: %[[GS:.*]], %{{.*}} = loom.reduce_scatter {{.*}} reduce mean on comm : tensor<10xf32> -> tensor<5xf32>
+// Z2: loom.adam %{{.*}}, %[[GS]], {{.*}} : tensor<5xf32>
+// Z2: loom.all_gather
+
+// Z3: %[[GS:.*]], %{{.*}} = loom.reduce_scatter {{.*}} : tensor<10xf32> -> tensor<5xf32>
+// Z3: %[[PS:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
+// Z3: %[[NP:.*]], %{{.*}}, %{{.*}} = loom.adam %[[PS]], %[[GS]]
+// Z3: loom.store %[[NP]] to @zero.bucket0.params
+// Z3-NOT: loom.all_gather
+
+// ALL: return %[[LOSS]] : tensor<f32>
+
+// bucket-size=6: @w fills a bucket (6 elements, 3 per rank), @b gets its
+// own (3 elements padded to 4).
+// BUCKETS: loom.state @zero.bucket0.exp_avg : tensor<3xf32>
+// BUCKETS: loom.state @zero.bucket1.exp_avg : tensor<2xf32>
+// BUCKETS: loom.all_reduce {{.*}} : tensor<6xf32> -> tensor<6xf32>
+// BUCKETS: loom.all_reduce {{.*}} : tensor<4xf32> -> tensor<4xf32>
+
+loom.topology @world ["rank" = 2]
+loom.param @w : tensor<3x2xf32> init #loom.init<ones>
+loom.state @w.exp_avg : tensor<3x2xf32> role adam_m of @w init #loom.init<zeros>
+loom.state @w.exp_avg_sq : tensor<3x2xf32> role adam_v of @w init #loom.init<zeros>
+loom.param @b : tensor<3xf32> init #loom.init<zeros>
+loom.state @b.exp_avg : tensor<3xf32> role adam_m of @b init #loom.init<zeros>
+loom.state @b.exp_avg_sq : tensor<3xf32> role adam_v of @b init #loom.init<zeros>
+loom.state @optimizer.step : tensor<i64> role step init #loom.init<zeros>
+func.func @forward_backward(%x: tensor<4x2xf32>, %y: tensor<4xi64>) -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>) attributes {loom.grad_params = [@w, @b]} {
+  %w = loom.load @w : tensor<3x2xf32>
+  %b = loom.load @b : tensor<3xf32>
+  %h = loom.matmul %x, %w transpose_rhs : tensor<4x2xf32>, tensor<3x2xf32> -> tensor<4x3xf32>
+  %o = loom.add %h, %b : tensor<4x3xf32>, tensor<3xf32> -> tensor<4x3xf32>
+  %l = loom.cross_entropy %o, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %g = loom.cross_entropy_grad %o, %y, %one : tensor<4x3xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x3xf32>
+  %dx = loom.matmul %g, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+  %gb = loom.reduce sum %g [0] : tensor<4x3xf32> to tensor<3xf32>
+  %gw = loom.matmul %g, %x transpose_lhs : tensor<4x3xf32>, tensor<4x2xf32> -> tensor<3x2xf32>
+  return %l, %gw, %gb : tensor<f32>, tensor<3x2xf32>, tensor<3xf32>
+}
+func.func @train_step(%x: tensor<4x2xf32>, %y: tensor<4xi64>) -> tensor<f32> {
+  %r:3 = call @forward_backward(%x, %y) : (tensor<4x2xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>)
+  %s0 = loom.load @optimizer.step : tensor<i64>
+  %c1 = arith.constant dense<1> : tensor<i64>
+  %s = arith.addi %s0, %c1 : tensor<i64>
+  loom.store %s to @optimizer.step : tensor<i64>
+  %w = loom.load @w : tensor<3x2xf32>
+  %wm = loom.load @w.exp_avg : tensor<3x2xf32>
+  %wv = loom.load @w.exp_avg_sq : tensor<3x2xf32>
+  %w2, %wm2, %wv2 = loom.adam %w, %r#1, %wm, %wv step %s {decoupled, lr = 1.0e-03 : f64, weight_decay = 1.0e-02 : f64} : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<i64>
+  loom.store %w2 to @w : tensor<3x2xf32>
+  loom.store %wm2 to @w.exp_avg : tensor<3x2xf32>
+  loom.store %wv2 to @w.exp_avg_sq : tensor<3x2xf32>
+  %b = loom.load @b : tensor<3xf32>
+  %bm = loom.load @b.exp_avg : tensor<3xf32>
+  %bv = loom.load @b.exp_avg_sq : tensor<3xf32>
+  %b2, %bm2, %bv2 = loom.adam %b, %r#2, %bm, %bv step %s {decoupled, lr = 1.0e-03 : f64, weight_decay = 1.0e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<i64>
+  loom.store %b2 to @b : tensor<3xf32>
+  loom.store %bm2 to @b.exp_avg : tensor<3xf32>
+  loom.store %bv2 to @b.exp_avg_sq : tensor<3xf32>
+  return %r#0 : tensor<f32>
+}
