@@ -20,6 +20,17 @@ for b in 16 8; do
   "$BIN/loomc" --model "$gpt2,batch=$b" --target=cuda --precision=bf16 --compile-to=cpp \
     -o "$GEN/gpt2_124m_b${b}_bf16_cuda.cpp"
 done
+# Data parallelism on 2 GPUs (bench/run-dp.sh): a small GPT for the loss
+# match (one GPU with the global batch vs 2 ranks at ZeRO 0 and 3) and GPT-2
+# 124M (global batch 16) for the step time of stage 0 vs stage 3.
+dps=gpt:layers=2,d_model=64,heads=4,vocab=256,seq=32,batch=8
+"$BIN/loomc" --model "$dps" --target=cuda --precision=bf16 --compile-to=cpp -o "$GEN/dp_small_1gpu_cuda.cpp"
+for z in 0 3; do
+  "$BIN/loomc" --model "$dps" --target=cuda --precision=bf16 --topology=gpu=2 --zero-stage=$z \
+    --compile-to=cpp -o "$GEN/dp_small_z${z}_cuda.cpp"
+  "$BIN/loomc" --model "$gpt2,batch=16" --target=cuda --precision=bf16 --topology=gpu=2 \
+    --zero-stage=$z --compile-to=cpp -o "$GEN/dp_gpt2_z${z}_cuda.cpp"
+done
 # GPT-2- and Llama-style models exported from PyTorch, with their weights.
 /usr/bin/python3 - "$GEN" <<'PY' 2>/dev/null
 import sys, torch
