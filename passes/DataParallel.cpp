@@ -112,16 +112,80 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     return out;
   }
 
+  /// A gradient reduction issued without waiting: all-reduce (stages 0, 1)
+  /// or reduce-scatter (2, 3), mean over the ranks.
+  std::pair<Value, Value> issueReduction(OpBuilder &b, Location loc, Value v, int64_t shard) {
+    auto tok = TokenType::get(b.getContext());
+    if (zeroStage <= 1) {
+      auto op = AllReduceOp::create(b, loc, v.getType(), tok, v, ValueRange{}, group,
+                                    ReduceKind::mean, comm);
+      return {op.getResult(), op.getToken()};
+    }
+    auto t = cast<RankedTensorType>(v.getType());
+    auto op = ReduceScatterOp::create(b, loc, flatType(t, shard), tok, v, ValueRange{}, group,
+                                      ReduceKind::mean, comm);
+    return {op.getResult(), op.getToken()};
+  }
+
+  /// Moves each bucket's gradient reduction into @forward_backward, right
+  /// after the last of its gradients is computed, so the collective overlaps
+  /// the rest of the backward (PyTorch DDP's bucketed overlap, Li et al.
+  /// 2020 §3.2.3); one wait before the return. The reduced buckets become
+  /// extra results, and the call in @train_step is rebuilt to receive them.
+  /// Returns the reduced bucket of each bucket as seen in @train_step.
+  FailureOr<SmallVector<Value>> reduceInBackward(func::FuncOp fb, func::CallOp &call,
+                                                 MutableArrayRef<Bucket> buckets) {
+    Block &body = fb.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder b(fb.getContext());
+    SmallVector<Value> reduced, tokens;
+    unsigned gi = 1;
+    for (Bucket &bk : buckets) {
+      SmallVector<Value> grads;
+      Operation *last = nullptr;
+      for (size_t i = 0; i < bk.members.size(); ++i, ++gi) {
+        Value g = ret.getOperand(gi);
+        grads.push_back(g);
+        Operation *d = g.getDefiningOp();
+        if (!d)
+          return (void)fail(fb, "a gradient of @forward_backward is an argument"), failure();
+        if (!last || last->isBeforeInBlock(d))
+          last = d;
+      }
+      b.setInsertionPointAfter(last);
+      Location loc = last->getLoc();
+      int64_t to = zeroStage == 0 ? bk.numel : bk.padded;
+      auto [r, t] = issueReduction(b, loc, flatten(b, loc, grads, to), bk.padded / world);
+      reduced.push_back(r);
+      tokens.push_back(t);
+    }
+    b.setInsertionPoint(ret);
+    WaitOp::create(b, ret.getLoc(), tokens);
+    SmallVector<Value> results(ret.getOperands());
+    results.append(reduced);
+    ret->setOperands(results);
+    fb.setFunctionType(FunctionType::get(fb.getContext(), fb.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    // The call, with the extra results.
+    b.setInsertionPoint(call);
+    auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());
+    for (auto [o, n] : llvm::zip(call.getResults(), newCall.getResults()))
+      o.replaceAllUsesWith(n);
+    call.erase();
+    call = newCall;
+    unsigned mi = 1;
+    for (Bucket &bk : buckets)
+      for (Member &m : bk.members)
+        m.grad = newCall.getResult(mi++);
+    SmallVector<Value> out;
+    for (size_t k = 0; k < buckets.size(); ++k)
+      out.push_back(newCall.getResult(mi + k));
+    return out;
+  }
+
   Value allReduceMean(OpBuilder &b, Location loc, Value v) {
     auto op = AllReduceOp::create(b, loc, v.getType(), TokenType::get(b.getContext()), v,
                                   ValueRange{}, group, ReduceKind::mean, comm);
-    WaitOp::create(b, loc, ValueRange{op.getToken()});
-    return op.getResult();
-  }
-  Value reduceScatterMean(OpBuilder &b, Location loc, Value v, int64_t shard) {
-    auto t = cast<RankedTensorType>(v.getType());
-    auto op = ReduceScatterOp::create(b, loc, flatType(t, shard), TokenType::get(b.getContext()),
-                                      v, ValueRange{}, group, ReduceKind::mean, comm);
     WaitOp::create(b, loc, ValueRange{op.getToken()});
     return op.getResult();
   }
@@ -224,13 +288,18 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     for (Bucket &bk : buckets)
       bk.padded = (bk.numel + world - 1) / world * world;
 
+    FailureOr<SmallVector<Value>> reduced = reduceInBackward(fb, call, buckets);
+    if (failed(reduced))
+      return failure();
+    b.setInsertionPointAfter(globalLoss.getDefiningOp()->getNextNode()); // after its wait
     if (zeroStage == 0)
-      return rewriteStage0(b, loc, buckets);
-    return rewritePartitioned(b, loc, step, fb, buckets);
+      return rewriteStage0(b, loc, buckets, *reduced);
+    return rewritePartitioned(b, loc, step, fb, buckets, *reduced);
   }
 
-  LogicalResult rewriteStage0(OpBuilder &b, Location loc, MutableArrayRef<Bucket> buckets) {
-    for (Bucket &bk : buckets) {
+  LogicalResult rewriteStage0(OpBuilder &b, Location loc, MutableArrayRef<Bucket> buckets,
+                              ArrayRef<Value> reduced) {
+    for (auto [bk, avg] : llvm::zip(buckets, reduced)) {
       SmallVector<Value> grads;
       SmallVector<RankedTensorType> types;
       for (Member &m : bk.members) {
@@ -241,7 +310,6 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       SmallVector<SmallVector<OpOperand *>> uses;
       for (Member &m : bk.members)
         uses.push_back(llvm::to_vector(llvm::make_pointer_range(m.grad.getUses())));
-      Value avg = allReduceMean(b, loc, flatten(b, loc, grads, bk.numel));
       for (auto [list, g] : llvm::zip(uses, unflatten(b, loc, avg, types)))
         for (OpOperand *u : list)
           u->set(g);
@@ -250,7 +318,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   }
 
   LogicalResult rewritePartitioned(OpBuilder &b, Location loc, func::FuncOp step,
-                                   func::FuncOp fb, MutableArrayRef<Bucket> buckets) {
+                                   func::FuncOp fb, MutableArrayRef<Bucket> buckets,
+                                   ArrayRef<Value> reduced) {
     MLIRContext *ctx = module.getContext();
     auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
     SmallVector<Operation *> dead;
@@ -295,9 +364,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         grads.push_back(m.grad);
         types.push_back(cast<RankedTensorType>(m.param.getType()));
       }
-      Value flatGrad = flatten(b, loc, grads, bk.padded);
-      Value gShard = zeroStage == 1 ? shardOf(b, loc, allReduceMean(b, loc, flatGrad), shard)
-                                    : reduceScatterMean(b, loc, flatGrad, shard);
+      Value gShard = zeroStage == 1 ? shardOf(b, loc, reduced[k], shard) : reduced[k];
       Value pShard;
       if (zeroStage == 3) {
         pShard = LoadOp::create(b, loc, shardType, pSym).getResult();

@@ -275,7 +275,8 @@ private:
     body.clear();
     os = std::make_unique<llvm::raw_string_ostream>(body);
     *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n"
-        << "  loomrt_comm comm = loomrt_step_comm(c);\n  (void)comm;\n";
+        << "  loomrt_comm comm = loomrt_step_comm(c);\n  (void)comm;\n"
+        << "  loomrt_stream cs = loomrt_step_comm_stream(c);\n  (void)cs;\n";
     if (failed(checkLoadsBeforeStores(fn)))
       return failure();
     root.clear();
@@ -283,9 +284,24 @@ private:
     owned.clear();
     live.clear();
     lastUser.clear();
+    deferred.clear();
     for (Operation &op : fn.getBody().front())
       for (Value v : op.getOperands())
         lastUser[v] = &op;
+    // An asynchronous collective reads its input on the comm stream until
+    // its token is waited: the input goes back to the arena (where the
+    // compute stream may reuse it) only after that wait.
+    for (Operation &op : fn.getBody().front()) {
+      auto async = dyn_cast<AsyncOpInterface>(op);
+      if (!async || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op))
+        continue;
+      for (Operation *w : async.getAsyncToken().getUsers())
+        for (Value v : op.getOperands())
+          if (lastUser.lookup(v) && lastUser[v]->isBeforeInBlock(w)) {
+            lastUser[v] = w;
+            deferred[w].push_back(v);
+          }
+    }
     for (Operation &op : fn.getBody().front()) {
       if (failed(emit(&op)))
         return failure();
@@ -352,7 +368,10 @@ private:
         *os << "  loomrt_step_free(c, " << r << ");\n";
     };
     llvm::SmallPtrSet<void *, 8> seen;
-    for (Value v : op->getOperands()) {
+    SmallVector<Value> operands(op->getOperands());
+    if (auto it = deferred.find(op); it != deferred.end())
+      operands.append(it->second);
+    for (Value v : operands) {
       if (lastUser.lookup(v) != op || !seen.insert(v.getAsOpaquePointer()).second ||
           !names.count(v))
         continue;
@@ -373,6 +392,19 @@ private:
       std::string r = rootOf(name(v));
       t.push_back(owned.count(r) && count[r] == 1);
     }
+  }
+  /// The comm stream waits for the compute stream, runs `callText`, and
+  /// records the op's token.
+  LogicalResult collective(Operation *op, Value token, const std::string &callText) {
+    std::string ready = fresh(), t = fresh();
+    *os << "  loomrt_event " << ready << " = loomrt_step_event(c);\n";
+    call("loomrt_event_record(" + ready + ", s)");
+    call("loomrt_stream_wait_event(cs, " + ready + ")");
+    call(callText);
+    *os << "  loomrt_event " << t << " = loomrt_step_event(c);\n";
+    call("loomrt_event_record(" + t + ", cs)");
+    names[token] = t;
+    return success();
   }
   static std::string reduceOf(ReduceKind k) {
     switch (k) {
@@ -707,33 +739,43 @@ private:
         })
         .Case([&](ReduceOp o) { return reduce(o); })
         .Case([&](AdamOp o) { return adam(o); })
-        // Collectives run on the step's stream through the communicator the
-        // driver made (one rank: copies); their tokens need no wait then.
-        .Case([&](WaitOp) { return success(); })
+        // Collectives run on the comm stream through the communicator the
+        // driver made (one rank: copies), after the compute stream reaches
+        // them; their token is an event, which a loom.wait makes the
+        // compute stream wait for (not the host).
+        .Case([&](WaitOp o) {
+          for (Value t : o.getTokens())
+            call("loomrt_stream_wait_event(s, " + name(t) + ")");
+          return success();
+        })
         .Case([&](AllReduceOp o) {
           if (failed(checkWholeWorld(o, o.getGroup())))
             return failure();
           std::string n = alloc(o.getResult());
-          call("loomrt_all_reduce(comm, s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
-               n + ", " + std::to_string(numel(o.getInput())) + ", " + reduceOf(o.getReduce()) + ")");
-          return success();
+          return collective(o, o.getToken(),
+                            "loomrt_all_reduce(comm, cs, " + dt(o.getInput()) + ", " +
+                                name(o.getInput()) + ", " + n + ", " +
+                                std::to_string(numel(o.getInput())) + ", " +
+                                reduceOf(o.getReduce()) + ")");
         })
         .Case([&](ReduceScatterOp o) {
           if (failed(checkWholeWorld(o, o.getGroup())))
             return failure();
           std::string n = alloc(o.getResult());
-          call("loomrt_reduce_scatter(comm, s, " + dt(o.getInput()) + ", " + name(o.getInput()) +
-               ", " + n + ", " + std::to_string(numel(o.getResult())) + ", " +
-               reduceOf(o.getReduce()) + ")");
-          return success();
+          return collective(o, o.getToken(),
+                            "loomrt_reduce_scatter(comm, cs, " + dt(o.getInput()) + ", " +
+                                name(o.getInput()) + ", " + n + ", " +
+                                std::to_string(numel(o.getResult())) + ", " +
+                                reduceOf(o.getReduce()) + ")");
         })
         .Case([&](AllGatherOp o) {
           if (failed(checkWholeWorld(o, o.getGroup())))
             return failure();
           std::string n = alloc(o.getResult());
-          call("loomrt_all_gather(comm, s, " + dt(o.getInput()) + ", " + name(o.getInput()) + ", " +
-               n + ", " + std::to_string(numel(o.getInput())) + ")");
-          return success();
+          return collective(o, o.getToken(),
+                            "loomrt_all_gather(comm, cs, " + dt(o.getInput()) + ", " +
+                                name(o.getInput()) + ", " + n + ", " +
+                                std::to_string(numel(o.getInput())) + ")");
         })
         .Case([&](ShardOp o) {
           // A view: this rank's block of the input.
@@ -949,6 +991,7 @@ private:
   llvm::StringSet<> owned;
   llvm::StringMap<int> live;
   llvm::DenseMap<Value, Operation *> lastUser;
+  llvm::DenseMap<Operation *, SmallVector<Value>> deferred;
   llvm::StringMap<std::vector<bool>> transfers;
   std::string constants, decls, bodies, body;
   std::unique_ptr<llvm::raw_string_ostream> os;

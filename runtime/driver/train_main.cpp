@@ -22,6 +22,11 @@ struct loomrt_step_ctx_t {
   loomrt_device dev;
   loomrt_stream stream;
   loomrt_comm comm = nullptr;
+  // Collectives run on their own stream, ordered against the compute
+  // stream by events from a pool that every step reuses.
+  loomrt_stream commStream = nullptr;
+  std::vector<loomrt_event> events;
+  size_t nextEvent = 0;
   float lrOverride; // < 0: none
   std::vector<std::pair<void *, size_t>> blocks;
   size_t block = 0, used = 0;
@@ -74,13 +79,26 @@ struct loomrt_step_ctx_t {
       n += b.second;
     return n;
   }
+  loomrt_event event() {
+    if (nextEvent == events.size()) {
+      loomrt_event e;
+      if (loomrt_event_create(dev, &e) != LOOMRT_OK)
+        return nullptr;
+      events.push_back(e);
+    }
+    return events[nextEvent++];
+  }
   void reset() {
+    nextEvent = 0;
     block = used = 0;
     freeChunks.clear();
     chunkSize.clear();
   }
-  /// Frees the arena; must run before the device is closed.
+  /// Frees the arena and the events; must run before the device is closed.
   void release() {
+    for (loomrt_event e : events)
+      loomrt_event_destroy(e);
+    events.clear();
     for (auto &b : blocks)
       loomrt_free(dev, LOOMRT_MEM_DEVICE, b.first);
     blocks.clear();
@@ -93,6 +111,8 @@ void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes
 void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
+loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c) { return c->commStream; }
+loomrt_event loomrt_step_event(loomrt_step_ctx c) { return c->event(); }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
 }
@@ -356,6 +376,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   ctx.comm = comm;
   ctx.lrOverride = float(f.lr);
   TRY(loomrt_stream_create(dev, &ctx.stream), "creating a stream");
+  TRY(loomrt_stream_create(dev, &ctx.commStream), "creating a stream");
   loomrt_stream s = ctx.stream;
 
   // Parameters and state: initialised in declaration order from --seed,
@@ -532,6 +553,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     loomrt_free(dev, LOOMRT_MEM_DEVICE, g);
   ctx.release();
   loomrt_comm_destroy(comm);
+  loomrt_stream_destroy(ctx.commStream);
   loomrt_stream_destroy(s);
   loomrt_device_close(dev);
   return 0;

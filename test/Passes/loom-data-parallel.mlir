@@ -15,9 +15,16 @@
 // Z3: loom.param @zero.bucket0.params : tensor<5xf32> {{.*}}{loom.padded = 10 : i64, loom.shard_of = [@w, @b]}
 // Z3: loom.param @w : {{.*}}{loom.sharded_into = @zero.bucket0.params}
 
+// Gradients are reduced inside @forward_backward as soon as a bucket's last
+// gradient exists (overlapping the rest of the backward), waited before the
+// return, and handed to @train_step as an extra result.
+// ALL-LABEL: func.func @forward_backward
+// Z0-SAME: -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>, tensor<9xf32>)
+// Z1-SAME: -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>, tensor<10xf32>)
+// Z2-SAME: -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>, tensor<5xf32>)
+
 // Stage 3: the forward gathers the bucket before its first use and the
 // backward gathers it again.
-// Z3-LABEL: func.func @forward_backward
 // Z3: %[[S1:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
 // Z3: %[[F1:.*]], %[[T1:.*]] = loom.all_gather %[[S1]] over #loom.group<@world, ["rank"]> on comm : tensor<5xf32> -> tensor<10xf32>
 // Z3: loom.wait %[[T1]]
@@ -28,48 +35,57 @@
 // Z3: loom.all_gather %[[S2]]
 // Z3-NOT: loom.load @w
 
+// ALL: %[[GW:.*]] = loom.matmul %{{.*}}, %arg0 transpose_lhs
+// ALL: %[[FW:.*]] = loom.reshape %[[GW]] : tensor<3x2xf32> to tensor<6xf32>
+// Z0: %[[C:.*]] = loom.concat %[[FW]], %{{.*}} dim 0 : tensor<6xf32>, tensor<3xf32> -> tensor<9xf32>
+// Z0: %[[A:.*]], %[[AT:.*]] = loom.all_reduce %[[C]] over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<9xf32> -> tensor<9xf32>
+// Z1: %[[C:.*]] = loom.concat %[[FW]], %{{.*}}, %{{.*}} dim 0 : tensor<6xf32>, tensor<3xf32>, tensor<1xf32> -> tensor<10xf32>
+// Z1: %[[A:.*]], %[[AT:.*]] = loom.all_reduce %[[C]] {{.*}} : tensor<10xf32> -> tensor<10xf32>
+// Z2: %[[A:.*]], %[[AT:.*]] = loom.reduce_scatter {{.*}} reduce mean on comm : tensor<10xf32> -> tensor<5xf32>
+// Z3: %[[A:.*]], %[[AT:.*]] = loom.reduce_scatter {{.*}} reduce mean on comm : tensor<10xf32> -> tensor<5xf32>
+// ALL: loom.wait %[[AT]]
+// ALL: return %{{.*}}, %[[GW]], %{{.*}}, %[[A]]
+
 // ALL-LABEL: func.func @train_step
 // ALL-SAME: loom.data_parallel = {world = 2 : i64, zero_stage = [[STAGE:[0-3]]] : i64}
-// ALL: %[[R:.*]]:3 = call @forward_backward
+// ALL: %[[R:.*]]:4 = call @forward_backward
 // ALL: %[[LOSS:.*]], %[[LT:.*]] = loom.all_reduce %[[R]]#0 over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<f32> -> tensor<f32>
 // ALL: loom.wait %[[LT]]
 
-// Z0: %[[G:.*]] = loom.reshape %[[R]]#1 : tensor<3x2xf32> to tensor<6xf32>
-// Z0: %[[C:.*]] = loom.concat %[[G]], %[[R]]#2 dim 0 : tensor<6xf32>, tensor<3xf32> -> tensor<9xf32>
-// Z0: %[[A:.*]], %{{.*}} = loom.all_reduce %[[C]] {{.*}} reduce mean on comm : tensor<9xf32> -> tensor<9xf32>
-// Z0: %[[GW:.*]] = loom.slice %[[A]] [0] [6] [1]
+// Z0: %[[GW:.*]] = loom.slice %[[R]]#3 [0] [6] [1]
 // Z0: %[[GW2:.*]] = loom.reshape %[[GW]] : tensor<6xf32> to tensor<3x2xf32>
-// Z0: %[[GB:.*]] = loom.slice %[[A]] [6] [9] [1]
+// Z0: %[[GB:.*]] = loom.slice %[[R]]#3 [6] [9] [1]
 // Z0: loom.adam %{{.*}}, %[[GW2]], {{.*}} : tensor<3x2xf32>
 // Z0: loom.adam %{{.*}}, %[[GB]], {{.*}} : tensor<3xf32>
 
-// Z1: %[[C:.*]] = loom.concat {{.*}} -> tensor<10xf32>
-// Z1: %[[A:.*]], %{{.*}} = loom.all_reduce %[[C]] {{.*}} : tensor<10xf32> -> tensor<10xf32>
-// Z1: %[[GS:.*]] = loom.shard over #loom.group<@world, ["rank"]> %[[A]] : tensor<10xf32> -> tensor<5xf32>
+// Z1: %[[GS:.*]] = loom.shard over #loom.group<@world, ["rank"]> %[[R]]#3 : tensor<10xf32> -> tensor<5xf32>
 // Z1: %[[PS:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
 // Z1: loom.adam %[[PS]], %[[GS]], {{.*}} : tensor<5xf32>
 // Z1: %[[P:.*]], %{{.*}} = loom.all_gather %new_param {{.*}} : tensor<5xf32> -> tensor<10xf32>
 // Z1: loom.store {{.*}} to @w : tensor<3x2xf32>
 // Z1: loom.store {{.*}} to @b : tensor<3xf32>
 
-// Z2: %[[GS:.*]], %{{.*}} = loom.reduce_scatter {{.*}} reduce mean on comm : tensor<10xf32> -> tensor<5xf32>
-// Z2: loom.adam %{{.*}}, %[[GS]], {{.*}} : tensor<5xf32>
+// Z2: loom.adam %{{.*}}, %[[R]]#3, {{.*}} : tensor<5xf32>
 // Z2: loom.all_gather
 
-// Z3: %[[GS:.*]], %{{.*}} = loom.reduce_scatter {{.*}} : tensor<10xf32> -> tensor<5xf32>
 // Z3: %[[PS:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
-// Z3: %[[NP:.*]], %{{.*}}, %{{.*}} = loom.adam %[[PS]], %[[GS]]
+// Z3: %[[NP:.*]], %{{.*}}, %{{.*}} = loom.adam %[[PS]], %[[R]]#3
 // Z3: loom.store %[[NP]] to @zero.bucket0.params
 // Z3-NOT: loom.all_gather
 
 // ALL: return %[[LOSS]] : tensor<f32>
 
 // bucket-size=6: @w fills a bucket (6 elements, 3 per rank), @b gets its
-// own (3 elements padded to 4).
+// own (3 elements padded to 4). @b's gradient is computed first, so its
+// bucket is reduced while @w's gradient is still being computed.
 // BUCKETS: loom.state @zero.bucket0.exp_avg : tensor<3xf32>
 // BUCKETS: loom.state @zero.bucket1.exp_avg : tensor<2xf32>
-// BUCKETS: loom.all_reduce {{.*}} : tensor<6xf32> -> tensor<6xf32>
-// BUCKETS: loom.all_reduce {{.*}} : tensor<4xf32> -> tensor<4xf32>
+// BUCKETS-LABEL: func.func @forward_backward
+// BUCKETS: loom.reduce sum
+// BUCKETS: %{{.*}}, %[[T1:.*]] = loom.all_reduce {{.*}} : tensor<4xf32> -> tensor<4xf32>
+// BUCKETS-NEXT: loom.matmul %{{.*}}, %arg0 transpose_lhs
+// BUCKETS: %{{.*}}, %[[T0:.*]] = loom.all_reduce {{.*}} : tensor<6xf32> -> tensor<6xf32>
+// BUCKETS: loom.wait %[[T0]], %[[T1]]
 
 loom.topology @world ["rank" = 2]
 loom.param @w : tensor<3x2xf32> init #loom.init<ones>

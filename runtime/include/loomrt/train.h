@@ -76,8 +76,12 @@ typedef struct loomrt_program {
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes);
 void loomrt_step_free(loomrt_step_ctx c, void *p);
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
-/* The world's communicator (one rank when not data-parallel). */
+/* The world's communicator (one rank when not data-parallel), the stream
+ * collectives run on, and an event valid for the current step (from a pool
+ * the driver reuses every step; NULL when none can be created). */
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c);
+loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c);
+loomrt_event loomrt_step_event(loomrt_step_ctx c);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
 
