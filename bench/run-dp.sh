@@ -21,7 +21,7 @@ cmake -G Ninja -S bench -B build-bench -DLOOMRT_NCCL_ROOT="$NCCL_ROOT" > "$OUT/c
 grep "collectives over" "$OUT/cmake.log"
 RT="$PWD/build-bench/runtime"
 for f in dp_small_1gpu_cuda dp_small_z0_cuda dp_small_z3_cuda dp_gpt2_z0_cuda dp_gpt2_z3_cuda \
-         gpt2_124m_b16_bf16_cuda; do
+         gpt2_124m_b16_bf16_cuda gpt2_124m_b8_bf16_cuda; do
   [ -f "$GEN/$f.cpp" ] || continue
   { c++ -O2 -std=c++17 -I runtime/include "$GEN/$f.cpp" -o "/tmp/$f" -L"$RT" -lloomrt \
       -Wl,-rpath,"$RT" 2> "$OUT/$f.compile.log" || echo "compiling $f failed"; } &
@@ -87,6 +87,7 @@ echo "== GPT-2 124M bf16, global batch 16 x 1024: tokens/s"
 import numpy as np; np.random.seed(0)
 np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')";
     /tmp/gpt2_124m_b16_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1.jsonl" > "$OUT/g1.txt" 2>&1; }
+/tmp/gpt2_124m_b8_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1b8.jsonl" > "$OUT/g1b8.txt" 2>&1
 for z in 0 3; do
   rm -f "$OUT/g2_z$z.jsonl"
   launch 2 "$OUT/g2_z$z" /tmp/dp_gpt2_z${z}_cuda --data /tmp/tok50k.bin --steps 8 \
@@ -98,12 +99,13 @@ out = sys.argv[1]
 def row(name, f, extra=""):
     try:
         r = [json.loads(l) for l in open(f)][2:]
-        mem = open(f.replace(".jsonl", ".txt") if "g1" in f else f.replace(".jsonl", ".0")).read().strip().splitlines()[-1]
+        mem = open(f.replace(".jsonl", ".txt") if "/g1" in f else f.replace(".jsonl", ".0")).read().strip().splitlines()[-1]
         print(f"  {name:28} {statistics.median(x['step_ms'] for x in r):8.1f} ms/step "
               f"{statistics.median(x['tokens_per_s'] for x in r):10.0f} tokens/s  ({mem})")
     except Exception as e:
         print(f"  {name:28} failed: {e}")
 row("1 GPU, batch 16", f"{out}/g1.jsonl")
+row("1 GPU, batch 8", f"{out}/g1b8.jsonl")
 row("2 GPUs, ZeRO 0, 8 per GPU", f"{out}/g2_z0.jsonl")
 row("2 GPUs, ZeRO 3, 8 per GPU", f"{out}/g2_z3.jsonl")
 PY
