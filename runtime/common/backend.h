@@ -107,6 +107,7 @@ struct BackendOps {
   loomrt_status (*adam_bf16grad)(void *stream, const loomrt_adam_config *cfg,
                                  float *p, const uint16_t *g, float *m,
                                  float *v, uint16_t *pOut, size_t n);
+  loomrt_status (*memory_info)(void *state, size_t *free, size_t *total);
   const KernelOps *kernels;
 };
 

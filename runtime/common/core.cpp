@@ -99,6 +99,13 @@ void loomrt_device_close(loomrt_device dev) {
 
 loomrt_backend loomrt_device_backend(loomrt_device dev) { return dev->kind; }
 
+loomrt_status loomrt_device_memory(loomrt_device dev, size_t *freeBytes,
+                                   size_t *total) {
+  if (!dev || !freeBytes || !total)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "device_memory: null argument");
+  return dev->ops->memory_info(dev->state, freeBytes, total);
+}
+
 loomrt_status loomrt_alloc(loomrt_device dev, loomrt_mem_space space,
                            size_t bytes, void **out) {
   if (!dev || !out)

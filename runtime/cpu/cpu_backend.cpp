@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <omp.h>
 
 namespace loomrt {
@@ -103,12 +104,23 @@ loomrt_status cpuAdamBf16(void *, const loomrt_adam_config *cfg, float *p,
   return LOOMRT_OK;
 }
 
+/// Host memory: physical pages in total and available now.
+loomrt_status cpuMemoryInfo(void *, size_t *freeBytes, size_t *total) {
+  long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES),
+       avail = sysconf(_SC_AVPHYS_PAGES);
+  if (page <= 0 || pages <= 0)
+    return fail(LOOMRT_ERR_BACKEND, "device_memory: sysconf failed");
+  *total = size_t(page) * size_t(pages);
+  *freeBytes = avail > 0 ? size_t(page) * size_t(avail) : 0;
+  return LOOMRT_OK;
+}
+
 const BackendOps kCpuOps = {
     "cpu",          cpuDeviceCount, cpuInit,         cpuFini,
     cpuAlloc,       cpuFree,        cpuStreamCreate, cpuStreamDestroy,
     cpuStreamSync,  cpuMemcpy,      cpuEventCreate,  cpuEventDestroy,
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
-    cpuAdam,        cpuAdamBf16,    cpuKernels(),
+    cpuAdam,        cpuAdamBf16,    cpuMemoryInfo,   cpuKernels(),
 };
 
 } // namespace

@@ -30,6 +30,7 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuGetLastError cudaGetLastError
 #define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemGetInfo cudaMemGetInfo
 #define gpuMallocAsync cudaMallocAsync
 #define gpuFreeAsync cudaFreeAsync
 #define gpuMemcpyDtoHAsync(d, s, n, st) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToHost, (st))

@@ -211,6 +211,11 @@ loomrt_status gpuAdamBf16(void *stream, const loomrt_adam_config *cfg,
   return launchAdam<uint16_t>(stream, cfg, p, g, m, v, pOut, n);
 }
 
+loomrt_status gpuMemoryInfo(void *state, size_t *freeBytes, size_t *total) {
+  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  return check(gpuMemGetInfo(freeBytes, total), "device memory");
+}
+
 const BackendOps kGpuOps = {
     LOOMRT_GPU_VENDOR,  gpuCount,          gpuInit,
     gpuFini,            gpuAllocImpl,      gpuFreeImpl,
@@ -218,7 +223,7 @@ const BackendOps kGpuOps = {
     gpuMemcpyImpl,      gpuEventCreateImpl, gpuEventDestroyImpl,
     gpuEventRecordImpl, gpuWaitEventImpl,  gpuEventSyncImpl,
     gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
-    cudaKernels(),
+    gpuMemoryInfo,      cudaKernels(),
 };
 
 } // namespace

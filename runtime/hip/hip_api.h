@@ -32,6 +32,7 @@ using gpuEvent_t = hipEvent_t;
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuGetLastError hipGetLastError
 #define gpuMemsetAsync hipMemsetAsync
+#define gpuMemGetInfo hipMemGetInfo
 #define gpuMallocAsync hipMallocAsync
 #define gpuFreeAsync hipFreeAsync
 #define gpuMemcpyDtoHAsync(d, s, n, st) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToHost, (st))

@@ -94,6 +94,15 @@ TEST(Devices, MissingDeviceIsUnsupportedNotACrash) {
             std::string::npos);
 }
 
+// Capacity for the cost model (loom-calibrate): some memory, free <= total.
+TEST_P(Conformance, ReportsDeviceMemory) {
+  size_t freeBytes = 0, total = 0;
+  LOOMRT_ASSERT_OK(loomrt_device_memory(dev, &freeBytes, &total));
+  EXPECT_GT(total, size_t(1) << 28);
+  EXPECT_LE(freeBytes, total);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_device_memory(dev, nullptr, &total));
+}
+
 LOOMRT_INSTANTIATE_BACKENDS(Conformance);
 
 } // namespace

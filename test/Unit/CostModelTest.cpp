@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 using namespace loom::cost;
 
 namespace {
@@ -23,6 +27,33 @@ TEST(Hardware, PresetsRoundTripThroughJson) {
     EXPECT_EQ(back->caches.size(), h.caches.size());
   }
   EXPECT_FALSE(preset("tpu"));
+}
+
+// loom-calibrate measures this machine (quick sizes, host only) and writes
+// a description the cost model reads back: every measured rate positive,
+// caches smallest first, and the DRAM bandwidth below the fastest cache's.
+TEST(Hardware, ReadsWhatLoomCalibrateWrites) {
+  std::string file = ::testing::TempDir() + "loom-calibrate-test.json";
+  std::string cmd = std::string(LOOM_CALIBRATE) + " --quick --no-gpu -o " + file + " > /dev/null";
+  ASSERT_EQ(0, std::system(cmd.c_str())) << cmd;
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string err;
+  auto hw = parseHardware(text.str(), err);
+  ASSERT_TRUE(hw) << err << "\n" << text.str();
+  EXPECT_GE(hw->cpuCores, 1);
+  EXPECT_GT(hw->cpuClockHz, 1e8);
+  EXPECT_GT(hw->dramReadBandwidth, 1e8);
+  EXPECT_GT(hw->dramCopyBandwidth, 1e8);
+  EXPECT_GT(hw->cpuAdamParamsPerSec, 1e6);
+  EXPECT_FALSE(hw->hasGpu);
+  ASSERT_FALSE(hw->caches.empty());
+  for (size_t i = 1; i < hw->caches.size(); ++i)
+    EXPECT_LT(hw->caches[i - 1].bytes, hw->caches[i].bytes);
+  EXPECT_LT(hw->dramReadBandwidth, hw->caches.front().bandwidth);
+  // And the model answers with it: an update of 1e8 parameters on the CPU.
+  EXPECT_GT(updateTime(*hw, 1e8, 0.0).total, 0.0);
 }
 
 TEST(Hardware, ErrorsNameTheKey) {

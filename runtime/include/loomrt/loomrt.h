@@ -60,6 +60,9 @@ loomrt_status loomrt_device_open(loomrt_backend backend, int ordinal,
                                  loomrt_device *out);
 void loomrt_device_close(loomrt_device dev);
 loomrt_backend loomrt_device_backend(loomrt_device dev);
+/* Device memory (the CPU backend: physical host memory): free now, total. */
+loomrt_status loomrt_device_memory(loomrt_device dev, size_t *free_bytes,
+                                   size_t *total_bytes);
 
 /* --- memory ------------------------------------------------------------- */
 loomrt_status loomrt_alloc(loomrt_device dev, loomrt_mem_space space,

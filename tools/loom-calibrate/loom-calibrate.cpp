@@ -1,0 +1,414 @@
+//===- loom-calibrate.cpp - measure a machine for the cost model ---------===//
+//
+// Measures what docs/cost-model.md's hardware description holds, on the
+// machine it runs on (with its GPU when there is one), prints a line per
+// measurement as it goes, and writes the description as JSON:
+//
+//   loom-calibrate -o host.json            # full sizes (1 GiB buffers)
+//   loom-calibrate --quick -o host.json    # small sizes (CI)
+//
+// It uses only the runtime (no LLVM/MLIR), so it builds on GPU hosts from
+// bench/ like the runtime itself; the compiler reads the file with
+// loom::parseHardware. Methods, all medians of several timed repetitions
+// after a warm-up:
+//   * DRAM read: all threads sum their part of a buffer far larger than the
+//     caches; copy: all threads copy their part (read + write bytes);
+//   * caches: sizes from sysfs; bandwidth: all threads re-read a working set
+//     half the size of their share of the level;
+//   * CPU Adam: loomrt_adam_f32 on the CPU backend (the rate the offload
+//     schedule charges);
+//   * clock and vector width: /proc/cpuinfo's MHz and the ISA flags
+//     (AVX-512: 64 fp32 flops per cycle per core with two FMA units; AVX2
+//     with FMA: 32; otherwise 8). These two are read, not measured;
+//   * GPU: pinned and pageable copies each way and both ways at once (two
+//     streams), device-to-device copy (HBM, read + write), bf16 and fp32
+//     GEMM rate (loomrt_matmul, square), Adam on the device, capacity.
+//
+//===----------------------------------------------------------------------===//
+#include "loomrt/loomrt.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <omp.h>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct Options {
+  std::string out;
+  bool quick = false, noGpu = false;
+};
+
+[[noreturn]] void die(const std::string &msg) {
+  std::fprintf(stderr, "loom-calibrate: error: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+#define OK(call)                                                               \
+  do {                                                                         \
+    if ((call) != LOOMRT_OK)                                                   \
+      die(std::string(#call) + ": " + loomrt_last_error());                    \
+  } while (0)
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Median seconds of `reps` runs of f after one warm-up.
+double timeIt(int reps, const std::function<void()> &f) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    double t0 = seconds();
+    f();
+    t.push_back(seconds() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void report(const char *what, double value, const char *unit) {
+  std::printf("  %-42s %12.2f %s\n", what, value, unit);
+  std::fflush(stdout);
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// --- host -------------------------------------------------------------------
+
+double cpuClockHz() {
+  // The highest "cpu MHz" /proc/cpuinfo lists (cores idle at lower clocks).
+  std::istringstream in(readFile("/proc/cpuinfo"));
+  std::string line;
+  double mhz = 0;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0)
+      mhz = std::max(mhz, std::atof(line.substr(line.find(':') + 1).c_str()));
+  if (std::string max = readFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+      !max.empty())
+    mhz = std::max(mhz, std::atof(max.c_str()) / 1000.0);
+  return mhz * 1e6;
+}
+
+int flopsPerCycle() {
+  std::string info = readFile("/proc/cpuinfo");
+  if (info.find(" avx512f") != std::string::npos)
+    return 64;
+  if (info.find(" avx2") != std::string::npos && info.find(" fma") != std::string::npos)
+    return 32;
+  return 8;
+}
+
+struct Cache {
+  std::string name;
+  double bytes = 0, bandwidth = 0;
+};
+
+/// Data and unified caches of cpu0, smallest first, with how many CPUs
+/// share each.
+std::vector<std::pair<Cache, int>> cacheLevels() {
+  std::vector<std::pair<Cache, int>> out;
+  for (int i = 0; i < 8; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::string type = readFile(dir + "type"), level = readFile(dir + "level"),
+                size = readFile(dir + "size"), shared = readFile(dir + "shared_cpu_list");
+    if (type.empty())
+      break;
+    if (type.rfind("Instruction", 0) == 0)
+      continue;
+    double bytes = std::atof(size.c_str());
+    if (size.find('K') != std::string::npos)
+      bytes *= 1024;
+    else if (size.find('M') != std::string::npos)
+      bytes *= 1024 * 1024;
+    // shared_cpu_list: "0-3,8-11" -> count the CPUs.
+    int sharers = 0;
+    std::stringstream ss(shared);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      size_t dash = part.find('-');
+      sharers += dash == std::string::npos
+                     ? 1
+                     : std::atoi(part.substr(dash + 1).c_str()) - std::atoi(part.c_str()) + 1;
+    }
+    out.push_back({{"L" + std::to_string(std::atoi(level.c_str())), bytes, 0}, std::max(1, sharers)});
+  }
+  return out;
+}
+
+/// All threads read (sum) their own `perThread`-byte buffer `passes` times;
+/// returns bytes read per second over all threads.
+double readBandwidth(size_t perThread, int passes, int reps) {
+  int threads = omp_get_max_threads();
+  size_t n = perThread / sizeof(float);
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(threads));
+#pragma omp parallel
+  bufs[size_t(omp_get_thread_num())].assign(n, 1.0f); // first touch by the reader
+  volatile float sink = 0;
+  double t = timeIt(reps, [&] {
+    float total = 0;
+#pragma omp parallel reduction(+ : total)
+    {
+      const float *p = bufs[size_t(omp_get_thread_num())].data();
+      // 64 independent sums: four vectors of adds in flight, so the loop
+      // is bound by loads, not by the add latency.
+      float acc[64] = {};
+      for (int pass = 0; pass < passes; ++pass)
+        for (size_t i = 0; i + 64 <= n; i += 64)
+          for (int k = 0; k < 64; ++k)
+            acc[k] += p[i + k];
+      for (float a : acc)
+        total += a;
+    }
+    sink = sink + total;
+  });
+  return double(perThread) * passes * threads / t;
+}
+
+/// All threads copy their part of a buffer: read + write bytes per second.
+double copyBandwidth(size_t bytes, int reps) {
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double t = timeIt(reps, [&] {
+#pragma omp parallel
+    {
+      size_t threads = size_t(omp_get_num_threads()), me = size_t(omp_get_thread_num());
+      size_t chunk = (bytes + threads - 1) / threads, lo = std::min(bytes, me * chunk),
+             hi = std::min(bytes, lo + chunk);
+      std::memcpy(b.data() + lo, a.data() + lo, hi - lo);
+    }
+  });
+  return 2.0 * double(bytes) / t;
+}
+
+double adamRate(loomrt_backend be, size_t n, int reps) {
+  loomrt_device dev;
+  OK(loomrt_device_open(be, 0, &dev));
+  loomrt_stream s;
+  OK(loomrt_stream_create(dev, &s));
+  std::vector<void *> bufs(4);
+  for (void *&p : bufs) {
+    OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &p));
+    OK(loomrt_fill(s, LOOMRT_F32, p, 0.5f, n));
+  }
+  loomrt_adam_config cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1};
+  double t = timeIt(reps, [&] {
+    OK(loomrt_adam_f32(s, &cfg, (float *)bufs[0], (const float *)bufs[1], (float *)bufs[2],
+                       (float *)bufs[3], n));
+    OK(loomrt_stream_synchronize(s));
+  });
+  for (void *p : bufs)
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, p);
+  loomrt_stream_destroy(s);
+  loomrt_device_close(dev);
+  return double(n) / t;
+}
+
+// --- GPU --------------------------------------------------------------------
+
+struct Gpu {
+  double memory = 0, hbm = 0, h2d = 0, d2h = 0, bidir = 0, h2dPage = 0, d2hPage = 0;
+  double flopsBf16 = 0, flopsF32 = 0, adam = 0;
+};
+
+Gpu measureGpu(bool quick) {
+  Gpu g;
+  loomrt_device dev;
+  OK(loomrt_device_open(LOOMRT_BACKEND_CUDA, 0, &dev));
+  size_t freeBytes, total;
+  OK(loomrt_device_memory(dev, &freeBytes, &total));
+  g.memory = double(total);
+  report("GPU memory", g.memory / 1e9, "GB");
+  loomrt_stream s, s2;
+  OK(loomrt_stream_create(dev, &s));
+  OK(loomrt_stream_create(dev, &s2));
+  size_t bytes = quick ? (64u << 20) : (1u << 30);
+  int reps = quick ? 3 : 10;
+  void *d1, *d2, *p1, *p2, *h1;
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes, &d1));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes, &d2));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_PINNED, bytes, &p1));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_PINNED, bytes, &p2));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_PAGEABLE, bytes, &h1));
+  std::memset(p1, 1, bytes);
+  std::memset(p2, 2, bytes);
+  std::memset(h1, 3, bytes);
+  auto copy = [&](void *dst, const void *src) {
+    return double(bytes) / timeIt(reps, [&] {
+             OK(loomrt_memcpy_async(s, dst, src, bytes));
+             OK(loomrt_stream_synchronize(s));
+           });
+  };
+  g.h2d = copy(d1, p1);
+  report("PCIe host->GPU, pinned", g.h2d / 1e9, "GB/s");
+  g.d2h = copy(p1, d1);
+  report("PCIe GPU->host, pinned", g.d2h / 1e9, "GB/s");
+  g.bidir = 2.0 * double(bytes) / timeIt(reps, [&] {
+              OK(loomrt_memcpy_async(s, d1, p1, bytes));
+              OK(loomrt_memcpy_async(s2, p2, d2, bytes));
+              OK(loomrt_stream_synchronize(s));
+              OK(loomrt_stream_synchronize(s2));
+            });
+  report("PCIe both ways at once, pinned (sum)", g.bidir / 1e9, "GB/s");
+  g.h2dPage = copy(d1, h1);
+  report("PCIe host->GPU, pageable", g.h2dPage / 1e9, "GB/s");
+  g.d2hPage = copy(h1, d1);
+  report("PCIe GPU->host, pageable", g.d2hPage / 1e9, "GB/s");
+  g.hbm = 2.0 * copy(d2, d1); // read + write
+  report("GPU memory copy (read + write)", g.hbm / 1e9, "GB/s");
+  loomrt_free(dev, LOOMRT_MEM_PINNED, p1);
+  loomrt_free(dev, LOOMRT_MEM_PINNED, p2);
+  loomrt_free(dev, LOOMRT_MEM_PAGEABLE, h1);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, d1);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, d2);
+
+  for (loomrt_dtype dt : {LOOMRT_BF16, LOOMRT_F32}) {
+    int64_t n = quick ? 2048 : 8192;
+    size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+    void *a, *b, *c;
+    OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(n * n) * es, &a));
+    OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(n * n) * es, &b));
+    OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(n * n) * es, &c));
+    OK(loomrt_fill(s, dt, a, 0.01f, size_t(n * n)));
+    OK(loomrt_fill(s, dt, b, 0.01f, size_t(n * n)));
+    loomrt_gemm gm{0, 0, 1, n, n, n, 0, 0, 0, 1.0f, 0.0f, dt, dt};
+    double t = timeIt(reps, [&] {
+      OK(loomrt_matmul(s, &gm, a, b, c));
+      OK(loomrt_stream_synchronize(s));
+    });
+    double rate = 2.0 * double(n) * double(n) * double(n) / t;
+    (dt == LOOMRT_BF16 ? g.flopsBf16 : g.flopsF32) = rate;
+    report(dt == LOOMRT_BF16 ? "GPU matmul bf16" : "GPU matmul fp32", rate / 1e12, "TFLOP/s");
+    for (void *p : {a, b, c})
+      loomrt_free(dev, LOOMRT_MEM_DEVICE, p);
+  }
+  loomrt_stream_destroy(s);
+  loomrt_stream_destroy(s2);
+  loomrt_device_close(dev);
+  g.adam = adamRate(LOOMRT_BACKEND_CUDA, quick ? (16u << 20) : (256u << 20), reps);
+  report("GPU Adam", g.adam / 1e9, "G params/s");
+  return g;
+}
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-o" && i + 1 < argc)
+      o.out = argv[++i];
+    else if (a.rfind("-o=", 0) == 0 || a.rfind("--output=", 0) == 0)
+      o.out = a.substr(a.find('=') + 1);
+    else if (a == "--quick")
+      o.quick = true;
+    else if (a == "--no-gpu")
+      o.noGpu = true;
+    else if (a == "--help" || a == "-h") {
+      std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu]\n\n"
+                  "Measures this machine (host DRAM and caches, CPU Adam, and the GPU\n"
+                  "when present: PCIe, HBM, GEMM, Adam, capacity) and writes the\n"
+                  "hardware description the cost model reads (docs/cost-model.md).\n"
+                  "  --quick    small buffers and few repetitions (seconds, for tests)\n"
+                  "  --no-gpu   describe the host only\n");
+      return 0;
+    } else
+      die("unknown argument '" + a + "' (see --help)");
+  }
+  if (o.out.empty())
+    die("give -o FILE.json (see --help)");
+  std::ofstream test(o.out, std::ios::app);
+  if (!test)
+    die("cannot write '" + o.out + "'");
+  test.close();
+
+  int cores = omp_get_max_threads();
+  std::printf("loom-calibrate: %d threads%s\n", cores, o.quick ? ", quick sizes" : "");
+  std::printf("host\n");
+  double clock = cpuClockHz();
+  int fpc = flopsPerCycle();
+  report("CPU cores (runtime threads)", cores, "");
+  report("CPU clock (read from /proc/cpuinfo)", clock / 1e9, "GHz");
+  report("fp32 flops per cycle per core (ISA)", fpc, "");
+  size_t big = o.quick ? (256u << 20) : (2048u << 20);
+  int reps = o.quick ? 3 : 7;
+  double dramRead = readBandwidth(big / size_t(cores), 1, reps);
+  report("DRAM read, all threads", dramRead / 1e9, "GB/s");
+  double dramCopy = copyBandwidth(big / 2, reps);
+  report("DRAM copy (read + write), all threads", dramCopy / 1e9, "GB/s");
+  std::vector<Cache> caches;
+  for (auto &[c, sharers] : cacheLevels()) {
+    // Each thread re-reads half of its share of the level.
+    size_t share = size_t(c.bytes / std::min(sharers, cores) / 2);
+    if (share < 4096)
+      continue;
+    int passes = int(std::max<size_t>(1, (o.quick ? (64u << 20) : (1u << 30)) / share));
+    c.bandwidth = readBandwidth(share, passes, reps);
+    report((c.name + " read (" + num(c.bytes / 1024) + " KiB)").c_str(), c.bandwidth / 1e9, "GB/s");
+    caches.push_back(c);
+  }
+  double cpuAdam = adamRate(LOOMRT_BACKEND_CPU, o.quick ? (8u << 20) : (128u << 20), reps);
+  report("CPU Adam", cpuAdam / 1e9, "G params/s");
+
+  bool gpu = !o.noGpu && loomrt_backend_available(LOOMRT_BACKEND_CUDA);
+  Gpu g;
+  if (gpu) {
+    std::printf("GPU\n");
+    g = measureGpu(o.quick);
+  } else {
+    std::printf("GPU: none%s\n", o.noGpu ? " (--no-gpu)" : "");
+  }
+
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  std::ostringstream js;
+  js << "{\n  \"name\": \"" << host << " (loom-calibrate)\",\n"
+     << "  \"cpu_cores\": " << cores << ",\n"
+     << "  \"cpu_clock_hz\": " << num(clock) << ",\n"
+     << "  \"cpu_flops_per_cycle\": " << fpc << ",\n"
+     << "  \"dram_read_bandwidth\": " << num(dramRead) << ",\n"
+     << "  \"dram_copy_bandwidth\": " << num(dramCopy) << ",\n"
+     << "  \"caches\": [";
+  for (size_t i = 0; i < caches.size(); ++i)
+    js << (i ? ", " : "") << "{\"name\": \"" << caches[i].name << "\", \"bytes\": "
+       << num(caches[i].bytes) << ", \"bandwidth\": " << num(caches[i].bandwidth) << "}";
+  js << "],\n  \"cpu_adam_params_per_s\": " << num(cpuAdam) << ",\n"
+     << "  \"gpu\": " << (gpu ? "true" : "false");
+  if (gpu)
+    js << ",\n  \"pcie_h2d_pinned\": " << num(g.h2d) << ",\n  \"pcie_d2h_pinned\": " << num(g.d2h)
+       << ",\n  \"pcie_bidirectional_pinned\": " << num(g.bidir)
+       << ",\n  \"pcie_h2d_pageable\": " << num(g.h2dPage)
+       << ",\n  \"pcie_d2h_pageable\": " << num(g.d2hPage)
+       << ",\n  \"gpu_memory_bytes\": " << num(g.memory)
+       << ",\n  \"gpu_hbm_bandwidth\": " << num(g.hbm)
+       << ",\n  \"gpu_flops_f32\": " << num(g.flopsF32)
+       << ",\n  \"gpu_flops_bf16\": " << num(g.flopsBf16)
+       << ",\n  \"gpu_adam_params_per_s\": " << num(g.adam);
+  js << "\n}\n";
+  std::ofstream out(o.out);
+  out << js.str();
+  if (!out)
+    die("writing '" + o.out + "' failed");
+  std::printf("wrote %s\n", o.out.c_str());
+  return 0;
+}
