@@ -545,8 +545,13 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   }
   if (log)
     std::fclose(log);
-  std::printf("step memory: %.1f MiB of activations and workspace\n",
-              double(ctx.reserved()) / (1 << 20));
+  size_t persistent = 0;
+  for (auto &h : host)
+    persistent += h.size();
+  std::printf("step memory: %.1f MiB of activations and workspace, %.1f MiB of "
+              "parameters and optimizer state%s\n",
+              double(ctx.reserved()) / (1 << 20), double(persistent) / (1 << 20),
+              world > 1 ? " (this rank's)" : "");
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
   for (void *g : G)
