@@ -6,8 +6,9 @@
 // Backward: P recomputed;  dV = P^T dO;  dP = dO V^T;
 //           dS = scale * P (dP - rowsum(dP P));  dQ = dS K;  dK = dS^T Q.
 // P and dP live in the caller's workspace ([bh, t, s] each), in the call's
-// dtype. A fused (flash) kernel replaces this on GPUs later; this is the
-// reference it will be tested against.
+// dtype. A backend's fused kernel (the GPU's flash attention for bf16, head
+// dim 64) runs instead where it covers the shape; this is the reference it is
+// tested against.
 #include "common/backend.h"
 
 #include <string>
@@ -49,6 +50,13 @@ loomrt_status loomrt_attention(loomrt_stream st, loomrt_dtype dt, int64_t bh,
   if (loomrt_status e = checkAttention("attention", st, bh, t, s, dh, causal,
                                        {q, k, v, o, workspace}))
     return e;
+  const loomrt::KernelOps *kernels = st->dev->ops->kernels;
+  if (kernels->attention) {
+    loomrt_status e = kernels->attention(st->dev->state, st->impl, dt, bh, t, s, dh, scale,
+                                         causal, q, k, v, o, workspace);
+    if (e != LOOMRT_ERR_UNSUPPORTED)
+      return e;
+  }
   // P = Q K^T  ([t, dh] x [s, dh]^T per block)
   loomrt_gemm g1{0, 1, bh, t, s, dh, t * dh, s * dh, t * s, 1.0f, 0.0f, dt, dt};
   if (loomrt_status e = loomrt_matmul(st, &g1, q, k, workspace))
@@ -71,6 +79,14 @@ loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
           checkAttention("attention_grad", st, bh, t, s, dh, causal,
                          {q, k, v, dout, dq, dk, dv, workspace}))
     return e;
+  const loomrt::KernelOps *kernels = st->dev->ops->kernels;
+  if (kernels->attention_grad) {
+    loomrt_status e = kernels->attention_grad(st->dev->state, st->impl, dt, bh, t, s, dh,
+                                              scale, causal, q, k, v, dout, dq, dk, dv,
+                                              workspace);
+    if (e != LOOMRT_ERR_UNSUPPORTED)
+      return e;
+  }
   size_t es = dt == LOOMRT_BF16 ? 2 : 4;
   void *P = workspace;
   void *dP = static_cast<char *>(workspace) + size_t(bh * t * s) * es;

@@ -75,6 +75,20 @@ struct KernelOps {
   loomrt_status (*sgd)(void *state, void *stream, float lr, float momentum,
                        int nesterov, float *p, const float *g, float *buf,
                        size_t n);
+  /// Fused attention and its gradient (null: none). They return
+  /// LOOMRT_ERR_UNSUPPORTED, without recording an error, for shapes they do
+  /// not cover; loomrt_attention then composes it from GEMMs and a softmax.
+  loomrt_status (*attention)(void *state, void *stream, loomrt_dtype dt,
+                             int64_t bh, int64_t t, int64_t s, int64_t dh,
+                             float scale, int causal, const void *q,
+                             const void *k, const void *v, void *o,
+                             void *workspace);
+  loomrt_status (*attention_grad)(void *state, void *stream, loomrt_dtype dt,
+                                  int64_t bh, int64_t t, int64_t s, int64_t dh,
+                                  float scale, int causal, const void *q,
+                                  const void *k, const void *v,
+                                  const void *dout, void *dq, void *dk,
+                                  void *dv, void *workspace);
 };
 
 const KernelOps *cpuKernels();

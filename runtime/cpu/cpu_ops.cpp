@@ -534,6 +534,7 @@ const KernelOps kCpuKernels = {
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
     softmaxK,    softmaxGrad,   embeddingK,   embeddingGrad,
     crossEntropy, crossEntropyGrad, spmmK,    sgdK,
+    nullptr,     nullptr, // attention: composed (common/attention.cpp)
 };
 
 } // namespace

@@ -1089,11 +1089,25 @@ loomrt_status spmmG(void *, void *st, loomrt_dtype dt, const int64_t *rowPtr,
   return launched("spmm");
 }
 
+} // namespace
+loomrt_status flashAttentionG(void *, void *, loomrt_dtype, int64_t, int64_t, int64_t, int64_t,
+                              float, int, const void *, const void *, const void *, void *,
+                              void *);
+loomrt_status flashAttentionGradG(void *, void *, loomrt_dtype, int64_t, int64_t, int64_t,
+                                  int64_t, float, int, const void *, const void *,
+                                  const void *, const void *, void *, void *, void *, void *);
+namespace {
+
 const KernelOps kGpuKernels = {
     unaryG,        unaryGradG,        binaryG,  castG,       fillG,
     copyStridedG,  reduceG,           matmulG,  layerNormG,  layerNormGradG,
     softmaxG,      softmaxGradG,      embeddingG, embeddingGradG,
     crossEntropyG, crossEntropyGradG, spmmG,    sgdG,
+#if defined(__CUDACC__) && !defined(__HIP__)
+    flashAttentionG, flashAttentionGradG, // gpu_attention.cu (WMMA)
+#else
+    nullptr,       nullptr,
+#endif
 };
 
 } // namespace

@@ -873,6 +873,72 @@ TEST_P(Kernels, AttentionAndGradAgainstFiniteDifferences) {
             loomrt_attention(s_(), dt(), 1, 5, 4, 2, 1.f, 1, &z, &z, &z, &z, &z));
 }
 
+// The shape the GPU's fused (flash) kernels cover: bf16, head dim 64, t == s
+// a multiple of 64 (two 64-row tiles here, so the online softmax rescales
+// and the causal mask cuts inside a tile). Held to a float64 reference of
+// the forward and of the analytic gradient (dV = P^T dO; dS = scale * P *
+// (dP - rowsum(dP * P)) with dP = dO V^T; dQ = dS K; dK = dS^T Q). On the
+// CPU, and on the GPU in fp32, this exercises the composed path.
+TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
+  const int64_t bh = 2, t = 128, s = 128, dh = 64;
+  const float scale = 0.125f;
+  const double bound = dt() == LOOMRT_BF16 ? 3e-2 : 1e-5;
+  for (int causal = 0; causal < 2; ++causal) {
+    std::vector<float> q = randn(bh * t * dh), k = randn(bh * s * dh),
+                       v = randn(bh * s * dh), dout = randn(bh * t * dh);
+    Harness probe(dev, s_(), dt());
+    auto Q = probe.seen(q), K = probe.seen(k), V = probe.seen(v), G = probe.seen(dout);
+    std::vector<double> qd(Q.begin(), Q.end()), kd(K.begin(), K.end()), vd(V.begin(), V.end());
+    D o = attentionRef(qd, kd, vd, bh, t, s, dh, scale, causal);
+    D dq(bh * t * dh, 0.0), dk(bh * s * dh, 0.0), dv(bh * s * dh, 0.0);
+    for (int64_t b = 0; b < bh; ++b)
+      for (int64_t i = 0; i < t; ++i) {
+        int64_t vis = causal ? i + (s - t) + 1 : s;
+        std::vector<double> p(vis), dp(vis);
+        double mx = -INFINITY, sum = 0, dot = 0;
+        for (int64_t j = 0; j < vis; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < dh; ++c)
+            acc += qd[(b * t + i) * dh + c] * kd[(b * s + j) * dh + c];
+          p[j] = scale * acc;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j < vis; ++j)
+          sum += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = 0; j < vis; ++j) {
+          p[j] /= sum;
+          double acc = 0;
+          for (int64_t c = 0; c < dh; ++c) {
+            acc += G[(b * t + i) * dh + c] * vd[(b * s + j) * dh + c];
+            dv[(b * s + j) * dh + c] += p[j] * G[(b * t + i) * dh + c];
+          }
+          dp[j] = acc;
+          dot += acc * p[j];
+        }
+        for (int64_t j = 0; j < vis; ++j) {
+          double ds = scale * p[j] * (dp[j] - dot);
+          for (int64_t c = 0; c < dh; ++c) {
+            dq[(b * t + i) * dh + c] += ds * kd[(b * s + j) * dh + c];
+            dk[(b * s + j) * dh + c] += ds * qd[(b * t + i) * dh + c];
+          }
+        }
+      }
+    SCOPED_TRACE(causal ? "causal" : "full");
+    check({o, dq, dk, dv}, [&](Harness &h) {
+      void *ws = h.alloc(loomrt_attention_workspace_bytes(h.dt, bh, t, s, 1));
+      void *qi = h.put(q), *ki = h.put(k), *vi = h.put(v), *oo = h.out(bh * t * dh);
+      void *gq = h.out(bh * t * dh), *gk = h.out(bh * s * dh), *gv = h.out(bh * s * dh);
+      EXPECT_EQ(LOOMRT_OK, loomrt_attention(h.s, h.dt, bh, t, s, dh, scale, causal, qi, ki, vi,
+                                            oo, ws)) << loomrt_last_error();
+      EXPECT_EQ(LOOMRT_OK, loomrt_attention_grad(h.s, h.dt, bh, t, s, dh, scale, causal, qi, ki,
+                                                 vi, h.put(dout), gq, gk, gv, ws))
+          << loomrt_last_error();
+      return std::vector<std::vector<float>>{h.get(oo, bh * t * dh), h.get(gq, bh * t * dh),
+                                             h.get(gk, bh * s * dh), h.get(gv, bh * s * dh)};
+    }, bound);
+  }
+}
+
 TEST(KernelsCpu, BadIndicesAreErrorsNotCrashes) {
   loomrt_device dev;
   loomrt_stream s;
