@@ -125,6 +125,11 @@ struct BackendOps {
   const KernelOps *kernels;
 };
 
+/// Whether loomrt_attention may use a backend's fused kernels
+/// (LOOMRT_ATTENTION=flash; tests switch it with setFusedAttention).
+bool fusedAttentionEnabled();
+void setFusedAttention(bool on);
+
 // Records `msg` as this thread's last error and returns `s`.
 loomrt_status fail(loomrt_status s, const std::string &msg);
 

@@ -10,6 +10,7 @@
 // cuBLAS must not use TF32 for CUBLAS_COMPUTE_32F.
 #include "backends.h"
 #include "common/adam_math.h"
+#include "common/backend.h"
 
 #include <tuple>
 #include <cmath>
@@ -923,7 +924,10 @@ TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
           }
         }
       }
-    SCOPED_TRACE(causal ? "causal" : "full");
+    for (bool fused : {false, true}) {
+    // Both the composed path and the backends' fused kernels (opt-in).
+    loomrt::setFusedAttention(fused);
+    SCOPED_TRACE(std::string(causal ? "causal" : "full") + (fused ? ", fused kernels allowed" : ""));
     check({o, dq, dk, dv}, [&](Harness &h) {
       void *ws = h.alloc(loomrt_attention_workspace_bytes(h.dt, bh, t, s, 1));
       void *qi = h.put(q), *ki = h.put(k), *vi = h.put(v), *oo = h.out(bh * t * dh);
@@ -936,6 +940,8 @@ TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
       return std::vector<std::vector<float>>{h.get(oo, bh * t * dh), h.get(gq, bh * t * dh),
                                              h.get(gk, bh * s * dh), h.get(gv, bh * s * dh)};
     }, bound);
+    }
+    loomrt::setFusedAttention(false);
   }
 }
 
