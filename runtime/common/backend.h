@@ -125,8 +125,8 @@ struct BackendOps {
   const KernelOps *kernels;
 };
 
-/// Whether loomrt_attention may use a backend's fused kernels
-/// (LOOMRT_ATTENTION=flash; tests switch it with setFusedAttention).
+/// Whether loomrt_attention may use a backend's fused kernels (yes unless
+/// LOOMRT_ATTENTION=composed; tests switch it with setFusedAttention).
 bool fusedAttentionEnabled();
 void setFusedAttention(bool on);
 

@@ -383,7 +383,7 @@ bool configure(loomrt_status &err) {
 loomrt_status flashAttentionG(void *, void *stream, loomrt_dtype dt, int64_t bh, int64_t t,
                               int64_t s, int64_t dh, float scale, int causal, const void *q,
                               const void *k, const void *v, void *o, void *) {
-  loomrt_status err;
+  loomrt_status err = LOOMRT_OK;
   if (!covered(dt, t, s, dh) || !configure(err))
     return err ? err : LOOMRT_ERR_UNSUPPORTED;
   auto st = static_cast<cudaStream_t>(stream);
@@ -401,7 +401,7 @@ loomrt_status flashAttentionGradG(void *, void *stream, loomrt_dtype dt, int64_t
                                   int64_t s, int64_t dh, float scale, int causal, const void *q,
                                   const void *k, const void *v, const void *dout, void *dq,
                                   void *dk, void *dv, void *workspace) {
-  loomrt_status err;
+  loomrt_status err = LOOMRT_OK;
   if (!covered(dt, t, s, dh) || !configure(err))
     return err ? err : LOOMRT_ERR_UNSUPPORTED;
   auto st = static_cast<cudaStream_t>(stream);

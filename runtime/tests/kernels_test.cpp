@@ -925,7 +925,7 @@ TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
         }
       }
     for (bool fused : {false, true}) {
-    // Both the composed path and the backends' fused kernels (opt-in).
+    // Both the composed path and the backends' fused kernels.
     loomrt::setFusedAttention(fused);
     SCOPED_TRACE(std::string(causal ? "causal" : "full") + (fused ? ", fused kernels allowed" : ""));
     check({o, dq, dk, dv}, [&](Harness &h) {
@@ -941,7 +941,7 @@ TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
                                              h.get(gk, bh * s * dh), h.get(gv, bh * s * dh)};
     }, bound);
     }
-    loomrt::setFusedAttention(false);
+    loomrt::setFusedAttention(true);
   }
 }
 
