@@ -1049,17 +1049,25 @@ __global__ void embeddingGradKernel(const T *dy, const int64_t *idx,
 }
 
 /// Block-wide max and sum of exp(x - max) of one row (stable log-sum-exp),
-/// shared by the loss and its gradient.
+/// shared by the loss and its gradient, in one pass over the row: each
+/// thread keeps a running max and a sum rescaled when the max grows (the
+/// online softmax of Milakov & Gimelshein 2018), and the block combines
+/// them. GPT-2's rows are 50257 logits: the second pass over them cost more
+/// than the arithmetic.
 template <typename T>
 __device__ void rowMaxSumExp(const T *row, int64_t n, float &mx, float &sum) {
-  mx = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    mx = fmaxf(mx, load(row[j]));
-  mx = blockReduce<true>(mx);
-  sum = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    sum += expf(load(row[j]) - mx);
-  sum = blockReduce<false>(sum);
+  float m = -FLT_MAX, s = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    float x = load(row[j]);
+    if (x > m) {
+      s = s * expf(m - x) + 1.0f;
+      m = x;
+    } else {
+      s += expf(x - m);
+    }
+  }
+  mx = blockReduce<true>(m);
+  sum = blockReduce<false>(s * expf(m - mx)); // a thread with no elements adds 0
 }
 
 /// Per-row loss; a label out of range yields NaN (visible in the loss).
@@ -1091,10 +1099,10 @@ __global__ void crossEntropyGradKernel(const T *logits, const int64_t *labels,
   const T *lr = logits + blockIdx.x * classes;
   float mx, sum;
   rowMaxSumExp(lr, classes, mx, sum);
-  float scale = *dloss / float(rows);
+  float scale = *dloss / float(rows), inv = 1.0f / sum;
   int64_t lab = labels[blockIdx.x];
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-    float p = expf(load(lr[j]) - mx) / sum;
+    float p = expf(load(lr[j]) - mx) * inv;
     dlogits[blockIdx.x * classes + j] = store<T>((p - (j == lab)) * scale);
   }
 }
