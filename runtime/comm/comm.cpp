@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <functional>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -379,7 +380,11 @@ std::string describe(const char *fn, size_t count, loomrt_dtype dt) {
 /// Runs one blocking MPI call under the watchdog, after the stream's
 /// earlier work (the CPU backend runs work at enqueue; this is for order).
 template <typename F>
-loomrt_status mpiCall(loomrt_stream s, const std::string &what, F &&f) {
+loomrt_status mpiCall(loomrt_stream s, const std::string &what, F &&f, size_t count) {
+  // MPI counts are int.
+  if (count > size_t(INT32_MAX))
+    return fail(LOOMRT_ERR_UNSUPPORTED,
+                "MPI " + what + ": more than 2^31-1 elements in one call");
   if (loomrt_status st = loomrt_stream_synchronize(s))
     return st;
   Guard g(what);
@@ -581,7 +586,7 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
     loomrt_status st = mpiCall(s, describe("all_reduce", count, dt), [&] {
       return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, int(count), mpiType(dt),
                            mpiOp(dt, op), c->mpi);
-    });
+    }, count);
     if (st == LOOMRT_OK && op == LOOMRT_REDUCE_MEAN)
       scaleMean(recv, count, dt, c->size);
     return st;
@@ -608,7 +613,7 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
     loomrt_status st = mpiCall(s, describe("reduce_scatter", recvCount * c->size, dt), [&] {
       return MPI_Reduce_scatter_block(send, recv, int(recvCount), mpiType(dt), mpiOp(dt, op),
                                       c->mpi);
-    });
+    }, recvCount * size_t(c->size));
     if (st == LOOMRT_OK && op == LOOMRT_REDUCE_MEAN)
       scaleMean(recv, recvCount, dt, c->size);
     return st;
@@ -634,7 +639,7 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
     return mpiCall(s, describe("all_gather", sendCount * c->size, dt), [&] {
       return MPI_Allgather(send, int(sendCount), mpiType(dt), recv, int(sendCount), mpiType(dt),
                            c->mpi);
-    });
+    }, sendCount * size_t(c->size));
 #endif
 #ifdef LOOMRT_HAVE_NCCL
   return ncclDone(s, describe("all_gather", sendCount * c->size, dt),
@@ -654,7 +659,7 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
   if (c->transport == Transport::Mpi)
     return mpiCall(s, what, [&] {
       return MPI_Alltoall(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, c->mpi);
-    });
+    }, bytes * size_t(c->size));
 #endif
 #ifdef LOOMRT_HAVE_NCCL
   ncclGroupStart();
@@ -682,7 +687,8 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
   std::string what = "broadcast of " + std::to_string(bytes) + " bytes";
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi)
-    return mpiCall(s, what, [&] { return MPI_Bcast(buf, int(bytes), MPI_BYTE, root, c->mpi); });
+    return mpiCall(s, what, [&] { return MPI_Bcast(buf, int(bytes), MPI_BYTE, root, c->mpi); },
+                   bytes);
 #endif
 #ifdef LOOMRT_HAVE_NCCL
   return ncclDone(s, what,
