@@ -131,7 +131,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   /// after the last of its gradients is computed, so the collective overlaps
   /// the rest of the backward (PyTorch DDP's bucketed overlap, Li et al.
   /// 2020 §3.2.3); one wait before the return. The reduced buckets become
-  /// extra results, and the call in @train_step is rebuilt to receive them.
+  /// extra results (dropFullGradients later removes the full gradients), and
+  /// the call in @train_step is rebuilt to receive them.
   /// Returns the reduced bucket of each bucket as seen in @train_step.
   FailureOr<SmallVector<Value>> reduceInBackward(func::FuncOp fb, func::CallOp &call,
                                                  MutableArrayRef<Bucket> buckets) {
@@ -292,9 +293,36 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (failed(reduced))
       return failure();
     b.setInsertionPointAfter(globalLoss.getDefiningOp()->getNextNode()); // after its wait
-    if (zeroStage == 0)
-      return rewriteStage0(b, loc, buckets, *reduced);
-    return rewritePartitioned(b, loc, step, fb, buckets, *reduced);
+    if (failed(zeroStage == 0 ? rewriteStage0(b, loc, buckets, *reduced)
+                              : rewritePartitioned(b, loc, step, fb, buckets, *reduced)))
+      return failure();
+    return dropFullGradients(fb, call, members.size());
+  }
+
+  /// @train_step now reads only the reduced buckets: @forward_backward stops
+  /// returning the full gradients, so each dies at its bucket's flatten
+  /// instead of living until the backward ends (ZeRO-2's gradient memory).
+  /// Its results become (loss, bucket 0, bucket 1, ...), which
+  /// loom.grad_params no longer describes: the attribute goes.
+  LogicalResult dropFullGradients(func::FuncOp fb, func::CallOp call, size_t grads) {
+    for (size_t i = 1; i <= grads; ++i)
+      if (!call.getResult(i).use_empty())
+        return fail(call, "a full gradient is still used after the reduction");
+    auto ret = cast<func::ReturnOp>(fb.getBody().front().getTerminator());
+    SmallVector<Value> results{ret.getOperand(0)};
+    for (size_t i = 1 + grads; i < ret.getNumOperands(); ++i)
+      results.push_back(ret.getOperand(i));
+    ret->setOperands(results);
+    fb.setFunctionType(FunctionType::get(fb.getContext(), fb.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    fb->removeAttr("loom.grad_params");
+    OpBuilder b(call);
+    auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());
+    call.getResult(0).replaceAllUsesWith(newCall.getResult(0));
+    for (size_t j = 1; j < newCall.getNumResults(); ++j)
+      call.getResult(grads + j).replaceAllUsesWith(newCall.getResult(j));
+    call.erase();
+    return success();
   }
 
   LogicalResult rewriteStage0(OpBuilder &b, Location loc, MutableArrayRef<Bucket> buckets,

@@ -258,9 +258,12 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
       bucket before its first use in the forward and again before its
       first use in the backward.
 
-    The group spans every level of the module's `loom.topology` (or the one
-    named by `topology`). Collectives are waited right after they are
-    issued; overlapping them with the backward is the stream schedule's job.
+    Each bucket's reduction is issued inside `@forward_backward` right after
+    the last of its gradients is computed (overlapping the rest of the
+    backward on the `comm` stream) and waited before the return; the reduced
+    buckets replace the full gradients among its results, so each full
+    gradient dies at its bucket's flatten. The group spans every level of the
+    module's `loom.topology` (or the one named by `topology`).
 
     Before (`--loom-data-parallel=zero-stage=0` with
     `loom.topology @world ["rank" = 2]`):
@@ -272,17 +275,23 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     return %0#0 : tensor<f32>
     ```
 
-    After:
+    After (in `@forward_backward`, right after the last gradient):
 
     ```mlir
-    %0:3 = call @forward_backward(%x, %y) : ...
-    %l, %t = loom.all_reduce %0#0 over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<f32> -> tensor<f32>
-    loom.wait %t
-    ...
     %flat = loom.concat %g1, %g2 dim 0 : ...
     %avg, %t2 = loom.all_reduce %flat over #loom.group<@world, ["rank"]> reduce mean on comm : ...
+    ...
     loom.wait %t2
-    %g1a = loom.slice %avg [0] [24] [1] : ...
+    return %loss, %avg : tensor<f32>, tensor<27xf32>
+    ```
+
+    and in `@train_step`:
+
+    ```mlir
+    %0:2 = call @forward_backward(%x, %y) : ...
+    %l, %t = loom.all_reduce %0#0 over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<f32> -> tensor<f32>
+    loom.wait %t
+    %g1a = loom.slice %0#1 [0] [24] [1] : ...
     %new, %m2, %v2 = loom.adam %w, %g1a, %m, %v step %s {...}
     return %l : tensor<f32>
     ```
