@@ -308,6 +308,54 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
+  let summary = "Optimizer state and master weights in host memory, updated by the CPU";
+  let description = [{
+    ZeRO-Offload's schedule (Ren et al. 2021, §4), the `cpu` baseline of the
+    offload modes: every parameter and its Adam state move to pinned host
+    memory (`#loom.mem<pinned>`) and the CPU runs Adam on them; the GPU
+    keeps a working copy (`@P.work`, initialised from the master weights,
+    `loom.mirror_of`) that the forward and backward read. Each gradient is
+    copied to the host right after the backward computes it (`loom.copy` on
+    `d2h`, so the copies overlap the rest of the backward; waited before
+    `@forward_backward` returns) and the updated weights go back to the
+    working copy on `h2d` after the update. Runs after
+    `loom-attach-optimizer`.
+
+    Before:
+
+    ```mlir
+    loom.param @w : tensor<8xf32> init #loom.init<ones>
+    ...
+    %w = loom.load @w : tensor<8xf32>
+    %nw, %nm, %nv = loom.adam %w, %g, %m, %v step %s {...} : tensor<8xf32>, ...
+    loom.store %nw to @w : tensor<8xf32>
+    ```
+
+    After:
+
+    ```mlir
+    loom.param @w : tensor<8xf32, #loom.mem<pinned>> init #loom.init<ones>
+    loom.state @w.work : tensor<8xf32> role other init #loom.init<zeros> {loom.mirror_of = @w}
+    ...
+    // in @forward_backward, after the gradient:
+    %gh, %t = loom.copy %g on d2h : tensor<8xf32> -> tensor<8xf32, #loom.mem<pinned>>
+    // in @train_step:
+    %nw, %nm, %nv = loom.adam %w, %gh, %m, %v step %s {...} : tensor<8xf32, #loom.mem<pinned>>, ...
+    loom.store %nw to @w : tensor<8xf32, #loom.mem<pinned>>
+    %w2 = loom.load @w : tensor<8xf32, #loom.mem<pinned>>
+    %d, %t2 = loom.copy %w2 on h2d : tensor<8xf32, #loom.mem<pinned>> -> tensor<8xf32>
+    loom.wait %t2
+    loom.store %d to @w.work : tensor<8xf32>
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"cpu\"",
+           "Which schedule: cpu (every update on the CPU)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   let summary = "Replace imported parameter values with initialisers";
   let description = [{

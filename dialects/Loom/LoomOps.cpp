@@ -275,18 +275,26 @@ LogicalResult CopyOp::verify() {
   if (!sameShapeAndElement(in, out))
     return emitOpError() << "result must have the source's shape and element "
                             "type; only the placement changes";
+  // An unplaced side is device memory: a training step that no placement
+  // pass has touched lives on the device (code generation's convention), so
+  // the offload passes copy its gradients out without re-typing the graph.
   std::optional<MemSpace> from = getMemSpace(in), to = getMemSpace(out);
-  if (!from || !to)
-    return emitOpError() << "source and result must both be placed "
-                            "(#loom.mem<...> encodings)";
+  if (!from && !to)
+    return emitOpError() << "source and result are both unplaced: place at "
+                            "least one side (#loom.mem<...> encodings)";
+  from = from.value_or(MemSpace::device);
+  to = to.value_or(MemSpace::device);
   if (*from == *to)
     return emitOpError() << "source and result are both in #loom.mem<"
                          << memName(from) << ">: a copy changes placement";
   if (*to == MemSpace::mapped || *from == MemSpace::mapped)
     return emitOpError() << "mapped memory is a view of pinned memory made by "
                             "loom.zero_copy, not a copy target or source";
-  return verifyStreamForCopy(*this, getStream(), getExecSide(in),
-                             getExecSide(out));
+  auto side = [](Type t) {
+    ExecSide s = getExecSide(t);
+    return s == ExecSide::Unplaced ? ExecSide::Gpu : s;
+  };
+  return verifyStreamForCopy(*this, getStream(), side(in), side(out));
 }
 
 LogicalResult ReleaseOp::verify() {

@@ -55,6 +55,11 @@ size_t elemBytes(Type t) {
 }
 RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
 int64_t numel(Value v) { return tt(v).getNumElements(); }
+/// Pinned or pageable host memory (unplaced tensors are on the device).
+bool isHostType(Type t) {
+  std::optional<MemSpace> s = getMemSpace(t);
+  return s && (*s == MemSpace::pinned || *s == MemSpace::pageable);
+}
 size_t bytesOf(Value v) {
   return size_t(numel(v)) * elemBytes(tt(v).getElementType());
 }
@@ -154,9 +159,12 @@ public:
         name = s.getSymName();
       }
       const char *dt = dtypeOf(type.getElementType());
-      if (!dt || type.getRank() > 8 || type.getEncoding())
-        return op->emitError() << "code generation supports unplaced f32, bf16 "
-                                  "and i64 parameters and state";
+      std::optional<MemSpace> space = getMemSpace(type);
+      if (!dt || type.getRank() > 8 ||
+          (type.getEncoding() && space != MemSpace::device && space != MemSpace::pinned))
+        return op->emitError() << "code generation supports f32, bf16 and i64 "
+                                  "parameters and state on the device or in pinned "
+                                  "host memory";
       llvm::raw_string_ostream o(out);
       o << "{\"" << name << "\", " << dt << ", " << type.getRank() << ", {"
         << join(type.getShape()) << "}, " << (init ? int(init.getKind()) : 0) << ", "
@@ -175,8 +183,21 @@ public:
       StringRef name = cast<SymbolOpInterface>(op).getName();
       globals[name] = int(globals.size());
       auto members = op.getAttrOfType<ArrayAttr>("loom.shard_of");
+      // Placement and the mirrored parameter (a working copy the driver
+      // initialises from the master weights: loom-offload-optimizer).
+      int mirror = 0; // 1 + the global's index
+      if (auto m = op.getAttrOfType<FlatSymbolRefAttr>("loom.mirror_of")) {
+        if (!globals.count(m.getValue()))
+          return op.emitError() << "code generation: loom.mirror_of must name a "
+                                   "parameter declared before it";
+        mirror = globals.lookup(m.getValue()) + 1;
+      }
+      std::string tail = ", " + std::string(isHostType(op.getAttrOfType<TypeAttr>("type").getValue())
+                                                ? "LOOMRT_MEM_PINNED"
+                                                : "LOOMRT_MEM_DEVICE") +
+                         ", " + std::to_string(mirror) + "},\n";
       if (!members) {
-        tos << "    " << entry << ", 0, nullptr, 0},\n";
+        tos << "    " << entry << ", 0, nullptr, 0" << tail;
         continue;
       }
       std::string mt = "kMembers" + std::to_string(globals.size() - 1);
@@ -186,14 +207,14 @@ public:
         std::string me;
         if (!m || failed(describe(m, me)))
           return op.emitError() << "code generation: a member of this shard is not a loom.param";
-        mos << "    " << me << ", 0, nullptr, 0},\n";
+        mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, 0},\n";
       }
       mos << "};\n";
       auto padded = op.getAttrOfType<IntegerAttr>("loom.padded");
       if (!padded)
         return op.emitError() << "code generation: a loom.shard_of parameter needs loom.padded";
       tos << "    " << entry << ", " << members.size() << ", " << mt << ", "
-          << padded.getInt() << "},\n";
+          << padded.getInt() << tail;
     }
     int64_t world = 1, zeroStage = -1;
     if (auto dp = step->getAttrOfType<DictionaryAttr>("loom.data_parallel")) {
@@ -231,6 +252,10 @@ public:
         << "  } while (0)\n"
         << "#define LOOM_ALLOC(v, bytes)                                 \\\n"
         << "  void *v = loomrt_step_alloc(c, (bytes));                 \\\n"
+        << "  if (!v)                                                  \\\n"
+        << "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
+        << "#define LOOM_ALLOC_HOST(v, bytes)                            \\\n"
+        << "  void *v = loomrt_step_alloc_host(c, (bytes));            \\\n"
         << "  if (!v)                                                  \\\n"
         << "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n"
         << "namespace {\n\n"
@@ -276,7 +301,9 @@ private:
     os = std::make_unique<llvm::raw_string_ostream>(body);
     *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n"
         << "  loomrt_comm comm = loomrt_step_comm(c);\n  (void)comm;\n"
-        << "  loomrt_stream cs = loomrt_step_comm_stream(c);\n  (void)cs;\n";
+        << "  loomrt_stream cs = loomrt_step_comm_stream(c);\n  (void)cs;\n"
+        << "  loomrt_stream hs = loomrt_step_host_stream(c);\n  (void)hs;\n"
+        << "  loomrt_stream xs = loomrt_step_copy_stream(c);\n  (void)xs;\n";
     if (failed(checkLoadsBeforeStores(fn)))
       return failure();
     root.clear();
@@ -293,7 +320,7 @@ private:
     // compute stream may reuse it) only after that wait.
     for (Operation &op : fn.getBody().front()) {
       auto async = dyn_cast<AsyncOpInterface>(op);
-      if (!async || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op))
+      if (!async || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, CopyOp>(op))
         continue;
       for (Operation *w : async.getAsyncToken().getUsers())
         for (Value v : op.getOperands())
@@ -333,12 +360,21 @@ private:
 
   std::string fresh() { return "v" + std::to_string(counter++); }
   std::string &name(Value v) { return names[v]; }
+  /// Buffers in pinned host memory come from the step's host arena.
   std::string alloc(Value v) {
     std::string n = fresh();
-    *os << "  LOOM_ALLOC(" << n << ", " << bytesOf(v) << ");\n";
+    *os << (isHostType(v.getType()) ? "  LOOM_ALLOC_HOST(" : "  LOOM_ALLOC(") << n << ", "
+        << bytesOf(v) << ");\n";
     names[v] = n;
     own(n);
     return n;
+  }
+  /// Ops on host memory run on the host stream (the CPU).
+  static std::string streamFor(Operation *op) {
+    for (Value v : op->getOperands())
+      if (isHostType(v.getType()))
+        return "hs";
+    return "s";
   }
 
   //===--------------------------------------------------------------===//
@@ -393,16 +429,17 @@ private:
       t.push_back(owned.count(r) && count[r] == 1);
     }
   }
-  /// The comm stream waits for the compute stream, runs `callText`, and
-  /// records the op's token.
-  LogicalResult collective(Operation *op, Value token, const std::string &callText) {
+  /// The comm (or copy) stream waits for the compute stream, runs
+  /// `callText`, and records the op's token.
+  LogicalResult collective(Operation *op, Value token, const std::string &callText,
+                           const std::string &stream = "cs") {
     std::string ready = fresh(), t = fresh();
     *os << "  loomrt_event " << ready << " = loomrt_step_event(c);\n";
     call("loomrt_event_record(" + ready + ", s)");
-    call("loomrt_stream_wait_event(cs, " + ready + ")");
+    call("loomrt_stream_wait_event(" + stream + ", " + ready + ")");
     call(callText);
     *os << "  loomrt_event " << t << " = loomrt_step_event(c);\n";
-    call("loomrt_event_record(" + t + ", cs)");
+    call("loomrt_event_record(" + t + ", " + stream + ")");
     names[token] = t;
     return success();
   }
@@ -464,6 +501,10 @@ private:
     }
     if (elided.contains(op))
       return success();
+    if (streamFor(op) == "hs" &&
+        !isa<AdamOp, CopyOp, LoadOp, StoreOp, WaitOp, func::CallOp>(op))
+      return op->emitError() << "code generation runs only loom.adam and copies on "
+                                "host memory";
     comment(op);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](func::CallOp o) {
@@ -744,9 +785,26 @@ private:
         // them; their token is an event, which a loom.wait makes the
         // compute stream wait for (not the host).
         .Case([&](WaitOp o) {
-          for (Value t : o.getTokens())
-            call("loomrt_stream_wait_event(s, " + name(t) + ")");
+          // A copy into host memory is waited by the host (the CPU reads it
+          // next); everything else by the compute stream.
+          for (Value t : o.getTokens()) {
+            auto copy = t.getDefiningOp<CopyOp>();
+            if (copy && isHostType(copy.getResult().getType()))
+              call("loomrt_event_synchronize(" + name(t) + ")");
+            else
+              call("loomrt_stream_wait_event(s, " + name(t) + ")");
+          }
           return success();
+        })
+        .Case([&](CopyOp o) {
+          if (!isa<RankedTensorType>(o.getInput().getType()))
+            return o.emitError("code generation copies tensors only (not packed payloads)"),
+                   failure();
+          std::string n = alloc(o.getResult());
+          return collective(o, o.getToken(),
+                            "loomrt_memcpy_async(xs, " + n + ", " + name(o.getInput()) + ", " +
+                                std::to_string(bytesOf(o.getResult())) + ")",
+                            "xs");
         })
         .Case([&](AllReduceOp o) {
           if (failed(checkWholeWorld(o, o.getGroup())))
@@ -920,7 +978,8 @@ private:
         elided.insert(stores[i]);
       } else {
         buf[i] = alloc(outs[i]);
-        call("loomrt_memcpy_async(s, " + buf[i] + ", " + name(ins[i]) + ", " + std::to_string(bytes) + ")");
+        call("loomrt_memcpy_async(" + streamFor(o) + ", " + buf[i] + ", " + name(ins[i]) + ", " +
+             std::to_string(bytes) + ")");
       }
       names[outs[i]] = buf[i];
     }
@@ -935,7 +994,8 @@ private:
         << f(o.getBeta1().convertToDouble()) << ", " << f(o.getBeta2().convertToDouble()) << ", "
         << f(o.getEps().convertToDouble()) << ", " << f(o.getWeightDecay().convertToDouble()) << ", "
         << (o.getDecoupled() ? 1 : 0) << ", t_};\n";
-    call("loomrt_adam_f32(s, &cfg_, (float *)" + buf[0] + ", " + ptr(o.getGrad(), "const float *") +
+    call("loomrt_adam_f32(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
+         ptr(o.getGrad(), "const float *") +
          ", (float *)" + buf[1] + ", (float *)" + buf[2] + ", " + std::to_string(numel(o.getParam())) + ")");
     close();
     return success();

@@ -140,6 +140,13 @@ int loomcMain(int argc, char **argv) {
   static cl::opt<int64_t> bucketSize(
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
       cl::desc("Most elements per gradient communication bucket"), cl::cat(cat));
+  static cl::opt<std::string> offload(
+      "optimizer-offload", cl::init("none"), cl::value_desc("none|cpu"),
+      cl::desc("Where the optimizer runs: none (on the device) or cpu (master "
+               "weights and Adam state in pinned host memory, updated by the "
+               "CPU; gradients and weights copied each step: "
+               "loom-offload-optimizer, the ZeRO-Offload schedule)"),
+      cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
@@ -180,6 +187,10 @@ int loomcMain(int argc, char **argv) {
                  "distribute, schedule, lowered, cpp or binary");
   if (init != "model" && init != "random")
     return error("unknown --init '" + init + "': expected model or random");
+  if (offload != "none" && offload != "cpu")
+    return error("unknown --optimizer-offload '" + offload +
+                 "': expected none or cpu (static and interleaved schedules are "
+                 "not built yet)");
   if (precision != "fp32" && precision != "bf16")
     return error("unknown --precision '" + precision +
                  "': expected fp32 or bf16");
@@ -312,6 +323,13 @@ int loomcMain(int argc, char **argv) {
     o.eps = eps;
     o.momentum = momentum;
     pm.addPass(mlir::loom::createAttachOptimizer(o));
+  }
+  if (offload != "none" && dataParallel)
+    return error("--optimizer-offload with --topology is not supported yet");
+  if (*phase >= Phase::Optimizer && offload != "none" && !hasTrainStep(*module)) {
+    mlir::loom::OffloadOptimizerOptions oo;
+    oo.mode = offload;
+    pm.addPass(mlir::loom::createOffloadOptimizer(oo));
   }
   if (*phase >= Phase::Distribute && dataParallel) {
     mlir::loom::DataParallelOptions dp;

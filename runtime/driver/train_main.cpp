@@ -18,16 +18,11 @@
 #include <unistd.h>
 #include <vector>
 
-struct loomrt_step_ctx_t {
-  loomrt_device dev;
-  loomrt_stream stream;
-  loomrt_comm comm = nullptr;
-  // Collectives run on their own stream, ordered against the compute
-  // stream by events from a pool that every step reuses.
-  loomrt_stream commStream = nullptr;
-  std::vector<loomrt_event> events;
-  size_t nextEvent = 0;
-  float lrOverride; // < 0: none
+/// A bump arena of one memory space, reused every step (reset), with
+/// freed chunks handed out again.
+struct Arena {
+  loomrt_device dev = nullptr;
+  loomrt_mem_space space = LOOMRT_MEM_DEVICE;
   std::vector<std::pair<void *, size_t>> blocks;
   size_t block = 0, used = 0;
   // Freed chunks by size, and the size of every chunk handed out. The step
@@ -51,10 +46,13 @@ struct loomrt_step_ctx_t {
       chunkSize[p] = bytes;
     return p;
   }
-  void free(void *p) {
+  /// False when `p` is not this arena's.
+  bool free(void *p) {
     auto it = chunkSize.find(p);
-    if (it != chunkSize.end())
-      freeChunks.emplace(it->second, p);
+    if (it == chunkSize.end())
+      return false;
+    freeChunks.emplace(it->second, p);
+    return true;
   }
   void *bump(size_t bytes) {
     while (block < blocks.size() && used + bytes > blocks[block].second) {
@@ -64,7 +62,7 @@ struct loomrt_step_ctx_t {
     if (block == blocks.size()) {
       size_t size = bytes > (size_t(64) << 20) ? bytes : (size_t(64) << 20);
       void *p = nullptr;
-      if (loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size, &p))
+      if (loomrt_alloc(dev, space, size, &p))
         return nullptr;
       blocks.push_back({p, size});
       used = 0;
@@ -79,6 +77,39 @@ struct loomrt_step_ctx_t {
       n += b.second;
     return n;
   }
+  void reset() {
+    block = used = 0;
+    freeChunks.clear();
+    chunkSize.clear();
+  }
+  void release() {
+    for (auto &b : blocks)
+      loomrt_free(dev, space, b.first);
+    blocks.clear();
+    reset();
+  }
+};
+
+struct loomrt_step_ctx_t {
+  loomrt_device dev;
+  loomrt_stream stream;
+  loomrt_comm comm = nullptr;
+  // Collectives and copies run on their own streams, ordered against the
+  // compute stream by events from a pool that every step reuses; work on
+  // host memory (the CPU's optimizer update) runs on a host stream.
+  loomrt_stream commStream = nullptr, copyStream = nullptr, hostStream = nullptr;
+  loomrt_device hostDev = nullptr; // a CPU device when the step runs on a GPU
+  std::vector<loomrt_event> events;
+  size_t nextEvent = 0;
+  float lrOverride; // < 0: none
+  Arena device, host; // step buffers on the device and in pinned host memory
+
+  void *alloc(size_t bytes) { return device.alloc(bytes); }
+  void free(void *p) {
+    if (!device.free(p))
+      host.free(p);
+  }
+  size_t reserved() const { return device.reserved(); }
   loomrt_event event() {
     if (nextEvent == events.size()) {
       loomrt_event e;
@@ -90,19 +121,16 @@ struct loomrt_step_ctx_t {
   }
   void reset() {
     nextEvent = 0;
-    block = used = 0;
-    freeChunks.clear();
-    chunkSize.clear();
+    device.reset();
+    host.reset();
   }
-  /// Frees the arena and the events; must run before the device is closed.
+  /// Frees the arenas and the events; must run before the device is closed.
   void release() {
     for (loomrt_event e : events)
       loomrt_event_destroy(e);
     events.clear();
-    for (auto &b : blocks)
-      loomrt_free(dev, LOOMRT_MEM_DEVICE, b.first);
-    blocks.clear();
-    reset();
+    device.release();
+    host.release();
   }
 };
 
@@ -113,6 +141,9 @@ loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
 loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c) { return c->commStream; }
 loomrt_event loomrt_step_event(loomrt_step_ctx c) { return c->event(); }
+void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes) { return c->host.alloc(bytes); }
+loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c) { return c->hostStream; }
+loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c) { return c->copyStream; }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
 }
@@ -373,10 +404,18 @@ extern "C" int loomrt_train_main(int argc, char **argv,
 
   loomrt_step_ctx_t ctx;
   ctx.dev = dev;
+  ctx.device.dev = ctx.host.dev = dev;
+  ctx.host.space = LOOMRT_MEM_PINNED;
   ctx.comm = comm;
   ctx.lrOverride = float(f.lr);
   TRY(loomrt_stream_create(dev, &ctx.stream), "creating a stream");
   TRY(loomrt_stream_create(dev, &ctx.commStream), "creating a stream");
+  TRY(loomrt_stream_create(dev, &ctx.copyStream), "creating a stream");
+  // Host work runs on the CPU backend; on a CPU target that is this device.
+  if (p->backend != LOOMRT_BACKEND_CPU)
+    TRY(loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &ctx.hostDev), "opening the host device");
+  TRY(loomrt_stream_create(ctx.hostDev ? ctx.hostDev : dev, &ctx.hostStream),
+      "creating a stream");
   loomrt_stream s = ctx.stream;
 
   // Parameters and state: initialised in declaration order from --seed,
@@ -386,7 +425,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
     host[i].assign(numel(g) * dtypeBytes(g.dtype), 0);
-    TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, host[i].size() ? host[i].size() : 8, &G[i]),
+    TRY(loomrt_alloc(dev, g.space, host[i].size() ? host[i].size() : 8, &G[i]),
         std::string("allocating ") + g.name);
   }
   auto refs = [&]() {
@@ -460,6 +499,17 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       if (p->globals[i].num_members)
         std::memcpy(host[i].data(), full[i].data() + numel(p->globals[i]) * size_t(rank),
                     host[i].size());
+    // Working copies start as their master weights (same dtype here: the
+    // offload schedule keeps fp32 working copies).
+    for (size_t i = 0; i < p->num_globals; ++i) {
+      const loomrt_global_desc &g = p->globals[i];
+      if (g.mirror_of <= 0)
+        continue;
+      size_t m = size_t(g.mirror_of - 1);
+      if (m >= i || host[m].size() != host[i].size())
+        return die(std::string("the working copy ") + g.name + " does not match its master");
+      host[i] = host[m];
+    }
   }
   for (size_t i = 0; i < p->num_globals; ++i)
     TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
@@ -554,10 +604,14 @@ extern "C" int loomrt_train_main(int argc, char **argv,
               world > 1 ? " (this rank's)" : "");
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
-  for (void *g : G)
-    loomrt_free(dev, LOOMRT_MEM_DEVICE, g);
+  for (size_t i = 0; i < G.size(); ++i)
+    loomrt_free(dev, p->globals[i].space, G[i]);
   ctx.release();
   loomrt_comm_destroy(comm);
+  loomrt_stream_destroy(ctx.hostStream);
+  loomrt_stream_destroy(ctx.copyStream);
+  if (ctx.hostDev)
+    loomrt_device_close(ctx.hostDev);
   loomrt_stream_destroy(ctx.commStream);
   loomrt_stream_destroy(s);
   loomrt_device_close(dev);

@@ -83,9 +83,19 @@ func.func @copy_shape(%h: tensor<4xf32, #loom.mem<pinned>>) {
 
 // -----
 
-func.func @copy_unplaced(%h: tensor<4xf32>) {
-  // expected-error@+1 {{source and result must both be placed}}
+// An unplaced side is device memory: device to device changes nothing.
+func.func @copy_unplaced_is_device(%h: tensor<4xf32>) {
+  // expected-error@+1 {{source and result are both in #loom.mem<device>}}
   %d, %t = loom.copy %h on h2d : tensor<4xf32> -> tensor<4xf32, #loom.mem<device>>
+  loom.wait %t
+  return
+}
+
+// -----
+
+func.func @copy_unplaced(%h: tensor<4xf32>) {
+  // expected-error@+1 {{source and result are both unplaced}}
+  %d, %t = loom.copy %h on h2d : tensor<4xf32> -> tensor<4xf32>
   loom.wait %t
   return
 }

@@ -36,6 +36,11 @@ typedef struct loomrt_global_desc {
   size_t num_members;
   const struct loomrt_global_desc *members;
   int64_t padded_numel;
+  /* Where the buffer lives (device, or pinned host memory for state the
+   * CPU updates), and 1 + the index of the global it starts as a copy of
+   * (0: none; an offloaded parameter's device working copy). */
+  loomrt_mem_space space;
+  int mirror_of;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -44,7 +49,7 @@ typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 4
+#define LOOMRT_TRAIN_ABI 5
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -82,6 +87,12 @@ loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c);
 loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c);
 loomrt_event loomrt_step_event(loomrt_step_ctx c);
+/* Pinned host memory valid until the end of the step (freed with
+ * loomrt_step_free), the stream host work runs on (the CPU), and the
+ * stream copies between host and device run on. */
+void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes);
+loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c);
+loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
 
