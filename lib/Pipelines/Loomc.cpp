@@ -271,13 +271,11 @@ int loomcMain(int argc, char **argv) {
       return 1; // the parser's diagnostics say why
   }
 
-  // schedule and lowered have no passes yet: the pipeline goes from the
-  // distribute phase straight to C++ (no offload schedule).
-  if (*phase == Phase::Schedule || *phase == Phase::Lowered)
-    return error("phase '" + compileTo +
-                 "' is not implemented yet (the offload schedule and lowering "
-                 "passes come later); stop at 'distribute', or go on to 'cpp' "
-                 "or 'binary'");
+  // The streams are assigned by the passes that create asynchronous work
+  // (data parallelism, offload), so the schedule phase prints the order of
+  // work per stream (loom-print-schedule, on stderr) and writes the IR; the
+  // lowering to runtime calls happens in the C++ emitter, so `lowered`
+  // writes the IR it consumes (see docs/codegen.md; `cpp` shows the calls).
   if (dataParallel) {
     if (module->lookupSymbol("world"))
       return error("the input already defines a symbol @world; --topology adds "
@@ -337,6 +335,8 @@ int loomcMain(int argc, char **argv) {
     dp.bucketSize = bucketSize;
     pm.addPass(mlir::loom::createDataParallel(dp));
   }
+  if (*phase == Phase::Schedule)
+    pm.addPass(mlir::loom::createPrintSchedule());
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
