@@ -1,8 +1,9 @@
 //===- Loomc.cpp - the loomc driver ---------------------------------------===//
 //
-// Reads a model (a --model generator spec, or a .mlir file of loom IR; ONNX
-// import is issue 4), runs the phases up to --compile-to (import, then
-// loom-autodiff) and writes the IR.
+// Reads a model (MODEL.onnx, a --model generator spec, or a .mlir file of
+// loom IR), runs the phases up to --compile-to (import; mixed precision and
+// autodiff; the optimizer and its offload; data parallelism; the schedule
+// report) and writes the IR, the generated C++ or a training binary.
 // Errors are one-line messages or MLIR diagnostics and a non-zero exit.
 //
 //===----------------------------------------------------------------------===//
