@@ -49,8 +49,18 @@ struct OffloadOptimizer
   LogicalResult run() {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    if (mode != "cpu")
-      return fail(module, "unknown mode '" + mode + "': expected cpu");
+    // cpu: every update on the CPU; static:R: the first parameters (in
+    // declaration order) holding a fraction R of all elements keep their
+    // state and update on the GPU, the rest go to the CPU (DeepSpeed's
+    // fixed split, the baseline the interleaved schedule is measured
+    // against).
+    double ratio = 0;
+    if (StringRef(mode).starts_with("static:")) {
+      if (StringRef(mode).drop_front(7).getAsDouble(ratio) || !(ratio >= 0 && ratio <= 1))
+        return fail(module, "static:R needs a fraction R in [0, 1], got '" + mode + "'");
+    } else if (mode != "cpu") {
+      return fail(module, "unknown mode '" + mode + "': expected cpu or static:R");
+    }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!step || !fb)
@@ -77,11 +87,27 @@ struct OffloadOptimizer
     auto tokType = TokenType::get(ctx);
     SmallVector<Value> tokens;
 
+    // The parameters that stay on the GPU (static:R).
+    llvm::DenseSet<StringAttr> onGpu;
+    {
+      int64_t total = 0, kept = 0;
+      for (ParamOp p : module.getOps<ParamOp>())
+        total += cast<RankedTensorType>(p.getType()).getNumElements();
+      for (ParamOp p : module.getOps<ParamOp>()) {
+        int64_t n = cast<RankedTensorType>(p.getType()).getNumElements();
+        if (double(kept + n) > ratio * double(total) + 0.5)
+          break;
+        kept += n;
+        onGpu.insert(p.getSymNameAttr());
+      }
+    }
     for (auto [i, a] : llvm::enumerate(names)) {
       auto sym = cast<FlatSymbolRefAttr>(a);
       auto param = module.lookupSymbol<ParamOp>(sym);
       if (!param)
         return fail(fb, "'" + sym.getValue() + "' is not a loom.param");
+      if (onGpu.contains(param.getSymNameAttr()))
+        continue;
       Value grad = call.getResult(i + 1);
       AdamOp adam;
       for (Operation *u : grad.getUsers())
@@ -157,7 +183,8 @@ struct OffloadOptimizer
     }
     // Gradients are on the host before the step reads them.
     b.setInsertionPoint(ret);
-    WaitOp::create(b, ret.getLoc(), tokens);
+    if (!tokens.empty())
+      WaitOp::create(b, ret.getLoc(), tokens);
     fb.setFunctionType(FunctionType::get(ctx, fb.getArgumentTypes(), ret.getOperandTypes()));
     b.setInsertionPoint(call);
     auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());

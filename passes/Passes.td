@@ -351,7 +351,9 @@ def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"cpu\"",
-           "Which schedule: cpu (every update on the CPU)">,
+           "Which schedule: cpu (every update on the CPU) or static:R (the "
+           "first parameters holding a fraction R of the elements update on "
+           "the GPU, the rest on the CPU)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

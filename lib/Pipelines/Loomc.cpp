@@ -142,11 +142,13 @@ int loomcMain(int argc, char **argv) {
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
       cl::desc("Most elements per gradient communication bucket"), cl::cat(cat));
   static cl::opt<std::string> offload(
-      "optimizer-offload", cl::init("none"), cl::value_desc("none|cpu"),
-      cl::desc("Where the optimizer runs: none (on the device) or cpu (master "
+      "optimizer-offload", cl::init("none"), cl::value_desc("none|cpu|static:R"),
+      cl::desc("Where the optimizer runs: none (on the device), cpu (master "
                "weights and Adam state in pinned host memory, updated by the "
-               "CPU; gradients and weights copied each step: "
-               "loom-offload-optimizer, the ZeRO-Offload schedule)"),
+               "CPU; gradients and weights copied each step: the ZeRO-Offload "
+               "schedule), or static:R (parameters holding a fraction R of the "
+               "elements keep their state on the device, the rest as cpu): "
+               "loom-offload-optimizer"),
       cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
@@ -188,10 +190,11 @@ int loomcMain(int argc, char **argv) {
                  "distribute, schedule, lowered, cpp or binary");
   if (init != "model" && init != "random")
     return error("unknown --init '" + init + "': expected model or random");
-  if (offload != "none" && offload != "cpu")
+  if (offload != "none" && offload != "cpu" &&
+      !llvm::StringRef(offload).starts_with("static:"))
     return error("unknown --optimizer-offload '" + offload +
-                 "': expected none or cpu (static and interleaved schedules are "
-                 "not built yet)");
+                 "': expected none, cpu or static:R (the interleaved schedule "
+                 "is not built yet)");
   if (precision != "fp32" && precision != "bf16")
     return error("unknown --precision '" + precision +
                  "': expected fp32 or bf16");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""--optimizer-offload=cpu end to end on the CPU target: master weights and
+"""--optimizer-offload=cpu and static:0.5 end to end on the CPU target: master weights and
 Adam state in pinned host memory updated by the host stream, gradients and
 weights copied between the arenas every step. The update is the same math
 on the same kernels, so a small GPT's losses must equal the on-device
@@ -37,18 +37,19 @@ def main():
     ok = True
     for precision in ("fp32", "bf16"):
         losses = {}
-        for mode in ("none", "cpu"):
-            b = os.path.join(a.tmp, f"{precision}-{mode}")
+        for mode in ("none", "cpu", "static:0.5"):
+            b = os.path.join(a.tmp, f"{precision}-{mode.replace(':', '')}")
             subprocess.run([loomc, "--model", GPT, "--lr=3e-3", f"--precision={precision}",
                             f"--optimizer-offload={mode}", "-o", b], check=True)
             losses[mode] = run(b, data, b + ".json", "--steps", "6")
-        same = losses["none"] == losses["cpu"]
-        ok = ok and same and losses["cpu"][-1] < losses["cpu"][0]
-        print(f"{precision}: offload cpu vs on-device optimizer: "
-              f"{'identical' if same else 'DIFFERENT'} losses "
-              f"({losses['cpu'][0]:.5f} -> {losses['cpu'][-1]:.5f} over 6 steps)")
-        if not same:
-            print(losses)
+        for mode in ("cpu", "static:0.5"):
+            same = losses["none"] == losses[mode]
+            ok = ok and same and losses[mode][-1] < losses[mode][0]
+            print(f"{precision}: offload {mode} vs on-device optimizer: "
+                  f"{'identical' if same else 'DIFFERENT'} losses "
+                  f"({losses[mode][0]:.5f} -> {losses[mode][-1]:.5f} over 6 steps)")
+            if not same:
+                print(losses)
     b = os.path.join(a.tmp, "fp32-cpu")
     ck = os.path.join(a.tmp, "ck")
     first = run(b, data, b + ".a.json", "--steps", "3", "--checkpoint-dir", ck,

@@ -1,4 +1,11 @@
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-offload-optimizer | FileCheck %s
+// static:1 keeps every parameter's state on the device: nothing moves.
+// RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-offload-optimizer=mode=static:1 | FileCheck %s --check-prefix=KEEP
+// RUN: not loom-opt %s --split-input-file --loom-offload-optimizer=mode=static:1.5 2>&1 | FileCheck %s --check-prefix=BAD
+// KEEP: loom.param @w : tensor<3x2xf32> init #loom.init<ones>
+// KEEP-NOT: loom.copy
+// KEEP-NOT: mem<pinned>
+// BAD: static:R needs a fraction R in [0, 1], got 'static:1.5'
 
 // Master weights and Adam state move to pinned host memory; the device
 // keeps a working copy the forward and backward read; gradients go to the
