@@ -33,11 +33,12 @@ for z in 0 3; do
 done
 # The offload schedule (bench/run-offload.sh): the small GPT and GPT-2 124M
 # (bf16, batch 8) with the optimizer on the device and on the CPU.
-for m in none cpu; do
+for m in none cpu static:0.5; do
+  f=${m/:/}
   "$BIN/loomc" --model "$small" --target=cuda --optimizer-offload=$m --compile-to=cpp \
-    -o "$GEN/off_small_${m}_cuda.cpp"
+    -o "$GEN/off_small_${f}_cuda.cpp"
   "$BIN/loomc" --model "$gpt2,batch=8" --target=cuda --precision=bf16 --optimizer-offload=$m \
-    --compile-to=cpp -o "$GEN/off_gpt2_${m}_cuda.cpp"
+    --compile-to=cpp -o "$GEN/off_gpt2_${f}_cuda.cpp"
 done
 # GPT-2- and Llama-style models exported from PyTorch, with their weights.
 /usr/bin/python3 - "$GEN" <<'PY' 2>/dev/null
