@@ -14,7 +14,10 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "loom/CostModel.h"
+
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_OFFLOADOPTIMIZER
@@ -32,6 +35,10 @@ RankedTensorType placed(Type t, MemSpace space) {
                                MemSpaceAttr::get(t.getContext(), space));
 }
 
+NamedAttribute b0(MLIRContext *ctx, StringRef name, double v) {
+  return NamedAttribute(StringAttr::get(ctx, name), FloatAttr::get(Float64Type::get(ctx), v));
+}
+
 struct OffloadOptimizer
     : public mlir::loom::impl::OffloadOptimizerBase<OffloadOptimizer> {
   using Base::Base;
@@ -46,6 +53,60 @@ struct OffloadOptimizer
       signalPassFailure();
   }
 
+  /// A parameter updated on the GPU while its state lives in host memory:
+  /// weights, momentum and variance go to the device, Adam runs there, the
+  /// state comes back, and the new weights are also the working copy.
+  LogicalResult streamUpdate(OpBuilder &b, AdamOp adam, FlatSymbolRefAttr sym,
+                             FlatSymbolRefAttr workSym, RankedTensorType pt) {
+    MLIRContext *ctx = adam.getContext();
+    auto tok = TokenType::get(ctx);
+    auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
+    auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
+    Location loc = adam.getLoc();
+    b.setInsertionPoint(adam);
+    SmallVector<Value> tokens;
+    Value ins[3] = {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()};
+    for (int k = 0; k < 3; ++k) {
+      auto l = ins[k].getDefiningOp<LoadOp>();
+      if (!l)
+        return fail(adam, "Adam's operands must be loaded from their symbols");
+      l.getResult().setType(placed(pt, MemSpace::pinned));
+      b.setInsertionPointAfter(l);
+      auto up = CopyOp::create(b, loc, pt, tok, l.getResult(), ValueRange{}, h2d);
+      l.getResult().replaceUsesWithIf(up.getResult(), [&](OpOperand &u) {
+        return u.getOwner() == adam.getOperation();
+      });
+      tokens.push_back(up.getToken());
+    }
+    b.setInsertionPoint(adam);
+    WaitOp::create(b, loc, tokens);
+    // The state returns to host memory; the weights also to the working copy.
+    StoreOp stores[3] = {};
+    for (int k = 0; k < 3; ++k)
+      for (Operation *u : adam->getResult(k).getUsers())
+        if (auto st = dyn_cast<StoreOp>(u))
+          stores[k] = st;
+    if (!stores[0] || !stores[1] || !stores[2])
+      return fail(adam, "the updated weights and state must be stored");
+    SmallVector<Value> back;
+    SmallVector<Value> downTokens;
+    b.setInsertionPointAfter(adam);
+    for (int k = 0; k < 3; ++k) {
+      auto down = CopyOp::create(b, loc, placed(pt, MemSpace::pinned), tok, adam->getResult(k),
+                                 ValueRange{}, d2h);
+      back.push_back(down.getResult());
+      downTokens.push_back(down.getToken());
+    }
+    WaitOp::create(b, loc, downTokens);
+    for (int k = 0; k < 3; ++k)
+      StoreOp::create(b, loc, back[k], stores[k].getNameAttr());
+    StoreOp::create(b, loc, adam.getNewParam(), workSym);
+    for (StoreOp st : stores)
+      st.erase();
+    (void)sym;
+    return success();
+  }
+
   LogicalResult run() {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
@@ -54,12 +115,38 @@ struct OffloadOptimizer
     // state and update on the GPU, the rest go to the CPU (DeepSpeed's
     // fixed split, the baseline the interleaved schedule is measured
     // against).
+    // interleaved: the state of every parameter stays in host memory; the
+    // fraction the cost model finds fastest for this machine (Deep
+    // Optimizer States §3: the CPU update and the PCIe round trip share
+    // one host-memory budget) is streamed to the GPU, updated there and
+    // streamed back each step, the rest updated by the CPU.
     double ratio = 0;
+    bool stream = mode == "interleaved";
     if (StringRef(mode).starts_with("static:")) {
       if (StringRef(mode).drop_front(7).getAsDouble(ratio) || !(ratio >= 0 && ratio <= 1))
         return fail(module, "static:R needs a fraction R in [0, 1], got '" + mode + "'");
+    } else if (stream) {
+      std::optional<::loom::cost::Hardware> hw = ::loom::cost::preset(hardware);
+      if (!hw) {
+        auto buf = llvm::MemoryBuffer::getFile(hardware);
+        if (!buf)
+          return fail(module, "hardware '" + hardware + "' is neither a preset (" +
+                                  ::loom::cost::presetNames() + ") nor a readable file");
+        std::string err;
+        hw = ::loom::cost::parseHardware((*buf)->getBuffer(), err);
+        if (!hw)
+          return fail(module, "hardware file '" + hardware + "': " + err);
+      }
+      int64_t total = 0;
+      for (ParamOp p : module.getOps<ParamOp>())
+        total += cast<RankedTensorType>(p.getType()).getNumElements();
+      auto [f, est] = ::loom::cost::bestUpdateSplit(*hw, double(total));
+      ratio = f;
+      module->setAttr("loom.offload_plan",
+                      DictionaryAttr::get(ctx, {b0(ctx, "gpu_fraction", f),
+                                                b0(ctx, "predicted_update_s", est.total)}));
     } else if (mode != "cpu") {
-      return fail(module, "unknown mode '" + mode + "': expected cpu or static:R");
+      return fail(module, "unknown mode '" + mode + "': expected cpu, static:R or interleaved");
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
@@ -106,8 +193,12 @@ struct OffloadOptimizer
       auto param = module.lookupSymbol<ParamOp>(sym);
       if (!param)
         return fail(fb, "'" + sym.getValue() + "' is not a loom.param");
-      if (onGpu.contains(param.getSymNameAttr()))
-        continue;
+      bool streamed = false;
+      if (onGpu.contains(param.getSymNameAttr())) {
+        if (!stream)
+          continue; // static: state stays on the device
+        streamed = true;
+      }
       Value grad = call.getResult(i + 1);
       AdamOp adam;
       for (Operation *u : grad.getUsers())
@@ -143,6 +234,11 @@ struct OffloadOptimizer
           l.setNameAttr(workSym);
       });
 
+      if (streamed) {
+        if (failed(streamUpdate(b, adam, sym, workSym, pt)))
+          return failure();
+        continue;
+      }
       // The gradient goes to the host as soon as it exists.
       Value g = ret.getOperand(i + 1);
       if (Operation *d = g.getDefiningOp())

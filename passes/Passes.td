@@ -351,9 +351,14 @@ def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"cpu\"",
-           "Which schedule: cpu (every update on the CPU) or static:R (the "
-           "first parameters holding a fraction R of the elements update on "
-           "the GPU, the rest on the CPU)">,
+           "Which schedule: cpu (every update on the CPU), static:R (the "
+           "first parameters holding a fraction R of the elements keep their "
+           "state and update on the GPU, the rest on the CPU), or "
+           "interleaved (all state in host memory; the fraction the cost "
+           "model finds fastest is streamed to the GPU and updated there)">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
+           "interleaved: a hardware preset (h100, cpu-host) or a "
+           "description file from loom-calibrate">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -142,13 +142,21 @@ int loomcMain(int argc, char **argv) {
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
       cl::desc("Most elements per gradient communication bucket"), cl::cat(cat));
   static cl::opt<std::string> offload(
-      "optimizer-offload", cl::init("none"), cl::value_desc("none|cpu|static:R"),
+      "optimizer-offload", cl::init("none"),
+      cl::value_desc("none|cpu|static:R|interleaved"),
       cl::desc("Where the optimizer runs: none (on the device), cpu (master "
                "weights and Adam state in pinned host memory, updated by the "
                "CPU; gradients and weights copied each step: the ZeRO-Offload "
                "schedule), or static:R (parameters holding a fraction R of the "
-               "elements keep their state on the device, the rest as cpu): "
+               "elements keep their state on the device, the rest as cpu), or "
+               "interleaved (all state in host memory; the GPU updates the "
+               "fraction the cost model finds fastest for --hardware): "
                "loom-offload-optimizer"),
+      cl::cat(cat));
+  static cl::opt<std::string> hardware(
+      "hardware", cl::init("h100"), cl::value_desc("preset|FILE"),
+      cl::desc("The machine the cost model plans for: a preset (h100, "
+               "cpu-host) or a loom-calibrate description"),
       cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
@@ -190,11 +198,10 @@ int loomcMain(int argc, char **argv) {
                  "distribute, schedule, lowered, cpp or binary");
   if (init != "model" && init != "random")
     return error("unknown --init '" + init + "': expected model or random");
-  if (offload != "none" && offload != "cpu" &&
+  if (offload != "none" && offload != "cpu" && offload != "interleaved" &&
       !llvm::StringRef(offload).starts_with("static:"))
     return error("unknown --optimizer-offload '" + offload +
-                 "': expected none, cpu or static:R (the interleaved schedule "
-                 "is not built yet)");
+                 "': expected none, cpu, static:R or interleaved");
   if (precision != "fp32" && precision != "bf16")
     return error("unknown --precision '" + precision +
                  "': expected fp32 or bf16");
@@ -331,6 +338,7 @@ int loomcMain(int argc, char **argv) {
   if (*phase >= Phase::Optimizer && offload != "none" && !hasTrainStep(*module)) {
     mlir::loom::OffloadOptimizerOptions oo;
     oo.mode = offload;
+    oo.hardware = hardware;
     pm.addPass(mlir::loom::createOffloadOptimizer(oo));
   }
   if (*phase >= Phase::Distribute && dataParallel) {

@@ -6,6 +6,21 @@
 // KEEP-NOT: loom.copy
 // KEEP-NOT: mem<pinned>
 // BAD: static:R needs a fraction R in [0, 1], got 'static:1.5'
+// interleaved on a host whose CPU is slow: the cost model streams the
+// update to the GPU; the state stays in host memory.
+// RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-offload-optimizer="mode=interleaved hardware=%S/../Integration/Inputs/slow-cpu.json" | FileCheck %s --check-prefix=INT
+// INT: loom.offload_plan = {gpu_fraction = 1.000000e+00
+// INT: loom.param @w : tensor<3x2xf32, #loom.mem<pinned>>
+// INT-LABEL: func.func @forward_backward
+// INT-NOT: loom.copy
+// INT-LABEL: func.func @train_step
+// INT: %[[P:.*]] = loom.load @w : tensor<3x2xf32, #loom.mem<pinned>>
+// INT-NEXT: %[[PD:.*]], %{{.*}} = loom.copy %[[P]] on h2d
+// INT: loom.wait
+// INT-NEXT: %[[NP:.*]], %[[NM:.*]], %[[NV:.*]] = loom.adam %[[PD]], %{{.*}} : tensor<3x2xf32>, tensor<3x2xf32>
+// INT: %[[B:.*]], %{{.*}} = loom.copy %[[NP]] on d2h
+// INT: loom.store %[[B]] to @w : tensor<3x2xf32, #loom.mem<pinned>>
+// INT: loom.store %[[NP]] to @w.work : tensor<3x2xf32>
 
 // Master weights and Adam state move to pinned host memory; the device
 // keeps a working copy the forward and backward read; gradients go to the
