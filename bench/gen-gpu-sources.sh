@@ -33,7 +33,7 @@ for z in 0 3; do
 done
 # The offload schedule (bench/run-offload.sh): the small GPT and GPT-2 124M
 # (bf16, batch 8) with the optimizer on the device and on the CPU.
-for m in none cpu static:0.5; do
+for m in none cpu static:0.5 interleaved; do
   f=${m/:/}
   "$BIN/loomc" --model "$small" --target=cuda --optimizer-offload=$m --compile-to=cpp \
     -o "$GEN/off_small_${f}_cuda.cpp"

@@ -11,14 +11,16 @@ GEN=.carry/gen
 cmake -G Ninja -S bench -B build-bench > "$OUT/cmake.log" 2>&1 &&
   ninja -C build-bench > "$OUT/ninja.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
 RT="$PWD/build-bench/runtime"
-for f in off_small_none_cuda off_small_cpu_cuda off_small_static0.5_cuda off_gpt2_none_cuda \
-         off_gpt2_cpu_cuda off_gpt2_static0.5_cuda small_cpu; do
+for f in off_small_none_cuda off_small_cpu_cuda off_small_static0.5_cuda off_small_interleaved_cuda \
+         off_gpt2_none_cuda off_gpt2_cpu_cuda off_gpt2_static0.5_cuda off_gpt2_interleaved_cuda \
+         small_cpu; do
   { c++ -O2 -std=c++17 -I runtime/include "$GEN/$f.cpp" -o "/tmp/$f" -L"$RT" -lloomrt \
       -Wl,-rpath,"$RT" 2> "$OUT/$f.compile.log" || echo "compiling $f failed"; } &
 done
 wait
 echo "== small GPT, 20 steps: optimizer on the GPU / on the CPU (offload) vs the CPU binary"
-for f in small_cpu off_small_none_cuda off_small_cpu_cuda off_small_static0.5_cuda; do
+for f in small_cpu off_small_none_cuda off_small_cpu_cuda off_small_static0.5_cuda \
+         off_small_interleaved_cuda; do
   /tmp/$f --data "$GEN/gpl3.bin" --steps 20 --seed 1 --log-json "$OUT/$f.jsonl" > "$OUT/$f.txt" 2>&1 ||
     echo "  $f failed: $(tail -1 "$OUT/$f.txt")"
 done
@@ -26,7 +28,8 @@ python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
 ref = [json.loads(l)["loss"] for l in open(f"{out}/small_cpu.jsonl")]
-for f in ("off_small_none_cuda", "off_small_cpu_cuda", "off_small_static0.5_cuda"):
+for f in ("off_small_none_cuda", "off_small_cpu_cuda", "off_small_static0.5_cuda",
+          "off_small_interleaved_cuda"):
     got = [json.loads(l)["loss"] for l in open(f"{out}/{f}.jsonl")]
     err = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
     print(f"  {f:22} {got[0]:.5f} -> {got[-1]:.5f}; max relative difference vs CPU binary {err:.2e}")
@@ -35,7 +38,7 @@ echo "== GPT-2 124M bf16, batch 8 x 1024: step time by optimizer placement"
 python3 -c "
 import numpy as np; np.random.seed(0)
 np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
-for m in none cpu static0.5; do
+for m in none cpu static0.5 interleaved; do
   /tmp/off_gpt2_${m}_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/off_gpt2_$m.jsonl" \
     > "$OUT/off_gpt2_$m.txt" 2>&1 || echo "  $m failed: $(tail -1 "$OUT/off_gpt2_$m.txt")"
   python3 -c "
