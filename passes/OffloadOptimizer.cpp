@@ -48,9 +48,24 @@ struct OffloadOptimizer
     return failure();
   }
 
+  SmallVector<std::pair<Value, FlatSymbolRefAttr>> pendingStores;
+  SmallVector<Value> pendingTokens;
+
   void runOnOperation() override {
     if (failed(run()))
       signalPassFailure();
+  }
+
+  /// The streamed updates' state, waited and stored before @train_step
+  /// returns.
+  void finishStreamed(func::FuncOp step) {
+    if (pendingTokens.empty())
+      return;
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    OpBuilder b(ret);
+    WaitOp::create(b, ret.getLoc(), pendingTokens);
+    for (auto &[v, sym] : pendingStores)
+      StoreOp::create(b, ret.getLoc(), v, sym);
   }
 
   /// A parameter updated on the GPU while its state lives in host memory:
@@ -97,10 +112,13 @@ struct OffloadOptimizer
       back.push_back(down.getResult());
       downTokens.push_back(down.getToken());
     }
-    WaitOp::create(b, loc, downTokens);
-    for (int k = 0; k < 3; ++k)
-      StoreOp::create(b, loc, back[k], stores[k].getNameAttr());
     StoreOp::create(b, loc, adam.getNewParam(), workSym);
+    // The state reaches host memory while the CPU updates the other
+    // parameters: the host waits for it (and stores it) only at the end of
+    // the step (finishStreamed), so the two paths overlap.
+    for (int k = 0; k < 3; ++k)
+      pendingStores.push_back({back[k], stores[k].getNameAttr()});
+    pendingTokens.append(downTokens);
     for (StoreOp st : stores)
       st.erase();
     (void)sym;
@@ -287,6 +305,7 @@ struct OffloadOptimizer
     for (auto [o, n] : llvm::zip(call.getResults(), newCall.getResults()))
       o.replaceAllUsesWith(n);
     call.erase();
+    finishStreamed(step);
     step->setAttr("loom.optimizer_offload", StringAttr::get(ctx, mode));
     return success();
   }

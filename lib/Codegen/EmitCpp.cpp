@@ -303,7 +303,8 @@ private:
         << "  loomrt_comm comm = loomrt_step_comm(c);\n  (void)comm;\n"
         << "  loomrt_stream cs = loomrt_step_comm_stream(c);\n  (void)cs;\n"
         << "  loomrt_stream hs = loomrt_step_host_stream(c);\n  (void)hs;\n"
-        << "  loomrt_stream xs = loomrt_step_copy_stream(c);\n  (void)xs;\n";
+        << "  loomrt_stream xs = loomrt_step_copy_stream(c, 0);\n  (void)xs;\n"
+        << "  loomrt_stream ys = loomrt_step_copy_stream(c, 1);\n  (void)ys;\n";
     if (failed(checkLoadsBeforeStores(fn)))
       return failure();
     root.clear();
@@ -800,11 +801,14 @@ private:
           if (!isa<RankedTensorType>(o.getInput().getType()))
             return o.emitError("code generation copies tensors only (not packed payloads)"),
                    failure();
+          // The two directions on their own streams, so they overlap (PCIe
+          // is full duplex).
+          std::string st = o.getStream().getKind() == StreamKind::d2h ? "ys" : "xs";
           std::string n = alloc(o.getResult());
           return collective(o, o.getToken(),
-                            "loomrt_memcpy_async(xs, " + n + ", " + name(o.getInput()) + ", " +
-                                std::to_string(bytesOf(o.getResult())) + ")",
-                            "xs");
+                            "loomrt_memcpy_async(" + st + ", " + n + ", " + name(o.getInput()) +
+                                ", " + std::to_string(bytesOf(o.getResult())) + ")",
+                            st);
         })
         .Case([&](AllReduceOp o) {
           if (failed(checkWholeWorld(o, o.getGroup())))

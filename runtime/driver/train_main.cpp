@@ -97,7 +97,8 @@ struct loomrt_step_ctx_t {
   // Collectives and copies run on their own streams, ordered against the
   // compute stream by events from a pool that every step reuses; work on
   // host memory (the CPU's optimizer update) runs on a host stream.
-  loomrt_stream commStream = nullptr, copyStream = nullptr, hostStream = nullptr;
+  loomrt_stream commStream = nullptr, hostStream = nullptr;
+  loomrt_stream copyStreams[2] = {nullptr, nullptr}; // host->device, device->host
   loomrt_device hostDev = nullptr; // a CPU device when the step runs on a GPU
   std::vector<loomrt_event> events;
   size_t nextEvent = 0;
@@ -143,7 +144,9 @@ loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c) { return c->commStream;
 loomrt_event loomrt_step_event(loomrt_step_ctx c) { return c->event(); }
 void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes) { return c->host.alloc(bytes); }
 loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c) { return c->hostStream; }
-loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c) { return c->copyStream; }
+loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction) {
+  return c->copyStreams[direction == 1 ? 1 : 0];
+}
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
 }
@@ -410,7 +413,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   ctx.lrOverride = float(f.lr);
   TRY(loomrt_stream_create(dev, &ctx.stream), "creating a stream");
   TRY(loomrt_stream_create(dev, &ctx.commStream), "creating a stream");
-  TRY(loomrt_stream_create(dev, &ctx.copyStream), "creating a stream");
+  for (loomrt_stream &cs : ctx.copyStreams)
+    TRY(loomrt_stream_create(dev, &cs), "creating a stream");
   // Host work runs on the CPU backend; on a CPU target that is this device.
   if (p->backend != LOOMRT_BACKEND_CPU)
     TRY(loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &ctx.hostDev), "opening the host device");
@@ -609,7 +613,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   ctx.release();
   loomrt_comm_destroy(comm);
   loomrt_stream_destroy(ctx.hostStream);
-  loomrt_stream_destroy(ctx.copyStream);
+  for (loomrt_stream cs : ctx.copyStreams)
+    loomrt_stream_destroy(cs);
   if (ctx.hostDev)
     loomrt_device_close(ctx.hostDev);
   loomrt_stream_destroy(ctx.commStream);

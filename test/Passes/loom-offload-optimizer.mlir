@@ -18,9 +18,15 @@
 // INT-NEXT: %[[PD:.*]], %{{.*}} = loom.copy %[[P]] on h2d
 // INT: loom.wait
 // INT-NEXT: %[[NP:.*]], %[[NM:.*]], %[[NV:.*]] = loom.adam %[[PD]], %{{.*}} : tensor<3x2xf32>, tensor<3x2xf32>
-// INT: %[[B:.*]], %{{.*}} = loom.copy %[[NP]] on d2h
-// INT: loom.store %[[B]] to @w : tensor<3x2xf32, #loom.mem<pinned>>
+// INT: %[[B:.*]], %[[BT:.*]] = loom.copy %[[NP]] on d2h
 // INT: loom.store %[[NP]] to @w.work : tensor<3x2xf32>
+// The state returns to host memory while the CPU works; the host waits for
+// it only at the end of the step.
+// INT: loom.wait %[[BT]]
+// INT: loom.store %[[B]] to @w : tensor<3x2xf32, #loom.mem<pinned>>
+// INT-NEXT: loom.store
+// INT-NEXT: loom.store
+// INT-NEXT: return
 
 // Master weights and Adam state move to pinned host memory; the device
 // keeps a working copy the forward and backward read; gradients go to the

@@ -89,10 +89,10 @@ loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c);
 loomrt_event loomrt_step_event(loomrt_step_ctx c);
 /* Pinned host memory valid until the end of the step (freed with
  * loomrt_step_free), the stream host work runs on (the CPU), and the
- * stream copies between host and device run on. */
+ * streams copies run on (direction 0: host to device, 1: device to host). */
 void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes);
 loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c);
-loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c);
+loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
 
