@@ -804,7 +804,21 @@ private:
           // The two directions on their own streams, so they overlap (PCIe
           // is full duplex).
           std::string st = o.getStream().getKind() == StreamKind::d2h ? "ys" : "xs";
-          std::string n = alloc(o.getResult());
+          // A copy whose only use stores it to a global lands in the
+          // global's buffer directly (the offload schedules' state coming
+          // back to host memory): no second copy.
+          std::string n;
+          Value r = o.getResult();
+          if (r.hasOneUse())
+            if (auto store = dyn_cast<StoreOp>(*r.getUsers().begin()))
+              if (store.getValue() == r && tt(r) == tt(store.getValue())) {
+                n = fresh();
+                *os << "  void *" << n << " = G[" << global(store.getName()) << "];\n";
+                names[r] = n;
+                elided.insert(store);
+              }
+          if (n.empty())
+            n = alloc(r);
           return collective(o, o.getToken(),
                             "loomrt_memcpy_async(" + st + ", " + n + ", " + name(o.getInput()) +
                                 ", " + std::to_string(bytesOf(o.getResult())) + ")",
