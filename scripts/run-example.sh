@@ -42,5 +42,6 @@ echo "== 4. a hand-written mixed-placement step (examples/mlp_step.mlir): its sc
 echo
 echo "Done: the GPT was compiled into a training binary and trained $STEPS steps"
 echo "on the CPU. ONNX models compile the same way (loomc model.onnx -o train,"
-echo "docs/onnx.md). Not built yet: bf16 code generation (issue 6), the offload"
-echo "schedule (issue 7) and multi-rank data parallelism (issue 8)."
+echo "docs/onnx.md); --precision=bf16, --topology/--zero-stage (several ranks,"
+echo "docs/data-parallel.md) and --optimizer-offload are loomc flags (docs/cli.md)."
+echo "Not built yet: the per-subgroup interleaved offload schedule (issue 7)."
