@@ -503,7 +503,7 @@ private:
     if (elided.contains(op))
       return success();
     if (streamFor(op) == "hs" &&
-        !isa<AdamOp, CopyOp, LoadOp, StoreOp, WaitOp, func::CallOp>(op))
+        !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, func::CallOp>(op))
       return op->emitError() << "code generation runs only loom.adam and copies on "
                                 "host memory";
     comment(op);
@@ -781,6 +781,7 @@ private:
         })
         .Case([&](ReduceOp o) { return reduce(o); })
         .Case([&](AdamOp o) { return adam(o); })
+        .Case([&](SgdOp o) { return sgd(o); })
         // Collectives run on the comm stream through the communicator the
         // driver made (one rank: copies), after the compute stream reaches
         // them; their token is an event, which a loom.wait makes the
@@ -974,23 +975,21 @@ private:
     return st && st.getName() == sym ? st : StoreOp();
   }
 
-  LogicalResult adam(AdamOp o) {
-    if (!tt(o.getParam()).getElementType().isF32() || !tt(o.getGrad()).getElementType().isF32())
-      return o.emitError("code generation updates f32 parameters with f32 gradients"), failure();
-    // Update in place when the op reads @p, @m, @v and writes them straight
-    // back (what loom-attach-optimizer emits): no copies of the state.
-    Value ins[3] = {o.getParam(), o.getExpAvg(), o.getExpAvgSq()};
-    Value outs[3] = {o.getNewParam(), o.getNewExpAvg(), o.getNewExpAvgSq()};
-    std::string buf[3];
+  /// The buffers an optimizer update writes: in place when the op reads
+  /// each state symbol and writes it straight back (what
+  /// loom-attach-optimizer emits), else fresh copies of the inputs.
+  std::vector<std::string> updateBuffers(Operation *o, ArrayRef<Value> ins,
+                                         ArrayRef<Value> outs) {
+    std::vector<std::string> buf(ins.size());
     bool inPlace = true;
-    StoreOp stores[3];
-    for (int i = 0; i < 3 && inPlace; ++i) {
+    std::vector<StoreOp> stores(ins.size());
+    for (size_t i = 0; i < ins.size() && inPlace; ++i) {
       auto sym = soleLoad(ins[i], o);
       stores[i] = sym ? soleStore(outs[i], *sym) : StoreOp();
       inPlace = sym && stores[i];
     }
-    size_t bytes = bytesOf(o.getParam());
-    for (int i = 0; i < 3; ++i) {
+    size_t bytes = bytesOf(ins[0]);
+    for (size_t i = 0; i < ins.size(); ++i) {
       if (inPlace) {
         buf[i] = name(ins[i]);
         elided.insert(stores[i]);
@@ -1001,6 +1000,29 @@ private:
       }
       names[outs[i]] = buf[i];
     }
+    return buf;
+  }
+
+  /// torch.optim.SGD with momentum (dampening 0), in place on @p and its
+  /// momentum buffer.
+  LogicalResult sgd(SgdOp o) {
+    if (!tt(o.getParam()).getElementType().isF32() || !tt(o.getGrad()).getElementType().isF32())
+      return o.emitError("code generation updates f32 parameters with f32 gradients"), failure();
+    std::vector<std::string> buf = updateBuffers(o, {o.getParam(), o.getMomentumBuf()},
+                                                 {o.getNewParam(), o.getNewMomentumBuf()});
+    call("loomrt_sgd_f32(" + streamFor(o) + ", loomrt_step_lr(c, " + f(o.getLr().convertToDouble()) +
+         "), " + f(o.getMomentum().convertToDouble()) + ", " + (o.getNesterov() ? "1" : "0") +
+         ", (float *)" + buf[0] + ", " + ptr(o.getGrad(), "const float *") + ", (float *)" +
+         buf[1] + ", " + std::to_string(numel(o.getParam())) + ")");
+    return success();
+  }
+
+  LogicalResult adam(AdamOp o) {
+    if (!tt(o.getParam()).getElementType().isF32() || !tt(o.getGrad()).getElementType().isF32())
+      return o.emitError("code generation updates f32 parameters with f32 gradients"), failure();
+    std::vector<std::string> buf =
+        updateBuffers(o, {o.getParam(), o.getExpAvg(), o.getExpAvgSq()},
+                      {o.getNewParam(), o.getNewExpAvg(), o.getNewExpAvgSq()});
     if (auto it = hostScalar.find(o.getStep()); it != hostScalar.end()) {
       open("int64_t t_ = " + it->second + ";");
     } else {
