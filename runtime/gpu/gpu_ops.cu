@@ -35,6 +35,17 @@ template <typename F> void withType(loomrt_dtype dt, F &&f) {
   else
     f(float{});
 }
+/// Calls f with an unsigned integer type of `bytes` bytes (uint4 for 16):
+/// copies move elements as opaque words of their size.
+template <typename F> void withElem(size_t bytes, F &&f) {
+  switch (bytes) {
+  case 1: f(uint8_t{}); break;
+  case 2: f(uint16_t{}); break;
+  case 4: f(uint32_t{}); break;
+  case 8: f(uint64_t{}); break;
+  default: f(uint4{}); break;
+  }
+}
 
 #define GRID_STRIDE(i, n)                                                      \
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);      \
@@ -486,18 +497,11 @@ loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
     int64_t lds = r == 2 ? a[0] : 0, ldd = r == 2 ? b[0] : 0;
     dim3 grid(unsigned(std::min<int64_t>((cols + 4 * kThreads - 1) / (4 * kThreads), 1024)),
               unsigned(std::min<int64_t>(rows, 65535)));
-    auto go = [&](auto tag) {
+    withElem(elem, [&](auto tag) {
       using E = decltype(tag);
       copyRowsKernel<E><<<grid, kThreads, 0, S(st)>>>(
           static_cast<const E *>(src), static_cast<E *>(dst), rows, cols, lds, ldd);
-    };
-    switch (elem) {
-    case 1: go(uint8_t{}); break;
-    case 2: go(uint16_t{}); break;
-    case 4: go(uint32_t{}); break;
-    case 8: go(uint64_t{}); break;
-    default: go(uint4{}); break;
-    }
+    });
     return launched("copy_strided");
   }
   bool negative = false;
@@ -515,18 +519,11 @@ loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
       dims.ss[d] = I(a[d]);
       dims.ds[d] = I(b[d]);
     }
-    auto go = [&](auto tag) {
+    withElem(elem, [&](auto tag) {
       using E = decltype(tag);
       copyStridedKernel<E, I><<<gridFor(n), kThreads, 0, S(st)>>>(
           static_cast<const E *>(src), static_cast<E *>(dst), dims, I(n));
-    };
-    switch (elem) {
-    case 1: go(uint8_t{}); break;
-    case 2: go(uint16_t{}); break;
-    case 4: go(uint32_t{}); break;
-    case 8: go(uint64_t{}); break;
-    default: go(uint4{}); break;
-    }
+    });
   };
   if (!negative && reach < (int64_t(1) << 30) && n < (size_t(1) << 30))
     launch(int32_t{});
