@@ -35,11 +35,8 @@ int main(int argc, char **argv) {
     else if (a == "--max-mib")
       maxMiB = std::atof(argv[i + 1]);
   }
-  int ordinal = 0;
-  if (const char *l = std::getenv("LOCAL_RANK"))
-    ordinal = std::atoi(l);
   loomrt_device dev;
-  OK(loomrt_device_open(be, be == LOOMRT_BACKEND_CPU ? 0 : ordinal, &dev));
+  OK(loomrt_device_open(be, be == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank(), &dev));
   loomrt_stream s;
   OK(loomrt_stream_create(dev, &s));
   loomrt_comm c;

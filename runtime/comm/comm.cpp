@@ -522,6 +522,12 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
                   "needs nccl.h and libnccl at build time)");
 }
 
+int loomrt_local_rank(void) {
+  std::string var;
+  int r = envInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, var);
+  return r > 0 ? r : 0;
+}
+
 int loomrt_comm_rank(loomrt_comm c) { return c ? c->rank : -1; }
 int loomrt_comm_size(loomrt_comm c) { return c ? c->size : 0; }
 

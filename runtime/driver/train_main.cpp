@@ -362,13 +362,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (f.commTimeout > 0)
     setenv("LOOMRT_COMM_TIMEOUT", std::to_string(f.commTimeout).c_str(), 1);
   int world = p->world < 1 ? 1 : p->world;
-  int ordinal = 0;
-  if (p->backend != LOOMRT_BACKEND_CPU)
-    for (const char *v : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
-      if (const char *x = std::getenv(v)) {
-        ordinal = std::atoi(x);
-        break;
-      }
+  int ordinal = p->backend == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank();
   loomrt_device dev;
   TRY(loomrt_device_open(p->backend, ordinal, &dev), "opening the device");
   loomrt_comm comm = nullptr;

@@ -96,13 +96,8 @@ bool same(const std::vector<float> &a, const std::vector<float> &b, float tol) {
 int main(int argc, char **argv) {
   loomrt_backend be = argc > 1 && std::string(argv[1]) == "cuda" ? LOOMRT_BACKEND_CUDA
                                                                  : LOOMRT_BACKEND_CPU;
-  int ordinal = 0;
-  if (const char *l = std::getenv("LOCAL_RANK"))
-    ordinal = std::atoi(l);
-  else if (const char *l2 = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
-    ordinal = be == LOOMRT_BACKEND_CUDA ? std::atoi(l2) : 0;
   loomrt_device dev;
-  OK(loomrt_device_open(be, be == LOOMRT_BACKEND_CPU ? 0 : ordinal, &dev));
+  OK(loomrt_device_open(be, be == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank(), &dev));
   loomrt_stream s;
   OK(loomrt_stream_create(dev, &s));
   loomrt_comm c;

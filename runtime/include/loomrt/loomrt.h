@@ -282,6 +282,10 @@ loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
  * with a message that says so). */
 typedef struct loomrt_comm_t *loomrt_comm;
 loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out);
+/* This process's rank on its node (LOCAL_RANK, else mpirun's
+ * OMPI_COMM_WORLD_LOCAL_RANK; 0 without either): the GPU ordinal a rank
+ * opens. */
+int loomrt_local_rank(void);
 int loomrt_comm_rank(loomrt_comm c);
 int loomrt_comm_size(loomrt_comm c);
 /* Ranks with equal `color` form a sub-communicator, ordered by `key`
