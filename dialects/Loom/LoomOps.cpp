@@ -1153,6 +1153,31 @@ InitAttr mlir::loom::defaultInitFor(ParamOp p, double stddev) {
   return InitAttr::get(ctx, InitKind::ones, APFloat(0.0), APFloat(0.0));
 }
 
+std::vector<int64_t> mlir::loom::rowMajorStrides(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int i = int(shape.size()) - 2; i >= 0; --i)
+    st[i] = st[i + 1] * shape[i + 1];
+  return st;
+}
+
+std::vector<int64_t> mlir::loom::alignedShape(Value v, int rank) {
+  auto sh = cast<RankedTensorType>(v.getType()).getShape();
+  std::vector<int64_t> r(rank - sh.size(), 1);
+  r.insert(r.end(), sh.begin(), sh.end());
+  return r;
+}
+
+std::vector<int64_t> mlir::loom::broadcastInputStrides(BroadcastOp op) {
+  auto outShape = op.getResult().getType().getShape();
+  int rank = int(outShape.size());
+  std::vector<int64_t> inShape = alignedShape(op.getInput(), rank);
+  std::vector<int64_t> st = rowMajorStrides(inShape);
+  for (int d = 0; d < rank; ++d)
+    if (inShape[d] == 1 && outShape[d] != 1)
+      st[d] = 0;
+  return st;
+}
+
 SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
   auto type = cast<RankedTensorType>(op.getInput().getType());
   SmallVector<int64_t> dims;

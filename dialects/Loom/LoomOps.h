@@ -53,6 +53,14 @@ struct ReduceStep {
 /// dimensions decomposes so; a mean of means over equal groups is the mean).
 /// The executor and code generation both use it.
 SmallVector<ReduceStep> reduceSteps(ReduceOp op);
+
+/// Shape arithmetic the executor and code generation share when they lower
+/// shape ops to strided copies: row-major strides (in elements), a value's
+/// shape right-aligned to `rank` dims (NumPy broadcasting's leading 1s), and
+/// the input strides of a loom.broadcast_to (0 where it broadcasts).
+std::vector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
+std::vector<int64_t> alignedShape(Value v, int rank);
+std::vector<int64_t> broadcastInputStrides(BroadcastOp op);
 } // namespace mlir::loom
 
 #endif // LOOM_DIALECT_LOOMOPS_H

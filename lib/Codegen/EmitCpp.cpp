@@ -63,18 +63,6 @@ bool isHostType(Type t) {
 size_t bytesOf(Value v) {
   return size_t(numel(v)) * elemBytes(tt(v).getElementType());
 }
-std::vector<int64_t> strides(ArrayRef<int64_t> shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int i = int(shape.size()) - 2; i >= 0; --i)
-    st[i] = st[i + 1] * shape[i + 1];
-  return st;
-}
-std::vector<int64_t> padded(Value v, int rank) {
-  auto sh = tt(v).getShape();
-  std::vector<int64_t> r(rank - sh.size(), 1);
-  r.insert(r.end(), sh.begin(), sh.end());
-  return r;
-}
 std::string f(double x) {
   // Masks fill with -inf (an ONNX export's causal mask): C++ has no
   // literal for it, so non-finite values become <cmath>'s macros.
@@ -586,9 +574,9 @@ private:
         .Case([&](SelectOp o) {
           int rank = tt(o.getResult()).getRank();
           std::string n = alloc(o.getResult());
-          open("static const int64_t c_[] = {" + join(padded(o.getCond(), rank)) + "}, a_[] = {" +
-               join(padded(o.getLhs(), rank)) + "}, b_[] = {" + join(padded(o.getRhs(), rank)) +
-               "}, o_[] = {" + join(padded(o.getResult(), rank)) + "};");
+          open("static const int64_t c_[] = {" + join(alignedShape(o.getCond(), rank)) + "}, a_[] = {" +
+               join(alignedShape(o.getLhs(), rank)) + "}, b_[] = {" + join(alignedShape(o.getRhs(), rank)) +
+               "}, o_[] = {" + join(alignedShape(o.getResult(), rank)) + "};");
           call("loomrt_select(s, " + dt(o.getResult()) + ", " + ptr(o.getCond(), "const uint8_t *") +
                ", c_, " + name(o.getLhs()) + ", a_, " + name(o.getRhs()) + ", b_, " + n + ", o_, " +
                std::to_string(rank) + ")");
@@ -732,15 +720,15 @@ private:
           return success();
         })
         .Case([&](TransposeOp o) {
-          auto st = strides(tt(o.getInput()).getShape());
+          auto st = rowMajorStrides(tt(o.getInput()).getShape());
           std::vector<int64_t> ss;
           for (int64_t p : o.getPerm())
             ss.push_back(st[p]);
           auto outShape = tt(o.getResult()).getShape();
-          return strided(o.getResult(), name(o.getInput()), ss, strides(outShape), outShape);
+          return strided(o.getResult(), name(o.getInput()), ss, rowMajorStrides(outShape), outShape);
         })
         .Case([&](SliceOp o) {
-          auto st = strides(tt(o.getInput()).getShape());
+          auto st = rowMajorStrides(tt(o.getInput()).getShape());
           int64_t offset = 0;
           std::vector<int64_t> ss;
           for (size_t d = 0; d < st.size(); ++d) {
@@ -750,20 +738,20 @@ private:
           auto outShape = tt(o.getResult()).getShape();
           std::string src = "(const char *)" + name(o.getInput()) + " + " +
                             std::to_string(offset * int64_t(elemBytes(tt(o.getInput()).getElementType())));
-          return strided(o.getResult(), src, ss, strides(outShape), outShape);
+          return strided(o.getResult(), src, ss, rowMajorStrides(outShape), outShape);
         })
         .Case([&](ConcatOp o) {
           auto outType = tt(o.getResult());
           int64_t dim = int64_t(o.getDim());
           if (dim < 0)
             dim += outType.getRank();
-          auto ds = strides(outType.getShape());
+          auto ds = rowMajorStrides(outType.getShape());
           std::string n = alloc(o.getResult());
           size_t es = elemBytes(outType.getElementType());
           int64_t offset = 0;
           for (Value v : o.getInputs()) {
             auto sh = tt(v).getShape();
-            copyStrided(es, name(v), strides(sh),
+            copyStrided(es, name(v), rowMajorStrides(sh),
                         "(char *)" + n + " + " + std::to_string(offset * ds[dim] * int64_t(es)), ds, sh);
             offset += sh[dim];
           }
@@ -771,13 +759,8 @@ private:
         })
         .Case([&](BroadcastOp o) {
           auto outShape = tt(o.getResult()).getShape();
-          int rank = int(outShape.size());
-          auto inShape = padded(o.getInput(), rank);
-          auto st = strides(inShape);
-          for (int d = 0; d < rank; ++d)
-            if (inShape[d] == 1 && outShape[d] != 1)
-              st[d] = 0;
-          return strided(o.getResult(), name(o.getInput()), st, strides(outShape), outShape);
+          return strided(o.getResult(), name(o.getInput()), broadcastInputStrides(o),
+                         rowMajorStrides(outShape), outShape);
         })
         .Case([&](ReduceOp o) { return reduce(o); })
         .Case([&](AdamOp o) { return adam(o); })
@@ -888,8 +871,8 @@ private:
   LogicalResult binary(Value a, Value b, Value y, const char *kind) {
     int rank = tt(y).getRank();
     std::string n = alloc(y);
-    open("static const int64_t a_[] = {" + join(padded(a, rank)) + "}, b_[] = {" +
-         join(padded(b, rank)) + "}, o_[] = {" + join(padded(y, rank)) + "};");
+    open("static const int64_t a_[] = {" + join(alignedShape(a, rank)) + "}, b_[] = {" +
+         join(alignedShape(b, rank)) + "}, o_[] = {" + join(alignedShape(y, rank)) + "};");
     call("loomrt_binary(s, " + std::string(kind) + ", " + dt(y) + ", " + name(a) + ", a_, " + name(b) +
          ", b_, " + n + ", o_, " + std::to_string(rank) + ")");
     close();

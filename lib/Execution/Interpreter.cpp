@@ -340,25 +340,11 @@ public:
     Buf o;
     return out(dx, o) && call(loomrt_unary_grad(s, op, dtOf(x), in(dy).p(), in(x).p(), o.p(), numel(x)), "unary_grad");
   }
-  /// Shapes right-aligned to the result's rank.
-  static std::vector<int64_t> padded(Value v, int rank) {
-    auto sh = cast<RankedTensorType>(v.getType()).getShape();
-    std::vector<int64_t> r(rank - sh.size(), 1);
-    r.insert(r.end(), sh.begin(), sh.end());
-    return r;
-  }
   bool binary(Value a, Value b, Value y, loomrt_binary_op op) {
     int rank = cast<RankedTensorType>(y.getType()).getRank();
-    auto as = padded(a, rank), bs = padded(b, rank), os = padded(y, rank);
+    auto as = alignedShape(a, rank), bs = alignedShape(b, rank), os = alignedShape(y, rank);
     Buf o;
     return out(y, o) && call(loomrt_binary(s, op, dtOf(y), in(a).p(), as.data(), in(b).p(), bs.data(), o.p(), os.data(), rank), "binary");
-  }
-  /// Row-major strides (in elements) of a shape.
-  static std::vector<int64_t> strides(ArrayRef<int64_t> shape) {
-    std::vector<int64_t> st(shape.size(), 1);
-    for (int i = int(shape.size()) - 2; i >= 0; --i)
-      st[i] = st[i + 1] * shape[i + 1];
-    return st;
   }
   size_t esize(Value v) {
     return storageOf(cast<RankedTensorType>(v.getType()).getElementType())->bytes;
@@ -417,8 +403,8 @@ public:
         .Case([&](MinOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_MIN); })
         .Case([&](SelectOp o) {
           int rank = o.getResult().getType().getRank();
-          auto cs = padded(o.getCond(), rank), as = padded(o.getLhs(), rank),
-               bs = padded(o.getRhs(), rank), os = padded(o.getResult(), rank);
+          auto cs = alignedShape(o.getCond(), rank), as = alignedShape(o.getLhs(), rank),
+               bs = alignedShape(o.getRhs(), rank), os = alignedShape(o.getResult(), rank);
           Buf r;
           return out(o.getResult(), r) &&
                  call(loomrt_select(s, dtOf(o.getResult()), static_cast<const uint8_t *>(in(o.getCond()).p()), cs.data(), in(o.getLhs()).p(), as.data(), in(o.getRhs()).p(), bs.data(), r.p(), os.data(), rank), "select");
@@ -525,16 +511,16 @@ public:
         })
         .Case([&](TransposeOp o) {
           auto inShape = o.getInput().getType().getShape();
-          auto st = strides(inShape);
+          auto st = rowMajorStrides(inShape);
           std::vector<int64_t> ss;
           for (int64_t p : o.getPerm())
             ss.push_back(st[p]);
           auto outShape = o.getResult().getType().getShape();
           Buf r;
-          return out(o.getResult(), r) && strided(in(o.getInput()).p(), ss, r.p(), strides(outShape), outShape, esize(o.getInput()));
+          return out(o.getResult(), r) && strided(in(o.getInput()).p(), ss, r.p(), rowMajorStrides(outShape), outShape, esize(o.getInput()));
         })
         .Case([&](SliceOp o) {
-          auto st = strides(o.getInput().getType().getShape());
+          auto st = rowMajorStrides(o.getInput().getType().getShape());
           int64_t offset = 0;
           std::vector<int64_t> ss;
           for (size_t d = 0; d < st.size(); ++d) {
@@ -545,14 +531,14 @@ public:
           Buf r;
           size_t es = esize(o.getInput());
           return out(o.getResult(), r) &&
-                 strided(static_cast<char *>(in(o.getInput()).p()) + offset * es, ss, r.p(), strides(outShape), outShape, es);
+                 strided(static_cast<char *>(in(o.getInput()).p()) + offset * es, ss, r.p(), rowMajorStrides(outShape), outShape, es);
         })
         .Case([&](ConcatOp o) {
           auto outType = cast<RankedTensorType>(o.getResult().getType());
           int64_t dim = int64_t(o.getDim());
           if (dim < 0)
             dim += outType.getRank();
-          auto ds = strides(outType.getShape());
+          auto ds = rowMajorStrides(outType.getShape());
           Buf r;
           if (!out(o.getResult(), r))
             return false;
@@ -560,7 +546,7 @@ public:
           int64_t offset = 0;
           for (Value v : o.getInputs()) {
             auto sh = cast<RankedTensorType>(v.getType()).getShape();
-            if (!strided(in(v).p(), strides(sh), static_cast<char *>(r.p()) + offset * ds[dim] * es, ds, sh, es))
+            if (!strided(in(v).p(), rowMajorStrides(sh), static_cast<char *>(r.p()) + offset * ds[dim] * es, ds, sh, es))
               return false;
             offset += sh[dim];
           }
@@ -568,14 +554,10 @@ public:
         })
         .Case([&](BroadcastOp o) {
           auto outShape = o.getResult().getType().getShape();
-          int rank = int(outShape.size());
-          auto inShape = padded(o.getInput(), rank);
-          auto st = strides(inShape);
-          for (int d = 0; d < rank; ++d)
-            if (inShape[d] == 1 && outShape[d] != 1)
-              st[d] = 0;
           Buf r;
-          return out(o.getResult(), r) && strided(in(o.getInput()).p(), st, r.p(), strides(outShape), outShape, esize(o.getInput()));
+          return out(o.getResult(), r) &&
+                 strided(in(o.getInput()).p(), broadcastInputStrides(o), r.p(),
+                         rowMajorStrides(outShape), outShape, esize(o.getInput()));
         })
         .Case([&](ReduceOp o) { return reduce(o); })
         .Case([&](arith::AddIOp o) {
