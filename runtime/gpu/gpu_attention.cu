@@ -230,6 +230,16 @@ __global__ void rowDot(const bf16 *dO, const bf16 *O, float *D, size_t rows) {
 constexpr size_t kBwdSmem = 4 * kT * kLd * 2 // Q, dO, K, V tiles
                             + 2 * kT * 4;    // lse and D of a query tile
 
+/// The backward kernels' shared memory: four bf16 tiles, then a query
+/// tile's log-sum-exp and D rows.
+struct BwdTiles {
+  bf16 *q, *dO, *k, *v;
+  float *lse, *d;
+  __device__ explicit BwdTiles(unsigned char *smem)
+      : q(reinterpret_cast<bf16 *>(smem)), dO(q + kT * kLd), k(dO + kT * kLd),
+        v(k + kT * kLd), lse(reinterpret_cast<float *>(v + kT * kLd)), d(lse + kT) {}
+};
+
 /// dK and dV of one 64-key tile: warps own 16 keys and walk the query tiles
 /// that see them, with P^T and dS^T (keys x queries) in registers.
 __global__ void __launch_bounds__(kThreads)
@@ -237,9 +247,9 @@ flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
                 const float *lse, const float *Dv, bf16 *dK, bf16 *dV, int t, float scale,
                 int causal) {
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sdO = sQ + kT * kLd, *sK = sdO + kT * kLd,
-       *sV = sK + kT * kLd;
-  float *sLse = reinterpret_cast<float *>(sV + kT * kLd), *sD = sLse + kT;
+  BwdTiles mem(smem);
+  bf16 *sQ = mem.q, *sdO = mem.dO, *sK = mem.k, *sV = mem.v;
+  float *sLse = mem.lse, *sD = mem.d;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kb = blockIdx.x;
   size_t base = size_t(blockIdx.y) * t * kD, rowBase = size_t(blockIdx.y) * t;
   loadTile(sK, K + base + size_t(kb) * kT * kD);
@@ -292,8 +302,8 @@ __global__ void __launch_bounds__(kThreads)
 flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, const float *lse,
                const float *Dv, bf16 *dQ, int t, float scale, int causal) {
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sdO = sQ + kT * kLd, *sK = sdO + kT * kLd,
-       *sV = sK + kT * kLd;
+  BwdTiles mem(smem);
+  bf16 *sQ = mem.q, *sdO = mem.dO, *sK = mem.k, *sV = mem.v;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qb = blockIdx.x;
   size_t base = size_t(blockIdx.y) * t * kD, rowBase = size_t(blockIdx.y) * t;
   loadTile(sQ, Q + base + size_t(qb) * kT * kD);
