@@ -294,7 +294,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return failure();
     b.setInsertionPointAfter(globalLoss.getDefiningOp()->getNextNode()); // after its wait
     if (failed(zeroStage == 0 ? rewriteStage0(b, loc, buckets, *reduced)
-                              : rewritePartitioned(b, loc, step, fb, buckets, *reduced)))
+                              : rewritePartitioned(b, loc, fb, buckets, *reduced)))
       return failure();
     return dropFullGradients(fb, call, members.size());
   }
@@ -345,9 +345,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     return success();
   }
 
-  LogicalResult rewritePartitioned(OpBuilder &b, Location loc, func::FuncOp step,
-                                   func::FuncOp fb, MutableArrayRef<Bucket> buckets,
-                                   ArrayRef<Value> reduced) {
+  LogicalResult rewritePartitioned(OpBuilder &b, Location loc, func::FuncOp fb,
+                                   MutableArrayRef<Bucket> buckets, ArrayRef<Value> reduced) {
     MLIRContext *ctx = module.getContext();
     auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
     SmallVector<Operation *> dead;

@@ -71,8 +71,8 @@ struct OffloadOptimizer
   /// A parameter updated on the GPU while its state lives in host memory:
   /// weights, momentum and variance go to the device, Adam runs there, the
   /// state comes back, and the new weights are also the working copy.
-  LogicalResult streamUpdate(OpBuilder &b, AdamOp adam, FlatSymbolRefAttr sym,
-                             FlatSymbolRefAttr workSym, RankedTensorType pt) {
+  LogicalResult streamUpdate(OpBuilder &b, AdamOp adam, FlatSymbolRefAttr workSym,
+                             RankedTensorType pt) {
     MLIRContext *ctx = adam.getContext();
     auto tok = TokenType::get(ctx);
     auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
@@ -121,7 +121,6 @@ struct OffloadOptimizer
     pendingTokens.append(downTokens);
     for (StoreOp st : stores)
       st.erase();
-    (void)sym;
     return success();
   }
 
@@ -253,7 +252,7 @@ struct OffloadOptimizer
       });
 
       if (streamed) {
-        if (failed(streamUpdate(b, adam, sym, workSym, pt)))
+        if (failed(streamUpdate(b, adam, workSym, pt)))
           return failure();
         continue;
       }

@@ -420,7 +420,7 @@ private:
   }
   /// The comm (or copy) stream waits for the compute stream, runs
   /// `callText`, and records the op's token.
-  LogicalResult collective(Operation *op, Value token, const std::string &callText,
+  LogicalResult collective(Value token, const std::string &callText,
                            const std::string &stream = "cs") {
     std::string ready = fresh(), t = fresh();
     *os << "  loomrt_event " << ready << " = loomrt_step_event(c);\n";
@@ -803,7 +803,7 @@ private:
               }
           if (n.empty())
             n = alloc(r);
-          return collective(o, o.getToken(),
+          return collective(o.getToken(),
                             "loomrt_memcpy_async(" + st + ", " + n + ", " + name(o.getInput()) +
                                 ", " + std::to_string(bytesOf(o.getResult())) + ")",
                             st);
@@ -812,7 +812,7 @@ private:
           if (failed(checkWholeWorld(o, o.getGroup())))
             return failure();
           std::string n = alloc(o.getResult());
-          return collective(o, o.getToken(),
+          return collective(o.getToken(),
                             "loomrt_all_reduce(comm, cs, " + dt(o.getInput()) + ", " +
                                 name(o.getInput()) + ", " + n + ", " +
                                 std::to_string(numel(o.getInput())) + ", " +
@@ -822,7 +822,7 @@ private:
           if (failed(checkWholeWorld(o, o.getGroup())))
             return failure();
           std::string n = alloc(o.getResult());
-          return collective(o, o.getToken(),
+          return collective(o.getToken(),
                             "loomrt_reduce_scatter(comm, cs, " + dt(o.getInput()) + ", " +
                                 name(o.getInput()) + ", " + n + ", " +
                                 std::to_string(numel(o.getResult())) + ", " +
@@ -832,7 +832,7 @@ private:
           if (failed(checkWholeWorld(o, o.getGroup())))
             return failure();
           std::string n = alloc(o.getResult());
-          return collective(o, o.getToken(),
+          return collective(o.getToken(),
                             "loomrt_all_gather(comm, cs, " + dt(o.getInput()) + ", " +
                                 name(o.getInput()) + ", " + n + ", " +
                                 std::to_string(numel(o.getInput())) + ")");
