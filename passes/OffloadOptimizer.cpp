@@ -1,23 +1,46 @@
 //===- OffloadOptimizer.cpp - loom-offload-optimizer ----------------------===//
 //
-// The ZeRO-Offload schedule (Ren et al., "ZeRO-Offload", ATC 2021, §4):
-// master weights and Adam state live in pinned host memory and the CPU
-// updates them; the GPU keeps a working copy of each parameter. Every step,
-// each gradient is copied to the host right after the backward computes it
-// (so the copies overlap the rest of the backward), the CPU runs Adam, and
-// the updated weights are copied back into the working copies.
+// Where each parameter's optimizer update runs, and the copies that make it
+// possible. Three placements, per parameter:
 //
-// This is the `cpu` baseline of issue 7's offload modes; the interleaved
-// schedule (Deep Optimizer States) splits the same update between CPU and
-// GPU by the cost model and builds on these placements and copies.
+//  * gpu    - state resident in device memory, Adam on the GPU (no offload);
+//  * cpu    - master weights and Adam state in pinned host memory, Adam on
+//             the CPU (ZeRO-Offload, Ren et al. ATC 2021, §4): the gradient
+//             is copied to the host as soon as the backward produces it, so
+//             the copies overlap the rest of the backward, and the CPU
+//             update of a subgroup starts as soon as its gradients have
+//             landed (while the GPU is still running the backward);
+//  * stream - state in pinned host memory, copied to the device right after
+//             the subgroup's gradients exist (overlapping the rest of the
+//             backward), updated there, copied back (Deep Optimizer States
+//             §3: the GPU path of the interleaved schedule).
+//
+// Offloaded parameters get a device working copy `@P.work` that the forward
+// and backward read. When the forward only reads a parameter through a cast
+// to bf16 (loom-mixed-precision) the working copy is bf16, the gradient
+// moves as bf16, and the update writes the refreshed bf16 weights in the
+// same pass over memory (the mixed-precision parameter refresh): 2 bytes per
+// parameter each way over PCIe instead of 4.
+//
+// Modes: `cpu` (every parameter on the CPU), `static:R` (DeepSpeed's fixed
+// split: the first parameters holding a fraction R of the elements on the
+// GPU, the rest on the CPU) and `subgroups` (each loom.subgroup's `update`,
+// as loom-interleave-offload plans it or a user writes it).
+//
+// To put copies and updates in the middle of the backward, the pass inlines
+// @forward_backward into @train_step. Race freedom follows from the stream
+// rules code generation implements (docs/codegen.md): a copy starts after
+// the compute work issued before it (so it never overwrites memory the
+// backward still reads, and copies the optimizer's finished writes), a
+// buffer a copy reads is freed only after the copy's wait, and the host
+// waits for a copy into host memory before the CPU reads it.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/Offload.h"
 #include "passes/Passes.h"
 
-#include "loom/CostModel.h"
-
 #include "mlir/IR/Builders.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_OFFLOADOPTIMIZER
@@ -34,280 +57,382 @@ RankedTensorType placed(Type t, MemSpace space) {
   return RankedTensorType::get(rt.getShape(), rt.getElementType(),
                                MemSpaceAttr::get(t.getContext(), space));
 }
-
-NamedAttribute b0(MLIRContext *ctx, StringRef name, double v) {
-  return NamedAttribute(StringAttr::get(ctx, name), FloatAttr::get(Float64Type::get(ctx), v));
+RankedTensorType withElement(Type t, Type elt) {
+  auto rt = cast<RankedTensorType>(t);
+  return RankedTensorType::get(rt.getShape(), elt, rt.getEncoding());
 }
+bool isBf16Cast(Operation *op) {
+  auto c = dyn_cast<CastOp>(op);
+  return c && cast<RankedTensorType>(c.getType()).getElementType().isBF16();
+}
+
+/// One parameter's update and where it runs.
+struct Update {
+  ParamOp param;
+  FlatSymbolRefAttr sym;
+  AdamOp adam;
+  UpdatePlace where = UpdatePlace::gpu;
+  int group = 0;        // updates of one group wait for their gradients together
+  Value grad;           // what leaves the backward (bf16 when it can)
+  Operation *ready = nullptr; // the op after which the gradient exists
+  SmallVector<Value> gradTokens;
+};
 
 struct OffloadOptimizer
     : public mlir::loom::impl::OffloadOptimizerBase<OffloadOptimizer> {
   using Base::Base;
 
-  LogicalResult fail(Operation *at, const Twine &msg) {
-    at->emitError() << "loom-offload-optimizer: " << msg;
-    return failure();
-  }
-
-  SmallVector<std::pair<Value, FlatSymbolRefAttr>> pendingStores;
-  SmallVector<Value> pendingTokens;
-
   void runOnOperation() override {
-    if (failed(run()))
+    std::string err;
+    if (failed(applyOffload(getOperation(), mode, err)))
       signalPassFailure();
-  }
-
-  /// The streamed updates' state, waited and stored before @train_step
-  /// returns.
-  void finishStreamed(func::FuncOp step) {
-    if (pendingTokens.empty())
-      return;
-    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
-    OpBuilder b(ret);
-    WaitOp::create(b, ret.getLoc(), pendingTokens);
-    for (auto &[v, sym] : pendingStores)
-      StoreOp::create(b, ret.getLoc(), v, sym);
-  }
-
-  /// A parameter updated on the GPU while its state lives in host memory:
-  /// weights, momentum and variance go to the device, Adam runs there, the
-  /// state comes back, and the new weights are also the working copy.
-  LogicalResult streamUpdate(OpBuilder &b, AdamOp adam, FlatSymbolRefAttr workSym,
-                             RankedTensorType pt) {
-    MLIRContext *ctx = adam.getContext();
-    auto tok = TokenType::get(ctx);
-    auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
-    auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
-    Location loc = adam.getLoc();
-    b.setInsertionPoint(adam);
-    SmallVector<Value> tokens;
-    Value ins[3] = {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()};
-    for (int k = 0; k < 3; ++k) {
-      auto l = ins[k].getDefiningOp<LoadOp>();
-      if (!l)
-        return fail(adam, "Adam's operands must be loaded from their symbols");
-      l.getResult().setType(placed(pt, MemSpace::pinned));
-      b.setInsertionPointAfter(l);
-      auto up = CopyOp::create(b, loc, pt, tok, l.getResult(), ValueRange{}, h2d);
-      l.getResult().replaceUsesWithIf(up.getResult(), [&](OpOperand &u) {
-        return u.getOwner() == adam.getOperation();
-      });
-      tokens.push_back(up.getToken());
-    }
-    b.setInsertionPoint(adam);
-    WaitOp::create(b, loc, tokens);
-    // The state returns to host memory; the weights also to the working copy.
-    StoreOp stores[3] = {};
-    for (int k = 0; k < 3; ++k)
-      for (Operation *u : adam->getResult(k).getUsers())
-        if (auto st = dyn_cast<StoreOp>(u))
-          stores[k] = st;
-    if (!stores[0] || !stores[1] || !stores[2])
-      return fail(adam, "the updated weights and state must be stored");
-    SmallVector<Value> back;
-    SmallVector<Value> downTokens;
-    b.setInsertionPointAfter(adam);
-    for (int k = 0; k < 3; ++k) {
-      auto down = CopyOp::create(b, loc, placed(pt, MemSpace::pinned), tok, adam->getResult(k),
-                                 ValueRange{}, d2h);
-      back.push_back(down.getResult());
-      downTokens.push_back(down.getToken());
-    }
-    StoreOp::create(b, loc, adam.getNewParam(), workSym);
-    // The state reaches host memory while the CPU updates the other
-    // parameters: the host waits for it (and stores it) only at the end of
-    // the step (finishStreamed), so the two paths overlap.
-    for (int k = 0; k < 3; ++k)
-      pendingStores.push_back({back[k], stores[k].getNameAttr()});
-    pendingTokens.append(downTokens);
-    for (StoreOp st : stores)
-      st.erase();
-    return success();
-  }
-
-  LogicalResult run() {
-    ModuleOp module = getOperation();
-    MLIRContext *ctx = module.getContext();
-    // cpu: every update on the CPU; static:R: the first parameters (in
-    // declaration order) holding a fraction R of all elements keep their
-    // state and update on the GPU, the rest go to the CPU (DeepSpeed's
-    // fixed split, the baseline the interleaved schedule is measured
-    // against).
-    // interleaved: the state of every parameter stays in host memory; the
-    // fraction the cost model finds fastest for this machine (Deep
-    // Optimizer States §3: the CPU update and the PCIe round trip share
-    // one host-memory budget) is streamed to the GPU, updated there and
-    // streamed back each step, the rest updated by the CPU.
-    double ratio = 0;
-    bool stream = mode == "interleaved";
-    if (StringRef(mode).starts_with("static:")) {
-      if (StringRef(mode).drop_front(7).getAsDouble(ratio) || !(ratio >= 0 && ratio <= 1))
-        return fail(module, "static:R needs a fraction R in [0, 1], got '" + mode + "'");
-    } else if (stream) {
-      std::optional<::loom::cost::Hardware> hw = ::loom::cost::preset(hardware);
-      if (!hw) {
-        auto buf = llvm::MemoryBuffer::getFile(hardware);
-        if (!buf)
-          return fail(module, "hardware '" + hardware + "' is neither a preset (" +
-                                  ::loom::cost::presetNames() + ") nor a readable file");
-        std::string err;
-        hw = ::loom::cost::parseHardware((*buf)->getBuffer(), err);
-        if (!hw)
-          return fail(module, "hardware file '" + hardware + "': " + err);
-      }
-      int64_t total = 0;
-      for (ParamOp p : module.getOps<ParamOp>())
-        total += cast<RankedTensorType>(p.getType()).getNumElements();
-      auto [f, est] = ::loom::cost::bestUpdateSplit(*hw, double(total));
-      ratio = f;
-      module->setAttr("loom.offload_plan",
-                      DictionaryAttr::get(ctx, {b0(ctx, "gpu_fraction", f),
-                                                b0(ctx, "predicted_update_s", est.total)}));
-    } else if (mode != "cpu") {
-      return fail(module, "unknown mode '" + mode + "': expected cpu, static:R or interleaved");
-    }
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
-    if (!step || !fb)
-      return fail(module, "needs @forward_backward and @train_step (run "
-                          "loom-attach-optimizer first)");
-    if (step->hasAttr("loom.data_parallel"))
-      return fail(step, "offloading a data-parallel step is not supported yet");
-    auto names = fb->getAttrOfType<ArrayAttr>("loom.grad_params");
-    func::CallOp call;
-    step.walk([&](func::CallOp c) {
-      if (c.getCallee() == "forward_backward")
-        call = c;
-    });
-    if (!names || !call || call.getNumResults() != names.size() + 1)
-      return fail(fb, "@forward_backward must return the loss and one gradient per "
-                      "loom.grad_params entry, and @train_step must call it");
-
-    Block &fbBody = fb.getBody().front();
-    auto ret = cast<func::ReturnOp>(fbBody.getTerminator());
-    OpBuilder b(ctx);
-    auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
-    auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
-    auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
-    auto tokType = TokenType::get(ctx);
-    SmallVector<Value> tokens;
-
-    // The parameters that stay on the GPU (static:R).
-    llvm::DenseSet<StringAttr> onGpu;
-    {
-      int64_t total = 0, kept = 0;
-      for (ParamOp p : module.getOps<ParamOp>())
-        total += cast<RankedTensorType>(p.getType()).getNumElements();
-      for (ParamOp p : module.getOps<ParamOp>()) {
-        int64_t n = cast<RankedTensorType>(p.getType()).getNumElements();
-        if (double(kept + n) > ratio * double(total) + 0.5)
-          break;
-        kept += n;
-        onGpu.insert(p.getSymNameAttr());
-      }
-    }
-    for (auto [i, a] : llvm::enumerate(names)) {
-      auto sym = cast<FlatSymbolRefAttr>(a);
-      auto param = module.lookupSymbol<ParamOp>(sym);
-      if (!param)
-        return fail(fb, "'" + sym.getValue() + "' is not a loom.param");
-      bool streamed = false;
-      if (onGpu.contains(param.getSymNameAttr())) {
-        if (!stream)
-          continue; // static: state stays on the device
-        streamed = true;
-      }
-      Value grad = call.getResult(i + 1);
-      AdamOp adam;
-      for (Operation *u : grad.getUsers())
-        adam = dyn_cast<AdamOp>(u);
-      if (!adam || !grad.hasOneUse())
-        return fail(step, "the gradient of '@" + sym.getValue() +
-                              "' must feed one loom.adam (--optimizer=adam|adamw)");
-      auto pt = cast<RankedTensorType>(param.getType());
-      if (pt.getEncoding())
-        return fail(param, "is placed already");
-
-      // The device working copy, initialised from the master weights.
-      b.setInsertionPointAfter(param);
-      std::string work = (sym.getValue() + ".work").str();
-      auto workState = StateOp::create(b, param.getLoc(), b.getStringAttr(work),
-                                       TypeAttr::get(pt), StateRoleAttr::get(ctx, StateRole::other),
-                                       FlatSymbolRefAttr(), zeros);
-      workState->setAttr("loom.mirror_of", sym);
-      auto workSym = FlatSymbolRefAttr::get(ctx, work);
-
-      // Master weights and Adam state move to pinned host memory.
-      param.setTypeAttr(TypeAttr::get(placed(pt, MemSpace::pinned)));
-      for (StringRef suffix : {".exp_avg", ".exp_avg_sq"}) {
-        auto s = module.lookupSymbol<StateOp>((sym.getValue() + suffix).str());
-        if (!s)
-          return fail(param, "has no '" + suffix + "' state");
-        s.setTypeAttr(TypeAttr::get(placed(s.getType(), MemSpace::pinned)));
-      }
-
-      // Everything but the update reads the working copy.
-      module.walk([&](LoadOp l) {
-        if (l.getNameAttr() == sym && l->getParentOp() != step.getOperation())
-          l.setNameAttr(workSym);
-      });
-
-      if (streamed) {
-        if (failed(streamUpdate(b, adam, workSym, pt)))
-          return failure();
-        continue;
-      }
-      // The gradient goes to the host as soon as it exists.
-      Value g = ret.getOperand(i + 1);
-      if (Operation *d = g.getDefiningOp())
-        b.setInsertionPointAfter(d);
-      else
-        b.setInsertionPointToStart(&fbBody);
-      auto copy = CopyOp::create(b, g.getLoc(), placed(g.getType(), MemSpace::pinned), tokType,
-                                 g, ValueRange{}, d2h);
-      tokens.push_back(copy.getToken());
-      ret.setOperand(i + 1, copy.getResult());
-
-      // @train_step: the update reads and writes host memory (the CPU runs
-      // it), then the new weights go back to the working copy.
-      for (Value in : {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()}) {
-        auto l = in.getDefiningOp<LoadOp>();
-        if (!l)
-          return fail(adam, "Adam's operands must be loaded from their symbols");
-        in.setType(placed(in.getType(), MemSpace::pinned));
-      }
-      for (Value out : adam->getResults())
-        out.setType(placed(out.getType(), MemSpace::pinned));
-      StoreOp lastStore;
-      for (Operation *u : adam.getNewParam().getUsers())
-        if (auto st = dyn_cast<StoreOp>(u))
-          lastStore = st;
-      if (!lastStore)
-        return fail(adam, "the updated parameter must be stored");
-      Operation *after = adam;
-      for (Operation *u : adam->getUsers())
-        if (after->isBeforeInBlock(u))
-          after = u;
-      b.setInsertionPointAfter(after);
-      Location loc = adam.getLoc();
-      Value master = LoadOp::create(b, loc, placed(pt, MemSpace::pinned), sym);
-      auto up = CopyOp::create(b, loc, pt, tokType, master, ValueRange{}, h2d);
-      WaitOp::create(b, loc, ValueRange{up.getToken()});
-      StoreOp::create(b, loc, up.getResult(), workSym);
-    }
-    // Gradients are on the host before the step reads them.
-    b.setInsertionPoint(ret);
-    if (!tokens.empty())
-      WaitOp::create(b, ret.getLoc(), tokens);
-    fb.setFunctionType(FunctionType::get(ctx, fb.getArgumentTypes(), ret.getOperandTypes()));
-    b.setInsertionPoint(call);
-    auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());
-    for (auto [o, n] : llvm::zip(call.getResults(), newCall.getResults()))
-      o.replaceAllUsesWith(n);
-    call.erase();
-    finishStreamed(step);
-    step->setAttr("loom.optimizer_offload", StringAttr::get(ctx, mode));
-    return success();
   }
 };
 
+LogicalResult fail(Operation *at, const Twine &msg) {
+  at->emitError() << "loom-offload-optimizer: " << msg;
+  return failure();
+}
+
+/// Replaces the call of @forward_backward in @train_step by its body.
+void inlineForwardBackward(func::FuncOp fb, func::CallOp call) {
+  OpBuilder b(call);
+  IRMapping map;
+  Block &body = fb.getBody().front();
+  for (auto [a, v] : llvm::zip(body.getArguments(), call.getOperands()))
+    map.map(a, v);
+  for (Operation &op : body.without_terminator())
+    b.clone(op, map);
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [r, v] : llvm::zip(call.getResults(), ret.getOperands()))
+    r.replaceAllUsesWith(map.lookupOrDefault(v));
+  call.erase();
+}
+
 } // namespace
+
+namespace mlir::loom {
+
+FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mode,
+                                                  ArrayRef<FlatSymbolRefAttr> params) {
+  SmallVector<UpdatePlace> where(params.size(), UpdatePlace::cpu);
+  if (mode == "cpu")
+    return where;
+  if (mode.starts_with("static:")) {
+    double ratio;
+    if (mode.drop_front(7).getAsDouble(ratio) || !(ratio >= 0 && ratio <= 1))
+      return fail(module, "static:R needs a fraction R in [0, 1], got '" + mode + "'");
+    // In declaration order, as DeepSpeed fills its GPU share.
+    int64_t total = 0, kept = 0;
+    for (ParamOp p : module.getOps<ParamOp>())
+      total += cast<RankedTensorType>(p.getType()).getNumElements();
+    llvm::DenseSet<StringAttr> onGpu;
+    for (ParamOp p : module.getOps<ParamOp>()) {
+      int64_t n = cast<RankedTensorType>(p.getType()).getNumElements();
+      if (double(kept + n) > ratio * double(total) + 0.5)
+        break;
+      kept += n;
+      onGpu.insert(p.getSymNameAttr());
+    }
+    for (auto [i, s] : llvm::enumerate(params))
+      if (onGpu.contains(s.getAttr()))
+        where[i] = UpdatePlace::gpu;
+    return where;
+  }
+  if (mode != "subgroups")
+    return fail(module, "unknown mode '" + mode + "': expected cpu, static:R or subgroups");
+  llvm::DenseMap<StringAttr, UpdatePlace> of;
+  for (SubgroupOp sg : module.getOps<SubgroupOp>()) {
+    std::optional<StringRef> u = sg.getUpdate();
+    if (!u)
+      return fail(sg, "mode=subgroups needs an 'update' on every loom.subgroup (run "
+                      "loom-interleave-offload, or write gpu, stream or cpu)");
+    UpdatePlace w = *u == "gpu" ? UpdatePlace::gpu
+                    : *u == "stream" ? UpdatePlace::stream
+                                     : UpdatePlace::cpu;
+    for (Attribute a : sg.getParams())
+      of[cast<FlatSymbolRefAttr>(a).getAttr()] = w;
+  }
+  for (auto [i, s] : llvm::enumerate(params)) {
+    auto it = of.find(s.getAttr());
+    if (it == of.end())
+      return fail(module, "mode=subgroups: '@" + s.getValue() +
+                              "' belongs to no loom.subgroup (run loom-optimizer-subgroups)");
+    where[i] = it->second;
+  }
+  return where;
+}
+
+LogicalResult applyOffload(ModuleOp module, StringRef mode, std::string &) {
+  MLIRContext *ctx = module.getContext();
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!step || !fb)
+    return fail(module, "needs @forward_backward and @train_step (run "
+                        "loom-attach-optimizer first)");
+  if (step->hasAttr("loom.data_parallel"))
+    return fail(step, "offloading a data-parallel step is not supported yet");
+  auto names = fb->getAttrOfType<ArrayAttr>("loom.grad_params");
+  func::CallOp call;
+  step.walk([&](func::CallOp c) {
+    if (c.getCallee() == "forward_backward")
+      call = c;
+  });
+  if (!names || !call || call.getNumResults() != names.size() + 1)
+    return fail(fb, "@forward_backward must return the loss and one gradient per "
+                    "loom.grad_params entry, and @train_step must call it");
+  SmallVector<FlatSymbolRefAttr> syms;
+  for (Attribute a : names)
+    syms.push_back(cast<FlatSymbolRefAttr>(a));
+  FailureOr<SmallVector<UpdatePlace>> where = offloadPlaces(module, mode, syms);
+  if (failed(where))
+    return failure();
+
+  // Subgroups group the waits of CPU updates; without them each parameter
+  // is its own group.
+  llvm::DenseMap<StringAttr, int> groupOf;
+  int groups = 0;
+  for (SubgroupOp sg : module.getOps<SubgroupOp>()) {
+    for (Attribute a : sg.getParams())
+      groupOf[cast<FlatSymbolRefAttr>(a).getAttr()] = groups;
+    ++groups;
+  }
+
+  SmallVector<Update> updates;
+  for (auto [i, sym] : llvm::enumerate(syms)) {
+    Update u;
+    u.sym = sym;
+    u.where = (*where)[i];
+    u.param = module.lookupSymbol<ParamOp>(sym);
+    if (!u.param)
+      return fail(fb, "'" + sym.getValue() + "' is not a loom.param");
+    Value grad = call.getResult(i + 1);
+    for (Operation *user : grad.getUsers())
+      u.adam = dyn_cast<AdamOp>(user);
+    if (!u.adam || !grad.hasOneUse())
+      return fail(step, "the gradient of '@" + sym.getValue() +
+                            "' must feed one loom.adam (--optimizer=adam|adamw)");
+    if (cast<RankedTensorType>(u.param.getType()).getEncoding())
+      return fail(u.param, "is placed already");
+    auto it = groupOf.find(sym.getAttr());
+    u.group = it != groupOf.end() ? it->second : groups + int(i);
+    updates.push_back(u);
+  }
+  step->setAttr("loom.optimizer_offload", StringAttr::get(ctx, mode));
+  if (llvm::all_of(updates, [](const Update &u) { return u.where == UpdatePlace::gpu; }))
+    return success();
+
+  inlineForwardBackward(fb, call);
+  if (SymbolTable::symbolKnownUseEmpty(fb, module))
+    fb.erase();
+
+  Block &blk = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(blk.getTerminator());
+  OpBuilder b(ctx);
+  auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
+  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
+  auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
+  auto tok = TokenType::get(ctx);
+  SmallVector<Value> refreshTokens, backTokens;
+  SmallVector<std::pair<Value, FlatSymbolRefAttr>> backStores, refreshStores;
+
+  // Positions in the step, to order CPU updates by when their gradients
+  // exist.
+  auto position = [&](Operation *op) {
+    int64_t n = 0;
+    for (Operation &o : blk) {
+      if (&o == op)
+        return n;
+      ++n;
+    }
+    return n;
+  };
+
+  for (Update &u : updates) {
+    if (u.where == UpdatePlace::gpu)
+      continue;
+    AdamOp adam = u.adam;
+    Location loc = adam.getLoc();
+    auto pt = cast<RankedTensorType>(u.param.getType());
+
+    // The working copy: bf16 when every read of the parameter outside its
+    // update (the step's forward and backward, and functions such as
+    // @forward) is a cast to bf16.
+    SmallVector<LoadOp> reads;
+    module.walk([&](LoadOp l) {
+      if (l.getNameAttr() == u.sym && l.getResult() != adam.getParam())
+        reads.push_back(l);
+    });
+    bool bf16 = !reads.empty() && llvm::all_of(reads, [](LoadOp l) {
+      return !l->use_empty() && llvm::all_of(l->getUsers(), isBf16Cast);
+    });
+    Type workType = bf16 ? withElement(pt, BFloat16Type::get(ctx)) : Type(pt);
+    b.setInsertionPointAfter(u.param);
+    std::string work = (u.sym.getValue() + ".work").str();
+    auto workState = StateOp::create(b, u.param.getLoc(), b.getStringAttr(work),
+                                     TypeAttr::get(workType), StateRoleAttr::get(ctx, StateRole::other),
+                                     FlatSymbolRefAttr(), zeros);
+    workState->setAttr("loom.mirror_of", u.sym);
+    auto workSym = FlatSymbolRefAttr::get(ctx, work);
+    for (LoadOp l : reads) {
+      if (!bf16) {
+        l.setNameAttr(workSym);
+        continue;
+      }
+      b.setInsertionPoint(l);
+      Value w = LoadOp::create(b, l.getLoc(), workType, workSym);
+      for (Operation *c : llvm::make_early_inc_range(l->getUsers())) {
+        c->getResult(0).replaceAllUsesWith(w);
+        c->erase();
+      }
+      l.erase();
+    }
+
+    // Master weights and Adam state move to pinned host memory.
+    u.param.setTypeAttr(TypeAttr::get(placed(pt, MemSpace::pinned)));
+    for (StringRef suffix : {".exp_avg", ".exp_avg_sq"}) {
+      auto s = module.lookupSymbol<StateOp>((u.sym.getValue() + suffix).str());
+      if (!s)
+        return fail(u.param, "has no '" + suffix + "' state");
+      s.setTypeAttr(TypeAttr::get(placed(s.getType(), MemSpace::pinned)));
+    }
+    Value ins[3] = {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()};
+    for (Value in : ins) {
+      if (!in.getDefiningOp<LoadOp>())
+        return fail(adam, "Adam's operands must be loaded from their symbols");
+      in.setType(placed(in.getType(), MemSpace::pinned));
+    }
+
+    // The gradient leaves the backward as bf16 when it was cast up from
+    // bf16 only for the update (the update reads bf16 itself).
+    u.grad = adam.getGrad();
+    if (auto c = u.grad.getDefiningOp<CastOp>())
+      if (cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16() &&
+          u.grad.hasOneUse()) {
+        u.grad = c.getInput();
+        adam.getGradMutable().assign(u.grad);
+        c.erase();
+      }
+    u.ready = u.grad.getDefiningOp();
+    if (u.ready)
+      b.setInsertionPointAfter(u.ready);
+    else
+      b.setInsertionPointToStart(&blk);
+
+    StoreOp stores[3] = {};
+    for (int k = 0; k < 3; ++k)
+      for (Operation *user : adam->getResult(k).getUsers())
+        if (auto st = dyn_cast<StoreOp>(user))
+          stores[k] = st;
+    if (!stores[0] || !stores[1] || !stores[2])
+      return fail(adam, "the updated weights and state must be stored");
+
+    if (u.where == UpdatePlace::cpu) {
+      auto copy = CopyOp::create(b, loc, placed(u.grad.getType(), MemSpace::pinned), tok, u.grad,
+                                 ValueRange{}, d2h);
+      u.gradTokens.push_back(copy.getToken());
+      adam.getGradMutable().assign(copy.getResult());
+      for (Value out : adam->getResults())
+        out.setType(placed(out.getType(), MemSpace::pinned));
+      continue; // placed at the end, in gradient order (below)
+    }
+
+    // stream: the state comes to the device once the gradients exist (the
+    // copies overlap the rest of the backward), Adam runs there after the
+    // backward, and the state goes back.
+    SmallVector<Value> upTokens;
+    for (int k = 0; k < 3; ++k) {
+      // Read the state where the copy starts (nothing stores it before the
+      // update).
+      Operation *load = ins[k].getDefiningOp();
+      load->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+      auto up = CopyOp::create(b, loc, pt, tok, ins[k], ValueRange{}, h2d);
+      adam->setOperand(k == 0 ? 0 : k + 1, up.getResult());
+      upTokens.push_back(up.getToken());
+    }
+    b.setInsertionPoint(adam);
+    WaitOp::create(b, loc, upTokens);
+    b.setInsertionPointAfter(adam);
+    if (bf16) {
+      Value w = CastOp::create(b, loc, workType, adam.getNewParam());
+      StoreOp::create(b, loc, w, workSym);
+    } else {
+      StoreOp::create(b, loc, adam.getNewParam(), workSym);
+    }
+    for (int k = 0; k < 3; ++k) {
+      auto down = CopyOp::create(b, loc, placed(pt, MemSpace::pinned), tok, adam->getResult(k),
+                                 ValueRange{}, d2h);
+      backTokens.push_back(down.getToken());
+      backStores.push_back({down.getResult(), stores[k].getNameAttr()});
+    }
+    for (StoreOp st : stores) // not before: the builder inserts in front of one
+      st.erase();
+  }
+
+  // CPU updates run after every GPU op of the step has been issued (the
+  // host blocks in them), one group at a time in the order the backward
+  // finishes their gradients, each group starting as soon as its gradients
+  // have landed in host memory.
+  SmallVector<Update *> cpu;
+  for (Update &u : updates)
+    if (u.where == UpdatePlace::cpu)
+      cpu.push_back(&u);
+  llvm::DenseMap<int, int64_t> groupReady;
+  for (Update *u : cpu) {
+    int64_t p = u->ready ? position(u->ready) : -1;
+    auto [it, fresh] = groupReady.try_emplace(u->group, p);
+    if (!fresh)
+      it->second = std::max(it->second, p);
+  }
+  llvm::stable_sort(cpu, [&](Update *a, Update *c) {
+    int64_t ra = groupReady[a->group], rc = groupReady[c->group];
+    return ra != rc ? ra < rc : a->group < c->group;
+  });
+  for (size_t i = 0; i < cpu.size();) {
+    size_t j = i;
+    SmallVector<Value> waitFor;
+    while (j < cpu.size() && cpu[j]->group == cpu[i]->group)
+      waitFor.append(cpu[j++]->gradTokens);
+    b.setInsertionPoint(ret);
+    WaitOp::create(b, ret.getLoc(), waitFor);
+    for (; i < j; ++i) {
+      Update &u = *cpu[i];
+      AdamOp adam = u.adam;
+      Location loc = adam.getLoc();
+      SmallVector<Operation *> after;
+      for (Operation *user : adam->getUsers())
+        after.push_back(user);
+      adam->moveBefore(ret);
+      for (Operation *op : after)
+        op->moveBefore(ret);
+      b.setInsertionPoint(ret);
+      auto workSym = FlatSymbolRefAttr::get(ctx, (u.sym.getValue() + ".work").str());
+      auto workState = module.lookupSymbol<StateOp>(workSym);
+      auto workType = cast<RankedTensorType>(workState.getType());
+      Value fresh = adam.getNewParam();
+      if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType())
+        fresh = CastOp::create(b, loc, placed(workType, MemSpace::pinned), fresh);
+      auto up = CopyOp::create(b, loc, workType, tok, fresh, ValueRange{}, h2d);
+      refreshTokens.push_back(up.getToken());
+      refreshStores.push_back({up.getResult(), workSym});
+    }
+  }
+
+  // Before the step returns: the next forward reads the refreshed working
+  // copies (the compute stream waits), and the streamed state is back in
+  // host memory (the host waits, then stores it).
+  b.setInsertionPoint(ret);
+  if (!refreshTokens.empty()) {
+    WaitOp::create(b, ret.getLoc(), refreshTokens);
+    for (auto &[v, sym] : refreshStores)
+      StoreOp::create(b, ret.getLoc(), v, sym);
+  }
+  if (!backTokens.empty()) {
+    WaitOp::create(b, ret.getLoc(), backTokens);
+    for (auto &[v, sym] : backStores)
+      StoreOp::create(b, ret.getLoc(), v, sym);
+  }
+  return success();
+}
+
+} // namespace mlir::loom

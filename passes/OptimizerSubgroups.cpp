@@ -45,7 +45,7 @@ struct OptimizerSubgroups
         return;
       std::string name = "sg" + std::to_string(index++);
       SubgroupOp::create(b, loc, b.getStringAttr(name),
-                           b.getArrayAttr(members), b.getI64IntegerAttr(numel));
+                           b.getArrayAttr(members), b.getI64IntegerAttr(numel), StringAttr());
       members.clear();
       numel = 0;
     };

@@ -309,56 +309,124 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
 }
 
 def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
-  let summary = "Optimizer state and master weights in host memory, updated by the CPU";
+  let summary = "Place each optimizer update on the GPU or the CPU, with the copies it needs";
   let description = [{
-    ZeRO-Offload's schedule (Ren et al. 2021, §4), the `cpu` baseline of the
-    offload modes: every parameter and its Adam state move to pinned host
-    memory (`#loom.mem<pinned>`) and the CPU runs Adam on them; the GPU
-    keeps a working copy (`@P.work`, initialised from the master weights,
-    `loom.mirror_of`) that the forward and backward read. Each gradient is
-    copied to the host right after the backward computes it (`loom.copy` on
-    `d2h`, so the copies overlap the rest of the backward; waited before
-    `@forward_backward` returns) and the updated weights go back to the
-    working copy on `h2d` after the update. Runs after
-    `loom-attach-optimizer`.
+    Each parameter's update runs in one of three places (`mode` chooses):
+    `gpu` (state resident in device memory, as without offload), `cpu`
+    (ZeRO-Offload, Ren et al. 2021 §4: master weights and Adam state in
+    pinned host memory, `#loom.mem<pinned>`, updated by the CPU) or `stream`
+    (Deep Optimizer States §3: state in pinned host memory, copied to the
+    device once the gradients exist, updated there and copied back).
+    Offloaded parameters get a device working copy `@P.work` (initialised
+    from the master, `loom.mirror_of`) that the forward and backward read;
+    it is bf16 when the forward only reads the parameter through a cast to
+    bf16 (`loom-mixed-precision`), and then the gradient also moves as bf16
+    and the update writes the refreshed bf16 weights in the same pass
+    (code generation fuses the `loom.cast` of the new weights into
+    `loom.adam`).
 
-    Before:
+    `@forward_backward` is inlined into `@train_step` so that a gradient is
+    copied to the host (`d2h`) right after the backward computes it and the
+    CPU update of a subgroup starts as soon as its gradients have landed,
+    while the GPU still runs the backward. CPU updates come after all GPU
+    work of the step, grouped by `loom.subgroup`, in the order the backward
+    finishes them; each refreshed working copy goes back on `h2d`; the
+    step's compute stream waits for those copies before it returns (the
+    next forward reads them) and the host waits for streamed state.
+
+    Modes: `cpu` (every update on the CPU), `static:R` (DeepSpeed's fixed
+    split: the first parameters holding a fraction R of the elements on the
+    GPU, the rest on the CPU), `subgroups` (each `loom.subgroup`'s
+    `update`: what `loom-interleave-offload` plans, or a user writes).
+
+    Before (bf16 model):
 
     ```mlir
-    loom.param @w : tensor<8xf32> init #loom.init<ones>
+    loom.param @w : tensor<8x8xf32> init #loom.init<ones>
+    // in @forward_backward
+    %w = loom.load @w : tensor<8x8xf32>
+    %wb = loom.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
     ...
-    %w = loom.load @w : tensor<8xf32>
-    %nw, %nm, %nv = loom.adam %w, %g, %m, %v step %s {...} : tensor<8xf32>, ...
-    loom.store %nw to @w : tensor<8xf32>
+    %gw = loom.cast %gwb : tensor<8x8xbf16> -> tensor<8x8xf32>
+    // in @train_step
+    %nw, %nm, %nv = loom.adam %w0, %gw, %m, %v step %s {...}
+    loom.store %nw to @w : tensor<8x8xf32>
     ```
 
-    After:
+    After (`mode=cpu`):
 
     ```mlir
-    loom.param @w : tensor<8xf32, #loom.mem<pinned>> init #loom.init<ones>
-    loom.state @w.work : tensor<8xf32> role other init #loom.init<zeros> {loom.mirror_of = @w}
+    loom.param @w : tensor<8x8xf32, #loom.mem<pinned>> init #loom.init<ones>
+    loom.state @w.work : tensor<8x8xbf16> role other init #loom.init<zeros> {loom.mirror_of = @w}
+    // in @train_step (the backward inlined)
+    %wb = loom.load @w.work : tensor<8x8xbf16>
     ...
-    // in @forward_backward, after the gradient:
-    %gh, %t = loom.copy %g on d2h : tensor<8xf32> -> tensor<8xf32, #loom.mem<pinned>>
-    // in @train_step:
-    %nw, %nm, %nv = loom.adam %w, %gh, %m, %v step %s {...} : tensor<8xf32, #loom.mem<pinned>>, ...
-    loom.store %nw to @w : tensor<8xf32, #loom.mem<pinned>>
-    %w2 = loom.load @w : tensor<8xf32, #loom.mem<pinned>>
-    %d, %t2 = loom.copy %w2 on h2d : tensor<8xf32, #loom.mem<pinned>> -> tensor<8xf32>
+    %gh, %t = loom.copy %gwb on d2h : tensor<8x8xbf16> -> tensor<8x8xbf16, #loom.mem<pinned>>
+    ...
+    loom.wait %t
+    %nw, %nm, %nv = loom.adam %w0, %gh, %m, %v step %s {...}
+        : tensor<8x8xf32, #loom.mem<pinned>>, tensor<8x8xbf16, #loom.mem<pinned>>, ...
+    loom.store %nw to @w : tensor<8x8xf32, #loom.mem<pinned>>
+    %nb = loom.cast %nw : tensor<8x8xf32, #loom.mem<pinned>> -> tensor<8x8xbf16, #loom.mem<pinned>>
+    %d, %t2 = loom.copy %nb on h2d : tensor<8x8xbf16, #loom.mem<pinned>> -> tensor<8x8xbf16>
+    loom.store %d to @w.work : tensor<8x8xbf16>
     loom.wait %t2
-    loom.store %d to @w.work : tensor<8xf32>
     ```
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"cpu\"",
            "Which schedule: cpu (every update on the CPU), static:R (the "
            "first parameters holding a fraction R of the elements keep their "
-           "state and update on the GPU, the rest on the CPU), or "
-           "interleaved (all state in host memory; the fraction the cost "
-           "model finds fastest is streamed to the GPU and updated there)">,
+           "state and update on the GPU, the rest on the CPU), or subgroups "
+           "(each loom.subgroup's update attribute: gpu, stream or cpu)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
+  let summary = "Plan where each optimizer subgroup updates (Deep Optimizer States)";
+  let description = [{
+    Decides, for every `loom.subgroup`, whether its update runs on the GPU
+    with its state resident in device memory (`gpu`), on the GPU with its
+    state streamed from pinned host memory and back (`stream`), or on the
+    CPU (`cpu`), and writes the decision as the subgroup's `update` (applied
+    by `loom-offload-optimizer{mode=subgroups}`). Candidates are simulated
+    on the cost model for `hardware` (docs/cost-model.md): the GPU memory
+    timeline of each (persistent parameters and state plus the step arena's
+    peak, activations at the start of the backward, streamed state after)
+    decides what fits; the simulated step time (compute, both copy
+    directions, CPU updates, one shared host-memory budget) picks among the
+    candidates that fit. First as many subgroups as fit stay resident (the
+    first in declaration order, whose gradients come last), then the number
+    of streamed subgroups, spread evenly among the CPU's, that gives the
+    fastest step. The plan and its prediction are recorded as
+    `loom.offload_plan` on the module.
+
+    Before (`--loom-interleave-offload=hardware=h100`):
+
+    ```mlir
+    loom.subgroup @sg0 [@wte, @wpe] numel 1024
+    loom.subgroup @sg1 [@h0.w] numel 4096
+    loom.subgroup @sg2 [@h1.w] numel 4096
+    ```
+
+    After:
+
+    ```mlir
+    module attributes {loom.offload_plan = {cpu = 1 : i64, gpu = 1 : i64, stream = 1 : i64,
+        hardware = "h100", predicted_step_s = ..., ...}} {
+    loom.subgroup @sg0 [@wte, @wpe] numel 1024 {update = "gpu"}
+    loom.subgroup @sg1 [@h0.w] numel 4096 {update = "stream"}
+    loom.subgroup @sg2 [@h1.w] numel 4096 {update = "cpu"}
+    ```
+  }];
+  let options = [
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
-           "interleaved: a hardware preset (h100, cpu-host) or a "
-           "description file from loom-calibrate">,
+           "A hardware preset (h100, cpu-host) or a description file from "
+           "loom-calibrate">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Device memory the plan may use, in bytes (0: the description's "
+           "capacity less what the runtime keeps)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -114,13 +114,21 @@ def Loom_SubgroupOp : Loom_Op<"subgroup", [Symbol, HasParent<"ModuleOp">,
     subgroup. `numel` is the total element count, kept for the cost model
     and checked against the parameters.
 
+    `update`, when present, is where the offload schedule updates the
+    subgroup each step (written by `loom-interleave-offload`, or by hand,
+    and applied by `loom-offload-optimizer{mode=subgroups}`): `gpu` (state
+    resident in device memory), `stream` (state in pinned host memory,
+    copied to the device, updated there and copied back) or `cpu` (state in
+    pinned host memory, updated by the CPU).
+
     ```mlir
     loom.subgroup @sg0 [@wte, @wpe] numel 39383040
+    loom.subgroup @sg1 [@h0.w] numel 2359296 {update = "cpu"}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypedArrayAttrBase<FlatSymbolRefAttr, "parameter symbols">:$params,
-                       I64Attr:$numel);
+                       I64Attr:$numel, OptionalAttr<StrAttr>:$update);
   let assemblyFormat = "$sym_name $params `numel` $numel attr-dict";
 }
 

@@ -791,18 +791,7 @@ private:
           // A copy whose only use stores it to a global lands in the
           // global's buffer directly (the offload schedules' state coming
           // back to host memory): no second copy.
-          std::string n;
-          Value r = o.getResult();
-          if (r.hasOneUse())
-            if (auto store = dyn_cast<StoreOp>(*r.getUsers().begin()))
-              if (store.getValue() == r && tt(r) == tt(store.getValue())) {
-                n = fresh();
-                *os << "  void *" << n << " = G[" << global(store.getName()) << "];\n";
-                names[r] = n;
-                elided.insert(store);
-              }
-          if (n.empty())
-            n = alloc(r);
+          std::string n = allocOrGlobal(o.getResult());
           return collective(o.getToken(),
                             "loomrt_memcpy_async(" + st + ", " + n + ", " + name(o.getInput()) +
                                 ", " + std::to_string(bytesOf(o.getResult())) + ")",
@@ -1000,9 +989,45 @@ private:
     return success();
   }
 
+  /// A loom.cast of `v` to bf16 that the update producing `v` can write
+  /// itself (loomrt_adam_bf16grad's param_bf16): the mixed-precision
+  /// parameter refresh in the same pass over memory.
+  CastOp fusedBf16Cast(Value v) {
+    for (Operation *u : v.getUsers())
+      if (auto c = dyn_cast<CastOp>(u))
+        if (tt(c.getResult()).getElementType().isBF16() &&
+            isHostType(c.getResult().getType()) == isHostType(v.getType()))
+          return c;
+    return CastOp();
+  }
+
+  /// Where a value stored whole into a global can be written directly: the
+  /// global's buffer (and the store is elided); else a fresh buffer.
+  std::string allocOrGlobal(Value r) {
+    if (r.hasOneUse())
+      if (auto store = dyn_cast<StoreOp>(*r.getUsers().begin()))
+        if (store.getValue() == r) {
+          std::string n = fresh();
+          *os << "  void *" << n << " = G[" << global(store.getName()) << "];\n";
+          names[r] = n;
+          elided.insert(store);
+          return n;
+        }
+    return alloc(r);
+  }
+
   LogicalResult adam(AdamOp o) {
-    if (!tt(o.getParam()).getElementType().isF32() || !tt(o.getGrad()).getElementType().isF32())
-      return o.emitError("code generation updates f32 parameters with f32 gradients"), failure();
+    Type gt = tt(o.getGrad()).getElementType();
+    if (!tt(o.getParam()).getElementType().isF32() || !(gt.isF32() || gt.isBF16()))
+      return o.emitError("code generation updates f32 parameters with f32 or bf16 gradients"),
+             failure();
+    bool bf16 = gt.isBF16();
+    CastOp refresh = bf16 ? fusedBf16Cast(o.getNewParam()) : CastOp();
+    std::string out = "nullptr";
+    if (refresh) {
+      out = allocOrGlobal(refresh.getResult());
+      elided.insert(refresh);
+    }
     std::vector<std::string> buf =
         updateBuffers(o, {o.getParam(), o.getExpAvg(), o.getExpAvgSq()},
                       {o.getNewParam(), o.getNewExpAvg(), o.getNewExpAvgSq()});
@@ -1017,9 +1042,14 @@ private:
         << f(o.getBeta1().convertToDouble()) << ", " << f(o.getBeta2().convertToDouble()) << ", "
         << f(o.getEps().convertToDouble()) << ", " << f(o.getWeightDecay().convertToDouble()) << ", "
         << (o.getDecoupled() ? 1 : 0) << ", t_};\n";
-    call("loomrt_adam_f32(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
-         ptr(o.getGrad(), "const float *") +
-         ", (float *)" + buf[1] + ", (float *)" + buf[2] + ", " + std::to_string(numel(o.getParam())) + ")");
+    if (bf16)
+      call("loomrt_adam_bf16grad(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
+           ptr(o.getGrad(), "const uint16_t *") + ", (float *)" + buf[1] + ", (float *)" + buf[2] +
+           ", (uint16_t *)" + out + ", " + std::to_string(numel(o.getParam())) + ")");
+    else
+      call("loomrt_adam_f32(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
+           ptr(o.getGrad(), "const float *") + ", (float *)" + buf[1] + ", (float *)" + buf[2] +
+           ", " + std::to_string(numel(o.getParam())) + ")");
     close();
     return success();
   }

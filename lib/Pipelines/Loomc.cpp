@@ -11,6 +11,7 @@
 #include "loom/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines.h"
+#include "passes/Offload.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/AsmState.h"
@@ -23,6 +24,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -30,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
+namespace cost = ::loom::cost;
 namespace cl = llvm::cl;
 
 namespace loom {
@@ -149,14 +152,25 @@ int loomcMain(int argc, char **argv) {
                "CPU; gradients and weights copied each step: the ZeRO-Offload "
                "schedule), or static:R (parameters holding a fraction R of the "
                "elements keep their state on the device, the rest as cpu), or "
-               "interleaved (all state in host memory; the GPU updates the "
-               "fraction the cost model finds fastest for --hardware): "
-               "loom-offload-optimizer"),
+               "interleaved (per optimizer subgroup, state resident on the "
+               "device, streamed to it or updated by the CPU, as the cost "
+               "model plans for --hardware: loom-interleave-offload)"),
       cl::cat(cat));
   static cl::opt<std::string> hardware(
       "hardware", cl::init("h100"), cl::value_desc("preset|FILE"),
       cl::desc("The machine the cost model plans for: a preset (h100, "
                "cpu-host) or a loom-calibrate description"),
+      cl::cat(cat));
+  static cl::opt<int64_t> subGroupSize(
+      "sub-group-size", cl::init(100000000), cl::value_desc("elements"),
+      cl::desc("--optimizer-offload=interleaved: close an optimizer subgroup "
+               "(the unit the schedule places) when it reaches this many "
+               "elements"),
+      cl::cat(cat));
+  static cl::opt<std::string> timeline(
+      "timeline", cl::init(""), cl::value_desc("FILE"),
+      cl::desc("Write the cost model's predicted training step as Chrome "
+               "trace JSON (the binary's --trace writes the measured one)"),
       cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
@@ -335,10 +349,20 @@ int loomcMain(int argc, char **argv) {
   }
   if (offload != "none" && dataParallel)
     return error("--optimizer-offload with --topology is not supported yet");
+  if (subGroupSize < 1)
+    return error("--sub-group-size must be positive");
   if (*phase >= Phase::Optimizer && offload != "none" && !hasTrainStep(*module)) {
     mlir::loom::OffloadOptimizerOptions oo;
     oo.mode = offload;
-    oo.hardware = hardware;
+    if (offload == "interleaved") {
+      mlir::loom::OptimizerSubgroupsOptions so;
+      so.subGroupSize = subGroupSize;
+      pm.addPass(mlir::loom::createOptimizerSubgroups(so));
+      mlir::loom::InterleaveOffloadOptions io;
+      io.hardware = hardware;
+      pm.addPass(mlir::loom::createInterleaveOffload(io));
+      oo.mode = "subgroups";
+    }
     pm.addPass(mlir::loom::createOffloadOptimizer(oo));
   }
   if (*phase >= Phase::Distribute && dataParallel) {
@@ -352,6 +376,42 @@ int loomcMain(int argc, char **argv) {
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
+  // The cost model's view of the step: one line whenever the optimizer is
+  // offloaded, and the whole predicted schedule with --timeline.
+  if ((offload != "none" || !timeline.empty()) && *phase >= Phase::Optimizer &&
+      module->lookupSymbol("train_step")) {
+    std::string herr;
+    std::optional<cost::Hardware> hw = mlir::loom::loadHardware(hardware, herr);
+    if (!hw)
+      return error(herr);
+    FailureOr<mlir::loom::StepPrediction> pred =
+        mlir::loom::simulateStep(*module, *hw, !timeline.empty());
+    if (failed(pred))
+      return 1;
+    constexpr double GiB = double(1ull << 30);
+    llvm::errs() << llvm::formatv(
+        "loomc: predicted step on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
+        "{3:F3} s); device memory {4:F1} GiB of {5:F1} usable\n",
+        hw->name, pred->stepSeconds, pred->backwardSeconds, pred->updateSeconds,
+        pred->peakDeviceBytes() / GiB, mlir::loom::usableDeviceBytes(*hw) / GiB);
+    if (auto plan = (*module)->getAttrOfType<DictionaryAttr>("loom.offload_plan"))
+      llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
+                                    "{1} streamed, {2} on the CPU\n",
+                                    plan.getAs<IntegerAttr>("gpu").getInt(),
+                                    plan.getAs<IntegerAttr>("stream").getInt(),
+                                    plan.getAs<IntegerAttr>("cpu").getInt());
+    if (hw->hasGpu && pred->peakDeviceBytes() > mlir::loom::usableDeviceBytes(*hw))
+      llvm::errs() << "loomc: warning: the step is predicted not to fit in device memory; "
+                      "try --optimizer-offload=interleaved\n";
+    if (!timeline.empty()) {
+      std::string terr;
+      std::unique_ptr<llvm::ToolOutputFile> tf = openOutputFile(timeline, &terr);
+      if (!tf)
+        return error(terr);
+      tf->os() << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw->name + ")");
+      tf->keep();
+    }
+  }
 
   std::string err;
   CodegenOptions cg;

@@ -3,6 +3,7 @@
 // inputs are the first B*T tokens as [B, T], targets the next-token shift -
 // the order PyTorch reference runs use, so losses compare step by step.
 #include "loomrt/train.h"
+#include "common/adam_math.h"
 
 #include <chrono>
 #include <cmath>
@@ -497,16 +498,27 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       if (p->globals[i].num_members)
         std::memcpy(host[i].data(), full[i].data() + numel(p->globals[i]) * size_t(rank),
                     host[i].size());
-    // Working copies start as their master weights (same dtype here: the
-    // offload schedule keeps fp32 working copies).
+    // Working copies start as their master weights: the same bytes, or an
+    // fp32 master rounded to a bf16 working copy (what the update's
+    // mixed-precision refresh writes each step, rounded the same way).
     for (size_t i = 0; i < p->num_globals; ++i) {
       const loomrt_global_desc &g = p->globals[i];
       if (g.mirror_of <= 0)
         continue;
       size_t m = size_t(g.mirror_of - 1);
-      if (m >= i || host[m].size() != host[i].size())
+      const loomrt_global_desc &master = p->globals[m];
+      bool narrow = master.dtype == LOOMRT_F32 && g.dtype == LOOMRT_BF16 &&
+                    numel(master) == numel(g);
+      if (m >= i || (host[m].size() != host[i].size() && !narrow))
         return die(std::string("the working copy ") + g.name + " does not match its master");
-      host[i] = host[m];
+      if (!narrow || master.dtype == g.dtype) {
+        host[i] = host[m];
+        continue;
+      }
+      const float *src = reinterpret_cast<const float *>(host[m].data());
+      uint16_t *dst = reinterpret_cast<uint16_t *>(host[i].data());
+      for (size_t k = 0, n = numel(g); k < n; ++k)
+        dst[k] = loomrt::floatToBf16(src[k]);
     }
   }
   for (size_t i = 0; i < p->num_globals; ++i)

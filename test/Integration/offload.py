@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""--optimizer-offload=cpu, static:0.5 and interleaved end to end on the CPU target: master weights and
+"""--optimizer-offload=cpu, static:0.5, interleaved and a hand-written
+per-subgroup plan (gpu, stream and cpu subgroups in one step) end to end on the CPU target: master weights and
 Adam state in pinned host memory updated by the host stream, gradients and
 weights copied between the arenas every step. The update is the same math
 on the same kernels, so a small GPT's losses must equal the on-device
@@ -10,6 +11,7 @@ working copies are checkpointed).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -35,19 +37,37 @@ def main():
     with open(data, "wb") as f:
         f.write(b"".join(((i * 7 + i // 13) % 64).to_bytes(2, "little") for i in range(5000)))
     loomc = os.path.join(a.bin, "loomc")
+    loomopt = os.path.join(a.bin, "loom-opt")
     ok = True
     for precision in ("fp32", "bf16"):
         losses = {}
         for mode in ("none", "cpu", "static:0.5", "interleaved"):
             b = os.path.join(a.tmp, f"{precision}-{mode.replace(':', '')}")
-            # A host whose CPU is far slower than its PCIe: the cost model
-            # streams every update to the "GPU" (the CPU target's device
-            # arena), so the streamed path runs.
-            hw = [f"--hardware={HW}"] if mode == "interleaved" else []
+            # A host whose CPU is far slower than its PCIe (the planner puts
+            # nothing on it).
+            hw = [f"--hardware={HW}", "--sub-group-size=3000"] if mode == "interleaved" else []
             subprocess.run([loomc, "--model", GPT, "--lr=3e-3", f"--precision={precision}",
-                            f"--optimizer-offload={mode}", *hw, "-o", b], check=True)
+                            f"--optimizer-offload={mode}", *hw, "-o", b], check=True,
+                           stderr=subprocess.DEVNULL)
             losses[mode] = run(b, data, b + ".json", "--steps", "6")
-        for mode in ("cpu", "static:0.5", "interleaved"):
+        # Every placement in one schedule, written by hand on the subgroups
+        # (gpu, stream, cpu in turn) and applied by loom-offload-optimizer.
+        b = os.path.join(a.tmp, f"{precision}-subgroups")
+        step = subprocess.run([loomc, "--model", GPT, "--lr=3e-3", f"--precision={precision}",
+                               "--compile-to=optimizer"], check=True, capture_output=True,
+                              text=True).stdout
+        grouped = subprocess.run([loomopt, "--loom-optimizer-subgroups=sub-group-size=3000"],
+                                 input=step, check=True, capture_output=True, text=True).stdout
+        places = iter(["gpu", "stream", "cpu"] * 100)
+        planned = re.sub(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
+                         lambda m: f'{m.group(1)} {{update = "{next(places)}"}}', grouped)
+        with open(b + ".mlir", "w") as f:
+            f.write(subprocess.run([loomopt, "--loom-offload-optimizer=mode=subgroups"],
+                                   input=planned, check=True, capture_output=True,
+                                   text=True).stdout)
+        subprocess.run([loomc, b + ".mlir", "-o", b], check=True)
+        losses["subgroups"] = run(b, data, b + ".json", "--steps", "6")
+        for mode in ("cpu", "static:0.5", "interleaved", "subgroups"):
             same = losses["none"] == losses[mode]
             ok = ok and same and losses[mode][-1] < losses[mode][0]
             print(f"{precision}: offload {mode} vs on-device optimizer: "

@@ -1,0 +1,163 @@
+//===- InterleaveOffload.cpp - loom-interleave-offload --------------------===//
+//
+// Plans the Deep Optimizer States schedule (Maurya et al. 2024, §3): for
+// each optimizer subgroup, whether its update runs on the GPU with its state
+// resident in device memory (`gpu`), on the GPU with its state streamed in
+// from pinned host memory and back (`stream`), or on the CPU (`cpu`). The
+// plan is written on the loom.subgroup ops (`update`), where
+// loom-offload-optimizer{mode=subgroups} applies it, a test can check it
+// and a user can change it.
+//
+// How (docs/cost-model.md, "Planning the interleaved schedule"):
+//  1. The GPU memory timeline of each candidate comes from simulating its
+//     step (StepSimulation.cpp): parameters and state that stay in device
+//     memory, plus the step arena's peak (activations at the start of the
+//     backward, streamed state after it). Resident state is the cheapest
+//     update there is (no PCIe traffic, the GPU's Adam rate), so the first
+//     step keeps as many subgroups resident as fit: the largest k such that
+//     the first k subgroups resident (the embedding and first layers, whose
+//     gradients the backward produces last, when nothing else is left to
+//     overlap) stay under the usable device memory.
+//  2. Of the rest, s subgroups are streamed, spread evenly among the CPU's
+//     (the paper's interleaving: the CPU and the GPU path work on
+//     alternating subgroups), for every s that fits; each candidate's step
+//     is simulated and the fastest kept. The simulation charges the CPU
+//     updates and the DMA against one host-memory budget (Deep Optimizer
+//     States §3, "competition for shared resources").
+//
+// Same plan every iteration: the decision depends on sizes and rates that
+// do not change between iterations.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Offload.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_INTERLEAVEOFFLOAD
+#include "passes/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+namespace cost = ::loom::cost;
+
+namespace {
+
+const char *placeName(UpdatePlace p) {
+  return p == UpdatePlace::gpu ? "gpu" : p == UpdatePlace::stream ? "stream" : "cpu";
+}
+
+struct InterleaveOffload
+    : public mlir::loom::impl::InterleaveOffloadBase<InterleaveOffload> {
+  using Base::Base;
+
+  struct Outcome {
+    bool ok = false;
+    StepPrediction p;
+    double cost() const { return p.stepSeconds; }
+  };
+
+  /// Simulates `module` with the subgroups placed as `plan`.
+  Outcome evaluate(ModuleOp module, ArrayRef<UpdatePlace> plan, const cost::Hardware &hw) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    for (auto [sg, w] : llvm::zip(copy->getOps<SubgroupOp>(), plan))
+      sg.setUpdateAttr(StringAttr::get(module.getContext(), placeName(w)));
+    std::string err;
+    Outcome o;
+    if (failed(applyOffload(*copy, "subgroups", err)))
+      return o;
+    FailureOr<StepPrediction> p = simulateStep(*copy, hw, false);
+    if (failed(p))
+      return o;
+    o.p = *p;
+    o.ok = true;
+    return o;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string err;
+    std::optional<cost::Hardware> hw = loadHardware(hardware, err);
+    if (!hw) {
+      module.emitError() << "loom-interleave-offload: " << err;
+      return signalPassFailure();
+    }
+    // A CPU-only description has no GPU path: every update on the CPU.
+    SmallVector<SubgroupOp> sgs(module.getOps<SubgroupOp>());
+    if (sgs.empty()) {
+      module.emitError() << "loom-interleave-offload: no loom.subgroup (run "
+                            "loom-optimizer-subgroups first)";
+      return signalPassFailure();
+    }
+    size_t n = sgs.size();
+    double usable = memoryLimit > 0 ? double(memoryLimit) : usableDeviceBytes(*hw);
+    auto plan = [&](size_t resident, size_t streamed) {
+      SmallVector<UpdatePlace> p(n, UpdatePlace::cpu);
+      for (size_t i = 0; i < resident; ++i)
+        p[i] = UpdatePlace::gpu;
+      size_t rest = n - resident;
+      // Spread evenly: the j-th streamed subgroup at resident + (j+1/2)·rest/s.
+      for (size_t j = 0; j < streamed && rest; ++j)
+        p[resident + std::min(rest - 1, size_t((double(j) + 0.5) * double(rest) / double(streamed)))] =
+            UpdatePlace::stream;
+      return p;
+    };
+    auto fits = [&](const Outcome &o) { return o.ok && o.p.peakDeviceBytes() <= usable; };
+
+    // 1. As many resident subgroups as fit (fewer resident never uses
+    //    more memory, so the largest fitting k is found by bisection).
+    Outcome none = evaluate(module, plan(0, 0), *hw);
+    if (!none.ok)
+      return signalPassFailure();
+    if (!fits(none)) {
+      module.emitError() << llvm::formatv(
+          "loom-interleave-offload: the step needs {0:F1} GiB of device memory with every "
+          "update on the CPU, more than the {1:F1} GiB usable on '{2}'",
+          none.p.peakDeviceBytes() / double(1ull << 30), usable / double(1ull << 30), hw->name);
+      return signalPassFailure();
+    }
+    size_t lo = 0, hi = hw->hasGpu ? n : 0;
+    while (lo < hi) {
+      size_t mid = (lo + hi + 1) / 2;
+      if (fits(evaluate(module, plan(mid, 0), *hw)))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    size_t resident = lo;
+
+    // 2. How many of the rest to stream.
+    size_t rest = hw->hasGpu ? n - resident : 0;
+    size_t bestS = 0;
+    Outcome best = evaluate(module, plan(resident, 0), *hw);
+    size_t stride = std::max<size_t>(1, rest / 32);
+    for (size_t s = stride; s <= rest; s += stride) {
+      Outcome o = evaluate(module, plan(resident, s), *hw);
+      if (fits(o) && o.cost() < best.cost()) {
+        best = o;
+        bestS = s;
+      }
+    }
+    SmallVector<UpdatePlace> chosen = plan(resident, bestS);
+    MLIRContext *ctx = module.getContext();
+    for (auto [sg, w] : llvm::zip(sgs, chosen))
+      sg.setUpdateAttr(StringAttr::get(ctx, placeName(w)));
+    auto f64 = [&](double v) { return FloatAttr::get(Float64Type::get(ctx), v); };
+    auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(ctx, 64), v); };
+    NamedAttrList plan_;
+    plan_.append("hardware", StringAttr::get(ctx, hw->name));
+    plan_.append("gpu", i64(int64_t(resident)));
+    plan_.append("stream", i64(int64_t(bestS)));
+    plan_.append("cpu", i64(int64_t(n - resident - bestS)));
+    plan_.append("predicted_step_s", f64(best.cost()));
+    plan_.append("predicted_update_s", f64(best.p.updateSeconds));
+    plan_.append("predicted_peak_device_bytes", f64(best.p.peakDeviceBytes()));
+    plan_.append("usable_device_bytes", f64(usable));
+    module->setAttr("loom.offload_plan", plan_.getDictionary(ctx));
+  }
+};
+
+} // namespace

@@ -1,0 +1,404 @@
+//===- StepSimulation.cpp - one training step on the cost model ----------===//
+//
+// Predicts a step by replaying what the generated code does (docs/codegen.md)
+// on the cost model's clock: the host walks @train_step in order, issuing
+// GPU work to the compute stream (in order, asynchronous), copies to the
+// h2d / d2h copy streams (each starting after the compute work issued
+// before it, as the generated code records an event first), and running
+// host-memory updates itself (blocking); a wait on a copy into host memory
+// blocks the host, any other wait makes the compute stream wait. Op times
+// are the cost model's rooflines; the memory timeline follows the step
+// arena's allocation and release points (a buffer is released after its
+// last use, a copy's input after the copy's wait).
+//
+// Known simplifications (each shows up as a gap between --timeline and the
+// binary's --trace): PCIe directions run at their one-way rates even when
+// both are busy; the CPU update's rate is the measured one whether or not
+// DMA competes for host memory at the time (the planner charges the shared
+// budget separately, cost::updateTime); kernels reach the roofline.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Offload.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::loom;
+namespace cost = ::loom::cost;
+
+namespace {
+
+/// Host time to issue one GPU operation, and the shortest kernel: a launch
+/// costs a few microseconds of CPU time and a kernel at least that long on
+/// the device (measured order of magnitude on the H100 host).
+constexpr double kLaunch = 4e-6;
+
+double elemBytes(Type t) {
+  if (t.isBF16() || t.isF16())
+    return 2;
+  if (t.isIntOrFloat())
+    return std::max(1u, t.getIntOrFloatBitWidth() / 8);
+  return 4;
+}
+double bytesOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t ? double(t.getNumElements()) * elemBytes(t.getElementType()) : 0;
+}
+bool onHost(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  auto m = rt ? dyn_cast_or_null<MemSpaceAttr>(rt.getEncoding()) : nullptr;
+  return m && m.getValue() != MemSpace::device;
+}
+bool anyHost(Operation *op) {
+  return llvm::any_of(op->getOperandTypes(), onHost) || llvm::any_of(op->getResultTypes(), onHost);
+}
+
+/// Arithmetic of an op: the matrix products dominate; everything else is
+/// memory-bound and counted as bytes.
+double flopsOf(Operation *op) {
+  if (auto m = dyn_cast<MatmulOp>(op)) {
+    auto a = cast<RankedTensorType>(m.getLhs().getType());
+    int64_t k = m.getTransposeLhs() ? a.getShape()[a.getRank() - 2] : a.getShape().back();
+    return 2.0 * double(cast<RankedTensorType>(m.getType()).getNumElements()) * double(k);
+  }
+  auto attn = [](Value q, Value k, bool causal, double passes) {
+    auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+    double bhtd = double(qt.getNumElements()), s = double(kt.getShape()[kt.getRank() - 2]);
+    // q·kᵀ and p·v: 2 products of 2·B·H·T·S·D flops; causal skips half.
+    return passes * 2.0 * 2.0 * bhtd * s * (causal ? 0.5 : 1.0);
+  };
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return attn(a.getQuery(), a.getKey(), a.getCausal(), 1.0);
+  // The backward recomputes the scores and forms four more products
+  // (FlashAttention-2 §3.1.2): 2.5x the forward's.
+  if (auto a = dyn_cast<AttentionGradOp>(op))
+    return attn(a.getQuery(), a.getKey(), a.getCausal(), 2.5);
+  return 0;
+}
+
+bool isLowPrecision(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+      if (t.getElementType().isBF16())
+        return true;
+  return false;
+}
+
+/// A bf16 cast of an update's result that the update writes itself
+/// (code generation fuses it: loomrt_adam_bf16grad).
+bool fusedRefresh(Operation *op) {
+  auto c = dyn_cast<CastOp>(op);
+  if (!c)
+    return false;
+  auto adam = c.getInput().getDefiningOp<AdamOp>();
+  return adam && cast<RankedTensorType>(adam.getGrad().getType()).getElementType().isBF16() &&
+         onHost(c.getType()) == onHost(c.getInput().getType());
+}
+
+/// Values code generation writes straight into a global's buffer (stored
+/// whole, once) and updates done in place take no step memory.
+bool landsInGlobal(Value v) {
+  if (!v.hasOneUse())
+    return false;
+  return isa<StoreOp>(*v.getUsers().begin()) &&
+         (v.getDefiningOp<CopyOp>() || (v.getDefiningOp() && fusedRefresh(v.getDefiningOp())));
+}
+bool allocates(Operation *op, Value r) {
+  if (!isa<RankedTensorType>(r.getType()) || onHost(r.getType()))
+    return false;
+  if (isa<LoadOp, ReshapeOp>(op) || landsInGlobal(r))
+    return false;
+  if (auto adam = dyn_cast<AdamOp>(op))
+    return !adam.getParam().getDefiningOp<LoadOp>();
+  return true;
+}
+
+struct Simulator {
+  const cost::Hardware &hw;
+  bool keep;
+  StepPrediction p;
+  double host = 0, gpu = 0, h2d = 0, d2h = 0, comm = 0, lastBackward = 0;
+  llvm::DenseMap<Value, double> done; // token -> completion
+  // Memory timeline.
+  llvm::DenseMap<Value, Value> rootOf;
+  llvm::DenseMap<Value, Operation *> lastUse; // per root
+  llvm::DenseMap<Operation *, SmallVector<Value>> freeAt;
+  double live = 0;
+  // Host-memory traffic of CPU updates and DMA, and when it starts.
+  double hostBytes = 0, hostFrom = -1;
+  void hostTraffic(double bytes, double at) {
+    hostBytes += bytes;
+    if (hostFrom < 0 || at < hostFrom)
+      hostFrom = at;
+  }
+
+  void span(const char *lane, Operation *op, double s, double e) {
+    if (keep)
+      p.spans.push_back({lane, op->getName().stripDialect().str(), s, e});
+  }
+  Value root(Value v) {
+    auto it = rootOf.find(v);
+    return it == rootOf.end() ? v : it->second;
+  }
+
+  void planMemory(Block &blk) {
+    for (Operation &op : blk) {
+      if (auto r = dyn_cast<ReshapeOp>(op))
+        rootOf[r.getResult()] = root(r.getInput());
+      for (Value v : op.getOperands())
+        lastUse[root(v)] = &op;
+    }
+    // A copy's (or collective's) input is read until its wait.
+    for (Operation &op : blk) {
+      auto async = dyn_cast<AsyncOpInterface>(op);
+      if (!async)
+        continue;
+      for (Operation *w : async.getAsyncToken().getUsers())
+        for (Value v : op.getOperands()) {
+          Operation *&last = lastUse[root(v)];
+          if (last && last->getBlock() == w->getBlock() && last->isBeforeInBlock(w))
+            last = w;
+        }
+    }
+    for (auto &[v, op] : lastUse)
+      freeAt[op].push_back(v);
+  }
+
+  void gpuOp(Operation *op, double seconds) {
+    host += kLaunch;
+    double s = std::max(gpu, host);
+    gpu = s + std::max(kLaunch, seconds);
+    span("gpu", op, s, gpu);
+  }
+
+  LogicalResult run(Block &blk) {
+    planMemory(blk);
+    llvm::DenseSet<Value> allocated;
+    for (Operation &op : blk) {
+      if (failed(visit(&op)))
+        return failure();
+      for (Value r : op.getResults())
+        if (allocates(&op, r)) {
+          live += bytesOf(r);
+          allocated.insert(r);
+        }
+      p.peakStepBytes = std::max(p.peakStepBytes, live);
+      if (auto it = freeAt.find(&op); it != freeAt.end())
+        for (Value v : it->second)
+          if (allocated.erase(v))
+            live -= bytesOf(v);
+      for (Value r : op.getResults()) // never used: freed at once
+        if (r.use_empty() && allocated.erase(r))
+          live -= bytesOf(r);
+    }
+    p.stepSeconds = std::max({host, gpu, h2d, d2h, comm});
+    // One host-memory budget for the CPU updates and the copies (Deep
+    // Optimizer States §3): from the first of them on, the step lasts at
+    // least their bytes over what host memory serves. A measured CPU Adam
+    // rate shows the memory sustains 28 bytes per parameter at that rate.
+    if (hostFrom >= 0) {
+      double bw = std::max(hw.dramCopyBandwidth, hw.cpuAdamParamsPerSec * cost::kCpuAdamBytesPerParam);
+      p.stepSeconds = std::max(p.stepSeconds, hostFrom + hostBytes / bw);
+    }
+    p.backwardSeconds = lastBackward;
+    p.updateSeconds = p.stepSeconds - p.backwardSeconds;
+    return success();
+  }
+
+  LogicalResult visit(Operation *op) {
+    if (isa<LoadOp, ReshapeOp, func::ReturnOp>(op) || op->getDialect()->getNamespace() == "arith")
+      return success();
+    if (auto st = dyn_cast<StoreOp>(op)) {
+      Operation *d = st.getValue().getDefiningOp();
+      if (!d || isa<AdamOp, SgdOp, CopyOp>(d) || fusedRefresh(d))
+        return success(); // in place, or landed there directly
+      double b = 2 * bytesOf(st.getValue());
+      if (onHost(st.getValue().getType()))
+        host += b / hw.dramCopyBandwidth;
+      else
+        gpuOp(op, b / hw.hbmBandwidth);
+      return success();
+    }
+    if (auto c = dyn_cast<CopyOp>(op)) {
+      bool up = c.getStream().getKind() == StreamKind::h2d;
+      double &lane = up ? h2d : d2h;
+      double rate = up ? hw.h2dPinned : hw.d2hPinned;
+      host += kLaunch;
+      double s = std::max({lane, gpu, host});
+      lane = s + bytesOf(c.getResult()) / rate;
+      hostTraffic(bytesOf(c.getResult()), s);
+      (up ? p.h2dSeconds : p.d2hSeconds) += lane - s;
+      done[c.getToken()] = lane;
+      span(up ? "h2d" : "d2h", op, s, lane);
+      return success();
+    }
+    if (auto w = dyn_cast<WaitOp>(op)) {
+      for (Value t : w.getTokens()) {
+        double d = done.lookup(t);
+        auto c = t.getDefiningOp<CopyOp>();
+        if (c && onHost(c.getResult().getType()))
+          host = std::max(host, d);
+        else
+          gpu = std::max(gpu, d);
+      }
+      return success();
+    }
+    if (fusedRefresh(op))
+      return success();
+    if (auto adam = dyn_cast<AdamOp>(op)) {
+      double n = double(cast<RankedTensorType>(adam.getParam().getType()).getNumElements());
+      if (anyHost(op)) {
+        double rate = hw.cpuAdamParamsPerSec > 0
+                          ? hw.cpuAdamParamsPerSec
+                          : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam;
+        double s = host;
+        host += n / rate;
+        hostTraffic(n * cost::kCpuAdamBytesPerParam, s);
+        p.cpuUpdateSeconds += host - s;
+        span("cpu", op, s, host);
+        return success();
+      }
+      double rate = hw.gpuAdamParamsPerSec > 0
+                        ? hw.gpuAdamParamsPerSec
+                        : hw.hbmBandwidth / cost::kCpuAdamBytesPerParam;
+      double before = gpu;
+      gpuOp(op, n / rate);
+      p.gpuUpdateSeconds += gpu - std::max(before, host);
+      return success();
+    }
+    if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastCommOp>(op)) {
+      double bw = hw.links.empty() ? hw.hbmBandwidth : hw.links.front().bandwidth;
+      host += kLaunch;
+      double s = std::max({comm, gpu, host});
+      comm = s + bytesOf(op->getOperand(0)) / bw;
+      if (auto async = dyn_cast<AsyncOpInterface>(op))
+        done[async.getAsyncToken()] = comm;
+      span("comm", op, s, comm);
+      return success();
+    }
+    if (isa<func::CallOp>(op))
+      return op->emitError("step simulation: calls must be inlined first");
+    // Compute.
+    double bytes = 0;
+    for (Value v : op->getOperands())
+      bytes += bytesOf(v);
+    for (Value v : op->getResults())
+      bytes += bytesOf(v);
+    double flops = flopsOf(op);
+    if (anyHost(op)) {
+      double s = host;
+      host += cost::opTime(hw, cost::Device::CPU, cost::DType::F32, flops, bytes, bytes);
+      span("cpu", op, s, host);
+      return success();
+    }
+    gpuOp(op, cost::opTime(hw, cost::Device::GPU,
+                           isLowPrecision(op) ? cost::DType::BF16 : cost::DType::F32, flops,
+                           bytes, bytes));
+    if (!isa<CastOp>(op))
+      lastBackward = gpu;
+    return success();
+  }
+};
+
+} // namespace
+
+namespace mlir::loom {
+
+double usableDeviceBytes(const cost::Hardware &hw) {
+  // The CUDA context, cuBLAS's workspace and the arena's rounding: 3% and
+  // 1.5 GiB held back (the H100 host: 79.1 GiB reported free of 80).
+  return hw.gpuMemoryBytes * 0.97 - 1.5 * double(1ull << 30);
+}
+
+std::optional<cost::Hardware> loadHardware(llvm::StringRef nameOrFile, std::string &error) {
+  if (std::optional<cost::Hardware> hw = cost::preset(nameOrFile))
+    return hw;
+  auto buf = llvm::MemoryBuffer::getFile(nameOrFile);
+  if (!buf) {
+    error = "hardware '" + nameOrFile.str() + "' is neither a preset (" + cost::presetNames() +
+            ") nor a readable file";
+    return std::nullopt;
+  }
+  std::string err;
+  std::optional<cost::Hardware> hw = cost::parseHardware((*buf)->getBuffer(), err);
+  if (!hw)
+    error = "hardware file '" + nameOrFile.str() + "': " + err;
+  return hw;
+}
+
+FailureOr<StepPrediction> simulateStep(ModuleOp module, const cost::Hardware &hw, bool keepSpans) {
+  // On a copy, with @forward_backward's body in place of its call (the
+  // offload schedules have inlined it already).
+  OwningOpRef<ModuleOp> copy = module.clone();
+  auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return module.emitError("step simulation needs @train_step"), failure();
+  Block &blk = step.getBody().front();
+  for (auto call : llvm::make_early_inc_range(blk.getOps<func::CallOp>())) {
+    auto callee = copy->lookupSymbol<func::FuncOp>(call.getCallee());
+    if (!callee || callee.getBody().empty())
+      return call.emitError("step simulation: unknown callee"), failure();
+    OpBuilder b(call);
+    IRMapping map;
+    Block &body = callee.getBody().front();
+    for (auto [a, v] : llvm::zip(body.getArguments(), call.getOperands()))
+      map.map(a, v);
+    for (Operation &op : body.without_terminator())
+      b.clone(op, map);
+    for (auto [r, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
+      r.replaceAllUsesWith(map.lookupOrDefault(v));
+    call.erase();
+  }
+  Simulator sim{hw, keepSpans, {}};
+  for (Operation &op : copy->getBody()->getOperations()) {
+    Type t;
+    if (auto p = dyn_cast<ParamOp>(op))
+      t = p.getType();
+    else if (auto s = dyn_cast<StateOp>(op))
+      t = s.getType();
+    auto rt = dyn_cast_or_null<RankedTensorType>(t);
+    if (rt && !onHost(rt))
+      sim.p.persistentDeviceBytes += double(rt.getNumElements()) * elemBytes(rt.getElementType());
+  }
+  if (failed(sim.run(blk)))
+    return failure();
+  return sim.p;
+}
+
+std::string chromeTrace(const StepPrediction &p, llvm::StringRef title) {
+  const char *lanes[] = {"gpu", "h2d", "d2h", "cpu", "comm"};
+  llvm::json::Array events;
+  for (int i = 0; i < 5; ++i)
+    events.push_back(llvm::json::Object{
+        {"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", i},
+        {"args", llvm::json::Object{{"name", std::string("predicted ") + lanes[i]}}}});
+  events.push_back(llvm::json::Object{{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
+                                      {"args", llvm::json::Object{{"name", title.str()}}}});
+  for (const SimSpan &s : p.spans) {
+    int tid = int(std::find(std::begin(lanes), std::end(lanes), s.lane) - std::begin(lanes));
+    events.push_back(llvm::json::Object{{"name", s.name},
+                                        {"ph", "X"},
+                                        {"pid", 0},
+                                        {"tid", tid},
+                                        {"ts", s.start * 1e6},
+                                        {"dur", (s.end - s.start) * 1e6}});
+  }
+  llvm::json::Object o{{"traceEvents", std::move(events)},
+                       {"loom_prediction",
+                        llvm::json::Object{{"step_s", p.stepSeconds},
+                                           {"backward_s", p.backwardSeconds},
+                                           {"update_s", p.updateSeconds},
+                                           {"peak_device_bytes", p.peakDeviceBytes()}}}};
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::json::Value(std::move(o)) << "\n";
+  return out;
+}
+
+} // namespace mlir::loom
