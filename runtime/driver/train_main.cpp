@@ -313,6 +313,14 @@ std::string besideExecutable(const std::string &name) {
 size_t dtypeBytes(loomrt_dtype d) {
   return d == LOOMRT_BF16 ? 2 : d == LOOMRT_I64 ? 8 : 4;
 }
+/// Host memory standing for one global.
+struct HostView {
+  uint8_t *ptr = nullptr;
+  size_t bytes = 0;
+  uint8_t *data() const { return ptr; }
+  size_t size() const { return bytes; }
+};
+
 size_t numel(const loomrt_global_desc &g) {
   size_t n = 1;
   for (int d = 0; d < g.rank; ++d)
@@ -419,13 +427,25 @@ extern "C" int loomrt_train_main(int argc, char **argv,
 
   // Parameters and state: initialised in declaration order from --seed,
   // or restored from the checkpoint.
+  // The host side of each global (initialisation, checkpoints): its own
+  // buffer in pinned memory (the CPU reads it directly: a 5B model's
+  // offloaded state is 60 GB, which the host should hold once), else a copy.
   std::vector<void *> G(p->num_globals);
-  std::vector<std::vector<uint8_t>> host(p->num_globals);
+  std::vector<HostView> host(p->num_globals);
+  std::vector<std::vector<uint8_t>> hostCopies(p->num_globals);
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
-    host[i].assign(numel(g) * dtypeBytes(g.dtype), 0);
-    TRY(loomrt_alloc(dev, g.space, host[i].size() ? host[i].size() : 8, &G[i]),
+    size_t bytes = numel(g) * dtypeBytes(g.dtype);
+    TRY(loomrt_alloc(dev, g.space, bytes ? bytes : 8, &G[i]),
         std::string("allocating ") + g.name);
+    if (g.space == LOOMRT_MEM_PINNED) {
+      host[i] = {static_cast<uint8_t *>(G[i]), bytes};
+      if (g.dtype != LOOMRT_F32) // fp32 globals are all drawn below
+        std::memset(G[i], 0, bytes);
+    } else {
+      hostCopies[i].assign(bytes, 0);
+      host[i] = {hostCopies[i].data(), bytes};
+    }
   }
   auto refs = [&]() {
     std::vector<loomrt_tensor_ref> r;
@@ -512,24 +532,28 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       if (m >= i || (host[m].size() != host[i].size() && !narrow))
         return die(std::string("the working copy ") + g.name + " does not match its master");
       if (!narrow || master.dtype == g.dtype) {
-        host[i] = host[m];
+        std::memcpy(host[i].data(), host[m].data(), host[i].size());
         continue;
       }
       const float *src = reinterpret_cast<const float *>(host[m].data());
       uint16_t *dst = reinterpret_cast<uint16_t *>(host[i].data());
-      for (size_t k = 0, n = numel(g); k < n; ++k)
+      long n = long(numel(g));
+#pragma omp parallel for schedule(static)
+      for (long k = 0; k < n; ++k)
         dst[k] = loomrt::floatToBf16(src[k]);
     }
   }
   for (size_t i = 0; i < p->num_globals; ++i)
-    TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
+    if (host[i].data() != G[i])
+      TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
 
   if (!f.ckptDir.empty()) {
     mkdir(f.ckptDir.c_str(), 0755); // exists already is fine
   }
   auto saveCheckpoint = [&](long stepDone) -> int {
     for (size_t i = 0; i < p->num_globals; ++i)
-      TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
+      if (host[i].data() != G[i])
+        TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
     TRY(loomrt_stream_synchronize(s), "download");
     auto r = refs();
     std::string stepStr = std::to_string(stepDone);

@@ -1,0 +1,104 @@
+// Plans on a tiny step with a fixed hardware description (a host CPU far
+// slower than PCIe) and fixed device memory limits. Persistent device
+// memory: 12 bytes per parameter of resident state plus working copies;
+// the rest is the step arena's peak (predicted_peak_device_bytes).
+// Enough memory: everything stays resident (no offload at all).
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1000" | FileCheck %s --check-prefix=ALL
+// ALL: loom.offload_plan = {cpu = 0 : i64, gpu = 2 : i64
+// ALL-SAME: stream = 0 : i64
+// ALL: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
+// ALL: loom.subgroup @sg1 [@b] numel 3 {update = "gpu"}
+// Room for @a's state but not @b's as well: @a resident; @b's state can be
+// brought in after the backward (where the arena has room) and the
+// crawling CPU would take 3 ms, so it is streamed.
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=219" | FileCheck %s --check-prefix=MIX
+// MIX: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
+// MIX: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
+// Less: nothing resident; one subgroup streamed, the other on the CPU.
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=190" | FileCheck %s --check-prefix=LESS
+// LESS: loom.subgroup @sg0 [@a] numel 6 {update = "cpu"}
+// LESS: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
+// A CPU-only description has no GPU path.
+// RUN: loom-opt %s --loom-interleave-offload="hardware=cpu-host memory-limit=1000" | FileCheck %s --check-prefix=CPU
+// CPU: loom.subgroup @sg0 [@a] numel 6 {update = "cpu"}
+// CPU: loom.subgroup @sg1 [@b] numel 3 {update = "cpu"}
+// Too little even with every update on the CPU; unknown hardware.
+// RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=100" 2>&1 | FileCheck %s --check-prefix=TIGHT
+// TIGHT: loom-interleave-offload: the step needs 0.0 GiB of device memory with every update on the CPU, more than the 0.0 GiB usable
+// RUN: not loom-opt %s --loom-interleave-offload=hardware=no-such-machine 2>&1 | FileCheck %s --check-prefix=HW
+// HW: loom-interleave-offload: hardware 'no-such-machine' is neither a preset (h100, cpu-host) nor a readable file
+//
+// The plan applied: @b's state comes to the device as soon as its gradient
+// exists (during the backward), Adam runs on the device after the
+// backward, the new weights go to the working copy and the state back to
+// host memory, which the host waits for before the step ends.
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=219" --loom-offload-optimizer=mode=subgroups | FileCheck %s --check-prefix=APPLY
+// APPLY: loom.param @a : tensor<3x2xf32> init
+// APPLY: loom.param @b : tensor<3xf32, #loom.mem<pinned>> init #loom.init<zeros>
+// APPLY-NEXT: loom.state @b.work : tensor<3xf32>
+// APPLY-LABEL: func.func @train_step
+// APPLY: %[[GB:.*]] = loom.reduce sum
+// APPLY-NEXT: %[[P:.*]] = loom.load @b : tensor<3xf32, #loom.mem<pinned>>
+// APPLY-NEXT: %[[PD:.*]], %[[T0:.*]] = loom.copy %[[P]] on h2d
+// APPLY-NEXT: %[[M:.*]] = loom.load @b.exp_avg
+// APPLY-NEXT: %[[MD:.*]], %[[T1:.*]] = loom.copy %[[M]] on h2d
+// APPLY-NEXT: %[[V:.*]] = loom.load @b.exp_avg_sq
+// APPLY-NEXT: %[[VD:.*]], %[[T2:.*]] = loom.copy %[[V]] on h2d
+// APPLY: loom.adam %{{.*}} : tensor<3x2xf32>, tensor<3x2xf32>
+// APPLY: loom.wait %[[T0]], %[[T1]], %[[T2]]
+// APPLY-NEXT: %[[NP:.*]], %[[NM:.*]], %[[NV:.*]] = loom.adam %[[PD]], %[[GB]], %[[MD]], %[[VD]] {{.*}} : tensor<3xf32>, tensor<3xf32>
+// APPLY-NEXT: loom.store %[[NP]] to @b.work
+// APPLY-NEXT: %[[BP:.*]], %[[B0:.*]] = loom.copy %[[NP]] on d2h
+// APPLY-NEXT: %[[BM:.*]], %[[B1:.*]] = loom.copy %[[NM]] on d2h
+// APPLY-NEXT: %[[BV:.*]], %[[B2:.*]] = loom.copy %[[NV]] on d2h
+// APPLY: loom.wait %[[B0]], %[[B1]], %[[B2]]
+// APPLY-NEXT: loom.store %[[BP]] to @b : tensor<3xf32, #loom.mem<pinned>>
+// APPLY-NEXT: loom.store %[[BM]] to @b.exp_avg
+// APPLY-NEXT: loom.store %[[BV]] to @b.exp_avg_sq
+// APPLY-NEXT: return
+loom.param @a : tensor<3x2xf32> init #loom.init<ones>
+loom.param @b : tensor<3xf32> init #loom.init<zeros>
+loom.state @a.exp_avg : tensor<3x2xf32> role adam_m of @a init #loom.init<zeros>
+loom.state @a.exp_avg_sq : tensor<3x2xf32> role adam_v of @a init #loom.init<zeros>
+loom.state @b.exp_avg : tensor<3xf32> role adam_m of @b init #loom.init<zeros>
+loom.state @b.exp_avg_sq : tensor<3xf32> role adam_v of @b init #loom.init<zeros>
+loom.state @optimizer.step : tensor<i64> role step init #loom.init<zeros>
+loom.subgroup @sg0 [@a] numel 6
+loom.subgroup @sg1 [@b] numel 3
+func.func @forward_backward(%x: tensor<4x2xbf16>, %y: tensor<4xi64>) -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>) attributes {loom.grad_params = [@a, @b]} {
+  %a = loom.load @a : tensor<3x2xf32>
+  %ab = loom.cast %a : tensor<3x2xf32> to tensor<3x2xbf16>
+  %h = loom.matmul %x, %ab transpose_rhs : tensor<4x2xbf16>, tensor<3x2xbf16> -> tensor<4x3xf32>
+  %b = loom.load @b : tensor<3xf32>
+  %o = loom.add %h, %b : tensor<4x3xf32>, tensor<3xf32> -> tensor<4x3xf32>
+  %l = loom.cross_entropy %o, %y : tensor<4x3xf32>, tensor<4xi64> -> tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %g = loom.cross_entropy_grad %o, %y, %one : tensor<4x3xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x3xf32>
+  %gb = loom.reduce sum %g [0] : tensor<4x3xf32> to tensor<3xf32>
+  %g16 = loom.cast %g : tensor<4x3xf32> to tensor<4x3xbf16>
+  %gab = loom.matmul %g16, %x transpose_lhs : tensor<4x3xbf16>, tensor<4x2xbf16> -> tensor<3x2xbf16>
+  %ga = loom.cast %gab : tensor<3x2xbf16> to tensor<3x2xf32>
+  return %l, %ga, %gb : tensor<f32>, tensor<3x2xf32>, tensor<3xf32>
+}
+func.func @train_step(%x: tensor<4x2xbf16>, %y: tensor<4xi64>) -> tensor<f32> {
+  %r:3 = call @forward_backward(%x, %y) : (tensor<4x2xbf16>, tensor<4xi64>) -> (tensor<f32>, tensor<3x2xf32>, tensor<3xf32>)
+  %s0 = loom.load @optimizer.step : tensor<i64>
+  %c1 = arith.constant dense<1> : tensor<i64>
+  %s = arith.addi %s0, %c1 : tensor<i64>
+  loom.store %s to @optimizer.step : tensor<i64>
+  %a = loom.load @a : tensor<3x2xf32>
+  %am = loom.load @a.exp_avg : tensor<3x2xf32>
+  %av = loom.load @a.exp_avg_sq : tensor<3x2xf32>
+  %a2, %am2, %av2 = loom.adam %a, %r#1, %am, %av step %s {decoupled, lr = 1.0e-03 : f64, weight_decay = 1.0e-02 : f64} : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<i64>
+  loom.store %a2 to @a : tensor<3x2xf32>
+  loom.store %am2 to @a.exp_avg : tensor<3x2xf32>
+  loom.store %av2 to @a.exp_avg_sq : tensor<3x2xf32>
+  %b = loom.load @b : tensor<3xf32>
+  %bm = loom.load @b.exp_avg : tensor<3xf32>
+  %bv = loom.load @b.exp_avg_sq : tensor<3xf32>
+  %b2, %bm2, %bv2 = loom.adam %b, %r#2, %bm, %bv step %s {decoupled, lr = 1.0e-03 : f64, weight_decay = 1.0e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<i64>
+  loom.store %b2 to @b : tensor<3xf32>
+  loom.store %bm2 to @b.exp_avg : tensor<3xf32>
+  loom.store %bv2 to @b.exp_avg_sq : tensor<3xf32>
+  return %r#0 : tensor<f32>
+}
