@@ -43,7 +43,7 @@ struct StepPrediction {
   double updateSeconds = 0;   // stepSeconds - backwardSeconds
   double cpuUpdateSeconds = 0, gpuUpdateSeconds = 0, h2dSeconds = 0, d2hSeconds = 0;
   double persistentDeviceBytes = 0; // parameters and state in device memory
-  double peakStepBytes = 0;         // most step memory live at once
+  double peakStepBytes = 0;         // the step arena's size (fragmentation included)
   double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }
   std::vector<SimSpan> spans;
 };

@@ -9,7 +9,8 @@
 // blocks the host, any other wait makes the compute stream wait. Op times
 // are the cost model's rooflines; the memory timeline follows the step
 // arena's allocation and release points (a buffer is released after its
-// last use, a copy's input after the copy's wait).
+// last use, a copy's input after the copy's wait) on a model of the arena's
+// allocator, so fragmentation counts.
 //
 // Known simplifications (each shows up as a gap between --timeline and the
 // binary's --trace): PCIe directions run at their one-way rates even when
@@ -27,6 +28,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -119,6 +122,49 @@ bool allocates(Operation *op, Value r) {
   return true;
 }
 
+/// The driver's step arena (runtime/driver/train_main.cpp, Arena): chunks
+/// rounded to 256 bytes; a freed chunk is handed out again for a request at
+/// least half its size (best fit, no coalescing); otherwise bump allocation
+/// in blocks of at least 64 MiB, moving to a new block when the current one
+/// cannot hold the request. Its reserved size, not the live bytes, is what
+/// the step takes from device memory: fragmentation included.
+struct ArenaModel {
+  std::vector<double> blocks;
+  size_t block = 0;
+  double used = 0;
+  std::multimap<double, int64_t> freeChunks;
+  llvm::DenseMap<int64_t, double> chunkSize;
+  int64_t next = 0;
+
+  int64_t alloc(double bytes) {
+    bytes = std::ceil(bytes / 256) * 256;
+    auto it = freeChunks.lower_bound(bytes);
+    if (it != freeChunks.end() && it->first <= 2 * bytes) {
+      int64_t id = it->second;
+      freeChunks.erase(it);
+      return id;
+    }
+    while (block < blocks.size() && used + bytes > blocks[block]) {
+      ++block;
+      used = 0;
+    }
+    if (block == blocks.size()) {
+      blocks.push_back(std::max(bytes, 64.0 * (1 << 20)));
+      used = 0;
+    }
+    used += bytes;
+    chunkSize[next] = bytes;
+    return next++;
+  }
+  void free(int64_t id) { freeChunks.emplace(chunkSize.lookup(id), id); }
+  double reserved() const {
+    double n = 0;
+    for (double b : blocks)
+      n += b;
+    return n;
+  }
+};
+
 struct Simulator {
   const cost::Hardware &hw;
   bool keep;
@@ -129,7 +175,7 @@ struct Simulator {
   llvm::DenseMap<Value, Value> rootOf;
   llvm::DenseMap<Value, Operation *> lastUse; // per root
   llvm::DenseMap<Operation *, SmallVector<Value>> freeAt;
-  double live = 0;
+  ArenaModel arena;
   // Host-memory traffic of CPU updates and DMA, and when it starts.
   double hostBytes = 0, hostFrom = -1;
   void hostTraffic(double bytes, double at) {
@@ -179,24 +225,28 @@ struct Simulator {
 
   LogicalResult run(Block &blk) {
     planMemory(blk);
-    llvm::DenseSet<Value> allocated;
+    llvm::DenseMap<Value, int64_t> allocated;
     for (Operation &op : blk) {
       if (failed(visit(&op)))
         return failure();
       for (Value r : op.getResults())
-        if (allocates(&op, r)) {
-          live += bytesOf(r);
-          allocated.insert(r);
+        if (allocates(&op, r))
+          allocated[r] = arena.alloc(bytesOf(r));
+      auto release = [&](Value v) {
+        auto it = allocated.find(v);
+        if (it != allocated.end()) {
+          arena.free(it->second);
+          allocated.erase(it);
         }
-      p.peakStepBytes = std::max(p.peakStepBytes, live);
+      };
       if (auto it = freeAt.find(&op); it != freeAt.end())
         for (Value v : it->second)
-          if (allocated.erase(v))
-            live -= bytesOf(v);
+          release(v);
       for (Value r : op.getResults()) // never used: freed at once
-        if (r.use_empty() && allocated.erase(r))
-          live -= bytesOf(r);
+        if (r.use_empty())
+          release(r);
     }
+    p.peakStepBytes = arena.reserved();
     p.stepSeconds = std::max({host, gpu, h2d, d2h, comm});
     // One host-memory budget for the CPU updates and the copies (Deep
     // Optimizer States §3): from the first of them on, the step lasts at

@@ -1,30 +1,32 @@
 // Plans on a tiny step with a fixed hardware description (a host CPU far
-// slower than PCIe) and fixed device memory limits. Persistent device
-// memory: 12 bytes per parameter of resident state plus working copies;
-// the rest is the step arena's peak (predicted_peak_device_bytes).
+// slower than PCIe) and fixed device memory limits. Device memory:
+// persistent state (12 bytes per parameter of resident state, working
+// copies) plus the step arena, whose first block is 64 MiB (67108864
+// bytes) however small the step.
 // Enough memory: everything stays resident (no offload at all).
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1000" | FileCheck %s --check-prefix=ALL
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67109100" | FileCheck %s --check-prefix=ALL
 // ALL: loom.offload_plan = {cpu = 0 : i64, gpu = 2 : i64
 // ALL-SAME: stream = 0 : i64
 // ALL: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
 // ALL: loom.subgroup @sg1 [@b] numel 3 {update = "gpu"}
 // Room for @a's state but not @b's as well: @a resident; @b's state can be
-// brought in after the backward (where the arena has room) and the
-// crawling CPU would take 3 ms, so it is streamed.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=219" | FileCheck %s --check-prefix=MIX
+// brought in during the backward (the arena has room) and the crawling CPU
+// would take 3 ms, so it is streamed.
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" | FileCheck %s --check-prefix=MIX
 // MIX: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
 // MIX: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
-// Less: nothing resident; one subgroup streamed, the other on the CPU.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=190" | FileCheck %s --check-prefix=LESS
-// LESS: loom.subgroup @sg0 [@a] numel 6 {update = "cpu"}
+// Less: nothing resident; both streamed (their state fits in the arena's
+// block after the backward).
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108900" | FileCheck %s --check-prefix=LESS
+// LESS: loom.subgroup @sg0 [@a] numel 6 {update = "stream"}
 // LESS: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
 // A CPU-only description has no GPU path.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=cpu-host memory-limit=1000" | FileCheck %s --check-prefix=CPU
+// RUN: loom-opt %s --loom-interleave-offload="hardware=cpu-host memory-limit=67109100" | FileCheck %s --check-prefix=CPU
 // CPU: loom.subgroup @sg0 [@a] numel 6 {update = "cpu"}
 // CPU: loom.subgroup @sg1 [@b] numel 3 {update = "cpu"}
 // Too little even with every update on the CPU; unknown hardware.
-// RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=100" 2>&1 | FileCheck %s --check-prefix=TIGHT
-// TIGHT: loom-interleave-offload: the step needs 0.0 GiB of device memory with every update on the CPU, more than the 0.0 GiB usable
+// RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
+// TIGHT: loom-interleave-offload: the step needs 0.1 GiB of device memory with every update on the CPU, more than the 0.1 GiB usable
 // RUN: not loom-opt %s --loom-interleave-offload=hardware=no-such-machine 2>&1 | FileCheck %s --check-prefix=HW
 // HW: loom-interleave-offload: hardware 'no-such-machine' is neither a preset (h100, cpu-host) nor a readable file
 //
@@ -32,7 +34,7 @@
 // exists (during the backward), Adam runs on the device after the
 // backward, the new weights go to the working copy and the state back to
 // host memory, which the host waits for before the step ends.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=219" --loom-offload-optimizer=mode=subgroups | FileCheck %s --check-prefix=APPLY
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" --loom-offload-optimizer=mode=subgroups | FileCheck %s --check-prefix=APPLY
 // APPLY: loom.param @a : tensor<3x2xf32> init
 // APPLY: loom.param @b : tensor<3xf32, #loom.mem<pinned>> init #loom.init<zeros>
 // APPLY-NEXT: loom.state @b.work : tensor<3xf32>
