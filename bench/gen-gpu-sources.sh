@@ -40,6 +40,21 @@ for m in none cpu static:0.5 interleaved; do
   "$BIN/loomc" --model "$gpt2,batch=8" --target=cuda --precision=bf16 --optimizer-offload=$m \
     --compile-to=cpp -o "$GEN/off_gpt2_${f}_cuda.cpp"
 done
+# Every placement in one step (bench/run-offload.sh): the small GPT's
+# subgroups planned by hand as gpu, stream and cpu in turn, fp32 and bf16.
+for p in fp32 bf16; do
+  "$BIN/loomc" --model "$small" --precision=$p --compile-to=optimizer |
+    "$BIN/loom-opt" --loom-optimizer-subgroups=sub-group-size=20000 |
+    python3 -c '
+import itertools, re, sys
+places = itertools.cycle(["gpu", "stream", "cpu"])
+print(re.sub(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
+             lambda m: m.group(1) + " {update = \"%s\"}" % next(places), sys.stdin.read()))' |
+    "$BIN/loom-opt" --loom-offload-optimizer=mode=subgroups > "$GEN/off_small_mixed_$p.mlir"
+  "$BIN/loomc" "$GEN/off_small_mixed_$p.mlir" --target=cuda --compile-to=cpp \
+    -o "$GEN/off_small_mixed_${p}_cuda.cpp"
+  grep -c 'update = ' "$GEN/off_small_mixed_$p.mlir" > /dev/null
+done
 # GPT-2- and Llama-style models exported from PyTorch, with their weights.
 /usr/bin/python3 - "$GEN" <<'PY' 2>/dev/null
 import sys, torch

@@ -939,12 +939,24 @@ private:
       return load.getName();
     return std::nullopt;
   }
-  /// The store of `v` to @sym, if that is `v`'s only use.
+  /// The store of `v` to @sym, if it is `v`'s only store (other users read
+  /// the updated value, which stays in @sym's buffer: the offload
+  /// schedules copy it to the device working copy).
   static StoreOp soleStore(Value v, StringRef sym) {
-    if (!v.hasOneUse())
-      return {};
-    auto st = dyn_cast<StoreOp>(*v.getUsers().begin());
-    return st && st.getName() == sym ? st : StoreOp();
+    StoreOp found;
+    for (Operation *u : v.getUsers())
+      if (auto st = dyn_cast<StoreOp>(u)) {
+        if (found || st.getName() != sym)
+          return {};
+        found = st;
+      }
+    return found;
+  }
+  /// A buffer this function made (a copy's result, say) that only `op`
+  /// reads: the update may overwrite it.
+  bool scratch(Value v, Operation *op) {
+    return v.hasOneUse() && *v.getUsers().begin() == op && !v.getDefiningOp<LoadOp>() &&
+           v.getDefiningOp() && owned.count(rootOf(name(v)));
   }
 
   /// The buffers an optimizer update writes: in place when the op reads
@@ -953,18 +965,24 @@ private:
   std::vector<std::string> updateBuffers(Operation *o, ArrayRef<Value> ins,
                                          ArrayRef<Value> outs) {
     std::vector<std::string> buf(ins.size());
-    bool inPlace = true;
+    bool inPlace = true, inScratch = true;
     std::vector<StoreOp> stores(ins.size());
-    for (size_t i = 0; i < ins.size() && inPlace; ++i) {
+    for (size_t i = 0; i < ins.size(); ++i) {
       auto sym = soleLoad(ins[i], o);
       stores[i] = sym ? soleStore(outs[i], *sym) : StoreOp();
-      inPlace = sym && stores[i];
+      inPlace = inPlace && sym && stores[i];
+      inScratch = inScratch && scratch(ins[i], o);
     }
     size_t bytes = bytesOf(ins[0]);
     for (size_t i = 0; i < ins.size(); ++i) {
       if (inPlace) {
         buf[i] = name(ins[i]);
         elided.insert(stores[i]);
+      } else if (inScratch) {
+        // Streamed state: updated where its copy landed.
+        buf[i] = fresh();
+        *os << "  void *" << buf[i] << " = " << name(ins[i]) << ";\n";
+        alias(buf[i], name(ins[i]));
       } else {
         buf[i] = alloc(outs[i]);
         call("loomrt_memcpy_async(" + streamFor(o) + ", " + buf[i] + ", " + name(ins[i]) + ", " +

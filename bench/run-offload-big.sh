@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# On the H100 host: issue 7's offload benchmark. GPT models of about 1B, 3B
+# and 5B parameters (bf16, batch 2 x 1024) in the four --optimizer-offload
+# modes, each beside the cost model's prediction (bench/gen-offload-big.sh
+# made the sources and predictions here), and PyTorch's CPU-offload path on
+# the same model as the outside baseline.
+#
+#   SIZES="1b 3b" bench/run-offload-big.sh      (one device call each:
+#   SIZES="5b"    bench/run-offload-big.sh       a call may last 10 minutes)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"
+SIZES="${SIZES:-1b 3b 5b}"
+STEPS="${STEPS:-6}"
+mkdir -p "$OUT"
+BIG=.carry/big
+cmake -G Ninja -S bench -B build-bench > "$OUT/cmake.log" 2>&1 &&
+  ninja -C build-bench > "$OUT/ninja.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
+RT="$PWD/build-bench/runtime"
+declare -A ARGS=([1b]="--layers 20 --d 2048 --heads 16" [3b]="--layers 26 --d 3072 --heads 24"
+                 [5b]="--layers 24 --d 4096 --heads 32")
+MODES="none cpu static0.5 interleaved"
+for size in $SIZES; do
+  for m in $MODES; do
+    f=${size}_$m
+    { gunzip -c "$BIG/$f.cpp.gz" > "/tmp/$f.cpp" &&
+      c++ -O1 -std=c++17 -I runtime/include "/tmp/$f.cpp" -o "/tmp/$f" -L"$RT" -lloomrt \
+        -Wl,-rpath,"$RT" 2> "$OUT/$f.compile.log" || echo "compiling $f failed"; } &
+  done
+done
+wait
+python3 -c "
+import numpy as np; np.random.seed(0)
+np.random.randint(0, 32000, 2_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+for size in $SIZES; do
+  for m in $MODES; do
+    f=${size}_$m
+    /usr/bin/time -f "%e s wall, %M KB host peak" /tmp/$f --data /tmp/tok32k.bin --steps "$STEPS" \
+      --log-json "$OUT/$f.jsonl" > "$OUT/$f.txt" 2>&1 || echo "  $f failed: $(grep -v '^step' "$OUT/$f.txt" | tail -2 | tr '\n' ' ')"
+  done
+  timeout 300 python3 bench/offload_torch.py ${ARGS[$size]} --vocab 32000 --batch 2 --steps 4 \
+    > "$OUT/${size}_torch.json" 2> "$OUT/${size}_torch.err" || echo "  torch $size failed: $(tail -1 "$OUT/${size}_torch.err")"
+done
+python3 - "$OUT" "$BIG" $SIZES <<'PY'
+import json, os, re, statistics, sys
+out, big, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
+print(f"{'model':5} {'mode':12} {'measured s':>10} {'predicted s':>11} {'pred/meas':>9} {'pred update s':>13} {'pred GiB':>8}  vs cpu  vs torch")
+for size in sizes:
+    t = None
+    try:
+        t = json.load(open(f"{out}/{size}_torch.json"))["step_s"]
+    except Exception:
+        pass
+    meas = {}
+    for m in ("none", "cpu", "static0.5", "interleaved"):
+        f = f"{size}_{m}"
+        pred = open(f"{big}/{f}.predicted.txt").read()
+        p = re.search(r": ([0-9.]+) s \(last gradient at ([0-9.]+) s, update ([0-9.]+) s\); device memory ([0-9.]+) GiB", pred)
+        try:
+            rows = [json.loads(l) for l in open(f"{out}/{f}.jsonl")][2:]
+            meas[m] = statistics.median(r["step_ms"] for r in rows) / 1000
+        except Exception:
+            meas[m] = None
+        ms = meas[m]
+        cols = f"{ms:10.3f} {float(p[1]):11.3f} {float(p[1]) / ms:9.2f}" if ms else f"{'failed':>10} {float(p[1]):11.3f} {'':>9}"
+        vs = f"{meas['cpu'] / ms:6.2f}x" if ms and meas.get("cpu") else "       "
+        vt = f"{t / ms:7.2f}x" if ms and t else ""
+        print(f"{size:5} {m:12} {cols} {float(p[3]):13.3f} {float(p[4]):8.1f} {vs} {vt}")
+    if t:
+        print(f"{size:5} {'pytorch':12} {t:10.3f}   ({open(f'{out}/{size}_torch.json').read().strip()})")
+PY
