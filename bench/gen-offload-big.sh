@@ -8,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 OUT=.carry/big
-HW=bench/hardware/h100-loom-calibrate-2026-11-26.json
+# The calibrated description plus the two step efficiencies fitted on the
+# 1B runs (docs/cost-model.md): 3B and 5B are predicted, not fitted.
+HW=bench/hardware/h100-fitted-2026-11-26.json
 mkdir -p "$OUT"
 declare -A MODEL=(
   [1b]=gpt:layers=20,d_model=2048,heads=16,vocab=32000,seq=1024,batch=2

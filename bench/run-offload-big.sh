@@ -7,6 +7,8 @@
 #
 #   SIZES="1b 3b" bench/run-offload-big.sh      (one device call each:
 #   SIZES="5b"    bench/run-offload-big.sh       a call may last 10 minutes)
+# NO_TORCH=1 skips the PyTorch runs; SKIP="5b_none ..." skips those runs
+# (and reuses their last results in $OUT, if any).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -35,16 +37,18 @@ np.random.randint(0, 32000, 2_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin'
 for size in $SIZES; do
   for m in $MODES; do
     f=${size}_$m
+    [[ " ${SKIP:-} " == *" $f "* ]] && continue
     /usr/bin/time -f "%e s wall, %M KB host peak" /tmp/$f --data /tmp/tok32k.bin --steps "$STEPS" \
       --log-json "$OUT/$f.jsonl" > "$OUT/$f.txt" 2>&1 || echo "  $f failed: $(grep -v '^step' "$OUT/$f.txt" | tail -2 | tr '\n' ' ')"
   done
+  [ -n "${NO_TORCH:-}" ] && continue
   timeout 300 python3 bench/offload_torch.py ${ARGS[$size]} --vocab 32000 --batch 2 --steps 4 \
     > "$OUT/${size}_torch.json" 2> "$OUT/${size}_torch.err" || echo "  torch $size failed: $(tail -1 "$OUT/${size}_torch.err")"
 done
 python3 - "$OUT" "$BIG" $SIZES <<'PY'
 import json, os, re, statistics, sys
 out, big, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
-print(f"{'model':5} {'mode':12} {'measured s':>10} {'predicted s':>11} {'pred/meas':>9} {'pred update s':>13} {'pred GiB':>8}  vs cpu  vs torch")
+print(f"{'model':5} {'mode':12} {'step s':>7} {'update s':>8} | {'predicted':>9} {'update':>7} {'GiB':>5} | {'pred/meas':>9}  vs cpu  vs torch")
 for size in sizes:
     t = None
     try:
@@ -56,16 +60,22 @@ for size in sizes:
         f = f"{size}_{m}"
         pred = open(f"{big}/{f}.predicted.txt").read()
         p = re.search(r": ([0-9.]+) s \(last gradient at ([0-9.]+) s, update ([0-9.]+) s\); device memory ([0-9.]+) GiB", pred)
+        upd = None
         try:
             rows = [json.loads(l) for l in open(f"{out}/{f}.jsonl")][2:]
             meas[m] = statistics.median(r["step_ms"] for r in rows) / 1000
+            upd = statistics.median(r["update_ms"] for r in rows) / 1000
         except Exception:
             meas[m] = None
         ms = meas[m]
-        cols = f"{ms:10.3f} {float(p[1]):11.3f} {float(p[1]) / ms:9.2f}" if ms else f"{'failed':>10} {float(p[1]):11.3f} {'':>9}"
+        pred = f"{float(p[1]):9.3f} {float(p[3]):7.3f} {float(p[4]):5.1f}"
+        if ms:
+            cols = f"{ms:7.3f} {upd if upd is not None else float('nan'):8.3f} | {pred} | {float(p[1]) / ms:9.2f}"
+        else:
+            cols = f"{'failed':>7} {'':>8} | {pred} | {'':>9}"
         vs = f"{meas['cpu'] / ms:6.2f}x" if ms and meas.get("cpu") else "       "
         vt = f"{t / ms:7.2f}x" if ms and t else ""
-        print(f"{size:5} {m:12} {cols} {float(p[3]):13.3f} {float(p[4]):8.1f} {vs} {vt}")
+        print(f"{size:5} {m:12} {cols} {vs} {vt}")
     if t:
         print(f"{size:5} {'pytorch':12} {t:10.3f}   ({open(f'{out}/{size}_torch.json').read().strip()})")
 PY

@@ -14,9 +14,10 @@
 //
 // Known simplifications (each shows up as a gap between --timeline and the
 // binary's --trace): PCIe directions run at their one-way rates even when
-// both are busy; the CPU update's rate is the measured one whether or not
-// DMA competes for host memory at the time (the planner charges the shared
-// budget separately, cost::updateTime); kernels reach the roofline.
+// both are busy; every GPU kernel reaches the same fraction of its roofline
+// (gpu_kernel_efficiency) and the CPU updates the same fraction of the
+// measured Adam rate (cpu_update_efficiency) whatever else runs; both are
+// fitted on one measured step (docs/cost-model.md).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Offload.h"
@@ -304,9 +305,10 @@ struct Simulator {
     if (auto adam = dyn_cast<AdamOp>(op)) {
       double n = double(cast<RankedTensorType>(adam.getParam().getType()).getNumElements());
       if (anyHost(op)) {
-        double rate = hw.cpuAdamParamsPerSec > 0
-                          ? hw.cpuAdamParamsPerSec
-                          : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam;
+        double rate = (hw.cpuAdamParamsPerSec > 0
+                           ? hw.cpuAdamParamsPerSec
+                           : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam) *
+                      hw.cpuUpdateEfficiency;
         double s = host;
         host += n / rate;
         hostTraffic(n * cost::kCpuAdamBytesPerParam, s);
@@ -349,8 +351,9 @@ struct Simulator {
     }
     gpuOp(op, cost::opTime(hw, cost::Device::GPU,
                            isLowPrecision(op) ? cost::DType::BF16 : cost::DType::F32, flops,
-                           bytes, bytes));
-    if (!isa<CastOp>(op))
+                           bytes, bytes) /
+                  hw.gpuKernelEfficiency);
+    if (isBackwardWork(op))
       lastBackward = gpu;
     return success();
   }

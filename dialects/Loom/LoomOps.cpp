@@ -1210,3 +1210,25 @@ SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
   }
   return steps;
 }
+
+bool mlir::loom::isBackwardWork(Operation *op) {
+  if (op->getName().getStringRef() == "func.call") { // no func dependency here
+    auto callee = op->getAttrOfType<FlatSymbolRefAttr>("callee");
+    return callee && callee.getValue() == "forward_backward";
+  }
+  if (!isa<LoomDialect>(op->getDialect()))
+    return false;
+  if (isa<AdamOp, SgdOp, CopyOp, WaitOp, StoreOp, LoadOp, ReleaseOp, ShardOp, AllReduceOp,
+          ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastCommOp, SubgroupOp, ParamOp, StateOp,
+          TopologyOp>(op))
+    return false;
+  if (auto c = dyn_cast<CastOp>(op))
+    if (Operation *d = c.getInput().getDefiningOp(); d && isa<AdamOp, SgdOp>(d))
+      return false;
+  auto onHost = [](Type t) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    auto m = rt ? dyn_cast_or_null<MemSpaceAttr>(rt.getEncoding()) : nullptr;
+    return m && m.getValue() != MemSpace::device;
+  };
+  return llvm::none_of(op->getOperandTypes(), onHost);
+}

@@ -61,6 +61,14 @@ SmallVector<ReduceStep> reduceSteps(ReduceOp op);
 std::vector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
 std::vector<int64_t> alignedShape(Value v, int rank);
 std::vector<int64_t> broadcastInputStrides(BroadcastOp op);
+
+/// Whether an op of @train_step belongs to the forward and backward (the
+/// call of @forward_backward, or its inlined body's device compute) rather
+/// than to the update phase after it (optimizer updates and the casts of
+/// their results, copies, waits, loads and stores, collectives, host work).
+/// Code generation marks the end of the last such op for the binary's
+/// phase timing; the step simulation predicts the same point.
+bool isBackwardWork(Operation *op);
 } // namespace mlir::loom
 
 #endif // LOOM_DIALECT_LOOMOPS_H

@@ -57,6 +57,13 @@ struct Hardware {
   double gpuFlopsF32 = 0, gpuFlopsBF16 = 0;
   double gpuAdamParamsPerSec = 0;
   std::vector<LinkLevel> links;
+  // What a whole training step reaches of the rates above (1 = all of it),
+  // fitted on a measured step (docs/cost-model.md, "Fitting the step
+  // model"): the fraction of the roofline its GPU kernels achieve, and of
+  // the measured CPU Adam rate the CPU updates keep while the copies share
+  // host memory with them.
+  double gpuKernelEfficiency = 1;
+  double cpuUpdateEfficiency = 1;
 
   double cpuFlops() const { return cpuCores * cpuClockHz * cpuFlopsPerCycle; }
 };

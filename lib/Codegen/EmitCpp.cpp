@@ -318,9 +318,17 @@ private:
             deferred[w].push_back(v);
           }
     }
+    // The binary times the step's phases from the end of the backward.
+    Operation *backwardEnd = nullptr;
+    if (fn.getName() == "train_step")
+      for (Operation &op : fn.getBody().front())
+        if (isBackwardWork(&op))
+          backwardEnd = &op;
     for (Operation &op : fn.getBody().front()) {
       if (failed(emit(&op)))
         return failure();
+      if (&op == backwardEnd)
+        *os << "  loomrt_step_backward_done(c);\n";
       if (auto ret = dyn_cast<func::ReturnOp>(&op))
         recordTransfers(fn.getName(), ret);
       else

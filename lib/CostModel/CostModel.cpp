@@ -37,6 +37,8 @@ const Field kFields[] = {
     {"gpu_flops_f32", &Hardware::gpuFlopsF32, false},
     {"gpu_flops_bf16", &Hardware::gpuFlopsBF16, false},
     {"gpu_adam_params_per_s", &Hardware::gpuAdamParamsPerSec, false},
+    {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false},
+    {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false},
 };
 // With a GPU these must be known too.
 const char *const kGpuRequired[] = {"pcie_h2d_pinned", "pcie_d2h_pinned",
@@ -150,6 +152,9 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
       return fail("'" + std::string(f.key) + "' must be a positive number");
     h.*f.member = *x;
   }
+  for (double e : {h.gpuKernelEfficiency, h.cpuUpdateEfficiency})
+    if (e > 1)
+      return fail("'gpu_kernel_efficiency' and 'cpu_update_efficiency' are fractions in (0, 1]");
   auto levels = [&](const char *key, auto &out, const char *rateKey) -> bool {
     if (!o->get(key))
       return true; // optional
@@ -192,7 +197,9 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
 std::string toJson(const Hardware &h) {
   llvm::json::Object o{{"name", h.name}, {"cpu_cores", h.cpuCores}, {"gpu", h.hasGpu}};
   for (const Field &f : kFields)
-    if (h.*f.member > 0)
+    if (h.*f.member > 0 &&
+        !((f.member == &Hardware::gpuKernelEfficiency || f.member == &Hardware::cpuUpdateEfficiency) &&
+          h.*f.member == 1))
       o[f.key] = h.*f.member;
   llvm::json::Array caches, links;
   for (const CacheLevel &c : h.caches)

@@ -105,6 +105,12 @@ struct loomrt_step_ctx_t {
   size_t nextEvent = 0;
   float lrOverride; // < 0: none
   Arena device, host; // step buffers on the device and in pinned host memory
+  // Phases of the step: the compute stream's start and the point where the
+  // backward issued its last gradient (loomrt_step_backward_done).
+  loomrt_event phaseStart = nullptr, backwardDone = nullptr;
+  bool backwardMarked = false;
+  loomrt_trace trace = nullptr;
+  int64_t phaseSpan = -1;
 
   void *alloc(size_t bytes) { return device.alloc(bytes); }
   void free(void *p) {
@@ -123,11 +129,15 @@ struct loomrt_step_ctx_t {
   }
   void reset() {
     nextEvent = 0;
+    backwardMarked = false;
     device.reset();
     host.reset();
   }
   /// Frees the arenas and the events; must run before the device is closed.
   void release() {
+    for (loomrt_event e : {phaseStart, backwardDone})
+      if (e)
+        loomrt_event_destroy(e);
     for (loomrt_event e : events)
       loomrt_event_destroy(e);
     events.clear();
@@ -150,6 +160,16 @@ loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction) {
 }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
+}
+void loomrt_step_backward_done(loomrt_step_ctx c) {
+  if (!c->backwardDone || c->backwardMarked)
+    return;
+  loomrt_event_record(c->backwardDone, c->stream);
+  c->backwardMarked = true;
+  if (c->trace && c->phaseSpan >= 0) {
+    loomrt_trace_end(c->trace, c->stream, c->phaseSpan);
+    loomrt_trace_begin(c->trace, c->stream, "compute", "update", &c->phaseSpan);
+  }
 }
 }
 
@@ -424,6 +444,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   TRY(loomrt_stream_create(ctx.hostDev ? ctx.hostDev : dev, &ctx.hostStream),
       "creating a stream");
   loomrt_stream s = ctx.stream;
+  TRY(loomrt_event_create(dev, &ctx.phaseStart), "creating an event");
+  TRY(loomrt_event_create(dev, &ctx.backwardDone), "creating an event");
 
   // Parameters and state: initialised in declaration order from --seed,
   // or restored from the checkpoint.
@@ -587,18 +609,29 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(loomrt_memcpy_async(s, dTok, hx.data(), size_t(bt) * 8), "tokens");
     TRY(loomrt_memcpy_async(s, dTgt, hy.data(), size_t(bt) * 8), "targets");
     int64_t span = 0;
-    if (trace)
-      TRY(loomrt_trace_begin(trace, s, "compute", "train_step", &span), "trace");
     ctx.reset();
+    ctx.trace = trace;
+    TRY(loomrt_event_record(ctx.phaseStart, s), "phase event");
+    if (trace) {
+      TRY(loomrt_trace_begin(trace, s, "compute", "train_step", &span), "trace");
+      TRY(loomrt_trace_begin(trace, s, "compute", "forward_backward", &ctx.phaseSpan), "trace");
+    }
     void *dLoss = nullptr;
     TRY(p->train_step(&ctx, G.data(), dTok, dTgt, &dLoss), "training step");
-    if (trace)
+    if (trace) {
+      TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
       TRY(loomrt_trace_end(trace, s, span), "trace");
+    }
     float loss;
     TRY(loomrt_memcpy_async(s, &loss, dLoss, 4), "loss");
     TRY(loomrt_stream_synchronize(s), "step");
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0).count();
+    // The backward's share, timed on the compute stream; the update phase
+    // is the rest of the step.
+    float backwardMs = -1;
+    if (ctx.backwardMarked)
+      TRY(loomrt_event_elapsed_ms(ctx.phaseStart, ctx.backwardDone, &backwardMs), "phase timing");
     double tps = double(gbt) / (ms * 1e-3); // the whole world's tokens
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
@@ -615,8 +648,12 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       char lossText[32] = "null";
       if (std::isfinite(loss))
         std::snprintf(lossText, sizeof lossText, "%.8g", loss);
-      std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f}\n",
-                   step + 1, lossText, ms, tps);
+      char phases[96] = "";
+      if (backwardMs >= 0)
+        std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
+                      backwardMs, ms - backwardMs);
+      std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f%s}\n",
+                   step + 1, lossText, ms, tps, phases);
       std::fflush(log);
     }
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))

@@ -95,6 +95,11 @@ loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c);
 loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
+/* Called by the step once it has issued the backward's last gradient: the
+ * driver times the step's two phases from here (the JSON log's
+ * backward_ms and update_ms, --trace's forward_backward and update spans),
+ * the measured side of loomc --timeline. */
+void loomrt_step_backward_done(loomrt_step_ctx c);
 
 /* The binary's main: parses the flags (--data, --steps, --lr, --seed,
  * --init, --weights, --log-json, --checkpoint-dir, --checkpoint-every,
