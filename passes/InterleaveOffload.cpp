@@ -20,8 +20,9 @@
 //     overlap) stay under the usable device memory.
 //  2. Of the rest, s subgroups are streamed, spread evenly among the CPU's
 //     (the paper's interleaving: the CPU and the GPU path work on
-//     alternating subgroups), for every s that fits; each candidate's step
-//     is simulated and the fastest kept. The simulation charges the CPU
+//     alternating subgroups), for every s that fits, with k or up to 8
+//     fewer resident subgroups; each candidate's step is simulated and the
+//     fastest kept. The simulation charges the CPU
 //     updates and the DMA against one host-memory budget (Deep Optimizer
 //     States §3, "competition for shared resources").
 //
@@ -49,6 +50,10 @@ namespace {
 const char *placeName(UpdatePlace p) {
   return p == UpdatePlace::gpu ? "gpu" : p == UpdatePlace::stream ? "stream" : "cpu";
 }
+
+/// How many subgroups fewer than fit the planner keeps resident, at most,
+/// when looking for a better mix with streamed ones.
+constexpr size_t kFewerResident = 8;
 
 struct InterleaveOffload
     : public mlir::loom::impl::InterleaveOffloadBase<InterleaveOffload> {
@@ -129,18 +134,28 @@ struct InterleaveOffload
     }
     size_t resident = lo;
 
-    // 2. How many of the rest to stream.
-    size_t rest = hw->hasGpu ? n - resident : 0;
-    size_t bestS = 0;
+    // 2. How many of the rest to stream; and whether giving up a few
+    //    resident subgroups leaves room for more streamed ones that pay
+    //    more (streamed state occupies memory only after its gradients
+    //    exist, when activations are being freed).
+    size_t bestK = resident, bestS = 0;
     Outcome best = evaluate(module, plan(resident, 0), *hw);
-    size_t stride = std::max<size_t>(1, rest / 32);
-    for (size_t s = stride; s <= rest; s += stride) {
-      Outcome o = evaluate(module, plan(resident, s), *hw);
-      if (fits(o) && o.cost() < best.cost()) {
-        best = o;
-        bestS = s;
+    if (hw->hasGpu)
+      for (size_t k = resident; k + kFewerResident >= resident; --k) {
+        size_t rest = n - k;
+        size_t stride = std::max<size_t>(1, rest / 32);
+        for (size_t s = k == resident ? stride : 0; s <= rest; s += stride) {
+          Outcome o = evaluate(module, plan(k, s), *hw);
+          if (fits(o) && o.cost() < best.cost()) {
+            best = o;
+            bestK = k;
+            bestS = s;
+          }
+        }
+        if (k == 0)
+          break;
       }
-    }
+    resident = bestK;
     SmallVector<UpdatePlace> chosen = plan(resident, bestS);
     MLIRContext *ctx = module.getContext();
     for (auto [sg, w] : llvm::zip(sgs, chosen))
