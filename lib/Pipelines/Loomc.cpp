@@ -351,6 +351,14 @@ int loomcMain(int argc, char **argv) {
     return error("--optimizer-offload with --topology is not supported yet");
   if (subGroupSize < 1)
     return error("--sub-group-size must be positive");
+  // The machine the cost model plans and predicts for, read before any work.
+  std::optional<cost::Hardware> hw;
+  if (offload != "none" || !timeline.empty()) {
+    std::string herr;
+    hw = mlir::loom::loadHardware(hardware, herr);
+    if (!hw)
+      return error(herr);
+  }
   if (*phase >= Phase::Optimizer && offload != "none" && !hasTrainStep(*module)) {
     mlir::loom::OffloadOptimizerOptions oo;
     oo.mode = offload;
@@ -378,12 +386,7 @@ int loomcMain(int argc, char **argv) {
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline.
-  if ((offload != "none" || !timeline.empty()) && *phase >= Phase::Optimizer &&
-      module->lookupSymbol("train_step")) {
-    std::string herr;
-    std::optional<cost::Hardware> hw = mlir::loom::loadHardware(hardware, herr);
-    if (!hw)
-      return error(herr);
+  if (hw && *phase >= Phase::Optimizer && module->lookupSymbol("train_step")) {
     FailureOr<mlir::loom::StepPrediction> pred =
         mlir::loom::simulateStep(*module, *hw, !timeline.empty());
     if (failed(pred))

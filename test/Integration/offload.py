@@ -83,7 +83,19 @@ def main():
     straight = run(b, data, b + ".c.json", "--steps", "6")
     resumed = first + second == straight
     print(f"offload cpu, resumed after 3 steps: {'identical' if resumed else 'DIFFERENT'} losses")
-    if not (ok and resumed):
+    # The measured side of loomc --timeline: each step's backward and
+    # update phases in the log, and as spans in the trace.
+    trace = os.path.join(a.tmp, "trace.json")
+    subprocess.run([b, "--data", data, "--steps", "2", "--log-json", b + ".d.json",
+                    "--trace", trace], check=True, stdout=subprocess.DEVNULL)
+    rows = [json.loads(line) for line in open(b + ".d.json")]
+    phased = all(r["backward_ms"] > 0 and abs(r["backward_ms"] + r["update_ms"] - r["step_ms"]) < 1e-3
+                 for r in rows)
+    spans = [e["name"] for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    phased = phased and spans.count("forward_backward") == 2 and spans.count("update") == 2
+    print(f"offload cpu, phases: {'timed' if phased else 'MISSING'} (log: backward_ms, update_ms; "
+          f"trace: {sorted(set(spans))})")
+    if not (ok and resumed and phased):
         sys.exit(1)
 
 

@@ -76,6 +76,32 @@ TEST(Hardware, ErrorsNameTheKey) {
   EXPECT_NE(err.find("'caches'"), std::string::npos) << err;
 }
 
+TEST(Hardware, StepEfficienciesAreFractions) {
+  std::string err;
+  const char *base = R"({"name": "x", "cpu_cores": 4, "cpu_clock_hz": 3e9,
+      "cpu_flops_per_cycle": 32, "dram_read_bandwidth": 5e10, "dram_copy_bandwidth": 4e10)";
+  // Absent: the rates are taken as reached in full.
+  std::optional<Hardware> h = parseHardware(std::string(base) + "}", err);
+  ASSERT_TRUE(h) << err;
+  EXPECT_EQ(h->gpuKernelEfficiency, 1.0);
+  EXPECT_EQ(h->cpuUpdateEfficiency, 1.0);
+  h = parseHardware(std::string(base) +
+                        R"(, "gpu_kernel_efficiency": 0.6, "cpu_update_efficiency": 0.68})",
+                    err);
+  ASSERT_TRUE(h) << err;
+  EXPECT_EQ(h->gpuKernelEfficiency, 0.6);
+  EXPECT_EQ(h->cpuUpdateEfficiency, 0.68);
+  // Written back only when fitted, and read again unchanged.
+  std::optional<Hardware> again = parseHardware(toJson(*h), err);
+  ASSERT_TRUE(again) << err;
+  EXPECT_EQ(again->cpuUpdateEfficiency, 0.68);
+  EXPECT_EQ(toJson(h100()).find("efficiency"), std::string::npos);
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "gpu_kernel_efficiency": 1.5})", err));
+  EXPECT_NE(err.find("fractions in (0, 1]"), std::string::npos) << err;
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "cpu_update_efficiency": 0})", err));
+  EXPECT_NE(err.find("'cpu_update_efficiency' must be a positive number"), std::string::npos) << err;
+}
+
 TEST(CostModel, GpuRoofline) {
   Hardware h = h100();
   // An 8192^3 bf16 GEMM: 2 * 8192^3 flops over 780 TFLOP/s, compute-bound.
