@@ -172,6 +172,12 @@ int loomcMain(int argc, char **argv) {
       cl::desc("Write the cost model's predicted training step as Chrome "
                "trace JSON (the binary's --trace writes the measured one)"),
       cl::cat(cat));
+  static cl::list<std::string> whatIf(
+      "what-if", cl::value_desc("RESOURCE=FACTOR"),
+      cl::desc("Plan and predict for --hardware with one resource scaled "
+               "(cpu-clock, cpu-cores, dram, cache, pcie, hbm, gpu-flops, "
+               "network), e.g. --what-if=cpu-clock=4; repeatable"),
+      cl::cat(cat));
   static cl::opt<std::string> emitDir(
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
@@ -351,13 +357,25 @@ int loomcMain(int argc, char **argv) {
     return error("--optimizer-offload with --topology is not supported yet");
   if (subGroupSize < 1)
     return error("--sub-group-size must be positive");
+  std::string scaledHardware; // --what-if's description, for the planner
   // The machine the cost model plans and predicts for, read before any work.
   std::optional<cost::Hardware> hw;
-  if (offload != "none" || !timeline.empty()) {
+  if (offload != "none" || !timeline.empty() || !whatIf.empty()) {
     std::string herr;
     hw = mlir::loom::loadHardware(hardware, herr);
     if (!hw)
       return error(herr);
+    // What-if: the same plan and prediction on a machine that differs in
+    // one resource (the high-frequency-cores paper's question).
+    for (const std::string &w : whatIf) {
+      auto [resource, factorText] = llvm::StringRef(w).split('=');
+      double factor = 0;
+      if (factorText.getAsDouble(factor))
+        return error("bad --what-if '" + w + "': expected RESOURCE=FACTOR (e.g. cpu-clock=4)");
+      hw = cost::scaled(*hw, resource, factor, herr);
+      if (!hw)
+        return error("--what-if: " + herr);
+    }
   }
   if (*phase >= Phase::Optimizer && offload != "none" && !hasTrainStep(*module)) {
     mlir::loom::OffloadOptimizerOptions oo;
@@ -368,6 +386,17 @@ int loomcMain(int argc, char **argv) {
       pm.addPass(mlir::loom::createOptimizerSubgroups(so));
       mlir::loom::InterleaveOffloadOptions io;
       io.hardware = hardware;
+      if (!whatIf.empty()) {
+        // The pass reads a description by name: hand it the scaled one.
+        llvm::SmallString<128> path;
+        int fd;
+        if (llvm::sys::fs::createTemporaryFile("loomc-hardware", "json", fd, path))
+          return error("cannot create a temporary file for --what-if");
+        llvm::raw_fd_ostream f(fd, /*shouldClose=*/true);
+        f << cost::toJson(*hw);
+        scaledHardware = path.str().str();
+        io.hardware = scaledHardware;
+      }
       pm.addPass(mlir::loom::createInterleaveOffload(io));
       oo.mode = "subgroups";
     }
@@ -382,7 +411,10 @@ int loomcMain(int argc, char **argv) {
   if (*phase == Phase::Schedule)
     pm.addPass(mlir::loom::createPrintSchedule());
   applyDefaultTimingPassManagerCLOptions(pm);
-  if (failed(verify(*module)) || failed(pm.run(*module)))
+  bool ran = succeeded(verify(*module)) && succeeded(pm.run(*module));
+  if (!scaledHardware.empty())
+    llvm::sys::fs::remove(scaledHardware);
+  if (!ran)
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline.
