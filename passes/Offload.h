@@ -25,6 +25,9 @@ enum class UpdatePlace { gpu, stream, cpu };
 /// The placement `mode` (cpu, static:R or subgroups) gives each of `params`.
 FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mode,
                                                   ArrayRef<FlatSymbolRefAttr> params);
+/// Replaces `call` by a copy of `callee`'s body (one block), its results by
+/// the returned values.
+void inlineCall(func::CallOp call, func::FuncOp callee);
 /// Rewrites @train_step for `mode` (loom-offload-optimizer's work).
 LogicalResult applyOffload(ModuleOp module, StringRef mode, std::string &error);
 

@@ -94,24 +94,22 @@ LogicalResult fail(Operation *at, const Twine &msg) {
   return failure();
 }
 
-/// Replaces the call of @forward_backward in @train_step by its body.
-void inlineForwardBackward(func::FuncOp fb, func::CallOp call) {
+} // namespace
+
+namespace mlir::loom {
+
+void inlineCall(func::CallOp call, func::FuncOp callee) {
   OpBuilder b(call);
   IRMapping map;
-  Block &body = fb.getBody().front();
+  Block &body = callee.getBody().front();
   for (auto [a, v] : llvm::zip(body.getArguments(), call.getOperands()))
     map.map(a, v);
   for (Operation &op : body.without_terminator())
     b.clone(op, map);
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  for (auto [r, v] : llvm::zip(call.getResults(), ret.getOperands()))
+  for (auto [r, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
     r.replaceAllUsesWith(map.lookupOrDefault(v));
   call.erase();
 }
-
-} // namespace
-
-namespace mlir::loom {
 
 FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mode,
                                                   ArrayRef<FlatSymbolRefAttr> params) {
@@ -222,7 +220,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode, std::string &) {
   if (llvm::all_of(updates, [](const Update &u) { return u.where == UpdatePlace::gpu; }))
     return success();
 
-  inlineForwardBackward(fb, call);
+  inlineCall(call, fb);
   if (SymbolTable::symbolKnownUseEmpty(fb, module))
     fb.erase();
 

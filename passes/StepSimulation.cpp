@@ -22,7 +22,6 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Offload.h"
 
-#include "mlir/IR/IRMapping.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -397,16 +396,7 @@ FailureOr<StepPrediction> simulateStep(ModuleOp module, const cost::Hardware &hw
     auto callee = copy->lookupSymbol<func::FuncOp>(call.getCallee());
     if (!callee || callee.getBody().empty())
       return call.emitError("step simulation: unknown callee"), failure();
-    OpBuilder b(call);
-    IRMapping map;
-    Block &body = callee.getBody().front();
-    for (auto [a, v] : llvm::zip(body.getArguments(), call.getOperands()))
-      map.map(a, v);
-    for (Operation &op : body.without_terminator())
-      b.clone(op, map);
-    for (auto [r, v] : llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
-      r.replaceAllUsesWith(map.lookupOrDefault(v));
-    call.erase();
+    inlineCall(call, callee);
   }
   Simulator sim{hw, keepSpans, {}};
   for (Operation &op : copy->getBody()->getOperations()) {
