@@ -70,9 +70,8 @@ struct InterleaveOffload
     OwningOpRef<ModuleOp> copy = module.clone();
     for (auto [sg, w] : llvm::zip(copy->getOps<SubgroupOp>(), plan))
       sg.setUpdateAttr(StringAttr::get(module.getContext(), placeName(w)));
-    std::string err;
     Outcome o;
-    if (failed(applyOffload(*copy, "subgroups", err)))
+    if (failed(applyOffload(*copy, "subgroups")))
       return o;
     FailureOr<StepPrediction> p = simulateStep(*copy, hw, false);
     if (failed(p))

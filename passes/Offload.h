@@ -29,7 +29,7 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mod
 /// the returned values.
 void inlineCall(func::CallOp call, func::FuncOp callee);
 /// Rewrites @train_step for `mode` (loom-offload-optimizer's work).
-LogicalResult applyOffload(ModuleOp module, StringRef mode, std::string &error);
+LogicalResult applyOffload(ModuleOp module, StringRef mode);
 
 /// One span of the simulated step, on a lane: "gpu", "h2d", "d2h", "cpu",
 /// "comm".

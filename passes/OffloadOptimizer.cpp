@@ -83,8 +83,7 @@ struct OffloadOptimizer
   using Base::Base;
 
   void runOnOperation() override {
-    std::string err;
-    if (failed(applyOffload(getOperation(), mode, err)))
+    if (failed(applyOffload(getOperation(), mode)))
       signalPassFailure();
   }
 };
@@ -161,7 +160,7 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mod
   return where;
 }
 
-LogicalResult applyOffload(ModuleOp module, StringRef mode, std::string &) {
+LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   MLIRContext *ctx = module.getContext();
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
