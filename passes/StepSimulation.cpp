@@ -216,6 +216,12 @@ struct Simulator {
       freeAt[op].push_back(v);
   }
 
+  double cpuAdamRate() const {
+    return (hw.cpuAdamParamsPerSec > 0 ? hw.cpuAdamParamsPerSec
+                                       : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam) *
+           hw.cpuUpdateEfficiency;
+  }
+
   void gpuOp(Operation *op, double seconds) {
     host += kLaunch;
     double s = std::max(gpu, host);
@@ -272,13 +278,15 @@ struct Simulator {
       if (onHost(st.getValue().getType()))
         host += b / hw.dramCopyBandwidth;
       else
-        gpuOp(op, b / hw.hbmBandwidth);
+        gpuOp(op, b / (hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth));
       return success();
     }
     if (auto c = dyn_cast<CopyOp>(op)) {
       bool up = c.getStream().getKind() == StreamKind::h2d;
       double &lane = up ? h2d : d2h;
-      double rate = up ? hw.h2dPinned : hw.d2hPinned;
+      // Without a GPU the "device" is a second arena of host memory (the CPU
+      // target): a copy is a host memcpy.
+      double rate = !hw.hasGpu ? hw.dramCopyBandwidth / 2 : up ? hw.h2dPinned : hw.d2hPinned;
       host += kLaunch;
       double s = std::max({lane, gpu, host});
       lane = s + bytesOf(c.getResult()) / rate;
@@ -304,10 +312,7 @@ struct Simulator {
     if (auto adam = dyn_cast<AdamOp>(op)) {
       double n = double(cast<RankedTensorType>(adam.getParam().getType()).getNumElements());
       if (anyHost(op)) {
-        double rate = (hw.cpuAdamParamsPerSec > 0
-                           ? hw.cpuAdamParamsPerSec
-                           : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam) *
-                      hw.cpuUpdateEfficiency;
+        double rate = cpuAdamRate();
         double s = host;
         host += n / rate;
         hostTraffic(n * cost::kCpuAdamBytesPerParam, s);
@@ -315,7 +320,8 @@ struct Simulator {
         span("cpu", op, s, host);
         return success();
       }
-      double rate = hw.gpuAdamParamsPerSec > 0
+      double rate = !hw.hasGpu ? cpuAdamRate()
+                    : hw.gpuAdamParamsPerSec > 0
                         ? hw.gpuAdamParamsPerSec
                         : hw.hbmBandwidth / cost::kCpuAdamBytesPerParam;
       double before = gpu;
@@ -324,7 +330,9 @@ struct Simulator {
       return success();
     }
     if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastCommOp>(op)) {
-      double bw = hw.links.empty() ? hw.hbmBandwidth : hw.links.front().bandwidth;
+      double bw = !hw.links.empty() ? hw.links.front().bandwidth
+                  : hw.hasGpu      ? hw.hbmBandwidth
+                                   : hw.dramCopyBandwidth;
       host += kLaunch;
       double s = std::max({comm, gpu, host});
       comm = s + bytesOf(op->getOperand(0)) / bw;
@@ -348,7 +356,9 @@ struct Simulator {
       span("cpu", op, s, host);
       return success();
     }
-    gpuOp(op, cost::opTime(hw, cost::Device::GPU,
+    // The device's compute: the GPU's roofline, or on a CPU-only machine
+    // (the CPU target) the CPU's.
+    gpuOp(op, cost::opTime(hw, hw.hasGpu ? cost::Device::GPU : cost::Device::CPU,
                            isLowPrecision(op) ? cost::DType::BF16 : cost::DType::F32, flops,
                            bytes, bytes) /
                   hw.gpuKernelEfficiency);

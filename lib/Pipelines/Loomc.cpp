@@ -426,9 +426,12 @@ int loomcMain(int argc, char **argv) {
     constexpr double GiB = double(1ull << 30);
     llvm::errs() << llvm::formatv(
         "loomc: predicted step on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
-        "{3:F3} s); device memory {4:F1} GiB of {5:F1} usable\n",
+        "{3:F3} s); device memory {4:F1} GiB",
         hw->name, pred->stepSeconds, pred->backwardSeconds, pred->updateSeconds,
-        pred->peakDeviceBytes() / GiB, mlir::loom::usableDeviceBytes(*hw) / GiB);
+        pred->peakDeviceBytes() / GiB);
+    if (hw->hasGpu)
+      llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(*hw) / GiB);
+    llvm::errs() << "\n";
     if (auto plan = (*module)->getAttrOfType<DictionaryAttr>("loom.offload_plan"))
       llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
                                     "{1} streamed, {2} on the CPU\n",
