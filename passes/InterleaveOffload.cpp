@@ -36,6 +36,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <limits>
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_INTERLEAVEOFFLOAD
 #include "passes/Passes.h.inc"
@@ -89,7 +91,6 @@ struct InterleaveOffload
       module.emitError() << "loom-interleave-offload: " << err;
       return signalPassFailure();
     }
-    // A CPU-only description has no GPU path: every update on the CPU.
     SmallVector<SubgroupOp> sgs(module.getOps<SubgroupOp>());
     if (sgs.empty()) {
       module.emitError() << "loom-interleave-offload: no loom.subgroup (run "
@@ -97,7 +98,11 @@ struct InterleaveOffload
       return signalPassFailure();
     }
     size_t n = sgs.size();
-    double usable = memoryLimit > 0 ? double(memoryLimit) : usableDeviceBytes(*hw);
+    // Without a GPU the "device" is host memory (the CPU target): no limit
+    // unless one is given.
+    double usable = memoryLimit > 0 ? double(memoryLimit)
+                    : hw->hasGpu    ? usableDeviceBytes(*hw)
+                                    : std::numeric_limits<double>::infinity();
     auto plan = [&](size_t resident, size_t streamed) {
       SmallVector<UpdatePlace> p(n, UpdatePlace::cpu);
       for (size_t i = 0; i < resident; ++i)
@@ -123,7 +128,7 @@ struct InterleaveOffload
           none.p.peakDeviceBytes() / double(1ull << 30), usable / double(1ull << 30), hw->name);
       return signalPassFailure();
     }
-    size_t lo = 0, hi = hw->hasGpu ? n : 0;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
       size_t mid = (lo + hi + 1) / 2;
       if (fits(evaluate(module, plan(mid, 0), *hw)))
@@ -139,21 +144,20 @@ struct InterleaveOffload
     //    exist, when activations are being freed).
     size_t bestK = resident, bestS = 0;
     Outcome best = evaluate(module, plan(resident, 0), *hw);
-    if (hw->hasGpu)
-      for (size_t k = resident; k + kFewerResident >= resident; --k) {
-        size_t rest = n - k;
-        size_t stride = std::max<size_t>(1, rest / 32);
-        for (size_t s = k == resident ? stride : 0; s <= rest; s += stride) {
-          Outcome o = evaluate(module, plan(k, s), *hw);
-          if (fits(o) && o.cost() < best.cost()) {
-            best = o;
-            bestK = k;
-            bestS = s;
-          }
+    for (size_t k = resident; k + kFewerResident >= resident; --k) {
+      size_t rest = n - k;
+      size_t stride = std::max<size_t>(1, rest / 32);
+      for (size_t s = k == resident ? stride : 0; s <= rest; s += stride) {
+        Outcome o = evaluate(module, plan(k, s), *hw);
+        if (fits(o) && o.cost() < best.cost()) {
+          best = o;
+          bestK = k;
+          bestS = s;
         }
-        if (k == 0)
-          break;
       }
+      if (k == 0)
+        break;
+    }
     resident = bestK;
     SmallVector<UpdatePlace> chosen = plan(resident, bestS);
     MLIRContext *ctx = module.getContext();

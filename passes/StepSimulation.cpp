@@ -216,6 +216,9 @@ struct Simulator {
       freeAt[op].push_back(v);
   }
 
+  /// Issuing work to a GPU costs the host a launch; on a CPU-only machine
+  /// the work is a function call.
+  double launch() const { return hw.hasGpu ? kLaunch : 0; }
   double cpuAdamRate() const {
     return (hw.cpuAdamParamsPerSec > 0 ? hw.cpuAdamParamsPerSec
                                        : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam) *
@@ -223,10 +226,14 @@ struct Simulator {
   }
 
   void gpuOp(Operation *op, double seconds) {
-    host += kLaunch;
+    host += launch();
     double s = std::max(gpu, host);
-    gpu = s + std::max(kLaunch, seconds);
+    gpu = s + std::max(launch(), seconds);
     span("gpu", op, s, gpu);
+    // Without a GPU the device's work runs on the host, in order, when it
+    // is issued (the CPU backend's streams are synchronous).
+    if (!hw.hasGpu)
+      host = gpu;
   }
 
   LogicalResult run(Block &blk) {
@@ -287,10 +294,12 @@ struct Simulator {
       // Without a GPU the "device" is a second arena of host memory (the CPU
       // target): a copy is a host memcpy.
       double rate = !hw.hasGpu ? hw.dramCopyBandwidth / 2 : up ? hw.h2dPinned : hw.d2hPinned;
-      host += kLaunch;
+      host += launch();
       double s = std::max({lane, gpu, host});
       lane = s + bytesOf(c.getResult()) / rate;
       hostTraffic(bytesOf(c.getResult()), s);
+      if (!hw.hasGpu)
+        host = gpu = lane;
       (up ? p.h2dSeconds : p.d2hSeconds) += lane - s;
       done[c.getToken()] = lane;
       span(up ? "h2d" : "d2h", op, s, lane);
@@ -313,8 +322,10 @@ struct Simulator {
       double n = double(cast<RankedTensorType>(adam.getParam().getType()).getNumElements());
       if (anyHost(op)) {
         double rate = cpuAdamRate();
-        double s = host;
+        double s = host = std::max(host, hw.hasGpu ? host : gpu);
         host += n / rate;
+        if (!hw.hasGpu)
+          gpu = host;
         hostTraffic(n * cost::kCpuAdamBytesPerParam, s);
         p.cpuUpdateSeconds += host - s;
         span("cpu", op, s, host);
@@ -333,7 +344,7 @@ struct Simulator {
       double bw = !hw.links.empty() ? hw.links.front().bandwidth
                   : hw.hasGpu      ? hw.hbmBandwidth
                                    : hw.dramCopyBandwidth;
-      host += kLaunch;
+      host += launch();
       double s = std::max({comm, gpu, host});
       comm = s + bytesOf(op->getOperand(0)) / bw;
       if (auto async = dyn_cast<AsyncOpInterface>(op))

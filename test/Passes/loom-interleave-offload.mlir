@@ -20,10 +20,12 @@
 // RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108900" | FileCheck %s --check-prefix=LESS
 // LESS: loom.subgroup @sg0 [@a] numel 6 {update = "stream"}
 // LESS: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
-// A CPU-only description has no GPU path.
+// A CPU-only description: the "device" is host memory too (the CPU
+// target), so keeping the state where the step runs avoids every copy.
 // RUN: loom-opt %s --loom-interleave-offload="hardware=cpu-host memory-limit=67109100" | FileCheck %s --check-prefix=CPU
-// CPU: loom.subgroup @sg0 [@a] numel 6 {update = "cpu"}
-// CPU: loom.subgroup @sg1 [@b] numel 3 {update = "cpu"}
+// RUN: loom-opt %s --loom-interleave-offload=hardware=cpu-host | FileCheck %s --check-prefix=CPU
+// CPU: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
+// CPU: loom.subgroup @sg1 [@b] numel 3 {update = "gpu"}
 // Too little even with every update on the CPU; unknown hardware.
 // RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
 // TIGHT: loom-interleave-offload: the step needs 0.1 GiB of device memory with every update on the CPU, more than the 0.1 GiB usable
