@@ -275,7 +275,8 @@ struct Simulator {
   }
 
   LogicalResult visit(Operation *op) {
-    if (isa<LoadOp, ReshapeOp, func::ReturnOp>(op) || op->getDialect()->getNamespace() == "arith")
+    if (isa<LoadOp, ReshapeOp, func::ReturnOp>(op) ||
+        (op->getDialect() && op->getDialect()->getNamespace() == "arith"))
       return success();
     if (auto st = dyn_cast<StoreOp>(op)) {
       Operation *d = st.getValue().getDefiningOp();
