@@ -358,6 +358,9 @@ int loomcMain(int argc, char **argv) {
   if (subGroupSize < 1)
     return error("--sub-group-size must be positive");
   std::string scaledHardware; // --what-if's description, for the planner
+  if (!timeline.empty() && *phase < Phase::Optimizer)
+    return error("--timeline predicts a training step: use --compile-to=optimizer or a later "
+                 "phase");
   // The machine the cost model plans and predicts for, read before any work.
   std::optional<cost::Hardware> hw;
   if (offload != "none" || !timeline.empty() || !whatIf.empty()) {
