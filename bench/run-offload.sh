@@ -49,5 +49,5 @@ for m in none cpu static0.5 interleaved; do
     > "$OUT/off_gpt2_$m.txt" 2>&1 || echo "  $m failed: $(tail -1 "$OUT/off_gpt2_$m.txt")"
   python3 -c "
 import json,statistics; r=[json.loads(l) for l in open('$OUT/off_gpt2_$m.jsonl')][2:]
-print('  --optimizer-offload=$m: %.1f ms/step, %.0f tokens/s; %s' % (statistics.median(x['step_ms'] for x in r), statistics.median(x['tokens_per_s'] for x in r), open('$OUT/off_gpt2_$m.txt').read().strip().splitlines()[-1]))"
+print('  --optimizer-offload=$m: %.1f ms/step, %.0f tokens/s; %s' % (statistics.median(x['step_ms'] for x in r), statistics.median(x['tokens_per_s'] for x in r), '; '.join(l for l in open('$OUT/off_gpt2_$m.txt').read().splitlines() if 'memory' in l)))"
 done

@@ -666,13 +666,19 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   }
   if (log)
     std::fclose(log);
-  size_t persistent = 0;
-  for (auto &h : host)
-    persistent += h.size();
+  // Device memory (what loomc's prediction counts) apart from pinned host
+  // memory (offloaded state, the host step arena).
+  size_t onDevice = 0, pinned = 0;
+  for (size_t i = 0; i < p->num_globals; ++i)
+    (p->globals[i].space == LOOMRT_MEM_PINNED ? pinned : onDevice) += host[i].size();
   std::printf("step memory: %.1f MiB of activations and workspace, %.1f MiB of "
               "parameters and optimizer state%s\n",
-              double(ctx.reserved()) / (1 << 20), double(persistent) / (1 << 20),
+              double(ctx.reserved()) / (1 << 20), double(onDevice) / (1 << 20),
               world > 1 ? " (this rank's)" : "");
+  if (pinned || ctx.host.reserved())
+    std::printf("pinned host memory: %.1f MiB of parameters and optimizer state, %.1f MiB "
+                "of step buffers\n",
+                double(pinned) / (1 << 20), double(ctx.host.reserved()) / (1 << 20));
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
   for (size_t i = 0; i < G.size(); ++i)
