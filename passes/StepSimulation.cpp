@@ -9,8 +9,8 @@
 // blocks the host, any other wait makes the compute stream wait. Op times
 // are the cost model's rooflines; the memory timeline follows the step
 // arena's allocation and release points (a buffer is released after its
-// last use, a copy's input after the copy's wait) on a model of the arena's
-// allocator, so fragmentation counts.
+// last use, a copy's input after the copy's wait) through the arena's own
+// placement policy (runtime/common/arena_policy.h), so fragmentation counts.
 //
 // Known simplifications (each shows up as a gap between --timeline and the
 // binary's --trace): PCIe directions run at their one-way rates even when
@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Offload.h"
+#include "runtime/common/arena_policy.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -122,49 +123,6 @@ bool allocates(Operation *op, Value r) {
   return true;
 }
 
-/// The driver's step arena (runtime/driver/train_main.cpp, Arena): chunks
-/// rounded to 256 bytes; a freed chunk is handed out again for a request at
-/// least half its size (best fit, no coalescing); otherwise bump allocation
-/// in blocks of at least 64 MiB, moving to a new block when the current one
-/// cannot hold the request. Its reserved size, not the live bytes, is what
-/// the step takes from device memory: fragmentation included.
-struct ArenaModel {
-  std::vector<double> blocks;
-  size_t block = 0;
-  double used = 0;
-  std::multimap<double, int64_t> freeChunks;
-  llvm::DenseMap<int64_t, double> chunkSize;
-  int64_t next = 0;
-
-  int64_t alloc(double bytes) {
-    bytes = std::ceil(bytes / 256) * 256;
-    auto it = freeChunks.lower_bound(bytes);
-    if (it != freeChunks.end() && it->first <= 2 * bytes) {
-      int64_t id = it->second;
-      freeChunks.erase(it);
-      return id;
-    }
-    while (block < blocks.size() && used + bytes > blocks[block]) {
-      ++block;
-      used = 0;
-    }
-    if (block == blocks.size()) {
-      blocks.push_back(std::max(bytes, 64.0 * (1 << 20)));
-      used = 0;
-    }
-    used += bytes;
-    chunkSize[next] = bytes;
-    return next++;
-  }
-  void free(int64_t id) { freeChunks.emplace(chunkSize.lookup(id), id); }
-  double reserved() const {
-    double n = 0;
-    for (double b : blocks)
-      n += b;
-    return n;
-  }
-};
-
 struct Simulator {
   const cost::Hardware &hw;
   bool keep;
@@ -175,7 +133,8 @@ struct Simulator {
   llvm::DenseMap<Value, Value> rootOf;
   llvm::DenseMap<Value, Operation *> lastUse; // per root
   llvm::DenseMap<Operation *, SmallVector<Value>> freeAt;
-  ArenaModel arena;
+  // The driver's step arena: the same placement policy, without memory.
+  ::loomrt::ArenaPolicy arena;
   // Host-memory traffic of CPU updates and DMA, and when it starts.
   double hostBytes = 0, hostFrom = -1;
   void hostTraffic(double bytes, double at) {
@@ -238,17 +197,18 @@ struct Simulator {
 
   LogicalResult run(Block &blk) {
     planMemory(blk);
-    llvm::DenseMap<Value, int64_t> allocated;
+    llvm::DenseMap<Value, ::loomrt::ArenaPolicy::Place> allocated;
+    auto noMemory = [](size_t) { return true; };
     for (Operation &op : blk) {
       if (failed(visit(&op)))
         return failure();
       for (Value r : op.getResults())
         if (allocates(&op, r))
-          allocated[r] = arena.alloc(bytesOf(r));
+          arena.alloc(size_t(bytesOf(r)), allocated[r], noMemory);
       auto release = [&](Value v) {
         auto it = allocated.find(v);
         if (it != allocated.end()) {
-          arena.free(it->second);
+          arena.release(it->second);
           allocated.erase(it);
         }
       };
@@ -259,7 +219,7 @@ struct Simulator {
         if (r.use_empty())
           release(r);
     }
-    p.peakStepBytes = arena.reserved();
+    p.peakStepBytes = double(arena.reserved());
     p.stepSeconds = std::max({host, gpu, h2d, d2h, comm});
     // One host-memory budget for the CPU updates and the copies (Deep
     // Optimizer States §3): from the first of them on, the step lasts at

@@ -4,6 +4,7 @@
 // the order PyTorch reference runs use, so losses compare step by step.
 #include "loomrt/train.h"
 #include "common/adam_math.h"
+#include "common/arena_policy.h"
 
 #include <chrono>
 #include <cmath>
@@ -19,75 +20,54 @@
 #include <unistd.h>
 #include <vector>
 
-/// A bump arena of one memory space, reused every step (reset), with
-/// freed chunks handed out again.
+/// The step's buffers in one memory space: blocks allocated once and
+/// reused every step (reset), placed by ArenaPolicy (best fit, split,
+/// coalesce), the policy loomc's step simulation predicts with.
 struct Arena {
   loomrt_device dev = nullptr;
   loomrt_mem_space space = LOOMRT_MEM_DEVICE;
-  std::vector<std::pair<void *, size_t>> blocks;
-  size_t block = 0, used = 0;
-  // Freed chunks by size, and the size of every chunk handed out. The step
-  // is the same straight-line code every time, so reuse is deterministic.
-  std::multimap<size_t, void *> freeChunks;
-  std::unordered_map<void *, size_t> chunkSize;
+  std::vector<void *> blocks;
+  loomrt::ArenaPolicy policy;
+  std::unordered_map<void *, loomrt::ArenaPolicy::Place> placed;
 
+  /// The stream runs in order, so a released range's earlier readers are
+  /// done before anything enqueued now writes it (copies' inputs are
+  /// released only after their waits).
   void *alloc(size_t bytes) {
-    bytes = (bytes + 255) / 256 * 256;
-    // Reuse a freed chunk that fits without wasting more than half of it.
-    // The stream runs in order, so the chunk's earlier readers are done
-    // before anything enqueued now writes it.
-    auto it = freeChunks.lower_bound(bytes);
-    if (it != freeChunks.end() && it->first <= 2 * bytes) {
-      void *p = it->second;
-      freeChunks.erase(it);
-      return p;
-    }
-    void *p = bump(bytes);
-    if (p)
-      chunkSize[p] = bytes;
+    loomrt::ArenaPolicy::Place at;
+    bool ok = policy.alloc(bytes, at, [&](size_t size) {
+      void *p = nullptr;
+      if (loomrt_alloc(dev, space, size, &p))
+        return false;
+      blocks.push_back(p);
+      return true;
+    });
+    if (!ok)
+      return nullptr;
+    void *p = static_cast<char *>(blocks[at.block]) + at.offset;
+    placed[p] = at;
     return p;
   }
   /// False when `p` is not this arena's.
   bool free(void *p) {
-    auto it = chunkSize.find(p);
-    if (it == chunkSize.end())
+    auto it = placed.find(p);
+    if (it == placed.end())
       return false;
-    freeChunks.emplace(it->second, p);
+    policy.release(it->second);
+    placed.erase(it);
     return true;
   }
-  void *bump(size_t bytes) {
-    while (block < blocks.size() && used + bytes > blocks[block].second) {
-      ++block;
-      used = 0;
-    }
-    if (block == blocks.size()) {
-      size_t size = bytes > (size_t(64) << 20) ? bytes : (size_t(64) << 20);
-      void *p = nullptr;
-      if (loomrt_alloc(dev, space, size, &p))
-        return nullptr;
-      blocks.push_back({p, size});
-      used = 0;
-    }
-    void *p = static_cast<char *>(blocks[block].first) + used;
-    used += bytes;
-    return p;
-  }
-  size_t reserved() const {
-    size_t n = 0;
-    for (auto &b : blocks)
-      n += b.second;
-    return n;
-  }
+  size_t reserved() const { return policy.reserved(); }
   void reset() {
-    block = used = 0;
-    freeChunks.clear();
-    chunkSize.clear();
+    policy.reset();
+    placed.clear();
   }
   void release() {
-    for (auto &b : blocks)
-      loomrt_free(dev, space, b.first);
+    for (void *b : blocks)
+      loomrt_free(dev, space, b);
     blocks.clear();
-    reset();
+    policy.clear();
+    placed.clear();
   }
 };
 
