@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Offload.h"
+#include "loomrt/loomrt.h"
 #include "runtime/common/arena_policy.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -205,6 +206,19 @@ struct Simulator {
       for (Value r : op.getResults())
         if (allocates(&op, r))
           arena.alloc(size_t(bytesOf(r)), allocated[r], noMemory);
+      // Attention's scratch, taken after its results and given back right
+      // after it (code generation's order), at the runtime's own size.
+      if (isa<AttentionOp, AttentionGradOp>(op) && !anyHost(&op)) {
+        Value q = isa<AttentionOp>(op) ? op.getOperand(0) : op.getOperand(1);
+        Value k = isa<AttentionOp>(op) ? op.getOperand(1) : op.getOperand(2);
+        auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+        size_t ws = loomrt_attention_workspace_bytes(
+            qt.getElementType().isBF16() ? LOOMRT_BF16 : LOOMRT_F32, qt.getDimSize(0) * qt.getDimSize(1),
+            qt.getDimSize(2), kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
+        ::loomrt::ArenaPolicy::Place at;
+        arena.alloc(ws, at, noMemory);
+        arena.release(at);
+      }
       auto release = [&](Value v) {
         auto it = allocated.find(v);
         if (it != allocated.end()) {
