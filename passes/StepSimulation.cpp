@@ -433,7 +433,9 @@ std::string chromeTrace(const StepPrediction &p, llvm::StringRef title) {
                         llvm::json::Object{{"step_s", p.stepSeconds},
                                            {"backward_s", p.backwardSeconds},
                                            {"update_s", p.updateSeconds},
-                                           {"peak_device_bytes", p.peakDeviceBytes()}}}};
+                                           {"peak_device_bytes", p.peakDeviceBytes()},
+                                           {"persistent_device_bytes", p.persistentDeviceBytes},
+                                           {"step_arena_bytes", p.peakStepBytes}}}};
   std::string out;
   llvm::raw_string_ostream os(out);
   os << llvm::json::Value(std::move(o)) << "\n";

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""The device memory loomc predicts (`--timeline`'s loom_prediction) is what
+the binary reserves: the step simulation places buffers with the driver's
+own arena policy (runtime/common/arena_policy.h) in the order the generated
+code allocates and frees them, attention scratch included. Checked on CPU
+binaries (the CPU target's "device" is a second arena run by the same
+driver), with the optimizer on the device and offloaded.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+MODEL = "gpt:layers=2,d_model=256,heads=4,vocab=512,seq=128,batch=16"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--tmp", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.tmp, exist_ok=True)
+    data = os.path.join(a.tmp, "tokens.bin")
+    with open(data, "wb") as f:
+        f.write(b"".join(((i * 7 + i // 13) % 512).to_bytes(2, "little") for i in range(20000)))
+    ok = True
+    for mode in ("none", "cpu"):
+        b = os.path.join(a.tmp, f"train-{mode}")
+        tl = b + ".timeline.json"
+        subprocess.run([os.path.join(a.bin, "loomc"), "--model", MODEL, f"--optimizer-offload={mode}",
+                        "--hardware=cpu-host", "--timeline", tl, "-o", b], check=True,
+                       stderr=subprocess.DEVNULL)
+        pred = json.load(open(tl))["loom_prediction"]
+        out = subprocess.run([b, "--data", data, "--steps", "2"], check=True, capture_output=True,
+                             text=True).stdout
+        m = re.search(r"step memory: ([0-9.]+) MiB of activations and workspace, ([0-9.]+) MiB", out)
+        arena, state = float(m[1]), float(m[2])
+        want_arena = pred["step_arena_bytes"] / 2**20
+        want_state = pred["persistent_device_bytes"] / 2**20
+        same = abs(arena - want_arena) < 0.05 and abs(state - want_state) < 0.05
+        ok = ok and same
+        print(f"{mode}: step arena predicted {want_arena:.1f} MiB, reserved {arena:.1f}; "
+              f"device state predicted {want_state:.1f} MiB, held {state:.1f}: "
+              f"{'equal' if same else 'DIFFERENT'}")
+    if not ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
