@@ -6,25 +6,20 @@ code allocates and frees them, attention scratch included. Checked on CPU
 binaries (the CPU target's "device" is a second arena run by the same
 driver), with the optimizer on the device and offloaded.
 """
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 
+import harness
+
 MODEL = "gpt:layers=2,d_model=256,heads=4,vocab=512,seq=128,batch=16"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
-    data = os.path.join(a.tmp, "tokens.bin")
-    with open(data, "wb") as f:
-        f.write(b"".join(((i * 7 + i // 13) % 512).to_bytes(2, "little") for i in range(20000)))
+    a = harness.setup(vocab=512, tokens=20000)
+    data = a.data
     ok = True
     for mode in ("none", "cpu"):
         b = os.path.join(a.tmp, f"train-{mode}")

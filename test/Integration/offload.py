@@ -8,12 +8,13 @@ optimizer's bit for bit, in fp32 and with --precision=bf16; and 3 steps,
 checkpoint, resume 3 more must equal 6 straight (the pinned state and the
 working copies are checkpointed).
 """
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
+
+import harness
 
 GPT = "gpt:layers=2,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 HW = os.path.join(os.path.dirname(__file__), "Inputs", "slow-cpu.json")
@@ -28,14 +29,8 @@ def run(binary, data, log, *extra):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
-    data = os.path.join(a.tmp, "tokens.bin")
-    with open(data, "wb") as f:
-        f.write(b"".join(((i * 7 + i // 13) % 64).to_bytes(2, "little") for i in range(5000)))
+    a = harness.setup(vocab=64, tokens=5000)
+    data = a.data
     loomc = os.path.join(a.bin, "loomc")
     loomopt = os.path.join(a.bin, "loom-opt")
     ok = True
