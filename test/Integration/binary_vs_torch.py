@@ -17,9 +17,7 @@ rounding), and 20 steps of training compound a few of those; a wrong cast or
 a lost gradient shows up far above it (the loss would not follow torch's).
 """
 import copy
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -28,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
-from loomtest import compare_losses, parse_args, tool  # noqa: E402
+from loomtest import binary_losses, compare_losses, parse_args, tool  # noqa: E402
 from make_onnx import GPT, Llama  # noqa: E402
 
 STEPS, LR, WD, B, T, VOCAB = 20, 1e-2, 0.01, 4, 8, 50
@@ -57,16 +55,6 @@ def torch_losses(model, tokens, dtype):
     return losses
 
 
-def binary_losses(train, data, *flags):
-    """Per-step losses from the binary's --log-json."""
-    log = train + ".log.json"
-    if os.path.exists(log):
-        os.remove(log)
-    subprocess.run([train, "--data", data, "--log-json", log, *flags], check=True,
-                   stdout=subprocess.DEVNULL)
-    return [json.loads(line)["loss"] for line in open(log)]
-
-
 def main():
     a = parse_args()
     rng = np.random.default_rng(7)
@@ -92,7 +80,7 @@ def main():
         train = os.path.join(a.tmp, f"{name}-train")
         tool(a.bin, "loomc", onnx_path, "--task=lm", f"--lr={LR}", f"--weight-decay={WD}",
              *frozen, "-o", train)
-        ours = binary_losses(train, data, "--steps", str(STEPS))
+        ours = binary_losses(train, data, train + ".log.json", "--steps", str(STEPS))
         ref32 = torch_losses(copy.deepcopy(model), tokens, torch.float32)
         ref64 = torch_losses(copy.deepcopy(model), tokens, torch.float64)
         worst = max(worst, compare_losses(name, ours, ref32, ref64, STEPS))
@@ -100,14 +88,15 @@ def main():
         train16 = train + "-bf16"
         tool(a.bin, "loomc", onnx_path, "--task=lm", f"--lr={LR}", f"--weight-decay={WD}",
              "--precision=bf16", *frozen, "-o", train16)
-        mixed = binary_losses(train16, data, "--steps", str(STEPS))
+        mixed = binary_losses(train16, data, train16 + ".log.json", "--steps", str(STEPS))
         worst16 = max(worst16, compare_losses(name + "/bf16", mixed, ref32, ref64, STEPS))
 
         # Resume: 10 + 10 steps equal 20 straight.
         ck = os.path.join(a.tmp, f"{name}-ck")
-        first = binary_losses(train, data, "--steps", "10", "--checkpoint-dir", ck,
-                              "--checkpoint-every", "10")
-        second = binary_losses(train, data, "--steps", "10", "--checkpoint-dir", ck, "--resume")
+        first = binary_losses(train, data, train + ".log.json", "--steps", "10",
+                              "--checkpoint-dir", ck, "--checkpoint-every", "10")
+        second = binary_losses(train, data, train + ".log.json", "--steps", "10",
+                               "--checkpoint-dir", ck, "--resume")
         same = first + second == ours
         print(f"{name:6} resume after 10 steps: {'identical' if same else 'DIFFERENT'} losses")
         if not same:

@@ -158,6 +158,21 @@ def parse_args():
     return a
 
 
+def pattern_tokens(path, vocab, n):
+    """A token file (uint16) of a repeating pattern below `vocab`."""
+    with open(path, "wb") as f:
+        f.write(b"".join(((i * 7 + i // 13) % vocab).to_bytes(2, "little") for i in range(n)))
+
+
+def binary_losses(train, data, log, *flags):
+    """Per-step losses of a training binary, from its --log-json `log`."""
+    if os.path.exists(log):
+        os.remove(log)
+    subprocess.run([train, "--data", data, "--log-json", log, *flags], check=True,
+                   stdout=subprocess.DEVNULL)
+    return [json.loads(line)["loss"] for line in open(log)]
+
+
 def spec_config(keys):
     return {k: int(v) for k, v in (kv.split("=") for kv in keys.split(","))}
 

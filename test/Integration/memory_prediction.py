@@ -12,14 +12,16 @@ import re
 import subprocess
 import sys
 
-import harness
+sys.path.insert(0, os.path.dirname(__file__))
+from loomtest import parse_args, pattern_tokens  # noqa: E402
 
 MODEL = "gpt:layers=2,d_model=256,heads=4,vocab=512,seq=128,batch=16"
 
 
 def main():
-    a = harness.setup(vocab=512, tokens=20000)
-    data = a.data
+    a = parse_args()
+    data = os.path.join(a.tmp, "tokens.bin")
+    pattern_tokens(data, 512, 20000)
     ok = True
     for mode in ("none", "cpu"):
         b = os.path.join(a.tmp, f"train-{mode}")

@@ -14,23 +14,17 @@ import re
 import subprocess
 import sys
 
-import harness
+sys.path.insert(0, os.path.dirname(__file__))
+from loomtest import binary_losses, parse_args, pattern_tokens  # noqa: E402
 
 GPT = "gpt:layers=2,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 HW = os.path.join(os.path.dirname(__file__), "Inputs", "slow-cpu.json")
 
 
-def run(binary, data, log, *extra):
-    if os.path.exists(log):
-        os.remove(log)
-    subprocess.run([binary, "--data", data, "--log-json", log, *extra], check=True,
-                   stdout=subprocess.DEVNULL)
-    return [json.loads(line)["loss"] for line in open(log)]
-
-
 def main():
-    a = harness.setup(vocab=64, tokens=5000)
-    data = a.data
+    a = parse_args()
+    data = os.path.join(a.tmp, "tokens.bin")
+    pattern_tokens(data, 64, 5000)
     loomc = os.path.join(a.bin, "loomc")
     loomopt = os.path.join(a.bin, "loom-opt")
     ok = True
@@ -44,7 +38,7 @@ def main():
             subprocess.run([loomc, "--model", GPT, "--lr=3e-3", f"--precision={precision}",
                             f"--optimizer-offload={mode}", *hw, "-o", b], check=True,
                            stderr=subprocess.DEVNULL)
-            losses[mode] = run(b, data, b + ".json", "--steps", "6")
+            losses[mode] = binary_losses(b, data, b + ".json", "--steps", "6")
         # Every placement in one schedule, written by hand on the subgroups
         # (gpu, stream, cpu in turn) and applied by loom-offload-optimizer.
         b = os.path.join(a.tmp, f"{precision}-subgroups")
@@ -61,7 +55,7 @@ def main():
                                    input=planned, check=True, capture_output=True,
                                    text=True).stdout)
         subprocess.run([loomc, b + ".mlir", "-o", b], check=True)
-        losses["subgroups"] = run(b, data, b + ".json", "--steps", "6")
+        losses["subgroups"] = binary_losses(b, data, b + ".json", "--steps", "6")
         for mode in ("cpu", "static:0.5", "interleaved", "subgroups"):
             same = losses["none"] == losses[mode]
             ok = ok and same and losses[mode][-1] < losses[mode][0]
@@ -72,10 +66,11 @@ def main():
                 print(losses)
     b = os.path.join(a.tmp, "fp32-cpu")
     ck = os.path.join(a.tmp, "ck")
-    first = run(b, data, b + ".a.json", "--steps", "3", "--checkpoint-dir", ck,
+    first = binary_losses(b, data, b + ".a.json", "--steps", "3", "--checkpoint-dir", ck,
                 "--checkpoint-every", "3")
-    second = run(b, data, b + ".b.json", "--steps", "3", "--checkpoint-dir", ck, "--resume")
-    straight = run(b, data, b + ".c.json", "--steps", "6")
+    second = binary_losses(b, data, b + ".b.json", "--steps", "3", "--checkpoint-dir", ck,
+                           "--resume")
+    straight = binary_losses(b, data, b + ".c.json", "--steps", "6")
     resumed = first + second == straight
     print(f"offload cpu, resumed after 3 steps: {'identical' if resumed else 'DIFFERENT'} losses")
     # The measured side of loomc --timeline: each step's backward and
