@@ -52,11 +52,8 @@ using namespace mlir::loom;
 
 namespace {
 
-RankedTensorType placed(Type t, MemSpace space) {
-  auto rt = cast<RankedTensorType>(t);
-  return RankedTensorType::get(rt.getShape(), rt.getElementType(),
-                               MemSpaceAttr::get(t.getContext(), space));
-}
+/// `t` in pinned host memory.
+RankedTensorType pinned(Type t) { return withMemSpace(cast<RankedTensorType>(t), MemSpace::pinned); }
 RankedTensorType withElement(Type t, Type elt) {
   auto rt = cast<RankedTensorType>(t);
   return RankedTensorType::get(rt.getShape(), elt, rt.getEncoding());
@@ -286,18 +283,18 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     }
 
     // Master weights and Adam state move to pinned host memory.
-    u.param.setTypeAttr(TypeAttr::get(placed(pt, MemSpace::pinned)));
+    u.param.setTypeAttr(TypeAttr::get(pinned(pt)));
     for (StringRef suffix : {".exp_avg", ".exp_avg_sq"}) {
       auto s = module.lookupSymbol<StateOp>((u.sym.getValue() + suffix).str());
       if (!s)
         return fail(u.param, "has no '" + suffix + "' state");
-      s.setTypeAttr(TypeAttr::get(placed(s.getType(), MemSpace::pinned)));
+      s.setTypeAttr(TypeAttr::get(pinned(s.getType())));
     }
     Value ins[3] = {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()};
     for (Value in : ins) {
       if (!in.getDefiningOp<LoadOp>())
         return fail(adam, "Adam's operands must be loaded from their symbols");
-      in.setType(placed(in.getType(), MemSpace::pinned));
+      in.setType(pinned(in.getType()));
     }
 
     // The gradient leaves the backward as bf16 when it was cast up from
@@ -325,12 +322,12 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       return fail(adam, "the updated weights and state must be stored");
 
     if (u.where == UpdatePlace::cpu) {
-      auto copy = CopyOp::create(b, loc, placed(u.grad.getType(), MemSpace::pinned), tok, u.grad,
+      auto copy = CopyOp::create(b, loc, pinned(u.grad.getType()), tok, u.grad,
                                  ValueRange{}, d2h);
       u.gradTokens.push_back(copy.getToken());
       adam.getGradMutable().assign(copy.getResult());
       for (Value out : adam->getResults())
-        out.setType(placed(out.getType(), MemSpace::pinned));
+        out.setType(pinned(out.getType()));
       continue; // placed at the end, in gradient order (below)
     }
 
@@ -357,7 +354,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       StoreOp::create(b, loc, adam.getNewParam(), workSym);
     }
     for (int k = 0; k < 3; ++k) {
-      auto down = CopyOp::create(b, loc, placed(pt, MemSpace::pinned), tok, adam->getResult(k),
+      auto down = CopyOp::create(b, loc, pinned(pt), tok, adam->getResult(k),
                                  ValueRange{}, d2h);
       backTokens.push_back(down.getToken());
       backStores.push_back({down.getResult(), stores[k].getNameAttr()});
@@ -408,7 +405,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       auto workType = cast<RankedTensorType>(workState.getType());
       Value fresh = adam.getNewParam();
       if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType())
-        fresh = CastOp::create(b, loc, placed(workType, MemSpace::pinned), fresh);
+        fresh = CastOp::create(b, loc, pinned(workType), fresh);
       auto up = CopyOp::create(b, loc, workType, tok, fresh, ValueRange{}, h2d);
       refreshTokens.push_back(up.getToken());
       refreshStores.push_back({up.getResult(), workSym});

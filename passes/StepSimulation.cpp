@@ -44,22 +44,11 @@ namespace {
 /// the device (measured order of magnitude on the H100 host).
 constexpr double kLaunch = 4e-6;
 
-double elemBytes(Type t) {
-  if (t.isBF16() || t.isF16())
-    return 2;
-  if (t.isIntOrFloat())
-    return std::max(1u, t.getIntOrFloatBitWidth() / 8);
-  return 4;
-}
 double bytesOf(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t ? double(t.getNumElements()) * elemBytes(t.getElementType()) : 0;
+  return t ? double(t.getNumElements()) * double(storageBytes(t.getElementType())) : 0;
 }
-bool onHost(Type t) {
-  auto rt = dyn_cast<RankedTensorType>(t);
-  auto m = rt ? dyn_cast_or_null<MemSpaceAttr>(rt.getEncoding()) : nullptr;
-  return m && m.getValue() != MemSpace::device;
-}
+bool onHost(Type t) { return getExecSide(t) == ExecSide::Cpu; }
 bool anyHost(Operation *op) {
   return llvm::any_of(op->getOperandTypes(), onHost) || llvm::any_of(op->getResultTypes(), onHost);
 }
@@ -403,7 +392,7 @@ FailureOr<StepPrediction> simulateStep(ModuleOp module, const cost::Hardware &hw
       t = s.getType();
     auto rt = dyn_cast_or_null<RankedTensorType>(t);
     if (rt && !onHost(rt))
-      sim.p.persistentDeviceBytes += double(rt.getNumElements()) * elemBytes(rt.getElementType());
+      sim.p.persistentDeviceBytes += double(rt.getNumElements()) * double(storageBytes(rt.getElementType()));
   }
   if (failed(sim.run(blk)))
     return failure();

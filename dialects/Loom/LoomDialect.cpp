@@ -46,6 +46,10 @@ ExecSide mlir::loom::getExecSide(Type type) {
   return ExecSide::Unplaced;
 }
 
+size_t mlir::loom::storageBytes(Type t) {
+  return t.isBF16() ? 2 : t.isInteger(64) ? 8 : t.isInteger(1) ? 1 : 4;
+}
+
 RankedTensorType mlir::loom::withMemSpace(RankedTensorType type,
                                           MemSpace space) {
   return RankedTensorType::get(type.getShape(), type.getElementType(),

@@ -26,6 +26,10 @@ std::optional<MemSpace> getMemSpace(Type type);
 ExecSide getExecSide(Type type);
 /// `type` with its placement replaced (or set) to `space`.
 RankedTensorType withMemSpace(RankedTensorType type, MemSpace space);
+/// Bytes one element of `elementType` takes in the runtime's buffers (bf16
+/// 2, i64 8, i1 1, f32 and i32 4): what code generation allocates and the
+/// step simulation counts.
+size_t storageBytes(Type elementType);
 
 } // namespace mlir::loom
 

@@ -1225,10 +1225,6 @@ bool mlir::loom::isBackwardWork(Operation *op) {
   if (auto c = dyn_cast<CastOp>(op))
     if (Operation *d = c.getInput().getDefiningOp(); d && isa<AdamOp, SgdOp>(d))
       return false;
-  auto onHost = [](Type t) {
-    auto rt = dyn_cast<RankedTensorType>(t);
-    auto m = rt ? dyn_cast_or_null<MemSpaceAttr>(rt.getEncoding()) : nullptr;
-    return m && m.getValue() != MemSpace::device;
-  };
-  return llvm::none_of(op->getOperandTypes(), onHost);
+  return llvm::none_of(op->getOperandTypes(),
+                       [](Type t) { return getExecSide(t) == ExecSide::Cpu; });
 }

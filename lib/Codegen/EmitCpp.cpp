@@ -50,18 +50,12 @@ const char *dtypeOf(Type t) {
     return "LOOMRT_I64";
   return nullptr;
 }
-size_t elemBytes(Type t) {
-  return t.isBF16() ? 2 : t.isInteger(64) ? 8 : t.isInteger(1) ? 1 : 4;
-}
 RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
 int64_t numel(Value v) { return tt(v).getNumElements(); }
 /// Pinned or pageable host memory (unplaced tensors are on the device).
-bool isHostType(Type t) {
-  std::optional<MemSpace> s = getMemSpace(t);
-  return s && (*s == MemSpace::pinned || *s == MemSpace::pageable);
-}
+bool isHostType(Type t) { return getExecSide(t) == ExecSide::Cpu; }
 size_t bytesOf(Value v) {
-  return size_t(numel(v)) * elemBytes(tt(v).getElementType());
+  return size_t(numel(v)) * storageBytes(tt(v).getElementType());
 }
 std::string f(double x) {
   // Masks fill with -inf (an ONNX export's causal mask): C++ has no
@@ -745,7 +739,7 @@ private:
           }
           auto outShape = tt(o.getResult()).getShape();
           std::string src = "(const char *)" + name(o.getInput()) + " + " +
-                            std::to_string(offset * int64_t(elemBytes(tt(o.getInput()).getElementType())));
+                            std::to_string(offset * int64_t(storageBytes(tt(o.getInput()).getElementType())));
           return strided(o.getResult(), src, ss, rowMajorStrides(outShape), outShape);
         })
         .Case([&](ConcatOp o) {
@@ -755,7 +749,7 @@ private:
             dim += outType.getRank();
           auto ds = rowMajorStrides(outType.getShape());
           std::string n = alloc(o.getResult());
-          size_t es = elemBytes(outType.getElementType());
+          size_t es = storageBytes(outType.getElementType());
           int64_t offset = 0;
           for (Value v : o.getInputs()) {
             auto sh = tt(v).getShape();
@@ -886,7 +880,7 @@ private:
   LogicalResult strided(Value result, const std::string &src, ArrayRef<int64_t> ss,
                         ArrayRef<int64_t> ds, ArrayRef<int64_t> shape) {
     std::string n = alloc(result);
-    copyStrided(elemBytes(tt(result).getElementType()), src, ss, n, ds, shape);
+    copyStrided(storageBytes(tt(result).getElementType()), src, ss, n, ds, shape);
     return success();
   }
 
@@ -923,7 +917,7 @@ private:
                      : o.getKind() == ReduceKind::max  ? "LOOMRT_REDUCE_MAX"
                                                        : "LOOMRT_REDUCE_MIN";
     std::string cur = name(o.getInput());
-    size_t es = elemBytes(tt(o.getInput()).getElementType());
+    size_t es = storageBytes(tt(o.getInput()).getElementType());
     for (const ReduceStep &st : reduceSteps(o)) {
       std::string next = fresh();
       *os << "  LOOM_ALLOC(" << next << ", " << size_t(st.outer * st.inner) * es << ");\n";
