@@ -88,11 +88,8 @@ bool isLowPrecision(Operation *op) {
 /// (code generation fuses it: loomrt_adam_bf16grad).
 bool fusedRefresh(Operation *op) {
   auto c = dyn_cast<CastOp>(op);
-  if (!c)
-    return false;
-  auto adam = c.getInput().getDefiningOp<AdamOp>();
-  return adam && cast<RankedTensorType>(adam.getGrad().getType()).getElementType().isBF16() &&
-         onHost(c.getType()) == onHost(c.getInput().getType());
+  auto adam = c ? c.getInput().getDefiningOp<AdamOp>() : AdamOp();
+  return adam && fusedRefreshCast(adam) == c;
 }
 
 /// Values code generation writes straight into a global's buffer (stored

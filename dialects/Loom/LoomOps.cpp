@@ -1228,3 +1228,15 @@ bool mlir::loom::isBackwardWork(Operation *op) {
   return llvm::none_of(op->getOperandTypes(),
                        [](Type t) { return getExecSide(t) == ExecSide::Cpu; });
 }
+
+CastOp mlir::loom::fusedRefreshCast(AdamOp adam) {
+  if (!cast<RankedTensorType>(adam.getGrad().getType()).getElementType().isBF16())
+    return CastOp();
+  Value w = adam.getNewParam();
+  for (Operation *u : w.getUsers())
+    if (auto c = dyn_cast<CastOp>(u))
+      if (cast<RankedTensorType>(c.getType()).getElementType().isBF16() &&
+          getExecSide(c.getType()) == getExecSide(w.getType()))
+        return c;
+  return CastOp();
+}

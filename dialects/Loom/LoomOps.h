@@ -62,6 +62,12 @@ std::vector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
 std::vector<int64_t> alignedShape(Value v, int rank);
 std::vector<int64_t> broadcastInputStrides(BroadcastOp op);
 
+/// The loom.cast of an Adam update's new weights to bf16 that the update
+/// writes itself in the same pass (a bf16 gradient's mixed-precision
+/// refresh, loomrt_adam_bf16grad), if there is one: code generation fuses
+/// it, the step simulation does not count it.
+CastOp fusedRefreshCast(AdamOp adam);
+
 /// Whether an op of @train_step belongs to the forward and backward (the
 /// call of @forward_backward, or its inlined body's device compute) rather
 /// than to the update phase after it (optimizer updates and the casts of

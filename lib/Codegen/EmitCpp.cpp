@@ -1009,18 +1009,6 @@ private:
     return success();
   }
 
-  /// A loom.cast of `v` to bf16 that the update producing `v` can write
-  /// itself (loomrt_adam_bf16grad's param_bf16): the mixed-precision
-  /// parameter refresh in the same pass over memory.
-  CastOp fusedBf16Cast(Value v) {
-    for (Operation *u : v.getUsers())
-      if (auto c = dyn_cast<CastOp>(u))
-        if (tt(c.getResult()).getElementType().isBF16() &&
-            isHostType(c.getResult().getType()) == isHostType(v.getType()))
-          return c;
-    return CastOp();
-  }
-
   /// Where a value stored whole into a global can be written directly: the
   /// global's buffer (and the store is elided); else a fresh buffer.
   std::string allocOrGlobal(Value r) {
@@ -1042,7 +1030,7 @@ private:
       return o.emitError("code generation updates f32 parameters with f32 or bf16 gradients"),
              failure();
     bool bf16 = gt.isBF16();
-    CastOp refresh = bf16 ? fusedBf16Cast(o.getNewParam()) : CastOp();
+    CastOp refresh = fusedRefreshCast(o);
     std::string out = "nullptr";
     if (refresh) {
       out = allocOrGlobal(refresh.getResult());
