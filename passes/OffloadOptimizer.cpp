@@ -230,18 +230,6 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   SmallVector<Value> refreshTokens, backTokens;
   SmallVector<std::pair<Value, FlatSymbolRefAttr>> backStores, refreshStores;
 
-  // Positions in the step, to order CPU updates by when their gradients
-  // exist.
-  auto position = [&](Operation *op) {
-    int64_t n = 0;
-    for (Operation &o : blk) {
-      if (&o == op)
-        return n;
-      ++n;
-    }
-    return n;
-  };
-
   for (Update &u : updates) {
     if (u.where == UpdatePlace::gpu)
       continue;
@@ -371,9 +359,14 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   for (Update &u : updates)
     if (u.where == UpdatePlace::cpu)
       cpu.push_back(&u);
+  // Positions in the step, to order CPU updates by when their gradients
+  // exist.
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (Operation &o : blk)
+    position[&o] = int64_t(position.size());
   llvm::DenseMap<int, int64_t> groupReady;
   for (Update *u : cpu) {
-    int64_t p = u->ready ? position(u->ready) : -1;
+    int64_t p = u->ready ? position.lookup(u->ready) : -1;
     auto [it, fresh] = groupReady.try_emplace(u->group, p);
     if (!fresh)
       it->second = std::max(it->second, p);
