@@ -60,6 +60,8 @@ constexpr size_t kFewerResident = 8;
 struct InterleaveOffload
     : public mlir::loom::impl::InterleaveOffloadBase<InterleaveOffload> {
   using Base::Base;
+  /// Set by createInterleaveOffloadFor: plan for this, not the option.
+  std::optional<cost::Hardware> given;
 
   struct Outcome {
     bool ok = false;
@@ -86,7 +88,7 @@ struct InterleaveOffload
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::string err;
-    std::optional<cost::Hardware> hw = loadHardware(hardware, err);
+    std::optional<cost::Hardware> hw = given ? given : loadHardware(hardware, err);
     if (!hw) {
       module.emitError() << "loom-interleave-offload: " << err;
       return signalPassFailure();
@@ -179,3 +181,9 @@ struct InterleaveOffload
 };
 
 } // namespace
+
+std::unique_ptr<Pass> mlir::loom::createInterleaveOffloadFor(const cost::Hardware &hw) {
+  auto pass = std::make_unique<InterleaveOffload>();
+  pass->given = hw;
+  return pass;
+}

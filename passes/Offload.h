@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ std::string chromeTrace(const StepPrediction &p, llvm::StringRef title);
 /// Device memory a plan may use: the capacity less what the runtime keeps
 /// for itself (CUDA context, library workspaces, arena slack).
 double usableDeviceBytes(const ::loom::cost::Hardware &hw);
+
+/// loom-interleave-offload planning for `hw` as given (a caller that has
+/// read, or scaled, the description already), instead of its option.
+std::unique_ptr<Pass> createInterleaveOffloadFor(const ::loom::cost::Hardware &hw);
 
 /// A preset name or a description file; nullopt and `error` otherwise.
 std::optional<::loom::cost::Hardware> loadHardware(llvm::StringRef nameOrFile,

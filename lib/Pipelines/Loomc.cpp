@@ -357,7 +357,6 @@ int loomcMain(int argc, char **argv) {
     return error("--optimizer-offload with --topology is not supported yet");
   if (subGroupSize < 1)
     return error("--sub-group-size must be positive");
-  std::string scaledHardware; // --what-if's description, for the planner
   if (!timeline.empty() && *phase < Phase::Optimizer)
     return error("--timeline predicts a training step: use --compile-to=optimizer or a later "
                  "phase");
@@ -387,20 +386,9 @@ int loomcMain(int argc, char **argv) {
       mlir::loom::OptimizerSubgroupsOptions so;
       so.subGroupSize = subGroupSize;
       pm.addPass(mlir::loom::createOptimizerSubgroups(so));
-      mlir::loom::InterleaveOffloadOptions io;
-      io.hardware = hardware;
-      if (!whatIf.empty()) {
-        // The pass reads a description by name: hand it the scaled one.
-        llvm::SmallString<128> path;
-        int fd;
-        if (llvm::sys::fs::createTemporaryFile("loomc-hardware", "json", fd, path))
-          return error("cannot create a temporary file for --what-if");
-        llvm::raw_fd_ostream f(fd, /*shouldClose=*/true);
-        f << cost::toJson(*hw);
-        scaledHardware = path.str().str();
-        io.hardware = scaledHardware;
-      }
-      pm.addPass(mlir::loom::createInterleaveOffload(io));
+      // The description loomc read (and --what-if scaled), not the file
+      // again.
+      pm.addPass(mlir::loom::createInterleaveOffloadFor(*hw));
       oo.mode = "subgroups";
     }
     pm.addPass(mlir::loom::createOffloadOptimizer(oo));
@@ -414,10 +402,7 @@ int loomcMain(int argc, char **argv) {
   if (*phase == Phase::Schedule)
     pm.addPass(mlir::loom::createPrintSchedule());
   applyDefaultTimingPassManagerCLOptions(pm);
-  bool ran = succeeded(verify(*module)) && succeeded(pm.run(*module));
-  if (!scaledHardware.empty())
-    llvm::sys::fs::remove(scaledHardware);
-  if (!ran)
+  if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline.
