@@ -12,6 +12,14 @@
 // last use, a copy's input after the copy's wait) through the arena's own
 // placement policy (runtime/common/arena_policy.h), so fragmentation counts.
 //
+// The host issues to the compute stream through the driver's launch queue:
+// at most gpu_launch_queue commands (kernels, the event a copy records
+// first, stream waits) ahead of the GPU; the next issue blocks until the
+// oldest starts. So host work placed after the backward (the CPU updates)
+// starts only once the GPU is within that many commands of the end, not
+// when the host could have issued everything (measured on the H100 host:
+// 5B interleaved, CPU updates ~65 ms later than without the queue).
+//
 // Known simplifications (each shows up as a gap between --timeline and the
 // binary's --trace): PCIe directions run at their one-way rates even when
 // both are busy; every GPU kernel reaches the same fraction of its roofline
@@ -51,6 +59,50 @@ double bytesOf(Value v) {
 bool onHost(Type t) { return getExecSide(t) == ExecSide::Cpu; }
 bool anyHost(Operation *op) {
   return llvm::any_of(op->getOperandTypes(), onHost) || llvm::any_of(op->getResultTypes(), onHost);
+}
+
+/// The runtime's scratch for an attention op (runtime/common/attention.cpp):
+/// none where the fused kernels take it, else the composed path's scores.
+size_t attentionWorkspace(Operation *op) {
+  Value q = isa<AttentionOp>(op) ? op->getOperand(0) : op->getOperand(1);
+  Value k = isa<AttentionOp>(op) ? op->getOperand(1) : op->getOperand(2);
+  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+  return loomrt_attention_workspace_bytes(qt.getElementType().isBF16() ? LOOMRT_BF16 : LOOMRT_F32,
+                                          qt.getDimSize(0) * qt.getDimSize(1), qt.getDimSize(2),
+                                          kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
+}
+
+/// Commands an op issues to the compute stream on a GPU (kernels and
+/// stream-ordered scratch allocations), as the CUDA backend issues them;
+/// they fill the launch queue (Hardware::gpuLaunchQueue). Attention's fused
+/// path (bf16, head dim 64, t == s a multiple of 64: gpu_attention.cu) is
+/// one kernel forward and three backward; the composed one
+/// (common/attention.cpp) two products and a softmax forward, five
+/// products, a softmax and its gradient backward. A layer (or RMS) norm's gradient
+/// allocates scratch, runs three kernels and frees it; a reduction to fewer
+/// than 16384 outputs over at least 4 chunks of 256 (gpu_ops.cu, reduceG)
+/// does the same with two kernels, per reduced dimension; cross entropy
+/// takes a kernel per row block and a mean. Everything else is one kernel.
+int commandsOf(Operation *op) {
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
+    Value q = isa<AttentionOp>(op) ? op->getOperand(0) : op->getOperand(1);
+    Value k = isa<AttentionOp>(op) ? op->getOperand(1) : op->getOperand(2);
+    auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+    int64_t t = qt.getDimSize(2), s = kt.getDimSize(2), dh = qt.getDimSize(3);
+    bool fused = qt.getElementType().isBF16() && dh == 64 && t == s && t % 64 == 0;
+    return isa<AttentionOp>(op) ? (fused ? 1 : 3) : (fused ? 3 : 7);
+  }
+  if (isa<LayerNormGradOp, RmsNormGradOp>(op))
+    return 5;
+  if (auto r = dyn_cast<ReduceOp>(op)) {
+    int n = 0;
+    for (const ReduceStep &st : reduceSteps(r))
+      n += st.outer * st.inner < 16384 && (st.len + 255) / 256 >= 4 ? 4 : 1;
+    return std::max(n, 1);
+  }
+  if (isa<CrossEntropyOp>(op))
+    return 2;
+  return 1;
 }
 
 /// Arithmetic of an op: the matrix products dominate; everything else is
@@ -111,6 +163,7 @@ bool allocates(Operation *op, Value r) {
 }
 
 struct Simulator {
+  Simulator(const cost::Hardware &hw, bool keep) : hw(hw), keep(keep) {}
   const cost::Hardware &hw;
   bool keep;
   StepPrediction p;
@@ -171,10 +224,29 @@ struct Simulator {
            hw.cpuUpdateEfficiency;
   }
 
-  void gpuOp(Operation *op, double seconds) {
+  // When each command issued to the compute stream starts (issue order).
+  std::vector<double> computeStarts;
+  /// Issue one command to the compute stream: blocks the host while the
+  /// launch queue is full, then costs a launch. Returns when the host has
+  /// issued it.
+  void issueCompute() {
+    size_t q = hw.hasGpu ? size_t(hw.gpuLaunchQueue) : 0;
+    if (q && computeStarts.size() >= q)
+      host = std::max(host, computeStarts[computeStarts.size() - q]);
     host += launch();
-    double s = std::max(gpu, host);
-    gpu = s + std::max(launch(), seconds);
+  }
+
+  /// GPU work issued as `kernels` commands (commandsOf).
+  void gpuOp(Operation *op, double seconds, int kernels = 1) {
+    double s = 0;
+    for (int k = 0; k < kernels; ++k) {
+      issueCompute();
+      if (k == 0)
+        s = std::max(gpu, host);
+      // The op's kernels start one after the other across its time.
+      computeStarts.push_back(std::max(s + seconds * k / kernels, host));
+    }
+    gpu = std::max(s + std::max(launch(), seconds), host);
     span("gpu", op, s, gpu);
     // Without a GPU the device's work runs on the host, in order, when it
     // is issued (the CPU backend's streams are synchronous).
@@ -195,12 +267,7 @@ struct Simulator {
       // Attention's scratch, taken after its results and given back right
       // after it (code generation's order), at the runtime's own size.
       if (isa<AttentionOp, AttentionGradOp>(op) && !anyHost(&op)) {
-        Value q = isa<AttentionOp>(op) ? op.getOperand(0) : op.getOperand(1);
-        Value k = isa<AttentionOp>(op) ? op.getOperand(1) : op.getOperand(2);
-        auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
-        size_t ws = loomrt_attention_workspace_bytes(
-            qt.getElementType().isBF16() ? LOOMRT_BF16 : LOOMRT_F32, qt.getDimSize(0) * qt.getDimSize(1),
-            qt.getDimSize(2), kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
+        size_t ws = attentionWorkspace(&op);
         ::loomrt::ArenaPolicy::Place at;
         arena.alloc(ws, at, noMemory);
         arena.release(at);
@@ -255,7 +322,9 @@ struct Simulator {
       // Without a GPU the "device" is a second arena of host memory (the CPU
       // target): a copy is a host memcpy.
       double rate = !hw.hasGpu ? hw.dramCopyBandwidth / 2 : up ? hw.h2dPinned : hw.d2hPinned;
-      host += launch();
+      // The event the copy waits for is recorded on the compute stream.
+      issueCompute();
+      computeStarts.push_back(std::max(gpu, host));
       double s = std::max({lane, gpu, host});
       lane = s + bytesOf(c.getResult()) / rate;
       hostTraffic(bytesOf(c.getResult()), s);
@@ -270,10 +339,13 @@ struct Simulator {
       for (Value t : w.getTokens()) {
         double d = done.lookup(t);
         auto c = t.getDefiningOp<CopyOp>();
-        if (c && onHost(c.getResult().getType()))
+        if (c && onHost(c.getResult().getType())) {
           host = std::max(host, d);
-        else
+        } else { // a stream wait, issued to the compute stream
+          issueCompute();
+          computeStarts.push_back(std::max(gpu, host));
           gpu = std::max(gpu, d);
+        }
       }
       return success();
     }
@@ -333,7 +405,8 @@ struct Simulator {
     gpuOp(op, cost::opTime(hw, hw.hasGpu ? cost::Device::GPU : cost::Device::CPU,
                            isLowPrecision(op) ? cost::DType::BF16 : cost::DType::F32, flops,
                            bytes, bytes) /
-                  hw.gpuKernelEfficiency);
+                  hw.gpuKernelEfficiency,
+          commandsOf(op));
     if (isBackwardWork(op))
       lastBackward = gpu;
     return success();
@@ -380,7 +453,7 @@ FailureOr<StepPrediction> simulateStep(ModuleOp module, const cost::Hardware &hw
       return call.emitError("step simulation: unknown callee"), failure();
     inlineCall(call, callee);
   }
-  Simulator sim{hw, keepSpans, {}};
+  Simulator sim(hw, keepSpans);
   for (Operation &op : copy->getBody()->getOperations()) {
     Type t;
     if (auto p = dyn_cast<ParamOp>(op))

@@ -55,7 +55,15 @@ struct Hardware {
   double gpuMemoryBytes = 0;
   double hbmBandwidth = 0;
   double gpuFlopsF32 = 0, gpuFlopsBF16 = 0;
+  /// bf16 matrix-product rate by size (square products of edge n, measured
+  /// by loom-calibrate), ascending n: small products reach less of the
+  /// peak. Empty: gpuFlopsBF16 at every size.
+  std::vector<std::pair<double, double>> gpuMatmulBf16BySize; // {n, flops/s}
   double gpuAdamParamsPerSec = 0;
+  // Commands (kernels, event records, stream waits) the host may issue to
+  // one stream ahead of the GPU before issuing blocks: the driver's launch
+  // queue, measured by loom-calibrate (1015 on the H100 host). 0: unbounded.
+  double gpuLaunchQueue = 0;
   std::vector<LinkLevel> links;
   // What a whole training step reaches of the rates above (1 = all of it),
   // fitted on a measured step (docs/cost-model.md, "Fitting the step
@@ -66,6 +74,10 @@ struct Hardware {
   double cpuUpdateEfficiency = 1;
 
   double cpuFlops() const { return cpuCores * cpuClockHz * cpuFlopsPerCycle; }
+  /// The bf16 rate a product of `flops` reaches: the measured curve at the
+  /// square product of as many flops (2 n^3), log-linear between points,
+  /// the nearest end outside them.
+  double gpuBf16Rate(double flops) const;
 };
 
 /// The built-in descriptions: "h100" (the project's H100 host, measured in

@@ -1,11 +1,13 @@
 //===- CostModel.cpp - hardware description and cost model ----------------===//
 #include "loom/CostModel.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace loom::cost {
@@ -37,6 +39,7 @@ const Field kFields[] = {
     {"gpu_flops_f32", &Hardware::gpuFlopsF32, false},
     {"gpu_flops_bf16", &Hardware::gpuFlopsBF16, false},
     {"gpu_adam_params_per_s", &Hardware::gpuAdamParamsPerSec, false},
+    {"gpu_launch_queue", &Hardware::gpuLaunchQueue, false},
     {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false},
     {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false},
 };
@@ -69,6 +72,7 @@ Hardware h100() {
   h.gpuFlopsF32 = 50 * T; // assumed (no TF32); not measured yet
   h.gpuFlopsBF16 = 780 * T;
   h.gpuAdamParamsPerSec = 80 * G;
+  h.gpuLaunchQueue = 1015; // loom-calibrate, 2026-11-26 (per stream)
   h.links = {{"nvlink", 271 * G}, {"shared-memory", 27 * G}, {"socket", 3.7 * G}};
   return h;
 }
@@ -130,7 +134,8 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
   // Every key must be known: a typo would otherwise silently fall back.
   for (const auto &kv : *o) {
     llvm::StringRef k = kv.first;
-    bool known = k == "name" || k == "cpu_cores" || k == "gpu" || k == "caches" || k == "links";
+    bool known = k == "name" || k == "cpu_cores" || k == "gpu" || k == "caches" || k == "links" ||
+                 k == "gpu_matmul_bf16_by_size";
     for (const Field &f : kFields)
       known |= k == f.key;
     if (!known)
@@ -189,6 +194,20 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
   };
   if (!levels("caches", h.caches, "bandwidth") || !levels("links", h.links, "bandwidth"))
     return std::nullopt;
+  if (const llvm::json::Value *v = o->get("gpu_matmul_bf16_by_size")) {
+    const llvm::json::Array *a = v->getAsArray();
+    if (!a)
+      return fail("'gpu_matmul_bf16_by_size' must be an array of {\"n\", \"flops\"}");
+    for (const llvm::json::Value &e : *a) {
+      const llvm::json::Object *po = e.getAsObject();
+      auto n = po ? po->getNumber("n") : std::nullopt;
+      auto f = po ? po->getNumber("flops") : std::nullopt;
+      if (!n || !f || !positive(*n) || !positive(*f))
+        return fail("each of 'gpu_matmul_bf16_by_size' needs a positive 'n' and 'flops'");
+      h.gpuMatmulBf16BySize.push_back({*n, *f});
+    }
+    llvm::sort(h.gpuMatmulBf16BySize);
+  }
   std::sort(h.caches.begin(), h.caches.end(),
             [](const CacheLevel &a, const CacheLevel &b) { return a.bytes < b.bytes; });
   return h;
@@ -208,6 +227,12 @@ std::string toJson(const Hardware &h) {
     links.push_back(llvm::json::Object{{"name", l.name}, {"bandwidth", l.bandwidth}});
   o["caches"] = std::move(caches);
   o["links"] = std::move(links);
+  if (!h.gpuMatmulBf16BySize.empty()) {
+    llvm::json::Array curve;
+    for (auto [n, f] : h.gpuMatmulBf16BySize)
+      curve.push_back(llvm::json::Object{{"n", n}, {"flops", f}});
+    o["gpu_matmul_bf16_by_size"] = std::move(curve);
+  }
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
@@ -242,6 +267,8 @@ std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
   } else if (resource == "gpu-flops") {
     h.gpuFlopsF32 *= factor;
     h.gpuFlopsBF16 *= factor;
+    for (auto &point : h.gpuMatmulBf16BySize)
+      point.second *= factor;
   } else if (resource == "network") {
     for (LinkLevel &l : h.links)
       l.bandwidth *= factor;
@@ -254,10 +281,26 @@ std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
   return h;
 }
 
+double Hardware::gpuBf16Rate(double flops) const {
+  const auto &c = gpuMatmulBf16BySize;
+  if (c.empty() || flops <= 0)
+    return gpuFlopsBF16;
+  double n = std::cbrt(flops / 2);
+  if (n <= c.front().first)
+    return c.front().second;
+  if (n >= c.back().first)
+    return c.back().second;
+  size_t i = 1;
+  while (c[i].first < n)
+    ++i;
+  double f = std::log(n / c[i - 1].first) / std::log(c[i].first / c[i - 1].first);
+  return c[i - 1].second + f * (c[i].second - c[i - 1].second);
+}
+
 double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
               double workingSet) {
   if (d == Device::GPU) {
-    double rate = t == DType::BF16 ? hw.gpuFlopsBF16 : hw.gpuFlopsF32;
+    double rate = t == DType::BF16 ? hw.gpuBf16Rate(flops) : hw.gpuFlopsF32;
     return std::max(flops / rate, bytes / hw.hbmBandwidth);
   }
   double bw = hw.dramCopyBandwidth;

@@ -102,6 +102,43 @@ TEST(Hardware, StepEfficienciesAreFractions) {
   EXPECT_NE(err.find("'cpu_update_efficiency' must be a positive number"), std::string::npos) << err;
 }
 
+// loom-calibrate's bf16 rates by size: read sorted, interpolated in log n
+// at the square product of the same flops, the ends outside, the peak
+// without a curve; the launch queue is a plain positive number.
+TEST(Hardware, MatmulRateBySizeAndLaunchQueue) {
+  std::string err;
+  const char *base = R"({"name": "x", "cpu_cores": 4, "cpu_clock_hz": 3e9,
+      "cpu_flops_per_cycle": 32, "dram_read_bandwidth": 5e10, "dram_copy_bandwidth": 4e10,
+      "gpu_flops_bf16": 8e14)";
+  std::optional<Hardware> h = parseHardware(std::string(base) + "}", err);
+  ASSERT_TRUE(h) << err;
+  EXPECT_EQ(h->gpuBf16Rate(1e9), 8e14);
+  EXPECT_EQ(h->gpuLaunchQueue, 0.0);
+  h = parseHardware(std::string(base) + R"(, "gpu_launch_queue": 1015,
+      "gpu_matmul_bf16_by_size": [{"n": 4096, "flops": 7e14}, {"n": 1024, "flops": 2e14}]})",
+                    err);
+  ASSERT_TRUE(h) << err;
+  EXPECT_EQ(h->gpuLaunchQueue, 1015.0);
+  ASSERT_EQ(h->gpuMatmulBf16BySize.size(), 2u);
+  EXPECT_EQ(h->gpuMatmulBf16BySize.front().first, 1024.0);
+  auto cube = [](double n) { return 2 * n * n * n; };
+  EXPECT_NEAR(h->gpuBf16Rate(cube(2048)), 4.5e14, 1e6); // halfway in log n
+  EXPECT_NEAR(h->gpuBf16Rate(cube(512)), 2e14, 1e6);
+  EXPECT_NEAR(h->gpuBf16Rate(cube(16384)), 7e14, 1e6);
+  EXPECT_NEAR(opTime(*h, Device::GPU, DType::BF16, cube(2048), 0, 0), cube(2048) / 4.5e14, 1e-12);
+  // Written back and read again unchanged; scaled with the GPU's flops.
+  std::optional<Hardware> again = parseHardware(toJson(*h), err);
+  ASSERT_TRUE(again) << err;
+  EXPECT_EQ(toJson(*again), toJson(*h));
+  EXPECT_NEAR(scaled(*h, "gpu-flops", 2, err)->gpuBf16Rate(cube(1024)), 4e14, 1e6);
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "gpu_matmul_bf16_by_size": [{"n": 8}]})", err));
+  EXPECT_NE(err.find("needs a positive 'n' and 'flops'"), std::string::npos) << err;
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "gpu_matmul_bf16_by_size": 3})", err));
+  EXPECT_NE(err.find("must be an array"), std::string::npos) << err;
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "gpu_launch_queue": 0})", err));
+  EXPECT_NE(err.find("'gpu_launch_queue' must be a positive number"), std::string::npos) << err;
+}
+
 TEST(CostModel, GpuRoofline) {
   Hardware h = h100();
   // An 8192^3 bf16 GEMM: 2 * 8192^3 flops over 780 TFLOP/s, compute-bound.

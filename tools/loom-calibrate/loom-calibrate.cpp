@@ -21,8 +21,12 @@
 //     (AVX-512: 64 fp32 flops per cycle per core with two FMA units; AVX2
 //     with FMA: 32; otherwise 8). These two are read, not measured;
 //   * GPU: pinned and pageable copies each way and both ways at once (two
-//     streams), device-to-device copy (HBM, read + write), bf16 and fp32
-//     GEMM rate (loomrt_matmul, square), Adam on the device, capacity.
+//     streams), device-to-device copy (HBM, read + write), bf16 GEMM rate
+//     at four sizes and fp32 at the largest (loomrt_matmul, square, enough
+//     products per timing to hide the synchronisation), Adam on the
+//     device, capacity,
+//     and the launch queue: how many commands the host issues ahead of a
+//     busy GPU before an issue call blocks (launchQueueDepth).
 //
 //===----------------------------------------------------------------------===//
 #include "loomrt/loomrt.h"
@@ -223,7 +227,67 @@ double adamRate(loomrt_backend be, size_t n, int reps) {
 struct Gpu {
   double memory = 0, hbm = 0, h2d = 0, d2h = 0, bidir = 0, h2dPage = 0, d2hPage = 0;
   double flopsBf16 = 0, flopsF32 = 0, adam = 0;
+  double launchQueue = 0; // commands the host may issue ahead of the GPU
+  std::vector<std::pair<double, double>> bf16BySize; // {n, flops/s}
 };
+
+/// How many commands the host can issue ahead of the GPU before an issue
+/// call blocks (the driver's launch queue): with the GPU held busy by a
+/// few long matrix products, time each of up to `limit` one-element fills
+/// (or event records); the first that takes longer than 0.2 ms found the
+/// queue full. Returns the commands issued before it, the long products
+/// included. A generated step issues its whole backward ahead of the host
+/// work that follows it, so this bounds how early that host work starts.
+double launchQueueDepth(loomrt_device dev, loomrt_stream s, bool events, bool quick,
+                        double *secondStreamBlockMs = nullptr) {
+  const int64_t n = quick ? 2048 : 16384;
+  const int blockers = 8; // ~100 ms of bf16 products at n = 16384 on an H100
+  const int limit = 1 << 15;
+  void *a, *c, *one;
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(n * n) * 2, &a));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(n * n) * 2, &c));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 64, &one));
+  OK(loomrt_fill(s, LOOMRT_BF16, a, 0.001f, size_t(n * n)));
+  loomrt_event e;
+  OK(loomrt_event_create(dev, &e));
+  OK(loomrt_stream_synchronize(s));
+  loomrt_gemm gm{0, 0, 1, n, n, n, 0, 0, 0, 1.0f, 0.0f, LOOMRT_BF16, LOOMRT_BF16};
+  for (int i = 0; i < blockers; ++i)
+    OK(loomrt_matmul(s, &gm, a, a, c));
+  int issued = limit;
+  for (int i = 0; i < limit; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    OK(events ? loomrt_event_record(e, s) : loomrt_fill(s, LOOMRT_F32, one, 1.0f, 1));
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (dt > 2e-4) {
+      issued = i;
+      break;
+    }
+  }
+  bool found = issued < limit; // else the products ended first: unknown
+  if (secondStreamBlockMs) {
+    // Refill the queue, then issue once to a second stream: whether the
+    // queue is one per device or one per stream.
+    OK(loomrt_stream_synchronize(s));
+    for (int i = 0; i < blockers; ++i)
+      OK(loomrt_matmul(s, &gm, a, a, c));
+    for (int i = 0; i < issued; ++i)
+      OK(loomrt_fill(s, LOOMRT_F32, one, 1.0f, 1));
+    loomrt_stream s2;
+    OK(loomrt_stream_create(dev, &s2));
+    auto t0 = std::chrono::steady_clock::now();
+    OK(loomrt_fill(s2, LOOMRT_F32, one, 1.0f, 1));
+    *secondStreamBlockMs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3;
+    OK(loomrt_stream_synchronize(s2));
+    loomrt_stream_destroy(s2);
+  }
+  OK(loomrt_stream_synchronize(s));
+  loomrt_event_destroy(e);
+  for (void *p : {a, c, one})
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, p);
+  return found ? double(issued + blockers) : 0;
+}
 
 Gpu measureGpu(bool quick) {
   Gpu g;
@@ -276,8 +340,15 @@ Gpu measureGpu(bool quick) {
   loomrt_free(dev, LOOMRT_MEM_DEVICE, d1);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, d2);
 
-  for (loomrt_dtype dt : {LOOMRT_BF16, LOOMRT_F32}) {
-    int64_t n = quick ? 2048 : 8192;
+  // bf16 at four sizes (the rate by size the step simulation reads: small
+  // products reach less of the peak), the largest also as the peak; fp32 at
+  // the largest.
+  std::vector<std::pair<loomrt_dtype, int64_t>> products;
+  for (int64_t n : quick ? std::vector<int64_t>{256, 512, 1024, 2048}
+                         : std::vector<int64_t>{1024, 2048, 4096, 8192})
+    products.push_back({LOOMRT_BF16, n});
+  products.push_back({LOOMRT_F32, quick ? 2048 : 8192});
+  for (auto [dt, n] : products) {
     size_t es = dt == LOOMRT_BF16 ? 2 : 4;
     void *a, *b, *c;
     OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(n * n) * es, &a));
@@ -301,16 +372,33 @@ Gpu measureGpu(bool quick) {
       loomrt_free(dev, LOOMRT_MEM_DEVICE, tmp);
     }
     loomrt_gemm gm{0, 0, 1, n, n, n, 0, 0, 0, 1.0f, 0.0f, dt, dt};
+    // Enough products back to back per timing that the synchronisation
+    // does not count (~1 TFLOP, at least one).
+    double flops = 2.0 * double(n) * double(n) * double(n);
+    int batch = int(std::max(1.0, 1e12 / flops));
     double t = timeIt(reps, [&] {
-      OK(loomrt_matmul(s, &gm, a, b, c));
+      for (int i = 0; i < batch; ++i)
+        OK(loomrt_matmul(s, &gm, a, b, c));
       OK(loomrt_stream_synchronize(s));
     });
-    double rate = 2.0 * double(n) * double(n) * double(n) / t;
-    (dt == LOOMRT_BF16 ? g.flopsBf16 : g.flopsF32) = rate;
-    report(dt == LOOMRT_BF16 ? "GPU matmul bf16" : "GPU matmul fp32", rate / 1e12, "TFLOP/s");
+    double rate = flops * batch / t;
+    std::string what = (dt == LOOMRT_BF16 ? "GPU matmul bf16 " : "GPU matmul fp32 ") +
+                       std::to_string(n) + "^3";
+    report(what.c_str(), rate / 1e12, "TFLOP/s");
+    if (dt == LOOMRT_F32) {
+      g.flopsF32 = rate;
+    } else {
+      g.bf16BySize.push_back({double(n), rate});
+      g.flopsBf16 = rate; // the largest comes last
+    }
     for (void *p : {a, b, c})
       loomrt_free(dev, LOOMRT_MEM_DEVICE, p);
   }
+  double second = 0;
+  g.launchQueue = launchQueueDepth(dev, s, false, quick, &second);
+  report("GPU launch queue (kernels)", g.launchQueue, "commands");
+  report("  with the queue full, one issue to another stream took", second, "ms");
+  report("GPU launch queue (event records)", launchQueueDepth(dev, s, true, quick), "commands");
   loomrt_stream_destroy(s);
   loomrt_stream_destroy(s2);
   loomrt_device_close(dev);
@@ -419,6 +507,15 @@ int main(int argc, char **argv) {
        << ",\n  \"gpu_flops_f32\": " << num(g.flopsF32)
        << ",\n  \"gpu_flops_bf16\": " << num(g.flopsBf16)
        << ",\n  \"gpu_adam_params_per_s\": " << num(g.adam);
+  if (gpu) {
+    js << ",\n  \"gpu_matmul_bf16_by_size\": [";
+    for (size_t i = 0; i < g.bf16BySize.size(); ++i)
+      js << (i ? ", " : "") << "{\"n\": " << num(g.bf16BySize[i].first)
+         << ", \"flops\": " << num(g.bf16BySize[i].second) << "}";
+    js << "]";
+  }
+  if (gpu && g.launchQueue > 0)
+    js << ",\n  \"gpu_launch_queue\": " << num(g.launchQueue);
   js << "\n}\n";
   std::ofstream out(o.out);
   out << js.str();
