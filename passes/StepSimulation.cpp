@@ -32,6 +32,8 @@
 #include "loomrt/loomrt.h"
 #include "runtime/common/arena_policy.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -82,7 +84,8 @@ size_t attentionWorkspace(Operation *op) {
 /// allocates scratch, runs three kernels and frees it; a reduction to fewer
 /// than 16384 outputs over at least 4 chunks of 256 (gpu_ops.cu, reduceG)
 /// does the same with two kernels, per reduced dimension; cross entropy
-/// takes a kernel per row block and a mean. Everything else is one kernel.
+/// takes a kernel per row block and a mean; a concatenation a strided copy
+/// per input. Everything else is one kernel.
 int commandsOf(Operation *op) {
   if (isa<AttentionOp, AttentionGradOp>(op)) {
     Value q = isa<AttentionOp>(op) ? op->getOperand(0) : op->getOperand(1);
@@ -102,6 +105,8 @@ int commandsOf(Operation *op) {
   }
   if (isa<CrossEntropyOp>(op))
     return 2;
+  if (isa<ConcatOp>(op)) // a strided copy per input
+    return std::max<int>(1, op->getNumOperands());
   return 1;
 }
 
@@ -302,6 +307,13 @@ struct Simulator {
   }
 
   LogicalResult visit(Operation *op) {
+    // A tensor constant in device memory is a fill kernel each step.
+    if (auto c = dyn_cast<arith::ConstantOp>(op))
+      if (auto t = dyn_cast<RankedTensorType>(c.getType()); t && !onHost(t)) {
+        double b = bytesOf(c.getResult());
+        gpuOp(op, b / (hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth));
+        return success();
+      }
     if (isa<LoadOp, ReshapeOp, func::ReturnOp>(op) ||
         (op->getDialect() && op->getDialect()->getNamespace() == "arith"))
       return success();
