@@ -63,12 +63,18 @@ bool anyHost(Operation *op) {
   return llvm::any_of(op->getOperandTypes(), onHost) || llvm::any_of(op->getResultTypes(), onHost);
 }
 
-/// The runtime's scratch for an attention op (runtime/common/attention.cpp):
-/// none where the fused kernels take it, else the composed path's scores.
+/// An attention op's query and key types (the forward's first two
+/// operands; the gradient's second and third, after the output gradient).
+std::pair<RankedTensorType, RankedTensorType> attentionQK(Operation *op) {
+  unsigned q = isa<AttentionOp>(op) ? 0 : 1;
+  return {cast<RankedTensorType>(op->getOperand(q).getType()),
+          cast<RankedTensorType>(op->getOperand(q + 1).getType())};
+}
+
+/// The runtime's scratch for an attention op (runtime/common/attention.cpp;
+/// code generation takes it whichever path runs).
 size_t attentionWorkspace(Operation *op) {
-  Value q = isa<AttentionOp>(op) ? op->getOperand(0) : op->getOperand(1);
-  Value k = isa<AttentionOp>(op) ? op->getOperand(1) : op->getOperand(2);
-  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+  auto [qt, kt] = attentionQK(op);
   return loomrt_attention_workspace_bytes(qt.getElementType().isBF16() ? LOOMRT_BF16 : LOOMRT_F32,
                                           qt.getDimSize(0) * qt.getDimSize(1), qt.getDimSize(2),
                                           kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
@@ -80,17 +86,15 @@ size_t attentionWorkspace(Operation *op) {
 /// path (bf16, head dim 64, t == s a multiple of 64: gpu_attention.cu) is
 /// one kernel forward and three backward; the composed one
 /// (common/attention.cpp) two products and a softmax forward, five
-/// products, a softmax and its gradient backward. A layer (or RMS) norm's gradient
-/// allocates scratch, runs three kernels and frees it; a reduction to fewer
-/// than 16384 outputs over at least 4 chunks of 256 (gpu_ops.cu, reduceG)
-/// does the same with two kernels, per reduced dimension; cross entropy
-/// takes a kernel per row block and a mean; a concatenation a strided copy
-/// per input. Everything else is one kernel.
+/// products, a softmax and its gradient backward. A layer (or RMS) norm's
+/// gradient allocates scratch, runs three kernels and frees it; a reduction
+/// to fewer than 16384 outputs over at least 4 chunks of 256 (gpu_ops.cu,
+/// reduceG) does the same with two kernels, per reduced dimension; cross
+/// entropy takes a kernel per row block and a mean; a concatenation a
+/// strided copy per input. Everything else is one kernel.
 int commandsOf(Operation *op) {
   if (isa<AttentionOp, AttentionGradOp>(op)) {
-    Value q = isa<AttentionOp>(op) ? op->getOperand(0) : op->getOperand(1);
-    Value k = isa<AttentionOp>(op) ? op->getOperand(1) : op->getOperand(2);
-    auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+    auto [qt, kt] = attentionQK(op);
     int64_t t = qt.getDimSize(2), s = kt.getDimSize(2), dh = qt.getDimSize(3);
     bool fused = qt.getElementType().isBF16() && dh == 64 && t == s && t % 64 == 0;
     return isa<AttentionOp>(op) ? (fused ? 1 : 3) : (fused ? 3 : 7);
@@ -241,15 +245,15 @@ struct Simulator {
     host += launch();
   }
 
-  /// GPU work issued as `kernels` commands (commandsOf).
-  void gpuOp(Operation *op, double seconds, int kernels = 1) {
+  /// GPU work issued as `commands` commands (commandsOf).
+  void gpuOp(Operation *op, double seconds, int commands = 1) {
     double s = 0;
-    for (int k = 0; k < kernels; ++k) {
+    for (int k = 0; k < commands; ++k) {
       issueCompute();
       if (k == 0)
         s = std::max(gpu, host);
       // The op's kernels start one after the other across its time.
-      computeStarts.push_back(std::max(s + seconds * k / kernels, host));
+      computeStarts.push_back(std::max(s + seconds * k / commands, host));
     }
     gpu = std::max(s + std::max(launch(), seconds), host);
     span("gpu", op, s, gpu);

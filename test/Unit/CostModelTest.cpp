@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -51,7 +52,12 @@ TEST(Hardware, ReadsWhatLoomCalibrateWrites) {
   ASSERT_FALSE(hw->caches.empty());
   for (size_t i = 1; i < hw->caches.size(); ++i)
     EXPECT_LT(hw->caches[i - 1].bytes, hw->caches[i].bytes);
-  EXPECT_LT(hw->dramReadBandwidth, hw->caches.front().bandwidth);
+  // The fastest level, not necessarily L1: quick sizes on a busy 2-core
+  // machine (a build beside the tests) once measured L1 at DRAM speed.
+  double fastest = 0;
+  for (const CacheLevel &c : hw->caches)
+    fastest = std::max(fastest, c.bandwidth);
+  EXPECT_LT(hw->dramReadBandwidth, fastest);
   // And the model answers with it: an update of 1e8 parameters on the CPU.
   EXPECT_GT(updateTime(*hw, 1e8, 0.0).total, 0.0);
 }
