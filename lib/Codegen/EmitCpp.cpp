@@ -1050,6 +1050,11 @@ private:
         << f(o.getBeta1().convertToDouble()) << ", " << f(o.getBeta2().convertToDouble()) << ", "
         << f(o.getEps().convertToDouble()) << ", " << f(o.getWeightDecay().convertToDouble()) << ", "
         << (o.getDecoupled() ? 1 : 0) << ", t_};\n";
+    // An update the host runs itself is timed for the driver (the JSON
+    // log's cpu_update_*, --trace's cpu lane).
+    bool onHost = streamFor(o) == "hs";
+    if (onHost)
+      *os << "    loomrt_step_host_begin(c, \"adam\");\n";
     if (bf16)
       call("loomrt_adam_bf16grad(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
            ptr(o.getGrad(), "const uint16_t *") + ", (float *)" + buf[1] + ", (float *)" + buf[2] +
@@ -1058,6 +1063,8 @@ private:
       call("loomrt_adam_f32(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
            ptr(o.getGrad(), "const float *") + ", (float *)" + buf[1] + ", (float *)" + buf[2] +
            ", " + std::to_string(numel(o.getParam())) + ")");
+    if (onHost)
+      *os << "    loomrt_step_host_end(c);\n";
     close();
     return success();
   }

@@ -5,19 +5,28 @@
 #include "common/file_util.h"
 #include "common/json.h"
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
 struct loomrt_trace_t {
+  using Clock = std::chrono::steady_clock;
   loomrt_device dev;
   loomrt_event origin;
+  Clock::time_point hostOrigin; // the host's time when the origin passed
   struct Span {
     std::string lane, name;
     loomrt_event begin = nullptr, end = nullptr;
+    // Host spans: milliseconds after hostOrigin (end < 0: still open).
+    bool host = false;
+    double hostBegin = 0, hostEnd = -1;
   };
   std::vector<Span> spans;
+  double hostMs() const {
+    return std::chrono::duration<double, std::milli>(Clock::now() - hostOrigin).count();
+  }
 };
 
 using loomrt::fail;
@@ -27,16 +36,45 @@ extern "C" {
 loomrt_status loomrt_trace_create(loomrt_stream s, loomrt_trace *out) {
   if (!s || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_create: null argument");
-  auto *t = new loomrt_trace_t{s->dev, nullptr, {}};
+  auto *t = new loomrt_trace_t{s->dev, nullptr, {}, {}};
   if (loomrt_status st = loomrt_event_create(s->dev, &t->origin)) {
     delete t;
     return st;
   }
-  if (loomrt_status st = loomrt_event_record(t->origin, s)) {
+  // Host spans are set against the origin: wait for it, then read the clock.
+  loomrt_status st = loomrt_event_record(t->origin, s);
+  if (!st)
+    st = loomrt_event_synchronize(t->origin);
+  if (st) {
     loomrt_trace_destroy(t);
     return st;
   }
+  t->hostOrigin = loomrt_trace_t::Clock::now();
   *out = t;
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_trace_host_begin(loomrt_trace t, const char *lane,
+                                      const char *name, int64_t *span) {
+  if (!t || !lane || !name || !span)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_host_begin: null argument");
+  loomrt_trace_t::Span sp{lane, name};
+  sp.host = true;
+  sp.hostBegin = t->hostMs();
+  t->spans.push_back(sp);
+  *span = int64_t(t->spans.size()) - 1;
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_trace_host_end(loomrt_trace t, int64_t span) {
+  if (!t)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_host_end: null argument");
+  if (span < 0 || span >= int64_t(t->spans.size()) || !t->spans[span].host ||
+      t->spans[span].hostEnd >= 0)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "trace_host_end: unknown, device or already ended span " +
+                    std::to_string(span));
+  t->spans[span].hostEnd = t->hostMs();
   return LOOMRT_OK;
 }
 
@@ -64,6 +102,10 @@ loomrt_status loomrt_trace_end(loomrt_trace t, loomrt_stream s, int64_t span) {
                 "trace_end: unknown or already ended span " +
                     std::to_string(span));
   auto &sp = t->spans[span];
+  if (sp.host)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "trace_end: span " + std::to_string(span) +
+                    " is a host span (loomrt_trace_host_end)");
   if (loomrt_status st = loomrt_event_create(t->dev, &sp.end))
     return st;
   return loomrt_event_record(sp.end, s);
@@ -80,17 +122,22 @@ loomrt_status loomrt_trace_write(loomrt_trace t, const char *path) {
     first = false;
   };
   for (auto &sp : t->spans) {
-    if (!sp.end)
+    if (sp.host ? sp.hostEnd < 0 : !sp.end)
       return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                   "trace_write: span '" + sp.name + "' on lane '" + sp.lane +
                       "' was never ended");
-    if (loomrt_status st = loomrt_event_synchronize(sp.end))
-      return st;
-    float startMs, endMs;
-    if (loomrt_status st = loomrt_event_elapsed_ms(t->origin, sp.begin, &startMs))
-      return st;
-    if (loomrt_status st = loomrt_event_elapsed_ms(t->origin, sp.end, &endMs))
-      return st;
+    double startMs = sp.hostBegin, endMs = sp.hostEnd;
+    if (!sp.host) {
+      float b, e;
+      if (loomrt_status st = loomrt_event_synchronize(sp.end))
+        return st;
+      if (loomrt_status st = loomrt_event_elapsed_ms(t->origin, sp.begin, &b))
+        return st;
+      if (loomrt_status st = loomrt_event_elapsed_ms(t->origin, sp.end, &e))
+        return st;
+      startMs = b;
+      endMs = e;
+    }
     auto [it, fresh] = lanes.emplace(sp.lane, int(lanes.size()) + 1);
     if (fresh)
       emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":" +

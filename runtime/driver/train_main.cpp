@@ -91,6 +91,12 @@ struct loomrt_step_ctx_t {
   bool backwardMarked = false;
   loomrt_trace trace = nullptr;
   int64_t phaseSpan = -1;
+  // Host updates of this step (loomrt_step_host_begin/end): the step's start
+  // on the host's clock, the first update's start after it, their sum.
+  std::chrono::steady_clock::time_point stepStart, hostBegin;
+  double hostFirstMs = -1, hostTotalMs = 0;
+  int64_t hostSpan = -1;
+  bool hostOpen = false;
 
   void *alloc(size_t bytes) { return device.alloc(bytes); }
   void free(void *p) {
@@ -110,6 +116,10 @@ struct loomrt_step_ctx_t {
   void reset() {
     nextEvent = 0;
     backwardMarked = false;
+    stepStart = std::chrono::steady_clock::now();
+    hostFirstMs = -1;
+    hostTotalMs = 0;
+    hostOpen = false;
     device.reset();
     host.reset();
   }
@@ -150,6 +160,27 @@ void loomrt_step_backward_done(loomrt_step_ctx c) {
     loomrt_trace_end(c->trace, c->stream, c->phaseSpan);
     loomrt_trace_begin(c->trace, c->stream, "compute", "update", &c->phaseSpan);
   }
+}
+void loomrt_step_host_begin(loomrt_step_ctx c, const char *name) {
+  if (c->hostOpen)
+    return; // not nested: the outer span counts
+  c->hostOpen = true;
+  c->hostBegin = std::chrono::steady_clock::now();
+  if (c->hostFirstMs < 0)
+    c->hostFirstMs =
+        std::chrono::duration<double, std::milli>(c->hostBegin - c->stepStart).count();
+  if (c->trace && loomrt_trace_host_begin(c->trace, "cpu", name, &c->hostSpan) != LOOMRT_OK)
+    c->hostSpan = -1;
+}
+void loomrt_step_host_end(loomrt_step_ctx c) {
+  if (!c->hostOpen)
+    return;
+  c->hostOpen = false;
+  c->hostTotalMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                              c->hostBegin)
+                        .count();
+  if (c->trace && c->hostSpan >= 0)
+    loomrt_trace_host_end(c->trace, c->hostSpan);
 }
 }
 
@@ -628,10 +659,15 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       char lossText[32] = "null";
       if (std::isfinite(loss))
         std::snprintf(lossText, sizeof lossText, "%.8g", loss);
-      char phases[96] = "";
+      char phases[192] = "";
+      int n = 0;
       if (backwardMs >= 0)
-        std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
-                      backwardMs, ms - backwardMs);
+        n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
+                          backwardMs, ms - backwardMs);
+      if (ctx.hostFirstMs >= 0)
+        std::snprintf(phases + n, sizeof phases - size_t(n),
+                      ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f", ctx.hostFirstMs,
+                      ctx.hostTotalMs);
       std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f%s}\n",
                    step + 1, lossText, ms, tps, phases);
       std::fflush(log);

@@ -66,6 +66,56 @@ TEST_P(Trace, WritesChromeTraceJson) {
   std::remove(path.c_str());
 }
 
+// Work the host does itself is timed on the host's clock, on its own lane,
+// after the work queued before it (the trace waited for its origin).
+TEST_P(Trace, HostSpansOnTheHostClock) {
+  loomrt_trace t;
+  LOOMRT_ASSERT_OK(loomrt_trace_create(stream, &t));
+  int64_t dev1, host1;
+  LOOMRT_ASSERT_OK(loomrt_trace_begin(t, stream, "compute", "queued", &dev1));
+  LOOMRT_ASSERT_OK(loomrt_trace_end(t, stream, dev1));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  LOOMRT_ASSERT_OK(loomrt_trace_host_begin(t, "cpu", "adam", &host1));
+  usleep(20000);
+  LOOMRT_ASSERT_OK(loomrt_trace_host_end(t, host1));
+  // Host spans end with trace_host_end, device spans with trace_end.
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_host_end(t, host1));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_host_end(t, dev1));
+  int64_t host2;
+  LOOMRT_ASSERT_OK(loomrt_trace_host_begin(t, "cpu", "open", &host2));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_end(t, stream, host2));
+  std::string path = "/tmp/loomrt_trace_host_" + std::to_string(getpid()) + ".json";
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_write(t, path.c_str())); // host2 open
+  LOOMRT_ASSERT_OK(loomrt_trace_host_end(t, host2));
+  LOOMRT_ASSERT_OK(loomrt_trace_write(t, path.c_str()));
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  loomrt::json::Value v;
+  std::string err;
+  ASSERT_TRUE(loomrt::json::parse(text, v, err)) << err;
+  double queuedEnd = -1, adamStart = -1, adamDur = -1;
+  bool cpuLane = false;
+  for (auto &e : v.get("traceEvents")->items) {
+    if (e.get("ph")->str == "M") {
+      cpuLane |= e.get("args")->get("name")->str == "cpu";
+      continue;
+    }
+    std::string name = e.get("name")->str;
+    if (name == "queued")
+      queuedEnd = e.get("ts")->num + e.get("dur")->num;
+    if (name == "adam") {
+      adamStart = e.get("ts")->num;
+      adamDur = e.get("dur")->num;
+    }
+  }
+  EXPECT_TRUE(cpuLane);
+  EXPECT_GE(adamStart, queuedEnd);
+  EXPECT_GE(adamDur, 20000.0); // microseconds
+  EXPECT_LT(adamDur, 2e6);
+  loomrt_trace_destroy(t);
+  std::remove(path.c_str());
+}
+
 LOOMRT_INSTANTIATE_BACKENDS(Trace);
 
 } // namespace

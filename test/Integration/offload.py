@@ -76,15 +76,24 @@ def main():
     # The measured side of loomc --timeline: each step's backward and
     # update phases in the log, and as spans in the trace.
     trace = os.path.join(a.tmp, "trace.json")
+    if os.path.exists(b + ".d.json"):  # the driver appends to a log (resume)
+        os.remove(b + ".d.json")
     subprocess.run([b, "--data", data, "--steps", "2", "--log-json", b + ".d.json",
                     "--trace", trace], check=True, stdout=subprocess.DEVNULL)
     rows = [json.loads(line) for line in open(b + ".d.json")]
     phased = all(r["backward_ms"] > 0 and abs(r["backward_ms"] + r["update_ms"] - r["step_ms"]) < 1e-3
                  for r in rows)
+    # The host's own updates: when the first began and their sum, and a
+    # span each on the trace's cpu lane (every parameter, both steps).
+    phased = phased and all(0 < r["cpu_update_start_ms"] < r["step_ms"] and
+                            0 < r["cpu_update_ms"] <= r["step_ms"] for r in rows)
     spans = [e["name"] for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
-    phased = phased and spans.count("forward_backward") == 2 and spans.count("update") == 2
-    print(f"offload cpu, phases: {'timed' if phased else 'MISSING'} (log: backward_ms, update_ms; "
-          f"trace: {sorted(set(spans))})")
+    n_params = subprocess.run([loomc, "--model", GPT, "--compile-to=optimizer"], check=True,
+                              capture_output=True, text=True).stdout.count("loom.adam ")
+    phased = (phased and spans.count("forward_backward") == 2 and spans.count("update") == 2
+              and n_params > 0 and spans.count("adam") == 2 * n_params)
+    print(f"offload cpu, phases: {'timed' if phased else 'MISSING'} (log: backward_ms, update_ms, "
+          f"cpu_update_start_ms, cpu_update_ms; trace: {sorted(set(spans))})")
     if not (ok and resumed and phased):
         sys.exit(1)
 

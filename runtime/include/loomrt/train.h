@@ -100,6 +100,13 @@ float loomrt_step_lr(loomrt_step_ctx c, float compiled);
  * backward_ms and update_ms, --trace's forward_backward and update spans),
  * the measured side of loomc --timeline. */
 void loomrt_step_backward_done(loomrt_step_ctx c);
+/* Around each optimizer update the host runs itself (on the host stream):
+ * the driver logs when the first began and how long they took together
+ * (the JSON log's cpu_update_start_ms and cpu_update_ms, from the step's
+ * start on the host's clock) and draws each on --trace's "cpu" lane, the
+ * measured side of loomc --timeline's cpu lane. */
+void loomrt_step_host_begin(loomrt_step_ctx c, const char *name);
+void loomrt_step_host_end(loomrt_step_ctx c);
 
 /* The binary's main: parses the flags (--data, --steps, --lr, --seed,
  * --init, --weights, --log-json, --checkpoint-dir, --checkpoint-every,
