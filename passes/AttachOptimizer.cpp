@@ -89,7 +89,12 @@ struct AttachOptimizer
                                "' exists already");
     }
 
-    // @train_step: call, advance the step, update, store.
+    // @train_step: advance the step, call, update, store. The step counter
+    // comes first: code generation reads it back to the host for the
+    // updates (one synchronisation per step), which at the start of the
+    // step waits for nothing; after the backward it made the host wait for
+    // the whole backward before issuing anything else (measured on the
+    // H100: the CPU updates of an offloaded 5B step started ~45 ms late).
     b.setInsertionPointAfter(fb);
     auto lossType = fb.getFunctionType().getResult(0);
     auto step = func::FuncOp::create(
@@ -97,7 +102,6 @@ struct AttachOptimizer
         b.getFunctionType(fb.getArgumentTypes(), {lossType}));
     Block *entry = step.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    auto call = func::CallOp::create(b, loc, fb, entry->getArguments());
     Value t;
     if (adam) {
       Value t0 = LoadOp::create(b, loc, i64, stepName);
@@ -106,6 +110,7 @@ struct AttachOptimizer
       t = arith::AddIOp::create(b, loc, t0, one);
       StoreOp::create(b, loc, t, stepName);
     }
+    auto call = func::CallOp::create(b, loc, fb, entry->getArguments());
     for (auto [i, a] : llvm::enumerate(names)) {
       StringRef p = cast<FlatSymbolRefAttr>(a).getValue();
       auto type = cast<RankedTensorType>(call.getResult(i + 1).getType());

@@ -144,10 +144,12 @@ def AttachOptimizer : Pass<"loom-attach-optimizer", "ModuleOp"> {
       `<param>.exp_avg_sq`, role `adam_m` / `adam_v`, zeros) and one step
       counter `@optimizer.step`; for SGD with momentum, one
       `<param>.momentum_buffer` (role `momentum`);
-    * `@train_step`, with the same arguments, which calls the function,
-      advances the step counter, updates every parameter and its state with
-      `loom.adam` / `loom.sgd` (hyper-parameters as attributes) and stores
-      them, and returns the loss.
+    * `@train_step`, with the same arguments, which advances the step
+      counter (first: code generation reads it back to the host, which at
+      the start of the step waits for nothing), calls the function, updates
+      every parameter and its state with `loom.adam` / `loom.sgd`
+      (hyper-parameters as attributes) and stores them, and returns the
+      loss.
 
     Before: `@forward_backward(%x, %y) -> (loss, dW) {loom.grad_params = [@w]}`.
     After (`optimizer=adamw lr=0.001`):
@@ -157,11 +159,11 @@ def AttachOptimizer : Pass<"loom-attach-optimizer", "ModuleOp"> {
     loom.state @w.exp_avg_sq : tensor<4x3xf32> role adam_v of @w init #loom.init<zeros>
     loom.state @optimizer.step : tensor<i64> role step init #loom.init<zeros>
     func.func @train_step(%x: tensor<2x3xf32>, %y: tensor<2xi64>) -> tensor<f32> {
-      %r:2 = call @forward_backward(%x, %y) : (...) -> (tensor<f32>, tensor<4x3xf32>)
       %t0 = loom.load @optimizer.step : tensor<i64>
       %one = arith.constant dense<1> : tensor<i64>
       %t = arith.addi %t0, %one : tensor<i64>
       loom.store %t to @optimizer.step : tensor<i64>
+      %r:2 = call @forward_backward(%x, %y) : (...) -> (tensor<f32>, tensor<4x3xf32>)
       %w = loom.load @w : tensor<4x3xf32>
       %m = loom.load @w.exp_avg : tensor<4x3xf32>
       %v = loom.load @w.exp_avg_sq : tensor<4x3xf32>

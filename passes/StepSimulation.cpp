@@ -318,6 +318,12 @@ struct Simulator {
         gpuOp(op, b / (hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth));
         return success();
       }
+    // The step counter's increment is read back to the host (code
+    // generation): the host waits for the compute stream.
+    if (isa<arith::AddIOp>(op) && isa<RankedTensorType>(op->getResult(0).getType())) {
+      host = std::max(host, gpu);
+      return success();
+    }
     if (isa<LoadOp, ReshapeOp, func::ReturnOp>(op) ||
         (op->getDialect() && op->getDialect()->getNamespace() == "arith"))
       return success();

@@ -12,10 +12,11 @@ loom.param @w : tensor<4x3xf32>
 // CHECK-NEXT: loom.state @optimizer.step : tensor<i64> role step init #loom.init<zeros>
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[X:.+]]: tensor<2x3xf32>) -> tensor<f32>
-// CHECK: %[[R:.+]]:2 = call @forward_backward(%[[X]])
+// The step counter first (code generation reads it back to the host).
 // CHECK: %[[T0:.+]] = loom.load @optimizer.step : tensor<i64>
 // CHECK: %[[T:.+]] = arith.addi %[[T0]], %{{.+}} : tensor<i64>
 // CHECK: loom.store %[[T]] to @optimizer.step
+// CHECK: %[[R:.+]]:2 = call @forward_backward(%[[X]])
 // CHECK: %[[W:.+]] = loom.load @w
 // CHECK: %[[P:.+]], %[[M:.+]], %[[V:.+]] = loom.adam %[[W]], %[[R]]#1, %{{.+}}, %{{.+}} step %[[T]] {decoupled, lr = 1.000000e-03 : f64, weight_decay = 1.000000e-02 : f64}
 // CHECK: loom.store %[[P]] to @w
