@@ -3,7 +3,8 @@
 # (bench/run-offload-big.sh) for GPT models of about 1B, 3B and 5B
 # parameters in the four --optimizer-offload modes, planned for the H100
 # host as loom-calibrate measured it, with each one's predicted step
-# (loomc's line) and timeline next to them in .carry/big.
+# (loomc's line) and timeline next to them in .carry/big. SIZES="5b" makes
+# only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
@@ -17,7 +18,7 @@ declare -A MODEL=(
   [3b]=gpt:layers=26,d_model=3072,heads=24,vocab=32000,seq=1024,batch=2
   [5b]=gpt:layers=24,d_model=4096,heads=32,vocab=32000,seq=1024,batch=2
 )
-for size in 1b 3b 5b; do
+for size in ${SIZES:-1b 3b 5b}; do
   for m in none cpu static:0.5 interleaved; do
     f=${size}_${m/:/}
     "$BIN/loomc" --model "${MODEL[$size]}" --target=cuda --precision=bf16 --optimizer-offload=$m \

@@ -8,7 +8,9 @@
 #   SIZES="1b 3b" bench/run-offload-big.sh      (one device call each:
 #   SIZES="5b"    bench/run-offload-big.sh       a call may last 10 minutes)
 # NO_TORCH=1 skips the PyTorch runs; SKIP="5b_none ..." skips those runs
-# (and reuses their last results in $OUT, if any).
+# (and reuses their last results in $OUT, if any); TRACE=1 also writes each
+# run's --trace and sets it beside the predicted timeline
+# (bench/compare-timeline.py: phases, and when the CPU updates start).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -38,8 +40,14 @@ for size in $SIZES; do
   for m in $MODES; do
     f=${size}_$m
     [[ " ${SKIP:-} " == *" $f "* ]] && continue
+    rm -f "$OUT/$f.jsonl" # the driver appends to its log
     /usr/bin/time -f "%e s wall, %M KB host peak" /tmp/$f --data /tmp/tok32k.bin --steps "$STEPS" \
-      --log-json "$OUT/$f.jsonl" > "$OUT/$f.txt" 2>&1 || echo "  $f failed: $(grep -v '^step' "$OUT/$f.txt" | tail -2 | tr '\n' ' ')"
+      --log-json "$OUT/$f.jsonl" ${TRACE:+--trace "$OUT/$f.trace.json"} > "$OUT/$f.txt" 2>&1 ||
+      echo "  $f failed: $(grep -v '^step' "$OUT/$f.txt" | tail -2 | tr '\n' ' ')"
+    if [ -n "${TRACE:-}" ] && [ -f "$OUT/$f.trace.json" ]; then
+      echo "$f:"
+      python3 bench/compare-timeline.py "$BIG/$f.timeline.json" "$OUT/$f.trace.json" | sed 's/^/  /'
+    fi
   done
   [ -n "${NO_TORCH:-}" ] && continue
   timeout 300 python3 bench/offload_torch.py ${ARGS[$size]} --vocab 32000 --batch 2 --steps 4 \
