@@ -11,6 +11,19 @@ namespace {
 
 using Trace = BackendTest;
 
+/// Writes the trace to `path` and parses it back (false: not JSON).
+::testing::AssertionResult writeAndRead(loomrt_trace t, const std::string &path,
+                                        loomrt::json::Value &v, std::string &text) {
+  if (loomrt_trace_write(t, path.c_str()) != LOOMRT_OK)
+    return ::testing::AssertionFailure() << "trace_write: " << loomrt_last_error();
+  std::ifstream in(path);
+  text.assign(std::istreambuf_iterator<char>(in), {});
+  std::string err;
+  if (!loomrt::json::parse(text, v, err))
+    return ::testing::AssertionFailure() << err;
+  return ::testing::AssertionSuccess();
+}
+
 TEST_P(Trace, WritesChromeTraceJson) {
   loomrt_trace t;
   LOOMRT_ASSERT_OK(loomrt_trace_create(stream, &t));
@@ -31,12 +44,9 @@ TEST_P(Trace, WritesChromeTraceJson) {
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_end(t, copies, s2));
 
   std::string path = "/tmp/loomrt_trace_" + std::to_string(getpid()) + ".json";
-  LOOMRT_ASSERT_OK(loomrt_trace_write(t, path.c_str()));
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
   loomrt::json::Value v;
-  std::string err;
-  ASSERT_TRUE(loomrt::json::parse(text, v, err)) << err;
+  std::string text;
+  ASSERT_TRUE(writeAndRead(t, path, v, text));
   const loomrt::json::Value *events = v.get("traceEvents");
   ASSERT_TRUE(events && events->kind == loomrt::json::Value::Array);
   int spans = 0, lanes = 0;
@@ -87,12 +97,9 @@ TEST_P(Trace, HostSpansOnTheHostClock) {
   std::string path = "/tmp/loomrt_trace_host_" + std::to_string(getpid()) + ".json";
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_trace_write(t, path.c_str())); // host2 open
   LOOMRT_ASSERT_OK(loomrt_trace_host_end(t, host2));
-  LOOMRT_ASSERT_OK(loomrt_trace_write(t, path.c_str()));
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
   loomrt::json::Value v;
-  std::string err;
-  ASSERT_TRUE(loomrt::json::parse(text, v, err)) << err;
+  std::string text;
+  ASSERT_TRUE(writeAndRead(t, path, v, text));
   double queuedEnd = -1, adamStart = -1, adamDur = -1;
   bool cpuLane = false;
   for (auto &e : v.get("traceEvents")->items) {
