@@ -116,7 +116,10 @@ TEST_P(Trace, HostSpansOnTheHostClock) {
     }
   }
   EXPECT_TRUE(cpuLane);
-  EXPECT_GE(adamStart, queuedEnd);
+  // The two clocks are aligned when the origin's synchronisation returns,
+  // a few microseconds after the GPU passed it (measured on the H100: host
+  // spans ~5 us early): allow 100 us.
+  EXPECT_GE(adamStart, queuedEnd - 100);
   EXPECT_GE(adamDur, 20000.0); // microseconds
   EXPECT_LT(adamDur, 2e6);
   loomrt_trace_destroy(t);

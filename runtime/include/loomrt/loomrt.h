@@ -340,7 +340,8 @@ loomrt_status loomrt_trace_begin(loomrt_trace t, loomrt_stream s,
 loomrt_status loomrt_trace_end(loomrt_trace t, loomrt_stream s, int64_t span);
 /* A span of work the host does itself (the CPU's optimizer updates), timed
  * on the host's clock, which the trace set against its origin when it
- * started (it waited for the origin event then). */
+ * started (it waited for the origin event then: the two clocks agree to
+ * within the synchronisation's latency, microseconds). */
 loomrt_status loomrt_trace_host_begin(loomrt_trace t, const char *lane,
                                       const char *name, int64_t *span);
 loomrt_status loomrt_trace_host_end(loomrt_trace t, int64_t span);
