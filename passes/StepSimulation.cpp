@@ -245,6 +245,15 @@ struct Simulator {
     host += launch();
   }
 
+  /// A command that only orders the compute stream (an event record, a
+  /// stream wait): it starts when the stream reaches it.
+  void issueMarker() {
+    issueCompute();
+    computeStarts.push_back(std::max(gpu, host));
+  }
+  /// The device's memory bandwidth: HBM, or host memory on the CPU target.
+  double deviceBandwidth() const { return hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth; }
+
   /// GPU work issued as `commands` commands (commandsOf).
   void gpuOp(Operation *op, double seconds, int commands = 1) {
     double s = 0;
@@ -315,7 +324,7 @@ struct Simulator {
     if (auto c = dyn_cast<arith::ConstantOp>(op))
       if (auto t = dyn_cast<RankedTensorType>(c.getType()); t && !onHost(t)) {
         double b = bytesOf(c.getResult());
-        gpuOp(op, b / (hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth));
+        gpuOp(op, b / deviceBandwidth());
         return success();
       }
     // The step counter's increment is read back to the host (code
@@ -335,7 +344,7 @@ struct Simulator {
       if (onHost(st.getValue().getType()))
         host += b / hw.dramCopyBandwidth;
       else
-        gpuOp(op, b / (hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth));
+        gpuOp(op, b / deviceBandwidth());
       return success();
     }
     if (auto c = dyn_cast<CopyOp>(op)) {
@@ -345,8 +354,7 @@ struct Simulator {
       // target): a copy is a host memcpy.
       double rate = !hw.hasGpu ? hw.dramCopyBandwidth / 2 : up ? hw.h2dPinned : hw.d2hPinned;
       // The event the copy waits for is recorded on the compute stream.
-      issueCompute();
-      computeStarts.push_back(std::max(gpu, host));
+      issueMarker();
       double s = std::max({lane, gpu, host});
       lane = s + bytesOf(c.getResult()) / rate;
       hostTraffic(bytesOf(c.getResult()), s);
@@ -364,8 +372,7 @@ struct Simulator {
         if (c && onHost(c.getResult().getType())) {
           host = std::max(host, d);
         } else { // a stream wait, issued to the compute stream
-          issueCompute();
-          computeStarts.push_back(std::max(gpu, host));
+          issueMarker();
           gpu = std::max(gpu, d);
         }
       }
@@ -396,9 +403,7 @@ struct Simulator {
       return success();
     }
     if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastCommOp>(op)) {
-      double bw = !hw.links.empty() ? hw.links.front().bandwidth
-                  : hw.hasGpu      ? hw.hbmBandwidth
-                                   : hw.dramCopyBandwidth;
+      double bw = !hw.links.empty() ? hw.links.front().bandwidth : deviceBandwidth();
       host += launch();
       double s = std::max({comm, gpu, host});
       comm = s + bytesOf(op->getOperand(0)) / bw;

@@ -1052,15 +1052,16 @@ private:
         << (o.getDecoupled() ? 1 : 0) << ", t_};\n";
     // An update the host runs itself is timed for the driver (the JSON
     // log's cpu_update_*, --trace's cpu lane).
-    bool onHost = streamFor(o) == "hs";
+    std::string st = streamFor(o);
+    bool onHost = st == "hs";
     if (onHost)
       *os << "    loomrt_step_host_begin(c, \"adam\");\n";
     if (bf16)
-      call("loomrt_adam_bf16grad(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
+      call("loomrt_adam_bf16grad(" + st + ", &cfg_, (float *)" + buf[0] + ", " +
            ptr(o.getGrad(), "const uint16_t *") + ", (float *)" + buf[1] + ", (float *)" + buf[2] +
            ", (uint16_t *)" + out + ", " + std::to_string(numel(o.getParam())) + ")");
     else
-      call("loomrt_adam_f32(" + streamFor(o) + ", &cfg_, (float *)" + buf[0] + ", " +
+      call("loomrt_adam_f32(" + st + ", &cfg_, (float *)" + buf[0] + ", " +
            ptr(o.getGrad(), "const float *") + ", (float *)" + buf[1] + ", (float *)" + buf[2] +
            ", " + std::to_string(numel(o.getParam())) + ")");
     if (onHost)

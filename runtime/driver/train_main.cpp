@@ -113,10 +113,11 @@ struct loomrt_step_ctx_t {
     }
     return events[nextEvent++];
   }
-  void reset() {
+  /// A new step, begun (host clock) at `start`.
+  void reset(std::chrono::steady_clock::time_point start) {
     nextEvent = 0;
     backwardMarked = false;
-    stepStart = std::chrono::steady_clock::now();
+    stepStart = start;
     hostFirstMs = -1;
     hostTotalMs = 0;
     hostOpen = false;
@@ -620,7 +621,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(loomrt_memcpy_async(s, dTok, hx.data(), size_t(bt) * 8), "tokens");
     TRY(loomrt_memcpy_async(s, dTgt, hy.data(), size_t(bt) * 8), "targets");
     int64_t span = 0;
-    ctx.reset();
+    ctx.reset(t0); // the step's time (step_ms) counts from t0 too
     ctx.trace = trace;
     TRY(loomrt_event_record(ctx.phaseStart, s), "phase event");
     if (trace) {
