@@ -15,6 +15,10 @@
 
 #include <string>
 
+namespace mlir::loom {
+class ParamOp;
+} // namespace mlir::loom
+
 namespace loom {
 
 struct CodegenOptions {
@@ -26,8 +30,21 @@ struct CodegenOptions {
   std::string weightsFile;
 };
 
-/// Whether some parameter carries imported values (then the binary needs
-/// writeInitialWeights' file).
+/// Generated C++ text from arbitrary bytes (names from a model file, paths):
+/// every name and path reaches the generated source through one of these.
+/// A string literal, quotes included, that holds exactly `bytes`.
+std::string cppStringLiteral(llvm::StringRef bytes);
+/// A valid C++ identifier `prefix` + an injective encoding of `name`.
+std::string cppIdentifier(llvm::StringRef prefix, llvm::StringRef name);
+/// `text` made safe inside a `//` comment (no newline, no line splice).
+std::string cppComment(llvm::StringRef text);
+
+/// Whether the parameter's imported value is one number repeated: the
+/// binary fills it in, and the weights file does not hold it.
+bool isSplatValue(mlir::loom::ParamOp p);
+
+/// Whether some parameter carries imported values that are not splats
+/// (then the binary needs writeInitialWeights' file).
 bool hasImportedWeights(mlir::ModuleOp module);
 
 /// Writes the imported parameter values to `path` as safetensors (the

@@ -7,6 +7,11 @@
 // model's output becomes the input of a loss: mean cross-entropy against
 // labels (classifiers) or next-token targets (language models).
 //
+// A model file is untrusted input (people download ONNX models): every
+// count, index, shape and size it declares is checked before it is used,
+// the work it can cause is bounded (kMaxElements, kMaxFolded), and anything
+// unexpected is a one-line error, never a crash.
+//
 //===----------------------------------------------------------------------===//
 #include "loom/Import.h"
 
@@ -18,6 +23,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
@@ -32,6 +38,65 @@ using namespace mlir::loom;
 
 namespace loom {
 namespace {
+
+/// The largest tensor the importer describes, and the largest constant it
+/// folds on the host (held as doubles: 512 MiB). A file that declares more
+/// is refused before anything is allocated.
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+constexpr int64_t kMaxFolded = int64_t(1) << 26;
+/// The default-domain opsets whose semantics the importer implements:
+/// opset 13 moved Squeeze/Unsqueeze/Split axes and ReduceSum's axes to
+/// inputs and redefined Softmax over one axis; later opsets up to 23 changed
+/// nothing the importer reads, or changed it in ways it handles both of
+/// (Split's num_outputs and the Reduce* axes input in 18).
+constexpr int64_t kMinOpset = 13, kMaxOpset = 23;
+
+/// The element count of `shape`, or -1 when a dimension is negative or the
+/// count exceeds `limit`.
+int64_t checkedNumel(ArrayRef<int64_t> shape, int64_t limit) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return -1;
+    if (d != 0 && n > limit / d)
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/// Inputs and outputs each operator takes (ONNX's arity, optional inputs
+/// included); nodes are checked against it before anything reads them.
+struct Arity {
+  StringRef op;
+  int minIn, maxIn, minOut, maxOut;
+};
+constexpr int kMany = std::numeric_limits<int>::max();
+constexpr Arity kArity[] = {
+    {"Constant", 0, 0, 1, 1},       {"Identity", 1, 1, 1, 1},
+    {"Add", 2, 2, 1, 1},            {"Sub", 2, 2, 1, 1},
+    {"Mul", 2, 2, 1, 1},            {"Div", 2, 2, 1, 1},
+    {"Pow", 2, 2, 1, 1},            {"Equal", 2, 2, 1, 1},
+    {"Greater", 2, 2, 1, 1},        {"Less", 2, 2, 1, 1},
+    {"GreaterOrEqual", 2, 2, 1, 1}, {"LessOrEqual", 2, 2, 1, 1},
+    {"Relu", 1, 1, 1, 1},           {"Tanh", 1, 1, 1, 1},
+    {"Sigmoid", 1, 1, 1, 1},        {"Erf", 1, 1, 1, 1},
+    {"Exp", 1, 1, 1, 1},            {"Log", 1, 1, 1, 1},
+    {"Sqrt", 1, 1, 1, 1},           {"Neg", 1, 1, 1, 1},
+    {"Reciprocal", 1, 1, 1, 1},     {"Sin", 1, 1, 1, 1},
+    {"Cos", 1, 1, 1, 1},            {"Not", 1, 1, 1, 1},
+    {"Gemm", 2, 3, 1, 1},           {"MatMul", 2, 2, 1, 1},
+    {"Softmax", 1, 1, 1, 1},        {"LogSoftmax", 1, 1, 1, 1},
+    {"Transpose", 1, 1, 1, 1},      {"Shape", 1, 1, 1, 1},
+    {"Gather", 2, 2, 1, 1},         {"LayerNormalization", 2, 3, 1, 3},
+    {"Reshape", 2, 2, 1, 1},        {"Split", 1, 2, 1, kMany},
+    {"Where", 3, 3, 1, 1},          {"Unsqueeze", 1, 2, 1, 1},
+    {"Squeeze", 1, 2, 1, 1},        {"Concat", 1, kMany, 1, 1},
+    {"ReduceMean", 1, 2, 1, 1},     {"ReduceSum", 1, 2, 1, 1},
+    {"Slice", 3, 5, 1, 1},          {"Cast", 1, 1, 1, 1},
+    {"Trilu", 1, 2, 1, 1},          {"Range", 3, 3, 1, 1},
+    {"ConstantOfShape", 1, 1, 1, 1},
+};
 
 /// A value during import: an SSA value, or a host constant that folds
 /// (shape arithmetic, masks, small constants), materialised as an
@@ -60,6 +125,18 @@ public:
                             StringRef task, ArrayRef<std::string> frozen) {
     const onnx::GraphProto &g = model.graph();
     loc = FileLineColLoc::get(&ctx, path, 0, 0);
+    int64_t opset = -1;
+    for (const onnx::OperatorSetIdProto &o : model.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx")
+        opset = o.version();
+    if (opset < kMinOpset || opset > kMaxOpset)
+      return fail("the model " +
+                  (opset < 0 ? std::string("declares no opset of the default ONNX domain")
+                             : "uses opset " + std::to_string(opset)) +
+                  "; the importer implements opsets " + std::to_string(kMinOpset) + " to " +
+                  std::to_string(kMaxOpset) +
+                  " (export again with torch.onnx.export(..., opset_version=17))"),
+             nullptr;
     module = ModuleOp::create(loc);
     (*module)->setAttr("loom.model", b.getStringAttr(path));
     b.setInsertionPointToEnd(module->getBody());
@@ -71,7 +148,10 @@ public:
     for (const std::string &f : frozen)
       frozenSet.insert(f);
     for (const onnx::TensorProto &t : g.initializer()) {
-      inits.insert(t.name());
+      if (t.name().empty() || !inits.insert(t.name()).second)
+        return fail("initializer '" + t.name() + "' is " +
+                    (t.name().empty() ? "unnamed" : "defined twice")),
+               nullptr;
       if (!initializer(t, /*asConstant=*/frozenSet.contains(t.name())))
         return nullptr;
     }
@@ -87,6 +167,11 @@ public:
       RankedTensorType t;
       if (!valueType(in, t))
         return nullptr;
+      if (in.name().empty() || values.count(in.name()))
+        return fail("graph input '" + in.name() + "' is " +
+                    (in.name().empty() ? "unnamed" : "defined twice")),
+               nullptr;
+      values[in.name()] = Val{};
       args.push_back({in.name(), t});
     }
     if (args.empty())
@@ -113,6 +198,10 @@ public:
       else
         labelShape.push_back(outShape.dim(d).dim_value());
     }
+    if (declared && checkedNumel(labelShape, kMaxElements) < 0)
+      return fail("the output '" + g.output(0).name() + "' declares a negative or too large "
+                  "shape"),
+             nullptr;
     if (!declared)
       labelShape.assign(lm ? in.getShape().begin() : in.getShape().begin(),
                         lm ? in.getShape().end() : in.getShape().begin() + 1);
@@ -185,6 +274,9 @@ private:
                     "': export with static shapes (fixed batch and sequence)");
       shape.push_back(d.dim_value());
     }
+    if (checkedNumel(shape, kMaxElements) < 0)
+      return fail("input '" + v.name() + "' has shape " + shapeStr(shape) +
+                  ", which is negative or too large");
     Type elt = tt.elem_type() == onnx::TensorProto::FLOAT   ? Type(f32)
                : tt.elem_type() == onnx::TensorProto::INT64 ? Type(i64)
                                                             : Type();
@@ -195,43 +287,94 @@ private:
     return true;
   }
 
-  /// Reads an initializer's external data: only files in the model's own
-  /// folder (no absolute paths, no ".."), as the ONNX spec recommends.
+  /// Reads an initializer's external data: only regular files inside the
+  /// model's own folder, as the ONNX spec asks. The location is resolved
+  /// (symbolic links included) and must stay under the folder's resolved
+  /// path: a link to /etc/passwd, or through a linked directory, is refused.
   bool readExternal(onnx::TensorProto &t) {
     std::string location;
-    int64_t offset = 0, length = -1;
+    uint64_t offset = 0, length = 0;
+    bool hasLength = false;
     for (const auto &kv : t.external_data()) {
-      if (kv.key() == "location")
+      uint64_t *field = kv.key() == "offset" ? &offset : kv.key() == "length" ? &length : nullptr;
+      if (kv.key() == "location") {
         location = kv.value();
-      else if (kv.key() == "offset")
-        offset = std::atoll(kv.value().c_str());
-      else if (kv.key() == "length")
-        length = std::atoll(kv.value().c_str());
+      } else if (field) {
+        // Decimal digits only: "abc", "-1" or "1e3" are not byte counts.
+        if (kv.value().empty() || kv.value().size() > 19 ||
+            kv.value().find_first_not_of("0123456789") != std::string::npos ||
+            StringRef(kv.value()).getAsInteger(10, *field))
+          return fail("initializer '" + t.name() + "' has external data " + kv.key() + " '" +
+                      kv.value() + "'; expected a non-negative decimal byte count");
+        hasLength |= field == &length;
+      }
     }
     if (location.empty())
       return fail("initializer '" + t.name() + "' is external but names no file");
-    if (location[0] == '/' || StringRef(location).contains(".."))
+    if (location[0] == '/' || StringRef(location).contains("..") ||
+        location.find('\0') != std::string::npos)
       return fail("initializer '" + t.name() + "' points outside the model's folder ('" +
                   location + "'); external data is read only from that folder");
-    std::string file = modelDir.empty() ? location : modelDir + "/" + location;
-    std::ifstream in(file, std::ios::binary);
+    std::string file = (modelDir.empty() ? "." : modelDir) + "/" + location;
+    SmallString<256> dirReal, fileReal;
+    if (std::error_code ec = llvm::sys::fs::real_path(modelDir.empty() ? "." : modelDir, dirReal))
+      return fail("cannot resolve the model's folder '" + modelDir + "': " + ec.message());
+    if (std::error_code ec = llvm::sys::fs::real_path(file, fileReal))
+      return fail("cannot open external data '" + file + "' of initializer '" + t.name() +
+                  "': " + ec.message());
+    if (!StringRef(fileReal).starts_with(dirReal.str().str() + "/"))
+      return fail("initializer '" + t.name() + "' points outside the model's folder ('" +
+                  location + "' resolves to '" + fileReal.str().str() +
+                  "'); external data is read only from that folder");
+    if (!llvm::sys::fs::is_regular_file(fileReal))
+      return fail("external data '" + file + "' of initializer '" + t.name() +
+                  "' is not a regular file");
+    std::ifstream in(fileReal.str().str(), std::ios::binary);
     if (!in)
       return fail("cannot open external data '" + file + "' of initializer '" + t.name() +
                   "': " + std::strerror(errno));
     in.seekg(0, std::ios::end);
-    int64_t size = int64_t(in.tellg());
-    if (length < 0)
+    uint64_t size = uint64_t(std::max<std::streamoff>(0, in.tellg()));
+    if (offset > size || (hasLength && length > size - offset))
+      return fail("external data of '" + t.name() + "' lies outside '" + file + "' (offset " +
+                  std::to_string(offset) + ", length " + std::to_string(length) + ", file " +
+                  std::to_string(size) + " bytes)");
+    if (!hasLength)
       length = size - offset;
-    if (offset < 0 || offset + length > size)
-      return fail("external data of '" + t.name() + "' lies outside '" + file + "'");
+    // The bytes must also be what the tensor's shape asks for (checked
+    // before reading, so a huge length costs nothing).
+    int64_t n = checkedNumel(SmallVector<int64_t>(t.dims().begin(), t.dims().end()), kMaxElements);
+    size_t es = elementBytes(t.data_type());
+    if (n < 0 || es == 0 || length != uint64_t(n) * es)
+      return fail("external data of '" + t.name() + "' holds " + std::to_string(length) +
+                  " bytes; its shape and element type ask for " +
+                  (n < 0 || es == 0 ? std::string("an invalid size")
+                                    : std::to_string(uint64_t(n) * es)));
     std::string bytes(size_t(length), '\0');
-    in.seekg(offset);
-    in.read(bytes.data(), length);
-    t.set_raw_data(bytes);
+    in.seekg(std::streamoff(offset));
+    in.read(bytes.data(), std::streamsize(length));
+    if (!in || uint64_t(in.gcount()) != length)
+      return fail("cannot read " + std::to_string(length) + " bytes of external data '" + file +
+                  "' for initializer '" + t.name() + "'");
+    t.set_raw_data(std::move(bytes));
     return true;
   }
 
+  /// Bytes per element of the tensor types the importer reads; 0 otherwise.
+  static size_t elementBytes(int type) {
+    switch (type) {
+    case onnx::TensorProto::FLOAT: return 4;
+    case onnx::TensorProto::INT64: return 8;
+    case onnx::TensorProto::BOOL: return 1;
+    default: return 0;
+    }
+  }
+
   bool initializer(const onnx::TensorProto &t, bool asConstant = false) {
+    int elem = t.data_type();
+    if (elementBytes(elem) == 0)
+      return fail("initializer '" + t.name() + "' has element elem " + std::to_string(elem) +
+                  "; expected float, int64 or bool");
     if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL) {
       onnx::TensorProto loaded = t;
       if (!readExternal(loaded))
@@ -241,44 +384,58 @@ private:
       return initializer(loaded, asConstant);
     }
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    if (t.data_type() == onnx::TensorProto::INT64 ||
-        t.data_type() == onnx::TensorProto::BOOL ||
-        (t.data_type() == onnx::TensorProto::FLOAT && asConstant)) {
+    bool folds = elem != onnx::TensorProto::FLOAT || asConstant;
+    int64_t n = checkedNumel(shape, folds ? kMaxFolded : kMaxElements);
+    if (n < 0)
+      return fail("initializer '" + t.name() + "' has shape " + shapeStr(shape) +
+                  ", which is negative or larger than the importer takes" +
+                  (folds ? " for a constant (" + std::to_string(kMaxFolded) + " elements)"
+                         : std::string()));
+    // The data must be exactly what the shape asks for, in one of the two
+    // encodings, before anything is allocated for it.
+    const std::string &raw = t.raw_data();
+    size_t es = elementBytes(elem);
+    int typed = elem == onnx::TensorProto::INT64  ? t.int64_data_size()
+                : elem == onnx::TensorProto::BOOL ? t.int32_data_size()
+                                                  : t.float_data_size();
+    if (raw.empty() ? int64_t(typed) != n : raw.size() != size_t(n) * es)
+      return fail("initializer '" + t.name() + "' holds " +
+                  (raw.empty() ? std::to_string(typed) + " values"
+                               : std::to_string(raw.size()) + " bytes") +
+                  " for " + std::to_string(n) + " elements of shape " + shapeStr(shape));
+    if (folds) {
       Val v;
       v.isConst = true;
-      v.elem = t.data_type();
+      v.elem = elem;
       v.shape.assign(shape.begin(), shape.end());
-      v.data.resize(n);
-      const std::string &raw = t.raw_data();
+      v.data.resize(size_t(n));
       for (int64_t i = 0; i < n; ++i) {
-        if (t.data_type() == onnx::TensorProto::INT64)
-          v.data[i] = double(raw.empty() ? t.int64_data(i) : reinterpret_cast<const int64_t *>(raw.data())[i]);
-        else if (t.data_type() == onnx::TensorProto::BOOL)
-          v.data[i] = raw.empty() ? t.int32_data(i) : double(uint8_t(raw[i]));
-        else
-          v.data[i] = raw.empty() ? t.float_data(i) : reinterpret_cast<const float *>(raw.data())[i];
+        if (elem == onnx::TensorProto::INT64) {
+          int64_t x;
+          if (raw.empty())
+            x = t.int64_data(int(i));
+          else
+            std::memcpy(&x, raw.data() + i * 8, 8);
+          v.data[i] = double(x);
+        } else if (elem == onnx::TensorProto::BOOL) {
+          v.data[i] = raw.empty() ? double(t.int32_data(int(i)) != 0) : double(raw[i] != 0);
+        } else {
+          float x;
+          if (raw.empty())
+            x = t.float_data(int(i));
+          else
+            std::memcpy(&x, raw.data() + i * 4, 4);
+          v.data[i] = x;
+        }
       }
       values[t.name()] = v;
       return true;
     }
-    if (t.data_type() != onnx::TensorProto::FLOAT)
-      return fail("initializer '" + t.name() + "' has element type " +
-                  std::to_string(t.data_type()) + "; expected float or int64");
-    std::vector<float> data(n);
-    if (!t.raw_data().empty()) {
-      if (t.raw_data().size() != size_t(n) * 4)
-        return fail("initializer '" + t.name() + "' holds " +
-                    std::to_string(t.raw_data().size()) + " bytes for " +
-                    std::to_string(n) + " floats");
-      std::memcpy(data.data(), t.raw_data().data(), size_t(n) * 4);
-    } else if (t.float_data_size() == n) {
+    std::vector<float> data(static_cast<size_t>(n));
+    if (!raw.empty())
+      std::memcpy(data.data(), raw.data(), size_t(n) * 4);
+    else
       std::copy(t.float_data().begin(), t.float_data().end(), data.begin());
-    } else {
-      return fail("initializer '" + t.name() + "' has no data");
-    }
     auto type = RankedTensorType::get(shape, f32);
     std::string name = t.name();
     // PyTorch's eval-mode export names folded or merged weights onnx::...;
@@ -299,16 +456,169 @@ private:
   // Nodes
   //===--------------------------------------------------------------===//
 
+  //===--------------------------------------------------------------===//
+  // Shape rules shared by folding and conversion, each checking what the
+  // file declares (axes in range, sizes that add up) before using it.
+  //===--------------------------------------------------------------===//
+
+  /// `axis` in [-rank, rank) made non-negative.
+  bool normAxis(const onnx::NodeProto &n, int64_t &axis, int64_t rank, StringRef what = "axis") {
+    if (axis < -rank || axis >= rank)
+      return nodeFail(n, what.str() + " " + std::to_string(axis) + " is out of range for rank " +
+                             std::to_string(rank));
+    if (axis < 0)
+      axis += rank;
+    return true;
+  }
+  /// Distinct axes in range, made non-negative.
+  bool normAxes(const onnx::NodeProto &n, std::vector<int64_t> &axes, int64_t rank) {
+    for (int64_t &a : axes)
+      if (!normAxis(n, a, rank))
+        return false;
+    std::vector<int64_t> sorted = axes;
+    llvm::sort(sorted);
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return nodeFail(n, "repeats an axis");
+    return true;
+  }
+  /// An optional input that must fold to a constant when it is given:
+  /// `out` is null when absent; a named input that is undefined or computed
+  /// is an error, never "no value".
+  bool optionalConst(const onnx::NodeProto &n, int i, const Val *&out, StringRef what) {
+    out = nullptr;
+    if (i >= n.input_size() || n.input(i).empty())
+      return true;
+    if (!values.count(n.input(i)))
+      return nodeFail(n, what.str() + " input '" + n.input(i) + "' is not defined");
+    if (!(out = constInput(n, i)))
+      return nodeFail(n, what.str() + " input '" + n.input(i) + "' does not fold to a constant");
+    return true;
+  }
+  /// ONNX Reshape's target: 0 copies the input's dimension, one -1 is
+  /// inferred; the element count must be preserved.
+  bool reshapeTarget(const onnx::NodeProto &n, ArrayRef<int64_t> in, std::vector<int64_t> &shape) {
+    int64_t numel = checkedNumel(in, kMaxElements), known = 1, infer = -1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 0) {
+        if (d >= in.size())
+          return nodeFail(n, "target dimension " + std::to_string(d) +
+                                 " is 0 (copy) but the input has rank " + std::to_string(in.size()));
+        shape[d] = in[d];
+      }
+      if (shape[d] == -1) {
+        if (infer >= 0)
+          return nodeFail(n, "target shape has more than one -1");
+        infer = int64_t(d);
+        continue;
+      }
+      if (shape[d] < 0 || (shape[d] && known > kMaxElements / shape[d]))
+        return nodeFail(n, "target shape " + shapeStr(shape) + " is invalid");
+      known *= shape[d];
+    }
+    if (infer >= 0) {
+      if (known == 0 || numel % known)
+        return nodeFail(n, "cannot infer the -1 of " + shapeStr(shape) + " from " +
+                               std::to_string(numel) + " elements");
+      shape[infer] = numel / known;
+    } else if (known != numel) {
+      return nodeFail(n, "target shape " + shapeStr(shape) + " has " + std::to_string(known) +
+                             " elements, the input " + std::to_string(numel));
+    }
+    return true;
+  }
+  /// Unsqueeze inserts 1s at `axes` of the output; Squeeze drops `axes`
+  /// (which must be 1s), or every 1 when no axes are given.
+  bool squeezeShape(const onnx::NodeProto &n, bool unsqueeze, std::vector<int64_t> axes,
+                    std::vector<int64_t> &shape) {
+    if (unsqueeze) {
+      if (!normAxes(n, axes, int64_t(shape.size() + axes.size())))
+        return false;
+      llvm::sort(axes);
+      for (int64_t a : axes)
+        shape.insert(shape.begin() + a, 1);
+      return true;
+    }
+    if (!normAxes(n, axes, int64_t(shape.size())))
+      return false;
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+      bool drop = axes.empty() ? shape[d] == 1 : llvm::is_contained(axes, d);
+      if (drop && shape[d] != 1)
+        return nodeFail(n, "cannot squeeze dimension " + std::to_string(d) + " of size " +
+                               std::to_string(shape[d]));
+      if (!drop)
+        kept.push_back(shape[d]);
+    }
+    shape = kept;
+    return true;
+  }
+  /// ONNX Slice's starts/ends/axes/steps on `shape`, clamped as the spec
+  /// says, into per-dimension [lo, hi) with steps >= 1 and the result shape.
+  bool sliceBounds(const onnx::NodeProto &n, ArrayRef<int64_t> shape, const Val &starts,
+                   const Val &ends, const Val *axesV, const Val *stepsV,
+                   SmallVector<int64_t> &lo, SmallVector<int64_t> &hi,
+                   SmallVector<int64_t> &step, SmallVector<int64_t> &out) {
+    int64_t rank = int64_t(shape.size());
+    std::vector<int64_t> st = ints(starts), en = ints(ends);
+    std::vector<int64_t> axes = axesV ? ints(*axesV) : std::vector<int64_t>();
+    std::vector<int64_t> steps = stepsV ? ints(*stepsV) : std::vector<int64_t>();
+    if (en.size() != st.size() || (axesV && axes.size() != st.size()) ||
+        (stepsV && steps.size() != st.size()))
+      return nodeFail(n, "starts, ends, axes and steps differ in length");
+    if (axes.empty())
+      for (int64_t k = 0; k < int64_t(st.size()); ++k)
+        axes.push_back(k);
+    if (!normAxes(n, axes, rank))
+      return false;
+    lo.assign(rank, 0);
+    hi.assign(shape.begin(), shape.end());
+    step.assign(rank, 1);
+    for (size_t k = 0; k < st.size(); ++k) {
+      int64_t a = axes[k], dim = shape[a];
+      auto clampIdx = [&](int64_t v) {
+        if (v < 0)
+          v = v < -dim ? 0 : v + dim;
+        return std::min(v, dim);
+      };
+      step[a] = steps.empty() ? 1 : steps[k];
+      if (step[a] < 1)
+        return nodeFail(n, "negative or zero slice steps are not supported");
+      lo[a] = clampIdx(st[k]);
+      hi[a] = std::max(lo[a], clampIdx(en[k]));
+    }
+    out.clear();
+    for (int64_t d = 0; d < rank; ++d)
+      out.push_back((hi[d] - lo[d] + step[d] - 1) / step[d]);
+    return true;
+  }
+  /// A folded result must stay small enough to hold on the host.
+  bool foldable(const onnx::NodeProto &n, ArrayRef<int64_t> shape) {
+    if (checkedNumel(shape, kMaxFolded) < 0)
+      return nodeFail(n, "folds to a constant of shape " + shapeStr(shape) +
+                             ", which is negative or larger than the importer folds (" +
+                             std::to_string(kMaxFolded) + " elements)");
+    return true;
+  }
+
   /// Folds `n` over host constants; nullopt (and error set) when it cannot.
-  std::optional<Val> fold(const onnx::NodeProto &n) {
+  /// nullopt with `bad` false: not foldable, convert it instead; with
+  /// `bad` set: the node is invalid (error set). checkNode has run, so the
+  /// required inputs exist and (allConst) are constants.
+  std::optional<Val> fold(const onnx::NodeProto &n, bool &bad) {
     const std::string &op = n.op_type();
     auto in = [&](int i) -> const Val & { return *constInput(n, i); };
+    auto invalid = [&](const std::string &msg) -> std::optional<Val> {
+      bad = true;
+      nodeFail(n, msg);
+      return std::nullopt;
+    };
     Val r;
     auto elementwise = [&](auto f) -> std::optional<Val> {
       const Val &a = in(0), &c = in(1);
       if (a.numel() != 1 && c.numel() != 1 && a.shape != c.shape)
         return std::nullopt;
-      r = a.numel() >= c.numel() ? a : c;
+      r = a.numel() != c.numel() ? (a.numel() > c.numel() ? a : c)
+                                 : (a.shape.size() >= c.shape.size() ? a : c);
       for (int64_t i = 0; i < r.numel(); ++i)
         r.data[i] = f(a.data[a.numel() == 1 ? 0 : i], c.data[c.numel() == 1 ? 0 : i]);
       return r;
@@ -368,46 +678,45 @@ private:
     }
     if (op == "Unsqueeze" || op == "Squeeze") {
       r = in(0);
-      std::vector<int64_t> axes = n.input_size() > 1 ? ints(in(1)) : intsAttr(n, "axes");
-      if (op == "Unsqueeze") {
-        int64_t rank = int64_t(r.shape.size() + axes.size());
-        for (int64_t &a : axes)
-          if (a < 0)
-            a += rank;
-        llvm::sort(axes);
-        for (int64_t a : axes)
-          r.shape.insert(r.shape.begin() + a, 1);
-      } else {
-        std::vector<int64_t> s;
-        for (size_t d = 0; d < r.shape.size(); ++d)
-          if (axes.empty() ? r.shape[d] != 1
-                           : !llvm::is_contained(axes, int64_t(d)) &&
-                                 !llvm::is_contained(axes, int64_t(d) - int64_t(r.shape.size())))
-            s.push_back(r.shape[d]);
-        r.shape = s;
-      }
+      const Val *axesC;
+      if (!optionalConst(n, 1, axesC, "axes"))
+        return bad = true, std::nullopt;
+      if (!squeezeShape(n, op == "Unsqueeze", axesC ? ints(*axesC) : intsAttr(n, "axes"), r.shape))
+        return bad = true, std::nullopt;
       return r;
     }
     if (op == "Concat") {
+      // 1-d shape vectors only; anything else is converted.
+      for (int i = 0; i < n.input_size(); ++i)
+        if (in(i).shape.size() != 1)
+          return std::nullopt;
       r = in(0);
-      if (r.shape.size() != 1)
-        return std::nullopt;
       for (int i = 1; i < n.input_size(); ++i) {
         r.data.insert(r.data.end(), in(i).data.begin(), in(i).data.end());
         r.shape[0] += in(i).shape[0];
       }
+      if (!foldable(n, r.shape))
+        return bad = true, std::nullopt;
       return r;
     }
     if (op == "Gather") {
       const Val &data = in(0), &idx = in(1);
       if (intAttr(n, "axis", 0) != 0 || data.shape.empty())
         return std::nullopt;
-      int64_t inner = data.numel() / data.shape[0];
+      int64_t rows = data.shape[0], inner = 1;
+      for (size_t d = 1; d < data.shape.size(); ++d)
+        inner *= data.shape[d];
       r.elem = data.elem;
       r.shape = idx.shape;
       r.shape.insert(r.shape.end(), data.shape.begin() + 1, data.shape.end());
-      for (double i : idx.data) {
-        int64_t row = int64_t(i) < 0 ? int64_t(i) + data.shape[0] : int64_t(i);
+      if (!foldable(n, r.shape))
+        return bad = true, std::nullopt;
+      for (int64_t row : ints(idx)) {
+        if (row < -rows || row >= rows)
+          return invalid("index " + std::to_string(row) + " is out of range for " +
+                         std::to_string(rows) + " rows");
+        if (row < 0)
+          row += rows;
         r.data.insert(r.data.end(), data.data.begin() + row * inner,
                       data.data.begin() + (row + 1) * inner);
       }
@@ -417,10 +726,15 @@ private:
       // A causal mask built in forward (torch.tril of ones): keep the band
       // j - i >= k (upper) or j - i <= k (lower) of the last two dims.
       r = in(0);
-      int64_t k = n.input_size() > 1 && !n.input(1).empty() ? int64_t(in(1).data[0]) : 0;
+      const Val *kC;
+      if (!optionalConst(n, 1, kC, "k"))
+        return bad = true, std::nullopt;
+      if (kC && kC->numel() != 1)
+        return invalid("k must be a scalar");
+      int64_t k = kC ? ints(*kC)[0] : 0;
       bool upper = intAttr(n, "upper", 1) != 0;
       if (r.shape.size() < 2)
-        return nodeFail(n, "Trilu needs a matrix"), std::nullopt;
+        return invalid("Trilu needs a matrix");
       int64_t rows = r.shape[r.shape.size() - 2], cols = r.shape.back();
       for (int64_t i = 0; i < r.numel(); ++i) {
         int64_t row = (i / cols) % rows, col = i % cols;
@@ -430,62 +744,45 @@ private:
       return r;
     }
     if (op == "Range") {
+      for (int i = 0; i < 3; ++i)
+        if (in(i).numel() != 1 || !std::isfinite(in(i).data[0]))
+          return invalid("start, limit and delta must be finite scalars");
       double start = in(0).data[0], limit = in(1).data[0], delta = in(2).data[0];
+      if (delta == 0)
+        return invalid("delta is 0");
+      // ONNX: max(ceil((limit - start) / delta), 0) elements.
+      double count = std::max(0.0, std::ceil((limit - start) / delta));
+      if (count > double(kMaxFolded))
+        return invalid("folds to " + std::to_string(int64_t(count)) +
+                       " elements, more than the importer folds (" + std::to_string(kMaxFolded) + ")");
       r.elem = in(0).elem;
-      for (double x = start; delta > 0 ? x < limit : x > limit; x += delta)
-        r.data.push_back(x);
+      for (int64_t i = 0; i < int64_t(count); ++i)
+        r.data.push_back(start + double(i) * delta);
       r.shape = {int64_t(r.data.size())};
       return r;
     }
     if (op == "Reshape") {
       r = in(0);
+      if (in(1).shape.size() != 1)
+        return invalid("the target shape must be 1-d");
       std::vector<int64_t> shape = ints(in(1));
-      int64_t known = 1, infer = -1;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] == 0)
-          shape[d] = r.shape[d];
-        if (shape[d] == -1)
-          infer = int64_t(d);
-        else
-          known *= shape[d];
-      }
-      if (infer >= 0)
-        shape[infer] = r.numel() / known;
+      if (!reshapeTarget(n, r.shape, shape))
+        return bad = true, std::nullopt;
       r.shape = shape;
       return r;
     }
     if (op == "Slice") {
-      // N-d slice with constant starts/ends/axes/steps.
       const Val &data = in(0);
-      std::vector<int64_t> starts = ints(in(1)), ends = ints(in(2)), axes, steps;
-      if (n.input_size() > 3 && !n.input(3).empty())
-        axes = ints(in(3));
-      if (n.input_size() > 4 && !n.input(4).empty())
-        steps = ints(in(4));
+      const Val *axesC, *stepsC;
+      if (!optionalConst(n, 3, axesC, "axes") || !optionalConst(n, 4, stepsC, "steps"))
+        return bad = true, std::nullopt;
+      SmallVector<int64_t> lo, hi, st, out;
+      if (!sliceBounds(n, data.shape, in(1), in(2), axesC, stepsC, lo, hi, st, out))
+        return bad = true, std::nullopt;
       int64_t rank = int64_t(data.shape.size());
-      std::vector<int64_t> lo(rank, 0), hi(data.shape), st(rank, 1);
-      for (size_t k = 0; k < starts.size(); ++k) {
-        int64_t a = axes.empty() ? int64_t(k) : axes[k];
-        if (a < 0)
-          a += rank;
-        int64_t dim = data.shape[a];
-        auto clampIdx = [&](int64_t x) {
-          if (x < -dim)
-            return int64_t(0);
-          if (x < 0)
-            x += dim;
-          return std::max<int64_t>(0, std::min(x, dim));
-        };
-        lo[a] = clampIdx(starts[k]);
-        hi[a] = clampIdx(ends[k]);
-        st[a] = steps.empty() ? 1 : steps[k];
-        if (st[a] != 1)
-          return std::nullopt;
-      }
       r.elem = data.elem;
-      for (int64_t d = 0; d < rank; ++d)
-        r.shape.push_back(std::max<int64_t>(0, hi[d] - lo[d]));
-      std::vector<int64_t> idx(rank, 0), strides(rank, 1);
+      r.shape.assign(out.begin(), out.end());
+      std::vector<int64_t> strides(rank, 1);
       for (int64_t d = rank - 2; d >= 0; --d)
         strides[d] = strides[d + 1] * data.shape[d + 1];
       int64_t total = r.numel();
@@ -494,26 +791,50 @@ private:
         for (int64_t d = rank - 1; d >= 0; --d) {
           int64_t c = rem % r.shape[d];
           rem /= r.shape[d];
-          off += (lo[d] + c) * strides[d];
+          off += (lo[d] + c * st[d]) * strides[d];
         }
         r.data.push_back(data.data[off]);
       }
       return r;
     }
     if (op == "ConstantOfShape") {
+      if (in(0).shape.size() != 1)
+        return invalid("the shape must be 1-d");
       std::vector<int64_t> shape = ints(in(0));
+      if (!foldable(n, shape))
+        return bad = true, std::nullopt;
       const auto *v = attr(n, "value");
       r.elem = v ? v->t().data_type() : onnx::TensorProto::FLOAT;
       double x = 0;
       if (v) {
         const auto &t = v->t();
         const std::string &raw = t.raw_data();
-        x = r.elem == onnx::TensorProto::INT64
-                ? double(raw.empty() ? t.int64_data(0) : *reinterpret_cast<const int64_t *>(raw.data()))
-                : double(raw.empty() ? t.float_data(0) : *reinterpret_cast<const float *>(raw.data()));
+        size_t es = elementBytes(r.elem);
+        if (r.elem != onnx::TensorProto::INT64 && r.elem != onnx::TensorProto::FLOAT)
+          return invalid("value must be a float or int64 tensor");
+        bool has = raw.empty() ? (r.elem == onnx::TensorProto::INT64 ? t.int64_data_size()
+                                                                      : t.float_data_size()) == 1
+                               : raw.size() == es;
+        if (!has)
+          return invalid("value must hold exactly one element");
+        if (r.elem == onnx::TensorProto::INT64) {
+          int64_t y = 0;
+          if (raw.empty())
+            y = t.int64_data(0);
+          else
+            std::memcpy(&y, raw.data(), 8);
+          x = double(y);
+        } else {
+          float y = 0;
+          if (raw.empty())
+            y = t.float_data(0);
+          else
+            std::memcpy(&y, raw.data(), 4);
+          x = y;
+        }
       }
       r.shape = shape;
-      r.data.assign(r.numel(), x);
+      r.data.assign(size_t(r.numel()), x);
       return r;
     }
     return std::nullopt;
@@ -582,13 +903,15 @@ private:
     values[n.output(out)] = std::move(v);
   }
   /// Integer values of a host constant. Constants are held as doubles;
-  /// ONNX's "to the end" bounds (INT64_MAX / INT64_MIN) saturate.
+  /// ONNX's "to the end" bounds (INT64_MAX / INT64_MIN) saturate, and NaN
+  /// (an integer division by zero folded) becomes INT64_MIN, which every
+  /// shape and axis check refuses.
   std::vector<int64_t> ints(const Val &v) {
     std::vector<int64_t> r;
     for (double x : v.data)
-      r.push_back(x >= 9.2e18    ? std::numeric_limits<int64_t>::max()
-                  : x <= -9.2e18 ? std::numeric_limits<int64_t>::min()
-                                 : int64_t(x));
+      r.push_back(x >= 9.2e18                  ? std::numeric_limits<int64_t>::max()
+                  : x <= -9.2e18 || x != x     ? std::numeric_limits<int64_t>::min()
+                                               : int64_t(x));
     return r;
   }
   std::vector<int64_t> intsAttr(const onnx::NodeProto &n, StringRef name) {
@@ -631,10 +954,43 @@ private:
     return true;
   }
 
-  bool convert(const onnx::NodeProto &n) {
+  /// What every node must satisfy before any of its fields is read: a
+  /// known operator, its arity, required inputs named, and outputs that are
+  /// new names (ONNX graphs are SSA; a second definition is not an update).
+  bool checkNode(const onnx::NodeProto &n) {
     const std::string &op = n.op_type();
     if (n.domain() != "" && n.domain() != "ai.onnx")
       return nodeFail(n, "operator domain '" + n.domain() + "' is not supported");
+    const Arity *a = llvm::find_if(kArity, [&](const Arity &x) { return x.op == op; });
+    if (a == std::end(kArity))
+      return nodeFail(n, "operator not supported by the ONNX importer yet");
+    auto range = [](int lo, int hi) {
+      return lo == hi ? std::to_string(lo)
+                      : std::to_string(lo) + (hi == kMany ? " or more" : " to " + std::to_string(hi));
+    };
+    if (n.input_size() < a->minIn || n.input_size() > a->maxIn)
+      return nodeFail(n, "has " + std::to_string(n.input_size()) + " inputs; " + op + " takes " +
+                             range(a->minIn, a->maxIn));
+    for (int i = 0; i < a->minIn; ++i)
+      if (n.input(i).empty())
+        return nodeFail(n, "required input #" + std::to_string(i) + " is empty");
+    if (n.output_size() < a->minOut || n.output_size() > a->maxOut)
+      return nodeFail(n, "has " + std::to_string(n.output_size()) + " outputs; " + op +
+                             " gives " + range(a->minOut, a->maxOut));
+    if (n.output(0).empty())
+      return nodeFail(n, "its first output is unnamed");
+    llvm::StringSet<> mine;
+    for (const std::string &o : n.output())
+      if (!o.empty() && (values.count(o) || !mine.insert(o).second))
+        return nodeFail(n, "output '" + o + "' is already defined (by a graph input, an "
+                           "initializer or an earlier output): ONNX graphs define each name once");
+    return true;
+  }
+
+  bool convert(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    if (!checkNode(n))
+      return false;
     if (op == "Constant") {
       const auto *v = attr(n, "value");
       if (!v || !v->has_t())
@@ -650,10 +1006,13 @@ private:
     }
     if (n.input_size() && allConst(n) && n.output_size() == 1) {
       // Shape arithmetic and masks fold on the host.
-      if (auto folded = fold(n)) {
+      bool bad = false;
+      if (auto folded = fold(n, bad)) {
         defineConst(n, 0, *folded);
         return true;
       }
+      if (bad)
+        return false;
     }
     if (op == "Add")
       return binary(n, [&](Type t, Value l, Value r) { return AddOp::create(b, loc, t, l, r); });
@@ -717,7 +1076,11 @@ private:
       Value x;
       if (!input(n, 0, x))
         return false;
-      define(n, SoftmaxOp::create(b, loc, x.getType(), x, b.getI64IntegerAttr(intAttr(n, "axis", -1)),
+      // Checked, but kept as written (-1 stays -1 in the IR).
+      int64_t axis = intAttr(n, "axis", -1), checked = axis;
+      if (!normAxis(n, checked, tt(x).getRank()))
+        return false;
+      define(n, SoftmaxOp::create(b, loc, x.getType(), x, b.getI64IntegerAttr(axis),
                                   op == "LogSoftmax" ? b.getUnitAttr() : UnitAttr()));
       return true;
     }
@@ -732,7 +1095,15 @@ private:
       else
         for (int64_t i = tt(x).getRank() - 1; i >= 0; --i)
           perm.push_back(i);
-      SmallVector<int64_t> shape;
+      SmallVector<int64_t> shape, sorted(perm);
+      llvm::sort(sorted);
+      for (auto [i, q] : llvm::enumerate(sorted))
+        if (q != int64_t(i))
+          return nodeFail(n, "perm is not a permutation of the input's " +
+                                 std::to_string(tt(x).getRank()) + " dimensions");
+      if (int64_t(perm.size()) != tt(x).getRank())
+        return nodeFail(n, "perm is not a permutation of the input's " +
+                               std::to_string(tt(x).getRank()) + " dimensions");
       for (int64_t q : perm)
         shape.push_back(tt(x).getDimSize(q));
       define(n, TransposeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
@@ -797,18 +1168,8 @@ private:
       if (!shapeC)
         return nodeFail(n, "the target shape does not fold to a constant");
       std::vector<int64_t> shape = ints(*shapeC);
-      auto in = tt(x).getShape();
-      int64_t known = 1, infer = -1;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] == 0)
-          shape[d] = in[d];
-        if (shape[d] == -1)
-          infer = int64_t(d);
-        else
-          known *= shape[d];
-      }
-      if (infer >= 0)
-        shape[infer] = tt(x).getNumElements() / known;
+      if (shapeC->shape.size() != 1 || !reshapeTarget(n, tt(x).getShape(), shape))
+        return shapeC->shape.size() == 1 ? false : nodeFail(n, "the target shape must be 1-d");
       define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
       return true;
     }
@@ -817,15 +1178,27 @@ private:
       if (!input(n, 0, x))
         return false;
       int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
-      if (axis < 0)
-        axis += rank;
-      std::vector<int64_t> sizes;
-      if (const Val *sp = constInput(n, 1))
-        sizes = ints(*sp);
-      else
-        sizes = intsAttr(n, "split");
-      if (sizes.empty())
-        sizes.assign(n.output_size(), tt(x).getDimSize(axis) / n.output_size());
+      if (!normAxis(n, axis, rank))
+        return false;
+      const Val *sp;
+      if (!optionalConst(n, 1, sp, "split"))
+        return false;
+      std::vector<int64_t> sizes = sp ? ints(*sp) : intsAttr(n, "split");
+      int64_t dim = tt(x).getDimSize(axis), parts = n.output_size();
+      if (sizes.empty()) {
+        // Equal parts; opset 18's num_outputs makes the last one smaller
+        // when they do not divide the dimension.
+        int64_t chunk = (dim + parts - 1) / parts;
+        for (int64_t i = 0; i < parts; ++i)
+          sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
+      }
+      int64_t sum = 0;
+      for (int64_t sz : sizes)
+        sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
+      if (int64_t(sizes.size()) != parts || sum != dim)
+        return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not divide dimension " +
+                               std::to_string(axis) + " (" + std::to_string(dim) + ") into " +
+                               std::to_string(parts) + " outputs");
       int64_t offset = 0;
       for (int i = 0; i < n.output_size(); ++i) {
         SmallVector<int64_t> start(rank, 0), limit(tt(x).getShape()), step(rank, 1),
@@ -834,6 +1207,8 @@ private:
         limit[axis] = offset + sizes[i];
         shape[axis] = sizes[i];
         offset += sizes[i];
+        if (n.output(i).empty())
+          continue;
         values[n.output(i)] = Val{SliceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
                                                   b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
                                                   b.getDenseI64ArrayAttr(step))};
@@ -855,29 +1230,12 @@ private:
       Value x;
       if (!input(n, 0, x))
         return false;
-      std::vector<int64_t> axes;
-      if (const Val *c = constInput(n, 1))
-        axes = ints(*c);
-      else
-        axes = intsAttr(n, "axes");
+      const Val *axesC;
+      if (!optionalConst(n, 1, axesC, "axes"))
+        return false;
       std::vector<int64_t> shape(tt(x).getShape().begin(), tt(x).getShape().end());
-      if (op == "Unsqueeze") {
-        int64_t rank = int64_t(shape.size() + axes.size());
-        for (int64_t &a : axes)
-          if (a < 0)
-            a += rank;
-        llvm::sort(axes);
-        for (int64_t a : axes)
-          shape.insert(shape.begin() + a, 1);
-      } else {
-        int64_t rank = int64_t(shape.size());
-        std::vector<int64_t> kept;
-        for (int64_t d = 0; d < rank; ++d)
-          if (axes.empty() ? shape[d] != 1
-                           : !llvm::is_contained(axes, d) && !llvm::is_contained(axes, d - rank))
-            kept.push_back(shape[d]);
-        shape = kept;
-      }
+      if (!squeezeShape(n, op == "Unsqueeze", axesC ? ints(*axesC) : intsAttr(n, "axes"), shape))
+        return false;
       define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
       return true;
     }
@@ -890,12 +1248,20 @@ private:
         ins.push_back(v);
       }
       int64_t rank = tt(ins[0]).getRank(), axis = intAttr(n, "axis", 0);
-      if (axis < 0)
-        axis += rank;
+      if (!normAxis(n, axis, rank))
+        return false;
       SmallVector<int64_t> shape(tt(ins[0]).getShape());
       shape[axis] = 0;
-      for (Value v : ins)
-        shape[axis] += tt(v).getDimSize(axis);
+      for (Value v : ins) {
+        auto vs = tt(v).getShape();
+        for (int64_t d = 0; d < rank; ++d)
+          if (int64_t(vs.size()) != rank || tt(v).getElementType() != tt(ins[0]).getElementType() ||
+              (d != axis && vs[d] != shape[d]))
+            return nodeFail(n, "inputs " + shapeStr(tt(ins[0]).getShape()) + " and " +
+                                   shapeStr(vs) + " do not concatenate along axis " +
+                                   std::to_string(axis));
+        shape[axis] += vs[axis];
+      }
       define(n, ConcatOp::create(b, loc, RankedTensorType::get(shape, tt(ins[0]).getElementType()), ins,
                                  b.getI64IntegerAttr(axis)));
       return true;
@@ -904,18 +1270,18 @@ private:
       Value x;
       if (!input(n, 0, x))
         return false;
-      std::vector<int64_t> axes = intsAttr(n, "axes");
-      if (const Val *c = constInput(n, 1))
-        axes = ints(*c);
+      const Val *axesC;
+      if (!optionalConst(n, 1, axesC, "axes"))
+        return false;
+      std::vector<int64_t> axes = axesC ? ints(*axesC) : intsAttr(n, "axes");
       int64_t rank = tt(x).getRank();
       if (axes.empty())
         for (int64_t d = 0; d < rank; ++d)
           axes.push_back(d);
       bool keep = intAttr(n, "keepdims", 1);
       SmallVector<int64_t> shape;
-      for (int64_t &a : axes)
-        if (a < 0)
-          a += rank;
+      if (!normAxes(n, axes, rank))
+        return false;
       for (int64_t d = 0; d < rank; ++d) {
         if (!llvm::is_contained(axes, d))
           shape.push_back(tt(x).getDimSize(d));
@@ -931,37 +1297,14 @@ private:
       Value x;
       if (!input(n, 0, x))
         return false;
-      const Val *st = constInput(n, 1), *en = constInput(n, 2);
-      const Val *ax = n.input_size() > 3 ? constInput(n, 3) : nullptr;
-      const Val *sp = n.input_size() > 4 ? constInput(n, 4) : nullptr;
-      if (!st || !en || (n.input_size() > 3 && !n.input(3).empty() && !ax) ||
-          (n.input_size() > 4 && !n.input(4).empty() && !sp))
+      const Val *st = constInput(n, 1), *en = constInput(n, 2), *ax, *sp;
+      if (!st || !en)
         return nodeFail(n, "slice bounds do not fold to constants");
-      auto shape = tt(x).getShape();
-      int64_t rank = int64_t(shape.size());
-      SmallVector<int64_t> lo(rank, 0), hi(shape), step(rank, 1), out(shape);
-      std::vector<int64_t> starts = ints(*st), ends = ints(*en);
-      std::vector<int64_t> axes = ax ? ints(*ax) : std::vector<int64_t>();
-      std::vector<int64_t> steps = sp ? ints(*sp) : std::vector<int64_t>();
-      for (size_t k = 0; k < starts.size(); ++k) {
-        int64_t a = axes.empty() ? int64_t(k) : axes[k];
-        if (a < 0)
-          a += rank;
-        int64_t dim = shape[a];
-        auto clampIdx = [&](int64_t v) {
-          if (v < -dim)
-            return int64_t(0);
-          if (v < 0)
-            v += dim;
-          return std::max<int64_t>(0, std::min(v, dim));
-        };
-        lo[a] = clampIdx(starts[k]);
-        hi[a] = std::max(lo[a], clampIdx(ends[k]));
-        step[a] = steps.empty() ? 1 : steps[k];
-        if (step[a] < 1)
-          return nodeFail(n, "negative or zero slice steps are not supported");
-        out[a] = (hi[a] - lo[a] + step[a] - 1) / step[a];
-      }
+      if (!optionalConst(n, 3, ax, "axes") || !optionalConst(n, 4, sp, "steps"))
+        return false;
+      SmallVector<int64_t> lo, hi, step, out;
+      if (!sliceBounds(n, tt(x).getShape(), *st, *en, ax, sp, lo, hi, step, out))
+        return false;
       define(n, SliceOp::create(b, loc, RankedTensorType::get(out, tt(x).getElementType()), x,
                                 b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
                                 b.getDenseI64ArrayAttr(step)));

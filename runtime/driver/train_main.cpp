@@ -512,6 +512,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     // bucket, then keeps its block.
     std::vector<std::vector<float>> full(p->num_globals);
     std::vector<loomrt_tensor_ref> fromWeights;
+    std::vector<std::pair<float *, const loomrt_global_desc *>> splats;
     auto ref = [](const loomrt_global_desc &g, void *data) {
       loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, data};
       for (int d = 0; d < g.rank; ++d)
@@ -527,8 +528,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
           const loomrt_global_desc &m = g.members[k];
           TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, full[i].data() + off, numel(m)),
               std::string("initialising ") + m.name);
-          if (m.from_weights)
+          if (m.from_weights == 1)
             fromWeights.push_back(ref(m, full[i].data() + off));
+          else if (m.from_weights == 2)
+            splats.push_back({full[i].data() + off, &m});
           off += numel(m);
         }
         continue;
@@ -538,11 +541,16 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
                           reinterpret_cast<float *>(host[i].data()), numel(g)),
           std::string("initialising ") + g.name);
-      if (g.from_weights)
+      if (g.from_weights == 1)
         fromWeights.push_back(ref(g, host[i].data()));
+      else if (g.from_weights == 2)
+        splats.push_back({reinterpret_cast<float *>(host[i].data()), &g});
     }
     // Imported values overwrite their stand-in draws (drawn anyway, so the
     // other parameters get the same values under either --init).
+    if (f.init == "model")
+      for (auto [data, g] : splats)
+        std::fill(data, data + numel(*g), float(g->splat));
     if (f.init == "model" && (p->weights || !f.weights.empty()) && !fromWeights.empty()) {
       std::string file = f.weights.empty() ? besideExecutable(p->weights) : f.weights;
       TRY(loomrt_checkpoint_load(file.c_str(), fromWeights.data(), fromWeights.size()),

@@ -16,9 +16,10 @@ extern "C" {
 
 /* A parameter or state buffer: initialised with init_kind (the dialect's
  * #loom.init: 0 zeros, 1 ones, 2 normal(a, b), 3 uniform(a, b)); integer
- * buffers (step counters) start at zero. A parameter with from_weights set
- * starts from the program's weights file (an imported model's values);
- * init_kind is then what --init=random draws instead.
+ * buffers (step counters) start at zero. A parameter with from_weights 1
+ * starts from the program's weights file (an imported model's values), one
+ * with from_weights 2 from `splat`; init_kind is then what --init=random
+ * draws instead.
  * A ZeRO-3 parameter shard (num_members > 0) is this rank's block of the
  * concatenation of its members (each described like a parameter and
  * initialised the same way on every rank, in order), zero-padded to
@@ -41,6 +42,11 @@ typedef struct loomrt_global_desc {
    * (0: none; an offloaded parameter's device working copy). */
   loomrt_mem_space space;
   int mirror_of;
+  /* from_weights == 2: an imported value that is one number repeated (a
+   * splat: layer-norm ones, zero biases), filled in rather than stored in
+   * the weights file, so a small model file cannot make loomc write
+   * gigabytes. */
+  double splat;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -49,7 +55,7 @@ typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 5
+#define LOOMRT_TRAIN_ABI 6
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */

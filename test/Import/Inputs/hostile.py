@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Malformed and hostile ONNX models, written with protoc's text format (no
+onnx package needed), and what loomc must say about each.
+
+    hostile.py run LOOMC WORKDIR      # every case: loomc must exit 1 with a
+                                      # one-line error (never 0, never a signal)
+    hostile.py model NAME OUT.onnx    # write one model (the injection tests)
+
+`run` prints one line per case, `NAME: <loomc's error line>`, for FileCheck,
+and exits non-zero if any case crashed, hung, succeeded or printed no error.
+"""
+import os
+import subprocess
+import sys
+
+PROTO = "/usr/include/onnx"
+
+# A valid classifier: x [2, 4] @ w [4, 3] -> logits [2, 3]; cases edit it.
+W = "initializer { name: \"w\" dims: 4 dims: 3 data_type: 1 " + \
+    " ".join(f"float_data: {i * 0.1:.1f}" for i in range(12)) + " }"
+X = 'input { name: "x" type { tensor_type { elem_type: 1 shape { dim { dim_value: 2 } dim { dim_value: 4 } } } } }'
+OUT = 'output { name: "y" type { tensor_type { elem_type: 1 shape { dim { dim_value: 2 } dim { dim_value: 3 } } } } }'
+MATMUL = 'node { input: "x" input: "w" output: "y" name: "mm" op_type: "MatMul" }'
+
+
+def model(nodes=(MATMUL,), inits=(W,), inputs=(X,), outputs=(OUT,), opset="opset_import { version: 17 }"):
+    graph = " ".join(list(nodes) + list(inits) + list(inputs) + list(outputs))
+    return f'ir_version: 8 {opset} graph {{ name: "g" {graph} }}'
+
+
+def i64(name, dims, values=None, raw=None):
+    d = " ".join(f"dims: {x}" for x in dims)
+    data = "" if values is None else " ".join(f"int64_data: {v}" for v in values)
+    if raw is not None:
+        data = f'raw_data: "{raw}"'
+    return f'initializer {{ name: "{name}" {d} data_type: 7 {data} }}'
+
+
+def node(op, ins, outs, name="n", attrs=""):
+    i = " ".join(f'input: "{x}"' for x in ins)
+    o = " ".join(f'output: "{x}"' for x in outs)
+    return f'node {{ {i} {o} name: "{name}" op_type: "{op}" {attrs} }}'
+
+
+def ints_attr(name, values):
+    return f'attribute {{ name: "{name}" type: INTS ' + " ".join(f"ints: {v}" for v in values) + " }"
+
+
+def int_attr(name, v):
+    return f'attribute {{ name: "{name}" type: INT i: {v} }}'
+
+
+def then(*nodes):
+    """`nodes` compute a constant `c`; y = x @ w + (c folded into nothing):
+    the folding runs, its result is unused."""
+    return list(nodes) + [MATMUL]
+
+
+def external(location, offset="0", length=None):
+    kv = f'external_data {{ key: "location" value: "{location}" }} external_data {{ key: "offset" value: "{offset}" }}'
+    if length is not None:
+        kv += f' external_data {{ key: "length" value: "{length}" }}'
+    return f'initializer {{ name: "w" dims: 4 dims: 3 data_type: 1 data_location: EXTERNAL {kv} }}'
+
+
+INJECTED = 'w\\" + (system(\\"touch PWNED\\") & 0) + sizeof \\"'
+
+CASES = {
+    # Arity: inputs and outputs are counted before they are read.
+    "add_one_input": model(then(node("Add", ["x"], ["c"]))),
+    "range_one_input": model(then(node("Range", ["s"], ["c"])), inits=(W, i64("s", [], [0]))),
+    "concat_no_input": model(then(node("Concat", [], ["c"], attrs=int_attr("axis", 0)))),
+    "node_without_outputs": model(then(node("Relu", ["x"], []))),
+    "split_no_outputs": model(then(node("Split", ["x"], []))),
+    "empty_required_input": model(then(node("Mul", ["", "x"], ["c"]))),
+    # Data that is not there, or not as much as the shape says.
+    "int64_init_no_data": model(then(node("Identity", ["s"], ["c"])), inits=(W, i64("s", [3]))),
+    "int64_init_short": model(then(node("Identity", ["s"], ["c"])), inits=(W, i64("s", [4], [1, 2]))),
+    "int64_raw_short": model(then(node("Identity", ["s"], ["c"])), inits=(W, i64("s", [4], raw="\\001\\000"))),
+    "float_init_huge": model(inits=('initializer { name: "w" dims: 1000000 dims: 1000000 data_type: 1 }',)),
+    "float_init_negative_dim": model(inits=('initializer { name: "w" dims: -3 dims: 3 data_type: 1 }',)),
+    "dims_overflow": model(inits=('initializer { name: "w" dims: 4294967296 dims: 4294967296 dims: 4294967296 data_type: 1 }',)),
+    "constantofshape_no_value_data": model(then(
+        node("ConstantOfShape", ["s"], ["c"], attrs='attribute { name: "value" type: TENSOR t { dims: 1 data_type: 7 } }')),
+        inits=(W, i64("s", [1], [4]))),
+    "constantofshape_huge": model(then(node("ConstantOfShape", ["s"], ["c"])),
+                                  inits=(W, i64("s", [2], [1000000, 1000000]))),
+    "range_delta_zero": model(then(node("Range", ["a", "b", "d"], ["c"])),
+                              inits=(W, i64("a", [], [0]), i64("b", [], [10]), i64("d", [], [0]))),
+    "range_huge": model(then(node("Range", ["a", "b", "d"], ["c"])),
+                        inits=(W, i64("a", [], [0]), i64("b", [], [4000000000000]), i64("d", [], [1]))),
+    # Indices and axes out of range.
+    "gather_index_past_end": model(then(node("Gather", ["t", "i"], ["c"])),
+                                   inits=(W, i64("t", [3], [1, 2, 3]), i64("i", [1], [5]))),
+    "gather_index_negative": model(then(node("Gather", ["t", "i"], ["c"])),
+                                   inits=(W, i64("t", [3], [1, 2, 3]), i64("i", [1], [-7]))),
+    "gather_empty_table": model(then(node("Gather", ["t", "i"], ["c"])),
+                                inits=(W, i64("t", [0, 2]), i64("i", [1], [0]))),
+    "slice_axis_out_of_range": model(then(node("Slice", ["t", "s", "e", "a"], ["c"])),
+                                     inits=(W, i64("t", [3], [1, 2, 3]), i64("s", [1], [0]),
+                                            i64("e", [1], [2]), i64("a", [1], [5]))),
+    "unsqueeze_axis_out_of_range": model(then(node("Unsqueeze", ["t", "a"], ["c"])),
+                                         inits=(W, i64("t", [3], [1, 2, 3]), i64("a", [1], [10]))),
+    "unsqueeze_axes_undefined": model([node("Unsqueeze", ["x", "nope"], ["u"]),
+                                       node("Reshape", ["u", "s"], ["r"]),
+                                       node("MatMul", ["r", "w"], ["y"], name="mm")],
+                                      inits=(W, i64("s", [2], [2, 4]))),
+    "squeeze_not_one": model(then(node("Squeeze", ["t", "a"], ["c"])),
+                             inits=(W, i64("t", [3], [1, 2, 3]), i64("a", [1], [0]))),
+    "reshape_zero_and_infer": model(then(node("Reshape", ["t", "s"], ["c"])),
+                                    inits=(W, i64("t", [0]), i64("s", [2], [0, -1]))),
+    "reshape_wrong_count": model([node("Reshape", ["x", "s"], ["r"]), node("MatMul", ["r", "w"], ["y"], name="mm")],
+                                 inits=(W, i64("s", [2], [3, 3]))),
+    "transpose_bad_perm": model([node("Transpose", ["x"], ["t"], attrs=ints_attr("perm", [0, 5])),
+                                 node("MatMul", ["t", "w"], ["y"], name="mm")]),
+    "softmax_axis_out_of_range": model([node("MatMul", ["x", "w"], ["m"], name="mm"),
+                                        node("Softmax", ["m"], ["y"], attrs=int_attr("axis", 7))]),
+    "concat_mismatched": model([node("Concat", ["x", "w"], ["c"], attrs=int_attr("axis", 0)), MATMUL]),
+    "split_sizes_do_not_add_up": model([node("Split", ["x", "s"], ["a", "b"], attrs=int_attr("axis", 1)), MATMUL],
+                                       inits=(W, i64("s", [2], [3, 3]))),
+    # SSA and opsets.
+    "output_defined_twice": model([MATMUL, node("Relu", ["x"], ["y"], name="again")]),
+    "output_shadows_initializer": model([node("Relu", ["x"], ["w"], name="shadow"), MATMUL]),
+    "initializer_twice": model(inits=(W, W)),
+    "opset_11": model(opset="opset_import { version: 11 }"),
+    "opset_999": model(opset="opset_import { version: 999 }"),
+    "no_opset": model(opset=""),
+    # External data: only regular files inside the model's folder.
+    "external_offset_not_a_number": model(inits=(external("w.bin", offset="abc"),)),
+    "external_offset_past_end": model(inits=(external("w.bin", offset="9223372036854775807", length="48"),)),
+    "external_length_overflow": model(inits=(external("w.bin", offset="16", length="9223372036854775800"),)),
+    "external_length_too_many_digits": model(inits=(external("w.bin", offset="16", length="18446744073709551600"),)),
+    "external_symlink_out": model(inits=(external("passwd.bin"),)),
+    "external_through_linked_dir": model(inits=(external("linked/passwd"),)),
+    "external_directory": model(inits=(external("adir", length="48"),)),
+    "external_wrong_length": model(inits=(external("w.bin", offset="0", length="40"),)),
+    # Not protobuf at all.
+    "garbage": None,
+}
+
+
+def encode(text, dst):
+    out = subprocess.run(["protoc", "--encode=onnx.ModelProto", "-I", PROTO, "onnx.proto"],
+                         input=text.encode(), capture_output=True)
+    if out.returncode:
+        sys.exit(f"protoc could not encode:\n{text}\n{out.stderr.decode()}")
+    with open(dst, "wb") as f:
+        f.write(out.stdout)
+
+
+def run(loomc, work):
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, "w.bin"), "wb") as f:
+        f.write(b"\0" * 48)
+    for link, target in (("passwd.bin", "/etc/passwd"), ("linked", "/etc")):
+        path = os.path.join(work, link)
+        if not os.path.lexists(path):
+            os.symlink(target, path)
+    os.makedirs(os.path.join(work, "adir"), exist_ok=True)
+    bad = 0
+    for name, text in CASES.items():
+        path = os.path.join(work, name + ".onnx")
+        if text is None:
+            with open(path, "wb") as f:
+                f.write(b"\x0a\xff\xff\xff\xff\x0f not a model")
+        else:
+            encode(text, path)
+        try:
+            p = subprocess.run([loomc, path, "--compile-to=import", "-o", os.devnull],
+                               capture_output=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            print(f"{name}: FAIL: hung")
+            bad += 1
+            continue
+        err = p.stderr.decode(errors="replace").strip().splitlines()
+        line = next((l for l in err if "error" in l), "")
+        if p.returncode != 1 or not line:
+            print(f"{name}: FAIL: exit {p.returncode}: {' | '.join(err[-3:])}")
+            bad += 1
+        else:
+            print(f"{name}: {line}")
+    print(f"{len(CASES) - bad} of {len(CASES)} malformed models refused cleanly")
+    return 1 if bad else 0
+
+
+# A language model (the binary trains on tokens): tokens [1, 4] -> an
+# embedding table [8, 4] -> a head [4, 8] -> logits [1, 4, 8]; its table is
+# named `table`.
+def lm(table):
+    tok = 'input { name: "t" type { tensor_type { elem_type: 7 shape { dim { dim_value: 1 } dim { dim_value: 4 } } } } }'
+    out = 'output { name: "y" type { tensor_type { elem_type: 1 shape { dim { dim_value: 1 } dim { dim_value: 4 } dim { dim_value: 8 } } } } }'
+    emb = f'initializer {{ name: "{table}" dims: 8 dims: 4 data_type: 1 ' + \
+        " ".join(f"float_data: {i * 0.01:.2f}" for i in range(32)) + " }"
+    head = 'initializer { name: "head" dims: 4 dims: 8 data_type: 1 ' + \
+        " ".join(f"float_data: {i * -0.01:.2f}" for i in range(32)) + " }"
+    nodes = [f'node {{ input: "{table}" input: "t" output: "e" name: "emb" op_type: "Gather" }}',
+             'node { input: "e" input: "head" output: "y" name: "mm" op_type: "MatMul" }']
+    return model(nodes=nodes, inits=(emb, head), inputs=(tok,), outputs=(out,))
+
+
+INJECTION_MODELS = {
+    # An initializer whose name closes the string literal it is written
+    # into and calls system(); and one with a newline and a backslash.
+    "name_injection": lm(INJECTED),
+    "name_newline": lm("a\\nb?\\\\"),
+}
+
+if __name__ == "__main__":
+    if sys.argv[1] == "run":
+        sys.exit(run(sys.argv[2], sys.argv[3]))
+    if sys.argv[1] == "model":
+        encode(INJECTION_MODELS[sys.argv[2]], sys.argv[3])
+        sys.exit(0)
+    sys.exit(__doc__)
