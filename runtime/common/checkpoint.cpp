@@ -1,6 +1,7 @@
 // checkpoint.cpp: safetensors checkpoints, written atomically and loaded
 // with strict checks (see loomrt.h).
 #include "common/backend.h"
+#include "common/checksum.h"
 #include "common/file_util.h"
 #include "common/json.h"
 
@@ -18,6 +19,16 @@ const char *dtypeName(loomrt_dtype dt) {
 }
 size_t dtypeSize(loomrt_dtype dt) {
   return dt == LOOMRT_BF16 ? 2 : dt == LOOMRT_I64 ? 8 : 4;
+}
+
+/// Every tensor's CRC-32C is stored in the metadata under this prefix and
+/// its name; a file that has them is verified tensor by tensor on load.
+const char kCrcPrefix[] = "crc32c:";
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
 }
 
 std::string shapeStr(const int64_t *shape, int rank) {
@@ -128,23 +139,31 @@ loomrt_status loomrt_checkpoint_save(const char *path,
   if (metaCount && (!keys || !values))
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "checkpoint_save: null metadata arrays");
-  std::string h = "{";
-  if (metaCount) {
-    h += "\"__metadata__\":{";
-    for (size_t i = 0; i < metaCount; ++i) {
-      if (!keys[i] || !values[i])
-        return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                    "checkpoint_save: null metadata entry");
-      h += (i ? "," : "") + json::quote(keys[i]) + ":" + json::quote(values[i]);
-    }
-    h += "}";
+  std::string h = "{\"__metadata__\":{";
+  for (size_t i = 0; i < metaCount; ++i) {
+    if (!keys[i] || !values[i])
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "checkpoint_save: null metadata entry");
+    if (std::strncmp(keys[i], kCrcPrefix, sizeof kCrcPrefix - 1) == 0)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string("checkpoint_save: metadata key '") + keys[i] + "' is reserved");
+    h += json::quote(keys[i]) + ":" + json::quote(values[i]) + ",";
   }
+  for (size_t i = 0; i < count; ++i) {
+    const loomrt_tensor_ref &t = ts[i];
+    size_t bytes = size_t(numel(t)) * dtypeSize(t.dtype);
+    h += json::quote(kCrcPrefix + std::string(t.name)) + ":\"" +
+         hex32(crc32c(0, t.data, bytes)) + "\"" + (i + 1 < count ? "," : "");
+  }
+  if (h.back() == ',')
+    h.pop_back();
+  h += "}";
   uint64_t offset = 0;
   std::vector<std::pair<const void *, size_t>> parts;
   for (size_t i = 0; i < count; ++i) {
     const loomrt_tensor_ref &t = ts[i];
     uint64_t bytes = uint64_t(numel(t)) * dtypeSize(t.dtype);
-    h += std::string((metaCount || i) ? "," : "") + json::quote(t.name) +
+    h += "," + json::quote(t.name) +
          ":{\"dtype\":\"" + dtypeName(t.dtype) + "\",\"shape\":[";
     for (int d = 0; d < t.rank; ++d)
       h += (d ? "," : "") + std::to_string(t.shape[d]);
@@ -178,6 +197,13 @@ loomrt_status loomrt_checkpoint_load(const char *path,
   if (loomrt_status s = readHeader(path, f, header, dataStart, fileSize))
     return s;
   std::string where = std::string("checkpoint '") + path + "': ";
+  const json::Value *meta = header.get("__metadata__");
+  if (meta && meta->kind != json::Value::Object)
+    return fail(LOOMRT_ERR_IO, where + "has a __metadata__ that is not an object");
+  bool anyCrc = false;
+  if (meta)
+    for (auto &[key, v] : meta->members)
+      anyCrc |= key.rfind(kCrcPrefix, 0) == 0;
   // Every tensor in the file must be asked for, and the reverse.
   for (auto &[name, v] : header.members) {
     if (name == "__metadata__")
@@ -226,6 +252,15 @@ loomrt_status loomrt_checkpoint_load(const char *path,
         std::fread(t.data, 1, bytes, f) != bytes)
       return fail(LOOMRT_ERR_IO, where + "cannot read the data of '" +
                                      t.name + "'");
+    // Files from other writers have no checksums; ours have one for
+    // every tensor.
+    const json::Value *crc = meta ? meta->get(kCrcPrefix + std::string(t.name)) : nullptr;
+    if (anyCrc && !crc)
+      return fail(LOOMRT_ERR_IO, where + "has checksums but none for '" + t.name + "'");
+    if (crc && (crc->kind != json::Value::String ||
+                crc->str != hex32(crc32c(0, t.data, bytes))))
+      return fail(LOOMRT_ERR_IO, where + "tensor '" + t.name +
+                                     "' does not match its checksum: the file is corrupt");
   }
   return LOOMRT_OK;
 }

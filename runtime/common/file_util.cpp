@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <csignal>
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,13 +15,46 @@ static std::string errnoMsg(const std::string &what, const std::string &path) {
   return what + " '" + path + "': " + std::strerror(errno);
 }
 
+/// Removes `<base>.tmp.<pid>` files in `dir` left by processes that no
+/// longer run (a run killed while writing): each would otherwise keep a
+/// whole checkpoint's bytes. Files of live processes are theirs.
+static void removeStaleTemporaries(const std::string &dir, const std::string &base) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  std::string prefix = base + ".tmp.";
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    pid_t p = pid_t(std::stol(pid));
+    if (p == ::getpid() || (::kill(p, 0) != 0 && errno == ESRCH))
+      ::unlinkat(::dirfd(d), name.c_str(), 0);
+  }
+  ::closedir(d);
+}
+
 loomrt_status writeFileAtomic(
     const std::string &path,
     const std::vector<std::pair<const void *, size_t>> &parts) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  removeStaleTemporaries(dir, slash == std::string::npos ? path : path.substr(slash + 1));
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return fail(LOOMRT_ERR_IO, errnoMsg("cannot create", tmp));
+  // A new file or nothing: O_EXCL with O_CREAT never follows a symbolic
+  // link, so a link planted under this predictable name in a shared folder
+  // cannot redirect the write to another file (O_NOFOLLOW says so twice).
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    bool exists = errno == EEXIST;
+    return fail(LOOMRT_ERR_IO, errnoMsg("cannot create", tmp) +
+                                   (exists ? " (a file or link of that name exists and "
+                                                      "belongs to a running process, or was planted)"
+                                                    : ""));
+  }
   auto abandon = [&](const std::string &msg) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -49,9 +84,6 @@ loomrt_status writeFileAtomic(
     return fail(LOOMRT_ERR_IO, msg);
   }
   // Make the rename itself durable.
-  std::string dir = path.find('/') == std::string::npos
-                        ? "."
-                        : path.substr(0, path.rfind('/') ? path.rfind('/') : 1);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);

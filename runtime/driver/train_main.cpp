@@ -5,6 +5,7 @@
 #include "loomrt/train.h"
 #include "common/adam_math.h"
 #include "common/arena_policy.h"
+#include "driver/checkpoint_set.h"
 
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <memory>
@@ -260,18 +262,35 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       out = argv[++i];
       return true;
     };
-    auto number = [&](double &out, double min) {
+    // Finite numbers only: --lr=inf or --steps=1e30 are typos, not
+    // requests (a step count past the range of a long trained 0 steps).
+    auto number = [&](double &out, double min, double max = 1e300) {
       std::string v;
       if (!value(v))
         return false;
       char *end = nullptr;
       out = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(out >= min))
-        return err = a + " expects a number >= " + fmt(min) +
-                     ", got '" + v + "'",
+      if (v.empty() || *end || !std::isfinite(out) || !(out >= min) || out > max)
+        return err = a + " expects a number in [" + fmt(min) + ", " + fmt(max) +
+                     "], got '" + v + "'",
                false;
       return true;
     };
+    auto integer = [&](long &out, long min, long max) {
+      std::string v;
+      if (!value(v))
+        return false;
+      char *end = nullptr;
+      errno = 0;
+      long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || errno || x < min || x > max)
+        return err = a + " expects a whole number in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "], got '" + v + "'",
+               false;
+      out = long(x);
+      return true;
+    };
+    long k;
     double x;
     if (a == "--help" || a == "-h") {
       usage(argv[0], p);
@@ -289,21 +308,19 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       if (!value(f.trace))
         return false;
     } else if (a == "--steps") {
-      if (!number(x, 1))
+      if (!integer(f.steps, 1, 1000000000000L))
         return false;
-      f.steps = long(x);
     } else if (a == "--checkpoint-every") {
-      if (!number(x, 1))
+      if (!integer(f.ckptEvery, 1, 1000000000000L))
         return false;
-      f.ckptEvery = long(x);
     } else if (a == "--lr") {
-      if (!number(x, 1e-12))
+      if (!number(x, 1e-12, 1e6))
         return false;
       f.lr = x;
     } else if (a == "--seed") {
-      if (!number(x, 0))
+      if (!integer(k, 0, std::numeric_limits<long>::max()))
         return false;
-      f.seed = (unsigned long long)x;
+      f.seed = (unsigned long long)k;
     } else if (a == "--weights") {
       if (!value(f.weights))
         return false;
@@ -315,7 +332,7 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
     } else if (a == "--resume") {
       f.resume = true;
     } else if (a == "--comm-timeout") {
-      if (!number(x, 1e-3))
+      if (!number(x, 1e-3, 1e7))
         return false;
       f.commTimeout = x;
     } else {
@@ -389,14 +406,32 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (!parse(argc, argv, p, f, err))
     return die(err);
 
+  // Outputs named on the command line are checked before any work: an
+  // unwritable trace found after training loses the run's trace.
+  if (!f.trace.empty()) {
+    std::string dir = f.trace.find('/') == std::string::npos
+                          ? "."
+                          : f.trace.substr(0, std::max<size_t>(1, f.trace.rfind('/')));
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || (!S_ISDIR(st.st_mode) && (errno = ENOTDIR)) ||
+        access(dir.c_str(), W_OK) != 0)
+      return die("cannot write the trace '" + f.trace + "': folder '" + dir + "': " +
+                 std::strerror(errno));
+  }
+
   // Tokens.
-  std::ifstream in(f.data, std::ios::binary | std::ios::ate);
+  struct stat dataStat;
+  if (stat(f.data.c_str(), &dataStat) != 0)
+    return die("cannot open data file '" + f.data + "': " + std::strerror(errno));
+  if (!S_ISREG(dataStat.st_mode))
+    return die("data file '" + f.data + "' is not a regular file");
+  std::ifstream in(f.data, std::ios::binary);
   if (!in)
     return die("cannot open data file '" + f.data + "': " + std::strerror(errno));
-  size_t bytes = size_t(in.tellg());
-  std::vector<uint16_t> tokens(bytes / 2);
-  in.seekg(0);
+  std::vector<uint16_t> tokens(size_t(dataStat.st_size) / 2);
   in.read(reinterpret_cast<char *>(tokens.data()), std::streamsize(tokens.size() * 2));
+  if (!in)
+    return die("cannot read data file '" + f.data + "'");
   // Data parallelism: this rank's place in the world the step was compiled
   // for. The device is the rank's local GPU (LOCAL_RANK); CPU ranks share
   // the host.
@@ -492,18 +527,18 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     }
     return r;
   };
-  // With several ranks each keeps its own file: ZeRO partitions state.
-  std::string ckpt = f.ckptDir + (world > 1 ? "/checkpoint.rank" + std::to_string(rank) +
-                                                  ".safetensors"
-                                            : "/checkpoint.safetensors");
+  // Each rank saves its own part (ZeRO partitions state); a manifest
+  // commits one step for all of them (driver/checkpoint_set.h).
+  loomrt::CheckpointSet ckpt(f.ckptDir, p->model, rank, world, p->zero_stage, dev, s, comm);
+  if (!f.ckptDir.empty())
+    TRY(ckpt.open(!f.resume), "checkpoints");
+  // The data offset (step * global batch tokens) must stay an int64.
+  long maxStep = long(std::numeric_limits<int64_t>::max() / gbt) - f.steps;
   long firstStep = 0;
   if (f.resume) {
-    auto r = refs();
-    TRY(loomrt_checkpoint_load(ckpt.c_str(), r.data(), r.size()), "resuming");
-    char buf[32];
-    TRY(loomrt_checkpoint_metadata(ckpt.c_str(), "step", buf, sizeof buf), "resuming");
-    firstStep = std::atol(buf);
-    std::printf("resumed from %s at step %ld\n", ckpt.c_str(), firstStep);
+    TRY(ckpt.resume(refs(), maxStep, firstStep), "resuming");
+    std::printf("resumed from %s at step %ld\n", ckpt.partPath(firstStep, rank).c_str(),
+                firstStep);
   } else {
     std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
                                                            loomrt_rng_destroy);
@@ -589,19 +624,12 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     if (host[i].data() != G[i])
       TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
 
-  if (!f.ckptDir.empty()) {
-    mkdir(f.ckptDir.c_str(), 0755); // exists already is fine
-  }
   auto saveCheckpoint = [&](long stepDone) -> int {
     for (size_t i = 0; i < p->num_globals; ++i)
       if (host[i].data() != G[i])
         TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
     TRY(loomrt_stream_synchronize(s), "download");
-    auto r = refs();
-    std::string stepStr = std::to_string(stepDone);
-    const char *k[] = {"step", "model"}, *v[] = {stepStr.c_str(), p->model};
-    TRY(loomrt_checkpoint_save(ckpt.c_str(), r.data(), r.size(), k, v, 2),
-        "saving the checkpoint");
+    TRY(ckpt.save(stepDone, refs()), "saving the checkpoint");
     return 0;
   };
 

@@ -5,7 +5,9 @@ installed (the GPU machines), else a reader of the published format (8-byte
 little-endian header length, JSON header, raw little-endian data).
 
 Expected content: "w" F32 [3, 4] = 0.5 * i, "h" BF16 [5] = bf16(i - 2),
-"s" F32 [] = 7, metadata {"step": "42"}."""
+"s" F32 [] = 7, metadata {"step": "42"} plus each tensor's CRC-32C under
+"crc32c:NAME", checked here with an implementation of the published
+polynomial (not loomrt's)."""
 import json
 import struct
 import sys
@@ -49,6 +51,32 @@ def by_format(path):
     return got, meta, "the format reader"
 
 
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def check_crcs(path, meta):
+    """The checksums in `meta` against the tensors' raw bytes; returns the
+    metadata without them."""
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        want = meta.get("crc32c:" + name)
+        got = "%08x" % crc32c(data[8 + n + b:8 + n + end])
+        if want != got:
+            sys.exit(f"checksum of {name}: stored {want}, computed {got}")
+    return {k: v for k, v in meta.items() if not k.startswith("crc32c:")}
+
+
 def main():
     path = sys.argv[1]
     try:
@@ -57,6 +85,7 @@ def main():
         got, meta, how = by_format(path)
     if got != expected():
         sys.exit(f"content differs ({how}): {got}")
+    meta = check_crcs(path, meta)
     if meta != {"step": "42"}:
         sys.exit(f"metadata differs ({how}): {meta}")
     print(f"checkpoint read back with {how}")

@@ -1,0 +1,225 @@
+// checkpoint_set.cpp: consistent checkpoints across ranks (see
+// checkpoint_set.h).
+#include "driver/checkpoint_set.h"
+#include "common/backend.h"
+#include "common/file_util.h"
+#include "common/json.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace loomrt {
+namespace {
+
+const char kManifestFormat[] = "loom checkpoint 1";
+const char kPartFormat[] = "loom checkpoint part 1";
+
+} // namespace
+
+CheckpointSet::~CheckpointSet() {
+  if (scratch)
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, scratch);
+}
+
+std::string CheckpointSet::partPath(long step, int r) const {
+  return dir + "/step-" + std::to_string(step) + ".rank" + std::to_string(r) + "-of-" +
+         std::to_string(world) + ".safetensors";
+}
+
+loomrt_status CheckpointSet::open(bool create) {
+  struct stat st;
+  if (!create && ::stat(dir.c_str(), &st) != 0)
+    return LOOMRT_OK;
+  if (create && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return fail(LOOMRT_ERR_IO, "cannot create the checkpoint folder '" + dir +
+                                   "': " + std::strerror(errno));
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail(LOOMRT_ERR_IO, "the checkpoint folder '" + dir + "' is not a folder");
+  // Can this rank create files there? (Before training, not after it.)
+  std::string probe = dir + "/.loom-write-test." + std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return fail(LOOMRT_ERR_IO, "cannot write in the checkpoint folder '" + dir +
+                                   "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return LOOMRT_OK;
+}
+
+loomrt_status CheckpointSet::agree(int64_t v, int64_t &lo, int64_t &hi) {
+  if (!scratch)
+    if (loomrt_status s = loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 16, &scratch))
+      return s;
+  int64_t pair[2] = {v, -v}; // min of both: {min v, -max v}
+  if (loomrt_status s = loomrt_memcpy_async(stream, scratch, pair, sizeof pair))
+    return s;
+  if (loomrt_status s = loomrt_all_reduce(comm, stream, LOOMRT_I64, scratch, scratch, 2,
+                                          LOOMRT_REDUCE_MIN))
+    return s;
+  if (loomrt_status s = loomrt_memcpy_async(stream, pair, scratch, sizeof pair))
+    return s;
+  if (loomrt_status s = loomrt_stream_synchronize(stream))
+    return s;
+  lo = pair[0];
+  hi = -pair[1];
+  return LOOMRT_OK;
+}
+
+loomrt_status CheckpointSet::allOk(loomrt_status mine, const std::string &otherwise) {
+  std::string myError = mine ? loomrt_last_error() : "";
+  int64_t lo, hi;
+  if (loomrt_status s = agree(mine == LOOMRT_OK ? 1 : 0, lo, hi))
+    return s;
+  if (mine)
+    return fail(mine, myError);
+  return lo ? LOOMRT_OK : fail(LOOMRT_ERR_IO, otherwise);
+}
+
+loomrt_status CheckpointSet::save(long step, const std::vector<loomrt_tensor_ref> &tensors) {
+  std::string stepStr = std::to_string(step), worldStr = std::to_string(world),
+              rankStr = std::to_string(rank), zeroStr = std::to_string(zeroStage);
+  const char *k[] = {"format", "step", "model", "world", "rank", "zero_stage"};
+  const char *v[] = {kPartFormat, stepStr.c_str(), model.c_str(),
+                     worldStr.c_str(), rankStr.c_str(), zeroStr.c_str()};
+  loomrt_status mine = loomrt_checkpoint_save(partPath(step, rank).c_str(), tensors.data(),
+                                              tensors.size(), k, v, 6);
+  // Commit only when every part is durable; a failed part leaves the
+  // previous checkpoint committed.
+  if (loomrt_status s = allOk(mine, "another rank could not write its part of the checkpoint "
+                                    "of step " + stepStr + "; the checkpoint of the previous "
+                                    "save stays the one --resume continues from"))
+    return s;
+  mine = LOOMRT_OK;
+  if (rank == 0) {
+    std::string m = "{\"format\": " + json::quote(kManifestFormat) + ", \"step\": " + stepStr +
+                    ", \"world\": " + worldStr + ", \"zero_stage\": " + zeroStr +
+                    ", \"model\": " + json::quote(model) + ", \"parts\": [";
+    for (int r = 0; r < world; ++r) {
+      std::string p = partPath(step, r);
+      m += (r ? ", " : "") + json::quote(p.substr(p.rfind('/') + 1));
+    }
+    m += "]}\n";
+    mine = writeFileAtomic(manifestPath(), {{m.data(), m.size()}});
+  }
+  if (loomrt_status s = allOk(mine, "rank 0 could not commit the checkpoint of step " + stepStr))
+    return s;
+  removeOtherParts(step);
+  return LOOMRT_OK;
+}
+
+loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
+  std::string path = manifestPath();
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return fail(LOOMRT_ERR_IO, "no committed checkpoint in '" + dir + "' (cannot open '" + path +
+                                   "': " + std::strerror(errno) + ")" +
+                                   (world > 1 ? "; data-parallel checkpoints need a folder "
+                                                "every rank shares"
+                                              : ""));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (buf.str().size() > (1 << 20))
+    return fail(LOOMRT_ERR_IO, "'" + path + "' is not a checkpoint manifest (too large)");
+  json::Value m;
+  std::string err;
+  if (!json::parse(buf.str(), m, err) || m.kind != json::Value::Object)
+    return fail(LOOMRT_ERR_IO, "'" + path + "' is not a checkpoint manifest: " +
+                                   (err.empty() ? "not an object" : err));
+  auto integer = [&](const char *key, long lo, long hi, long &out) -> loomrt_status {
+    const json::Value *v = m.get(key);
+    if (!v || !v->isInteger || v->integer < lo || v->integer > hi)
+      return fail(LOOMRT_ERR_IO, "'" + path + "' has no valid \"" + key + "\" (an integer in [" +
+                                     std::to_string(lo) + ", " + std::to_string(hi) + "])");
+    out = long(v->integer);
+    return LOOMRT_OK;
+  };
+  const json::Value *format = m.get("format"), *mod = m.get("model"), *parts = m.get("parts");
+  if (!format || format->str != kManifestFormat)
+    return fail(LOOMRT_ERR_IO, "'" + path + "' is not a manifest of this version's checkpoints");
+  long w, z;
+  if (loomrt_status s = integer("step", 0, maxStep, step))
+    return s;
+  if (loomrt_status s = integer("world", 1, INT_MAX, w))
+    return s;
+  if (loomrt_status s = integer("zero_stage", -1, 3, z))
+    return s;
+  if (w != world || z != zeroStage)
+    return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
+                                   std::to_string(w) + " ranks at ZeRO stage " +
+                                   std::to_string(z) + "; this binary runs " +
+                                   std::to_string(world) + " at stage " +
+                                   std::to_string(zeroStage));
+  if (!mod || mod->kind != json::Value::String || mod->str != model)
+    return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' is of model '" +
+                                   (mod ? mod->str : std::string("?")) + "', not '" + model + "'");
+  std::string mine = partPath(step, rank);
+  mine = mine.substr(mine.rfind('/') + 1);
+  if (!parts || parts->kind != json::Value::Array || parts->items.size() != size_t(world) ||
+      parts->items[size_t(rank)].str != mine)
+    return fail(LOOMRT_ERR_IO, "'" + path + "' does not list '" + mine + "' as rank " +
+                                   std::to_string(rank) + "'s part");
+  return LOOMRT_OK;
+}
+
+loomrt_status CheckpointSet::resume(const std::vector<loomrt_tensor_ref> &tensors, long maxStep,
+                                    long &step) {
+  step = -1;
+  loomrt_status mine = readManifest(maxStep, step);
+  if (loomrt_status s = allOk(mine, "another rank could not read the committed checkpoint"))
+    return s;
+  // One shared manifest gives every rank the same step; per-node copies
+  // that drifted apart do not.
+  int64_t lo, hi;
+  if (loomrt_status s = agree(step, lo, hi))
+    return s;
+  if (lo != hi)
+    return fail(LOOMRT_ERR_IO, "the ranks see different committed checkpoints (steps " +
+                                   std::to_string(lo) + " to " + std::to_string(hi) +
+                                   "): data-parallel checkpoints need a folder every rank "
+                                   "shares");
+  std::string part = partPath(step, rank);
+  mine = loomrt_checkpoint_load(part.c_str(), tensors.data(), tensors.size());
+  // The part must say what the manifest says (a part copied from another
+  // run, or renamed, does not).
+  const char *keys[] = {"format", "step", "model", "world", "rank", "zero_stage"};
+  std::string want[] = {kPartFormat, std::to_string(step), model, std::to_string(world),
+                        std::to_string(rank), std::to_string(zeroStage)};
+  for (int i = 0; i < 6 && mine == LOOMRT_OK; ++i) {
+    std::vector<char> value(model.size() + 64);
+    mine = loomrt_checkpoint_metadata(part.c_str(), keys[i], value.data(), value.size());
+    if (mine == LOOMRT_OK && want[i] != value.data())
+      mine = fail(LOOMRT_ERR_IO, "checkpoint part '" + part + "' has " + keys[i] + " '" +
+                                     value.data() + "', the manifest says '" + want[i] + "'");
+  }
+  if (loomrt_status s = allOk(mine, "another rank could not load its part of the checkpoint "
+                                    "of step " + std::to_string(step)))
+    return s;
+  removeOtherParts(step);
+  return LOOMRT_OK;
+}
+
+void CheckpointSet::removeOtherParts(long keep) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  std::string suffix = ".rank" + std::to_string(rank) + "-of-" + std::to_string(world) +
+                       ".safetensors";
+  std::string kept = "step-" + std::to_string(keep) + suffix;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("step-", 0) == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 && name != kept)
+      ::unlinkat(::dirfd(d), name.c_str(), 0);
+  }
+  ::closedir(d);
+}
+
+} // namespace loomrt
