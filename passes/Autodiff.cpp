@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
@@ -491,6 +492,17 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
                       << " must be a single block (no control flow)";
       return signalPassFailure();
     }
+    // Parameters loaded inside a callee never appear on a path in this
+    // function: differentiating past a call would silently give no
+    // gradients for them.
+    WalkResult calls = fwd.walk([&](CallOpInterface call) {
+      call->emitError() << "loom-autodiff: @" << function
+                        << " calls another function; differentiation does not cross calls "
+                           "(inline it first, e.g. loom-opt --inline)";
+      return WalkResult::interrupt();
+    });
+    if (calls.wasInterrupted())
+      return signalPassFailure();
     std::string name = function + "_backward";
     if (module.lookupSymbol(name)) {
       fwd.emitError() << "loom-autodiff: @" << name << " already exists";

@@ -3,11 +3,25 @@
 #include "dialects/Loom/LoomOps.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 
 using namespace mlir;
 using namespace mlir::loom;
 
 #include "dialects/Loom/LoomDialect.cpp.inc"
+
+namespace {
+/// Every loom op may be inlined: they are pure dataflow or act on symbols
+/// (parameters, state, groups) that inlining does not change. Differentiation
+/// does not cross calls, so `--inline` is how a forward with calls is
+/// prepared for loom-autodiff.
+struct LoomInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Operation *, bool) const final { return true; }
+  bool isLegalToInline(Region *, Region *, bool, IRMapping &) const final { return true; }
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final { return true; }
+};
+} // namespace
 
 void LoomDialect::initialize() {
   registerAttributes();
@@ -16,6 +30,7 @@ void LoomDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/Loom/LoomOps.cpp.inc"
       >();
+  addInterfaces<LoomInlinerInterface>();
 }
 
 std::optional<MemSpace> mlir::loom::getMemSpace(Type type) {

@@ -12,6 +12,9 @@ namespace loom {
 void registerAllDialects(mlir::DialectRegistry &registry);
 /// Every Loom pass (and the upstream passes Loom pipelines use).
 void registerAllPasses();
+/// What a crash prints above its stack trace: a bug in Loom, to be reported
+/// to Loom (LLVM's default asks for a report to llvm-project).
+void installCrashMessage();
 } // namespace loom
 
 #endif // LOOM_INITALL_H

@@ -26,6 +26,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 using namespace mlir;
@@ -1200,7 +1201,21 @@ bool compileTrainingBinary(const std::string &cppPath,
     error = "no C++ compiler '" + cxx + "' on PATH (set CXX)";
     return false;
   }
-  std::string log = output + ".compile.log";
+  // The output's folder must exist: the compiler's own message for a
+  // missing one is easy to miss among its other output.
+  llvm::SmallString<256> dir(output);
+  llvm::sys::path::remove_filename(dir);
+  if (!dir.empty() && !llvm::sys::fs::is_directory(dir)) {
+    error = "cannot write '" + output + "': folder '" + dir.str().str() + "' does not exist";
+    return false;
+  }
+  // The compiler's output goes to a temporary log (not beside -o, which may
+  // be where the problem is) and is shown on failure.
+  llvm::SmallString<128> log;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("loomc", "log", log)) {
+    error = "cannot create a temporary file: " + ec.message();
+    return false;
+  }
   std::vector<std::string> args = {
       *path, "-O2", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
       "-o", output, "-L", LOOM_RUNTIME_LIB_DIR, "-lloomrt",
@@ -1208,20 +1223,25 @@ bool compileTrainingBinary(const std::string &cppPath,
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
-  int rc = llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, redirects);
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, redirects, 0, 0, &execError);
+  auto buf = llvm::MemoryBuffer::getFile(log);
+  std::string msg = buf && !(*buf)->getBuffer().trim().empty() ? (*buf)->getBuffer().str()
+                                                                : "(it printed nothing)";
+  llvm::sys::fs::remove(log);
   if (rc != 0) {
-    auto buf = llvm::MemoryBuffer::getFile(log);
-    std::string msg = buf ? (*buf)->getBuffer().str() : "(no output)";
     // The compiler's first lines say what is wrong; the rest is context.
     size_t cut = 0;
     for (int lines = 0; lines < 12 && cut != std::string::npos; ++lines)
       cut = msg.find('\n', cut + 1);
     if (cut != std::string::npos)
-      msg = msg.substr(0, cut) + "\n... (full log: " + log + ")";
-    error = "the C++ compiler failed on " + cppPath + ":\n" + msg;
+      msg = msg.substr(0, cut) + "\n...";
+    error = "the C++ compiler '" + cxx + "' " +
+            (rc < 0 ? "could not run (" + execError + ")"
+                    : "failed (exit code " + std::to_string(rc) + ")") +
+            " on " + cppPath + ":\n" + msg;
     return false;
   }
-  llvm::sys::fs::remove(log);
   return true;
 }
 

@@ -386,6 +386,34 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   Spec spec;
   if (!parseSpec(text, spec, error))
     return {};
+  // The largest tensors each family builds must have a representable size
+  // (a d_model of 2^32 made every shape computation overflow).
+  auto v = [&](const char *k) { return spec.values.lookup(k); };
+  std::vector<std::vector<int64_t>> largest =
+      spec.family == "mlp"
+          ? std::vector<std::vector<int64_t>>{{v("batch"), v("in")}, {v("in"), v("hidden")},
+                                              {v("hidden"), v("hidden")},
+                                              {v("batch"), v("hidden")},
+                                              {v("hidden"), v("classes")},
+                                              {v("batch"), v("classes")}}
+          : std::vector<std::vector<int64_t>>{
+                {v("vocab"), v("d_model")}, {v("batch"), v("seq"), v("vocab")},
+                {v("batch"), v("heads"), v("seq"), v("seq")}, {v("batch"), v("seq"), v("d_model"), 4},
+                {v("d_model"), v("d_model"), 4}, {v("d_model"), std::max<int64_t>(v("ffn"), 1), 3},
+                {v("layers"), v("d_model"), v("d_model"), 12}};
+  for (const auto &dims : largest) {
+    int64_t n = 1;
+    std::string shape;
+    for (int64_t d : dims) {
+      shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+      if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 40))
+        n = -1;
+    }
+    if (n < 0)
+      return error = "model '" + text.str() + "' is too large: it needs " + shape +
+                     " elements, more than 2^40",
+             nullptr;
+  }
   if (spec.family != "mlp") {
     int64_t D = spec.values["d_model"], H = spec.values["heads"];
     if (D % H)

@@ -5,14 +5,23 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/PrettyStackTrace.h"
 
 void loom::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::loom::LoomDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  mlir::func::registerInlinerExtension(registry);
+}
+
+void loom::installCrashMessage() {
+  llvm::setBugReportMsg("Loom crashed: this is a bug in Loom, not in LLVM. Please report it "
+                        "to the Loom project with the command line, the input model and "
+                        "the stack trace below.\n");
 }
 
 void loom::registerAllPasses() {

@@ -59,6 +59,7 @@ static bool hasTrainStep(ModuleOp m) {
 
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  installCrashMessage();
   static cl::OptionCategory cat("loomc options");
   static cl::opt<std::string> input(cl::Positional, cl::init(""),
                                     cl::desc("[MODEL.onnx | MODEL.mlir]"),
@@ -232,10 +233,15 @@ int loomcMain(int argc, char **argv) {
   SmallVector<std::pair<std::string, int64_t>> levels;
   if (!topologyFlag.empty()) {
     std::string text = topologyFlag;
+    std::string source = "--topology";
     if (llvm::sys::fs::exists(text)) {
       auto buf = llvm::MemoryBuffer::getFile(text);
       if (!buf)
         return error("cannot read topology file '" + text + "'");
+      if ((*buf)->getBufferSize() > 4096)
+        return error("topology file '" + text + "' is not a topology (level=N,...): it has " +
+                     std::to_string((*buf)->getBufferSize()) + " bytes");
+      source = "topology file '" + text + "'";
       text = (*buf)->getBuffer().trim().str();
     }
     SmallVector<llvm::StringRef> parts;
@@ -243,9 +249,15 @@ int loomcMain(int argc, char **argv) {
     for (llvm::StringRef part : parts) {
       auto [name, value] = part.trim().split('=');
       int64_t n;
-      if (name.empty() || value.getAsInteger(10, n) || n < 1)
-        return error("bad --topology entry '" + part.trim() +
-                     "': expected level=N with N >= 1 (e.g. node=2,gpu=4)");
+      // An entry is quoted only in part: a file's whole text is not echoed.
+      std::string shown = part.trim().size() > 40 ? part.trim().substr(0, 37).str() + "..."
+                                                  : part.trim().str();
+      for (char &c : shown)
+        if (static_cast<unsigned char>(c) < 0x20)
+          c = ' ';
+      if (name.empty() || value.getAsInteger(10, n) || n < 1 || n > (1 << 20))
+        return error("bad " + source + " entry '" + shown +
+                     "': expected level=N with 1 <= N <= 1048576 (e.g. node=2,gpu=4)");
       for (auto &l : levels)
         if (l.first == name)
           return error("--topology names level '" + name + "' twice");
@@ -254,7 +266,8 @@ int loomcMain(int argc, char **argv) {
   }
   int64_t world = 1;
   for (auto &l : levels)
-    world *= l.second;
+    if ((world *= l.second) > (1 << 20))
+      return error("--topology has more than 1048576 ranks");
   if (zeroStage < -1 || zeroStage > 3)
     return error("--zero-stage must be 0, 1, 2 or 3");
   if (zeroStage >= 0 && levels.empty())
@@ -446,6 +459,13 @@ int loomcMain(int argc, char **argv) {
   // Imported values go to a safetensors file beside the output: the binary
   // finds it by its name next to the executable; sources written with -o
   // name it by absolute path.
+  if (*phase >= Phase::Cpp && output != "-") {
+    llvm::SmallString<256> dir(output);
+    llvm::sys::path::remove_filename(dir);
+    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+      return error("cannot write '" + output + "': folder '" + dir.str().str() +
+                   "' does not exist");
+  }
   if (*phase >= Phase::Cpp && hasImportedWeights(*module) && output != "-") {
     llvm::SmallString<256> weights(output + ".weights.safetensors");
     if (*phase == Phase::Cpp)
@@ -474,10 +494,13 @@ int loomcMain(int argc, char **argv) {
     src->keep();
     src->os().flush();
     bool ok = compileTrainingBinary(cpp.str().str(), output, err);
-    if (emitDir.empty() && ok)
+    // The temporary source goes, built or not (--emit-dir keeps it).
+    if (emitDir.empty())
       llvm::sys::fs::remove(cpp);
     if (!ok)
-      return error(err);
+      return error(err + (emitDir.empty() ? "\n(that temporary source is removed; "
+                                            "--emit-dir=DIR keeps the generated source)"
+                                          : ""));
     return 0;
   }
   std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);

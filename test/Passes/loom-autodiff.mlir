@@ -122,3 +122,20 @@ module {
     return
   }
 }
+
+// -----
+
+// A parameter loaded inside a callee is invisible to the forward function:
+// differentiating past the call would give no gradient (issue 14).
+loom.param @w : tensor<4xf32>
+func.func private @layer(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %w = loom.load @w : tensor<4xf32>
+  %y = loom.mul %w, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+  // expected-error@+1 {{loom-autodiff: @forward calls another function; differentiation does not cross calls (inline it first, e.g. loom-opt --inline)}}
+  %y = call @layer(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %l = loom.reduce sum %y [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

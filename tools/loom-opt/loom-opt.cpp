@@ -5,6 +5,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  loom::installCrashMessage();
   mlir::DialectRegistry registry;
   loom::registerAllDialects(registry);
   loom::registerAllPasses();

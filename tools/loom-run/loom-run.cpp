@@ -104,6 +104,7 @@ bool writeTensors(const std::string &path,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  ::loom::installCrashMessage();
   static cl::OptionCategory cat("loom-run options");
   cl::opt<std::string> input(cl::Positional, cl::Required,
                              cl::desc("<module.mlir>"), cl::cat(cat));
