@@ -32,6 +32,11 @@ mlir::OwningOpRef<mlir::ModuleOp> generateModel(mlir::MLIRContext &ctx,
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path, llvm::StringRef task,
            llvm::ArrayRef<std::string> frozen, std::string &error);
+/// The same for a serialized ModelProto already in memory; `path` names it
+/// in locations, and its folder is where external data is looked for.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxBytes(mlir::MLIRContext &ctx, llvm::StringRef bytes, llvm::StringRef path,
+                llvm::StringRef task, llvm::ArrayRef<std::string> frozen, std::string &error);
 
 /// Data parallelism over `ranks`: rewrites a generator spec so its batch
 /// (given or default) is the per-rank batch, batch / ranks. False with a

@@ -1195,7 +1195,7 @@ LogicalResult writeInitialWeights(ModuleOp module, const std::string &path) {
 bool compileTrainingBinary(const std::string &cppPath,
                            const std::string &output, std::string &error) {
   const char *cxxEnv = std::getenv("CXX");
-  std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
+  std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : LOOM_GENERATED_CXX;
   auto path = llvm::sys::findProgramByName(cxx);
   if (!path) {
     error = "no C++ compiler '" + cxx + "' on PATH (set CXX)";
@@ -1220,6 +1220,9 @@ bool compileTrainingBinary(const std::string &cppPath,
       *path, "-O2", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
       "-o", output, "-L", LOOM_RUNTIME_LIB_DIR, "-lloomrt",
       "-Wl,-rpath," LOOM_RUNTIME_LIB_DIR};
+  for (llvm::StringRef flag : llvm::split(llvm::StringRef(LOOM_GENERATED_CXX_FLAGS), ' '))
+    if (!flag.empty())
+      args.push_back(flag.str());
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};

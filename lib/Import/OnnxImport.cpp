@@ -613,14 +613,25 @@ private:
       return std::nullopt;
     };
     Val r;
+    // Folds when each side is one element or the whole broadcast result
+    // (the shapes of shape arithmetic); other broadcasts are converted.
     auto elementwise = [&](auto f) -> std::optional<Val> {
       const Val &a = in(0), &c = in(1);
-      if (a.numel() != 1 && c.numel() != 1 && a.shape != c.shape)
+      SmallVector<int64_t> shape;
+      if (!OpTrait::util::getBroadcastedShape(a.shape, c.shape, shape))
         return std::nullopt;
-      r = a.numel() != c.numel() ? (a.numel() > c.numel() ? a : c)
-                                 : (a.shape.size() >= c.shape.size() ? a : c);
-      for (int64_t i = 0; i < r.numel(); ++i)
-        r.data[i] = f(a.data[a.numel() == 1 ? 0 : i], c.data[c.numel() == 1 ? 0 : i]);
+      int64_t total = checkedNumel(shape, kMaxFolded);
+      if (total < 0)
+        return invalid("folds to a constant of shape " + shapeStr(shape) +
+                       ", larger than the importer folds");
+      bool aOne = a.numel() == 1, cOne = c.numel() == 1;
+      if ((!aOne && a.numel() != total) || (!cOne && c.numel() != total))
+        return std::nullopt;
+      r.elem = a.elem;
+      r.shape.assign(shape.begin(), shape.end());
+      r.data.resize(size_t(total));
+      for (int64_t i = 0; i < total; ++i)
+        r.data[i] = f(a.data[aOne ? 0 : i], c.data[cOne ? 0 : i]);
       return r;
     };
     if (op == "Add")
@@ -971,8 +982,10 @@ private:
     if (n.input_size() < a->minIn || n.input_size() > a->maxIn)
       return nodeFail(n, "has " + std::to_string(n.input_size()) + " inputs; " + op + " takes " +
                              range(a->minIn, a->maxIn));
-    for (int i = 0; i < a->minIn; ++i)
-      if (n.input(i).empty())
+    // Optional inputs (past the required ones) may be left empty, except in
+    // a variadic list (Concat), where every entry is an operand.
+    for (int i = 0; i < n.input_size(); ++i)
+      if (n.input(i).empty() && (i < a->minIn || a->maxIn == kMany))
         return nodeFail(n, "required input #" + std::to_string(i) + " is empty");
     if (n.output_size() < a->minOut || n.output_size() > a->maxOut)
       return nodeFail(n, "has " + std::to_string(n.output_size()) + " outputs; " + op +
@@ -1343,12 +1356,22 @@ private:
 OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
                                  StringRef task, ArrayRef<std::string> frozen,
                                  std::string &error) {
-  ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
     return error = "cannot open '" + path.str() + "': " + std::strerror(errno), nullptr;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad())
+    return error = "cannot read '" + path.str() + "': " + std::strerror(errno), nullptr;
+  return importOnnxBytes(ctx, bytes, path, task, frozen, error);
+}
+
+OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &ctx, StringRef bytes, StringRef path,
+                                      StringRef task, ArrayRef<std::string> frozen,
+                                      std::string &error) {
+  ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in))
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), int(bytes.size())))
     return error = "'" + path.str() + "' is not a valid ONNX model (protobuf parse failed)",
            nullptr;
   if (!task.empty() && task != "lm" && task != "classify")

@@ -24,11 +24,6 @@ const char kPartFormat[] = "loom checkpoint part 1";
 
 } // namespace
 
-CheckpointSet::~CheckpointSet() {
-  if (scratch)
-    loomrt_free(dev, LOOMRT_MEM_DEVICE, scratch);
-}
-
 std::string CheckpointSet::partPath(long step, int r) const {
   return dir + "/step-" + std::to_string(step) + ".rank" + std::to_string(r) + "-of-" +
          std::to_string(world) + ".safetensors";
@@ -55,22 +50,23 @@ loomrt_status CheckpointSet::open(bool create) {
 }
 
 loomrt_status CheckpointSet::agree(int64_t v, int64_t &lo, int64_t &hi) {
-  if (!scratch)
-    if (loomrt_status s = loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 16, &scratch))
-      return s;
+  // Collectives read device memory: 16 bytes for the call (a few calls
+  // per checkpoint, so nothing is kept past the device's lifetime).
+  void *scratch = nullptr;
+  if (loomrt_status s = loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 16, &scratch))
+    return s;
   int64_t pair[2] = {v, -v}; // min of both: {min v, -max v}
-  if (loomrt_status s = loomrt_memcpy_async(stream, scratch, pair, sizeof pair))
-    return s;
-  if (loomrt_status s = loomrt_all_reduce(comm, stream, LOOMRT_I64, scratch, scratch, 2,
-                                          LOOMRT_REDUCE_MIN))
-    return s;
-  if (loomrt_status s = loomrt_memcpy_async(stream, pair, scratch, sizeof pair))
-    return s;
-  if (loomrt_status s = loomrt_stream_synchronize(stream))
-    return s;
+  loomrt_status s = loomrt_memcpy_async(stream, scratch, pair, sizeof pair);
+  if (!s)
+    s = loomrt_all_reduce(comm, stream, LOOMRT_I64, scratch, scratch, 2, LOOMRT_REDUCE_MIN);
+  if (!s)
+    s = loomrt_memcpy_async(stream, pair, scratch, sizeof pair);
+  if (!s)
+    s = loomrt_stream_synchronize(stream);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, scratch);
   lo = pair[0];
   hi = -pair[1];
-  return LOOMRT_OK;
+  return s;
 }
 
 loomrt_status CheckpointSet::allOk(loomrt_status mine, const std::string &otherwise) {

@@ -21,7 +21,6 @@ public:
                 loomrt_device dev, loomrt_stream stream, loomrt_comm comm)
       : dir(std::move(dir)), model(std::move(model)), rank(rank), world(world),
         zeroStage(zeroStage), dev(dev), stream(stream), comm(comm) {}
-  ~CheckpointSet();
 
   /// Creates the folder if `create` and checks that this rank can write
   /// there, so a bad --checkpoint-dir is reported before training (a
@@ -55,7 +54,6 @@ private:
   loomrt_device dev;
   loomrt_stream stream;
   loomrt_comm comm;
-  void *scratch = nullptr; // two int64 on the device, for agree()
 };
 
 } // namespace loomrt

@@ -6,6 +6,7 @@
 #include "common/adam_math.h"
 #include "common/arena_policy.h"
 #include "driver/checkpoint_set.h"
+#include "driver/tokens.h"
 
 #include <chrono>
 #include <cmath>
@@ -419,19 +420,11 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                  std::strerror(errno));
   }
 
-  // Tokens.
-  struct stat dataStat;
-  if (stat(f.data.c_str(), &dataStat) != 0)
-    return die("cannot open data file '" + f.data + "': " + std::strerror(errno));
-  if (!S_ISREG(dataStat.st_mode))
-    return die("data file '" + f.data + "' is not a regular file");
-  std::ifstream in(f.data, std::ios::binary);
-  if (!in)
-    return die("cannot open data file '" + f.data + "': " + std::strerror(errno));
-  std::vector<uint16_t> tokens(size_t(dataStat.st_size) / 2);
-  in.read(reinterpret_cast<char *>(tokens.data()), std::streamsize(tokens.size() * 2));
-  if (!in)
-    return die("cannot read data file '" + f.data + "'");
+  // Tokens, for the whole world's batch.
+  std::vector<uint16_t> tokens;
+  if (!loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq, tokens,
+                          err))
+    return die(err);
   // Data parallelism: this rank's place in the world the step was compiled
   // for. The device is the rank's local GPU (LOCAL_RANK); CPU ranks share
   // the host.
@@ -461,19 +454,6 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch.
   int64_t bt = p->batch * p->seq, n = int64_t(tokens.size());
   int64_t gbt = bt * world, mine = bt * rank;
-  // A token file from another tokenizer would index past the embedding
-  // (the GPU gathers garbage, the loss turns NaN): say so up front.
-  if (p->vocab > 0)
-    for (int64_t i = 0; i < n; ++i)
-      if (tokens[size_t(i)] >= p->vocab)
-        return die("data file '" + f.data + "': token " + std::to_string(tokens[size_t(i)]) +
-                   " at position " + std::to_string(i) + " is outside the model's vocabulary (" +
-                   std::to_string(p->vocab) + " tokens)");
-  if (n < gbt + 2)
-    return die("data file '" + f.data + "' has " + std::to_string(n) +
-               " tokens; a batch of " + std::to_string(p->batch * world) + " x " +
-               std::to_string(p->seq) + " needs at least " +
-               std::to_string(gbt + 2));
 
   loomrt_step_ctx_t ctx;
   ctx.dev = dev;

@@ -21,7 +21,16 @@
 extern "C" {
 #endif
 
-typedef enum loomrt_status {
+/* Enumerations are ints on the C ABI, and a C caller may pass any int: in
+ * C++ they get int as their fixed underlying type, so an out-of-range value
+ * is a value the runtime refuses with an error, not undefined behaviour. */
+#ifdef __cplusplus
+#define LOOMRT_ENUM(name) enum name : int
+#else
+#define LOOMRT_ENUM(name) enum name
+#endif
+
+typedef LOOMRT_ENUM(loomrt_status) {
   LOOMRT_OK = 0,
   LOOMRT_ERR_INVALID_ARGUMENT = 1,
   LOOMRT_ERR_OUT_OF_MEMORY = 2,
@@ -30,14 +39,14 @@ typedef enum loomrt_status {
   LOOMRT_ERR_IO = 5
 } loomrt_status;
 
-typedef enum loomrt_backend {
+typedef LOOMRT_ENUM(loomrt_backend) {
   LOOMRT_BACKEND_CPU = 0,
   LOOMRT_BACKEND_CUDA = 1,
   LOOMRT_BACKEND_HIP = 2
 } loomrt_backend;
 
 /* Where a buffer lives. Matches the dialect's #loom.mem<...> spaces. */
-typedef enum loomrt_mem_space {
+typedef LOOMRT_ENUM(loomrt_mem_space) {
   LOOMRT_MEM_DEVICE = 0,  /* GPU memory (CPU backend: a separate host arena) */
   LOOMRT_MEM_PINNED = 1,  /* page-locked host memory, DMA- and zero-copy-able */
   LOOMRT_MEM_PAGEABLE = 2 /* ordinary host memory */
@@ -117,24 +126,24 @@ loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
  * work on the last dimension of a [rows, D] view. */
 /* I64 is a storage type only (token ids, labels): kernels take it where an
  * argument says int64, checkpoints store it. */
-typedef enum loomrt_dtype {
+typedef LOOMRT_ENUM(loomrt_dtype) {
   LOOMRT_F32 = 0,
   LOOMRT_BF16 = 1,
   LOOMRT_I64 = 2
 } loomrt_dtype;
 
-typedef enum loomrt_unary_op {
+typedef LOOMRT_ENUM(loomrt_unary_op) {
   LOOMRT_NEG, LOOMRT_EXP, LOOMRT_LOG, LOOMRT_SQRT, LOOMRT_RSQRT, LOOMRT_TANH,
   LOOMRT_ERF, LOOMRT_SIN, LOOMRT_COS, LOOMRT_SIGMOID, LOOMRT_RELU,
   LOOMRT_SILU, LOOMRT_GELU, LOOMRT_GELU_TANH, LOOMRT_UNARY_OP_COUNT
 } loomrt_unary_op;
 
-typedef enum loomrt_binary_op {
+typedef LOOMRT_ENUM(loomrt_binary_op) {
   LOOMRT_ADD, LOOMRT_SUB, LOOMRT_MUL, LOOMRT_DIV, LOOMRT_POW, LOOMRT_MAX,
   LOOMRT_MIN, LOOMRT_BINARY_OP_COUNT
 } loomrt_binary_op;
 
-typedef enum loomrt_reduce_op {
+typedef LOOMRT_ENUM(loomrt_reduce_op) {
   LOOMRT_REDUCE_SUM, LOOMRT_REDUCE_MEAN, LOOMRT_REDUCE_MAX, LOOMRT_REDUCE_MIN
 } loomrt_reduce_op;
 

@@ -5,6 +5,7 @@ onnx package needed), and what loomc must say about each.
     hostile.py run LOOMC WORKDIR      # every case: loomc must exit 1 with a
                                       # one-line error (never 0, never a signal)
     hostile.py model NAME OUT.onnx    # write one model (the injection tests)
+    hostile.py seeds DIR              # every model, as fuzzing seeds
 
 `run` prints one line per case, `NAME: <loomc's error line>`, for FileCheck,
 and exits non-zero if any case crashed, hung, succeeded or printed no error.
@@ -208,6 +209,12 @@ INJECTION_MODELS = {
 if __name__ == "__main__":
     if sys.argv[1] == "run":
         sys.exit(run(sys.argv[2], sys.argv[3]))
+    if sys.argv[1] == "seeds":
+        os.makedirs(sys.argv[2], exist_ok=True)
+        for name, text in list(CASES.items()) + list(INJECTION_MODELS.items()) + [("base", model()), ("lm", lm("table"))]:
+            if text is not None:
+                encode(text, os.path.join(sys.argv[2], name + ".onnx"))
+        sys.exit(0)
     if sys.argv[1] == "model":
         encode(INJECTION_MODELS[sys.argv[2]], sys.argv[3])
         sys.exit(0)

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The hostile-input job (issue 14), run by scripts/test.sh after the main
+# suite: the compiler, the runtime and the tests built with clang-22 under
+# AddressSanitizer + UndefinedBehaviorSanitizer (any report fails), their
+# unit tests and lit suite, then every libFuzzer target for a bounded time
+# from a seed corpus made of the test inputs. A crash, a hang (10 s per
+# input) or a sanitizer report fails the job and leaves the input in
+# $BUILD/fuzz/<target>/crash-*.
+#
+#   scripts/sanitize.sh                       # build-san/, 25 s per target
+#   LOOM_FUZZ_SECONDS=600 scripts/sanitize.sh # longer fuzzing
+#   LOOM_FUZZ_ONLY=1 scripts/sanitize.sh      # skip the test suites
+#
+# The lit run leaves out test/Integration (numerics against PyTorch and
+# multi-rank runs: minutes under ASan, and their code paths are the ones
+# the Codegen and Tools tests already drive through sanitized binaries).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LOOM_SKIP_BUILD=1 scripts/setup.sh
+BUILD="${LOOM_SAN_BUILD_DIR:-build-san}"
+SECONDS_PER_TARGET="${LOOM_FUZZ_SECONDS:-25}"
+if [ ! -f "$BUILD/build.ninja" ]; then
+  echo "[sanitize] configuring $BUILD (clang-22, ASan + UBSan, libFuzzer)"
+  mkdir -p "$BUILD"
+  # -O1 and no NDEBUG: asserts in LLVM's headers (cast<>) are checks too.
+  CC=clang-22 CXX=clang++-22 cmake -G Ninja -S . -B "$BUILD" -DLOOM_FUZZ=ON \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
+    -DCMAKE_C_FLAGS_RELEASE="-O1 -g1" >"$BUILD/configure.log" 2>&1 || {
+    cat "$BUILD/configure.log"; exit 1; }
+fi
+echo "[sanitize] building in $BUILD"
+ninja -C "$BUILD"
+
+export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+if [ "${LOOM_FUZZ_ONLY:-0}" != 1 ]; then
+  echo "[sanitize] unit tests"
+  (cd "$BUILD" && ctest --output-on-failure -j "$(nproc)" -E '^lit$|CommMpi')
+  # Open MPI's own start-up allocations are never freed (not Loom's leaks).
+  (cd "$BUILD" && ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure -R CommMpi)
+  echo "[sanitize] lit suite (without test/Integration)"
+  /usr/lib/llvm-22/bin/lit -sv "$BUILD/test" --filter-out 'Integration/'
+fi
+
+# Seeds: the test inputs, split where a test file holds several cases.
+FUZZ="$ROOT/$BUILD/fuzz"
+mkdir -p "$FUZZ"
+for t in onnx onnx-small mlir safetensors tokens; do mkdir -p "$FUZZ/seeds-$t"; done
+python3 test/Import/Inputs/hostile.py seeds "$FUZZ/seeds-onnx-small"
+cp test/Import/Inputs/{mlp,mlp_eval,conv,gcn,folded,dynamic}.onnx test/Fuzz/regressions/onnx/* \
+  "$FUZZ/seeds-onnx-small/"
+# The byte-level target starts from the small models (a byte flip in a GPT's
+# weights keeps it valid and costs a whole compile); the structure-aware one
+# also from the exported GPT and Llama.
+cp "$FUZZ"/seeds-onnx-small/* test/Import/Inputs/{gpt,llama}.onnx "$FUZZ/seeds-onnx/"
+python3 - "$FUZZ" <<'PY'
+import glob, json, os, random, struct, sys, zlib
+fuzz = sys.argv[1]
+n = 0
+for path in sorted(glob.glob("test/**/*.mlir", recursive=True)) + sorted(glob.glob("test/Fuzz/regressions/mlir/*")):
+    for chunk in open(path, errors="replace").read().split("// -----"):
+        open(os.path.join(fuzz, "seeds-mlir", f"{n}.mlir"), "w").write(chunk)
+        n += 1
+# Checkpoints as the runtime's test saves them (w F32 [3, 4], h BF16 [5],
+# s F32 []), with and without metadata.
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+tensors = [("w", "F32", [3, 4], struct.pack("<12f", *[0.5 * i for i in range(12)])),
+           ("h", "BF16", [5], struct.pack("<5H", *[0x3f80] * 5)),
+           ("s", "F32", [], struct.pack("<f", 7.0))]
+for k, meta in enumerate([{}, {"step": "42", "format": "loom checkpoint part 1"}]):
+    header, off, blob = {}, 0, b""
+    if meta:
+        header["__metadata__"] = dict(meta, **{"crc32c:" + t[0]: "%08x" % crc32c(t[3]) for t in tensors})
+    for name, dt, shape, data in tensors:
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        blob += data
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    open(os.path.join(fuzz, "seeds-safetensors", f"{k}.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + blob)
+rnd = random.Random(1)
+for k, (vocab, count) in enumerate([(64, 40), (0, 20), (300, 100), (2, 3)]):
+    toks = [rnd.randrange(max(vocab, 1) + 2) for _ in range(count)]
+    open(os.path.join(fuzz, "seeds-tokens", f"{k}.bin"), "wb").write(struct.pack("<H", vocab) + struct.pack(f"<{count}H", *toks))
+PY
+for f in test/Fuzz/regressions/safetensors/* test/Fuzz/regressions/tokens/*; do
+  [ -f "$f" ] && cp "$f" "$FUZZ/seeds-$(basename "$(dirname "$f")")/"
+done
+
+status=0
+for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens; do
+  name=${target%%:*}
+  seeds=${target##*:}
+  dir="$FUZZ/$name"
+  mkdir -p "$dir/corpus"
+  echo "[sanitize] fuzz-$name: $SECONDS_PER_TARGET s"
+  if ! (cd "$dir" && "$ROOT/$BUILD/test/Fuzz/fuzz-$name" corpus "$FUZZ/seeds-$seeds" \
+          -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=4096 \
+          -max_len=65536 -print_final_stats=1 -close_fd_mask=1 >"$dir/log" 2>&1); then
+    echo "[sanitize] fuzz-$name FAILED (input and log in $dir):"
+    grep -E "ERROR|runtime error|SUMMARY|Test unit written" "$dir/log" | head -20
+    status=1
+  else
+    grep -E "^stat::number_of_executed_units|DONE" "$dir/log" | tail -1
+  fi
+done
+exit $status
