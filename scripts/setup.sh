@@ -13,6 +13,9 @@ PACKAGES=(
   googletest libgtest-dev libopenblas-dev python3-torch
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin
+  # The sanitizer and fuzzing job (scripts/sanitize.sh): clang with its
+  # sanitizer and libFuzzer runtimes, and its OpenMP.
+  clang-22 libclang-rt-22-dev libomp-22-dev
 )
 
 missing=()

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the lit suite (check-loom) and the
-# unit tests, all through ctest. Ends with ctest's summary line.
+# unit tests, all through ctest; then the hostile-input job
+# (scripts/sanitize.sh: the suites again under ASan + UBSan, and each fuzz
+# target for a bounded time). LOOM_SKIP_SANITIZE=1 skips that job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 BUILD_DIR="${LOOM_BUILD_DIR:-build}"
-cd "$BUILD_DIR"
-ctest --output-on-failure -j "$(nproc)"
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)")
+if [ "${LOOM_SKIP_SANITIZE:-0}" != 1 ]; then
+  scripts/sanitize.sh
+fi
