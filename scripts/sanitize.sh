@@ -54,42 +54,7 @@ cp test/Import/Inputs/{mlp,mlp_eval,conv,gcn,folded,dynamic}.onnx test/Fuzz/regr
 # weights keeps it valid and costs a whole compile); the structure-aware one
 # also from the exported GPT and Llama.
 cp "$FUZZ"/seeds-onnx-small/* test/Import/Inputs/{gpt,llama}.onnx "$FUZZ/seeds-onnx/"
-python3 - "$FUZZ" <<'PY'
-import glob, json, os, random, struct, sys, zlib
-fuzz = sys.argv[1]
-n = 0
-for path in sorted(glob.glob("test/**/*.mlir", recursive=True)) + sorted(glob.glob("test/Fuzz/regressions/mlir/*")):
-    for chunk in open(path, errors="replace").read().split("// -----"):
-        open(os.path.join(fuzz, "seeds-mlir", f"{n}.mlir"), "w").write(chunk)
-        n += 1
-# Checkpoints as the runtime's test saves them (w F32 [3, 4], h BF16 [5],
-# s F32 []), with and without metadata.
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
-tensors = [("w", "F32", [3, 4], struct.pack("<12f", *[0.5 * i for i in range(12)])),
-           ("h", "BF16", [5], struct.pack("<5H", *[0x3f80] * 5)),
-           ("s", "F32", [], struct.pack("<f", 7.0))]
-for k, meta in enumerate([{}, {"step": "42", "format": "loom checkpoint part 1"}]):
-    header, off, blob = {}, 0, b""
-    if meta:
-        header["__metadata__"] = dict(meta, **{"crc32c:" + t[0]: "%08x" % crc32c(t[3]) for t in tensors})
-    for name, dt, shape, data in tensors:
-        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
-        off += len(data)
-        blob += data
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    open(os.path.join(fuzz, "seeds-safetensors", f"{k}.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + blob)
-rnd = random.Random(1)
-for k, (vocab, count) in enumerate([(64, 40), (0, 20), (300, 100), (2, 3)]):
-    toks = [rnd.randrange(max(vocab, 1) + 2) for _ in range(count)]
-    open(os.path.join(fuzz, "seeds-tokens", f"{k}.bin"), "wb").write(struct.pack("<H", vocab) + struct.pack(f"<{count}H", *toks))
-PY
+python3 test/Fuzz/make_seeds.py "$FUZZ"
 for f in test/Fuzz/regressions/safetensors/* test/Fuzz/regressions/tokens/*; do
   [ -f "$f" ] && cp "$f" "$FUZZ/seeds-$(basename "$(dirname "$f")")/"
 done

@@ -91,4 +91,5 @@ def main():
     print(f"checkpoint read back with {how}")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -5,35 +5,15 @@
 // are such files), then its metadata is read.
 //
 //===----------------------------------------------------------------------===//
+#include "FuzzFiles.h"
 #include "loomrt/loomrt.h"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
-namespace {
-std::string filePath() {
-  static std::string path = [] {
-    char name[] = "/tmp/loom-fuzz-st-XXXXXX";
-    int fd = mkstemp(name);
-    if (fd >= 0)
-      close(fd);
-    return std::string(name);
-  }();
-  return path;
-}
-} // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::string path = filePath();
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    std::abort();
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  std::string path = loom::fuzz::asFile("loom-fuzz-st", data, size);
   std::vector<float> w(12);
   std::vector<uint16_t> h(5);
   float s = 0;

@@ -4,35 +4,16 @@
 // reader checks against (0: no check), as binaries of different models do.
 //
 //===----------------------------------------------------------------------===//
+#include "FuzzFiles.h"
 #include "driver/tokens.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <unistd.h>
-
-namespace {
-std::string filePath() {
-  static std::string path = [] {
-    char name[] = "/tmp/loom-fuzz-tok-XXXXXX";
-    int fd = mkstemp(name);
-    if (fd >= 0)
-      close(fd);
-    return std::string(name);
-  }();
-  return path;
-}
-} // namespace
+#include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t vocab = size >= 2 ? int64_t(data[0]) | int64_t(data[1]) << 8 : 0;
-  std::string path = filePath();
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    std::abort();
-  if (size > 2)
-    std::fwrite(data + 2, 1, size - 2, f);
-  std::fclose(f);
+  std::string path = loom::fuzz::asFile("loom-fuzz-tok", data + (size > 2 ? 2 : size),
+                                        size > 2 ? size - 2 : 0);
   std::vector<uint16_t> tokens;
   std::string error;
   (void)loomrt::loadTokens(path, vocab, 2, 8, tokens, error);

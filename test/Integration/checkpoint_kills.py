@@ -21,9 +21,9 @@ import subprocess
 import sys
 import time
 
+from mpitest import ENV, MPIRUN, rank_pids
+
 GPT = "gpt:layers=2,d_model=64,heads=2,vocab=128,seq=32,batch=4"
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
 def header_meta(path):
@@ -42,20 +42,6 @@ def committed(ck):
             sys.exit(f"part {part} says step {meta.get('step')} rank {meta.get('rank')}, "
                      f"the manifest says step {step}")
     return step
-
-
-def rank_pids(binary):
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode()
-        except OSError:
-            continue
-        if cmd == binary:
-            out.append(int(pid))
-    return out
 
 
 def losses(log):

@@ -21,8 +21,7 @@ import time
 
 GPT = "gpt:layers=2,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 STEPS = 8
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
+from mpitest import ENV, MPIRUN, rank_pids
 
 
 def losses(log):
@@ -35,22 +34,6 @@ def train(cmd, log, steps=STEPS, extra=()):
     subprocess.run(cmd + ["--data", DATA, "--steps", str(steps), "--log-json", log, *extra],
                    check=True, stdout=subprocess.DEVNULL, env=ENV)
     return losses(log)
-
-
-def rank_pids(binary, rank):
-    """PIDs of the processes running `binary` as MPI rank `rank`."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode()
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if cmd == binary and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-            out.append(int(pid))
-    return out
 
 
 def fault(binary, sig, timeout, bound):
