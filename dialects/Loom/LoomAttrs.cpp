@@ -130,6 +130,8 @@ LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult PackedType::verify(function_ref<InFlightDiagnostic()> emitError,
                                  RankedTensorType logical, CodecAttr codec) {
+  if (!logical.hasStaticShape())
+    return emitError() << "packed payloads need a statically shaped tensor";
   if (!isa<FloatType>(logical.getElementType()))
     return emitError() << "codec " << stringifyCodecKind(codec.getKind())
                        << " compresses floating-point tensors, not "

@@ -293,9 +293,12 @@ def Loom_PackedType : Loom_Type<"Packed", "packed"> {
   }];
 }
 
-def Loom_AnyTensor : RankedTensorOf<[AnyType]>;
-def Loom_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def Loom_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
+// Static shapes only: every size, placement and schedule is decided at
+// compile time, and verifiers and passes compute with the dimensions (a `?`
+// in a model file must be an error, not a -1 in that arithmetic).
+def Loom_AnyTensor : StaticShapeTensorOf<[AnyType]>;
+def Loom_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Loom_IntTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
 def Loom_Payload : AnyTypeOf<[Loom_AnyTensor, Loom_PackedType]>;
 
 #endif // LOOM_BASE_TD

@@ -241,7 +241,7 @@ def Loom_SelectOp : Loom_Op<"select", [Pure, Loom_ComputeOpTrait]> {
         : tensor<8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32> -> tensor<2x4x8x8xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[I1]>:$cond, Loom_AnyTensor:$lhs,
+  let arguments = (ins StaticShapeTensorOf<[I1]>:$cond, Loom_AnyTensor:$lhs,
                        Loom_AnyTensor:$rhs);
   let results = (outs Loom_AnyTensor:$result);
   let assemblyFormat = [{

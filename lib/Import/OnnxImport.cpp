@@ -202,8 +202,12 @@ public:
       return fail("the output '" + g.output(0).name() + "' declares a negative or too large "
                   "shape"),
              nullptr;
+    if (!declared && !lm && in.getRank() < 1)
+      return fail("the input '" + args[0].first + "' is a scalar; a classifier's input needs a "
+                  "batch dimension (or declare the output's shape)"),
+             nullptr;
     if (!declared)
-      labelShape.assign(lm ? in.getShape().begin() : in.getShape().begin(),
+      labelShape.assign(in.getShape().begin(),
                         lm ? in.getShape().end() : in.getShape().begin() + 1);
     RankedTensorType labels = RankedTensorType::get(labelShape, i64);
     SmallVector<Type> argTypes;

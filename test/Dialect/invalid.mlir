@@ -747,3 +747,18 @@ func.func @sgd_nesterov(%p: tensor<4xf32>) {
   %0:2 = loom.sgd %p, %p, %p {lr = 0.7 : f64, nesterov} : tensor<4xf32>
   return
 }
+
+// -----
+
+// Shapes are static: a `?` reached size arithmetic (a subgroup's element
+// count asserted; found by fuzz-mlir, test/Fuzz/regressions/mlir).
+// expected-error@+1 {{'loom.param' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of floating-point values}}
+loom.param @w : tensor<?xf32>
+
+// -----
+
+func.func @dynamic_operand(%x: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error@+1 {{'loom.relu' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<?xf32>'}}
+  %y = loom.relu %x : tensor<?xf32>
+  return %y : tensor<?xf32>
+}

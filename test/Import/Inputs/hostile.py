@@ -135,6 +135,9 @@ CASES = {
     "external_through_linked_dir": model(inits=(external("linked/passwd"),)),
     "external_directory": model(inits=(external("adir", length="48"),)),
     "external_wrong_length": model(inits=(external("w.bin", offset="0", length="40"),)),
+    "classifier_scalar_input": model([node("Relu", ["s"], ["y"])],
+                                     inputs=('input { name: "s" type { tensor_type { elem_type: 1 shape { } } } }',),
+                                     outputs=('output { name: "y" type { tensor_type { elem_type: 1 } } }',), inits=()),
     # Not protobuf at all.
     "garbage": None,
 }
