@@ -70,10 +70,10 @@ for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safete
           -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=4096 \
           -max_len=65536 -print_final_stats=1 -close_fd_mask=1 >"$dir/log" 2>&1); then
     echo "[sanitize] fuzz-$name FAILED (input and log in $dir):"
-    grep -E "ERROR|runtime error|SUMMARY|Test unit written" "$dir/log" | head -20
+    grep -aE "ERROR|runtime error|SUMMARY|Test unit written" "$dir/log" | head -20
     status=1
   else
-    grep -E "^stat::number_of_executed_units|DONE" "$dir/log" | tail -1
+    grep -aE "^stat::number_of_executed_units|DONE" "$dir/log" | tail -1
   fi
 done
 exit $status
