@@ -414,10 +414,13 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                           ? "."
                           : f.trace.substr(0, std::max<size_t>(1, f.trace.rfind('/')));
     struct stat st;
-    if (stat(dir.c_str(), &st) != 0 || (!S_ISDIR(st.st_mode) && (errno = ENOTDIR)) ||
-        access(dir.c_str(), W_OK) != 0)
+    int e = stat(dir.c_str(), &st) != 0        ? errno
+            : !S_ISDIR(st.st_mode)             ? ENOTDIR
+            : access(dir.c_str(), W_OK) != 0   ? errno
+                                               : 0;
+    if (e)
       return die("cannot write the trace '" + f.trace + "': folder '" + dir + "': " +
-                 std::strerror(errno));
+                 std::strerror(e));
   }
 
   // Tokens, for the whole world's batch.
