@@ -36,6 +36,10 @@ def Loom_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
+  // The `loom.*` attributes passes hand each other (loom.grad_params,
+  // loom.data_parallel, ...) are checked where any op carries them: a .mlir
+  // file is untrusted input and the passes read them as typed.
+  let hasOperationAttrVerify = 1;
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{
     void registerAttributes();

@@ -33,6 +33,56 @@ void LoomDialect::initialize() {
   addInterfaces<LoomInlinerInterface>();
 }
 
+/// The discardable `loom.*` attributes and their shapes. A pass that hands
+/// a new one to another adds it here (docs/developing.md).
+LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto symbols = [&]() -> LogicalResult {
+    auto array = dyn_cast<ArrayAttr>(value);
+    if (!array || !llvm::all_of(array, [](Attribute a) { return isa<FlatSymbolRefAttr>(a); }))
+      return op->emitError() << "'" << name << "' must be an array of symbol references";
+    return success();
+  };
+  // A dictionary whose `keys` are integers in [lo, hi] (other keys allowed).
+  auto integers = [&](ArrayRef<StringRef> keys, ArrayRef<int64_t> lo,
+                      ArrayRef<int64_t> hi) -> LogicalResult {
+    auto dict = dyn_cast<DictionaryAttr>(value);
+    for (auto [i, k] : llvm::enumerate(keys)) {
+      auto v = dict ? dict.getAs<IntegerAttr>(k) : IntegerAttr();
+      if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < lo[i] ||
+          v.getInt() > hi[i])
+        return op->emitError() << "'" << name << "' must be a dictionary with an integer '" << k
+                               << "' in [" << lo[i] << ", " << hi[i] << "]";
+    }
+    return success();
+  };
+  auto expect = [&](bool ok, StringRef what) -> LogicalResult {
+    if (ok)
+      return success();
+    return op->emitError() << "'" << name << "' must be " << what;
+  };
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (name == "loom.grad_params" || name == "loom.shard_of")
+    return symbols();
+  if (name == "loom.sharded_into" || name == "loom.mirror_of")
+    return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
+  if (name == "loom.padded") {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0,
+                  "a non-negative integer");
+  }
+  if (name == "loom.data_parallel")
+    return integers({"world", "zero_stage"}, {1, 0}, {int64_t(1) << 20, 3});
+  if (name == "loom.offload_plan")
+    return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
+  if (name == "loom.model" || name == "loom.optimizer_offload")
+    return expect(isa<StringAttr>(value), "a string");
+  return op->emitError() << "unknown attribute '" << name
+                         << "' (loom.* attributes are the dialect's; see "
+                            "LoomDialect::verifyOperationAttribute)";
+}
+
 std::optional<MemSpace> mlir::loom::getMemSpace(Type type) {
   if (auto packed = dyn_cast<PackedType>(type))
     type = packed.getLogical();

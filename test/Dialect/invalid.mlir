@@ -762,3 +762,49 @@ func.func @dynamic_operand(%x: tensor<?xf32>) -> tensor<?xf32> {
   %y = loom.relu %x : tensor<?xf32>
   return %y : tensor<?xf32>
 }
+
+// -----
+
+// The loom.* attributes passes hand each other are typed where they appear
+// (a .mlir file is untrusted; passes and code generation read them as typed).
+// expected-error@+1 {{'loom.grad_params' must be an array of symbol references}}
+func.func @forward_backward() attributes {loom.grad_params = [1, 2]} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.data_parallel' must be a dictionary with an integer 'world' in [1, 1048576]}}
+func.func @train_step() attributes {loom.data_parallel = {world = 0 : i64, zero_stage = 1 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.data_parallel' must be a dictionary with an integer 'zero_stage' in [0, 3]}}
+func.func @train_step() attributes {loom.data_parallel = {world = 2 : i64, zero_stage = "three"}} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.offload_plan' must be a dictionary with an integer 'stream'}}
+module attributes {loom.offload_plan = {gpu = 1 : i64, cpu = 0 : i64}} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.padded' must be a non-negative integer}}
+loom.param @w : tensor<4xf32> {loom.padded = -4 : i64}
+
+// -----
+
+// expected-error@+1 {{'loom.mirror_of' must be a symbol reference}}
+loom.param @w : tensor<4xf32> {loom.mirror_of = "w"}
+
+// -----
+
+// expected-error@+1 {{unknown attribute 'loom.stage' (loom.* attributes are the dialect's}}
+func.func @f() attributes {loom.stage = 1 : i64} {
+  return
+}
