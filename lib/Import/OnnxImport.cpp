@@ -884,8 +884,11 @@ private:
                                                    : Type(f32);
     auto type = RankedTensorType::get(c.shape, elt);
     DenseElementsAttr attr;
+    // Folding computes in doubles: a folded integer division by zero or an
+    // overflowing product is out of the element type's range, and converting
+    // it is undefined; integers saturate (ints()), floats go to +-inf.
     if (c.elem == onnx::TensorProto::INT64) {
-      std::vector<int64_t> d(c.data.begin(), c.data.end());
+      std::vector<int64_t> d = ints(c);
       attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(d));
     } else if (c.elem == onnx::TensorProto::BOOL) {
       SmallVector<bool> d;
@@ -893,7 +896,12 @@ private:
         d.push_back(x != 0);
       attr = DenseElementsAttr::get(type, ArrayRef<bool>(d));
     } else {
-      std::vector<float> d(c.data.begin(), c.data.end());
+      std::vector<float> d;
+      constexpr double big = std::numeric_limits<float>::max();
+      for (double x : c.data)
+        d.push_back(x > big    ? std::numeric_limits<float>::infinity()
+                    : x < -big ? -std::numeric_limits<float>::infinity()
+                               : float(x));
       attr = DenseElementsAttr::get(type, ArrayRef<float>(d));
     }
     return arith::ConstantOp::create(b, loc, type, attr);
