@@ -509,6 +509,12 @@ private:
         !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, func::CallOp>(op))
       return op->emitError() << "code generation runs only loom.adam and copies on "
                                 "host memory";
+    // A zero-sized tensor has no rows to normalise or multiply: the sizes
+    // below divide by its dimensions (found by fuzz-onnx-proto).
+    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+      if (auto r = dyn_cast<RankedTensorType>(t); r && r.getRank() > 0 && r.getNumElements() == 0)
+        return op->emitError() << "code generation: zero-sized tensors are not supported ("
+                               << t << ")";
     comment(op);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](func::CallOp o) {
