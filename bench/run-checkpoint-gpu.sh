@@ -42,18 +42,7 @@ build-bench/runtime/tests/loomrt-tests > "$OUT/tests.log" 2>&1
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$OUT/tests.log" | head -12
 
 port=29700
-# run N LOG cmd...: N ranks torchrun-style, rank r's output in LOG.r.
-run() {
-  local n=$1 log=$2; shift 2
-  port=$((port + 1))
-  local pids=() rc=0
-  for r in $(seq 0 $((n - 1))); do
-    RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n MASTER_PORT=$port "$@" > "$log.$r" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  return $rc
-}
+source bench/launch.sh
 # maxrel A B: the largest relative difference of two logs' losses, step by step.
 maxrel() {
   python3 -c "
@@ -68,17 +57,17 @@ for f in ck_1gpu ck_z1 ck_z3; do
   n=2; [ $f = ck_1gpu ] && n=1
   ck="$OUT/$f.ck"; rm -rf "$ck" "$OUT"/$f.*.jsonl
   common=(--data "$GEN/gpl3.bin" --seed 3)
-  run $n "$OUT/$f.straight" /tmp/$f "${common[@]}" --steps 6 --log-json "$OUT/$f.straight.jsonl"
-  run $n "$OUT/$f.again" /tmp/$f "${common[@]}" --steps 6 --log-json "$OUT/$f.again.jsonl"
-  run $n "$OUT/$f.first" /tmp/$f "${common[@]}" --steps 3 --checkpoint-dir "$ck" \
+  launch $n "$OUT/$f.straight" /tmp/$f "${common[@]}" --steps 6 --log-json "$OUT/$f.straight.jsonl"
+  launch $n "$OUT/$f.again" /tmp/$f "${common[@]}" --steps 6 --log-json "$OUT/$f.again.jsonl"
+  launch $n "$OUT/$f.first" /tmp/$f "${common[@]}" --steps 3 --checkpoint-dir "$ck" \
     --checkpoint-every 3 --log-json "$OUT/$f.resumed.jsonl"
-  run $n "$OUT/$f.second" /tmp/$f "${common[@]}" --steps 3 --checkpoint-dir "$ck" --resume \
+  launch $n "$OUT/$f.second" /tmp/$f "${common[@]}" --steps 3 --checkpoint-dir "$ck" --resume \
     --log-json "$OUT/$f.resumed.jsonl"
   files=$(ls "$ck" | tr '\n' ' ')
   part=$(ls "$ck"/step-3.rank0-of-$n.safetensors)
   python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-1]^=1; open(p,'wb').write(b)" "$part"
   refused=accepted
-  run $n "$OUT/$f.corrupt" /tmp/$f "${common[@]}" --steps 1 --checkpoint-dir "$ck" --resume ||
+  launch $n "$OUT/$f.corrupt" /tmp/$f "${common[@]}" --steps 1 --checkpoint-dir "$ck" --resume ||
     refused="refused: $(grep -ho 'does not match its checksum' "$OUT/$f.corrupt".* | head -1)"
   printf "%-9s %-6s %-15s %-15s %-28s %s\n" $f $n "$(maxrel "$OUT/$f.resumed.jsonl" "$OUT/$f.straight.jsonl")" \
     "$(maxrel "$OUT/$f.again.jsonl" "$OUT/$f.straight.jsonl")" "$files" "$refused"

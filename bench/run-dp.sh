@@ -28,19 +28,7 @@ for f in dp_small_1gpu_cuda dp_small_z0_cuda dp_small_z3_cuda dp_gpt2_z0_cuda dp
 done
 wait
 
-port=29600
-# launch N LOG cmd...: N ranks, rank r's output in LOG.r; prints rank 0's.
-launch() {
-  local n=$1 log=$2; shift 2
-  port=$((port + 1))
-  local pids=() rc=0
-  for r in $(seq 0 $((n - 1))); do
-    RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n MASTER_PORT=$port "$@" > "$log.$r" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  return $rc
-}
+source bench/launch.sh
 
 echo "== comm_check on 2 GPUs (NCCL through loomrt)"
 launch 2 "$OUT/comm_check" build-bench/runtime/tests/comm_check cuda; cat "$OUT/comm_check".{0,1}

@@ -1,0 +1,16 @@
+# launch.sh: sourced by the multi-GPU bench scripts. Starts ranks
+# torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_PORT; MASTER_ADDR is
+# the caller's), one process per GPU, a fresh port per job.
+port=${port:-29600}
+# launch N LOG cmd...: N ranks, rank r's output in LOG.r; fails if any rank does.
+launch() {
+  local n=$1 log=$2; shift 2
+  port=$((port + 1))
+  local pids=() rc=0
+  for r in $(seq 0 $((n - 1))); do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n MASTER_PORT=$port "$@" > "$log.$r" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
