@@ -10,6 +10,8 @@
 #   scripts/sanitize.sh                       # build-san/, 25 s per target
 #   LOOM_FUZZ_SECONDS=600 scripts/sanitize.sh # longer fuzzing
 #   LOOM_FUZZ_ONLY=1 scripts/sanitize.sh      # skip the test suites
+#   LOOM_FUZZ_SEED=0 scripts/sanitize.sh      # a random libFuzzer seed (CI uses 1, so a
+#                                             # clean clone's run explores the same inputs)
 #
 # The lit run leaves out test/Integration (numerics against PyTorch and
 # multi-rank runs: minutes under ASan, and their code paths are the ones
@@ -67,7 +69,7 @@ for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safete
   mkdir -p "$dir/corpus"
   echo "[sanitize] fuzz-$name: $SECONDS_PER_TARGET s"
   if ! (cd "$dir" && "$ROOT/$BUILD/test/Fuzz/fuzz-$name" corpus "$FUZZ/seeds-$seeds" \
-          -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=4096 \
+          -max_total_time="$SECONDS_PER_TARGET" -seed="${LOOM_FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=4096 \
           -max_len=65536 -print_final_stats=1 -close_fd_mask=1 >"$dir/log" 2>&1); then
     echo "[sanitize] fuzz-$name FAILED (input and log in $dir):"
     grep -aE "ERROR|runtime error|SUMMARY|Test unit written" "$dir/log" | head -20
