@@ -38,8 +38,11 @@ loomrt_status CheckpointSet::open(bool create) {
                                    "': " + std::strerror(errno));
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return fail(LOOMRT_ERR_IO, "the checkpoint folder '" + dir + "' is not a folder");
-  // Can this rank create files there? (Before training, not after it.)
-  std::string probe = dir + "/.loom-write-test." + std::to_string(::getpid());
+  // Can this rank create files there? (Before training, not after it.) The
+  // rank is in the name: ranks on other hosts sharing the folder may have
+  // the same pid.
+  std::string probe = dir + "/.loom-write-test.rank" + std::to_string(rank) + "." +
+                      std::to_string(::getpid());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return fail(LOOMRT_ERR_IO, "cannot write in the checkpoint folder '" + dir +
