@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -373,11 +374,42 @@ private:
     default: return 0;
     }
   }
+  /// Values in the typed field of a tensor of the importer's types.
+  static int64_t typedCount(const onnx::TensorProto &t) {
+    return t.data_type() == onnx::TensorProto::INT64  ? t.int64_data_size()
+           : t.data_type() == onnx::TensorProto::BOOL ? t.int32_data_size()
+                                                      : t.float_data_size();
+  }
+  /// Whether `t` holds exactly `n` elements, raw or typed.
+  static bool holds(const onnx::TensorProto &t, int64_t n) {
+    return t.raw_data().empty() ? typedCount(t) == n
+                                : t.raw_data().size() == size_t(n) * elementBytes(t.data_type());
+  }
+  /// Element `i` of `t` (holds() checked), raw or typed.
+  static double elementAt(const onnx::TensorProto &t, int64_t i) {
+    const std::string &raw = t.raw_data();
+    if (t.data_type() == onnx::TensorProto::BOOL)
+      return raw.empty() ? double(t.int32_data(int(i)) != 0) : double(raw[size_t(i)] != 0);
+    if (t.data_type() == onnx::TensorProto::INT64) {
+      int64_t x;
+      if (raw.empty())
+        x = t.int64_data(int(i));
+      else
+        std::memcpy(&x, raw.data() + i * 8, 8);
+      return double(x);
+    }
+    float x;
+    if (raw.empty())
+      x = t.float_data(int(i));
+    else
+      std::memcpy(&x, raw.data() + i * 4, 4);
+    return x;
+  }
 
   bool initializer(const onnx::TensorProto &t, bool asConstant = false) {
     int elem = t.data_type();
     if (elementBytes(elem) == 0)
-      return fail("initializer '" + t.name() + "' has element elem " + std::to_string(elem) +
+      return fail("initializer '" + t.name() + "' has element type " + std::to_string(elem) +
                   "; expected float, int64 or bool");
     if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL) {
       onnx::TensorProto loaded = t;
@@ -398,13 +430,9 @@ private:
     // The data must be exactly what the shape asks for, in one of the two
     // encodings, before anything is allocated for it.
     const std::string &raw = t.raw_data();
-    size_t es = elementBytes(elem);
-    int typed = elem == onnx::TensorProto::INT64  ? t.int64_data_size()
-                : elem == onnx::TensorProto::BOOL ? t.int32_data_size()
-                                                  : t.float_data_size();
-    if (raw.empty() ? int64_t(typed) != n : raw.size() != size_t(n) * es)
+    if (!holds(t, n))
       return fail("initializer '" + t.name() + "' holds " +
-                  (raw.empty() ? std::to_string(typed) + " values"
+                  (raw.empty() ? std::to_string(typedCount(t)) + " values"
                                : std::to_string(raw.size()) + " bytes") +
                   " for " + std::to_string(n) + " elements of shape " + shapeStr(shape));
     if (folds) {
@@ -413,25 +441,8 @@ private:
       v.elem = elem;
       v.shape.assign(shape.begin(), shape.end());
       v.data.resize(size_t(n));
-      for (int64_t i = 0; i < n; ++i) {
-        if (elem == onnx::TensorProto::INT64) {
-          int64_t x;
-          if (raw.empty())
-            x = t.int64_data(int(i));
-          else
-            std::memcpy(&x, raw.data() + i * 8, 8);
-          v.data[i] = double(x);
-        } else if (elem == onnx::TensorProto::BOOL) {
-          v.data[i] = raw.empty() ? double(t.int32_data(int(i)) != 0) : double(raw[i] != 0);
-        } else {
-          float x;
-          if (raw.empty())
-            x = t.float_data(int(i));
-          else
-            std::memcpy(&x, raw.data() + i * 4, 4);
-          v.data[i] = x;
-        }
-      }
+      for (int64_t i = 0; i < n; ++i)
+        v.data[i] = elementAt(t, i);
       values[t.name()] = v;
       return true;
     }
@@ -466,9 +477,9 @@ private:
   //===--------------------------------------------------------------===//
 
   /// `axis` in [-rank, rank) made non-negative.
-  bool normAxis(const onnx::NodeProto &n, int64_t &axis, int64_t rank, StringRef what = "axis") {
+  bool normAxis(const onnx::NodeProto &n, int64_t &axis, int64_t rank) {
     if (axis < -rank || axis >= rank)
-      return nodeFail(n, what.str() + " " + std::to_string(axis) + " is out of range for rank " +
+      return nodeFail(n, "axis " + std::to_string(axis) + " is out of range for rank " +
                              std::to_string(rank));
     if (axis < 0)
       axis += rank;
@@ -498,9 +509,13 @@ private:
       return nodeFail(n, what.str() + " input '" + n.input(i) + "' does not fold to a constant");
     return true;
   }
-  /// ONNX Reshape's target: 0 copies the input's dimension, one -1 is
-  /// inferred; the element count must be preserved.
-  bool reshapeTarget(const onnx::NodeProto &n, ArrayRef<int64_t> in, std::vector<int64_t> &shape) {
+  /// ONNX Reshape's target (a 1-d constant): 0 copies the input's
+  /// dimension, one -1 is inferred; the element count must be preserved.
+  bool reshapeTarget(const onnx::NodeProto &n, ArrayRef<int64_t> in, const Val &target,
+                     std::vector<int64_t> &shape) {
+    if (target.shape.size() != 1)
+      return nodeFail(n, "the target shape must be 1-d");
+    shape = ints(target);
     int64_t numel = checkedNumel(in, kMaxElements), known = 1, infer = -1;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == 0) {
@@ -778,10 +793,8 @@ private:
     }
     if (op == "Reshape") {
       r = in(0);
-      if (in(1).shape.size() != 1)
-        return invalid("the target shape must be 1-d");
-      std::vector<int64_t> shape = ints(in(1));
-      if (!reshapeTarget(n, r.shape, shape))
+      std::vector<int64_t> shape;
+      if (!reshapeTarget(n, r.shape, in(1), shape))
         return bad = true, std::nullopt;
       r.shape = shape;
       return r;
@@ -822,31 +835,11 @@ private:
       r.elem = v ? v->t().data_type() : onnx::TensorProto::FLOAT;
       double x = 0;
       if (v) {
-        const auto &t = v->t();
-        const std::string &raw = t.raw_data();
-        size_t es = elementBytes(r.elem);
         if (r.elem != onnx::TensorProto::INT64 && r.elem != onnx::TensorProto::FLOAT)
           return invalid("value must be a float or int64 tensor");
-        bool has = raw.empty() ? (r.elem == onnx::TensorProto::INT64 ? t.int64_data_size()
-                                                                      : t.float_data_size()) == 1
-                               : raw.size() == es;
-        if (!has)
+        if (!holds(v->t(), 1))
           return invalid("value must hold exactly one element");
-        if (r.elem == onnx::TensorProto::INT64) {
-          int64_t y = 0;
-          if (raw.empty())
-            y = t.int64_data(0);
-          else
-            std::memcpy(&y, raw.data(), 8);
-          x = double(y);
-        } else {
-          float y = 0;
-          if (raw.empty())
-            y = t.float_data(0);
-          else
-            std::memcpy(&y, raw.data(), 4);
-          x = y;
-        }
+        x = elementAt(v->t(), 0);
       }
       r.shape = shape;
       r.data.assign(size_t(r.numel()), x);
@@ -1122,11 +1115,7 @@ private:
           perm.push_back(i);
       SmallVector<int64_t> shape, sorted(perm);
       llvm::sort(sorted);
-      for (auto [i, q] : llvm::enumerate(sorted))
-        if (q != int64_t(i))
-          return nodeFail(n, "perm is not a permutation of the input's " +
-                                 std::to_string(tt(x).getRank()) + " dimensions");
-      if (int64_t(perm.size()) != tt(x).getRank())
+      if (!llvm::equal(sorted, llvm::seq<int64_t>(0, tt(x).getRank())))
         return nodeFail(n, "perm is not a permutation of the input's " +
                                std::to_string(tt(x).getRank()) + " dimensions");
       for (int64_t q : perm)
@@ -1192,9 +1181,9 @@ private:
         return false;
       if (!shapeC)
         return nodeFail(n, "the target shape does not fold to a constant");
-      std::vector<int64_t> shape = ints(*shapeC);
-      if (shapeC->shape.size() != 1 || !reshapeTarget(n, tt(x).getShape(), shape))
-        return shapeC->shape.size() == 1 ? false : nodeFail(n, "the target shape must be 1-d");
+      std::vector<int64_t> shape;
+      if (!reshapeTarget(n, tt(x).getShape(), *shapeC, shape))
+        return false;
       define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
       return true;
     }
@@ -1365,31 +1354,41 @@ private:
 
 } // namespace
 
-OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
-                                 StringRef task, ArrayRef<std::string> frozen,
-                                 std::string &error) {
-  std::ifstream in(path.str(), std::ios::binary);
-  if (!in)
-    return error = "cannot open '" + path.str() + "': " + std::strerror(errno), nullptr;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad())
-    return error = "cannot read '" + path.str() + "': " + std::strerror(errno), nullptr;
-  return importOnnxBytes(ctx, bytes, path, task, frozen, error);
-}
-
-OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &ctx, StringRef bytes, StringRef path,
-                                      StringRef task, ArrayRef<std::string> frozen,
-                                      std::string &error) {
+/// Both entry points once the ModelProto is parsed (`parsed` false: it
+/// was not a ModelProto).
+static OwningOpRef<ModuleOp> importParsed(MLIRContext &ctx, const onnx::ModelProto &model,
+                                          bool parsed, StringRef path, StringRef task,
+                                          ArrayRef<std::string> frozen, std::string &error) {
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
-  onnx::ModelProto model;
-  if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
-      !model.ParseFromArray(bytes.data(), int(bytes.size())))
+  if (!parsed)
     return error = "'" + path.str() + "' is not a valid ONNX model (protobuf parse failed)",
            nullptr;
   if (!task.empty() && task != "lm" && task != "classify")
     return error = "unknown --task '" + task.str() + "': expected lm or classify", nullptr;
   Importer imp(ctx, error, llvm::sys::path::parent_path(path).str());
   return imp.run(model, path, task, frozen);
+}
+
+OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
+                                 StringRef task, ArrayRef<std::string> frozen,
+                                 std::string &error) {
+  std::ifstream in(path.str(), std::ios::binary);
+  if (!in)
+    return error = "cannot open '" + path.str() + "': " + std::strerror(errno), nullptr;
+  // Parsed from the stream: a model near protobuf's 2 GB limit is not
+  // held twice (file bytes and parsed message).
+  onnx::ModelProto model;
+  bool parsed = model.ParseFromIstream(&in);
+  return importParsed(ctx, model, parsed, path, task, frozen, error);
+}
+
+OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &ctx, StringRef bytes, StringRef path,
+                                      StringRef task, ArrayRef<std::string> frozen,
+                                      std::string &error) {
+  onnx::ModelProto model;
+  bool parsed = bytes.size() <= size_t(std::numeric_limits<int>::max()) &&
+                model.ParseFromArray(bytes.data(), int(bytes.size()));
+  return importParsed(ctx, model, parsed, path, task, frozen, error);
 }
 
 } // namespace loom
