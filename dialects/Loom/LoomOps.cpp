@@ -1211,6 +1211,13 @@ SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
   return steps;
 }
 
+RankedTensorType mlir::loom::zeroSizedTensor(Operation *op) {
+  for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (auto r = dyn_cast<RankedTensorType>(t); r && r.getRank() > 0 && r.getNumElements() == 0)
+      return r;
+  return {};
+}
+
 bool mlir::loom::isBackwardWork(Operation *op) {
   if (op->getName().getStringRef() == "func.call") { // no func dependency here
     auto callee = op->getAttrOfType<FlatSymbolRefAttr>("callee");

@@ -75,6 +75,11 @@ CastOp fusedRefreshCast(AdamOp adam);
 /// Code generation marks the end of the last such op for the binary's
 /// phase timing; the step simulation predicts the same point.
 bool isBackwardWork(Operation *op);
+
+/// A zero-sized tensor among `op`'s operands and results, if any: the
+/// executor and code generation refuse them (their row counts divide by a
+/// dimension).
+RankedTensorType zeroSizedTensor(Operation *op);
 } // namespace mlir::loom
 
 #endif // LOOM_DIALECT_LOOMOPS_H

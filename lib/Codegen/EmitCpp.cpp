@@ -26,7 +26,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 using namespace mlir;
@@ -118,8 +117,9 @@ public:
     // The last field of a global's entry: an imported splat's value.
     auto splatOf = [](Operation *op) {
       auto p = dyn_cast<ParamOp>(op);
-      auto v = p ? dyn_cast_or_null<DenseElementsAttr>(p.getValueAttr()) : DenseElementsAttr();
-      return v && v.isSplat() ? f(v.getSplatValue<APFloat>().convertToDouble()) : std::string("0");
+      return p && isSplatValue(p)
+                 ? f(cast<DenseElementsAttr>(p.getValueAttr()).getSplatValue<APFloat>().convertToDouble())
+                 : std::string("0");
     };
     auto describe = [&](Operation *op, std::string &out) -> LogicalResult {
       RankedTensorType type;
@@ -511,10 +511,9 @@ private:
                                 "host memory";
     // A zero-sized tensor has no rows to normalise or multiply: the sizes
     // below divide by its dimensions (found by fuzz-onnx-proto).
-    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
-      if (auto r = dyn_cast<RankedTensorType>(t); r && r.getRank() > 0 && r.getNumElements() == 0)
-        return op->emitError() << "code generation: zero-sized tensors are not supported ("
-                               << t << ")";
+    if (RankedTensorType t = zeroSizedTensor(op))
+      return op->emitError() << "code generation: zero-sized tensors are not supported (" << t
+                             << ")";
     comment(op);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](func::CallOp o) {
@@ -1205,14 +1204,6 @@ bool compileTrainingBinary(const std::string &cppPath,
   auto path = llvm::sys::findProgramByName(cxx);
   if (!path) {
     error = "no C++ compiler '" + cxx + "' on PATH (set CXX)";
-    return false;
-  }
-  // The output's folder must exist: the compiler's own message for a
-  // missing one is easy to miss among its other output.
-  llvm::SmallString<256> dir(output);
-  llvm::sys::path::remove_filename(dir);
-  if (!dir.empty() && !llvm::sys::fs::is_directory(dir)) {
-    error = "cannot write '" + output + "': folder '" + dir.str().str() + "' does not exist";
     return false;
   }
   // The compiler's output goes to a temporary log (not beside -o, which may

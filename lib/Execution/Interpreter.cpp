@@ -358,9 +358,8 @@ public:
 
   bool exec(Operation *op) {
     // As in code generation: row counts below divide by a dimension.
-    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
-      if (auto r = dyn_cast<RankedTensorType>(t); r && r.getRank() > 0 && r.getNumElements() == 0)
-        return fail("zero-sized tensors are not supported");
+    if (zeroSizedTensor(op))
+      return fail("zero-sized tensors are not supported");
     return llvm::TypeSwitch<Operation *, bool>(op)
         .Case([&](arith::ConstantOp c) {
           Buf b;
