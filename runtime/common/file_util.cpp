@@ -7,6 +7,7 @@
 #include <csignal>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace loomrt {
@@ -37,12 +38,31 @@ static void removeStaleTemporaries(const std::string &dir, const std::string &ba
   ::closedir(d);
 }
 
+std::string folderOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+int folderWriteError(const std::string &dir, const std::string &tag) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    return errno;
+  if (!S_ISDIR(st.st_mode))
+    return ENOTDIR;
+  std::string probe = dir + "/.loom-write-test." + tag + "." + std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return 0;
+}
+
 loomrt_status writeFileAtomic(
     const std::string &path,
     const std::vector<std::pair<const void *, size_t>> &parts) {
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  removeStaleTemporaries(dir, slash == std::string::npos ? path : path.substr(slash + 1));
+  std::string dir = folderOf(path);
+  removeStaleTemporaries(dir, path.substr(path.rfind('/') + 1));
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   // A new file or nothing: O_EXCL with O_CREAT never follows a symbolic
   // link, so a link planted under this predictable name in a shared folder

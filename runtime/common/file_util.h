@@ -19,6 +19,16 @@ loomrt_status writeFileAtomic(
     const std::string &path,
     const std::vector<std::pair<const void *, size_t>> &parts);
 
+/// The folder a file path names ("." for a bare name, "/" at the root).
+std::string folderOf(const std::string &path);
+
+/// 0 when this process can create files in `dir`, else the errno that says
+/// why (ENOTDIR when it is not a folder). It creates and removes a probe
+/// file named with `tag` and the pid (ranks on other hosts sharing the
+/// folder may have the same pid), so it answers as root too, where
+/// access(W_OK) always says yes.
+int folderWriteError(const std::string &dir, const std::string &tag);
+
 } // namespace loomrt
 
 #endif

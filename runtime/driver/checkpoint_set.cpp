@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -36,19 +35,13 @@ loomrt_status CheckpointSet::open(bool create) {
   if (create && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return fail(LOOMRT_ERR_IO, "cannot create the checkpoint folder '" + dir +
                                    "': " + std::strerror(errno));
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  // Can this rank create files there? (Before training, not after it.)
+  int e = folderWriteError(dir, "rank" + std::to_string(rank));
+  if (e == ENOTDIR)
     return fail(LOOMRT_ERR_IO, "the checkpoint folder '" + dir + "' is not a folder");
-  // Can this rank create files there? (Before training, not after it.) The
-  // rank is in the name: ranks on other hosts sharing the folder may have
-  // the same pid.
-  std::string probe = dir + "/.loom-write-test.rank" + std::to_string(rank) + "." +
-                      std::to_string(::getpid());
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
+  if (e)
     return fail(LOOMRT_ERR_IO, "cannot write in the checkpoint folder '" + dir +
-                                   "': " + std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
+                                   "': " + std::strerror(e));
   return LOOMRT_OK;
 }
 

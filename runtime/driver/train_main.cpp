@@ -5,6 +5,7 @@
 #include "loomrt/train.h"
 #include "common/adam_math.h"
 #include "common/arena_policy.h"
+#include "common/file_util.h"
 #include "driver/checkpoint_set.h"
 #include "driver/tokens.h"
 
@@ -410,15 +411,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   // Outputs named on the command line are checked before any work: an
   // unwritable trace found after training loses the run's trace.
   if (!f.trace.empty()) {
-    std::string dir = f.trace.find('/') == std::string::npos
-                          ? "."
-                          : f.trace.substr(0, std::max<size_t>(1, f.trace.rfind('/')));
-    struct stat st;
-    int e = stat(dir.c_str(), &st) != 0        ? errno
-            : !S_ISDIR(st.st_mode)             ? ENOTDIR
-            : access(dir.c_str(), W_OK) != 0   ? errno
-                                               : 0;
-    if (e)
+    std::string dir = loomrt::folderOf(f.trace);
+    if (int e = loomrt::folderWriteError(dir, "trace"))
       return die("cannot write the trace '" + f.trace + "': folder '" + dir + "': " +
                  std::strerror(e));
   }
