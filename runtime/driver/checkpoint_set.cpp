@@ -23,9 +23,14 @@ const char kPartFormat[] = "loom checkpoint part 1";
 
 } // namespace
 
+std::string CheckpointSet::rankSuffix(int r) const {
+  return ".rank" + std::to_string(r) + "-of-" + std::to_string(world) + ".safetensors";
+}
+std::string CheckpointSet::partName(long step, int r) const {
+  return "step-" + std::to_string(step) + rankSuffix(r);
+}
 std::string CheckpointSet::partPath(long step, int r) const {
-  return dir + "/step-" + std::to_string(step) + ".rank" + std::to_string(r) + "-of-" +
-         std::to_string(world) + ".safetensors";
+  return dir + "/" + partName(step, r);
 }
 
 loomrt_status CheckpointSet::open(bool create) {
@@ -94,10 +99,8 @@ loomrt_status CheckpointSet::save(long step, const std::vector<loomrt_tensor_ref
     std::string m = "{\"format\": " + json::quote(kManifestFormat) + ", \"step\": " + stepStr +
                     ", \"world\": " + worldStr + ", \"zero_stage\": " + zeroStr +
                     ", \"model\": " + json::quote(model) + ", \"parts\": [";
-    for (int r = 0; r < world; ++r) {
-      std::string p = partPath(step, r);
-      m += (r ? ", " : "") + json::quote(p.substr(p.rfind('/') + 1));
-    }
+    for (int r = 0; r < world; ++r)
+      m += (r ? ", " : "") + json::quote(partName(step, r));
     m += "]}\n";
     mine = writeFileAtomic(manifestPath(), {{m.data(), m.size()}});
   }
@@ -152,8 +155,7 @@ loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
   if (!mod || mod->kind != json::Value::String || mod->str != model)
     return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' is of model '" +
                                    (mod ? mod->str : std::string("?")) + "', not '" + model + "'");
-  std::string mine = partPath(step, rank);
-  mine = mine.substr(mine.rfind('/') + 1);
+  std::string mine = partName(step, rank);
   if (!parts || parts->kind != json::Value::Array || parts->items.size() != size_t(world) ||
       parts->items[size_t(rank)].str != mine)
     return fail(LOOMRT_ERR_IO, "'" + path + "' does not list '" + mine + "' as rank " +
@@ -202,9 +204,7 @@ void CheckpointSet::removeOtherParts(long keep) {
   DIR *d = ::opendir(dir.c_str());
   if (!d)
     return;
-  std::string suffix = ".rank" + std::to_string(rank) + "-of-" + std::to_string(world) +
-                       ".safetensors";
-  std::string kept = "step-" + std::to_string(keep) + suffix;
+  std::string suffix = rankSuffix(rank), kept = partName(keep, rank);
   while (struct dirent *e = ::readdir(d)) {
     std::string name = e->d_name;
     if (name.rfind("step-", 0) == 0 && name.size() > suffix.size() &&

@@ -39,6 +39,9 @@ public:
   std::string partPath(long step, int r) const;
 
 private:
+  /// Rank r's part of `step`: "step-S" + rankSuffix(r).
+  std::string partName(long step, int r) const;
+  std::string rankSuffix(int r) const;
   /// The minimum and maximum of `v` over all ranks (one all-reduce).
   loomrt_status agree(int64_t v, int64_t &lo, int64_t &hi);
   /// Every rank learns whether all of them succeeded; the failing rank

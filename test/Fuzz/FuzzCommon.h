@@ -38,7 +38,6 @@ inline mlir::DialectRegistry &registry() {
 /// run, and one for all inputs would grow without bound (types and
 /// attributes are never freed).
 struct Context {
-  std::unique_ptr<mlir::MLIRContext> owned;
   mlir::MLIRContext &ctx;
   static mlir::MLIRContext &shared() {
     static std::unique_ptr<mlir::MLIRContext> c;
