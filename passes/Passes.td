@@ -464,4 +464,63 @@ def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   ];
 }
 
+def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
+  let summary = "Lower a training step to loomrt runtime calls";
+  let description = [{
+    Rewrites @train_step and the functions it calls into the `loomrt`
+    dialect: every tensor becomes a `!loomrt.buffer`, every op the runtime
+    call(s) that compute it, and every decision code generation needs is
+    made here and written into the IR (docs/codegen.md, "Lowering"):
+
+    * memory: a `loomrt.alloc` from the step arena per result, except
+      aliases (reshape, a ZeRO shard, a reduction's last step), loads (the
+      global's buffer, `loomrt.global`) and values stored whole into a
+      global once (computed there); a `loomrt.free` after the last use of
+      every buffer a function owns, a transfer's input staying in use until
+      its event is waited;
+    * streams and events: kernels on the compute stream, work on host
+      memory on the host stream, copies on the stream of their direction,
+      collectives on the comm stream, each after an event of the compute
+      stream and followed by its own event (the op's `!loom.token`);
+    * updates: Adam and SGD in place on the globals' buffers when the update
+      reads each state symbol and stores it straight back, and Adam's bf16
+      cast of the new weights fused into the update.
+
+    Functions @train_step does not reach are removed. Each lowered op is
+    preceded by `loomrt.comment` with its loom text, and @train_step gets
+    `loomrt.program` ({batch, seq, vocab, world, zero_stage}) when it trains
+    a language model from token files. IR the runtime cannot run (element
+    types other than f32/bf16/i64/i1, compute on host memory other than
+    updates and copies, sub-group collectives, zero-sized tensors) is
+    refused with an error on the op.
+
+    Before:
+
+    ```mlir
+    func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = loom.exp %x : tensor<4xf32>
+      %1 = loom.neg %0 : tensor<4xf32>
+      return %1 : tensor<4xf32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func @f(%x: !loomrt.buffer) -> !loomrt.buffer {
+      %s = loomrt.stream compute
+      loomrt.comment "%0 = loom.exp %arg0 : tensor<4xf32>"
+      %0 = loomrt.alloc 16
+      loomrt.unary exp f32 %x -> %0, 4 on %s
+      loomrt.comment "%1 = loom.neg %0 : tensor<4xf32>"
+      %1 = loomrt.alloc 16
+      loomrt.unary neg f32 %0 -> %1, 4 on %s
+      loomrt.free %0
+      return %1 : !loomrt.buffer
+    }
+    ```
+  }];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
 #endif // LOOM_PASSES_TD

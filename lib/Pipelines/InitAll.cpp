@@ -2,6 +2,7 @@
 #include "loom/InitAll.h"
 
 #include "dialects/Loom/LoomDialect.h"
+#include "dialects/LoomRT/LoomRTDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -13,7 +14,7 @@
 #include "llvm/Support/PrettyStackTrace.h"
 
 void loom::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<mlir::loom::LoomDialect, mlir::func::FuncDialect,
+  registry.insert<mlir::loom::LoomDialect, mlir::loomrt::LoomRTDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   mlir::func::registerInlinerExtension(registry);
 }

@@ -317,9 +317,9 @@ int loomcMain(int argc, char **argv) {
 
   // The streams are assigned by the passes that create asynchronous work
   // (data parallelism, offload), so the schedule phase prints the order of
-  // work per stream (loom-print-schedule, on stderr) and writes the IR; the
-  // lowering to runtime calls happens in the C++ emitter, so `lowered`
-  // writes the IR it consumes (see docs/codegen.md; `cpp` shows the calls).
+  // work per stream (loom-print-schedule, on stderr) and writes the IR;
+  // `lowered` writes the loomrt IR of runtime calls (loom-lower-to-runtime)
+  // that `cpp` translates to C++ (docs/codegen.md).
   if (dataParallel) {
     if (module->lookupSymbol("world"))
       return error("the input already defines a symbol @world; --topology adds "
@@ -450,6 +450,17 @@ int loomcMain(int argc, char **argv) {
       tf->os() << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw->name + ")");
       tf->keep();
     }
+  }
+
+  // The step simulation reads the loom IR, so the lowering runs after it.
+  if (*phase >= Phase::Lowered) {
+    PassManager lower(&ctx);
+    if (failed(applyPassManagerCLOptions(lower)))
+      return 1;
+    lower.addPass(mlir::loom::createLowerToRuntime());
+    applyDefaultTimingPassManagerCLOptions(lower);
+    if (failed(lower.run(*module)))
+      return 1;
   }
 
   std::string err;

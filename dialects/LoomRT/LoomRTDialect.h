@@ -1,0 +1,30 @@
+//===- LoomRTDialect.h - the loomrt dialect: runtime calls as ops ---------===//
+#ifndef LOOM_DIALECT_LOOMRT_H
+#define LOOM_DIALECT_LOOMRT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/LoomRT/LoomRTDialect.h.inc"
+#include "dialects/LoomRT/LoomRTEnums.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/LoomRT/LoomRTTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/LoomRT/LoomRTOps.h.inc"
+
+namespace mlir::loomrt {
+/// The function attribute that describes the training program on a lowered
+/// @train_step: {batch, seq, vocab, world, zero_stage}.
+constexpr llvm::StringLiteral kProgramAttr = "loomrt.program";
+} // namespace mlir::loomrt
+
+#endif // LOOM_DIALECT_LOOMRT_H

@@ -1,0 +1,515 @@
+//===- LoomRTOps.td - the loomrt dialect: the runtime's entry points ------===//
+//
+// One op per runtime entry point that a training step calls (runtime/include/
+// loomrt/loomrt.h and train.h). Buffers, streams, events and communicators
+// are SSA values; sizes, shapes and kinds are attributes, so an op holds
+// exactly the arguments of its call. `loom-lower-to-runtime` makes every
+// decision that leads here (allocation and release, streams and events,
+// in-place updates); code generation translates each op to its call, the
+// reference executor (loom-run) makes the call, the step simulation prices it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOMRT_OPS_TD
+#define LOOMRT_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def LoomRT_Dialect : Dialect {
+  let name = "loomrt";
+  let cppNamespace = "::mlir::loomrt";
+  let summary = "Runtime calls, buffers, streams and events of a training step";
+  let description = [{
+    The `loomrt` dialect is the last IR before C++: a training step as the
+    sequence of runtime calls the generated binary makes. Every value is a
+    handle the runtime knows (`!loomrt.buffer`, `!loomrt.stream`,
+    `!loomrt.event`, `!loomrt.comm`) or a host integer; every op is one
+    entry point of `loomrt.h` with its sizes spelled out as attributes.
+    Nothing is left to decide: which buffer is reused, when it goes back to
+    the step arena (`loomrt.free`), which stream runs a call and which event
+    orders it are all in the IR, so they can be printed, FileChecked and
+    changed like every other decision.
+
+    Functions keep the `func` dialect; their tensor arguments and results
+    become `!loomrt.buffer`s (device pointers). Module-level `loom.param` and
+    `loom.state` declarations stay: `loomrt.global @name` is the address of
+    one.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    void registerTypes();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+class LoomRT_Type<string name, string typeMnemonic, string doc>
+    : TypeDef<LoomRT_Dialect, name> {
+  let mnemonic = typeMnemonic;
+  let summary = doc;
+  // Parameterless: results of this type need not be spelled in builders.
+  let builderCall = "$_builder.getType<::mlir::loomrt::" # name # "Type>()";
+}
+def LoomRT_Buffer : LoomRT_Type<"Buffer", "buffer",
+    "bytes in device or host memory (a pointer)">;
+def LoomRT_Stream : LoomRT_Type<"Stream", "stream", "an in-order work queue">;
+def LoomRT_Event : LoomRT_Type<"Event", "event", "a point on a stream">;
+def LoomRT_Comm : LoomRT_Type<"Comm", "comm", "a communicator over ranks">;
+
+//===----------------------------------------------------------------------===//
+// Enums: the runtime's, with its numbering.
+//===----------------------------------------------------------------------===//
+
+def LoomRT_DType : I32EnumAttr<"DType", "an element type of the runtime", [
+    I32EnumAttrCase<"f32", 0>, I32EnumAttrCase<"bf16", 1>, I32EnumAttrCase<"i64", 2>
+  ]> {
+  let cppNamespace = "::mlir::loomrt";
+}
+def LoomRT_UnaryKind : I32EnumAttr<"UnaryKind", "loomrt_unary_op", [
+    I32EnumAttrCase<"neg", 0>, I32EnumAttrCase<"exp", 1>, I32EnumAttrCase<"log", 2>,
+    I32EnumAttrCase<"sqrt", 3>, I32EnumAttrCase<"rsqrt", 4>, I32EnumAttrCase<"tanh", 5>,
+    I32EnumAttrCase<"erf", 6>, I32EnumAttrCase<"sin", 7>, I32EnumAttrCase<"cos", 8>,
+    I32EnumAttrCase<"sigmoid", 9>, I32EnumAttrCase<"relu", 10>, I32EnumAttrCase<"silu", 11>,
+    I32EnumAttrCase<"gelu", 12>, I32EnumAttrCase<"gelu_tanh", 13>
+  ]> {
+  let cppNamespace = "::mlir::loomrt";
+}
+def LoomRT_BinaryKind : I32EnumAttr<"BinaryKind", "loomrt_binary_op", [
+    I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"sub", 1>, I32EnumAttrCase<"mul", 2>,
+    I32EnumAttrCase<"div", 3>, I32EnumAttrCase<"pow", 4>, I32EnumAttrCase<"max", 5>,
+    I32EnumAttrCase<"min", 6>
+  ]> {
+  let cppNamespace = "::mlir::loomrt";
+}
+def LoomRT_ReduceKind : I32EnumAttr<"ReduceKind", "loomrt_reduce_op", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>, I32EnumAttrCase<"max", 2>,
+    I32EnumAttrCase<"min", 3>
+  ]> {
+  let cppNamespace = "::mlir::loomrt";
+}
+def LoomRT_StreamRole : I32EnumAttr<"StreamRole", "one of the step's streams", [
+    I32EnumAttrCase<"compute", 0>, I32EnumAttrCase<"comm", 1>, I32EnumAttrCase<"host", 2>,
+    I32EnumAttrCase<"h2d", 3>, I32EnumAttrCase<"d2h", 4>
+  ]> {
+  let cppNamespace = "::mlir::loomrt";
+}
+
+//===----------------------------------------------------------------------===//
+// Op classes
+//===----------------------------------------------------------------------===//
+
+class LoomRT_Op<string mnemonic, list<Trait> traits = []>
+    : Op<LoomRT_Dialect, mnemonic, traits>;
+
+// A call that runs on a stream: its first operand. `args` are its buffers
+// and attributes; the assembly reads `loomrt.NAME ... on %stream`.
+class LoomRT_CallOp<string mnemonic, dag args, string format>
+    : LoomRT_Op<mnemonic> {
+  let arguments = !con((ins LoomRT_Stream:$stream), args);
+  let assemblyFormat = format # " `on` $stream attr-dict";
+}
+
+def NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
+
+//===----------------------------------------------------------------------===//
+// The step's context: streams, communicator, memory
+//===----------------------------------------------------------------------===//
+
+def LoomRT_StreamOp : LoomRT_Op<"stream", [Pure]> {
+  let summary = "one of the step's streams";
+  let description = [{
+    The driver gives each step five streams: `compute` (kernels), `comm`
+    (collectives), `host` (work the CPU runs on host memory), `h2d` and
+    `d2h` (the two copy directions, so they overlap).
+
+    ```mlir
+    %s = loomrt.stream compute
+    ```
+  }];
+  let arguments = (ins LoomRT_StreamRole:$role);
+  let results = (outs LoomRT_Stream:$result);
+  let assemblyFormat = "$role attr-dict";
+}
+
+def LoomRT_CommOp : LoomRT_Op<"comm", [Pure]> {
+  let summary = "the step's communicator over every rank";
+  let arguments = (ins);
+  let results = (outs LoomRT_Comm:$result);
+  let assemblyFormat = "attr-dict";
+}
+
+def LoomRT_AllocOp : LoomRT_Op<"alloc"> {
+  let summary = "a buffer from the step arena";
+  let description = [{
+    `bytes` bytes from the step's device arena (`host`: its pinned host
+    arena), valid until the matching `loomrt.free` or the end of the step.
+
+    ```mlir
+    %b = loomrt.alloc 4096
+    %h = loomrt.alloc 4096 host
+    ```
+  }];
+  let arguments = (ins NonNegI64:$bytes, UnitAttr:$host);
+  let results = (outs LoomRT_Buffer:$result);
+  let assemblyFormat = "$bytes (`host` $host^)? attr-dict";
+}
+
+def LoomRT_FreeOp : LoomRT_Op<"free"> {
+  let summary = "gives a step-arena buffer back";
+  let arguments = (ins LoomRT_Buffer:$buffer);
+  let assemblyFormat = "$buffer attr-dict";
+}
+
+def LoomRT_GlobalOp : LoomRT_Op<"global", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the buffer of a parameter or state";
+  let description = [{
+    The address of the persistent buffer the driver keeps for a module-level
+    `loom.param` or `loom.state`.
+
+    ```mlir
+    %w = loomrt.global @weight
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs LoomRT_Buffer:$result);
+  let assemblyFormat = "$name attr-dict";
+}
+
+def LoomRT_ViewOp : LoomRT_Op<"view", [Pure]> {
+  let summary = "a buffer at a byte offset into another";
+  let arguments = (ins LoomRT_Buffer:$source, NonNegI64:$offset);
+  let results = (outs LoomRT_Buffer:$result);
+  let assemblyFormat = "$source `[` $offset `]` attr-dict";
+}
+
+def LoomRT_RankViewOp : LoomRT_Op<"rank_view", [Pure]> {
+  let summary = "this rank's block of a buffer";
+  let description = [{
+    The `block_bytes` bytes at offset rank × `block_bytes` (a ZeRO shard of
+    a gathered buffer).
+  }];
+  let arguments = (ins LoomRT_Buffer:$source, LoomRT_Comm:$comm, NonNegI64:$block_bytes);
+  let results = (outs LoomRT_Buffer:$result);
+  let assemblyFormat = "$source `[` $block_bytes `]` `of` $comm attr-dict";
+}
+
+def LoomRT_CommentOp : LoomRT_Op<"comment"> {
+  let summary = "the op the following calls implement";
+  let description = [{
+    The lowering puts each `loom` op's text before the calls it became, so
+    a reader can follow the schedule in the generated source. No effect.
+  }];
+  let arguments = (ins StrAttr:$text);
+  let assemblyFormat = "$text attr-dict";
+}
+
+def LoomRT_BackwardDoneOp : LoomRT_Op<"backward_done"> {
+  let summary = "marks the end of the backward (the driver times the phases)";
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Ordering
+//===----------------------------------------------------------------------===//
+
+def LoomRT_RecordOp : LoomRT_Op<"record"> {
+  let summary = "an event recorded on a stream";
+  let description = [{
+    ```mlir
+    %e = loomrt.record %cs
+    ```
+  }];
+  let arguments = (ins LoomRT_Stream:$stream);
+  let results = (outs LoomRT_Event:$event);
+  let assemblyFormat = "$stream attr-dict";
+}
+
+def LoomRT_WaitOp : LoomRT_Op<"wait"> {
+  let summary = "a stream waits for an event (the host does not)";
+  let arguments = (ins LoomRT_Stream:$stream, LoomRT_Event:$event);
+  let assemblyFormat = "$stream `for` $event attr-dict";
+}
+
+def LoomRT_SyncOp : LoomRT_Op<"sync"> {
+  let summary = "the host waits for an event";
+  let arguments = (ins LoomRT_Event:$event);
+  let assemblyFormat = "$event attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def LoomRT_MemcpyOp : LoomRT_CallOp<"memcpy",
+    (ins LoomRT_Buffer:$dst, LoomRT_Buffer:$src, NonNegI64:$bytes),
+    "$dst `,` $src `,` $bytes"> {
+  let summary = "copies bytes (any direction)";
+}
+
+def LoomRT_WriteConstOp : LoomRT_CallOp<"write_const",
+    (ins LoomRT_Buffer:$dst, ElementsAttr:$value),
+    "$dst `,` $value"> {
+  let summary = "copies a constant (f32, bf16, i64 or i1) into a buffer";
+  let hasVerifier = 1;
+}
+
+def LoomRT_FillOp : LoomRT_CallOp<"fill",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dst, F64Attr:$value, NonNegI64:$n),
+    "$dtype $dst `,` $value `,` $n"> {
+  let summary = "fills `n` elements with one value";
+}
+
+def LoomRT_CopyStridedOp : LoomRT_CallOp<"copy_strided",
+    (ins LoomRT_Buffer:$src, LoomRT_Buffer:$dst, NonNegI64:$elem_bytes,
+         DenseI64ArrayAttr:$src_strides, DenseI64ArrayAttr:$dst_strides,
+         DenseI64ArrayAttr:$shape),
+    "$src $src_strides `->` $dst $dst_strides `shape` $shape `elem` $elem_bytes"> {
+  let summary = "a strided copy (transpose, slice, concatenation, broadcast)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+def LoomRT_UnaryOp : LoomRT_CallOp<"unary",
+    (ins LoomRT_UnaryKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$x,
+         LoomRT_Buffer:$y, NonNegI64:$n),
+    "$kind $dtype $x `->` $y `,` $n"> {
+  let summary = "y = f(x), elementwise";
+}
+
+def LoomRT_UnaryGradOp : LoomRT_CallOp<"unary_grad",
+    (ins LoomRT_UnaryKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$dy,
+         LoomRT_Buffer:$x, LoomRT_Buffer:$dx, NonNegI64:$n),
+    "$kind $dtype $dy `,` $x `->` $dx `,` $n"> {
+  let summary = "dx = dy · f'(x), elementwise";
+}
+
+def LoomRT_BinaryOp : LoomRT_CallOp<"binary",
+    (ins LoomRT_BinaryKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$a,
+         DenseI64ArrayAttr:$a_shape, LoomRT_Buffer:$b, DenseI64ArrayAttr:$b_shape,
+         LoomRT_Buffer:$out, DenseI64ArrayAttr:$out_shape),
+    "$kind $dtype $a $a_shape `,` $b $b_shape `->` $out $out_shape"> {
+  let summary = "out = a ∘ b with numpy broadcasting (shapes aligned to one rank)";
+  let hasVerifier = 1;
+}
+
+def LoomRT_SelectOp : LoomRT_CallOp<"select",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$cond, DenseI64ArrayAttr:$cond_shape,
+         LoomRT_Buffer:$a, DenseI64ArrayAttr:$a_shape, LoomRT_Buffer:$b,
+         DenseI64ArrayAttr:$b_shape, LoomRT_Buffer:$out, DenseI64ArrayAttr:$out_shape),
+    "$dtype $cond $cond_shape `,` $a $a_shape `,` $b $b_shape `->` $out $out_shape"> {
+  let summary = "out = cond ? a : b with broadcasting (cond is one byte per element)";
+  let hasVerifier = 1;
+}
+
+def LoomRT_CastOp : LoomRT_CallOp<"cast",
+    (ins LoomRT_DType:$from, LoomRT_Buffer:$x, LoomRT_DType:$to,
+         LoomRT_Buffer:$y, NonNegI64:$n),
+    "$from $x `->` $to $y `,` $n"> {
+  let summary = "converts `n` elements";
+}
+
+def LoomRT_MatmulOp : LoomRT_CallOp<"matmul",
+    (ins LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$c,
+         UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
+         NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
+         NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
+    "$a `,` $b `->` $c"> {
+  let summary = "batched c = op(a) · op(b) (loomrt_gemm; a stride 0 broadcasts)";
+}
+
+def LoomRT_LayerNormOp : LoomRT_CallOp<"layer_norm",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$w,
+         Optional<LoomRT_Buffer>:$b, LoomRT_Buffer:$y, NonNegI64:$rows,
+         NonNegI64:$d, F64Attr:$eps),
+    "$dtype $x `,` $w (`,` $b^)? `->` $y"> {
+  let summary = "layer normalisation over the last dimension";
+}
+
+def LoomRT_LayerNormGradOp : LoomRT_CallOp<"layer_norm_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dy, LoomRT_Buffer:$x, LoomRT_Buffer:$w,
+         LoomRT_Buffer:$dx, LoomRT_Buffer:$dw, LoomRT_Buffer:$db, NonNegI64:$rows,
+         NonNegI64:$d, F64Attr:$eps),
+    "$dtype $dy `,` $x `,` $w `->` $dx `,` $dw `,` $db"> {
+  let summary = "the gradients of layer_norm";
+}
+
+def LoomRT_RmsNormOp : LoomRT_CallOp<"rms_norm",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$w, LoomRT_Buffer:$y,
+         NonNegI64:$rows, NonNegI64:$d, F64Attr:$eps),
+    "$dtype $x `,` $w `->` $y"> {
+  let summary = "RMS normalisation over the last dimension";
+}
+
+def LoomRT_RmsNormGradOp : LoomRT_CallOp<"rms_norm_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dy, LoomRT_Buffer:$x, LoomRT_Buffer:$w,
+         LoomRT_Buffer:$dx, LoomRT_Buffer:$dw, NonNegI64:$rows, NonNegI64:$d,
+         F64Attr:$eps),
+    "$dtype $dy `,` $x `,` $w `->` $dx `,` $dw"> {
+  let summary = "the gradients of rms_norm";
+}
+
+def LoomRT_SoftmaxOp : LoomRT_CallOp<"softmax",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$y, NonNegI64:$rows,
+         NonNegI64:$d, UnitAttr:$log),
+    "$dtype $x `->` $y"> {
+  let summary = "(log-)softmax over rows of `d`";
+}
+
+def LoomRT_SoftmaxGradOp : LoomRT_CallOp<"softmax_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dy, LoomRT_Buffer:$y, LoomRT_Buffer:$dx,
+         NonNegI64:$rows, NonNegI64:$d, UnitAttr:$log),
+    "$dtype $dy `,` $y `->` $dx"> {
+  let summary = "the gradient of softmax from its output";
+}
+
+def LoomRT_EmbeddingOp : LoomRT_CallOp<"embedding",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$table, LoomRT_Buffer:$indices,
+         LoomRT_Buffer:$out, NonNegI64:$n, NonNegI64:$d, NonNegI64:$vocab),
+    "$dtype $table `[` $indices `]` `->` $out"> {
+  let summary = "rows of a table (i64 indices, checked against `vocab`)";
+}
+
+def LoomRT_EmbeddingGradOp : LoomRT_CallOp<"embedding_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dy, LoomRT_Buffer:$indices,
+         LoomRT_Buffer:$dtable, NonNegI64:$n, NonNegI64:$d, NonNegI64:$vocab),
+    "$dtype $dy `[` $indices `]` `->` $dtable"> {
+  let summary = "scatter-adds row gradients into an f32 table gradient";
+}
+
+def LoomRT_AttentionOp : LoomRT_CallOp<"attention",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$q, LoomRT_Buffer:$k, LoomRT_Buffer:$v,
+         LoomRT_Buffer:$out, LoomRT_Buffer:$workspace, NonNegI64:$bh, NonNegI64:$t,
+         NonNegI64:$s, NonNegI64:$dh, F64Attr:$scale, UnitAttr:$causal),
+    "$dtype $q `,` $k `,` $v `->` $out `workspace` $workspace"> {
+  let summary = "scaled dot-product attention (the workspace from loomrt_attention_workspace_bytes)";
+}
+
+def LoomRT_AttentionGradOp : LoomRT_CallOp<"attention_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$q, LoomRT_Buffer:$k, LoomRT_Buffer:$v,
+         LoomRT_Buffer:$dout, LoomRT_Buffer:$dq, LoomRT_Buffer:$dk, LoomRT_Buffer:$dv,
+         LoomRT_Buffer:$workspace, NonNegI64:$bh, NonNegI64:$t, NonNegI64:$s,
+         NonNegI64:$dh, F64Attr:$scale, UnitAttr:$causal),
+    "$dtype $q `,` $k `,` $v `,` $dout `->` $dq `,` $dk `,` $dv `workspace` $workspace"> {
+  let summary = "the gradients of attention (recomputes the scores)";
+}
+
+def LoomRT_CrossEntropyOp : LoomRT_CallOp<"cross_entropy",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$logits, LoomRT_Buffer:$labels,
+         LoomRT_Buffer:$loss, NonNegI64:$rows, NonNegI64:$classes),
+    "$dtype $logits `,` $labels `->` $loss"> {
+  let summary = "mean cross entropy of rows of logits against i64 labels (f32 loss)";
+}
+
+def LoomRT_CrossEntropyGradOp : LoomRT_CallOp<"cross_entropy_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$logits, LoomRT_Buffer:$labels,
+         LoomRT_Buffer:$dloss, LoomRT_Buffer:$dlogits, NonNegI64:$rows,
+         NonNegI64:$classes),
+    "$dtype $logits `,` $labels `,` $dloss `->` $dlogits"> {
+  let summary = "the gradient of cross_entropy";
+}
+
+def LoomRT_ReduceOp : LoomRT_CallOp<"reduce",
+    (ins LoomRT_ReduceKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$x,
+         LoomRT_Buffer:$y, NonNegI64:$outer, NonNegI64:$len, NonNegI64:$inner),
+    "$kind $dtype $x `->` $y `[` $outer `,` $len `,` $inner `]`"> {
+  let summary = "reduces the middle dimension of [outer, len, inner]";
+}
+
+//===----------------------------------------------------------------------===//
+// Host integers (the step counter)
+//===----------------------------------------------------------------------===//
+
+def LoomRT_AddI64Op : LoomRT_Op<"add_i64"> {
+  let summary = "adds two i64 scalars on the host; writes the sum and returns it";
+  let description = [{
+    The step counter's increment: both operands are read back (the host
+    waits for `stream`), the sum is written to `out` and returned as a host
+    integer, so every update of the step reads it without another read-back.
+  }];
+  let arguments = (ins LoomRT_Stream:$stream, LoomRT_Buffer:$lhs, LoomRT_Buffer:$rhs,
+                       LoomRT_Buffer:$out);
+  let results = (outs I64:$sum);
+  let assemblyFormat = "$lhs `,` $rhs `->` $out `on` $stream attr-dict";
+}
+
+def LoomRT_ReadI64Op : LoomRT_Op<"read_i64"> {
+  let summary = "reads an i64 scalar back to the host (waits for the stream)";
+  let arguments = (ins LoomRT_Stream:$stream, LoomRT_Buffer:$buffer);
+  let results = (outs I64:$value);
+  let assemblyFormat = "$buffer `on` $stream attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates (in place)
+//===----------------------------------------------------------------------===//
+
+def LoomRT_AdamOp : LoomRT_Op<"adam"> {
+  let summary = "Adam(W) in place on fp32 parameters and state";
+  let description = [{
+    `loomrt_adam_f32`, or `loomrt_adam_bf16grad` when the gradient is bf16;
+    `refresh`, when present, receives the updated parameters in bf16 (the
+    working copy's cast, fused). `timed`: the host runs it and the driver
+    times it (the JSON log's cpu_update_*).
+
+    ```mlir
+    loomrt.adam %p, %g, %m, %v step %t grad bf16 on %hs {lr = 1.0e-03, ...}
+    ```
+  }];
+  let arguments = (ins LoomRT_Stream:$stream, LoomRT_Buffer:$param, LoomRT_Buffer:$grad,
+                       LoomRT_Buffer:$exp_avg, LoomRT_Buffer:$exp_avg_sq, I64:$step,
+                       Optional<LoomRT_Buffer>:$refresh, LoomRT_DType:$grad_dtype,
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, UnitAttr:$decoupled, UnitAttr:$timed,
+                       NonNegI64:$n);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step (`refresh` $refresh^)?
+    `grad` $grad_dtype `on` $stream attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def LoomRT_SgdOp : LoomRT_CallOp<"sgd",
+    (ins LoomRT_Buffer:$param, LoomRT_Buffer:$grad, LoomRT_Buffer:$momentum_buf,
+         F64Attr:$lr, F64Attr:$momentum, UnitAttr:$nesterov, NonNegI64:$n),
+    "$param `,` $grad `,` $momentum_buf"> {
+  let summary = "SGD with momentum in place on fp32 parameters";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def LoomRT_AllReduceOp : LoomRT_Op<"all_reduce"> {
+  let summary = "all-reduce of `n` elements over a communicator";
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_DType:$dtype,
+                       LoomRT_Buffer:$input, LoomRT_Buffer:$output, NonNegI64:$n,
+                       LoomRT_ReduceKind:$reduce);
+  let assemblyFormat = "$reduce $dtype $input `->` $output `,` $n `over` $comm `on` $stream attr-dict";
+}
+
+def LoomRT_ReduceScatterOp : LoomRT_Op<"reduce_scatter"> {
+  let summary = "reduce-scatter: `n` output elements per rank";
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_DType:$dtype,
+                       LoomRT_Buffer:$input, LoomRT_Buffer:$output, NonNegI64:$n,
+                       LoomRT_ReduceKind:$reduce);
+  let assemblyFormat = "$reduce $dtype $input `->` $output `,` $n `over` $comm `on` $stream attr-dict";
+}
+
+def LoomRT_AllGatherOp : LoomRT_Op<"all_gather"> {
+  let summary = "all-gather: `n` input elements per rank";
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_DType:$dtype,
+                       LoomRT_Buffer:$input, LoomRT_Buffer:$output, NonNegI64:$n);
+  let assemblyFormat = "$dtype $input `->` $output `,` $n `over` $comm `on` $stream attr-dict";
+}
+
+#endif // LOOMRT_OPS_TD

@@ -1,0 +1,1094 @@
+//===- LowerToRuntime.cpp - loom ops to loomrt runtime calls --------------===//
+//
+// The last decisions before C++ (docs/codegen.md, "Lowering"): every tensor
+// becomes a buffer, every op the runtime calls that compute it, and
+//
+//   * memory: each result gets a step-arena buffer (`loomrt.alloc`), except
+//     aliases (reshape, a ZeRO shard's block, a reduction's last step),
+//     loads (the global's buffer) and values stored whole into a global
+//     once (written there directly); `loomrt.free` follows the last use of
+//     every buffer the function owns, a transfer's input being in use until
+//     its event is waited (one liveness analysis, `insertFrees`);
+//   * streams and events: kernels on the compute stream, work on host
+//     memory on the host stream, copies on the copy stream of their
+//     direction and collectives on the comm stream, each after an event of
+//     the compute stream and followed by its own event (the op's token);
+//   * updates: Adam/SGD in place on the global's buffers when the update
+//     reads each state symbol and stores it straight back, on the streamed
+//     copy when that copy is scratch, else on fresh copies; a bf16 cast of
+//     Adam's new weights is fused into the update (loomrt_adam_bf16grad).
+//
+// The analysis half (`Plan`) decides from the loom IR before anything is
+// rewritten; the patterns (one per op, grouped by family below) only build
+// what it decided, with MLIR's dialect conversion. Unsupported IR is refused
+// up front by `checkSupported`, with a message naming the op.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "dialects/LoomRT/LoomRTDialect.h"
+#include "loomrt/loomrt.h"
+
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <functional>
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOWERTORUNTIME
+#include "passes/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+namespace rt = mlir::loomrt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Types and sizes
+//===----------------------------------------------------------------------===//
+
+RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
+int64_t numel(Value v) { return tt(v).getNumElements(); }
+bool isHostType(Type t) { return getExecSide(t) == ExecSide::Cpu; }
+int64_t bytesOf(Value v) { return numel(v) * int64_t(storageBytes(tt(v).getElementType())); }
+std::optional<rt::DType> dtypeOf(Type t) {
+  if (t.isF32())
+    return rt::DType::f32;
+  if (t.isBF16())
+    return rt::DType::bf16;
+  if (t.isInteger(64))
+    return rt::DType::i64;
+  return std::nullopt;
+}
+rt::DType dt(Value v) { return *dtypeOf(tt(v).getElementType()); }
+APFloat f64(const APFloat &x) { return APFloat(x.convertToDouble()); }
+rt::ReduceKind reduceOf(ReduceKind k) {
+  switch (k) {
+  case ReduceKind::mean: return rt::ReduceKind::mean;
+  case ReduceKind::max: return rt::ReduceKind::max;
+  case ReduceKind::min: return rt::ReduceKind::min;
+  default: return rt::ReduceKind::sum;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The plan: decisions taken on the loom IR before it is rewritten
+//===----------------------------------------------------------------------===//
+
+/// The load of a symbol whose only user is `op`, if `v` is one.
+std::optional<StringRef> soleLoad(Value v, Operation *op) {
+  auto load = v.getDefiningOp<LoadOp>();
+  if (load && v.hasOneUse() && *v.getUsers().begin() == op)
+    return load.getName();
+  return std::nullopt;
+}
+/// The store of `v` to @sym, if it is `v`'s only store (other users read
+/// the updated value, which stays in @sym's buffer: the offload schedules
+/// copy it to the device working copy).
+StoreOp soleStore(Value v, StringRef sym) {
+  StoreOp found;
+  for (Operation *u : v.getUsers())
+    if (auto st = dyn_cast<StoreOp>(u)) {
+      if (found || st.getName() != sym)
+        return {};
+      found = st;
+    }
+  return found;
+}
+/// The store that writes `r` whole, when it is `r`'s only use: `r` can be
+/// computed in the global's buffer directly.
+StoreOp storedWhole(Value r) {
+  if (!r.hasOneUse())
+    return {};
+  auto store = dyn_cast<StoreOp>(*r.getUsers().begin());
+  return store && store.getValue() == r ? store : StoreOp();
+}
+
+/// How an optimizer update gets the buffers it writes.
+enum class UpdateIn { place, scratch, copies };
+
+/// The streams and communicator of one function, made at its entry.
+struct FuncCtx {
+  Value s, cs, hs, xs, ys, comm;
+};
+
+struct Plan {
+  /// Ops that become nothing: stores the producer wrote through, and the
+  /// bf16 casts Adam writes itself.
+  llvm::DenseSet<Operation *> elided;
+  /// Where each update writes (adam, sgd).
+  llvm::DenseMap<Operation *, UpdateIn> update;
+  /// The fused refresh cast's buffer, made by the Adam pattern, taken by
+  /// the cast's.
+  llvm::DenseMap<Operation *, Value> refreshBuffer;
+  /// Host copies of i64 scalars (the step counter's increment).
+  llvm::DenseMap<Value, Value> hostScalar;
+  llvm::DenseMap<Operation *, FuncCtx> funcs;
+
+  FuncCtx &ctx(Operation *op) { return funcs[op->getParentOfType<func::FuncOp>()]; }
+
+  /// An op's input that only it reads, made by an op of this function into
+  /// a buffer the function allocates (a copy's result, say): the update
+  /// may overwrite it.
+  static bool scratch(Value v, Operation *op) {
+    Operation *d = v.getDefiningOp();
+    return v.hasOneUse() && *v.getUsers().begin() == op && d &&
+           !isa<LoadOp, ReshapeOp, ShardOp, func::CallOp>(d) && !storedWhole(v);
+  }
+
+  void decideUpdate(Operation *o, ArrayRef<Value> ins, ArrayRef<Value> outs) {
+    bool inPlace = true, inScratch = true;
+    SmallVector<StoreOp> stores;
+    for (auto [in, out] : llvm::zip(ins, outs)) {
+      auto sym = soleLoad(in, o);
+      stores.push_back(sym ? soleStore(out, *sym) : StoreOp());
+      inPlace = inPlace && stores.back();
+      inScratch = inScratch && scratch(in, o);
+    }
+    update[o] = inPlace ? UpdateIn::place : inScratch ? UpdateIn::scratch : UpdateIn::copies;
+    if (inPlace)
+      for (StoreOp st : stores)
+        elided.insert(st);
+  }
+
+  void analyse(func::FuncOp fn) {
+    for (Operation &op : fn.getBody().front()) {
+      if (auto adam = dyn_cast<AdamOp>(op)) {
+        decideUpdate(adam, {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()},
+                     {adam.getNewParam(), adam.getNewExpAvg(), adam.getNewExpAvgSq()});
+        if (CastOp refresh = fusedRefreshCast(adam)) {
+          elided.insert(refresh);
+          if (StoreOp st = storedWhole(refresh.getResult()))
+            elided.insert(st);
+        }
+      } else if (auto sgd = dyn_cast<SgdOp>(op)) {
+        decideUpdate(sgd, {sgd.getParam(), sgd.getMomentumBuf()},
+                     {sgd.getNewParam(), sgd.getNewMomentumBuf()});
+      } else if (auto copy = dyn_cast<CopyOp>(op)) {
+        if (StoreOp st = storedWhole(copy.getResult()))
+          elided.insert(st);
+      }
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// What the runtime cannot run, refused before anything is rewritten
+//===----------------------------------------------------------------------===//
+
+LogicalResult checkTypes(Operation *op) {
+  for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    if (!r)
+      continue;
+    Type e = r.getElementType();
+    if (!dtypeOf(e) && !e.isInteger(1))
+      return op->emitError() << "lowering to the runtime: element type " << e
+                             << " is not supported (f32, bf16, i64, i1)";
+    if (r.getRank() > LOOMRT_MAX_RANK)
+      return op->emitError() << "lowering to the runtime: rank " << r.getRank()
+                             << " is above the runtime's " << LOOMRT_MAX_RANK;
+  }
+  return success();
+}
+
+LogicalResult checkSupported(Operation *op, ModuleOp module) {
+  if (isa<func::ReturnOp, func::CallOp>(op))
+    return success();
+  if (failed(checkTypes(op)))
+    return failure();
+  auto refuse = [&](const Twine &what) { return op->emitError("code generation " + what), failure(); };
+  bool onHost = llvm::any_of(op->getOperandTypes(), isHostType);
+  // Adam writes the bf16 refresh of its new weights itself.
+  auto cast = dyn_cast<CastOp>(op);
+  auto adam = cast ? cast.getInput().getDefiningOp<AdamOp>() : AdamOp();
+  bool fused = adam && fusedRefreshCast(adam) == cast;
+  if (onHost && !fused && !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp>(op))
+    return refuse("runs only loom.adam and copies on host memory");
+  // A zero-sized tensor has no rows to normalise or multiply: the sizes
+  // divide by its dimensions (found by fuzz-onnx-proto).
+  if (RankedTensorType t = zeroSizedTensor(op))
+    return op->emitError() << "code generation: zero-sized tensors are not supported (" << t << ")";
+  auto lastDim = [](int64_t dim, Value v) {
+    return dim == tt(v).getRank() - 1 || dim == -1;
+  };
+  auto wholeWorld = [&](GroupAttr g) -> LogicalResult {
+    // The binary has one communicator, the world's: a group must span every
+    // level of its topology (sub-groups need loomrt_comm_split, not wired).
+    auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
+    if (!topo || g.getLevels().size() != topo.getLevels().size())
+      return refuse("supports collectives over the whole topology only");
+    return success();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](arith::ConstantOp o) -> LogicalResult {
+        if (!isa<DenseElementsAttr>(o.getValue()) || !isa<RankedTensorType>(o.getType()))
+          return refuse("supports dense tensor constants only");
+        return success();
+      })
+      .Case([&](arith::AddIOp o) -> LogicalResult {
+        auto t = dyn_cast<RankedTensorType>(o.getType());
+        if (!t || t.getRank() != 0 || !t.getElementType().isInteger(64))
+          return refuse("supports arith.addi on i64 scalars only");
+        return success();
+      })
+      .Case([&](SoftmaxOp o) {
+        return lastDim(int64_t(o.getDim()), o.getInput()) ? success()
+                                                          : refuse("supports softmax over the last dimension");
+      })
+      .Case([&](SoftmaxGradOp o) {
+        return lastDim(int64_t(o.getDim()), o.getOutput()) ? success()
+                                                           : refuse("supports softmax over the last dimension");
+      })
+      .Case([&](EmbeddingGradOp o) {
+        return tt(o.getResult()).getElementType().isF32() ? success()
+                                                          : refuse("supports f32 embedding gradients");
+      })
+      .Case([&](CrossEntropyGradOp o) {
+        return tt(o.getGrad()).getElementType().isF32() ? success()
+                                                        : refuse("needs an f32 loss gradient");
+      })
+      .Case([&](MatmulOp o) -> LogicalResult {
+        auto c = tt(o.getResult());
+        int64_t batch = c.getNumElements() / (c.getDimSize(c.getRank() - 2) * c.getDimSize(c.getRank() - 1));
+        auto batchOf = [](RankedTensorType t) {
+          int64_t b = 1;
+          for (int64_t i = 0; i + 2 < t.getRank(); ++i)
+            b *= t.getDimSize(i);
+          return b;
+        };
+        int64_t ba = batchOf(tt(o.getLhs())), bb = batchOf(tt(o.getRhs()));
+        if ((ba != batch && ba != 1) || (bb != batch && bb != 1))
+          return refuse(": matmul with partially broadcast batch dimensions");
+        return success();
+      })
+      .Case([&](AdamOp o) -> LogicalResult {
+        Type gt = tt(o.getGrad()).getElementType();
+        if (!tt(o.getParam()).getElementType().isF32() || !(gt.isF32() || gt.isBF16()))
+          return refuse("updates f32 parameters with f32 or bf16 gradients");
+        return success();
+      })
+      .Case([&](SgdOp o) -> LogicalResult {
+        if (!tt(o.getParam()).getElementType().isF32() || !tt(o.getGrad()).getElementType().isF32())
+          return refuse("updates f32 parameters with f32 gradients");
+        return success();
+      })
+      .Case([&](CopyOp o) -> LogicalResult {
+        if (!isa<RankedTensorType>(o.getInput().getType()))
+          return refuse("copies tensors only (not packed payloads)");
+        return success();
+      })
+      .Case([&](AllReduceOp o) { return wholeWorld(o.getGroup()); })
+      .Case([&](ReduceScatterOp o) { return wholeWorld(o.getGroup()); })
+      .Case([&](AllGatherOp o) { return wholeWorld(o.getGroup()); })
+      .Case([&](ShardOp o) { return wholeWorld(o.getGroup()); })
+      .Case<LoadOp, StoreOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp,
+            SigmoidOp, ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp,
+            MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, LayerNormOp, LayerNormGradOp,
+            RmsNormOp, RmsNormGradOp, EmbeddingOp, AttentionOp, AttentionGradOp, CrossEntropyOp,
+            ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, ReduceOp, WaitOp>(
+          [](Operation *) { return success(); })
+      .Default([&](Operation *other) {
+        return other->emitError() << "'" << other->getName()
+                                  << "' is not supported by code generation yet",
+               failure();
+      });
+}
+
+/// Stores copy into the global's buffer and loads alias it, so a loaded
+/// value must not be used after a store to the same symbol (one pass: the
+/// latest store of each symbol, by position).
+LogicalResult checkLoadsBeforeStores(func::FuncOp fn) {
+  llvm::DenseMap<Operation *, unsigned> index;
+  llvm::StringMap<unsigned> lastStore;
+  unsigned i = 0;
+  for (Operation &op : fn.getBody().front()) {
+    index[&op] = i;
+    for (Value v : op.getOperands())
+      if (auto load = v.getDefiningOp<LoadOp>()) {
+        auto it = lastStore.find(load.getName());
+        if (it != lastStore.end() && it->second > index.lookup(load))
+          return op.emitError() << "code generation: reads @" << load.getName()
+                                << " after a store replaced it";
+      }
+    if (auto st = dyn_cast<StoreOp>(op))
+      lastStore[st.getName()] = i;
+    ++i;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns: one per op, grouped by family
+//===----------------------------------------------------------------------===//
+
+/// What every pattern needs: the rewriter at the op, the function's
+/// streams, and the plan.
+struct Emit {
+  Plan &plan;
+  ConversionPatternRewriter &rw;
+  Operation *op;
+  Location loc;
+  FuncCtx &f;
+
+  Emit(Plan &plan, ConversionPatternRewriter &rw, Operation *op)
+      : plan(plan), rw(rw), op(op), loc(op->getLoc()), f(plan.ctx(op)) {}
+
+  /// A fresh buffer for `v` (pinned host memory from the host arena).
+  Value alloc(Value v) { return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytesOf(v), isHostType(v.getType())); }
+  Value allocBytes(int64_t bytes) { return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytes, false); }
+  /// Where a value stored whole into a global is computed: that global's
+  /// buffer (its store is elided); else a fresh buffer.
+  Value allocOrGlobal(Value r) {
+    if (StoreOp st = storedWhole(r); st && plan.elided.contains(st))
+      return rt::GlobalOp::create(rw, loc, rw.getType<rt::BufferType>(), st.getName());
+    return alloc(r);
+  }
+  /// Ops on host memory run on the host stream (the CPU).
+  Value stream() {
+    return llvm::any_of(op->getOperandTypes(), isHostType) ? f.hs : f.s;
+  }
+  /// `stream` waits for the compute stream, `call` runs on it, and the
+  /// returned event (the op's token) marks its end.
+  Value async(Value stream, llvm::function_ref<void()> call) {
+    Value ready = rt::RecordOp::create(rw, loc, rt::EventType::get(rw.getContext()), f.s);
+    rt::WaitOp::create(rw, loc, stream, ready);
+    call();
+    return rt::RecordOp::create(rw, loc, rt::EventType::get(rw.getContext()), stream);
+  }
+  LogicalResult done(ValueRange results) {
+    rw.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// The pattern of each op: `lower(op, adaptor, emit)`, overloaded below.
+template <typename OpT>
+struct Lower : OpConversionPattern<OpT> {
+  Lower(const TypeConverter &tc, MLIRContext *ctx, Plan &plan)
+      : OpConversionPattern<OpT>(tc, ctx), plan(plan) {}
+  LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor a,
+                                ConversionPatternRewriter &rw) const override;
+  Plan &plan;
+};
+
+//--- Elementwise -----------------------------------------------------------//
+
+template <typename OpT>
+constexpr rt::UnaryKind unaryKind() {
+  if constexpr (std::is_same_v<OpT, NegOp>) return rt::UnaryKind::neg;
+  else if constexpr (std::is_same_v<OpT, ExpOp>) return rt::UnaryKind::exp;
+  else if constexpr (std::is_same_v<OpT, LogOp>) return rt::UnaryKind::log;
+  else if constexpr (std::is_same_v<OpT, SqrtOp>) return rt::UnaryKind::sqrt;
+  else if constexpr (std::is_same_v<OpT, RsqrtOp>) return rt::UnaryKind::rsqrt;
+  else if constexpr (std::is_same_v<OpT, TanhOp>) return rt::UnaryKind::tanh;
+  else if constexpr (std::is_same_v<OpT, ErfOp>) return rt::UnaryKind::erf;
+  else if constexpr (std::is_same_v<OpT, SinOp>) return rt::UnaryKind::sin;
+  else if constexpr (std::is_same_v<OpT, CosOp>) return rt::UnaryKind::cos;
+  else if constexpr (std::is_same_v<OpT, SigmoidOp>) return rt::UnaryKind::sigmoid;
+  else if constexpr (std::is_same_v<OpT, ReluOp> || std::is_same_v<OpT, ReluGradOp>) return rt::UnaryKind::relu;
+  else return rt::UnaryKind::silu; // SiluOp, SiluGradOp
+}
+template <typename OpT>
+rt::UnaryKind unaryKindOf(OpT o) {
+  if constexpr (std::is_same_v<OpT, GeluOp> || std::is_same_v<OpT, GeluGradOp>)
+    return o.getApproximate() ? rt::UnaryKind::gelu_tanh : rt::UnaryKind::gelu;
+  else
+    return unaryKind<OpT>();
+}
+
+template <typename OpT>
+LogicalResult lowerUnary(OpT o, Value x, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::UnaryOp::create(e.rw, e.loc, e.f.s, unaryKindOf(o), dt(o.getInput()), x, y, numel(o.getInput()));
+  return e.done(y);
+}
+template <typename OpT>
+LogicalResult lowerUnaryGrad(OpT o, Value dy, Value x, Emit &e) {
+  Value dx = e.alloc(o.getResult());
+  rt::UnaryGradOp::create(e.rw, e.loc, e.f.s, unaryKindOf(o), dt(o.getInput()), dy, x, dx,
+                          numel(o.getInput()));
+  return e.done(dx);
+}
+template <typename OpT>
+LogicalResult lowerBinary(OpT o, rt::BinaryKind k, Value a, Value b, Emit &e) {
+  int rank = tt(o.getResult()).getRank();
+  Value out = e.alloc(o.getResult());
+  rt::BinaryOp::create(e.rw, e.loc, e.f.s, k, dt(o.getResult()), a, alignedShape(o.getLhs(), rank), b,
+                       alignedShape(o.getRhs(), rank), out, alignedShape(o.getResult(), rank));
+  return e.done(out);
+}
+
+#define LOOM_UNARY(OP)                                                                    \
+  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) { return lowerUnary(o, a.getInput(), e); }
+LOOM_UNARY(NegOp) LOOM_UNARY(ExpOp) LOOM_UNARY(LogOp) LOOM_UNARY(SqrtOp) LOOM_UNARY(RsqrtOp)
+LOOM_UNARY(TanhOp) LOOM_UNARY(ErfOp) LOOM_UNARY(SinOp) LOOM_UNARY(CosOp) LOOM_UNARY(SigmoidOp)
+LOOM_UNARY(ReluOp) LOOM_UNARY(SiluOp) LOOM_UNARY(GeluOp)
+#undef LOOM_UNARY
+#define LOOM_UNARY_GRAD(OP)                                                               \
+  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                     \
+    return lowerUnaryGrad(o, a.getGrad(), a.getInput(), e);                               \
+  }
+LOOM_UNARY_GRAD(ReluGradOp) LOOM_UNARY_GRAD(SiluGradOp) LOOM_UNARY_GRAD(GeluGradOp)
+#undef LOOM_UNARY_GRAD
+#define LOOM_BINARY(OP, KIND)                                                             \
+  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                     \
+    return lowerBinary(o, rt::BinaryKind::KIND, a.getLhs(), a.getRhs(), e);               \
+  }
+LOOM_BINARY(AddOp, add) LOOM_BINARY(SubOp, sub) LOOM_BINARY(MulOp, mul) LOOM_BINARY(DivOp, div)
+LOOM_BINARY(PowOp, pow) LOOM_BINARY(MaxOp, max) LOOM_BINARY(MinOp, min)
+#undef LOOM_BINARY
+
+LogicalResult lower(SelectOp o, SelectOp::Adaptor a, Emit &e) {
+  int rank = tt(o.getResult()).getRank();
+  Value out = e.alloc(o.getResult());
+  rt::SelectOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getCond(), alignedShape(o.getCond(), rank),
+                       a.getLhs(), alignedShape(o.getLhs(), rank), a.getRhs(),
+                       alignedShape(o.getRhs(), rank), out, alignedShape(o.getResult(), rank));
+  return e.done(out);
+}
+
+LogicalResult lower(CastOp o, CastOp::Adaptor a, Emit &e) {
+  // Adam writes a fused refresh cast's result itself.
+  if (e.plan.elided.contains(o))
+    return e.done(e.plan.refreshBuffer.lookup(o));
+  Value y = e.alloc(o.getResult());
+  rt::CastOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), dt(o.getResult()), y,
+                     numel(o.getInput()));
+  return e.done(y);
+}
+
+LogicalResult lower(arith::ConstantOp o, arith::ConstantOp::Adaptor, Emit &e) {
+  auto elems = cast<DenseElementsAttr>(o.getValue());
+  Type elt = elems.getElementType();
+  Value y = e.alloc(o.getResult());
+  if (elems.isSplat() && (elt.isF32() || elt.isBF16()))
+    rt::FillOp::create(e.rw, e.loc, e.f.s, *dtypeOf(elt), y,
+                       f64(elems.getSplatValue<APFloat>()), elems.getNumElements());
+  else
+    rt::WriteConstOp::create(e.rw, e.loc, e.f.s, y, elems);
+  return e.done(y);
+}
+
+//--- Rows: norms, softmax, embeddings, cross entropy, attention ------------//
+
+int64_t rowsOf(Value v) { return numel(v) / tt(v).getShape().back(); }
+int64_t lastDim(Value v) { return tt(v).getShape().back(); }
+
+LogicalResult lower(LayerNormOp o, LayerNormOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::LayerNormOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), a.getWeight(),
+                          a.getBias(), y, rowsOf(o.getInput()), lastDim(o.getInput()), f64(o.getEps()));
+  return e.done(y);
+}
+LogicalResult lower(LayerNormGradOp o, LayerNormGradOp::Adaptor a, Emit &e) {
+  Value dx = e.alloc(o.getGradInput()), dw = e.alloc(o.getGradWeight()), db = e.alloc(o.getGradBias());
+  rt::LayerNormGradOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getGrad(), a.getInput(),
+                              a.getWeight(), dx, dw, db, rowsOf(o.getInput()), lastDim(o.getInput()),
+                              f64(o.getEps()));
+  return e.done({dx, dw, db});
+}
+LogicalResult lower(RmsNormOp o, RmsNormOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::RmsNormOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), a.getWeight(), y,
+                        rowsOf(o.getInput()), lastDim(o.getInput()), f64(o.getEps()));
+  return e.done(y);
+}
+LogicalResult lower(RmsNormGradOp o, RmsNormGradOp::Adaptor a, Emit &e) {
+  Value dx = e.alloc(o.getGradInput()), dw = e.alloc(o.getGradWeight());
+  rt::RmsNormGradOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getGrad(), a.getInput(),
+                            a.getWeight(), dx, dw, rowsOf(o.getInput()), lastDim(o.getInput()),
+                            f64(o.getEps()));
+  return e.done({dx, dw});
+}
+LogicalResult lower(SoftmaxOp o, SoftmaxOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::SoftmaxOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), y, rowsOf(o.getInput()),
+                        lastDim(o.getInput()), o.getLog());
+  return e.done(y);
+}
+LogicalResult lower(SoftmaxGradOp o, SoftmaxGradOp::Adaptor a, Emit &e) {
+  Value dx = e.alloc(o.getResult());
+  rt::SoftmaxGradOp::create(e.rw, e.loc, e.f.s, dt(o.getOutput()), a.getGrad(), a.getOutput(), dx,
+                            rowsOf(o.getOutput()), lastDim(o.getOutput()), o.getLog());
+  return e.done(dx);
+}
+LogicalResult lower(EmbeddingOp o, EmbeddingOp::Adaptor a, Emit &e) {
+  auto t = tt(o.getTable());
+  Value y = e.alloc(o.getResult());
+  rt::EmbeddingOp::create(e.rw, e.loc, e.f.s, dt(o.getTable()), a.getTable(), a.getIndices(), y,
+                          numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0));
+  return e.done(y);
+}
+LogicalResult lower(EmbeddingGradOp o, EmbeddingGradOp::Adaptor a, Emit &e) {
+  auto t = tt(o.getResult());
+  Value y = e.alloc(o.getResult());
+  rt::EmbeddingGradOp::create(e.rw, e.loc, e.f.s, dt(o.getGrad()), a.getGrad(), a.getIndices(), y,
+                              numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0));
+  return e.done(y);
+}
+LogicalResult lower(CrossEntropyOp o, CrossEntropyOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getLoss());
+  rt::CrossEntropyOp::create(e.rw, e.loc, e.f.s, dt(o.getLogits()), a.getLogits(), a.getLabels(), y,
+                             numel(o.getLabels()), lastDim(o.getLogits()));
+  return e.done(y);
+}
+LogicalResult lower(CrossEntropyGradOp o, CrossEntropyGradOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::CrossEntropyGradOp::create(e.rw, e.loc, e.f.s, dt(o.getLogits()), a.getLogits(), a.getLabels(),
+                                 a.getGrad(), y, numel(o.getLabels()), lastDim(o.getLogits()));
+  return e.done(y);
+}
+/// Attention's scratch, at the size the runtime asks for (its public
+/// loomrt_attention_workspace_bytes), taken after the results and given
+/// back right after the call: the backward recomputes.
+Value attentionWorkspace(Emit &e, Value q, Value k, bool backward) {
+  auto qt = tt(q), kt = tt(k);
+  size_t bytes = loomrt_attention_workspace_bytes(
+      loomrt_dtype(dt(q)), qt.getDimSize(0) * qt.getDimSize(1), qt.getDimSize(2), kt.getDimSize(2),
+      backward ? 1 : 0);
+  return e.allocBytes(int64_t(bytes));
+}
+LogicalResult lower(AttentionOp o, AttentionOp::Adaptor a, Emit &e) {
+  auto q = tt(o.getQuery()), k = tt(o.getKey());
+  Value out = e.alloc(o.getResult());
+  Value ws = attentionWorkspace(e, o.getQuery(), o.getKey(), false);
+  rt::AttentionOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(), a.getValue(),
+                          out, ws, q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
+                          q.getDimSize(3), f64(o.getScale()), o.getCausal());
+  return e.done(out);
+}
+LogicalResult lower(AttentionGradOp o, AttentionGradOp::Adaptor a, Emit &e) {
+  auto q = tt(o.getQuery()), k = tt(o.getKey());
+  Value dq = e.alloc(o.getGradQuery()), dk = e.alloc(o.getGradKey()), dv = e.alloc(o.getGradValue());
+  Value ws = attentionWorkspace(e, o.getQuery(), o.getKey(), true);
+  rt::AttentionGradOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
+                              a.getValue(), a.getGrad(), dq, dk, dv, ws,
+                              q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
+                              q.getDimSize(3), f64(o.getScale()), o.getCausal());
+  return e.done({dq, dk, dv});
+}
+
+//--- Products and reductions -----------------------------------------------//
+
+LogicalResult lower(MatmulOp o, MatmulOp::Adaptor a, Emit &e) {
+  auto at = tt(o.getLhs()), c = tt(o.getResult());
+  int64_t ra = at.getRank(), rc = c.getRank();
+  bool ta = o.getTransposeLhs(), tb = o.getTransposeRhs();
+  int64_t m = c.getDimSize(rc - 2), n = c.getDimSize(rc - 1);
+  int64_t k = at.getDimSize(ta ? ra - 2 : ra - 1);
+  int64_t batch = c.getNumElements() / (m * n);
+  auto batchOf = [](RankedTensorType t) {
+    int64_t b = 1;
+    for (int64_t i = 0; i + 2 < t.getRank(); ++i)
+      b *= t.getDimSize(i);
+    return b;
+  };
+  // Each operand's batch is the result's or broadcast whole (stride 0).
+  int64_t ba = batchOf(at), bb = batchOf(tt(o.getRhs()));
+  Value out = e.alloc(o.getResult());
+  rt::MatmulOp::create(e.rw, e.loc, e.f.s, a.getLhs(), a.getRhs(), out, ta, tb, batch, m, n, k,
+                       ba == 1 ? 0 : m * k, bb == 1 ? 0 : k * n, m * n, dt(o.getLhs()),
+                       dt(o.getResult()));
+  return e.done(out);
+}
+
+/// One single-dimension reduction per reduced dimension (reduceSteps); the
+/// last step's buffer is the result.
+LogicalResult lower(ReduceOp o, ReduceOp::Adaptor a, Emit &e) {
+  Value cur = a.getInput();
+  int64_t es = int64_t(storageBytes(tt(o.getInput()).getElementType()));
+  for (const ReduceStep &st : reduceSteps(o)) {
+    Value next = e.allocBytes(st.outer * st.inner * es);
+    rt::ReduceOp::create(e.rw, e.loc, e.f.s, reduceOf(o.getKind()), dt(o.getInput()), cur, next,
+                         st.outer, st.len, st.inner);
+    cur = next;
+  }
+  return e.done(cur);
+}
+
+//--- Shapes: aliases and strided copies ------------------------------------//
+
+LogicalResult lower(ReshapeOp, ReshapeOp::Adaptor a, Emit &e) { return e.done(a.getInput()); }
+
+Value strided(Emit &e, Value result, Value src, ArrayRef<int64_t> ss) {
+  Value out = e.alloc(result);
+  auto shape = tt(result).getShape();
+  rt::CopyStridedOp::create(e.rw, e.loc, e.f.s, src, out, storageBytes(tt(result).getElementType()), ss,
+                            rowMajorStrides(shape), shape);
+  return out;
+}
+LogicalResult lower(TransposeOp o, TransposeOp::Adaptor a, Emit &e) {
+  auto st = rowMajorStrides(tt(o.getInput()).getShape());
+  std::vector<int64_t> ss;
+  for (int64_t p : o.getPerm())
+    ss.push_back(st[p]);
+  return e.done(strided(e, o.getResult(), a.getInput(), ss));
+}
+LogicalResult lower(SliceOp o, SliceOp::Adaptor a, Emit &e) {
+  auto st = rowMajorStrides(tt(o.getInput()).getShape());
+  int64_t offset = 0;
+  std::vector<int64_t> ss;
+  for (size_t d = 0; d < st.size(); ++d) {
+    offset += o.getStart()[d] * st[d];
+    ss.push_back(st[d] * o.getStep()[d]);
+  }
+  Value src = a.getInput();
+  if (offset)
+    src = rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), src,
+                             offset * int64_t(storageBytes(tt(o.getInput()).getElementType())));
+  return e.done(strided(e, o.getResult(), src, ss));
+}
+LogicalResult lower(ConcatOp o, ConcatOp::Adaptor a, Emit &e) {
+  auto outType = tt(o.getResult());
+  int64_t dim = int64_t(o.getDim());
+  if (dim < 0)
+    dim += outType.getRank();
+  auto ds = rowMajorStrides(outType.getShape());
+  Value out = e.alloc(o.getResult());
+  int64_t es = int64_t(storageBytes(outType.getElementType())), offset = 0;
+  for (auto [orig, in] : llvm::zip(o.getInputs(), a.getInputs())) {
+    auto sh = tt(orig).getShape();
+    Value dst = offset ? rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), out, offset * ds[dim] * es) : out;
+    rt::CopyStridedOp::create(e.rw, e.loc, e.f.s, in, dst, es, rowMajorStrides(sh), ds, sh);
+    offset += sh[dim];
+  }
+  return e.done(out);
+}
+LogicalResult lower(BroadcastOp o, BroadcastOp::Adaptor a, Emit &e) {
+  return e.done(strided(e, o.getResult(), a.getInput(), broadcastInputStrides(o)));
+}
+
+//--- Globals and the step counter ------------------------------------------//
+
+LogicalResult lower(LoadOp o, LoadOp::Adaptor, Emit &e) {
+  return e.done(rt::GlobalOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), o.getName()).getResult());
+}
+LogicalResult lower(StoreOp o, StoreOp::Adaptor a, Emit &e) {
+  if (!e.plan.elided.contains(o)) {
+    Value g = rt::GlobalOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), o.getName());
+    rt::MemcpyOp::create(e.rw, e.loc, e.f.s, g, a.getValue(), bytesOf(o.getValue()));
+  }
+  e.rw.eraseOp(o);
+  return success();
+}
+/// The step counter: its host copy serves every Adam update of the step, so
+/// they need no read-back (one sync per step, not one per parameter).
+LogicalResult lower(arith::AddIOp o, arith::AddIOp::Adaptor a, Emit &e) {
+  Value out = e.alloc(o.getResult());
+  auto add = rt::AddI64Op::create(e.rw, e.loc, e.rw.getI64Type(), e.f.s, a.getLhs(), a.getRhs(), out);
+  e.plan.hostScalar[o.getResult()] = add.getSum();
+  return e.done(out);
+}
+
+//--- Optimizer updates -----------------------------------------------------//
+
+/// The buffers an update writes, as the plan decided: the inputs' own
+/// (in place, or scratch a copy made), else fresh copies of them.
+SmallVector<Value> updateBuffers(Emit &e, ValueRange ins, ArrayRef<Value> outs) {
+  UpdateIn how = e.plan.update.lookup(e.op);
+  SmallVector<Value> buf;
+  for (auto [in, out] : llvm::zip(ins, outs)) {
+    if (how != UpdateIn::copies) {
+      buf.push_back(in);
+      continue;
+    }
+    buf.push_back(e.alloc(out));
+    rt::MemcpyOp::create(e.rw, e.loc, e.stream(), buf.back(), in, bytesOf(out));
+  }
+  return buf;
+}
+
+LogicalResult lower(AdamOp o, AdamOp::Adaptor a, Emit &e) {
+  Value refresh;
+  if (CastOp c = fusedRefreshCast(o); c && e.plan.elided.contains(c)) {
+    refresh = e.allocOrGlobal(c.getResult());
+    e.plan.refreshBuffer[c] = refresh;
+  }
+  SmallVector<Value> buf = updateBuffers(e, {a.getParam(), a.getExpAvg(), a.getExpAvgSq()},
+                                         {o.getNewParam(), o.getNewExpAvg(), o.getNewExpAvgSq()});
+  Value step = e.plan.hostScalar.lookup(o.getStep());
+  if (!step)
+    step = rt::ReadI64Op::create(e.rw, e.loc, e.rw.getI64Type(), e.f.s, a.getStep());
+  Value st = e.stream();
+  // An update the host runs itself is timed for the driver (the JSON log's
+  // cpu_update_*, --trace's cpu lane).
+  rt::AdamOp::create(e.rw, e.loc, st, buf[0], a.getGrad(), buf[1], buf[2], step, refresh,
+                     dt(o.getGrad()), f64(o.getLr()), f64(o.getBeta1()), f64(o.getBeta2()),
+                     f64(o.getEps()), f64(o.getWeightDecay()), o.getDecoupled(), st == e.f.hs,
+                     numel(o.getParam()));
+  return e.done(buf);
+}
+
+/// torch.optim.SGD with momentum (dampening 0).
+LogicalResult lower(SgdOp o, SgdOp::Adaptor a, Emit &e) {
+  SmallVector<Value> buf = updateBuffers(e, {a.getParam(), a.getMomentumBuf()},
+                                         {o.getNewParam(), o.getNewMomentumBuf()});
+  rt::SgdOp::create(e.rw, e.loc, e.stream(), buf[0], a.getGrad(), buf[1], f64(o.getLr()),
+                    f64(o.getMomentum()), o.getNesterov(), numel(o.getParam()));
+  return e.done(buf);
+}
+
+//--- Transfers: copies and collectives, and their waits --------------------//
+
+LogicalResult lower(CopyOp o, CopyOp::Adaptor a, Emit &e) {
+  // The two directions on their own streams, so they overlap (PCIe is full
+  // duplex). A copy whose only use stores it to a global lands in the
+  // global's buffer directly (the offload schedules' state coming back to
+  // host memory): no second copy.
+  Value st = o.getStream().getKind() == StreamKind::d2h ? e.f.ys : e.f.xs;
+  Value out = e.allocOrGlobal(o.getResult());
+  Value token = e.async(st, [&] {
+    rt::MemcpyOp::create(e.rw, e.loc, st, out, a.getInput(), bytesOf(o.getResult()));
+  });
+  return e.done({out, token});
+}
+LogicalResult lower(AllReduceOp o, AllReduceOp::Adaptor a, Emit &e) {
+  Value out = e.alloc(o.getResult());
+  Value token = e.async(e.f.cs, [&] {
+    rt::AllReduceOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
+                            numel(o.getInput()), reduceOf(o.getReduce()));
+  });
+  return e.done({out, token});
+}
+LogicalResult lower(ReduceScatterOp o, ReduceScatterOp::Adaptor a, Emit &e) {
+  Value out = e.alloc(o.getResult());
+  Value token = e.async(e.f.cs, [&] {
+    rt::ReduceScatterOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
+                                numel(o.getResult()), reduceOf(o.getReduce()));
+  });
+  return e.done({out, token});
+}
+LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
+  Value out = e.alloc(o.getResult());
+  Value token = e.async(e.f.cs, [&] {
+    rt::AllGatherOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
+                            numel(o.getInput()));
+  });
+  return e.done({out, token});
+}
+/// A view: this rank's block of the input.
+LogicalResult lower(ShardOp o, ShardOp::Adaptor a, Emit &e) {
+  return e.done(rt::RankViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), a.getInput(), e.f.comm, bytesOf(o.getResult()))
+                    .getResult());
+}
+/// A copy into host memory is waited by the host (the CPU reads it next);
+/// everything else by the compute stream.
+LogicalResult lower(WaitOp o, WaitOp::Adaptor a, Emit &e) {
+  for (auto [orig, token] : llvm::zip(o.getTokens(), a.getTokens())) {
+    auto copy = orig.getDefiningOp<CopyOp>();
+    if (copy && isHostType(copy.getResult().getType()))
+      rt::SyncOp::create(e.rw, e.loc, token);
+    else
+      rt::WaitOp::create(e.rw, e.loc, e.f.s, token);
+  }
+  e.rw.eraseOp(o);
+  return success();
+}
+
+template <typename OpT>
+LogicalResult Lower<OpT>::matchAndRewrite(OpT op, typename OpT::Adaptor a,
+                                          ConversionPatternRewriter &rw) const {
+  Emit e(plan, rw, op);
+  return lower(op, a, e);
+}
+
+template <typename... OpTs>
+void addPatterns(RewritePatternSet &patterns, const TypeConverter &tc, Plan &plan) {
+  (patterns.add<Lower<OpTs>>(tc, patterns.getContext(), plan), ...);
+}
+
+//===----------------------------------------------------------------------===//
+// Release points: one liveness analysis over the lowered function
+//===----------------------------------------------------------------------===//
+
+/// The buffer whose memory `v` names: through views, to an alloc, a global,
+/// an argument or a call's result.
+Value rootOf(Value v) {
+  while (true) {
+    if (auto view = v.getDefiningOp<rt::ViewOp>())
+      v = view.getSource();
+    else if (auto rv = v.getDefiningOp<rt::RankViewOp>())
+      v = rv.getSource();
+    else
+      return v;
+  }
+}
+
+/// Which results of each function hand their buffer to the caller: an
+/// allocation of the callee, returned once.
+using Transfers = llvm::DenseMap<Operation *, SmallVector<bool>>;
+
+/// Inserts `loomrt.free` after the last use of every buffer `fn` owns (its
+/// allocations and the buffers its callees hand over), except those it
+/// returns. A transfer (memcpy or collective, then `loomrt.record` on its
+/// stream) reads its buffers until that event is waited or synchronised.
+void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
+  Block &blk = fn.getBody().front();
+  llvm::SetVector<Value> owned;
+  llvm::DenseMap<Value, Operation *> last;
+  llvm::DenseSet<Value> returned;
+  auto use = [&](Value v, Operation *at) {
+    Value r = rootOf(v);
+    Operation *&l = last[r];
+    if (!l || l->isBeforeInBlock(at))
+      l = at;
+  };
+  for (Operation &op : blk) {
+    if (auto alloc = dyn_cast<rt::AllocOp>(op))
+      owned.insert(alloc.getResult());
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      const SmallVector<bool> &moved = transfers[callee];
+      for (auto [i, r] : llvm::enumerate(call.getResults()))
+        if (i < moved.size() && moved[i])
+          owned.insert(r);
+    }
+    for (Value v : op.getOperands())
+      if (isa<rt::BufferType>(v.getType()))
+        use(v, &op);
+    for (Value r : op.getResults()) // defined here: live from here
+      if (isa<rt::BufferType>(r.getType()) && !last.count(rootOf(r)))
+        last[rootOf(r)] = &op;
+    if (auto ret = dyn_cast<func::ReturnOp>(op))
+      for (Value v : ret.getOperands())
+        returned.insert(rootOf(v));
+  }
+  // A transfer's buffers stay in use until its event (the next record on
+  // its stream) is waited.
+  llvm::DenseMap<Value, Operation *> pending; // stream -> last transfer
+  for (Operation &op : blk) {
+    Value stream;
+    if (auto m = dyn_cast<rt::MemcpyOp>(op))
+      stream = m.getStream();
+    else if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op))
+      stream = op.getOperand(1);
+    auto role = stream ? stream.getDefiningOp<rt::StreamOp>() : rt::StreamOp();
+    if (role && role.getRole() != rt::StreamRole::compute && role.getRole() != rt::StreamRole::host) {
+      pending[stream] = &op;
+      continue;
+    }
+    auto rec = dyn_cast<rt::RecordOp>(op);
+    if (!rec || !pending.count(rec.getStream()))
+      continue;
+    Operation *transfer = pending.lookup(rec.getStream());
+    pending.erase(rec.getStream());
+    for (Operation *w : rec.getEvent().getUsers())
+      for (Value v : transfer->getOperands())
+        if (isa<rt::BufferType>(v.getType()))
+          use(v, w);
+  }
+  // Results handed to the caller: owned, returned once.
+  llvm::DenseMap<Value, int> count;
+  auto ret = cast<func::ReturnOp>(blk.getTerminator());
+  for (Value v : ret.getOperands())
+    ++count[rootOf(v)];
+  SmallVector<bool> &moved = transfers[fn];
+  for (Value v : ret.getOperands())
+    moved.push_back(owned.contains(rootOf(v)) && count[rootOf(v)] == 1);
+  OpBuilder b(fn.getContext());
+  for (Value r : owned) {
+    if (returned.contains(r))
+      continue;
+    Operation *at = last.lookup(r);
+    b.setInsertionPointAfter(at);
+    rt::FreeOp::create(b, at->getLoc(), r);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+/// The vocabulary: rows of the embedding tables looked up with a function
+/// argument (the tokens; positions are constants). 0 when there is none.
+int64_t vocabOf(ModuleOp module) {
+  int64_t v = 0;
+  module.walk([&](EmbeddingOp e) {
+    if (isa<BlockArgument>(e.getIndices()))
+      v = std::max(v, tt(e.getTable()).getDimSize(0));
+  });
+  return v;
+}
+
+struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimePass> {
+  using LowerToRuntimeBase::LowerToRuntimeBase;
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<rt::LoomRTDialect>();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError() << "code generation needs @train_step: compile with "
+                            "--compile-to=optimizer first (or run loom-attach-optimizer)";
+      return signalPassFailure();
+    }
+    // Lowered already (a module loomc --compile-to=lowered wrote): nothing
+    // to do, so the pass can run on its own output.
+    bool lowered = true;
+    for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
+      auto ty = fn.getFunctionType();
+      lowered &= llvm::none_of(llvm::concat<const Type>(ty.getInputs(), ty.getResults()),
+                               [](Type t) { return isa<TensorType>(t); });
+      fn.walk([&](Operation *op) { lowered &= !isa<LoomDialect>(op->getDialect()); });
+    }
+    if (lowered)
+      return;
+    // The functions @train_step reaches, callees first; the others are not
+    // part of the program and go.
+    SmallVector<func::FuncOp> order;
+    llvm::DenseSet<Operation *> seen;
+    bool bad = false;
+    std::function<void(func::FuncOp)> visit = [&](func::FuncOp fn) {
+      if (!seen.insert(fn).second)
+        return;
+      if (fn.isExternal() || !fn.getBody().hasOneBlock()) {
+        fn.emitError("code generation needs functions with a body of one block");
+        bad = true;
+        return;
+      }
+      fn.walk([&](func::CallOp call) {
+        if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+          visit(callee);
+      });
+      order.push_back(fn);
+    };
+    visit(step);
+    if (bad)
+      return signalPassFailure();
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      if (!seen.contains(fn))
+        fn.erase();
+
+    // Refuse what the runtime cannot run, before changing anything.
+    for (func::FuncOp fn : order) {
+      if (failed(checkLoadsBeforeStores(fn)))
+        return signalPassFailure();
+      for (Operation &op : fn.getBody().front())
+        if (failed(checkSupported(&op, module)))
+          return signalPassFailure();
+    }
+    auto program = programOf(module, step);
+
+    // Decide, then annotate: each function gets its streams, each op the
+    // text of itself as a comment (one AsmState per function, so printing
+    // stays linear), @train_step the end of its backward.
+    Plan plan;
+    OpBuilder b(ctx);
+    for (func::FuncOp fn : order) {
+      plan.analyse(fn);
+      Block &blk = fn.getBody().front();
+      b.setInsertionPointToStart(&blk);
+      Location loc = fn.getLoc();
+      auto streamOf = [&](rt::StreamRole r) { return rt::StreamOp::create(b, loc, rt::StreamType::get(ctx), r).getResult(); };
+      FuncCtx &f = plan.funcs[fn];
+      f.s = streamOf(rt::StreamRole::compute);
+      f.comm = rt::CommOp::create(b, loc, rt::CommType::get(ctx));
+      f.cs = streamOf(rt::StreamRole::comm);
+      f.hs = streamOf(rt::StreamRole::host);
+      f.xs = streamOf(rt::StreamRole::h2d);
+      f.ys = streamOf(rt::StreamRole::d2h);
+      OpPrintingFlags flags;
+      flags.elideLargeElementsAttrs(8);
+      AsmState state(fn, flags);
+      Operation *backwardEnd = nullptr;
+      for (Operation &op : blk) {
+        if (op.getDialect() && op.getDialect()->getNamespace() == "loomrt")
+          continue;
+        if (fn == step && isBackwardWork(&op))
+          backwardEnd = &op;
+        if (isa<func::ReturnOp>(op) || plan.elided.contains(&op))
+          continue;
+        std::string s;
+        llvm::raw_string_ostream os(s);
+        op.print(os, state);
+        if (s.size() > 160)
+          s = s.substr(0, 157) + "...";
+        b.setInsertionPoint(&op);
+        rt::CommentOp::create(b, op.getLoc(), s);
+      }
+      if (backwardEnd) {
+        b.setInsertionPointAfter(backwardEnd);
+        rt::BackwardDoneOp::create(b, backwardEnd->getLoc());
+      }
+    }
+
+    TypeConverter tc;
+    tc.addConversion([](Type t) { return t; });
+    tc.addConversion([ctx](RankedTensorType) -> Type { return rt::BufferType::get(ctx); });
+    tc.addConversion([ctx](TokenType) -> Type { return rt::EventType::get(ctx); });
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<rt::LoomRTDialect>();
+    // Module-level declarations (parameters, state, topologies, subgroups)
+    // stay: the program's globals are read from them.
+    target.addLegalOp<ModuleOp>();
+    target.addDynamicallyLegalDialect<LoomDialect>(
+        [](Operation *op) { return isa_and_nonnull<ModuleOp>(op->getParentOp()); });
+    target.addDynamicallyLegalOp<func::FuncOp>(
+        [&](func::FuncOp fn) { return tc.isSignatureLegal(fn.getFunctionType()); });
+    target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
+        [&](Operation *op) { return tc.isLegal(op); });
+    RewritePatternSet patterns(ctx);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, tc);
+    populateCallOpTypeConversionPattern(patterns, tc);
+    populateReturnOpTypeConversionPattern(patterns, tc);
+    addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp, ReluOp,
+                SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp, DivOp,
+                PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc, plan);
+    addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
+                EmbeddingOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp, AttentionOp,
+                AttentionGradOp, MatmulOp, ReduceOp>(patterns, tc, plan);
+    addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
+                arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
+                ShardOp, WaitOp>(patterns, tc, plan);
+    if (failed(applyFullConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+
+    Transfers transfers;
+    for (func::FuncOp fn : order) {
+      insertFrees(fn, module, transfers);
+      // Streams and the communicator nobody uses go.
+      for (Operation &op : llvm::make_early_inc_range(fn.getBody().front()))
+        if (isa<rt::StreamOp, rt::CommOp>(op) && op.use_empty())
+          op.erase();
+    }
+    if (program)
+      step->setAttr(rt::kProgramAttr, *program);
+  }
+
+  /// The driver's description of a language model trained from token
+  /// files: @train_step(tokens, targets), both [B, T] i64, returning the
+  /// loss. Other programs lower too, and code generation says what it needs.
+  std::optional<DictionaryAttr> programOf(ModuleOp module, func::FuncOp step) {
+    auto ty = step.getFunctionType();
+    auto isTok = [](Type t) {
+      auto r = dyn_cast<RankedTensorType>(t);
+      return r && r.getRank() == 2 && r.getElementType().isInteger(64);
+    };
+    if (ty.getNumInputs() != 2 || !isTok(ty.getInput(0)) || ty.getInput(0) != ty.getInput(1) ||
+        ty.getNumResults() != 1)
+      return std::nullopt;
+    auto shape = cast<RankedTensorType>(ty.getInput(0)).getShape();
+    int64_t world = 1, zeroStage = -1;
+    if (auto dp = step->getAttrOfType<DictionaryAttr>("loom.data_parallel")) {
+      world = dp.getAs<IntegerAttr>("world").getInt();
+      zeroStage = dp.getAs<IntegerAttr>("zero_stage").getInt();
+    }
+    Builder b(module.getContext());
+    return b.getDictionaryAttr({b.getNamedAttr("batch", b.getI64IntegerAttr(shape[0])),
+                                b.getNamedAttr("seq", b.getI64IntegerAttr(shape[1])),
+                                b.getNamedAttr("vocab", b.getI64IntegerAttr(vocabOf(module))),
+                                b.getNamedAttr("world", b.getI64IntegerAttr(world)),
+                                b.getNamedAttr("zero_stage", b.getI64IntegerAttr(zeroStage))});
+  }
+};
+
+} // namespace
