@@ -1,0 +1,65 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+func.func @f() {
+  // expected-error @+1 {{'loomrt.global' op 'nope' does not name a loom.param or loom.state}}
+  %w = loomrt.global @nope
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{needs shapes of one rank (at most 8), aligned to the output's}}
+  loomrt.binary add f32 %x [4, 4], %x [4] -> %x [4, 4] on %s
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{one stride per dimension}}
+  loomrt.copy_strided %x [1] -> %x [4, 1] shape [4, 4] elem 4 on %s
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{writes dense f32, bf16, i64 or i1 constants}}
+  loomrt.write_const %x, dense<1> : tensor<2xi32> on %s
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) {
+  // expected-error @+1 {{attribute 'bytes' failed to satisfy constraint}}
+  %a = loomrt.alloc -4
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %t: i64) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{writes a bf16 refresh only with a bf16 gradient}}
+  loomrt.adam %x, %x, %x, %x step %t refresh %x grad f32 on %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, n = 16 : i64}
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loomrt.program' must be a dictionary with integers batch, seq, vocab, world (>= 0) and zero_stage (>= -1); 'vocab' is missing or out of range}}
+func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 8, world = 1, zero_stage = -1}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown loomrt attribute 'loomrt.other'}}
+func.func @f() attributes {loomrt.other = 1} {
+  return
+}
