@@ -336,8 +336,12 @@ struct Emit {
   Location loc;
   FuncCtx &f;
 
+  /// The calls an op becomes carry its name in their location, so a
+  /// failing call reports the loom op it implements.
   Emit(Plan &plan, ConversionPatternRewriter &rw, Operation *op)
-      : plan(plan), rw(rw), op(op), loc(op->getLoc()), f(plan.ctx(op)) {}
+      : plan(plan), rw(rw), op(op),
+        loc(NameLoc::get(rw.getStringAttr(op->getName().getStringRef()), op->getLoc())),
+        f(plan.ctx(op)) {}
 
   /// A fresh buffer for `v` (pinned host memory from the host arena).
   Value alloc(Value v) { return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytesOf(v), isHostType(v.getType())); }
@@ -925,10 +929,13 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    auto step = module.lookupSymbol<func::FuncOp>(entry);
     if (!step) {
-      module.emitError() << "code generation needs @train_step: compile with "
-                            "--compile-to=optimizer first (or run loom-attach-optimizer)";
+      if (entry == "train_step")
+        module.emitError() << "code generation needs @train_step: compile with "
+                              "--compile-to=optimizer first (or run loom-attach-optimizer)";
+      else
+        module.emitError() << "lowering to the runtime: no function @" << entry;
       return signalPassFailure();
     }
     // Lowered already (a module loomc --compile-to=lowered wrote): nothing
@@ -978,14 +985,40 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     }
     auto program = programOf(module, step);
 
-    // Decide, then annotate: each function gets its streams, each op the
-    // text of itself as a comment (one AsmState per function, so printing
-    // stays linear), @train_step the end of its backward.
+    // Decide, then annotate: each op gets the text of itself as a comment
+    // (one AsmState per function, so printing stays linear), @train_step
+    // the end of its backward, each function its streams.
     Plan plan;
     OpBuilder b(ctx);
     for (func::FuncOp fn : order) {
       plan.analyse(fn);
       Block &blk = fn.getBody().front();
+      // The comments first: their SSA numbers are the loom function's.
+      OpPrintingFlags flags;
+      flags.elideLargeElementsAttrs(8);
+      AsmState state(fn, flags);
+      SmallVector<std::pair<Operation *, std::string>> comments;
+      Operation *backwardEnd = nullptr;
+      for (Operation &op : blk) {
+        if (fn == step && fn.getName() == "train_step" && isBackwardWork(&op))
+          backwardEnd = &op;
+        if (isa<func::ReturnOp>(op) || plan.elided.contains(&op))
+          continue;
+        std::string s;
+        llvm::raw_string_ostream os(s);
+        op.print(os, state);
+        if (s.size() > 160)
+          s = s.substr(0, 157) + "...";
+        comments.emplace_back(&op, std::move(s));
+      }
+      for (auto &[op, text] : comments) {
+        b.setInsertionPoint(op);
+        rt::CommentOp::create(b, op->getLoc(), text);
+      }
+      if (backwardEnd) {
+        b.setInsertionPointAfter(backwardEnd);
+        rt::BackwardDoneOp::create(b, backwardEnd->getLoc());
+      }
       b.setInsertionPointToStart(&blk);
       Location loc = fn.getLoc();
       auto streamOf = [&](rt::StreamRole r) { return rt::StreamOp::create(b, loc, rt::StreamType::get(ctx), r).getResult(); };
@@ -996,29 +1029,6 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
       f.hs = streamOf(rt::StreamRole::host);
       f.xs = streamOf(rt::StreamRole::h2d);
       f.ys = streamOf(rt::StreamRole::d2h);
-      OpPrintingFlags flags;
-      flags.elideLargeElementsAttrs(8);
-      AsmState state(fn, flags);
-      Operation *backwardEnd = nullptr;
-      for (Operation &op : blk) {
-        if (op.getDialect() && op.getDialect()->getNamespace() == "loomrt")
-          continue;
-        if (fn == step && isBackwardWork(&op))
-          backwardEnd = &op;
-        if (isa<func::ReturnOp>(op) || plan.elided.contains(&op))
-          continue;
-        std::string s;
-        llvm::raw_string_ostream os(s);
-        op.print(os, state);
-        if (s.size() > 160)
-          s = s.substr(0, 157) + "...";
-        b.setInsertionPoint(&op);
-        rt::CommentOp::create(b, op.getLoc(), s);
-      }
-      if (backwardEnd) {
-        b.setInsertionPointAfter(backwardEnd);
-        rt::BackwardDoneOp::create(b, backwardEnd->getLoc());
-      }
     }
 
     TypeConverter tc;
@@ -1060,7 +1070,7 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
         if (isa<rt::StreamOp, rt::CommOp>(op) && op.use_empty())
           op.erase();
     }
-    if (program)
+    if (program && step.getName() == "train_step")
       step->setAttr(rt::kProgramAttr, *program);
   }
 

@@ -486,7 +486,8 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
       reads each state symbol and stores it straight back, and Adam's bf16
       cast of the new weights fused into the update.
 
-    Functions @train_step does not reach are removed. Each lowered op is
+    Functions the entry (`entry`, @train_step by default) does not reach
+    are removed. Each lowered op is
     preceded by `loomrt.comment` with its loom text, and @train_step gets
     `loomrt.program` ({batch, seq, vocab, world, zero_stage}) when it trains
     a language model from token files. IR the runtime cannot run (element
@@ -520,6 +521,11 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The function to lower with the functions it calls (the reference "
+           "executor lowers the one it runs)">,
+  ];
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }
 

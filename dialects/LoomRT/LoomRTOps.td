@@ -323,7 +323,7 @@ def LoomRT_MatmulOp : LoomRT_CallOp<"matmul",
          UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
          NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
          NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
-    "$a `,` $b `->` $c"> {
+    "$in $a `,` $b `->` $out $c"> {
   let summary = "batched c = op(a) · op(b) (loomrt_gemm; a stride 0 broadcasts)";
 }
 

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Codegen.h"
+#include "loom/RuntimeCalls.h"
 #include "loomrt/loomrt.h"
 
 #include "dialects/Loom/LoomOps.h"
@@ -91,6 +92,9 @@ std::string f(double x) {
   return s + "f";
 }
 std::string f(const APFloat &x) { return f(x.convertToDouble()); }
+/// Constants up to this many elements are written as readable literals;
+/// larger ones as bytes (writeConst).
+constexpr int64_t kLiteralElements = 4096;
 
 /// Whether `module` still holds loom compute (not lowered yet).
 bool needsLowering(ModuleOp module) {
@@ -103,7 +107,70 @@ bool needsLowering(ModuleOp module) {
   return false;
 }
 
+class Emitter;
+
+/// The text of a runtime call (visitRuntimeCall's builder): each argument
+/// as C++, the tables and configs it points to declared in a block around
+/// the call.
+struct TextCall {
+  explicit TextCall(Emitter &e) : e(e) {}
+  Emitter &e;
+  /// Shape tables by name (declared in argument order: the order the
+  /// compiler evaluates the builder's calls in is unspecified).
+  llvm::StringMap<std::string> shapes;
+  std::vector<std::string> lines;
+  std::string post;
+
+  std::string name(Value v) const;
+  std::string stream(Value v) const { return name(v); }
+  std::string comm(Value v) const { return name(v); }
+  std::string buf(Value v) const { return v ? name(v) : std::string("nullptr"); }
+  template <typename T>
+  std::string ptr(Value v, const char *type) const {
+    return std::string("(") + type + ")" + buf(v);
+  }
+  std::string i(int64_t x) const { return std::to_string(x); }
+  std::string flag(bool x) const { return x ? "1" : "0"; }
+  std::string f(double x) const { return ::loom::f(x); }
+  std::string lr(double x) const { return "loomrt_step_lr(c, " + f(x) + ")"; }
+  std::string dtype(rt::DType d) const { return dtypeName(d); }
+  std::string unary(rt::UnaryKind k) const { return unaryName(k); }
+  std::string binary(rt::BinaryKind k) const { return binaryName(k); }
+  std::string reduce(rt::ReduceKind k) const { return reduceName(k); }
+  std::string shape(const char *n, ArrayRef<int64_t> v) {
+    shapes[n] = std::string(n) + "[] = {" + join(v) + "}";
+    return n;
+  }
+  std::string gemm(const loomrt_gemm &g) {
+    lines.push_back("static const loomrt_gemm g_ = {" + i(g.trans_a) + ", " + i(g.trans_b) + ", " +
+                    i(g.batch) + ", " + i(g.m) + ", " + i(g.n) + ", " + i(g.k) + ", " +
+                    i(g.stride_a) + ", " + i(g.stride_b) + ", " + i(g.stride_c) + ", " +
+                    f(g.alpha) + ", " + f(g.beta) + ", " + dtypeName(rt::DType(g.in)) + ", " +
+                    dtypeName(rt::DType(g.out)) + "};");
+    return "&g_";
+  }
+  std::string adam(rt::AdamOp o) {
+    lines.push_back("int64_t t_ = " + name(o.getStep()) + ";");
+    lines.push_back("loomrt_adam_config cfg_ = {" + lr(o.getLr().convertToDouble()) + ", " +
+                    f(o.getBeta1().convertToDouble()) + ", " + f(o.getBeta2().convertToDouble()) +
+                    ", " + f(o.getEps().convertToDouble()) + ", " +
+                    f(o.getWeightDecay().convertToDouble()) + ", " + flag(o.getDecoupled()) +
+                    ", t_};");
+    // An update the host runs itself is timed for the driver (the JSON
+    // log's cpu_update_*, --trace's cpu lane).
+    if (o.getTimed()) {
+      lines.push_back("loomrt_step_host_begin(c, \"adam\");");
+      post = "loomrt_step_host_end(c);";
+    }
+    return "&cfg_";
+  }
+  template <typename F, typename... A>
+  bool call(const char *fn, F, const A &...args);
+};
+
 class Emitter {
+  friend struct TextCall;
+
 public:
   Emitter(ModuleOp module, const CodegenOptions &opts)
       : module(module), opts(opts) {}
@@ -338,6 +405,10 @@ private:
       if (!names.count(v))
         return op->emitError() << "code generation: an operand of '" << op->getName()
                                << "' is not a lowered value (run loom-lower-to-runtime)";
+    // Kernels, copies, updates, collectives: the shared table.
+    TextCall text(*this);
+    if (visitRuntimeCall(op, text))
+      return success();
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](rt::CommentOp o) {
           *os << "  // " << cppComment(o.getText()) << "\n";
@@ -407,162 +478,7 @@ private:
           call("loomrt_event_synchronize(" + name(o.getEvent()) + ")");
           return success();
         })
-        .Case([&](rt::MemcpyOp o) {
-          call("loomrt_memcpy_async(" + name(o.getStream()) + ", " + name(o.getDst()) + ", " +
-               name(o.getSrc()) + ", " + str(o.getBytes()) + ")");
-          return success();
-        })
         .Case([&](rt::WriteConstOp o) { return writeConst(o); })
-        .Case([&](rt::FillOp o) {
-          call("loomrt_fill(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getDst()) + ", " + f(o.getValue()) + ", " + str(o.getN()) + ")");
-          return success();
-        })
-        .Case([&](rt::CopyStridedOp o) {
-          open(tables({{"ss_", o.getSrcStrides()}, {"ds_", o.getDstStrides()}, {"sh_", o.getShape()}}));
-          call("loomrt_copy_strided(" + name(o.getStream()) + ", " + str(o.getElemBytes()) + ", " +
-               name(o.getSrc()) + ", ss_, " + name(o.getDst()) + ", ds_, sh_, " +
-               str(o.getShape().size()) + ")");
-          close();
-          return success();
-        })
-        .Case([&](rt::UnaryOp o) {
-          call("loomrt_unary(" + name(o.getStream()) + ", " + unaryName(o.getKind()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getX()) + ", " + name(o.getY()) + ", " +
-               str(o.getN()) + ")");
-          return success();
-        })
-        .Case([&](rt::UnaryGradOp o) {
-          call("loomrt_unary_grad(" + name(o.getStream()) + ", " + unaryName(o.getKind()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getDy()) + ", " + name(o.getX()) + ", " +
-               name(o.getDx()) + ", " + str(o.getN()) + ")");
-          return success();
-        })
-        .Case([&](rt::BinaryOp o) {
-          open(tables({{"a_", o.getAShape()}, {"b_", o.getBShape()}, {"o_", o.getOutShape()}}));
-          call("loomrt_binary(" + name(o.getStream()) + ", " + binaryName(o.getKind()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getA()) + ", a_, " + name(o.getB()) +
-               ", b_, " + name(o.getOut()) + ", o_, " + str(o.getOutShape().size()) + ")");
-          close();
-          return success();
-        })
-        .Case([&](rt::SelectOp o) {
-          open(tables({{"c_", o.getCondShape()}, {"a_", o.getAShape()}, {"b_", o.getBShape()},
-                       {"o_", o.getOutShape()}}));
-          call("loomrt_select(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               ptr(o.getCond(), "const uint8_t *") + ", c_, " + name(o.getA()) + ", a_, " +
-               name(o.getB()) + ", b_, " + name(o.getOut()) + ", o_, " +
-               str(o.getOutShape().size()) + ")");
-          close();
-          return success();
-        })
-        .Case([&](rt::CastOp o) {
-          call("loomrt_cast(" + name(o.getStream()) + ", " + dtypeName(o.getFrom()) + ", " +
-               name(o.getX()) + ", " + dtypeName(o.getTo()) + ", " + name(o.getY()) + ", " +
-               str(o.getN()) + ")");
-          return success();
-        })
-        .Case([&](rt::MatmulOp o) {
-          open("static const loomrt_gemm g_ = {" + str(o.getTransA()) + ", " + str(o.getTransB()) +
-               ", " + str(o.getBatch()) + ", " + str(o.getM()) + ", " + str(o.getN()) + ", " +
-               str(o.getK()) + ", " + str(o.getStrideA()) + ", " + str(o.getStrideB()) + ", " +
-               str(o.getStrideC()) + ", 1.0f, 0.0f, " + dtypeName(o.getIn()) + ", " +
-               dtypeName(o.getOut()) + "};");
-          call("loomrt_matmul(" + name(o.getStream()) + ", &g_, " + name(o.getA()) + ", " +
-               name(o.getB()) + ", " + name(o.getC()) + ")");
-          close();
-          return success();
-        })
-        .Case([&](rt::LayerNormOp o) {
-          call("loomrt_layer_norm(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getX()) + ", " + name(o.getW()) + ", " +
-               (o.getB() ? name(o.getB()) : std::string("nullptr")) + ", " + name(o.getY()) + ", " +
-               str(o.getRows()) + ", " + str(o.getD()) + ", " + f(o.getEps()) + ")");
-          return success();
-        })
-        .Case([&](rt::LayerNormGradOp o) {
-          call("loomrt_layer_norm_grad(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) +
-               ", " + name(o.getDy()) + ", " + name(o.getX()) + ", " + name(o.getW()) + ", " +
-               name(o.getDx()) + ", " + name(o.getDw()) + ", " + name(o.getDb()) + ", " +
-               str(o.getRows()) + ", " + str(o.getD()) + ", " + f(o.getEps()) + ")");
-          return success();
-        })
-        .Case([&](rt::RmsNormOp o) {
-          call("loomrt_rms_norm(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getX()) + ", " + name(o.getW()) + ", " + name(o.getY()) + ", " +
-               str(o.getRows()) + ", " + str(o.getD()) + ", " + f(o.getEps()) + ")");
-          return success();
-        })
-        .Case([&](rt::RmsNormGradOp o) {
-          call("loomrt_rms_norm_grad(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) +
-               ", " + name(o.getDy()) + ", " + name(o.getX()) + ", " + name(o.getW()) + ", " +
-               name(o.getDx()) + ", " + name(o.getDw()) + ", " + str(o.getRows()) + ", " +
-               str(o.getD()) + ", " + f(o.getEps()) + ")");
-          return success();
-        })
-        .Case([&](rt::SoftmaxOp o) {
-          call("loomrt_softmax(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getX()) + ", " + name(o.getY()) + ", " + str(o.getRows()) + ", " +
-               str(o.getD()) + ", 1.0f, " + (o.getLog() ? "1" : "0") + ", 0)");
-          return success();
-        })
-        .Case([&](rt::SoftmaxGradOp o) {
-          call("loomrt_softmax_grad(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getDy()) + ", " + name(o.getY()) + ", " + name(o.getDx()) + ", " +
-               str(o.getRows()) + ", " + str(o.getD()) + ", 1.0f, " + (o.getLog() ? "1" : "0") + ")");
-          return success();
-        })
-        .Case([&](rt::EmbeddingOp o) {
-          call("loomrt_embedding(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getTable()) + ", " + ptr(o.getIndices(), "const int64_t *") + ", " +
-               name(o.getOut()) + ", " + str(o.getN()) + ", " + str(o.getD()) + ", " +
-               str(o.getVocab()) + ")");
-          return success();
-        })
-        .Case([&](rt::EmbeddingGradOp o) {
-          call("loomrt_embedding_grad(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) +
-               ", " + name(o.getDy()) + ", " + ptr(o.getIndices(), "const int64_t *") + ", " +
-               ptr(o.getDtable(), "float *") + ", " + str(o.getN()) + ", " + str(o.getD()) + ", " +
-               str(o.getVocab()) + ")");
-          return success();
-        })
-        .Case([&](rt::AttentionOp o) {
-          call("loomrt_attention(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               str(o.getBh()) + ", " + str(o.getT()) + ", " + str(o.getS()) + ", " + str(o.getDh()) +
-               ", " + f(o.getScale()) + ", " + (o.getCausal() ? "1" : "0") + ", " + name(o.getQ()) +
-               ", " + name(o.getK()) + ", " + name(o.getV()) + ", " + name(o.getOut()) + ", " +
-               name(o.getWorkspace()) + ")");
-          return success();
-        })
-        .Case([&](rt::AttentionGradOp o) {
-          call("loomrt_attention_grad(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) +
-               ", " + str(o.getBh()) + ", " + str(o.getT()) + ", " + str(o.getS()) + ", " +
-               str(o.getDh()) + ", " + f(o.getScale()) + ", " + (o.getCausal() ? "1" : "0") + ", " +
-               name(o.getQ()) + ", " + name(o.getK()) + ", " + name(o.getV()) + ", " +
-               name(o.getDout()) + ", " + name(o.getDq()) + ", " + name(o.getDk()) + ", " +
-               name(o.getDv()) + ", " + name(o.getWorkspace()) + ")");
-          return success();
-        })
-        .Case([&](rt::CrossEntropyOp o) {
-          call("loomrt_cross_entropy(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) + ", " +
-               name(o.getLogits()) + ", " + ptr(o.getLabels(), "const int64_t *") + ", " +
-               ptr(o.getLoss(), "float *") + ", " + str(o.getRows()) + ", " + str(o.getClasses()) +
-               ")");
-          return success();
-        })
-        .Case([&](rt::CrossEntropyGradOp o) {
-          call("loomrt_cross_entropy_grad(" + name(o.getStream()) + ", " + dtypeName(o.getDtype()) +
-               ", " + name(o.getLogits()) + ", " + ptr(o.getLabels(), "const int64_t *") + ", " +
-               ptr(o.getDloss(), "const float *") + ", " + name(o.getDlogits()) + ", " +
-               str(o.getRows()) + ", " + str(o.getClasses()) + ")");
-          return success();
-        })
-        .Case([&](rt::ReduceOp o) {
-          call("loomrt_reduce(" + name(o.getStream()) + ", " + reduceName(o.getKind()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getX()) + ", " + name(o.getY()) + ", " +
-               str(o.getOuter()) + ", " + str(o.getLen()) + ", " + str(o.getInner()) + ")");
-          return success();
-        })
         .Case([&](rt::AddI64Op o) {
           // The step counter: the host's copy serves every update of the step.
           std::string h = define(o.getSum(), "h"), st = name(o.getStream());
@@ -582,56 +498,6 @@ private:
           *os << "  int64_t " << h << " = 0;\n";
           call("loomrt_memcpy_async(" + st + ", &" + h + ", " + name(o.getBuffer()) + ", 8)");
           call("loomrt_stream_synchronize(" + st + ")");
-          return success();
-        })
-        .Case([&](rt::AdamOp o) {
-          std::string st = name(o.getStream());
-          open("int64_t t_ = " + name(o.getStep()) + ";");
-          *os << "    loomrt_adam_config cfg_ = {loomrt_step_lr(c, " << f(o.getLr()) << "), "
-              << f(o.getBeta1()) << ", " << f(o.getBeta2()) << ", " << f(o.getEps()) << ", "
-              << f(o.getWeightDecay()) << ", " << (o.getDecoupled() ? 1 : 0) << ", t_};\n";
-          // An update the host runs itself is timed for the driver (the JSON
-          // log's cpu_update_*, --trace's cpu lane).
-          if (o.getTimed())
-            *os << "    loomrt_step_host_begin(c, \"adam\");\n";
-          if (o.getGradDtype() == rt::DType::bf16)
-            call("loomrt_adam_bf16grad(" + st + ", &cfg_, " + ptr(o.getParam(), "float *") + ", " +
-                 ptr(o.getGrad(), "const uint16_t *") + ", " + ptr(o.getExpAvg(), "float *") + ", " +
-                 ptr(o.getExpAvgSq(), "float *") + ", " +
-                 (o.getRefresh() ? ptr(o.getRefresh(), "uint16_t *") : std::string("(uint16_t *)nullptr")) +
-                 ", " + str(o.getN()) + ")");
-          else
-            call("loomrt_adam_f32(" + st + ", &cfg_, " + ptr(o.getParam(), "float *") + ", " +
-                 ptr(o.getGrad(), "const float *") + ", " + ptr(o.getExpAvg(), "float *") + ", " +
-                 ptr(o.getExpAvgSq(), "float *") + ", " + str(o.getN()) + ")");
-          if (o.getTimed())
-            *os << "    loomrt_step_host_end(c);\n";
-          close();
-          return success();
-        })
-        .Case([&](rt::SgdOp o) {
-          call("loomrt_sgd_f32(" + name(o.getStream()) + ", loomrt_step_lr(c, " + f(o.getLr()) +
-               "), " + f(o.getMomentum()) + ", " + (o.getNesterov() ? "1" : "0") + ", " +
-               ptr(o.getParam(), "float *") + ", " + ptr(o.getGrad(), "const float *") + ", " +
-               ptr(o.getMomentumBuf(), "float *") + ", " + str(o.getN()) + ")");
-          return success();
-        })
-        .Case([&](rt::AllReduceOp o) {
-          call("loomrt_all_reduce(" + name(o.getComm()) + ", " + name(o.getStream()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getInput()) + ", " + name(o.getOutput()) +
-               ", " + str(o.getN()) + ", " + reduceName(o.getReduce()) + ")");
-          return success();
-        })
-        .Case([&](rt::ReduceScatterOp o) {
-          call("loomrt_reduce_scatter(" + name(o.getComm()) + ", " + name(o.getStream()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getInput()) + ", " + name(o.getOutput()) +
-               ", " + str(o.getN()) + ", " + reduceName(o.getReduce()) + ")");
-          return success();
-        })
-        .Case([&](rt::AllGatherOp o) {
-          call("loomrt_all_gather(" + name(o.getComm()) + ", " + name(o.getStream()) + ", " +
-               dtypeName(o.getDtype()) + ", " + name(o.getInput()) + ", " + name(o.getOutput()) +
-               ", " + str(o.getN()) + ")");
           return success();
         })
         .Case([&](func::CallOp o) {
@@ -665,6 +531,30 @@ private:
     std::string k = fresh("k");
     llvm::raw_string_ostream cs(constants);
     size_t bytes = size_t(elems.getNumElements()) * storageBytes(elt);
+    if (elems.getNumElements() > kLiteralElements && !elems.isSplat()) {
+      // A large table (rotary angles of a long sequence) as its bytes in one
+      // string literal: g++ reads 8 MB of octal escapes in half a second and
+      // 2M float literals in five (docs/codegen.md, "Compile time").
+      cs << "alignas(16) const char " << k << "[] = \"";
+      auto byte = [&](uint8_t c) { cs << '\\' << char('0' + (c >> 6)) << char('0' + ((c >> 3) & 7)) << char('0' + (c & 7)); };
+      auto le = [&](uint64_t v, unsigned n) {
+        for (unsigned i = 0; i < n; ++i)
+          byte(uint8_t(v >> (8 * i)));
+      };
+      if (isa<FloatType>(elt))
+        for (const APFloat &v : elems.getValues<APFloat>())
+          le(v.bitcastToAPInt().getZExtValue(), storageBytes(elt));
+      else if (elt.isInteger(1))
+        for (bool v : elems.getValues<bool>())
+          le(v ? 1 : 0, 1);
+      else
+        for (const APInt &v : elems.getValues<APInt>())
+          le(v.getZExtValue(), 8);
+      cs << "\";\n\n";
+      call("loomrt_memcpy_async(" + name(o.getStream()) + ", " + name(o.getDst()) + ", " + k + ", " +
+           std::to_string(bytes) + ")");
+      return success();
+    }
     if (elt.isF32()) {
       cs << "const float " << k << "[] = {";
       for (auto [i, v] : llvm::enumerate(elems.getValues<APFloat>()))
@@ -697,6 +587,37 @@ private:
   unsigned counter = 0;
   bool inBlock = false;
 };
+
+std::string TextCall::name(Value v) const { return e.name(v); }
+
+template <typename F, typename... A>
+bool TextCall::call(const char *fn, F, const A &...args) {
+  std::string text = std::string(fn) + "(", decl;
+  bool first = true;
+  for (const std::string &a : {args...}) {
+    text += (first ? "" : ", ") + a;
+    first = false;
+    if (auto it = shapes.find(a); it != shapes.end())
+      decl += (decl.empty() ? "static const int64_t " : ", ") + it->second;
+  }
+  text += ")";
+  if (!decl.empty())
+    lines.insert(lines.begin(), decl + ";");
+  if (lines.empty()) {
+    e.call(text);
+    return true;
+  }
+  *e.os << "  {\n";
+  for (const std::string &l : lines)
+    *e.os << "    " << l << "\n";
+  e.inBlock = true;
+  e.call(text);
+  e.inBlock = false;
+  if (!post.empty())
+    *e.os << "    " << post << "\n";
+  *e.os << "  }\n";
+  return true;
+}
 
 } // namespace
 
@@ -777,8 +698,12 @@ bool compileTrainingBinary(const std::string &cppPath,
     error = "cannot create a temporary file: " + ec.message();
     return false;
   }
+  // -O0: the step is a straight sequence of runtime calls, nothing an
+  // optimizer improves (each call launches a kernel or a copy), and g++'s
+  // time at -O0 grows linearly with it: 9 s for a 100-layer Llama's 77k
+  // lines on the 2-core machine, against 34 s at -O1 (docs/codegen.md).
   std::vector<std::string> args = {
-      *path, "-O2", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
+      *path, "-O0", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
       "-o", output, "-L", LOOM_RUNTIME_LIB_DIR, "-lloomrt",
       "-Wl,-rpath," LOOM_RUNTIME_LIB_DIR};
   for (llvm::StringRef flag : llvm::split(llvm::StringRef(LOOM_GENERATED_CXX_FLAGS), ' '))

@@ -1,26 +1,36 @@
 //===- Interpreter.cpp - the reference executor of loom IR ----------------===//
 //
-// Each SSA value gets a buffer on the runtime device; each op becomes one or
-// a few runtime calls (the same calls code generation will emit). Values are
-// immutable, so reshapes alias their input and loads alias the parameter.
+// Runs a function the way the generated binary does: lowered to loomrt by
+// the same pass (loom-lower-to-runtime, entry = the function), each runtime
+// call made through the same table code generation spells
+// (loom/RuntimeCalls.h), buffers from the runtime's allocator and freed
+// where the lowering frees them. Every stream is the executor's one stream,
+// so events are reached in order; collectives need the generated binary.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Execution.h"
+#include "loom/RuntimeCalls.h"
 
 #include "dialects/Loom/LoomOps.h"
+#include "dialects/LoomRT/LoomRTDialect.h"
 #include "loomrt/loomrt.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <cstring>
+#include <list>
 
 using namespace mlir;
 using namespace mlir::loom;
+namespace rt = mlir::loomrt;
 
 namespace loom {
 
@@ -58,7 +68,6 @@ public:
   Interp(ModuleOp module, loomrt_device dev, loomrt_stream s)
       : module(module), dev(dev), s(s) {}
   ~Interp() override {
-    values.clear();
     globals.clear();
     loomrt_stream_destroy(s);
     loomrt_device_close(dev);
@@ -90,19 +99,20 @@ public:
     return call(loomrt_memcpy_async(s, out.p(), host, bytes), "upload") &&
            call(loomrt_stream_synchronize(s), "upload");
   }
-  HostTensor download(const Buf &b, const std::string &name) {
+  HostTensor download(RankedTensorType type, const void *p, const std::string &name) {
     HostTensor h;
-    auto st = *storageOf(b.type.getElementType());
+    auto st = *storageOf(type.getElementType());
     h.name = name;
     h.dtype = st.name;
-    h.shape.assign(b.type.getShape().begin(), b.type.getShape().end());
-    h.bytes.resize(size_t(b.numel()) * st.bytes);
+    h.shape.assign(type.getShape().begin(), type.getShape().end());
+    h.bytes.resize(size_t(type.getNumElements()) * st.bytes);
     if (!h.bytes.empty()) {
-      loomrt_memcpy_async(s, h.bytes.data(), b.p(), h.bytes.size());
+      loomrt_memcpy_async(s, h.bytes.data(), p, h.bytes.size());
       loomrt_stream_synchronize(s);
     }
     return h;
   }
+  HostTensor download(const Buf &b, const std::string &name) { return download(b.type, b.p(), name); }
 
   bool fail(const std::string &msg) {
     error = msg;
@@ -242,14 +252,49 @@ public:
   }
 
   //===--------------------------------------------------------------===//
-  // Running a function
+  // Running a function: its loomrt lowering, call by call
   //===--------------------------------------------------------------===//
+
+  /// @function and what it calls lowered to loomrt (loom-lower-to-runtime,
+  /// entry = @function), once per function.
+  FailureOr<ModuleOp> lowered(StringRef function) {
+    auto it = lowerings.find(function);
+    if (it != lowerings.end())
+      return *it->second;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    LowerToRuntimeOptions opts;
+    opts.entry = function.str();
+    pm.addPass(createLowerToRuntime(opts));
+    std::string diags;
+    {
+      ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
+        std::string loc;
+        llvm::raw_string_ostream ls(loc);
+        d.getLocation().print(ls);
+        diags += (diags.empty() ? "" : "; ") + loc + ": " + d.str();
+        return success();
+      });
+      if (failed(pm.run(*copy)))
+        return fail(diags.empty() ? "cannot lower @" + function.str() : diags), failure();
+    }
+    ModuleOp m = *copy;
+    lowerings[function] = std::move(copy);
+    return m;
+  }
 
   bool run(StringRef function, const std::vector<HostTensor> &args,
            std::vector<HostTensor> &results, std::string &err) override {
     auto f = module.lookupSymbol<func::FuncOp>(function);
     if (!f)
       return err = "no function @" + function.str(), false;
+    auto ty = f.getFunctionType();
+    if (!llvm::all_of(llvm::concat<const Type>(ty.getInputs(), ty.getResults()),
+                      [](Type t) { return isa<RankedTensorType>(t); }))
+      return err = "@" + function.str() +
+                   " must take and return tensors (loom-run lowers loom IR itself; "
+                   "give it the module before --compile-to=lowered)",
+             false;
     if (args.size() != f.getNumArguments())
       return err = "@" + function.str() + " takes " +
                    std::to_string(f.getNumArguments()) + " arguments, got " +
@@ -269,430 +314,223 @@ public:
         return err = error, false;
       in.push_back(b);
     }
-    std::vector<Buf> outs;
-    if (!runFunc(f, in, outs))
+    FailureOr<ModuleOp> m = lowered(function);
+    if (failed(m))
+      return err = error, false;
+    auto lf = m->lookupSymbol<func::FuncOp>(function);
+    std::vector<void *> argPtrs, outs;
+    for (const Buf &b : in)
+      argPtrs.push_back(b.p());
+    // Every buffer the step allocates goes back at the end, freed or not
+    // (results are downloaded first).
+    auto release = llvm::make_scope_exit([&] {
+      for (auto &[p, space] : live)
+        loomrt_free(dev, space, p);
+      live.clear();
+    });
+    bool ok = runFunc(*m, lf, argPtrs, outs) && call(loomrt_stream_synchronize(s), "synchronize");
+    if (!ok)
       return err = error, false;
     auto names = f->getAttrOfType<ArrayAttr>("loom.grad_params");
-    for (auto [i, b] : llvm::enumerate(outs)) {
+    for (auto [i, p] : llvm::enumerate(outs)) {
       std::string name = "out" + std::to_string(i);
       if (names && i > 0 && i - 1 < names.size())
         name = "grad." + cast<FlatSymbolRefAttr>(names[i - 1]).getValue().str();
-      results.push_back(download(b, name));
+      results.push_back(download(cast<RankedTensorType>(f.getResultTypes()[i]), p, name));
     }
     return true;
   }
 
-  /// Runs `f` on device buffers; each call has its own value table.
-  bool runFunc(func::FuncOp f, const std::vector<Buf> &args,
-               std::vector<Buf> &results) {
-    llvm::DenseMap<Value, Buf> saved;
-    std::swap(saved, values);
-    auto restore = llvm::make_scope_exit([&] { std::swap(saved, values); });
-    for (auto [a, b] : llvm::zip(f.getArguments(), args))
-      values[a] = b;
+  /// Runs a lowered function; each call has its own value table.
+  bool runFunc(ModuleOp m, func::FuncOp f, ArrayRef<void *> args, std::vector<void *> &results) {
+    llvm::DenseMap<Value, void *> saved;
+    std::swap(saved, ptrs);
+    auto restore = llvm::make_scope_exit([&] { std::swap(saved, ptrs); });
+    for (auto [a, p] : llvm::zip(f.getArguments(), args))
+      ptrs[a] = p;
     for (Operation &op : f.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (Value v : ret.getOperands())
-          results.push_back(values[v]);
+          results.push_back(ptrs.lookup(v));
         return true;
       }
-      if (auto call = dyn_cast<func::CallOp>(op)) {
-        auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      if (auto c = dyn_cast<func::CallOp>(op)) {
+        auto callee = m.lookupSymbol<func::FuncOp>(c.getCallee());
         if (!callee)
-          return fail("call of unknown @" + call.getCallee().str());
-        std::vector<Buf> cargs, cres;
-        for (Value v : call.getOperands())
-          cargs.push_back(values[v]);
-        if (!runFunc(callee, cargs, cres))
+          return fail("call of unknown @" + c.getCallee().str());
+        std::vector<void *> cargs, cres;
+        for (Value v : c.getOperands())
+          cargs.push_back(ptrs.lookup(v));
+        if (!runFunc(m, callee, cargs, cres))
           return false;
-        for (auto [r, b] : llvm::zip(call.getResults(), cres))
-          values[r] = b;
+        for (auto [r, p] : llvm::zip(c.getResults(), cres))
+          ptrs[r] = p;
         continue;
       }
       if (!exec(&op)) {
-        std::string loc;
+        // The lowering names each runtime call's loom op in its location.
+        std::string loc, what = op.getName().getStringRef().str();
         llvm::raw_string_ostream os(loc);
-        op.getLoc().print(os);
-        return fail(op.getName().getStringRef().str() + " at " + loc + ": " +
-                    error);
+        Location l = op.getLoc();
+        if (auto named = dyn_cast<NameLoc>(l)) {
+          what = named.getName().str();
+          l = named.getChildLoc();
+        }
+        l.print(os);
+        return fail(what + " at " + loc + ": " + error);
       }
     }
     return fail("@" + f.getName().str() + " has no return");
   }
 
-  Buf &in(Value v) { return values[v]; }
-  bool out(Value v, Buf &b) { return alloc(cast<RankedTensorType>(v.getType()), b) && (values[v] = b, true); }
-  loomrt_dtype dtOf(Value v) {
-    return storageOf(cast<RankedTensorType>(v.getType()).getElementType())->dt;
-  }
-  static int64_t lastDim(Value v) {
-    return cast<RankedTensorType>(v.getType()).getShape().back();
-  }
-  static int64_t numel(Value v) {
-    return cast<RankedTensorType>(v.getType()).getNumElements();
-  }
+  /// The arguments of a runtime call as C values (visitRuntimeCall's
+  /// builder): one stream for every role (the executor runs in order), the
+  /// tables and configs kept alive until the call returns.
+  struct Call {
+    Interp &in;
+    std::list<std::vector<int64_t>> shapes;
+    loomrt_gemm g{};
+    loomrt_adam_config cfg{};
 
-  bool unary(Value x, Value y, loomrt_unary_op op) {
-    Buf o;
-    return out(y, o) && call(loomrt_unary(s, op, dtOf(x), in(x).p(), o.p(), numel(x)), "unary");
-  }
-  bool unaryGrad(Value dy, Value x, Value dx, loomrt_unary_op op) {
-    Buf o;
-    return out(dx, o) && call(loomrt_unary_grad(s, op, dtOf(x), in(dy).p(), in(x).p(), o.p(), numel(x)), "unary_grad");
-  }
-  bool binary(Value a, Value b, Value y, loomrt_binary_op op) {
-    int rank = cast<RankedTensorType>(y.getType()).getRank();
-    auto as = alignedShape(a, rank), bs = alignedShape(b, rank), os = alignedShape(y, rank);
-    Buf o;
-    return out(y, o) && call(loomrt_binary(s, op, dtOf(y), in(a).p(), as.data(), in(b).p(), bs.data(), o.p(), os.data(), rank), "binary");
-  }
-  size_t esize(Value v) {
-    return storageOf(cast<RankedTensorType>(v.getType()).getElementType())->bytes;
-  }
-  bool strided(const void *src, ArrayRef<int64_t> ss, void *dst,
-               ArrayRef<int64_t> ds, ArrayRef<int64_t> shape, size_t es) {
-    if (shape.size() > LOOMRT_MAX_RANK)
-      return fail("rank above 8");
-    return call(loomrt_copy_strided(s, es, src, ss.data(), dst, ds.data(), shape.data(), int(shape.size())), "copy_strided");
-  }
+    loomrt_stream stream(Value) const { return in.s; }
+    loomrt_comm comm(Value) const { return nullptr; }
+    void *buf(Value v) const { return v ? in.ptrs.lookup(v) : nullptr; }
+    template <typename T>
+    T *ptr(Value v, const char *) const {
+      return static_cast<T *>(buf(v));
+    }
+    int64_t i(int64_t x) const { return x; }
+    int flag(bool x) const { return x ? 1 : 0; }
+    float f(double x) const { return float(x); }
+    float lr(double x) const { return float(x); }
+    loomrt_dtype dtype(rt::DType d) const { return loomrt_dtype(d); }
+    loomrt_unary_op unary(rt::UnaryKind k) const { return loomrt_unary_op(k); }
+    loomrt_binary_op binary(rt::BinaryKind k) const { return loomrt_binary_op(k); }
+    loomrt_reduce_op reduce(rt::ReduceKind k) const { return loomrt_reduce_op(k); }
+    const int64_t *shape(const char *, ArrayRef<int64_t> v) {
+      shapes.emplace_back(v.begin(), v.end());
+      return shapes.back().data();
+    }
+    const loomrt_gemm *gemm(const loomrt_gemm &x) {
+      g = x;
+      return &g;
+    }
+    const loomrt_adam_config *adam(rt::AdamOp o) {
+      cfg = {float(o.getLr().convertToDouble()), float(o.getBeta1().convertToDouble()),
+             float(o.getBeta2().convertToDouble()), float(o.getEps().convertToDouble()),
+             float(o.getWeightDecay().convertToDouble()), o.getDecoupled() ? 1 : 0,
+             in.ints.lookup(o.getStep())};
+      return &cfg;
+    }
+    /// Makes the call; a failure is kept in `ok` (the op was handled).
+    template <typename F, typename... A>
+    bool call(const char *name, F fn, A... args) {
+      ok = in.call(fn(args...), StringRef(name).drop_front(strlen("loomrt_")).str());
+      return true;
+    }
+    bool ok = true;
+  };
 
   bool exec(Operation *op) {
-    // As in code generation: row counts below divide by a dimension.
-    if (zeroSizedTensor(op))
-      return fail("zero-sized tensors are not supported");
+    if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::RankViewOp>(op))
+      return fail("loom-run executes one rank: collectives run in the generated binary "
+                  "(loomc --topology=..., one process per rank)");
+    Call c{*this, {}, {}, {}};
+    if (visitRuntimeCall(op, c))
+      return c.ok;
     return llvm::TypeSwitch<Operation *, bool>(op)
-        .Case([&](arith::ConstantOp c) {
-          Buf b;
-          return constant(c.getValue(), cast<RankedTensorType>(c.getType()), b) &&
-                 (values[c.getResult()] = b, true);
+        .Case<rt::CommentOp, rt::StreamOp, rt::CommOp, rt::BackwardDoneOp, rt::WaitOp>(
+            [](Operation *) { return true; })
+        // One stream: an event is reached when the stream is.
+        .Case([&](rt::RecordOp o) { return ptrs[o.getEvent()] = nullptr, true; })
+        .Case([&](rt::SyncOp) { return call(loomrt_stream_synchronize(s), "synchronize"); })
+        .Case([&](rt::AllocOp o) {
+          loomrt_mem_space space = o.getHost() ? LOOMRT_MEM_PINNED : LOOMRT_MEM_DEVICE;
+          void *p = nullptr;
+          if (loomrt_alloc(dev, space, o.getBytes() ? o.getBytes() : 1, &p))
+            return fail(std::string("allocation failed: ") + loomrt_last_error());
+          live[p] = space;
+          ptrs[o.getResult()] = p;
+          return true;
         })
-        .Case([&](LoadOp o) {
+        .Case([&](rt::FreeOp o) {
+          void *p = ptrs.lookup(o.getBuffer());
+          auto it = live.find(p);
+          if (it == live.end())
+            return fail("frees a buffer it did not allocate");
+          loomrt_free(dev, it->second, p);
+          live.erase(it);
+          return true;
+        })
+        .Case([&](rt::GlobalOp o) {
           auto it = globals.find(o.getName());
           if (it == globals.end())
             return fail("@" + o.getName().str() + " has no value (initialise parameters first)");
-          values[o.getResult()] = it->second;
+          ptrs[o.getResult()] = it->second.p();
           return true;
         })
-        .Case([&](StoreOp o) {
-          globals[o.getName()] = in(o.getValue());
+        .Case([&](rt::ViewOp o) {
+          ptrs[o.getResult()] = static_cast<char *>(ptrs.lookup(o.getSource())) + o.getOffset();
           return true;
         })
-        .Case([&](NegOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_NEG); })
-        .Case([&](ExpOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_EXP); })
-        .Case([&](LogOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_LOG); })
-        .Case([&](SqrtOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_SQRT); })
-        .Case([&](RsqrtOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_RSQRT); })
-        .Case([&](TanhOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_TANH); })
-        .Case([&](ErfOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_ERF); })
-        .Case([&](SinOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_SIN); })
-        .Case([&](CosOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_COS); })
-        .Case([&](SigmoidOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_SIGMOID); })
-        .Case([&](ReluOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_RELU); })
-        .Case([&](SiluOp o) { return unary(o.getInput(), o.getResult(), LOOMRT_SILU); })
-        .Case([&](GeluOp o) {
-          return unary(o.getInput(), o.getResult(), o.getApproximate() ? LOOMRT_GELU_TANH : LOOMRT_GELU);
+        .Case([&](rt::WriteConstOp o) {
+          std::vector<uint8_t> bytes = hostBytes(cast<DenseElementsAttr>(o.getValue()));
+          return call(loomrt_memcpy_async(s, ptrs.lookup(o.getDst()), bytes.data(), bytes.size()),
+                      "write_const") &&
+                 call(loomrt_stream_synchronize(s), "write_const");
         })
-        .Case([&](ReluGradOp o) { return unaryGrad(o.getGrad(), o.getInput(), o.getResult(), LOOMRT_RELU); })
-        .Case([&](SiluGradOp o) { return unaryGrad(o.getGrad(), o.getInput(), o.getResult(), LOOMRT_SILU); })
-        .Case([&](GeluGradOp o) {
-          return unaryGrad(o.getGrad(), o.getInput(), o.getResult(), o.getApproximate() ? LOOMRT_GELU_TANH : LOOMRT_GELU);
-        })
-        .Case([&](AddOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_ADD); })
-        .Case([&](SubOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_SUB); })
-        .Case([&](MulOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_MUL); })
-        .Case([&](DivOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_DIV); })
-        .Case([&](PowOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_POW); })
-        .Case([&](MaxOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_MAX); })
-        .Case([&](MinOp o) { return binary(o.getLhs(), o.getRhs(), o.getResult(), LOOMRT_MIN); })
-        .Case([&](SelectOp o) {
-          int rank = o.getResult().getType().getRank();
-          auto cs = alignedShape(o.getCond(), rank), as = alignedShape(o.getLhs(), rank),
-               bs = alignedShape(o.getRhs(), rank), os = alignedShape(o.getResult(), rank);
-          Buf r;
-          return out(o.getResult(), r) &&
-                 call(loomrt_select(s, dtOf(o.getResult()), static_cast<const uint8_t *>(in(o.getCond()).p()), cs.data(), in(o.getLhs()).p(), as.data(), in(o.getRhs()).p(), bs.data(), r.p(), os.data(), rank), "select");
-        })
-        .Case([&](CastOp o) {
-          Buf r;
-          return out(o.getResult(), r) &&
-                 call(loomrt_cast(s, dtOf(o.getInput()), in(o.getInput()).p(), dtOf(o.getResult()), r.p(), numel(o.getInput())), "cast");
-        })
-        .Case([&](MatmulOp o) { return matmul(o); })
-        .Case([&](LayerNormOp o) {
-          Buf r;
-          int64_t d = lastDim(o.getInput());
-          return out(o.getResult(), r) &&
-                 call(loomrt_layer_norm(s, dtOf(o.getInput()), in(o.getInput()).p(), in(o.getWeight()).p(), o.getBias() ? in(o.getBias()).p() : nullptr, r.p(), numel(o.getInput()) / d, d, float(o.getEps().convertToDouble())), "layer_norm");
-        })
-        .Case([&](LayerNormGradOp o) {
-          Buf dx, dw, db;
-          int64_t d = lastDim(o.getInput());
-          return out(o.getGradInput(), dx) && out(o.getGradWeight(), dw) && out(o.getGradBias(), db) &&
-                 call(loomrt_layer_norm_grad(s, dtOf(o.getInput()), in(o.getGrad()).p(), in(o.getInput()).p(), in(o.getWeight()).p(), dx.p(), dw.p(), db.p(), numel(o.getInput()) / d, d, float(o.getEps().convertToDouble())), "layer_norm_grad");
-        })
-        .Case([&](RmsNormOp o) {
-          Buf r;
-          int64_t d = lastDim(o.getInput());
-          return out(o.getResult(), r) &&
-                 call(loomrt_rms_norm(s, dtOf(o.getInput()), in(o.getInput()).p(), in(o.getWeight()).p(), r.p(), numel(o.getInput()) / d, d, float(o.getEps().convertToDouble())), "rms_norm");
-        })
-        .Case([&](RmsNormGradOp o) {
-          Buf dx, dw;
-          int64_t d = lastDim(o.getInput());
-          return out(o.getGradInput(), dx) && out(o.getGradWeight(), dw) &&
-                 call(loomrt_rms_norm_grad(s, dtOf(o.getInput()), in(o.getGrad()).p(), in(o.getInput()).p(), in(o.getWeight()).p(), dx.p(), dw.p(), numel(o.getInput()) / d, d, float(o.getEps().convertToDouble())), "rms_norm_grad");
-        })
-        .Case([&](SoftmaxOp o) {
-          int64_t rank = o.getInput().getType().getRank();
-          int64_t dim = int64_t(o.getDim());
-          if (dim != rank - 1 && dim != -1)
-            return fail("softmax over a dimension other than the last");
-          Buf r;
-          int64_t d = lastDim(o.getInput());
-          return out(o.getResult(), r) &&
-                 call(loomrt_softmax(s, dtOf(o.getInput()), in(o.getInput()).p(), r.p(), numel(o.getInput()) / d, d, 1.0f, o.getLog(), 0), "softmax");
-        })
-        .Case([&](SoftmaxGradOp o) {
-          int64_t rank = o.getOutput().getType().getRank();
-          int64_t dim = int64_t(o.getDim());
-          if (dim != rank - 1 && dim != -1)
-            return fail("softmax over a dimension other than the last");
-          Buf r;
-          int64_t d = lastDim(o.getOutput());
-          return out(o.getResult(), r) &&
-                 call(loomrt_softmax_grad(s, dtOf(o.getOutput()), in(o.getGrad()).p(), in(o.getOutput()).p(), r.p(), numel(o.getOutput()) / d, d, 1.0f, o.getLog()), "softmax_grad");
-        })
-        .Case([&](EmbeddingOp o) {
-          Buf r;
-          auto t = o.getTable().getType();
-          return out(o.getResult(), r) &&
-                 call(loomrt_embedding(s, dtOf(o.getTable()), in(o.getTable()).p(), static_cast<const int64_t *>(in(o.getIndices()).p()), r.p(), numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0)), "embedding");
-        })
-        .Case([&](EmbeddingGradOp o) {
-          auto t = o.getResult().getType();
-          Buf r;
-          if (!out(o.getResult(), r))
-            return false;
-          if (!t.getElementType().isF32())
-            return fail("embedding_grad into a non-f32 table");
-          return call(loomrt_embedding_grad(s, dtOf(o.getGrad()), in(o.getGrad()).p(), static_cast<const int64_t *>(in(o.getIndices()).p()), static_cast<float *>(r.p()), numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0)), "embedding_grad");
-        })
-        .Case([&](AttentionOp o) {
-          auto q = o.getQuery().getType(), k = o.getKey().getType();
-          int64_t bh = q.getDimSize(0) * q.getDimSize(1);
-          Buf r, ws;
-          auto dt = dtOf(o.getQuery());
-          return out(o.getResult(), r) && scratch(loomrt_attention_workspace_bytes(dt, bh, q.getDimSize(2), k.getDimSize(2), 0), ws) &&
-                 call(loomrt_attention(s, dt, bh, q.getDimSize(2), k.getDimSize(2), q.getDimSize(3), float(o.getScale().convertToDouble()), o.getCausal(), in(o.getQuery()).p(), in(o.getKey()).p(), in(o.getValue()).p(), r.p(), ws.p()), "attention");
-        })
-        .Case([&](AttentionGradOp o) {
-          auto q = o.getQuery().getType(), k = o.getKey().getType();
-          int64_t bh = q.getDimSize(0) * q.getDimSize(1);
-          Buf dq, dk, dv, ws;
-          auto dt = dtOf(o.getQuery());
-          return out(o.getGradQuery(), dq) && out(o.getGradKey(), dk) && out(o.getGradValue(), dv) &&
-                 scratch(loomrt_attention_workspace_bytes(dt, bh, q.getDimSize(2), k.getDimSize(2), 1), ws) &&
-                 call(loomrt_attention_grad(s, dt, bh, q.getDimSize(2), k.getDimSize(2), q.getDimSize(3), float(o.getScale().convertToDouble()), o.getCausal(), in(o.getQuery()).p(), in(o.getKey()).p(), in(o.getValue()).p(), in(o.getGrad()).p(), dq.p(), dk.p(), dv.p(), ws.p()), "attention_grad");
-        })
-        .Case([&](CrossEntropyOp o) {
-          Buf r;
-          int64_t c = lastDim(o.getLogits());
-          return out(o.getLoss(), r) &&
-                 call(loomrt_cross_entropy(s, dtOf(o.getLogits()), in(o.getLogits()).p(), static_cast<const int64_t *>(in(o.getLabels()).p()), static_cast<float *>(r.p()), numel(o.getLabels()), c), "cross_entropy");
-        })
-        .Case([&](CrossEntropyGradOp o) {
-          Buf r;
-          int64_t c = lastDim(o.getLogits());
-          if (!o.getGrad().getType().getElementType().isF32())
-            return fail("the loss gradient must be f32");
-          return out(o.getResult(), r) &&
-                 call(loomrt_cross_entropy_grad(s, dtOf(o.getLogits()), in(o.getLogits()).p(), static_cast<const int64_t *>(in(o.getLabels()).p()), static_cast<const float *>(in(o.getGrad()).p()), r.p(), numel(o.getLabels()), c), "cross_entropy_grad");
-        })
-        .Case([&](ReshapeOp o) {
-          values[o.getResult()] = Buf{in(o.getInput()).mem, o.getResult().getType()};
-          return true;
-        })
-        .Case([&](TransposeOp o) {
-          auto inShape = o.getInput().getType().getShape();
-          auto st = rowMajorStrides(inShape);
-          std::vector<int64_t> ss;
-          for (int64_t p : o.getPerm())
-            ss.push_back(st[p]);
-          auto outShape = o.getResult().getType().getShape();
-          Buf r;
-          return out(o.getResult(), r) && strided(in(o.getInput()).p(), ss, r.p(), rowMajorStrides(outShape), outShape, esize(o.getInput()));
-        })
-        .Case([&](SliceOp o) {
-          auto st = rowMajorStrides(o.getInput().getType().getShape());
-          int64_t offset = 0;
-          std::vector<int64_t> ss;
-          for (size_t d = 0; d < st.size(); ++d) {
-            offset += o.getStart()[d] * st[d];
-            ss.push_back(st[d] * o.getStep()[d]);
-          }
-          auto outShape = o.getResult().getType().getShape();
-          Buf r;
-          size_t es = esize(o.getInput());
-          return out(o.getResult(), r) &&
-                 strided(static_cast<char *>(in(o.getInput()).p()) + offset * es, ss, r.p(), rowMajorStrides(outShape), outShape, es);
-        })
-        .Case([&](ConcatOp o) {
-          auto outType = cast<RankedTensorType>(o.getResult().getType());
-          int64_t dim = int64_t(o.getDim());
-          if (dim < 0)
-            dim += outType.getRank();
-          auto ds = rowMajorStrides(outType.getShape());
-          Buf r;
-          if (!out(o.getResult(), r))
-            return false;
-          size_t es = esize(o.getResult());
-          int64_t offset = 0;
-          for (Value v : o.getInputs()) {
-            auto sh = cast<RankedTensorType>(v.getType()).getShape();
-            if (!strided(in(v).p(), rowMajorStrides(sh), static_cast<char *>(r.p()) + offset * ds[dim] * es, ds, sh, es))
-              return false;
-            offset += sh[dim];
-          }
-          return true;
-        })
-        .Case([&](BroadcastOp o) {
-          auto outShape = o.getResult().getType().getShape();
-          Buf r;
-          return out(o.getResult(), r) &&
-                 strided(in(o.getInput()).p(), broadcastInputStrides(o), r.p(),
-                         rowMajorStrides(outShape), outShape, esize(o.getInput()));
-        })
-        .Case([&](ReduceOp o) { return reduce(o); })
-        .Case([&](arith::AddIOp o) {
+        .Case([&](rt::AddI64Op o) {
           // Integer scalars (step counters) are added on the host.
-          auto t = dyn_cast<RankedTensorType>(o.getType());
-          if (!t || !t.getElementType().isInteger(64))
-            return fail("arith.addi is supported on i64 tensors only");
-          std::vector<int64_t> a(t.getNumElements()), c(t.getNumElements());
-          if (!readHost(o.getLhs(), a.data()) || !readHost(o.getRhs(), c.data()))
+          int64_t a, b;
+          if (!readHost(ptrs.lookup(o.getLhs()), &a) || !readHost(ptrs.lookup(o.getRhs()), &b))
             return false;
-          for (size_t i = 0; i < a.size(); ++i)
-            a[i] += c[i];
-          Buf r;
-          return upload(t, a.data(), r) && (values[o.getResult()] = r, true);
+          int64_t sum = a + b;
+          ints[o.getSum()] = sum;
+          return call(loomrt_memcpy_async(s, ptrs.lookup(o.getOut()), &sum, 8), "add_i64") &&
+                 call(loomrt_stream_synchronize(s), "add_i64");
         })
-        .Case([&](AdamOp o) {
-          if (!o.getParam().getType().getElementType().isF32() ||
-              !o.getGrad().getType().getElementType().isF32())
-            return fail("loom-run updates fp32 parameters with fp32 gradients");
-          int64_t t;
-          if (!readHost(o.getStep(), &t))
-            return false;
-          Buf p, m, v;
-          size_t bytes = size_t(numel(o.getParam())) * 4;
-          if (!out(o.getNewParam(), p) || !out(o.getNewExpAvg(), m) ||
-              !out(o.getNewExpAvgSq(), v) ||
-              !call(loomrt_memcpy_async(s, p.p(), in(o.getParam()).p(), bytes), "copy") ||
-              !call(loomrt_memcpy_async(s, m.p(), in(o.getExpAvg()).p(), bytes), "copy") ||
-              !call(loomrt_memcpy_async(s, v.p(), in(o.getExpAvgSq()).p(), bytes), "copy"))
-            return false;
-          loomrt_adam_config cfg{float(o.getLr().convertToDouble()),
-                                 float(o.getBeta1().convertToDouble()),
-                                 float(o.getBeta2().convertToDouble()),
-                                 float(o.getEps().convertToDouble()),
-                                 float(o.getWeightDecay().convertToDouble()),
-                                 o.getDecoupled() ? 1 : 0, t};
-          return call(loomrt_adam_f32(s, &cfg, static_cast<float *>(p.p()),
-                                      static_cast<const float *>(in(o.getGrad()).p()),
-                                      static_cast<float *>(m.p()), static_cast<float *>(v.p()),
-                                      size_t(numel(o.getParam()))),
-                      "adam");
+        .Case([&](rt::ReadI64Op o) {
+          int64_t v;
+          return readHost(ptrs.lookup(o.getBuffer()), &v) && (ints[o.getValue()] = v, true);
         })
-        .Case([&](SgdOp o) {
-          if (!o.getParam().getType().getElementType().isF32())
-            return fail("loom-run updates fp32 parameters only");
-          Buf p, m;
-          size_t bytes = size_t(numel(o.getParam())) * 4;
-          return out(o.getNewParam(), p) && out(o.getNewMomentumBuf(), m) &&
-                 call(loomrt_memcpy_async(s, p.p(), in(o.getParam()).p(), bytes), "copy") &&
-                 call(loomrt_memcpy_async(s, m.p(), in(o.getMomentumBuf()).p(), bytes), "copy") &&
-                 call(loomrt_sgd_f32(s, float(o.getLr().convertToDouble()),
-                                     float(o.getMomentum().convertToDouble()), o.getNesterov(),
-                                     static_cast<float *>(p.p()),
-                                     static_cast<const float *>(in(o.getGrad()).p()),
-                                     static_cast<float *>(m.p()), size_t(numel(o.getParam()))),
-                      "sgd");
-        })
-        .Default([&](Operation *other) {
-          return fail("loom-run does not execute this op");
-        });
+        .Default([&](Operation *other) { return fail("loom-run does not execute this op"); });
   }
 
-  /// Copies a (small) value to the host.
-  bool readHost(Value v, void *dst) {
-    size_t bytes = size_t(numel(v)) * esize(v);
-    return call(loomrt_memcpy_async(s, dst, in(v).p(), bytes), "read") &&
-           call(loomrt_stream_synchronize(s), "read");
-  }
-
-  bool scratch(size_t bytes, Buf &b) {
-    auto t = RankedTensorType::get({int64_t((bytes + 3) / 4)}, Float32Type::get(module.getContext()));
-    return alloc(t, b);
-  }
-
-  bool matmul(MatmulOp o) {
-    auto a = o.getLhs().getType(), b = o.getRhs().getType(), c = o.getResult().getType();
-    int64_t ra = a.getRank(), rc = c.getRank();
-    loomrt_gemm g{};
-    g.trans_a = o.getTransposeLhs();
-    g.trans_b = o.getTransposeRhs();
-    g.m = c.getDimSize(rc - 2);
-    g.n = c.getDimSize(rc - 1);
-    g.k = a.getDimSize(g.trans_a ? ra - 2 : ra - 1);
-    g.batch = c.getNumElements() / (g.m * g.n);
-    auto batchOf = [](RankedTensorType t) {
-      int64_t n = 1;
-      for (int64_t i = 0; i + 2 < t.getRank(); ++i)
-        n *= t.getDimSize(i);
-      return n;
+  /// A constant's bytes as the runtime stores them.
+  static std::vector<uint8_t> hostBytes(DenseElementsAttr e) {
+    Type t = e.getElementType();
+    std::vector<uint8_t> out;
+    auto put = [&](uint64_t v, unsigned n) {
+      for (unsigned i = 0; i < n; ++i)
+        out.push_back(uint8_t(v >> (8 * i)));
     };
-    // Each operand's batch is the result's or broadcast whole (stride 0).
-    int64_t ba = batchOf(a), bb = batchOf(b);
-    if ((ba != g.batch && ba != 1) || (bb != g.batch && bb != 1))
-      return fail("matmul with partially broadcast batch dimensions");
-    g.stride_a = ba == 1 ? 0 : g.m * g.k;
-    g.stride_b = bb == 1 ? 0 : g.k * g.n;
-    g.stride_c = g.m * g.n;
-    g.alpha = 1.0f;
-    g.beta = 0.0f;
-    g.in = dtOf(o.getLhs());
-    g.out = dtOf(o.getResult());
-    Buf r;
-    return out(o.getResult(), r) && call(loomrt_matmul(s, &g, in(o.getLhs()).p(), in(o.getRhs()).p(), r.p()), "matmul");
+    if (isa<FloatType>(t))
+      for (const APFloat &v : e.getValues<APFloat>())
+        put(v.bitcastToAPInt().getZExtValue(), storageOf(t)->bytes);
+    else if (t.isInteger(1))
+      for (bool v : e.getValues<bool>())
+        put(v ? 1 : 0, 1);
+    else
+      for (const APInt &v : e.getValues<APInt>())
+        put(v.getZExtValue(), 8);
+    return out;
   }
 
-  /// One single-dimension reduction per reduced dimension (reduceSteps).
-  bool reduce(ReduceOp o) {
-    auto type = o.getInput().getType();
-    loomrt_reduce_op op = o.getKind() == ReduceKind::sum    ? LOOMRT_REDUCE_SUM
-                          : o.getKind() == ReduceKind::mean ? LOOMRT_REDUCE_MEAN
-                          : o.getKind() == ReduceKind::max  ? LOOMRT_REDUCE_MAX
-                                                            : LOOMRT_REDUCE_MIN;
-    Buf cur = in(o.getInput());
-    for (const ReduceStep &st : reduceSteps(o)) {
-      Buf next;
-      if (!alloc(RankedTensorType::get(st.shape, type.getElementType()), next) ||
-          !call(loomrt_reduce(s, op, dtOf(o.getInput()), cur.p(), next.p(), st.outer, st.len,
-                              st.inner),
-                "reduce"))
-        return false;
-      cur = next;
-    }
-    values[o.getResult()] = Buf{cur.mem, o.getResult().getType()};
-    return true;
+  /// Copies an i64 scalar to the host.
+  bool readHost(void *src, int64_t *dst) {
+    return call(loomrt_memcpy_async(s, dst, src, 8), "read") &&
+           call(loomrt_stream_synchronize(s), "read");
   }
 
   ModuleOp module;
   loomrt_device dev;
   loomrt_stream s;
   std::string error;
-  llvm::DenseMap<Value, Buf> values;
   llvm::StringMap<Buf> globals;
+  llvm::StringMap<OwningOpRef<ModuleOp>> lowerings;
+  llvm::DenseMap<Value, void *> ptrs;
+  llvm::DenseMap<Value, int64_t> ints;
+  llvm::DenseMap<void *, loomrt_mem_space> live;
 };
 
 } // namespace

@@ -1,0 +1,216 @@
+//===- RuntimeCalls.h - each loomrt call op as its runtime call -----------===//
+//
+// The one table from a `loomrt` op to the C ABI function it stands for and
+// the order of that function's arguments. Two back ends read it through a
+// builder: code generation (lib/Codegen/EmitCpp.cpp) spells each argument
+// as C++ text, the reference executor (lib/Execution/Interpreter.cpp) makes
+// the call. A new kernel op is added here once and both follow
+// (docs/developing.md, "How to add an op").
+//
+// A builder B provides, each returning the argument in its own currency
+// (std::string for text, the C value for calls):
+//   stream(v) comm(v) buf(v) ptr<T>(v, "T *") i(int64) flag(bool) f(double)
+//   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind)
+//   reduce(ReduceKind) shape(name, ArrayRef<int64_t>) gemm(loomrt_gemm)
+//   adam(AdamOp): &config
+// and call(name, function, args...), which emits or makes the call.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIMECALLS_H
+#define LOOM_RUNTIMECALLS_H
+
+#include "dialects/LoomRT/LoomRTDialect.h"
+#include "loomrt/loomrt.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace loom {
+
+/// Calls `b.call(...)` for a loomrt op that is a runtime call; returns
+/// false (and does nothing) for any other op.
+template <typename B>
+bool visitRuntimeCall(mlir::Operation *op, B &b) {
+  namespace rt = mlir::loomrt;
+  using llvm::TypeSwitch;
+  return TypeSwitch<mlir::Operation *, bool>(op)
+      .Case([&](rt::MemcpyOp o) {
+        return b.call("loomrt_memcpy_async", loomrt_memcpy_async, b.stream(o.getStream()),
+                      b.buf(o.getDst()), b.buf(o.getSrc()), b.i(o.getBytes()));
+      })
+      .Case([&](rt::FillOp o) {
+        return b.call("loomrt_fill", loomrt_fill, b.stream(o.getStream()), b.dtype(o.getDtype()),
+                      b.buf(o.getDst()), b.f(o.getValue().convertToDouble()), b.i(o.getN()));
+      })
+      .Case([&](rt::CopyStridedOp o) {
+        return b.call("loomrt_copy_strided", loomrt_copy_strided, b.stream(o.getStream()),
+                      b.i(o.getElemBytes()), b.buf(o.getSrc()), b.shape("ss_", o.getSrcStrides()),
+                      b.buf(o.getDst()), b.shape("ds_", o.getDstStrides()),
+                      b.shape("sh_", o.getShape()), b.i(o.getShape().size()));
+      })
+      .Case([&](rt::UnaryOp o) {
+        return b.call("loomrt_unary", loomrt_unary, b.stream(o.getStream()), b.unary(o.getKind()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getN()));
+      })
+      .Case([&](rt::UnaryGradOp o) {
+        return b.call("loomrt_unary_grad", loomrt_unary_grad, b.stream(o.getStream()),
+                      b.unary(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getDy()), b.buf(o.getX()),
+                      b.buf(o.getDx()), b.i(o.getN()));
+      })
+      .Case([&](rt::BinaryOp o) {
+        return b.call("loomrt_binary", loomrt_binary, b.stream(o.getStream()), b.binary(o.getKind()),
+                      b.dtype(o.getDtype()), b.buf(o.getA()), b.shape("a_", o.getAShape()),
+                      b.buf(o.getB()), b.shape("b_", o.getBShape()), b.buf(o.getOut()),
+                      b.shape("o_", o.getOutShape()), b.i(o.getOutShape().size()));
+      })
+      .Case([&](rt::SelectOp o) {
+        return b.call("loomrt_select", loomrt_select, b.stream(o.getStream()), b.dtype(o.getDtype()),
+                      b.template ptr<const uint8_t>(o.getCond(), "const uint8_t *"),
+                      b.shape("c_", o.getCondShape()), b.buf(o.getA()), b.shape("a_", o.getAShape()),
+                      b.buf(o.getB()), b.shape("b_", o.getBShape()), b.buf(o.getOut()),
+                      b.shape("o_", o.getOutShape()), b.i(o.getOutShape().size()));
+      })
+      .Case([&](rt::CastOp o) {
+        return b.call("loomrt_cast", loomrt_cast, b.stream(o.getStream()), b.dtype(o.getFrom()),
+                      b.buf(o.getX()), b.dtype(o.getTo()), b.buf(o.getY()), b.i(o.getN()));
+      })
+      .Case([&](rt::MatmulOp o) {
+        loomrt_gemm g{o.getTransA() ? 1 : 0,
+                      o.getTransB() ? 1 : 0,
+                      int64_t(o.getBatch()),
+                      int64_t(o.getM()),
+                      int64_t(o.getN()),
+                      int64_t(o.getK()),
+                      int64_t(o.getStrideA()),
+                      int64_t(o.getStrideB()),
+                      int64_t(o.getStrideC()),
+                      1.0f,
+                      0.0f,
+                      loomrt_dtype(o.getIn()),
+                      loomrt_dtype(o.getOut())};
+        return b.call("loomrt_matmul", loomrt_matmul, b.stream(o.getStream()), b.gemm(g),
+                      b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getC()));
+      })
+      .Case([&](rt::LayerNormOp o) {
+        return b.call("loomrt_layer_norm", loomrt_layer_norm, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getW()), b.buf(o.getB()),
+                      b.buf(o.getY()), b.i(o.getRows()), b.i(o.getD()),
+                      b.f(o.getEps().convertToDouble()));
+      })
+      .Case([&](rt::LayerNormGradOp o) {
+        return b.call("loomrt_layer_norm_grad", loomrt_layer_norm_grad, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getDy()), b.buf(o.getX()), b.buf(o.getW()),
+                      b.buf(o.getDx()), b.buf(o.getDw()), b.buf(o.getDb()), b.i(o.getRows()),
+                      b.i(o.getD()), b.f(o.getEps().convertToDouble()));
+      })
+      .Case([&](rt::RmsNormOp o) {
+        return b.call("loomrt_rms_norm", loomrt_rms_norm, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getW()), b.buf(o.getY()),
+                      b.i(o.getRows()), b.i(o.getD()), b.f(o.getEps().convertToDouble()));
+      })
+      .Case([&](rt::RmsNormGradOp o) {
+        return b.call("loomrt_rms_norm_grad", loomrt_rms_norm_grad, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getDy()), b.buf(o.getX()), b.buf(o.getW()),
+                      b.buf(o.getDx()), b.buf(o.getDw()), b.i(o.getRows()), b.i(o.getD()),
+                      b.f(o.getEps().convertToDouble()));
+      })
+      .Case([&](rt::SoftmaxOp o) {
+        return b.call("loomrt_softmax", loomrt_softmax, b.stream(o.getStream()), b.dtype(o.getDtype()),
+                      b.buf(o.getX()), b.buf(o.getY()), b.i(o.getRows()), b.i(o.getD()), b.f(1.0),
+                      b.flag(o.getLog()), b.i(0));
+      })
+      .Case([&](rt::SoftmaxGradOp o) {
+        return b.call("loomrt_softmax_grad", loomrt_softmax_grad, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getDy()), b.buf(o.getY()), b.buf(o.getDx()),
+                      b.i(o.getRows()), b.i(o.getD()), b.f(1.0), b.flag(o.getLog()));
+      })
+      .Case([&](rt::EmbeddingOp o) {
+        return b.call("loomrt_embedding", loomrt_embedding, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getTable()),
+                      b.template ptr<const int64_t>(o.getIndices(), "const int64_t *"),
+                      b.buf(o.getOut()), b.i(o.getN()), b.i(o.getD()), b.i(o.getVocab()));
+      })
+      .Case([&](rt::EmbeddingGradOp o) {
+        return b.call("loomrt_embedding_grad", loomrt_embedding_grad, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getDy()),
+                      b.template ptr<const int64_t>(o.getIndices(), "const int64_t *"),
+                      b.template ptr<float>(o.getDtable(), "float *"), b.i(o.getN()), b.i(o.getD()),
+                      b.i(o.getVocab()));
+      })
+      .Case([&](rt::AttentionOp o) {
+        return b.call("loomrt_attention", loomrt_attention, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.i(o.getBh()), b.i(o.getT()), b.i(o.getS()),
+                      b.i(o.getDh()), b.f(o.getScale().convertToDouble()), b.flag(o.getCausal()),
+                      b.buf(o.getQ()), b.buf(o.getK()), b.buf(o.getV()), b.buf(o.getOut()),
+                      b.buf(o.getWorkspace()));
+      })
+      .Case([&](rt::AttentionGradOp o) {
+        return b.call("loomrt_attention_grad", loomrt_attention_grad, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.i(o.getBh()), b.i(o.getT()), b.i(o.getS()),
+                      b.i(o.getDh()), b.f(o.getScale().convertToDouble()), b.flag(o.getCausal()),
+                      b.buf(o.getQ()), b.buf(o.getK()), b.buf(o.getV()), b.buf(o.getDout()),
+                      b.buf(o.getDq()), b.buf(o.getDk()), b.buf(o.getDv()), b.buf(o.getWorkspace()));
+      })
+      .Case([&](rt::CrossEntropyOp o) {
+        return b.call("loomrt_cross_entropy", loomrt_cross_entropy, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getLogits()),
+                      b.template ptr<const int64_t>(o.getLabels(), "const int64_t *"),
+                      b.template ptr<float>(o.getLoss(), "float *"), b.i(o.getRows()),
+                      b.i(o.getClasses()));
+      })
+      .Case([&](rt::CrossEntropyGradOp o) {
+        return b.call("loomrt_cross_entropy_grad", loomrt_cross_entropy_grad,
+                      b.stream(o.getStream()), b.dtype(o.getDtype()), b.buf(o.getLogits()),
+                      b.template ptr<const int64_t>(o.getLabels(), "const int64_t *"),
+                      b.template ptr<const float>(o.getDloss(), "const float *"),
+                      b.buf(o.getDlogits()), b.i(o.getRows()), b.i(o.getClasses()));
+      })
+      .Case([&](rt::ReduceOp o) {
+        return b.call("loomrt_reduce", loomrt_reduce, b.stream(o.getStream()), b.reduce(o.getKind()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getOuter()),
+                      b.i(o.getLen()), b.i(o.getInner()));
+      })
+      .Case([&](rt::AdamOp o) {
+        // The config (hyperparameters, the step's host counter) and, for a
+        // host update, the driver's timing around the call.
+        auto c = b.adam(o);
+        if (o.getGradDtype() == rt::DType::bf16)
+          return b.call("loomrt_adam_bf16grad", loomrt_adam_bf16grad, b.stream(o.getStream()), c,
+                        b.template ptr<float>(o.getParam(), "float *"),
+                        b.template ptr<const uint16_t>(o.getGrad(), "const uint16_t *"),
+                        b.template ptr<float>(o.getExpAvg(), "float *"),
+                        b.template ptr<float>(o.getExpAvgSq(), "float *"),
+                        b.template ptr<uint16_t>(o.getRefresh(), "uint16_t *"), b.i(o.getN()));
+        return b.call("loomrt_adam_f32", loomrt_adam_f32, b.stream(o.getStream()), c,
+                      b.template ptr<float>(o.getParam(), "float *"),
+                      b.template ptr<const float>(o.getGrad(), "const float *"),
+                      b.template ptr<float>(o.getExpAvg(), "float *"),
+                      b.template ptr<float>(o.getExpAvgSq(), "float *"), b.i(o.getN()));
+      })
+      .Case([&](rt::SgdOp o) {
+        return b.call("loomrt_sgd_f32", loomrt_sgd_f32, b.stream(o.getStream()),
+                      b.lr(o.getLr().convertToDouble()), b.f(o.getMomentum().convertToDouble()),
+                      b.flag(o.getNesterov()), b.template ptr<float>(o.getParam(), "float *"),
+                      b.template ptr<const float>(o.getGrad(), "const float *"),
+                      b.template ptr<float>(o.getMomentumBuf(), "float *"), b.i(o.getN()));
+      })
+      .Case([&](rt::AllReduceOp o) {
+        return b.call("loomrt_all_reduce", loomrt_all_reduce, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.dtype(o.getDtype()), b.buf(o.getInput()),
+                      b.buf(o.getOutput()), b.i(o.getN()), b.reduce(o.getReduce()));
+      })
+      .Case([&](rt::ReduceScatterOp o) {
+        return b.call("loomrt_reduce_scatter", loomrt_reduce_scatter, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.dtype(o.getDtype()), b.buf(o.getInput()),
+                      b.buf(o.getOutput()), b.i(o.getN()), b.reduce(o.getReduce()));
+      })
+      .Case([&](rt::AllGatherOp o) {
+        return b.call("loomrt_all_gather", loomrt_all_gather, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.dtype(o.getDtype()), b.buf(o.getInput()),
+                      b.buf(o.getOutput()), b.i(o.getN()));
+      })
+      .Default([](mlir::Operation *) { return false; });
+}
+
+} // namespace loom
+
+#endif // LOOM_RUNTIMECALLS_H
