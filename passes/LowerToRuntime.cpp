@@ -24,9 +24,9 @@
 // up front by `checkSupported`, with a message naming the op.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loomrt/loomrt.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/IR/AsmState.h"
@@ -69,10 +69,14 @@ rt::DType dt(Value v) { return *dtypeOf(tt(v).getElementType()); }
 APFloat f64(const APFloat &x) { return APFloat(x.convertToDouble()); }
 rt::ReduceKind reduceOf(ReduceKind k) {
   switch (k) {
-  case ReduceKind::mean: return rt::ReduceKind::mean;
-  case ReduceKind::max: return rt::ReduceKind::max;
-  case ReduceKind::min: return rt::ReduceKind::min;
-  default: return rt::ReduceKind::sum;
+  case ReduceKind::mean:
+    return rt::ReduceKind::mean;
+  case ReduceKind::max:
+    return rt::ReduceKind::max;
+  case ReduceKind::min:
+    return rt::ReduceKind::min;
+  default:
+    return rt::ReduceKind::sum;
   }
 }
 
@@ -202,7 +206,9 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
     return success();
   if (failed(checkTypes(op)))
     return failure();
-  auto refuse = [&](const Twine &what) { return op->emitError("code generation " + what), failure(); };
+  auto refuse = [&](const Twine &what) {
+    return op->emitError("code generation " + what), failure();
+  };
   bool onHost = llvm::any_of(op->getOperandTypes(), isHostType);
   // Adam writes the bf16 refresh of its new weights itself.
   auto cast = dyn_cast<CastOp>(op);
@@ -214,9 +220,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
   // divide by its dimensions (found by fuzz-onnx-proto).
   if (RankedTensorType t = zeroSizedTensor(op))
     return op->emitError() << "code generation: zero-sized tensors are not supported (" << t << ")";
-  auto lastDim = [](int64_t dim, Value v) {
-    return dim == tt(v).getRank() - 1 || dim == -1;
-  };
+  auto lastDim = [](int64_t dim, Value v) { return dim == tt(v).getRank() - 1 || dim == -1; };
   auto wholeWorld = [&](GroupAttr g) -> LogicalResult {
     // The binary has one communicator, the world's: a group must span every
     // level of its topology (sub-groups need loomrt_comm_split, not wired).
@@ -238,16 +242,19 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
         return success();
       })
       .Case([&](SoftmaxOp o) {
-        return lastDim(int64_t(o.getDim()), o.getInput()) ? success()
-                                                          : refuse("supports softmax over the last dimension");
+        return lastDim(int64_t(o.getDim()), o.getInput())
+                   ? success()
+                   : refuse("supports softmax over the last dimension");
       })
       .Case([&](SoftmaxGradOp o) {
-        return lastDim(int64_t(o.getDim()), o.getOutput()) ? success()
-                                                           : refuse("supports softmax over the last dimension");
+        return lastDim(int64_t(o.getDim()), o.getOutput())
+                   ? success()
+                   : refuse("supports softmax over the last dimension");
       })
       .Case([&](EmbeddingGradOp o) {
-        return tt(o.getResult()).getElementType().isF32() ? success()
-                                                          : refuse("supports f32 embedding gradients");
+        return tt(o.getResult()).getElementType().isF32()
+                   ? success()
+                   : refuse("supports f32 embedding gradients");
       })
       .Case([&](CrossEntropyGradOp o) {
         return tt(o.getGrad()).getElementType().isF32() ? success()
@@ -255,7 +262,8 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
       })
       .Case([&](MatmulOp o) -> LogicalResult {
         auto c = tt(o.getResult());
-        int64_t batch = c.getNumElements() / (c.getDimSize(c.getRank() - 2) * c.getDimSize(c.getRank() - 1));
+        int64_t batch =
+            c.getNumElements() / (c.getDimSize(c.getRank() - 2) * c.getDimSize(c.getRank() - 1));
         auto batchOf = [](RankedTensorType t) {
           int64_t b = 1;
           for (int64_t i = 0; i + 2 < t.getRank(); ++i)
@@ -344,8 +352,13 @@ struct Emit {
         f(plan.ctx(op)) {}
 
   /// A fresh buffer for `v` (pinned host memory from the host arena).
-  Value alloc(Value v) { return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytesOf(v), isHostType(v.getType())); }
-  Value allocBytes(int64_t bytes) { return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytes, false); }
+  Value alloc(Value v) {
+    return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytesOf(v),
+                               isHostType(v.getType()));
+  }
+  Value allocBytes(int64_t bytes) {
+    return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytes, false);
+  }
   /// Where a value stored whole into a global is computed: that global's
   /// buffer (its store is elided); else a fresh buffer.
   Value allocOrGlobal(Value r) {
@@ -354,9 +367,7 @@ struct Emit {
     return alloc(r);
   }
   /// Ops on host memory run on the host stream (the CPU).
-  Value stream() {
-    return llvm::any_of(op->getOperandTypes(), isHostType) ? f.hs : f.s;
-  }
+  Value stream() { return llvm::any_of(op->getOperandTypes(), isHostType) ? f.hs : f.s; }
   /// `stream` waits for the compute stream, `call` runs on it, and the
   /// returned event (the op's token) marks its end.
   Value async(Value stream, llvm::function_ref<void()> call) {
@@ -372,8 +383,7 @@ struct Emit {
 };
 
 /// The pattern of each op: `lower(op, adaptor, emit)`, overloaded below.
-template <typename OpT>
-struct Lower : OpConversionPattern<OpT> {
+template <typename OpT> struct Lower : OpConversionPattern<OpT> {
   Lower(const TypeConverter &tc, MLIRContext *ctx, Plan &plan)
       : OpConversionPattern<OpT>(tc, ctx), plan(plan) {}
   LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor a,
@@ -383,37 +393,46 @@ struct Lower : OpConversionPattern<OpT> {
 
 //--- Elementwise -----------------------------------------------------------//
 
-template <typename OpT>
-constexpr rt::UnaryKind unaryKind() {
-  if constexpr (std::is_same_v<OpT, NegOp>) return rt::UnaryKind::neg;
-  else if constexpr (std::is_same_v<OpT, ExpOp>) return rt::UnaryKind::exp;
-  else if constexpr (std::is_same_v<OpT, LogOp>) return rt::UnaryKind::log;
-  else if constexpr (std::is_same_v<OpT, SqrtOp>) return rt::UnaryKind::sqrt;
-  else if constexpr (std::is_same_v<OpT, RsqrtOp>) return rt::UnaryKind::rsqrt;
-  else if constexpr (std::is_same_v<OpT, TanhOp>) return rt::UnaryKind::tanh;
-  else if constexpr (std::is_same_v<OpT, ErfOp>) return rt::UnaryKind::erf;
-  else if constexpr (std::is_same_v<OpT, SinOp>) return rt::UnaryKind::sin;
-  else if constexpr (std::is_same_v<OpT, CosOp>) return rt::UnaryKind::cos;
-  else if constexpr (std::is_same_v<OpT, SigmoidOp>) return rt::UnaryKind::sigmoid;
-  else if constexpr (std::is_same_v<OpT, ReluOp> || std::is_same_v<OpT, ReluGradOp>) return rt::UnaryKind::relu;
-  else return rt::UnaryKind::silu; // SiluOp, SiluGradOp
+template <typename OpT> constexpr rt::UnaryKind unaryKind() {
+  if constexpr (std::is_same_v<OpT, NegOp>)
+    return rt::UnaryKind::neg;
+  else if constexpr (std::is_same_v<OpT, ExpOp>)
+    return rt::UnaryKind::exp;
+  else if constexpr (std::is_same_v<OpT, LogOp>)
+    return rt::UnaryKind::log;
+  else if constexpr (std::is_same_v<OpT, SqrtOp>)
+    return rt::UnaryKind::sqrt;
+  else if constexpr (std::is_same_v<OpT, RsqrtOp>)
+    return rt::UnaryKind::rsqrt;
+  else if constexpr (std::is_same_v<OpT, TanhOp>)
+    return rt::UnaryKind::tanh;
+  else if constexpr (std::is_same_v<OpT, ErfOp>)
+    return rt::UnaryKind::erf;
+  else if constexpr (std::is_same_v<OpT, SinOp>)
+    return rt::UnaryKind::sin;
+  else if constexpr (std::is_same_v<OpT, CosOp>)
+    return rt::UnaryKind::cos;
+  else if constexpr (std::is_same_v<OpT, SigmoidOp>)
+    return rt::UnaryKind::sigmoid;
+  else if constexpr (std::is_same_v<OpT, ReluOp> || std::is_same_v<OpT, ReluGradOp>)
+    return rt::UnaryKind::relu;
+  else
+    return rt::UnaryKind::silu; // SiluOp, SiluGradOp
 }
-template <typename OpT>
-rt::UnaryKind unaryKindOf(OpT o) {
+template <typename OpT> rt::UnaryKind unaryKindOf(OpT o) {
   if constexpr (std::is_same_v<OpT, GeluOp> || std::is_same_v<OpT, GeluGradOp>)
     return o.getApproximate() ? rt::UnaryKind::gelu_tanh : rt::UnaryKind::gelu;
   else
     return unaryKind<OpT>();
 }
 
-template <typename OpT>
-LogicalResult lowerUnary(OpT o, Value x, Emit &e) {
+template <typename OpT> LogicalResult lowerUnary(OpT o, Value x, Emit &e) {
   Value y = e.alloc(o.getResult());
-  rt::UnaryOp::create(e.rw, e.loc, e.f.s, unaryKindOf(o), dt(o.getInput()), x, y, numel(o.getInput()));
+  rt::UnaryOp::create(e.rw, e.loc, e.f.s, unaryKindOf(o), dt(o.getInput()), x, y,
+                      numel(o.getInput()));
   return e.done(y);
 }
-template <typename OpT>
-LogicalResult lowerUnaryGrad(OpT o, Value dy, Value x, Emit &e) {
+template <typename OpT> LogicalResult lowerUnaryGrad(OpT o, Value dy, Value x, Emit &e) {
   Value dx = e.alloc(o.getResult());
   rt::UnaryGradOp::create(e.rw, e.loc, e.f.s, unaryKindOf(o), dt(o.getInput()), dy, x, dx,
                           numel(o.getInput()));
@@ -423,37 +442,40 @@ template <typename OpT>
 LogicalResult lowerBinary(OpT o, rt::BinaryKind k, Value a, Value b, Emit &e) {
   int rank = tt(o.getResult()).getRank();
   Value out = e.alloc(o.getResult());
-  rt::BinaryOp::create(e.rw, e.loc, e.f.s, k, dt(o.getResult()), a, alignedShape(o.getLhs(), rank), b,
-                       alignedShape(o.getRhs(), rank), out, alignedShape(o.getResult(), rank));
+  rt::BinaryOp::create(e.rw, e.loc, e.f.s, k, dt(o.getResult()), a, alignedShape(o.getLhs(), rank),
+                       b, alignedShape(o.getRhs(), rank), out, alignedShape(o.getResult(), rank));
   return e.done(out);
 }
 
-#define LOOM_UNARY(OP)                                                                    \
+#define LOOM_UNARY(OP)                                                                             \
   LogicalResult lower(OP o, OP::Adaptor a, Emit &e) { return lowerUnary(o, a.getInput(), e); }
-LOOM_UNARY(NegOp) LOOM_UNARY(ExpOp) LOOM_UNARY(LogOp) LOOM_UNARY(SqrtOp) LOOM_UNARY(RsqrtOp)
-LOOM_UNARY(TanhOp) LOOM_UNARY(ErfOp) LOOM_UNARY(SinOp) LOOM_UNARY(CosOp) LOOM_UNARY(SigmoidOp)
-LOOM_UNARY(ReluOp) LOOM_UNARY(SiluOp) LOOM_UNARY(GeluOp)
+LOOM_UNARY(NegOp)
+LOOM_UNARY(ExpOp) LOOM_UNARY(LogOp) LOOM_UNARY(SqrtOp) LOOM_UNARY(RsqrtOp) LOOM_UNARY(TanhOp)
+    LOOM_UNARY(ErfOp) LOOM_UNARY(SinOp) LOOM_UNARY(CosOp) LOOM_UNARY(SigmoidOp) LOOM_UNARY(ReluOp)
+        LOOM_UNARY(SiluOp) LOOM_UNARY(GeluOp)
 #undef LOOM_UNARY
-#define LOOM_UNARY_GRAD(OP)                                                               \
-  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                     \
-    return lowerUnaryGrad(o, a.getGrad(), a.getInput(), e);                               \
+#define LOOM_UNARY_GRAD(OP)                                                                        \
+  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                              \
+    return lowerUnaryGrad(o, a.getGrad(), a.getInput(), e);                                        \
   }
-LOOM_UNARY_GRAD(ReluGradOp) LOOM_UNARY_GRAD(SiluGradOp) LOOM_UNARY_GRAD(GeluGradOp)
+            LOOM_UNARY_GRAD(ReluGradOp) LOOM_UNARY_GRAD(SiluGradOp) LOOM_UNARY_GRAD(GeluGradOp)
 #undef LOOM_UNARY_GRAD
-#define LOOM_BINARY(OP, KIND)                                                             \
-  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                     \
-    return lowerBinary(o, rt::BinaryKind::KIND, a.getLhs(), a.getRhs(), e);               \
+#define LOOM_BINARY(OP, KIND)                                                                      \
+  LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                              \
+    return lowerBinary(o, rt::BinaryKind::KIND, a.getLhs(), a.getRhs(), e);                        \
   }
-LOOM_BINARY(AddOp, add) LOOM_BINARY(SubOp, sub) LOOM_BINARY(MulOp, mul) LOOM_BINARY(DivOp, div)
-LOOM_BINARY(PowOp, pow) LOOM_BINARY(MaxOp, max) LOOM_BINARY(MinOp, min)
+                LOOM_BINARY(AddOp, add) LOOM_BINARY(SubOp, sub) LOOM_BINARY(MulOp, mul)
+                    LOOM_BINARY(DivOp, div) LOOM_BINARY(PowOp, pow) LOOM_BINARY(MaxOp, max)
+                        LOOM_BINARY(MinOp, min)
 #undef LOOM_BINARY
 
-LogicalResult lower(SelectOp o, SelectOp::Adaptor a, Emit &e) {
+                            LogicalResult lower(SelectOp o, SelectOp::Adaptor a, Emit &e) {
   int rank = tt(o.getResult()).getRank();
   Value out = e.alloc(o.getResult());
-  rt::SelectOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getCond(), alignedShape(o.getCond(), rank),
-                       a.getLhs(), alignedShape(o.getLhs(), rank), a.getRhs(),
-                       alignedShape(o.getRhs(), rank), out, alignedShape(o.getResult(), rank));
+  rt::SelectOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getCond(),
+                       alignedShape(o.getCond(), rank), a.getLhs(), alignedShape(o.getLhs(), rank),
+                       a.getRhs(), alignedShape(o.getRhs(), rank), out,
+                       alignedShape(o.getResult(), rank));
   return e.done(out);
 }
 
@@ -472,8 +494,8 @@ LogicalResult lower(arith::ConstantOp o, arith::ConstantOp::Adaptor, Emit &e) {
   Type elt = elems.getElementType();
   Value y = e.alloc(o.getResult());
   if (elems.isSplat() && (elt.isF32() || elt.isBF16()))
-    rt::FillOp::create(e.rw, e.loc, e.f.s, *dtypeOf(elt), y,
-                       f64(elems.getSplatValue<APFloat>()), elems.getNumElements());
+    rt::FillOp::create(e.rw, e.loc, e.f.s, *dtypeOf(elt), y, f64(elems.getSplatValue<APFloat>()),
+                       elems.getNumElements());
   else
     rt::WriteConstOp::create(e.rw, e.loc, e.f.s, y, elems);
   return e.done(y);
@@ -487,14 +509,16 @@ int64_t lastDim(Value v) { return tt(v).getShape().back(); }
 LogicalResult lower(LayerNormOp o, LayerNormOp::Adaptor a, Emit &e) {
   Value y = e.alloc(o.getResult());
   rt::LayerNormOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), a.getWeight(),
-                          a.getBias(), y, rowsOf(o.getInput()), lastDim(o.getInput()), f64(o.getEps()));
+                          a.getBias(), y, rowsOf(o.getInput()), lastDim(o.getInput()),
+                          f64(o.getEps()));
   return e.done(y);
 }
 LogicalResult lower(LayerNormGradOp o, LayerNormGradOp::Adaptor a, Emit &e) {
-  Value dx = e.alloc(o.getGradInput()), dw = e.alloc(o.getGradWeight()), db = e.alloc(o.getGradBias());
+  Value dx = e.alloc(o.getGradInput()), dw = e.alloc(o.getGradWeight()),
+        db = e.alloc(o.getGradBias());
   rt::LayerNormGradOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getGrad(), a.getInput(),
-                              a.getWeight(), dx, dw, db, rowsOf(o.getInput()), lastDim(o.getInput()),
-                              f64(o.getEps()));
+                              a.getWeight(), dx, dw, db, rowsOf(o.getInput()),
+                              lastDim(o.getInput()), f64(o.getEps()));
   return e.done({dx, dw, db});
 }
 LogicalResult lower(RmsNormOp o, RmsNormOp::Adaptor a, Emit &e) {
@@ -544,8 +568,9 @@ LogicalResult lower(CrossEntropyOp o, CrossEntropyOp::Adaptor a, Emit &e) {
 }
 LogicalResult lower(CrossEntropyGradOp o, CrossEntropyGradOp::Adaptor a, Emit &e) {
   Value y = e.alloc(o.getResult());
-  rt::CrossEntropyGradOp::create(e.rw, e.loc, e.f.s, dt(o.getLogits()), a.getLogits(), a.getLabels(),
-                                 a.getGrad(), y, numel(o.getLabels()), lastDim(o.getLogits()));
+  rt::CrossEntropyGradOp::create(e.rw, e.loc, e.f.s, dt(o.getLogits()), a.getLogits(),
+                                 a.getLabels(), a.getGrad(), y, numel(o.getLabels()),
+                                 lastDim(o.getLogits()));
   return e.done(y);
 }
 /// Attention's scratch, at the size the runtime asks for (its public
@@ -553,23 +578,24 @@ LogicalResult lower(CrossEntropyGradOp o, CrossEntropyGradOp::Adaptor a, Emit &e
 /// back right after the call: the backward recomputes.
 Value attentionWorkspace(Emit &e, Value q, Value k, bool backward) {
   auto qt = tt(q), kt = tt(k);
-  size_t bytes = loomrt_attention_workspace_bytes(
-      loomrt_dtype(dt(q)), qt.getDimSize(0) * qt.getDimSize(1), qt.getDimSize(2), kt.getDimSize(2),
-      backward ? 1 : 0);
+  size_t bytes =
+      loomrt_attention_workspace_bytes(loomrt_dtype(dt(q)), qt.getDimSize(0) * qt.getDimSize(1),
+                                       qt.getDimSize(2), kt.getDimSize(2), backward ? 1 : 0);
   return e.allocBytes(int64_t(bytes));
 }
 LogicalResult lower(AttentionOp o, AttentionOp::Adaptor a, Emit &e) {
   auto q = tt(o.getQuery()), k = tt(o.getKey());
   Value out = e.alloc(o.getResult());
   Value ws = attentionWorkspace(e, o.getQuery(), o.getKey(), false);
-  rt::AttentionOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(), a.getValue(),
-                          out, ws, q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
-                          q.getDimSize(3), f64(o.getScale()), o.getCausal());
+  rt::AttentionOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
+                          a.getValue(), out, ws, q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2),
+                          k.getDimSize(2), q.getDimSize(3), f64(o.getScale()), o.getCausal());
   return e.done(out);
 }
 LogicalResult lower(AttentionGradOp o, AttentionGradOp::Adaptor a, Emit &e) {
   auto q = tt(o.getQuery()), k = tt(o.getKey());
-  Value dq = e.alloc(o.getGradQuery()), dk = e.alloc(o.getGradKey()), dv = e.alloc(o.getGradValue());
+  Value dq = e.alloc(o.getGradQuery()), dk = e.alloc(o.getGradKey()),
+        dv = e.alloc(o.getGradValue());
   Value ws = attentionWorkspace(e, o.getQuery(), o.getKey(), true);
   rt::AttentionGradOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
                               a.getValue(), a.getGrad(), dq, dk, dv, ws,
@@ -623,8 +649,8 @@ LogicalResult lower(ReshapeOp, ReshapeOp::Adaptor a, Emit &e) { return e.done(a.
 Value strided(Emit &e, Value result, Value src, ArrayRef<int64_t> ss) {
   Value out = e.alloc(result);
   auto shape = tt(result).getShape();
-  rt::CopyStridedOp::create(e.rw, e.loc, e.f.s, src, out, storageBytes(tt(result).getElementType()), ss,
-                            rowMajorStrides(shape), shape);
+  rt::CopyStridedOp::create(e.rw, e.loc, e.f.s, src, out, storageBytes(tt(result).getElementType()),
+                            ss, rowMajorStrides(shape), shape);
   return out;
 }
 LogicalResult lower(TransposeOp o, TransposeOp::Adaptor a, Emit &e) {
@@ -658,7 +684,9 @@ LogicalResult lower(ConcatOp o, ConcatOp::Adaptor a, Emit &e) {
   int64_t es = int64_t(storageBytes(outType.getElementType())), offset = 0;
   for (auto [orig, in] : llvm::zip(o.getInputs(), a.getInputs())) {
     auto sh = tt(orig).getShape();
-    Value dst = offset ? rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), out, offset * ds[dim] * es) : out;
+    Value dst = offset ? rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), out,
+                                            offset * ds[dim] * es)
+                       : out;
     rt::CopyStridedOp::create(e.rw, e.loc, e.f.s, in, dst, es, rowMajorStrides(sh), ds, sh);
     offset += sh[dim];
   }
@@ -671,7 +699,8 @@ LogicalResult lower(BroadcastOp o, BroadcastOp::Adaptor a, Emit &e) {
 //--- Globals and the step counter ------------------------------------------//
 
 LogicalResult lower(LoadOp o, LoadOp::Adaptor, Emit &e) {
-  return e.done(rt::GlobalOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), o.getName()).getResult());
+  return e.done(
+      rt::GlobalOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), o.getName()).getResult());
 }
 LogicalResult lower(StoreOp o, StoreOp::Adaptor a, Emit &e) {
   if (!e.plan.elided.contains(o)) {
@@ -685,7 +714,8 @@ LogicalResult lower(StoreOp o, StoreOp::Adaptor a, Emit &e) {
 /// they need no read-back (one sync per step, not one per parameter).
 LogicalResult lower(arith::AddIOp o, arith::AddIOp::Adaptor a, Emit &e) {
   Value out = e.alloc(o.getResult());
-  auto add = rt::AddI64Op::create(e.rw, e.loc, e.rw.getI64Type(), e.f.s, a.getLhs(), a.getRhs(), out);
+  auto add =
+      rt::AddI64Op::create(e.rw, e.loc, e.rw.getI64Type(), e.f.s, a.getLhs(), a.getRhs(), out);
   e.plan.hostScalar[o.getResult()] = add.getSum();
   return e.done(out);
 }
@@ -752,21 +782,22 @@ LogicalResult lower(CopyOp o, CopyOp::Adaptor a, Emit &e) {
   });
   return e.done({out, token});
 }
-LogicalResult lower(AllReduceOp o, AllReduceOp::Adaptor a, Emit &e) {
+/// A reduction over the communicator: `n` elements of the input
+/// (all-reduce) or of each rank's output (reduce-scatter).
+template <typename RtOp, typename OpT>
+LogicalResult lowerReduction(OpT o, Value in, int64_t n, Emit &e) {
   Value out = e.alloc(o.getResult());
   Value token = e.async(e.f.cs, [&] {
-    rt::AllReduceOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
-                            numel(o.getInput()), reduceOf(o.getReduce()));
+    RtOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), in, out, n,
+                 reduceOf(o.getReduce()));
   });
   return e.done({out, token});
 }
+LogicalResult lower(AllReduceOp o, AllReduceOp::Adaptor a, Emit &e) {
+  return lowerReduction<rt::AllReduceOp>(o, a.getInput(), numel(o.getInput()), e);
+}
 LogicalResult lower(ReduceScatterOp o, ReduceScatterOp::Adaptor a, Emit &e) {
-  Value out = e.alloc(o.getResult());
-  Value token = e.async(e.f.cs, [&] {
-    rt::ReduceScatterOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
-                                numel(o.getResult()), reduceOf(o.getReduce()));
-  });
-  return e.done({out, token});
+  return lowerReduction<rt::ReduceScatterOp>(o, a.getInput(), numel(o.getResult()), e);
 }
 LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
   Value out = e.alloc(o.getResult());
@@ -778,7 +809,8 @@ LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
 }
 /// A view: this rank's block of the input.
 LogicalResult lower(ShardOp o, ShardOp::Adaptor a, Emit &e) {
-  return e.done(rt::RankViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), a.getInput(), e.f.comm, bytesOf(o.getResult()))
+  return e.done(rt::RankViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), a.getInput(),
+                                       e.f.comm, bytesOf(o.getResult()))
                     .getResult());
 }
 /// A copy into host memory is waited by the host (the CPU reads it next);
@@ -873,7 +905,8 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
     else if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op))
       stream = op.getOperand(1);
     auto role = stream ? stream.getDefiningOp<rt::StreamOp>() : rt::StreamOp();
-    if (role && role.getRole() != rt::StreamRole::compute && role.getRole() != rt::StreamRole::host) {
+    if (role && role.getRole() != rt::StreamRole::compute &&
+        role.getRole() != rt::StreamRole::host) {
       pending[stream] = &op;
       continue;
     }
@@ -1021,7 +1054,9 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
       }
       b.setInsertionPointToStart(&blk);
       Location loc = fn.getLoc();
-      auto streamOf = [&](rt::StreamRole r) { return rt::StreamOp::create(b, loc, rt::StreamType::get(ctx), r).getResult(); };
+      auto streamOf = [&](rt::StreamRole r) {
+        return rt::StreamOp::create(b, loc, rt::StreamType::get(ctx), r).getResult();
+      };
       FuncCtx &f = plan.funcs[fn];
       f.s = streamOf(rt::StreamRole::compute);
       f.comm = rt::CommOp::create(b, loc, rt::CommType::get(ctx));
@@ -1050,9 +1085,10 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, tc);
     populateCallOpTypeConversionPattern(patterns, tc);
     populateReturnOpTypeConversionPattern(patterns, tc);
-    addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp, ReluOp,
-                SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp, DivOp,
-                PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc, plan);
+    addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp,
+                ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
+                DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc,
+                                                                                 plan);
     addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
                 EmbeddingOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp, AttentionOp,
                 AttentionGradOp, MatmulOp, ReduceOp>(patterns, tc, plan);

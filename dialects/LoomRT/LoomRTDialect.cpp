@@ -40,8 +40,8 @@ LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttrib
     auto v = dict ? dict.getAs<IntegerAttr>(k) : IntegerAttr();
     if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < (k == "zero_stage" ? -1 : 0))
       return op->emitError() << "'" << kProgramAttr << "' must be a dictionary with integers "
-                             << "batch, seq, vocab, world (>= 0) and zero_stage (>= -1); '"
-                             << k << "' is missing or out of range";
+                             << "batch, seq, vocab, world (>= 0) and zero_stage (>= -1); '" << k
+                             << "' is missing or out of range";
   }
   return success();
 }
@@ -61,6 +61,26 @@ LogicalResult WriteConstOp::verify() {
   if (!t || !(t.isF32() || t.isBF16() || t.isInteger(64) || t.isInteger(1)))
     return emitOpError("writes dense f32, bf16, i64 or i1 constants");
   return success();
+}
+
+std::vector<uint8_t> WriteConstOp::getBytes() {
+  auto e = cast<DenseElementsAttr>(getValue());
+  Type t = e.getElementType();
+  std::vector<uint8_t> out;
+  auto put = [&](uint64_t v, unsigned n) {
+    for (unsigned i = 0; i < n; ++i)
+      out.push_back(uint8_t(v >> (8 * i)));
+  };
+  if (isa<FloatType>(t))
+    for (const APFloat &v : e.getValues<APFloat>())
+      put(v.bitcastToAPInt().getZExtValue(), t.getIntOrFloatBitWidth() / 8);
+  else if (t.isInteger(1))
+    for (bool v : e.getValues<bool>())
+      put(v ? 1 : 0, 1);
+  else
+    for (const APInt &v : e.getValues<APInt>())
+      put(v.getZExtValue(), 8);
+  return out;
 }
 
 LogicalResult CopyStridedOp::verify() {

@@ -258,6 +258,11 @@ def LoomRT_WriteConstOp : LoomRT_CallOp<"write_const",
     "$dst `,` $value"> {
   let summary = "copies a constant (f32, bf16, i64 or i1) into a buffer";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The constant as the runtime stores it: little-endian elements of
+    /// its storage size (bf16 bit patterns, i1 one byte each).
+    std::vector<uint8_t> getBytes();
+  }];
 }
 
 def LoomRT_FillOp : LoomRT_CallOp<"fill",

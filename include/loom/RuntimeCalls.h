@@ -28,8 +28,7 @@ namespace loom {
 
 /// Calls `b.call(...)` for a loomrt op that is a runtime call; returns
 /// false (and does nothing) for any other op.
-template <typename B>
-bool visitRuntimeCall(mlir::Operation *op, B &b) {
+template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
   namespace rt = mlir::loomrt;
   using llvm::TypeSwitch;
   return TypeSwitch<mlir::Operation *, bool>(op)
@@ -53,21 +52,23 @@ bool visitRuntimeCall(mlir::Operation *op, B &b) {
       })
       .Case([&](rt::UnaryGradOp o) {
         return b.call("loomrt_unary_grad", loomrt_unary_grad, b.stream(o.getStream()),
-                      b.unary(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getDy()), b.buf(o.getX()),
-                      b.buf(o.getDx()), b.i(o.getN()));
+                      b.unary(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getDy()),
+                      b.buf(o.getX()), b.buf(o.getDx()), b.i(o.getN()));
       })
       .Case([&](rt::BinaryOp o) {
-        return b.call("loomrt_binary", loomrt_binary, b.stream(o.getStream()), b.binary(o.getKind()),
-                      b.dtype(o.getDtype()), b.buf(o.getA()), b.shape("a_", o.getAShape()),
-                      b.buf(o.getB()), b.shape("b_", o.getBShape()), b.buf(o.getOut()),
-                      b.shape("o_", o.getOutShape()), b.i(o.getOutShape().size()));
+        return b.call("loomrt_binary", loomrt_binary, b.stream(o.getStream()),
+                      b.binary(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getA()),
+                      b.shape("a_", o.getAShape()), b.buf(o.getB()), b.shape("b_", o.getBShape()),
+                      b.buf(o.getOut()), b.shape("o_", o.getOutShape()),
+                      b.i(o.getOutShape().size()));
       })
       .Case([&](rt::SelectOp o) {
-        return b.call("loomrt_select", loomrt_select, b.stream(o.getStream()), b.dtype(o.getDtype()),
-                      b.template ptr<const uint8_t>(o.getCond(), "const uint8_t *"),
-                      b.shape("c_", o.getCondShape()), b.buf(o.getA()), b.shape("a_", o.getAShape()),
-                      b.buf(o.getB()), b.shape("b_", o.getBShape()), b.buf(o.getOut()),
-                      b.shape("o_", o.getOutShape()), b.i(o.getOutShape().size()));
+        return b.call(
+            "loomrt_select", loomrt_select, b.stream(o.getStream()), b.dtype(o.getDtype()),
+            b.template ptr<const uint8_t>(o.getCond(), "const uint8_t *"),
+            b.shape("c_", o.getCondShape()), b.buf(o.getA()), b.shape("a_", o.getAShape()),
+            b.buf(o.getB()), b.shape("b_", o.getBShape()), b.buf(o.getOut()),
+            b.shape("o_", o.getOutShape()), b.i(o.getOutShape().size()));
       })
       .Case([&](rt::CastOp o) {
         return b.call("loomrt_cast", loomrt_cast, b.stream(o.getStream()), b.dtype(o.getFrom()),
@@ -114,9 +115,9 @@ bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.f(o.getEps().convertToDouble()));
       })
       .Case([&](rt::SoftmaxOp o) {
-        return b.call("loomrt_softmax", loomrt_softmax, b.stream(o.getStream()), b.dtype(o.getDtype()),
-                      b.buf(o.getX()), b.buf(o.getY()), b.i(o.getRows()), b.i(o.getD()), b.f(1.0),
-                      b.flag(o.getLog()), b.i(0));
+        return b.call("loomrt_softmax", loomrt_softmax, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getRows()),
+                      b.i(o.getD()), b.f(1.0), b.flag(o.getLog()), b.i(0));
       })
       .Case([&](rt::SoftmaxGradOp o) {
         return b.call("loomrt_softmax_grad", loomrt_softmax_grad, b.stream(o.getStream()),
@@ -148,7 +149,8 @@ bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.dtype(o.getDtype()), b.i(o.getBh()), b.i(o.getT()), b.i(o.getS()),
                       b.i(o.getDh()), b.f(o.getScale().convertToDouble()), b.flag(o.getCausal()),
                       b.buf(o.getQ()), b.buf(o.getK()), b.buf(o.getV()), b.buf(o.getDout()),
-                      b.buf(o.getDq()), b.buf(o.getDk()), b.buf(o.getDv()), b.buf(o.getWorkspace()));
+                      b.buf(o.getDq()), b.buf(o.getDk()), b.buf(o.getDv()),
+                      b.buf(o.getWorkspace()));
       })
       .Case([&](rt::CrossEntropyOp o) {
         return b.call("loomrt_cross_entropy", loomrt_cross_entropy, b.stream(o.getStream()),
@@ -165,9 +167,9 @@ bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.buf(o.getDlogits()), b.i(o.getRows()), b.i(o.getClasses()));
       })
       .Case([&](rt::ReduceOp o) {
-        return b.call("loomrt_reduce", loomrt_reduce, b.stream(o.getStream()), b.reduce(o.getKind()),
-                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getOuter()),
-                      b.i(o.getLen()), b.i(o.getInner()));
+        return b.call("loomrt_reduce", loomrt_reduce, b.stream(o.getStream()),
+                      b.reduce(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getX()),
+                      b.buf(o.getY()), b.i(o.getOuter()), b.i(o.getLen()), b.i(o.getInner()));
       })
       .Case([&](rt::AdamOp o) {
         // The config (hyperparameters, the step's host counter) and, for a

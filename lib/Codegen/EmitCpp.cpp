@@ -536,20 +536,8 @@ private:
       // string literal: g++ reads 8 MB of octal escapes in half a second and
       // 2M float literals in five (docs/codegen.md, "Compile time").
       cs << "alignas(16) const char " << k << "[] = \"";
-      auto byte = [&](uint8_t c) { cs << '\\' << char('0' + (c >> 6)) << char('0' + ((c >> 3) & 7)) << char('0' + (c & 7)); };
-      auto le = [&](uint64_t v, unsigned n) {
-        for (unsigned i = 0; i < n; ++i)
-          byte(uint8_t(v >> (8 * i)));
-      };
-      if (isa<FloatType>(elt))
-        for (const APFloat &v : elems.getValues<APFloat>())
-          le(v.bitcastToAPInt().getZExtValue(), storageBytes(elt));
-      else if (elt.isInteger(1))
-        for (bool v : elems.getValues<bool>())
-          le(v ? 1 : 0, 1);
-      else
-        for (const APInt &v : elems.getValues<APInt>())
-          le(v.getZExtValue(), 8);
+      for (uint8_t c : o.getBytes())
+        cs << '\\' << char('0' + (c >> 6)) << char('0' + ((c >> 3) & 7)) << char('0' + (c & 7));
       cs << "\";\n\n";
       call("loomrt_memcpy_async(" + name(o.getStream()) + ", " + name(o.getDst()) + ", " + k + ", " +
            std::to_string(bytes) + ")");

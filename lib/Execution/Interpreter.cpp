@@ -474,7 +474,7 @@ public:
           return true;
         })
         .Case([&](rt::WriteConstOp o) {
-          std::vector<uint8_t> bytes = hostBytes(cast<DenseElementsAttr>(o.getValue()));
+          std::vector<uint8_t> bytes = o.getBytes();
           return call(loomrt_memcpy_async(s, ptrs.lookup(o.getDst()), bytes.data(), bytes.size()),
                       "write_const") &&
                  call(loomrt_stream_synchronize(s), "write_const");
@@ -494,26 +494,6 @@ public:
           return readHost(ptrs.lookup(o.getBuffer()), &v) && (ints[o.getValue()] = v, true);
         })
         .Default([&](Operation *other) { return fail("loom-run does not execute this op"); });
-  }
-
-  /// A constant's bytes as the runtime stores them.
-  static std::vector<uint8_t> hostBytes(DenseElementsAttr e) {
-    Type t = e.getElementType();
-    std::vector<uint8_t> out;
-    auto put = [&](uint64_t v, unsigned n) {
-      for (unsigned i = 0; i < n; ++i)
-        out.push_back(uint8_t(v >> (8 * i)));
-    };
-    if (isa<FloatType>(t))
-      for (const APFloat &v : e.getValues<APFloat>())
-        put(v.bitcastToAPInt().getZExtValue(), storageOf(t)->bytes);
-    else if (t.isInteger(1))
-      for (bool v : e.getValues<bool>())
-        put(v ? 1 : 0, 1);
-    else
-      for (const APInt &v : e.getValues<APInt>())
-        put(v.getZExtValue(), 8);
-    return out;
   }
 
   /// Copies an i64 scalar to the host.
