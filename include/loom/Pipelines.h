@@ -7,11 +7,11 @@
 //   import     model file or --model generator -> forward graph + loss  [built]
 //   autodiff   backward graph and gradients (loom-autodiff)             [built]
 //   optimizer  optimizer state and @train_step (loom-attach-optimizer)   [built]
-//   distribute data parallelism, ZeRO partitioning, topology            [issue 8]
-//   schedule   subgroups, offload, compression, stream schedule         [issue 7]
-//   lowered    runtime calls                                            [issue 6]
-//   cpp        C++ source                                               [issue 6]
-//   binary     executable linked with the runtime                       [issue 6]
+//   distribute data parallelism, ZeRO partitioning, topology            [built]
+//   schedule   subgroups, offload, stream schedule                      [built]
+//   lowered    loomrt runtime calls (loom-lower-to-runtime)             [built]
+//   cpp        C++ source (lib/Codegen)                                 [built]
+//   binary     executable linked with the runtime                       [built]
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PIPELINES_H
