@@ -226,7 +226,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step || !step.getBody().hasOneBlock())
       return fail(module, "needs @train_step (run loom-attach-optimizer first)");
-    if (step->hasAttr("loom.data_parallel"))
+    if (getDataParallel(step))
       return fail(step, "@train_step is already data-parallel");
     func::CallOp call;
     step.walk([&](func::CallOp c) {
@@ -240,11 +240,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (!names || call.getNumResults() != names.size() + 1)
       return fail(fb, "@forward_backward must return the loss and one gradient per "
                       "loom.grad_params entry");
-    step->setAttr("loom.data_parallel",
-                  DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "zero_stage"),
-                                                           IntegerAttr::get(IntegerType::get(ctx, 64), zeroStage)),
-                                            NamedAttribute(StringAttr::get(ctx, "world"),
-                                                           IntegerAttr::get(IntegerType::get(ctx, 64), world))}));
+    setDataParallel(step, {world, zeroStage});
 
     OpBuilder b(ctx);
     Location loc = call.getLoc();

@@ -49,10 +49,6 @@ namespace cost = ::loom::cost;
 
 namespace {
 
-const char *placeName(UpdatePlace p) {
-  return p == UpdatePlace::gpu ? "gpu" : p == UpdatePlace::stream ? "stream" : "cpu";
-}
-
 /// How many subgroups fewer than fit the planner keeps resident, at most,
 /// when looking for a better mix with streamed ones.
 constexpr size_t kFewerResident = 8;
@@ -73,7 +69,7 @@ struct InterleaveOffload
   Outcome evaluate(ModuleOp module, ArrayRef<UpdatePlace> plan, const cost::Hardware &hw) {
     OwningOpRef<ModuleOp> copy = module.clone();
     for (auto [sg, w] : llvm::zip(copy->getOps<SubgroupOp>(), plan))
-      sg.setUpdateAttr(StringAttr::get(module.getContext(), placeName(w)));
+      sg.setPlace(w);
     Outcome o;
     if (failed(applyOffload(*copy, "subgroups")))
       return o;
@@ -164,7 +160,7 @@ struct InterleaveOffload
     SmallVector<UpdatePlace> chosen = plan(resident, bestS);
     MLIRContext *ctx = module.getContext();
     for (auto [sg, w] : llvm::zip(sgs, chosen))
-      sg.setUpdateAttr(StringAttr::get(ctx, placeName(w)));
+      sg.setPlace(w);
     auto f64 = [&](double v) { return FloatAttr::get(Float64Type::get(ctx), v); };
     auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(ctx, 64), v); };
     NamedAttrList plan_;

@@ -1124,9 +1124,9 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
       return std::nullopt;
     auto shape = cast<RankedTensorType>(ty.getInput(0)).getShape();
     int64_t world = 1, zeroStage = -1;
-    if (auto dp = step->getAttrOfType<DictionaryAttr>("loom.data_parallel")) {
-      world = dp.getAs<IntegerAttr>("world").getInt();
-      zeroStage = dp.getAs<IntegerAttr>("zero_stage").getInt();
+    if (std::optional<DataParallelInfo> dp = getDataParallel(step)) {
+      world = dp->world;
+      zeroStage = dp->zeroStage;
     }
     Builder b(module.getContext());
     return b.getDictionaryAttr({b.getNamedAttr("batch", b.getI64IntegerAttr(shape[0])),

@@ -20,8 +20,6 @@
 
 namespace mlir::loom {
 
-/// Where a parameter's optimizer update runs (OffloadOptimizer.cpp).
-enum class UpdatePlace { gpu, stream, cpu };
 
 /// The placement `mode` (cpu, static:R or subgroups) gives each of `params`.
 FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mode,

@@ -137,13 +137,11 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mod
     return fail(module, "unknown mode '" + mode + "': expected cpu, static:R or subgroups");
   llvm::DenseMap<StringAttr, UpdatePlace> of;
   for (SubgroupOp sg : module.getOps<SubgroupOp>()) {
-    std::optional<StringRef> u = sg.getUpdate();
-    if (!u)
+    std::optional<UpdatePlace> place = sg.getPlace();
+    if (!place)
       return fail(sg, "mode=subgroups needs an 'update' on every loom.subgroup (run "
                       "loom-interleave-offload, or write gpu, stream or cpu)");
-    UpdatePlace w = *u == "gpu" ? UpdatePlace::gpu
-                    : *u == "stream" ? UpdatePlace::stream
-                                     : UpdatePlace::cpu;
+    UpdatePlace w = *place;
     for (Attribute a : sg.getParams())
       of[cast<FlatSymbolRefAttr>(a).getAttr()] = w;
   }

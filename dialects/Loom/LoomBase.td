@@ -73,6 +73,17 @@ def Loom_StreamKind : I32EnumAttr<"StreamKind", "the kind of an in-order work qu
   let genSpecializedAttr = 0;
 }
 
+// Where the offload schedule updates a subgroup (loom.subgroup's `update`,
+// kept as a string in the IR; passes read it through SubgroupOp::getPlace).
+def Loom_UpdatePlace : I32EnumAttr<"UpdatePlace", "where an optimizer subgroup is updated", [
+    I32EnumAttrCase<"gpu", 0>,
+    I32EnumAttrCase<"stream", 1>,
+    I32EnumAttrCase<"cpu", 2>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
 def Loom_CodecKind : I32EnumAttr<"CodecKind", "a compression scheme", [
     I32EnumAttrCase<"sign_scale", 0>,
     I32EnumAttrCase<"int8", 1>,

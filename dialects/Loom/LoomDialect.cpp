@@ -120,3 +120,28 @@ RankedTensorType mlir::loom::withMemSpace(RankedTensorType type,
   return RankedTensorType::get(type.getShape(), type.getElementType(),
                                MemSpaceAttr::get(type.getContext(), space));
 }
+
+std::optional<DataParallelInfo> mlir::loom::getDataParallel(Operation *step) {
+  auto dp = step->getAttrOfType<DictionaryAttr>("loom.data_parallel");
+  if (!dp)
+    return std::nullopt;
+  return DataParallelInfo{dp.getAs<IntegerAttr>("world").getInt(),
+                          dp.getAs<IntegerAttr>("zero_stage").getInt()};
+}
+
+void mlir::loom::setDataParallel(Operation *step, DataParallelInfo info) {
+  Builder b(step->getContext());
+  step->setAttr("loom.data_parallel",
+                b.getDictionaryAttr({b.getNamedAttr("world", b.getI64IntegerAttr(info.world)),
+                                     b.getNamedAttr("zero_stage",
+                                                    b.getI64IntegerAttr(info.zeroStage))}));
+}
+
+std::optional<OffloadPlanCounts> mlir::loom::getOffloadPlanCounts(Operation *module) {
+  auto plan = module->getAttrOfType<DictionaryAttr>("loom.offload_plan");
+  if (!plan)
+    return std::nullopt;
+  return OffloadPlanCounts{plan.getAs<IntegerAttr>("gpu").getInt(),
+                           plan.getAs<IntegerAttr>("stream").getInt(),
+                           plan.getAs<IntegerAttr>("cpu").getInt()};
+}

@@ -461,7 +461,7 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &table) {
 
 LogicalResult SubgroupOp::verifySymbolUses(SymbolTableCollection &table) {
   if (std::optional<StringRef> u = getUpdate())
-    if (*u != "gpu" && *u != "stream" && *u != "cpu")
+    if (!symbolizeUpdatePlace(*u))
       return emitOpError() << "update must be gpu, stream or cpu, got '" << *u << "'";
   int64_t total = 0;
   llvm::SmallPtrSet<Attribute, 16> mine;

@@ -80,6 +80,21 @@ bool isBackwardWork(Operation *op);
 /// executor and code generation refuse them (their row counts divide by a
 /// dimension).
 RankedTensorType zeroSizedTensor(Operation *op);
+
+/// `loom.data_parallel` on @train_step (loom-data-parallel writes it, the
+/// dialect verifies it): the ranks and the ZeRO stage, typed.
+struct DataParallelInfo {
+  int64_t world = 1, zeroStage = 0;
+};
+std::optional<DataParallelInfo> getDataParallel(Operation *step);
+void setDataParallel(Operation *step, DataParallelInfo info);
+
+/// The subgroup counts of `loom.offload_plan` on the module (written by
+/// loom-interleave-offload, verified by the dialect).
+struct OffloadPlanCounts {
+  int64_t gpu = 0, stream = 0, cpu = 0;
+};
+std::optional<OffloadPlanCounts> getOffloadPlanCounts(Operation *module);
 } // namespace mlir::loom
 
 #endif // LOOM_DIALECT_LOOMOPS_H

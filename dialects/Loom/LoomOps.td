@@ -130,6 +130,16 @@ def Loom_SubgroupOp : Loom_Op<"subgroup", [Symbol, HasParent<"ModuleOp">,
                        TypedArrayAttrBase<FlatSymbolRefAttr, "parameter symbols">:$params,
                        I64Attr:$numel, OptionalAttr<StrAttr>:$update);
   let assemblyFormat = "$sym_name $params `numel` $numel attr-dict";
+  let extraClassDeclaration = [{
+    /// The verified `update` as a value (none when unplanned).
+    std::optional<UpdatePlace> getPlace() {
+      std::optional<llvm::StringRef> u = getUpdate();
+      return u ? symbolizeUpdatePlace(*u) : std::nullopt;
+    }
+    void setPlace(UpdatePlace p) {
+      setUpdateAttr(mlir::StringAttr::get(getContext(), stringifyUpdatePlace(p)));
+    }
+  }];
 }
 
 def Loom_LoadOp : Loom_Op<"load", [

@@ -433,12 +433,10 @@ int loomcMain(int argc, char **argv) {
     if (hw->hasGpu)
       llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(*hw) / GiB);
     llvm::errs() << "\n";
-    if (auto plan = (*module)->getAttrOfType<DictionaryAttr>("loom.offload_plan"))
+    if (std::optional<mlir::loom::OffloadPlanCounts> plan = mlir::loom::getOffloadPlanCounts(*module))
       llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
                                     "{1} streamed, {2} on the CPU\n",
-                                    plan.getAs<IntegerAttr>("gpu").getInt(),
-                                    plan.getAs<IntegerAttr>("stream").getInt(),
-                                    plan.getAs<IntegerAttr>("cpu").getInt());
+                                    plan->gpu, plan->stream, plan->cpu);
     if (hw->hasGpu && pred->peakDeviceBytes() > mlir::loom::usableDeviceBytes(*hw))
       llvm::errs() << "loomc: warning: the step is predicted not to fit in device memory; "
                       "try --optimizer-offload=interleaved\n";
