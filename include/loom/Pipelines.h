@@ -1,7 +1,9 @@
 //===- Pipelines.h - the compiler's phases, as an API ---------------------===//
 //
 // loomc is phase-ordered: each phase is a pipeline over the loom IR, and
-// `--compile-to=<phase>` stops after it and prints the IR. The phases, in
+// `--compile-to=<phase>` stops after it and prints the IR. buildPipeline
+// builds any range of phases; loom-opt --loom-pipeline reaches it too, so
+// a phase of loomc is reproduced with loom-opt. The phases, in
 // order, and what exists today (2026-11-26):
 //
 //   import     model file or --model generator -> forward graph + loss  [built]
@@ -17,11 +19,21 @@
 #ifndef LOOM_PIPELINES_H
 #define LOOM_PIPELINES_H
 
+#include "passes/Passes.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
+#include <string>
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
 
 namespace loom {
+namespace cost {
+struct Hardware;
+} // namespace cost
+
 
 enum class Phase {
   Import,
@@ -38,6 +50,38 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase p);
 /// The last phase this build of the compiler implements.
 Phase lastImplementedPhase();
+
+/// What the phases are built with: loomc's flags, loom-opt's
+/// `--loom-pipeline` options.
+struct PipelineOptions {
+  bool reinitParams = false;     // --init=random: initialisers for imported values
+  std::string precision = "fp32"; // bf16: loom-mixed-precision before autodiff
+  bool recompute = false;
+  mlir::loom::AttachOptimizerOptions optimizer;
+  std::string offload = "none"; // cpu, static:R, interleaved
+  int64_t subGroupSize = 1000000000;
+  /// The machine the interleaved offload plans for (loomc reads it once,
+  /// --what-if may scale it); without it the pass loads `hardwareName`.
+  const cost::Hardware *hardware = nullptr;
+  std::string hardwareName = "h100";
+  bool dataParallel = false; // needs a loom.topology @world in the module
+  int64_t zeroStage = 0, bucketSize = 16777216;
+};
+
+/// Adds the passes of the phases after `from` up to `to` to `pm`: mixed
+/// precision and autodiff (autodiff), the optimizer and its offload
+/// schedule (optimizer), data parallelism (distribute), the per-stream
+/// schedule printout (schedule, only as the last phase), the lowering to
+/// loomrt (lowered). `cpp` and `binary` are not passes (lib/Codegen).
+void buildPipeline(mlir::OpPassManager &pm, Phase from, Phase to, const PipelineOptions &o);
+
+/// The phase a module has reached, read from what it defines: a lowered
+/// @train_step, @train_step, @forward_backward, or a forward only.
+Phase reachedPhase(mlir::ModuleOp module);
+
+/// `loom-opt --loom-pipeline="from=import to=optimizer offload=cpu ..."`:
+/// any of loomc's phases, with its options, as a pass pipeline.
+void registerLoomPipeline();
 
 /// loomc's whole command line; returns the process exit code.
 int loomcMain(int argc, char **argv);

@@ -52,11 +52,6 @@ llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
 Phase lastImplementedPhase() { return Phase::Binary; }
 
-/// A .mlir input may already hold the training step.
-static bool hasTrainStep(ModuleOp m) {
-  return static_cast<bool>(m.lookupSymbol("train_step"));
-}
-
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   installCrashMessage();
@@ -339,33 +334,9 @@ int loomcMain(int argc, char **argv) {
   if (*phase == Phase::Binary && output == "-")
     return error("--compile-to=binary writes an executable: give -o FILE");
 
-  // One pipeline, cut at the requested phase.
-  PassManager pm(&ctx);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return 1;
-  if (init == "random")
-    pm.addPass(mlir::loom::createReinitParams());
   if (precision == "bf16" && module->lookupSymbol("forward_backward"))
     return error("--precision=bf16 rewrites the forward before autodiff; this "
                  "input already has @forward_backward (give the forward only)");
-  if (*phase >= Phase::Autodiff && !module->lookupSymbol("forward_backward")) {
-    if (precision == "bf16")
-      pm.addPass(mlir::loom::createMixedPrecision());
-    mlir::loom::AutodiffOptions ad;
-    ad.recompute = recompute;
-    pm.addPass(mlir::loom::createAutodiff(ad));
-  }
-  if (*phase >= Phase::Optimizer && !hasTrainStep(*module)) {
-    mlir::loom::AttachOptimizerOptions o;
-    o.optimizer = optimizer;
-    o.lr = lr;
-    o.weightDecay = weightDecay;
-    o.beta1 = beta1;
-    o.beta2 = beta2;
-    o.eps = eps;
-    o.momentum = momentum;
-    pm.addPass(mlir::loom::createAttachOptimizer(o));
-  }
   if (offload != "none" && dataParallel)
     return error("--optimizer-offload with --topology is not supported yet");
   if (subGroupSize < 1)
@@ -392,34 +363,39 @@ int loomcMain(int argc, char **argv) {
         return error("--what-if: " + herr);
     }
   }
-  if (*phase >= Phase::Optimizer && offload != "none" && !hasTrainStep(*module)) {
-    mlir::loom::OffloadOptimizerOptions oo;
-    oo.mode = offload;
-    if (offload == "interleaved") {
-      mlir::loom::OptimizerSubgroupsOptions so;
-      so.subGroupSize = subGroupSize;
-      pm.addPass(mlir::loom::createOptimizerSubgroups(so));
-      // The description loomc read (and --what-if scaled), not the file
-      // again.
-      pm.addPass(mlir::loom::createInterleaveOffloadFor(*hw));
-      oo.mode = "subgroups";
-    }
-    pm.addPass(mlir::loom::createOffloadOptimizer(oo));
-  }
-  if (*phase >= Phase::Distribute && dataParallel) {
-    mlir::loom::DataParallelOptions dp;
-    dp.zeroStage = std::max(0, int(zeroStage));
-    dp.bucketSize = bucketSize;
-    pm.addPass(mlir::loom::createDataParallel(dp));
-  }
-  if (*phase == Phase::Schedule)
-    pm.addPass(mlir::loom::createPrintSchedule());
+
+  // The phases from what the input holds up to the schedule; the lowering
+  // runs after the step simulation below (it reads the loom IR).
+  PipelineOptions po;
+  po.reinitParams = init == "random";
+  po.precision = precision;
+  po.recompute = recompute;
+  po.optimizer.optimizer = optimizer;
+  po.optimizer.lr = lr;
+  po.optimizer.weightDecay = weightDecay;
+  po.optimizer.beta1 = beta1;
+  po.optimizer.beta2 = beta2;
+  po.optimizer.eps = eps;
+  po.optimizer.momentum = momentum;
+  po.offload = offload;
+  po.subGroupSize = subGroupSize;
+  // The description loomc read (and --what-if scaled), not the file again.
+  po.hardware = hw ? &*hw : nullptr;
+  po.dataParallel = dataParallel;
+  po.zeroStage = std::max(0, int(zeroStage));
+  po.bucketSize = bucketSize;
+  Phase reached = reachedPhase(*module);
+  PassManager pm(&ctx);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  buildPipeline(pm, reached, std::min(*phase, Phase::Schedule), po);
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline.
-  if (hw && *phase >= Phase::Optimizer && module->lookupSymbol("train_step")) {
+  if (hw && *phase >= Phase::Optimizer && reached < Phase::Lowered &&
+      module->lookupSymbol("train_step")) {
     FailureOr<mlir::loom::StepPrediction> pred =
         mlir::loom::simulateStep(*module, *hw, !timeline.empty());
     if (failed(pred))
@@ -455,7 +431,9 @@ int loomcMain(int argc, char **argv) {
     PassManager lower(&ctx);
     if (failed(applyPassManagerCLOptions(lower)))
       return 1;
-    lower.addPass(mlir::loom::createLowerToRuntime());
+    PipelineOptions after = po;
+    after.reinitParams = false;
+    buildPipeline(lower, std::max(reached, Phase::Schedule), *phase, after);
     applyDefaultTimingPassManagerCLOptions(lower);
     if (failed(lower.run(*module)))
       return 1;

@@ -1,5 +1,6 @@
 //===- loom-opt.cpp - run any Loom pass on any Loom IR --------------------===//
 #include "loom/InitAll.h"
+#include "loom/Pipelines.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -9,6 +10,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   loom::registerAllDialects(registry);
   loom::registerAllPasses();
+  loom::registerLoomPipeline();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
 }

@@ -1,0 +1,153 @@
+//===- Pipeline.cpp - loomc's phases as one builder -----------------------===//
+//
+// One place that says which passes make each phase, used by loomc and, as
+// `--loom-pipeline`, by loom-opt (docs/cli.md).
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Pipelines.h"
+
+#include "dialects/LoomRT/LoomRTDialect.h"
+#include "passes/Offload.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace loom {
+
+void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOptions &o) {
+  auto runs = [&](Phase p) { return from < p && p <= to; };
+  if (o.reinitParams)
+    pm.addPass(mlir::loom::createReinitParams());
+  if (runs(Phase::Autodiff)) {
+    if (o.precision == "bf16")
+      pm.addPass(mlir::loom::createMixedPrecision());
+    mlir::loom::AutodiffOptions ad;
+    ad.recompute = o.recompute;
+    pm.addPass(mlir::loom::createAutodiff(ad));
+  }
+  if (runs(Phase::Optimizer)) {
+    pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
+    if (o.offload != "none") {
+      mlir::loom::OffloadOptimizerOptions oo;
+      oo.mode = o.offload;
+      if (o.offload == "interleaved") {
+        mlir::loom::OptimizerSubgroupsOptions so;
+        so.subGroupSize = o.subGroupSize;
+        pm.addPass(mlir::loom::createOptimizerSubgroups(so));
+        if (o.hardware) {
+          pm.addPass(mlir::loom::createInterleaveOffloadFor(*o.hardware));
+        } else {
+          mlir::loom::InterleaveOffloadOptions io;
+          io.hardware = o.hardwareName;
+          pm.addPass(mlir::loom::createInterleaveOffload(io));
+        }
+        oo.mode = "subgroups";
+      }
+      pm.addPass(mlir::loom::createOffloadOptimizer(oo));
+    }
+  }
+  if (runs(Phase::Distribute) && o.dataParallel) {
+    mlir::loom::DataParallelOptions dp;
+    dp.zeroStage = o.zeroStage;
+    dp.bucketSize = o.bucketSize;
+    pm.addPass(mlir::loom::createDataParallel(dp));
+  }
+  if (to == Phase::Schedule && runs(Phase::Schedule))
+    pm.addPass(mlir::loom::createPrintSchedule());
+  if (runs(Phase::Lowered))
+    pm.addPass(mlir::loom::createLowerToRuntime());
+}
+
+Phase reachedPhase(ModuleOp module) {
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step")) {
+    bool lowered = llvm::any_of(step.getFunctionType().getInputs(),
+                                [](Type t) { return isa<loomrt::BufferType>(t); });
+    return lowered ? Phase::Lowered : Phase::Optimizer;
+  }
+  if (module.lookupSymbol("forward_backward"))
+    return Phase::Autodiff;
+  return Phase::Import;
+}
+
+namespace {
+struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
+  Option<std::string> from{*this, "from",
+                           llvm::cl::desc("The phase the input has reached (import: a forward; "
+                                          "autodiff: it has @forward_backward; optimizer: "
+                                          "@train_step)"),
+                           llvm::cl::init("import")};
+  Option<std::string> to{*this, "to",
+                         llvm::cl::desc("The last phase to run: autodiff, optimizer, "
+                                        "distribute, schedule or lowered"),
+                         llvm::cl::init("lowered")};
+  Option<bool> initRandom{*this, "init-random",
+                          llvm::cl::desc("Initialisers for imported values (loomc --init=random)"),
+                          llvm::cl::init(false)};
+  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
+                                llvm::cl::init("fp32")};
+  Option<bool> recompute{*this, "recompute", llvm::cl::desc("Recompute activations in the backward"),
+                         llvm::cl::init(false)};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw, adam or sgd"),
+                                llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"), llvm::cl::init(1e-3)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("Weight decay"),
+                             llvm::cl::init(0.01)};
+  Option<std::string> offload{*this, "offload",
+                              llvm::cl::desc("none, cpu, static:R or interleaved"),
+                              llvm::cl::init("none")};
+  Option<int64_t> subGroupSize{*this, "sub-group-size",
+                               llvm::cl::desc("Elements per optimizer subgroup"),
+                               llvm::cl::init(1000000000)};
+  Option<std::string> hardware{*this, "hardware",
+                               llvm::cl::desc("Preset or JSON file the interleaved offload plans for"),
+                               llvm::cl::init("h100")};
+  Option<bool> dataParallel{*this, "data-parallel",
+                            llvm::cl::desc("Distribute over the module's loom.topology @world"),
+                            llvm::cl::init(false)};
+  Option<int64_t> zeroStage{*this, "zero-stage", llvm::cl::desc("ZeRO stage 0-3"),
+                            llvm::cl::init(0)};
+  Option<int64_t> bucketSize{*this, "bucket-size",
+                             llvm::cl::desc("Elements per gradient bucket"),
+                             llvm::cl::init(16777216)};
+};
+} // namespace
+
+void registerLoomPipeline() {
+  registerPassPipeline(
+      "loom-pipeline",
+      "loomc's phases after `from` up to `to`, with loomc's options",
+      [](OpPassManager &pm, StringRef text, function_ref<LogicalResult(const Twine &)> error) {
+        PipelineCLOptions cl;
+        if (failed(cl.parseFromString(text)))
+          return failure();
+        std::optional<Phase> from = parsePhase(cl.from), to = parsePhase(cl.to);
+        if (!from || !to || *to > Phase::Lowered || *from > *to)
+          return error("loom-pipeline: 'from' and 'to' must be phases (import, autodiff, "
+                       "optimizer, distribute, schedule, lowered) with from <= to; got from=" +
+                       cl.from + " to=" + cl.to);
+        if (cl.precision != "fp32" && cl.precision != "bf16")
+          return error("loom-pipeline: precision must be fp32 or bf16, got '" + cl.precision + "'");
+        PipelineOptions o;
+        o.reinitParams = cl.initRandom;
+        o.precision = cl.precision;
+        o.recompute = cl.recompute;
+        o.optimizer.optimizer = cl.optimizer;
+        o.optimizer.lr = cl.lr;
+        o.optimizer.weightDecay = cl.weightDecay;
+        o.offload = cl.offload;
+        o.subGroupSize = cl.subGroupSize;
+        o.hardwareName = cl.hardware;
+        o.dataParallel = cl.dataParallel;
+        o.zeroStage = cl.zeroStage;
+        o.bucketSize = cl.bucketSize;
+        buildPipeline(pm, *from, *to, o);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) { handler(PipelineCLOptions()); });
+}
+
+} // namespace loom
