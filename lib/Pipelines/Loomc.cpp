@@ -52,6 +52,112 @@ llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
 Phase lastImplementedPhase() { return Phase::Binary; }
 
+/// One line "loomc: error: MSG"; returns loomc's exit code for it.
+static int loomcError(const llvm::Twine &msg) {
+  llvm::errs() << "loomc: error: " << msg << "\n";
+  return 1;
+}
+
+/// The cost model's prediction of the step (stderr) and, with `timeline`,
+/// the whole predicted schedule as a Chrome trace. Returns the exit code.
+static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
+                            const std::string &timeline) {
+  FailureOr<mlir::loom::StepPrediction> pred =
+      mlir::loom::simulateStep(module, hw, !timeline.empty());
+  if (failed(pred))
+    return 1;
+  constexpr double GiB = double(1ull << 30);
+  llvm::errs() << llvm::formatv(
+      "loomc: predicted step on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
+      "{3:F3} s); device memory {4:F1} GiB",
+      hw.name, pred->stepSeconds, pred->backwardSeconds, pred->updateSeconds,
+      pred->peakDeviceBytes() / GiB);
+  if (hw.hasGpu)
+    llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(hw) / GiB);
+  llvm::errs() << "\n";
+  if (std::optional<mlir::loom::OffloadPlanCounts> plan = mlir::loom::getOffloadPlanCounts(module))
+    llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
+                                  "{1} streamed, {2} on the CPU\n",
+                                  plan->gpu, plan->stream, plan->cpu);
+  if (hw.hasGpu && pred->peakDeviceBytes() > mlir::loom::usableDeviceBytes(hw))
+    llvm::errs() << "loomc: warning: the step is predicted not to fit in device memory; "
+                    "try --optimizer-offload=interleaved\n";
+  if (!timeline.empty()) {
+    std::string terr;
+    std::unique_ptr<llvm::ToolOutputFile> tf = openOutputFile(timeline, &terr);
+    if (!tf)
+      return loomcError(terr);
+    tf->os() << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw.name + ")");
+    tf->keep();
+  }
+  return 0;
+}
+
+/// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
+/// `output` ("-": stdout); imported weights beside it. Returns the exit code.
+static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
+                       const std::string &emitDir, CodegenOptions &cg) {
+  std::string err;
+  // Imported values go to a safetensors file beside the output: the binary
+  // finds it by its name next to the executable; sources written with -o
+  // name it by absolute path.
+  if (phase >= Phase::Cpp && output != "-") {
+    llvm::SmallString<256> dir(output);
+    llvm::sys::path::remove_filename(dir);
+    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+      return loomcError("cannot write '" + output + "': folder '" + dir.str().str() +
+                   "' does not exist");
+  }
+  if (phase >= Phase::Cpp && hasImportedWeights(module) && output != "-") {
+    llvm::SmallString<256> weights(output + ".weights.safetensors");
+    if (phase == Phase::Cpp)
+      llvm::sys::fs::make_absolute(weights);
+    if (failed(writeInitialWeights(module, weights.str().str())))
+      return 1;
+    cg.weightsFile = phase == Phase::Cpp ? weights.str().str()
+                                          : llvm::sys::path::filename(weights).str();
+  }
+  if (phase == Phase::Binary) {
+    llvm::SmallString<128> cpp;
+    if (!emitDir.empty()) {
+      if (std::error_code ec = llvm::sys::fs::create_directories(emitDir))
+        return loomcError("cannot create '" + emitDir + "': " + ec.message());
+      cpp = emitDir;
+      llvm::sys::path::append(cpp, "train.cpp");
+    } else if (std::error_code ec =
+                   llvm::sys::fs::createTemporaryFile("loomc", "cpp", cpp)) {
+      return loomcError("cannot create a temporary file: " + ec.message());
+    }
+    std::unique_ptr<llvm::ToolOutputFile> src = openOutputFile(cpp, &err);
+    if (!src)
+      return loomcError(err);
+    if (failed(emitTrainingCpp(module, src->os(), cg)))
+      return 1;
+    src->keep();
+    src->os().flush();
+    bool ok = compileTrainingBinary(cpp.str().str(), output, err);
+    // The temporary source goes, built or not (--emit-dir keeps it).
+    if (emitDir.empty())
+      llvm::sys::fs::remove(cpp);
+    if (!ok)
+      return loomcError(err + (emitDir.empty() ? "\n(that temporary source is removed; "
+                                            "--emit-dir=DIR keeps the generated source)"
+                                          : ""));
+    return 0;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
+  if (!out)
+    return loomcError(err);
+  if (phase == Phase::Cpp) {
+    if (failed(emitTrainingCpp(module, out->os(), cg)))
+      return 1;
+  } else {
+    module->print(out->os());
+  }
+  out->keep();
+  return 0;
+}
+
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   installCrashMessage();
@@ -197,10 +303,7 @@ int loomcMain(int argc, char **argv) {
           "  loomc step.mlir --compile-to=import -o out.mlir\n"))
     return 1;
 
-  auto error = [](const llvm::Twine &msg) {
-    llvm::errs() << "loomc: error: " << msg << "\n";
-    return 1;
-  };
+  auto error = loomcError;
   if (input.empty() == model.empty())
     return error(input.empty()
                      ? "no model: give MODEL.onnx, MODEL.mlir or --model "
@@ -395,36 +498,8 @@ int loomcMain(int argc, char **argv) {
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline.
   if (hw && *phase >= Phase::Optimizer && reached < Phase::Lowered &&
-      module->lookupSymbol("train_step")) {
-    FailureOr<mlir::loom::StepPrediction> pred =
-        mlir::loom::simulateStep(*module, *hw, !timeline.empty());
-    if (failed(pred))
-      return 1;
-    constexpr double GiB = double(1ull << 30);
-    llvm::errs() << llvm::formatv(
-        "loomc: predicted step on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
-        "{3:F3} s); device memory {4:F1} GiB",
-        hw->name, pred->stepSeconds, pred->backwardSeconds, pred->updateSeconds,
-        pred->peakDeviceBytes() / GiB);
-    if (hw->hasGpu)
-      llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(*hw) / GiB);
-    llvm::errs() << "\n";
-    if (std::optional<mlir::loom::OffloadPlanCounts> plan = mlir::loom::getOffloadPlanCounts(*module))
-      llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
-                                    "{1} streamed, {2} on the CPU\n",
-                                    plan->gpu, plan->stream, plan->cpu);
-    if (hw->hasGpu && pred->peakDeviceBytes() > mlir::loom::usableDeviceBytes(*hw))
-      llvm::errs() << "loomc: warning: the step is predicted not to fit in device memory; "
-                      "try --optimizer-offload=interleaved\n";
-    if (!timeline.empty()) {
-      std::string terr;
-      std::unique_ptr<llvm::ToolOutputFile> tf = openOutputFile(timeline, &terr);
-      if (!tf)
-        return error(terr);
-      tf->os() << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw->name + ")");
-      tf->keep();
-    }
-  }
+      module->lookupSymbol("train_step") && reportPrediction(*module, *hw, timeline))
+    return 1;
 
   // The step simulation reads the loom IR, so the lowering runs after it.
   if (*phase >= Phase::Lowered) {
@@ -439,68 +514,10 @@ int loomcMain(int argc, char **argv) {
       return 1;
   }
 
-  std::string err;
   CodegenOptions cg;
   cg.target = target;
   cg.model = model.empty() ? input.getValue() : model.getValue();
-  // Imported values go to a safetensors file beside the output: the binary
-  // finds it by its name next to the executable; sources written with -o
-  // name it by absolute path.
-  if (*phase >= Phase::Cpp && output != "-") {
-    llvm::SmallString<256> dir(output);
-    llvm::sys::path::remove_filename(dir);
-    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
-      return error("cannot write '" + output + "': folder '" + dir.str().str() +
-                   "' does not exist");
-  }
-  if (*phase >= Phase::Cpp && hasImportedWeights(*module) && output != "-") {
-    llvm::SmallString<256> weights(output + ".weights.safetensors");
-    if (*phase == Phase::Cpp)
-      llvm::sys::fs::make_absolute(weights);
-    if (failed(writeInitialWeights(*module, weights.str().str())))
-      return 1;
-    cg.weightsFile = *phase == Phase::Cpp ? weights.str().str()
-                                          : llvm::sys::path::filename(weights).str();
-  }
-  if (*phase == Phase::Binary) {
-    llvm::SmallString<128> cpp;
-    if (!emitDir.empty()) {
-      if (std::error_code ec = llvm::sys::fs::create_directories(emitDir))
-        return error("cannot create '" + emitDir + "': " + ec.message());
-      cpp = emitDir;
-      llvm::sys::path::append(cpp, "train.cpp");
-    } else if (std::error_code ec =
-                   llvm::sys::fs::createTemporaryFile("loomc", "cpp", cpp)) {
-      return error("cannot create a temporary file: " + ec.message());
-    }
-    std::unique_ptr<llvm::ToolOutputFile> src = openOutputFile(cpp, &err);
-    if (!src)
-      return error(err);
-    if (failed(emitTrainingCpp(*module, src->os(), cg)))
-      return 1;
-    src->keep();
-    src->os().flush();
-    bool ok = compileTrainingBinary(cpp.str().str(), output, err);
-    // The temporary source goes, built or not (--emit-dir keeps it).
-    if (emitDir.empty())
-      llvm::sys::fs::remove(cpp);
-    if (!ok)
-      return error(err + (emitDir.empty() ? "\n(that temporary source is removed; "
-                                            "--emit-dir=DIR keeps the generated source)"
-                                          : ""));
-    return 0;
-  }
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
-  if (!out)
-    return error(err);
-  if (*phase == Phase::Cpp) {
-    if (failed(emitTrainingCpp(*module, out->os(), cg)))
-      return 1;
-  } else {
-    module->print(out->os());
-  }
-  out->keep();
-  return 0;
+  return writeOutput(*module, *phase, output, emitDir, cg);
 }
 
 } // namespace loom
