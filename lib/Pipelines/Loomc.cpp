@@ -488,6 +488,13 @@ int loomcMain(int argc, char **argv) {
   po.zeroStage = std::max(0, int(zeroStage));
   po.bucketSize = bucketSize;
   Phase reached = reachedPhase(*module);
+  // loomrt IR names raw buffers and byte offsets whose bounds no verifier
+  // can check (a buffer's size is not in its type), so a hand-edited
+  // lowering could make a binary write out of bounds: loomc builds from
+  // loom IR only. (Sized buffer types would lift this: docs/codegen.md.)
+  if (reached >= Phase::Lowered)
+    return error("the input is already lowered (loomrt IR): loomc builds binaries from loom IR, "
+                 "whose every access it can check; give the module before --compile-to=lowered");
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
