@@ -10,7 +10,8 @@
 // are the cost model's rooflines; the memory timeline follows the step
 // arena's allocation and release points (a buffer is released after its
 // last use, a copy's input after the copy's wait) through the arena's own
-// placement policy (runtime/common/arena_policy.h), so fragmentation counts.
+// placement policy (the runtime's loomrt_arena_model), so fragmentation
+// counts.
 //
 // The host issues to the compute stream through the driver's launch queue:
 // at most gpu_launch_queue commands (kernels, the event a copy records
@@ -30,7 +31,6 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Offload.h"
 #include "loomrt/loomrt.h"
-#include "runtime/common/arena_policy.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -81,30 +81,26 @@ size_t attentionWorkspace(Operation *op) {
 }
 
 /// Commands an op issues to the compute stream on a GPU (kernels and
-/// stream-ordered scratch allocations), as the CUDA backend issues them;
-/// they fill the launch queue (Hardware::gpuLaunchQueue). Attention's fused
-/// path (bf16, head dim 64, t == s a multiple of 64: gpu_attention.cu) is
-/// one kernel forward and three backward; the composed one
-/// (common/attention.cpp) two products and a softmax forward, five
-/// products, a softmax and its gradient backward. A layer (or RMS) norm's
-/// gradient allocates scratch, runs three kernels and frees it; a reduction
-/// to fewer than 16384 outputs over at least 4 chunks of 256 (gpu_ops.cu,
-/// reduceG) does the same with two kernels, per reduced dimension; cross
-/// entropy takes a kernel per row block and a mean; a concatenation a
+/// stream-ordered scratch allocations); they fill the launch queue
+/// (Hardware::gpuLaunchQueue). Attention and reductions ask the runtime
+/// (loomrt_gpu_*_commands: whether the fused attention takes the op, which
+/// reductions go through scratch, per reduced dimension); a layer (or RMS)
+/// norm's gradient allocates scratch, runs three kernels and frees it;
+/// cross entropy takes a kernel per row block and a mean; a concatenation a
 /// strided copy per input. Everything else is one kernel.
 int commandsOf(Operation *op) {
   if (isa<AttentionOp, AttentionGradOp>(op)) {
     auto [qt, kt] = attentionQK(op);
-    int64_t t = qt.getDimSize(2), s = kt.getDimSize(2), dh = qt.getDimSize(3);
-    bool fused = qt.getElementType().isBF16() && dh == 64 && t == s && t % 64 == 0;
-    return isa<AttentionOp>(op) ? (fused ? 1 : 3) : (fused ? 3 : 7);
+    return loomrt_gpu_attention_commands(qt.getElementType().isBF16() ? LOOMRT_BF16 : LOOMRT_F32,
+                                         qt.getDimSize(2), kt.getDimSize(2), qt.getDimSize(3),
+                                         isa<AttentionGradOp>(op) ? 1 : 0);
   }
   if (isa<LayerNormGradOp, RmsNormGradOp>(op))
     return 5;
   if (auto r = dyn_cast<ReduceOp>(op)) {
     int n = 0;
     for (const ReduceStep &st : reduceSteps(r))
-      n += st.outer * st.inner < 16384 && (st.len + 255) / 256 >= 4 ? 4 : 1;
+      n += loomrt_gpu_reduce_commands(st.outer, st.len, st.inner);
     return std::max(n, 1);
   }
   if (isa<CrossEntropyOp>(op))
@@ -182,8 +178,10 @@ struct Simulator {
   llvm::DenseMap<Value, Value> rootOf;
   llvm::DenseMap<Value, Operation *> lastUse; // per root
   llvm::DenseMap<Operation *, SmallVector<Value>> freeAt;
-  // The driver's step arena: the same placement policy, without memory.
-  ::loomrt::ArenaPolicy arena;
+  // The driver's step arena: the same placement policy, without memory
+  // (the runtime's public model of it).
+  std::unique_ptr<loomrt_arena_model_t, void (*)(loomrt_arena_model)> arena{
+      loomrt_arena_model_create(), loomrt_arena_model_destroy};
   // Host-memory traffic of CPU updates and DMA, and when it starts.
   double hostBytes = 0, hostFrom = -1;
   void hostTraffic(double bytes, double at) {
@@ -274,26 +272,23 @@ struct Simulator {
 
   LogicalResult run(Block &blk) {
     planMemory(blk);
-    llvm::DenseMap<Value, ::loomrt::ArenaPolicy::Place> allocated;
-    auto noMemory = [](size_t) { return true; };
+    llvm::DenseMap<Value, int64_t> allocated; // placements in the arena model
     for (Operation &op : blk) {
       if (failed(visit(&op)))
         return failure();
       for (Value r : op.getResults())
         if (allocates(&op, r))
-          arena.alloc(size_t(bytesOf(r)), allocated[r], noMemory);
+          allocated[r] = loomrt_arena_model_alloc(arena.get(), size_t(bytesOf(r)));
       // Attention's scratch, taken after its results and given back right
       // after it (code generation's order), at the runtime's own size.
       if (isa<AttentionOp, AttentionGradOp>(op) && !anyHost(&op)) {
         size_t ws = attentionWorkspace(&op);
-        ::loomrt::ArenaPolicy::Place at;
-        arena.alloc(ws, at, noMemory);
-        arena.release(at);
+        loomrt_arena_model_release(arena.get(), loomrt_arena_model_alloc(arena.get(), ws));
       }
       auto release = [&](Value v) {
         auto it = allocated.find(v);
         if (it != allocated.end()) {
-          arena.release(it->second);
+          loomrt_arena_model_release(arena.get(), it->second);
           allocated.erase(it);
         }
       };
@@ -304,7 +299,7 @@ struct Simulator {
         if (r.use_empty())
           release(r);
     }
-    p.peakStepBytes = double(arena.reserved());
+    p.peakStepBytes = double(loomrt_arena_model_reserved(arena.get()));
     p.stepSeconds = std::max({host, gpu, h2d, d2h, comm});
     // One host-memory budget for the CPU updates and the copies (Deep
     // Optimizer States §3): from the first of them on, the step lasts at

@@ -15,6 +15,7 @@
 // each own 16 rows; products use the tensor cores through WMMA (bf16 in,
 // fp32 accumulate) and scores never leave registers.
 #include "common/backend.h"
+#include "common/launch_rules.h"
 #include "gpu/gpu_state.h"
 
 #include <cuda_bf16.h>
@@ -346,9 +347,10 @@ flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, cons
   writeAcc(dQ + base + size_t(qb * kT + warp * 16) * kD, dQacc, lane, one);
 }
 
+static_assert(kD == loomrt::kFlashHeadDim && kT == loomrt::kFlashTile,
+              "common/launch_rules.h describes these kernels");
 bool covered(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh) {
-  return dt == LOOMRT_BF16 && dh == kD && t == s && t % kT == 0 && t > 0 &&
-         t <= (int64_t(1) << 24);
+  return loomrt::flashCovers(dt, t, s, dh);
 }
 
 loomrt_status launched(const char *what) {

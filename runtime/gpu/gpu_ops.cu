@@ -5,6 +5,7 @@
 // hipBLAS with fp32 accumulation. Scratch memory is stream-ordered
 // (gpuMallocAsync), so kernels never synchronise the host.
 #include "common/kernel_math.h"
+#include "common/launch_rules.h"
 #include "gpu/gpu_state.h"
 
 #include <algorithm>
@@ -258,7 +259,7 @@ __global__ void copyRowsKernel(const E *src, E *dst, int64_t rows, int64_t cols,
 /// one chunk of rows into a partial, so thousands of threads share the
 /// work instead of one thread per column walking every row. Partials are
 /// combined in a fixed order: deterministic.
-constexpr int64_t kReduceChunk = 256;
+using loomrt::kReduceChunk; // common/launch_rules.h
 __device__ float combine(loomrt_reduce_op op, float acc, float v) {
   return op == LOOMRT_REDUCE_MAX   ? fmaxf(acc, v)
          : op == LOOMRT_REDUCE_MIN ? fminf(acc, v)
@@ -535,7 +536,7 @@ loomrt_status reduceG(void *, void *st, loomrt_reduce_op op, loomrt_dtype dt,
                       const void *x, void *y, int64_t outer, int64_t len,
                       int64_t inner) {
   int64_t chunks = (len + kReduceChunk - 1) / kReduceChunk;
-  if (outer * inner < 16384 && chunks >= 4) {
+  if (loomrt::reduceInChunks(outer, len, inner)) {
     int64_t tiles = (inner + 31) / 32;
     float *part;
     if (loomrt_status e = gpuCheck(

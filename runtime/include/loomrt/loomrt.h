@@ -396,6 +396,25 @@ loomrt_status loomrt_adam_bf16grad(loomrt_stream s, const loomrt_adam_config *cf
                                    float *m, float *v, uint16_t *param_bf16,
                                    size_t n);
 
+/* --- planning: what the compiler prices a step with ---------------------- */
+/* Commands (kernel launches and stream-ordered scratch allocations) the GPU
+ * backend issues for loomrt_reduce and for loomrt_attention(_grad) (whether
+ * the fused kernels take the op). loomc's step simulation fills the launch
+ * queue with these instead of copying the backend's thresholds. */
+int loomrt_gpu_reduce_commands(int64_t outer, int64_t len, int64_t inner);
+int loomrt_gpu_attention_commands(loomrt_dtype dt, int64_t t, int64_t s,
+                                  int64_t dh, int backward);
+
+/* The step arena's placement policy without memory (the driver's arena
+ * runs the same one): placements are handles, reserved() the bytes the
+ * arena would hold, fragmentation included. */
+typedef struct loomrt_arena_model_t *loomrt_arena_model;
+loomrt_arena_model loomrt_arena_model_create(void);
+void loomrt_arena_model_destroy(loomrt_arena_model m);
+int64_t loomrt_arena_model_alloc(loomrt_arena_model m, size_t bytes);
+void loomrt_arena_model_release(loomrt_arena_model m, int64_t placement);
+size_t loomrt_arena_model_reserved(loomrt_arena_model m);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

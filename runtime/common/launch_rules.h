@@ -1,0 +1,35 @@
+// launch_rules.h: the GPU backend's choices that decide how many commands
+// (kernel launches, stream-ordered scratch allocations) an op issues. The
+// kernels (gpu/gpu_ops.cu, gpu/gpu_attention.cu) decide with these, and the
+// public loomrt_gpu_*_commands (common/plan.cpp) answer loomc's step
+// simulation with them, so the compiler never copies a threshold.
+#ifndef LOOMRT_COMMON_LAUNCH_RULES_H
+#define LOOMRT_COMMON_LAUNCH_RULES_H
+
+#include "loomrt/loomrt.h"
+
+#include <cstdint>
+
+namespace loomrt {
+
+/// A reduction reads its reduced dimension in chunks of this many.
+constexpr int64_t kReduceChunk = 256;
+/// Few outputs over a long dimension: partial sums per chunk into scratch,
+/// then a second kernel (more parallelism than one thread per output).
+inline bool reduceInChunks(int64_t outer, int64_t len, int64_t inner) {
+  int64_t chunks = (len + kReduceChunk - 1) / kReduceChunk;
+  return outer * inner < 16384 && chunks >= 4;
+}
+
+/// The fused (flash) attention's head size and tile rows.
+constexpr int64_t kFlashHeadDim = 64, kFlashTile = 64;
+/// Whether the fused attention kernels take an op (self-attention in bf16
+/// at head size 64, a whole number of tiles); else the composed path runs.
+inline bool flashCovers(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh) {
+  return dt == LOOMRT_BF16 && dh == kFlashHeadDim && t == s && t % kFlashTile == 0 && t > 0 &&
+         t <= (int64_t(1) << 24);
+}
+
+} // namespace loomrt
+
+#endif // LOOMRT_COMMON_LAUNCH_RULES_H

@@ -1,0 +1,56 @@
+// plan.cpp: what the compiler needs to know about this runtime to plan and
+// price a step (loomc's step simulation), behind the public C interface:
+// how many commands the GPU backend issues for an op, and the step arena's
+// placement policy without memory (loomrt.h, "planning").
+#include "loomrt/loomrt.h"
+
+#include "common/arena_policy.h"
+#include "common/launch_rules.h"
+
+#include <unordered_map>
+
+struct loomrt_arena_model_t {
+  loomrt::ArenaPolicy policy;
+  std::unordered_map<int64_t, loomrt::ArenaPolicy::Place> placed;
+  int64_t next = 0;
+};
+
+extern "C" {
+
+int loomrt_gpu_reduce_commands(int64_t outer, int64_t len, int64_t inner) {
+  // In chunks: a scratch allocation, two kernels, its release.
+  return loomrt::reduceInChunks(outer, len, inner) ? 4 : 1;
+}
+
+int loomrt_gpu_attention_commands(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh,
+                                  int backward) {
+  // Fused: one kernel forward; the backward recomputes the output and its
+  // row statistics, then the K/V and the Q gradients. Composed
+  // (common/attention.cpp): two products and a softmax forward; five
+  // products, a softmax and its gradient backward.
+  bool fused = loomrt::flashCovers(dt, t, s, dh);
+  return backward ? (fused ? 3 : 7) : (fused ? 1 : 3);
+}
+
+loomrt_arena_model loomrt_arena_model_create(void) { return new loomrt_arena_model_t(); }
+
+void loomrt_arena_model_destroy(loomrt_arena_model m) { delete m; }
+
+int64_t loomrt_arena_model_alloc(loomrt_arena_model m, size_t bytes) {
+  loomrt::ArenaPolicy::Place at;
+  m->policy.alloc(bytes, at, [](size_t) { return true; });
+  m->placed[m->next] = at;
+  return m->next++;
+}
+
+void loomrt_arena_model_release(loomrt_arena_model m, int64_t placement) {
+  auto it = m->placed.find(placement);
+  if (it == m->placed.end())
+    return;
+  m->policy.release(it->second);
+  m->placed.erase(it);
+}
+
+size_t loomrt_arena_model_reserved(loomrt_arena_model m) { return m->policy.reserved(); }
+
+} // extern "C"
