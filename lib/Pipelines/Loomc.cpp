@@ -498,7 +498,10 @@ int loomcMain(int argc, char **argv) {
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  buildPipeline(pm, reached, std::min(*phase, Phase::Schedule), po);
+  // The schedule phase only prints (when it is the last one), so a later
+  // phase runs the passes up to distribute here and the rest below.
+  Phase beforeSimulation = *phase > Phase::Schedule ? Phase::Distribute : *phase;
+  buildPipeline(pm, reached, beforeSimulation, po);
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
@@ -515,7 +518,7 @@ int loomcMain(int argc, char **argv) {
       return 1;
     PipelineOptions after = po;
     after.reinitParams = false;
-    buildPipeline(lower, std::max(reached, Phase::Schedule), *phase, after);
+    buildPipeline(lower, std::max(reached, beforeSimulation), *phase, after);
     applyDefaultTimingPassManagerCLOptions(lower);
     if (failed(lower.run(*module)))
       return 1;
