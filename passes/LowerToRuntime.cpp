@@ -54,19 +54,17 @@ namespace {
 
 RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
 int64_t numel(Value v) { return tt(v).getNumElements(); }
-bool isHostType(Type t) { return getExecSide(t) == ExecSide::Cpu; }
 int64_t bytesOf(Value v) { return numel(v) * int64_t(storageBytes(tt(v).getElementType())); }
-std::optional<rt::DType> dtypeOf(Type t) {
-  if (t.isF32())
-    return rt::DType::f32;
-  if (t.isBF16())
-    return rt::DType::bf16;
-  if (t.isInteger(64))
-    return rt::DType::i64;
-  return std::nullopt;
-}
+using rt::dtypeOf;
 rt::DType dt(Value v) { return *dtypeOf(tt(v).getElementType()); }
 APFloat f64(const APFloat &x) { return APFloat(x.convertToDouble()); }
+/// A matmul operand's batch: the product of its leading dimensions.
+int64_t batchOf(RankedTensorType t) {
+  int64_t b = 1;
+  for (int64_t i = 0; i + 2 < t.getRank(); ++i)
+    b *= t.getDimSize(i);
+  return b;
+}
 rt::ReduceKind reduceOf(ReduceKind k) {
   switch (k) {
   case ReduceKind::mean:
@@ -201,7 +199,10 @@ LogicalResult checkTypes(Operation *op) {
   return success();
 }
 
-LogicalResult checkSupported(Operation *op, ModuleOp module) {
+/// `lowered`: the ops the conversion has a pattern for (read from the
+/// pattern set, so this check and the patterns cannot drift apart).
+LogicalResult checkSupported(Operation *op, ModuleOp module,
+                             const llvm::DenseSet<OperationName> &lowered) {
   if (isa<func::ReturnOp, func::CallOp>(op))
     return success();
   if (failed(checkTypes(op)))
@@ -209,7 +210,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
   auto refuse = [&](const Twine &what) {
     return op->emitError("code generation " + what), failure();
   };
-  bool onHost = llvm::any_of(op->getOperandTypes(), isHostType);
+  bool onHost = llvm::any_of(op->getOperandTypes(), isHostMemory);
   // Adam writes the bf16 refresh of its new weights itself.
   auto cast = dyn_cast<CastOp>(op);
   auto adam = cast ? cast.getInput().getDefiningOp<AdamOp>() : AdamOp();
@@ -220,7 +221,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
   // divide by its dimensions (found by fuzz-onnx-proto).
   if (RankedTensorType t = zeroSizedTensor(op))
     return op->emitError() << "code generation: zero-sized tensors are not supported (" << t << ")";
-  auto lastDim = [](int64_t dim, Value v) { return dim == tt(v).getRank() - 1 || dim == -1; };
+  auto isLastDim = [](int64_t dim, Value v) { return dim == tt(v).getRank() - 1 || dim == -1; };
   auto wholeWorld = [&](GroupAttr g) -> LogicalResult {
     // The binary has one communicator, the world's: a group must span every
     // level of its topology (sub-groups need loomrt_comm_split, not wired).
@@ -242,12 +243,12 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
         return success();
       })
       .Case([&](SoftmaxOp o) {
-        return lastDim(int64_t(o.getDim()), o.getInput())
+        return isLastDim(int64_t(o.getDim()), o.getInput())
                    ? success()
                    : refuse("supports softmax over the last dimension");
       })
       .Case([&](SoftmaxGradOp o) {
-        return lastDim(int64_t(o.getDim()), o.getOutput())
+        return isLastDim(int64_t(o.getDim()), o.getOutput())
                    ? success()
                    : refuse("supports softmax over the last dimension");
       })
@@ -261,15 +262,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
                                                         : refuse("needs an f32 loss gradient");
       })
       .Case([&](MatmulOp o) -> LogicalResult {
-        auto c = tt(o.getResult());
-        int64_t batch =
-            c.getNumElements() / (c.getDimSize(c.getRank() - 2) * c.getDimSize(c.getRank() - 1));
-        auto batchOf = [](RankedTensorType t) {
-          int64_t b = 1;
-          for (int64_t i = 0; i + 2 < t.getRank(); ++i)
-            b *= t.getDimSize(i);
-          return b;
-        };
+        int64_t batch = batchOf(tt(o.getResult()));
         int64_t ba = batchOf(tt(o.getLhs())), bb = batchOf(tt(o.getRhs()));
         if ((ba != batch && ba != 1) || (bb != batch && bb != 1))
           return refuse(": matmul with partially broadcast batch dimensions");
@@ -295,16 +288,11 @@ LogicalResult checkSupported(Operation *op, ModuleOp module) {
       .Case([&](ReduceScatterOp o) { return wholeWorld(o.getGroup()); })
       .Case([&](AllGatherOp o) { return wholeWorld(o.getGroup()); })
       .Case([&](ShardOp o) { return wholeWorld(o.getGroup()); })
-      .Case<LoadOp, StoreOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp,
-            SigmoidOp, ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp,
-            MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, LayerNormOp, LayerNormGradOp,
-            RmsNormOp, RmsNormGradOp, EmbeddingOp, AttentionOp, AttentionGradOp, CrossEntropyOp,
-            ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, ReduceOp, WaitOp>(
-          [](Operation *) { return success(); })
-      .Default([&](Operation *other) {
+      .Default([&](Operation *other) -> LogicalResult {
+        if (lowered.contains(other->getName()))
+          return success();
         return other->emitError() << "'" << other->getName()
-                                  << "' is not supported by code generation yet",
-               failure();
+                                  << "' is not supported by code generation yet";
       });
 }
 
@@ -354,7 +342,7 @@ struct Emit {
   /// A fresh buffer for `v` (pinned host memory from the host arena).
   Value alloc(Value v) {
     return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytesOf(v),
-                               isHostType(v.getType()));
+                               isHostMemory(v.getType()));
   }
   Value allocBytes(int64_t bytes) {
     return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytes, false);
@@ -367,7 +355,7 @@ struct Emit {
     return alloc(r);
   }
   /// Ops on host memory run on the host stream (the CPU).
-  Value stream() { return llvm::any_of(op->getOperandTypes(), isHostType) ? f.hs : f.s; }
+  Value stream() { return llvm::any_of(op->getOperandTypes(), isHostMemory) ? f.hs : f.s; }
   /// `stream` waits for the compute stream, `call` runs on it, and the
   /// returned event (the op's token) marks its end.
   Value async(Value stream, llvm::function_ref<void()> call) {
@@ -447,29 +435,46 @@ LogicalResult lowerBinary(OpT o, rt::BinaryKind k, Value a, Value b, Emit &e) {
   return e.done(out);
 }
 
+// clang-format off
 #define LOOM_UNARY(OP)                                                                             \
   LogicalResult lower(OP o, OP::Adaptor a, Emit &e) { return lowerUnary(o, a.getInput(), e); }
 LOOM_UNARY(NegOp)
-LOOM_UNARY(ExpOp) LOOM_UNARY(LogOp) LOOM_UNARY(SqrtOp) LOOM_UNARY(RsqrtOp) LOOM_UNARY(TanhOp)
-    LOOM_UNARY(ErfOp) LOOM_UNARY(SinOp) LOOM_UNARY(CosOp) LOOM_UNARY(SigmoidOp) LOOM_UNARY(ReluOp)
-        LOOM_UNARY(SiluOp) LOOM_UNARY(GeluOp)
+LOOM_UNARY(ExpOp)
+LOOM_UNARY(LogOp)
+LOOM_UNARY(SqrtOp)
+LOOM_UNARY(RsqrtOp)
+LOOM_UNARY(TanhOp)
+LOOM_UNARY(ErfOp)
+LOOM_UNARY(SinOp)
+LOOM_UNARY(CosOp)
+LOOM_UNARY(SigmoidOp)
+LOOM_UNARY(ReluOp)
+LOOM_UNARY(SiluOp)
+LOOM_UNARY(GeluOp)
 #undef LOOM_UNARY
 #define LOOM_UNARY_GRAD(OP)                                                                        \
   LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                              \
     return lowerUnaryGrad(o, a.getGrad(), a.getInput(), e);                                        \
   }
-            LOOM_UNARY_GRAD(ReluGradOp) LOOM_UNARY_GRAD(SiluGradOp) LOOM_UNARY_GRAD(GeluGradOp)
+LOOM_UNARY_GRAD(ReluGradOp)
+LOOM_UNARY_GRAD(SiluGradOp)
+LOOM_UNARY_GRAD(GeluGradOp)
 #undef LOOM_UNARY_GRAD
 #define LOOM_BINARY(OP, KIND)                                                                      \
   LogicalResult lower(OP o, OP::Adaptor a, Emit &e) {                                              \
     return lowerBinary(o, rt::BinaryKind::KIND, a.getLhs(), a.getRhs(), e);                        \
   }
-                LOOM_BINARY(AddOp, add) LOOM_BINARY(SubOp, sub) LOOM_BINARY(MulOp, mul)
-                    LOOM_BINARY(DivOp, div) LOOM_BINARY(PowOp, pow) LOOM_BINARY(MaxOp, max)
-                        LOOM_BINARY(MinOp, min)
+LOOM_BINARY(AddOp, add)
+LOOM_BINARY(SubOp, sub)
+LOOM_BINARY(MulOp, mul)
+LOOM_BINARY(DivOp, div)
+LOOM_BINARY(PowOp, pow)
+LOOM_BINARY(MaxOp, max)
+LOOM_BINARY(MinOp, min)
 #undef LOOM_BINARY
+// clang-format on
 
-                            LogicalResult lower(SelectOp o, SelectOp::Adaptor a, Emit &e) {
+LogicalResult lower(SelectOp o, SelectOp::Adaptor a, Emit &e) {
   int rank = tt(o.getResult()).getRank();
   Value out = e.alloc(o.getResult());
   rt::SelectOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getCond(),
@@ -573,20 +578,15 @@ LogicalResult lower(CrossEntropyGradOp o, CrossEntropyGradOp::Adaptor a, Emit &e
                                  lastDim(o.getLogits()));
   return e.done(y);
 }
-/// Attention's scratch, at the size the runtime asks for (its public
-/// loomrt_attention_workspace_bytes), taken after the results and given
-/// back right after the call: the backward recomputes.
-Value attentionWorkspace(Emit &e, Value q, Value k, bool backward) {
-  auto qt = tt(q), kt = tt(k);
-  size_t bytes =
-      loomrt_attention_workspace_bytes(loomrt_dtype(dt(q)), qt.getDimSize(0) * qt.getDimSize(1),
-                                       qt.getDimSize(2), kt.getDimSize(2), backward ? 1 : 0);
-  return e.allocBytes(int64_t(bytes));
+/// Attention's scratch, at the size the runtime asks for, taken after the
+/// results and given back right after the call: the backward recomputes.
+Value attentionWorkspace(Emit &e) {
+  return e.allocBytes(int64_t(attentionWorkspaceBytes(e.op)));
 }
 LogicalResult lower(AttentionOp o, AttentionOp::Adaptor a, Emit &e) {
   auto q = tt(o.getQuery()), k = tt(o.getKey());
   Value out = e.alloc(o.getResult());
-  Value ws = attentionWorkspace(e, o.getQuery(), o.getKey(), false);
+  Value ws = attentionWorkspace(e);
   rt::AttentionOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
                           a.getValue(), out, ws, q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2),
                           k.getDimSize(2), q.getDimSize(3), f64(o.getScale()), o.getCausal());
@@ -596,7 +596,7 @@ LogicalResult lower(AttentionGradOp o, AttentionGradOp::Adaptor a, Emit &e) {
   auto q = tt(o.getQuery()), k = tt(o.getKey());
   Value dq = e.alloc(o.getGradQuery()), dk = e.alloc(o.getGradKey()),
         dv = e.alloc(o.getGradValue());
-  Value ws = attentionWorkspace(e, o.getQuery(), o.getKey(), true);
+  Value ws = attentionWorkspace(e);
   rt::AttentionGradOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
                               a.getValue(), a.getGrad(), dq, dk, dv, ws,
                               q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
@@ -612,13 +612,7 @@ LogicalResult lower(MatmulOp o, MatmulOp::Adaptor a, Emit &e) {
   bool ta = o.getTransposeLhs(), tb = o.getTransposeRhs();
   int64_t m = c.getDimSize(rc - 2), n = c.getDimSize(rc - 1);
   int64_t k = at.getDimSize(ta ? ra - 2 : ra - 1);
-  int64_t batch = c.getNumElements() / (m * n);
-  auto batchOf = [](RankedTensorType t) {
-    int64_t b = 1;
-    for (int64_t i = 0; i + 2 < t.getRank(); ++i)
-      b *= t.getDimSize(i);
-    return b;
-  };
+  int64_t batch = batchOf(c);
   // Each operand's batch is the result's or broadcast whole (stride 0).
   int64_t ba = batchOf(at), bb = batchOf(tt(o.getRhs()));
   Value out = e.alloc(o.getResult());
@@ -818,7 +812,7 @@ LogicalResult lower(ShardOp o, ShardOp::Adaptor a, Emit &e) {
 LogicalResult lower(WaitOp o, WaitOp::Adaptor a, Emit &e) {
   for (auto [orig, token] : llvm::zip(o.getTokens(), a.getTokens())) {
     auto copy = orig.getDefiningOp<CopyOp>();
-    if (copy && isHostType(copy.getResult().getType()))
+    if (copy && isHostMemory(copy.getResult().getType()))
       rt::SyncOp::create(e.rw, e.loc, token);
     else
       rt::WaitOp::create(e.rw, e.loc, e.f.s, token);
@@ -868,7 +862,6 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
   Block &blk = fn.getBody().front();
   llvm::SetVector<Value> owned;
   llvm::DenseMap<Value, Operation *> last;
-  llvm::DenseSet<Value> returned;
   auto use = [&](Value v, Operation *at) {
     Value r = rootOf(v);
     Operation *&l = last[r];
@@ -891,9 +884,6 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
     for (Value r : op.getResults()) // defined here: live from here
       if (isa<rt::BufferType>(r.getType()) && !last.count(rootOf(r)))
         last[rootOf(r)] = &op;
-    if (auto ret = dyn_cast<func::ReturnOp>(op))
-      for (Value v : ret.getOperands())
-        returned.insert(rootOf(v));
   }
   // A transfer's buffers stay in use until its event (the next record on
   // its stream) is waited.
@@ -920,7 +910,8 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
         if (isa<rt::BufferType>(v.getType()))
           use(v, w);
   }
-  // Results handed to the caller: owned, returned once.
+  // Results handed to the caller: owned, returned once. Nothing returned
+  // is freed here.
   llvm::DenseMap<Value, int> count;
   auto ret = cast<func::ReturnOp>(blk.getTerminator());
   for (Value v : ret.getOperands())
@@ -930,7 +921,7 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
     moved.push_back(owned.contains(rootOf(v)) && count[rootOf(v)] == 1);
   OpBuilder b(fn.getContext());
   for (Value r : owned) {
-    if (returned.contains(r))
+    if (count.count(r))
       continue;
     Operation *at = last.lookup(r);
     b.setInsertionPointAfter(at);
@@ -973,14 +964,7 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     }
     // Lowered already (a module loomc --compile-to=lowered wrote): nothing
     // to do, so the pass can run on its own output.
-    bool lowered = true;
-    for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
-      auto ty = fn.getFunctionType();
-      lowered &= llvm::none_of(llvm::concat<const Type>(ty.getInputs(), ty.getResults()),
-                               [](Type t) { return isa<TensorType>(t); });
-      fn.walk([&](Operation *op) { lowered &= !isa<LoomDialect>(op->getDialect()); });
-    }
-    if (lowered)
+    if (isLoweredToRuntime(module))
       return;
     // The functions @train_step reaches, callees first; the others are not
     // part of the program and go.
@@ -1008,12 +992,48 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
       if (!seen.contains(fn))
         fn.erase();
 
+    // The conversion's patterns (they read the plan, decided below).
+    Plan plan;
+    TypeConverter tc;
+    tc.addConversion([](Type t) { return t; });
+    tc.addConversion([ctx](RankedTensorType) -> Type { return rt::BufferType::get(ctx); });
+    tc.addConversion([ctx](TokenType) -> Type { return rt::EventType::get(ctx); });
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<rt::LoomRTDialect>();
+    // Module-level declarations (parameters, state, topologies, subgroups)
+    // stay: the program's globals are read from them.
+    target.addLegalOp<ModuleOp>();
+    target.addDynamicallyLegalDialect<LoomDialect>(
+        [](Operation *op) { return isa_and_nonnull<ModuleOp>(op->getParentOp()); });
+    target.addDynamicallyLegalOp<func::FuncOp>(
+        [&](func::FuncOp fn) { return tc.isSignatureLegal(fn.getFunctionType()); });
+    target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
+        [&](Operation *op) { return tc.isLegal(op); });
+    RewritePatternSet patterns(ctx);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, tc);
+    populateCallOpTypeConversionPattern(patterns, tc);
+    populateReturnOpTypeConversionPattern(patterns, tc);
+    addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp,
+                ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
+                DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc,
+                                                                                 plan);
+    addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
+                EmbeddingOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp, AttentionOp,
+                AttentionGradOp, MatmulOp, ReduceOp>(patterns, tc, plan);
+    addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
+                arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
+                ShardOp, WaitOp>(patterns, tc, plan);
+    llvm::DenseSet<OperationName> lowered;
+    for (const std::unique_ptr<RewritePattern> &p : patterns.getNativePatterns())
+      if (std::optional<OperationName> root = p->getRootKind())
+        lowered.insert(*root);
+
     // Refuse what the runtime cannot run, before changing anything.
     for (func::FuncOp fn : order) {
       if (failed(checkLoadsBeforeStores(fn)))
         return signalPassFailure();
       for (Operation &op : fn.getBody().front())
-        if (failed(checkSupported(&op, module)))
+        if (failed(checkSupported(&op, module, lowered)))
           return signalPassFailure();
     }
     auto program = programOf(module, step);
@@ -1021,7 +1041,6 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     // Decide, then annotate: each op gets the text of itself as a comment
     // (one AsmState per function, so printing stays linear), @train_step
     // the end of its backward, each function its streams.
-    Plan plan;
     OpBuilder b(ctx);
     for (func::FuncOp fn : order) {
       plan.analyse(fn);
@@ -1066,35 +1085,6 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
       f.ys = streamOf(rt::StreamRole::d2h);
     }
 
-    TypeConverter tc;
-    tc.addConversion([](Type t) { return t; });
-    tc.addConversion([ctx](RankedTensorType) -> Type { return rt::BufferType::get(ctx); });
-    tc.addConversion([ctx](TokenType) -> Type { return rt::EventType::get(ctx); });
-    ConversionTarget target(*ctx);
-    target.addLegalDialect<rt::LoomRTDialect>();
-    // Module-level declarations (parameters, state, topologies, subgroups)
-    // stay: the program's globals are read from them.
-    target.addLegalOp<ModuleOp>();
-    target.addDynamicallyLegalDialect<LoomDialect>(
-        [](Operation *op) { return isa_and_nonnull<ModuleOp>(op->getParentOp()); });
-    target.addDynamicallyLegalOp<func::FuncOp>(
-        [&](func::FuncOp fn) { return tc.isSignatureLegal(fn.getFunctionType()); });
-    target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
-        [&](Operation *op) { return tc.isLegal(op); });
-    RewritePatternSet patterns(ctx);
-    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, tc);
-    populateCallOpTypeConversionPattern(patterns, tc);
-    populateReturnOpTypeConversionPattern(patterns, tc);
-    addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp,
-                ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
-                DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc,
-                                                                                 plan);
-    addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
-                EmbeddingOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp, AttentionOp,
-                AttentionGradOp, MatmulOp, ReduceOp>(patterns, tc, plan);
-    addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
-                arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
-                ShardOp, WaitOp>(patterns, tc, plan);
     if (failed(applyFullConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 
@@ -1138,3 +1128,28 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
 };
 
 } // namespace
+
+bool mlir::loom::isLoweredToRuntime(ModuleOp module) {
+  for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
+    auto ty = fn.getFunctionType();
+    if (llvm::any_of(llvm::concat<const Type>(ty.getInputs(), ty.getResults()),
+                     [](Type t) { return isa<TensorType>(t); }))
+      return false;
+    if (fn.walk([](Operation *op) {
+            return isa<LoomDialect>(op->getDialect()) ? WalkResult::interrupt()
+                                                      : WalkResult::advance();
+          }).wasInterrupted())
+      return false;
+  }
+  return true;
+}
+
+size_t mlir::loom::attentionWorkspaceBytes(Operation *op) {
+  // The query and key: the forward's first operands, the gradient's second
+  // and third (after the output gradient).
+  unsigned q = isa<AttentionOp>(op) ? 0 : 1;
+  auto qt = tt(op->getOperand(q)), kt = tt(op->getOperand(q + 1));
+  return loomrt_attention_workspace_bytes(
+      loomrt_dtype(*dtypeOf(qt.getElementType())), qt.getDimSize(0) * qt.getDimSize(1),
+      qt.getDimSize(2), kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
+}

@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Offload.h"
+#include "passes/Passes.h"
 #include "loomrt/loomrt.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -58,9 +59,8 @@ double bytesOf(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t ? double(t.getNumElements()) * double(storageBytes(t.getElementType())) : 0;
 }
-bool onHost(Type t) { return getExecSide(t) == ExecSide::Cpu; }
 bool anyHost(Operation *op) {
-  return llvm::any_of(op->getOperandTypes(), onHost) || llvm::any_of(op->getResultTypes(), onHost);
+  return llvm::any_of(op->getOperandTypes(), isHostMemory) || llvm::any_of(op->getResultTypes(), isHostMemory);
 }
 
 /// An attention op's query and key types (the forward's first two
@@ -69,15 +69,6 @@ std::pair<RankedTensorType, RankedTensorType> attentionQK(Operation *op) {
   unsigned q = isa<AttentionOp>(op) ? 0 : 1;
   return {cast<RankedTensorType>(op->getOperand(q).getType()),
           cast<RankedTensorType>(op->getOperand(q + 1).getType())};
-}
-
-/// The runtime's scratch for an attention op (runtime/common/attention.cpp;
-/// code generation takes it whichever path runs).
-size_t attentionWorkspace(Operation *op) {
-  auto [qt, kt] = attentionQK(op);
-  return loomrt_attention_workspace_bytes(qt.getElementType().isBF16() ? LOOMRT_BF16 : LOOMRT_F32,
-                                          qt.getDimSize(0) * qt.getDimSize(1), qt.getDimSize(2),
-                                          kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
 }
 
 /// Commands an op issues to the compute stream on a GPU (kernels and
@@ -158,7 +149,7 @@ bool landsInGlobal(Value v) {
          (v.getDefiningOp<CopyOp>() || (v.getDefiningOp() && fusedRefresh(v.getDefiningOp())));
 }
 bool allocates(Operation *op, Value r) {
-  if (!isa<RankedTensorType>(r.getType()) || onHost(r.getType()))
+  if (!isa<RankedTensorType>(r.getType()) || isHostMemory(r.getType()))
     return false;
   if (isa<LoadOp, ReshapeOp>(op) || landsInGlobal(r))
     return false;
@@ -282,7 +273,7 @@ struct Simulator {
       // Attention's scratch, taken after its results and given back right
       // after it (code generation's order), at the runtime's own size.
       if (isa<AttentionOp, AttentionGradOp>(op) && !anyHost(&op)) {
-        size_t ws = attentionWorkspace(&op);
+        size_t ws = attentionWorkspaceBytes(&op);
         loomrt_arena_model_release(arena.get(), loomrt_arena_model_alloc(arena.get(), ws));
       }
       auto release = [&](Value v) {
@@ -317,7 +308,7 @@ struct Simulator {
   LogicalResult visit(Operation *op) {
     // A tensor constant in device memory is a fill kernel each step.
     if (auto c = dyn_cast<arith::ConstantOp>(op))
-      if (auto t = dyn_cast<RankedTensorType>(c.getType()); t && !onHost(t)) {
+      if (auto t = dyn_cast<RankedTensorType>(c.getType()); t && !isHostMemory(t)) {
         double b = bytesOf(c.getResult());
         gpuOp(op, b / deviceBandwidth());
         return success();
@@ -336,7 +327,7 @@ struct Simulator {
       if (!d || isa<AdamOp, SgdOp, CopyOp>(d) || fusedRefresh(d))
         return success(); // in place, or landed there directly
       double b = 2 * bytesOf(st.getValue());
-      if (onHost(st.getValue().getType()))
+      if (isHostMemory(st.getValue().getType()))
         host += b / hw.dramCopyBandwidth;
       else
         gpuOp(op, b / deviceBandwidth());
@@ -364,7 +355,7 @@ struct Simulator {
       for (Value t : w.getTokens()) {
         double d = done.lookup(t);
         auto c = t.getDefiningOp<CopyOp>();
-        if (c && onHost(c.getResult().getType())) {
+        if (c && isHostMemory(c.getResult().getType())) {
           host = std::max(host, d);
         } else { // a stream wait, issued to the compute stream
           issueMarker();
@@ -483,7 +474,7 @@ FailureOr<StepPrediction> simulateStep(ModuleOp module, const cost::Hardware &hw
     else if (auto s = dyn_cast<StateOp>(op))
       t = s.getType();
     auto rt = dyn_cast_or_null<RankedTensorType>(t);
-    if (rt && !onHost(rt))
+    if (rt && !isHostMemory(rt))
       sim.p.persistentDeviceBytes += double(rt.getNumElements()) * double(storageBytes(rt.getElementType()));
   }
   if (failed(sim.run(blk)))

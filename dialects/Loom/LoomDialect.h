@@ -24,6 +24,8 @@ enum class ExecSide { Unplaced, Gpu, Cpu, Storage };
 std::optional<MemSpace> getMemSpace(Type type);
 /// The side that computes on values of `type` (Unplaced without placement).
 ExecSide getExecSide(Type type);
+/// Pinned or pageable host memory (unplaced tensors are on the device).
+inline bool isHostMemory(Type type) { return getExecSide(type) == ExecSide::Cpu; }
 /// `type` with its placement replaced (or set) to `space`.
 RankedTensorType withMemSpace(RankedTensorType type, MemSpace space);
 /// Bytes one element of `elementType` takes in the runtime's buffers (bf16

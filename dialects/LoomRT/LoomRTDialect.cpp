@@ -63,8 +63,17 @@ LogicalResult WriteConstOp::verify() {
   return success();
 }
 
-std::vector<uint8_t> WriteConstOp::getBytes() {
-  auto e = cast<DenseElementsAttr>(getValue());
+std::optional<DType> mlir::loomrt::dtypeOf(Type t) {
+  if (t.isF32())
+    return DType::f32;
+  if (t.isBF16())
+    return DType::bf16;
+  if (t.isInteger(64))
+    return DType::i64;
+  return std::nullopt;
+}
+
+std::vector<uint8_t> mlir::loomrt::denseBytes(DenseElementsAttr e) {
   Type t = e.getElementType();
   std::vector<uint8_t> out;
   auto put = [&](uint64_t v, unsigned n) {
@@ -79,8 +88,12 @@ std::vector<uint8_t> WriteConstOp::getBytes() {
       put(v ? 1 : 0, 1);
   else
     for (const APInt &v : e.getValues<APInt>())
-      put(v.getZExtValue(), 8);
+      put(v.getZExtValue(), t.getIntOrFloatBitWidth() / 8);
   return out;
+}
+
+std::vector<uint8_t> WriteConstOp::getBytes() {
+  return denseBytes(cast<DenseElementsAttr>(getValue()));
 }
 
 LogicalResult CopyStridedOp::verify() {

@@ -22,6 +22,11 @@
 #include "dialects/LoomRT/LoomRTOps.h.inc"
 
 namespace mlir::loomrt {
+/// The runtime's element type for `t` (f32, bf16, i64), if it has one.
+std::optional<DType> dtypeOf(Type t);
+/// A dense constant as the runtime stores it: little-endian elements of
+/// their storage size (bf16 bit patterns, i1 one byte each).
+std::vector<uint8_t> denseBytes(DenseElementsAttr value);
 /// The function attribute that describes the training program on a lowered
 /// @train_step: {batch, seq, vocab, world, zero_stage}.
 constexpr llvm::StringLiteral kProgramAttr = "loomrt.program";

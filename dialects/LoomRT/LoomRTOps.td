@@ -259,8 +259,7 @@ def LoomRT_WriteConstOp : LoomRT_CallOp<"write_const",
   let summary = "copies a constant (f32, bf16, i64 or i1) into a buffer";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The constant as the runtime stores it: little-endian elements of
-    /// its storage size (bf16 bit patterns, i1 one byte each).
+    /// The constant as the runtime stores it (loomrt::denseBytes).
     std::vector<uint8_t> getBytes();
   }];
 }

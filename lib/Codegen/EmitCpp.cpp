@@ -47,24 +47,8 @@ std::string join(ArrayRef<int64_t> v) {
     s += (i ? ", " : "") + std::to_string(x);
   return s;
 }
-std::string str(int64_t x) { return std::to_string(x); }
-
-const char *dtypeOf(Type t) {
-  if (t.isF32())
-    return "LOOMRT_F32";
-  if (t.isBF16())
-    return "LOOMRT_BF16";
-  if (t.isInteger(64))
-    return "LOOMRT_I64";
-  return nullptr;
-}
-const char *dtypeName(rt::DType d) {
-  switch (d) {
-  case rt::DType::f32: return "LOOMRT_F32";
-  case rt::DType::bf16: return "LOOMRT_BF16";
-  case rt::DType::i64: return "LOOMRT_I64";
-  }
-  return "LOOMRT_F32";
+std::string dtypeName(rt::DType d) {
+  return "LOOMRT_" + llvm::StringRef(rt::stringifyDType(d)).upper();
 }
 std::string unaryName(rt::UnaryKind k) {
   return "LOOMRT_" + llvm::StringRef(rt::stringifyUnaryKind(k)).upper();
@@ -75,8 +59,6 @@ std::string binaryName(rt::BinaryKind k) {
 std::string reduceName(rt::ReduceKind k) {
   return "LOOMRT_REDUCE_" + llvm::StringRef(rt::stringifyReduceKind(k)).upper();
 }
-/// Pinned or pageable host memory (unplaced tensors are on the device).
-bool isHostType(Type t) { return getExecSide(t) == ExecSide::Cpu; }
 std::string f(double x) {
   // Masks fill with -inf (an ONNX export's causal mask): C++ has no
   // literal for it, so non-finite values become <cmath>'s macros.
@@ -96,16 +78,6 @@ std::string f(const APFloat &x) { return f(x.convertToDouble()); }
 /// larger ones as bytes (writeConst).
 constexpr int64_t kLiteralElements = 4096;
 
-/// Whether `module` still holds loom compute (not lowered yet).
-bool needsLowering(ModuleOp module) {
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!step)
-    return true;
-  for (Type t : step.getFunctionType().getInputs())
-    if (!isa<rt::BufferType>(t))
-      return true;
-  return false;
-}
 
 class Emitter;
 
@@ -231,7 +203,7 @@ public:
         init = s.getInitAttr();
         name = s.getSymName();
       }
-      const char *dt = dtypeOf(type.getElementType());
+      std::optional<rt::DType> dt = rt::dtypeOf(type.getElementType());
       std::optional<MemSpace> space = getMemSpace(type);
       if (!dt || type.getRank() > 8 ||
           (type.getEncoding() && space != MemSpace::device && space != MemSpace::pinned))
@@ -239,7 +211,7 @@ public:
                                   "parameters and state on the device or in pinned "
                                   "host memory";
       llvm::raw_string_ostream o(out);
-      o << "{" << cppStringLiteral(name) << ", " << dt << ", " << type.getRank() << ", {"
+      o << "{" << cppStringLiteral(name) << ", " << dtypeName(*dt) << ", " << type.getRank() << ", {"
         << join(type.getShape()) << "}, " << (init ? int(init.getKind()) : 0) << ", "
         << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
         << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
@@ -265,7 +237,7 @@ public:
                                    "parameter declared before it";
         mirror = globals.lookup(m.getValue()) + 1;
       }
-      std::string tail = ", " + std::string(isHostType(op.getAttrOfType<TypeAttr>("type").getValue())
+      std::string tail = ", " + std::string(isHostMemory(op.getAttrOfType<TypeAttr>("type").getValue())
                                                 ? "LOOMRT_MEM_PINNED"
                                                 : "LOOMRT_MEM_DEVICE") +
                          ", " + std::to_string(mirror) + ", " + splatOf(&op) + "},\n";
@@ -388,16 +360,6 @@ private:
   void close() {
     *os << "  }\n";
     inBlock = false;
-  }
-  std::string ptr(Value v, const char *type) { return std::string("(") + type + ")" + name(v); }
-  std::string tables(std::initializer_list<std::pair<const char *, ArrayRef<int64_t>>> ts) {
-    std::string s = "static const int64_t ";
-    bool first = true;
-    for (auto &[n, v] : ts) {
-      s += std::string(first ? "" : ", ") + n + "[] = {" + join(v) + "}";
-      first = false;
-    }
-    return s + ";";
   }
 
   LogicalResult emit(Operation *op) {
@@ -614,7 +576,7 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
   // Loom IR is lowered first, on a copy (loomc lowers in its pipeline and
   // hands the lowered module over).
   OwningOpRef<ModuleOp> lowered;
-  if (needsLowering(module)) {
+  if (!module.lookupSymbol("train_step") || !isLoweredToRuntime(module)) {
     lowered = module.clone();
     PassManager pm(module.getContext());
     pm.addPass(createLowerToRuntime());

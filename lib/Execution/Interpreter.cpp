@@ -229,26 +229,9 @@ public:
     auto elems = dyn_cast<DenseElementsAttr>(attr);
     if (!elems)
       return fail("only dense constants are supported");
-    Type elt = type.getElementType();
-    if (isa<FloatType>(elt)) {
-      std::vector<float> host;
-      for (APFloat v : elems.getValues<APFloat>())
-        host.push_back(v.convertToFloat());
-      return fromFloats(type, host, out);
-    }
-    if (elt.isInteger(64)) {
-      std::vector<int64_t> host;
-      for (APInt v : elems.getValues<APInt>())
-        host.push_back(v.getSExtValue());
-      return upload(type, host.data(), out);
-    }
-    if (elt.isInteger(1)) {
-      std::vector<uint8_t> host;
-      for (bool v : elems.getValues<bool>())
-        host.push_back(v);
-      return upload(type, host.data(), out);
-    }
-    return fail("constants of " + str(elt) + " are not supported");
+    if (!storageOf(type.getElementType()))
+      return fail("constants of " + str(type.getElementType()) + " are not supported");
+    return upload(type, rt::denseBytes(elems).data(), out);
   }
 
   //===--------------------------------------------------------------===//
@@ -323,7 +306,7 @@ public:
       argPtrs.push_back(b.p());
     // Every buffer the step allocates goes back at the end, freed or not
     // (results are downloaded first).
-    auto release = llvm::make_scope_exit([&] {
+    llvm::scope_exit release([&] {
       for (auto &[p, space] : live)
         loomrt_free(dev, space, p);
       live.clear();
@@ -345,7 +328,7 @@ public:
   bool runFunc(ModuleOp m, func::FuncOp f, ArrayRef<void *> args, std::vector<void *> &results) {
     llvm::DenseMap<Value, void *> saved;
     std::swap(saved, ptrs);
-    auto restore = llvm::make_scope_exit([&] { std::swap(saved, ptrs); });
+    llvm::scope_exit restore([&] { std::swap(saved, ptrs); });
     for (auto [a, p] : llvm::zip(f.getArguments(), args))
       ptrs[a] = p;
     for (Operation &op : f.getBody().front()) {

@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Pipelines.h"
 
-#include "dialects/LoomRT/LoomRTDialect.h"
 #include "passes/Offload.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -63,11 +62,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
 }
 
 Phase reachedPhase(ModuleOp module) {
-  if (auto step = module.lookupSymbol<func::FuncOp>("train_step")) {
-    bool lowered = llvm::any_of(step.getFunctionType().getInputs(),
-                                [](Type t) { return isa<loomrt::BufferType>(t); });
-    return lowered ? Phase::Lowered : Phase::Optimizer;
-  }
+  if (module.lookupSymbol("train_step"))
+    return mlir::loom::isLoweredToRuntime(module) ? Phase::Lowered : Phase::Optimizer;
   if (module.lookupSymbol("forward_backward"))
     return Phase::Autodiff;
   return Phase::Import;
