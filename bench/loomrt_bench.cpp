@@ -2,6 +2,12 @@
 //
 //   loomrt_bench adam --backend cpu|cuda --n N [--iters K]
 //   loomrt_bench copy --backend cuda [--bytes B] [--iters K]
+//   loomrt_bench strided --backend cuda [--iters K]
+//
+// `strided` times loomrt_copy_strided on GPT-2's shapes (batch 16, seq 1024,
+// d 768, 12 heads, bf16): the q slice of the fused qkv projection, the
+// head split after it, and a contiguous copy of as many bytes; the step
+// simulation prices each as the bytes it reads and writes over HBM.
 //
 // Prints one JSON object per measurement on stdout (bench/*.py turn them into
 // tables beside the baselines). Times are medians over K timed iterations
@@ -42,12 +48,12 @@ struct Args {
 
 Args parse(int argc, char **argv) {
   if (argc < 2)
-    die("usage: loomrt_bench adam|adam-mixed|copy --backend cpu|cuda [--n N] "
+    die("usage: loomrt_bench adam|adam-mixed|copy|strided --backend cpu|cuda [--n N] "
         "[--bytes B] [--iters K]");
   Args a;
   a.mode = argv[1];
-  if (a.mode != "adam" && a.mode != "adam-mixed" && a.mode != "copy")
-    die("unknown mode '" + a.mode + "' (expected adam, adam-mixed or copy)");
+  if (a.mode != "adam" && a.mode != "adam-mixed" && a.mode != "copy" && a.mode != "strided")
+    die("unknown mode '" + a.mode + "' (expected adam, adam-mixed, copy or strided)");
   for (int i = 2; i < argc; ++i) {
     std::string k = argv[i];
     if (i + 1 >= argc)
@@ -238,6 +244,39 @@ void benchCopy(const Args &a, loomrt_device dev, loomrt_stream s) {
   loomrt_free(dev, LOOMRT_MEM_PAGEABLE, pageable);
 }
 
+void benchStrided(const Args &a, loomrt_device dev, loomrt_stream s) {
+  const int64_t B = 16, T = 1024, D = 768, H = 12, Dh = 64;
+  const size_t out = size_t(B * T * D) * 2; // bf16
+  void *qkv, *q, *heads;
+  check(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 3 * out, &qkv), "alloc");
+  check(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, out, &q), "alloc");
+  check(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, out, &heads), "alloc");
+  check(loomrt_fill(s, LOOMRT_BF16, qkv, 0.5f, size_t(3 * B * T * D)), "fill");
+  auto report = [&](const char *what, double ms, double readBytes) {
+    std::printf("{\"bench\": \"strided\", \"backend\": \"%s\", \"what\": \"%s\", "
+                "\"out_bytes\": %zu, \"ms\": %.4f, \"out_x2_gb_s\": %.1f, "
+                "\"read_span_plus_out_gb_s\": %.1f}\n",
+                loomrt_backend_name(a.backend), what, out, ms, 2.0 * out / (ms * 1e-3) / 1e9,
+                (readBytes + out) / (ms * 1e-3) / 1e9);
+  };
+  // The q slice: [B, T, D] of [B, T, 3D].
+  int64_t shape3[] = {B, T, D}, srcSlice[] = {T * 3 * D, 3 * D, 1}, dst3[] = {T * D, D, 1};
+  report("slice q of qkv", medianMs(dev, s, a.iters, [&](int) {
+           check(loomrt_copy_strided(s, 2, qkv, srcSlice, q, dst3, shape3, 3), "slice");
+         }), 3.0 * out);
+  // The head split: [B, T, H, Dh] -> [B, H, T, Dh].
+  int64_t shape4[] = {B, T, H, Dh}, src4[] = {T * D, D, Dh, 1}, dst4[] = {H * T * Dh, Dh, T * Dh, 1};
+  report("transpose heads", medianMs(dev, s, a.iters, [&](int) {
+           check(loomrt_copy_strided(s, 2, q, src4, heads, dst4, shape4, 4), "transpose");
+         }), out);
+  report("contiguous", medianMs(dev, s, a.iters, [&](int) {
+           check(loomrt_copy_strided(s, 2, q, dst3, heads, dst3, shape3, 3), "copy");
+         }), out);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, qkv);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, q);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, heads);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -246,10 +285,12 @@ int main(int argc, char **argv) {
   check(loomrt_device_open(a.backend, 0, &dev), "device_open");
   loomrt_stream s;
   check(loomrt_stream_create(dev, &s), "stream_create");
-  if (a.mode != "copy")
-    benchAdam(a, dev, s);
-  else
+  if (a.mode == "copy")
     benchCopy(a, dev, s);
+  else if (a.mode == "strided")
+    benchStrided(a, dev, s);
+  else
+    benchAdam(a, dev, s);
   loomrt_stream_destroy(s);
   loomrt_device_close(dev);
   return 0;

@@ -30,6 +30,7 @@
 // do not change between iterations.
 //
 //===----------------------------------------------------------------------===//
+#include "dialects/LoomRT/LoomRTDialect.h"
 #include "passes/Offload.h"
 #include "passes/Passes.h"
 
@@ -71,9 +72,11 @@ struct InterleaveOffload
     for (auto [sg, w] : llvm::zip(copy->getOps<SubgroupOp>(), plan))
       sg.setPlace(w);
     Outcome o;
-    if (failed(applyOffload(*copy, "subgroups")))
+    // The copy is ours: lowered in place, without the comments.
+    if (failed(applyOffload(*copy, "subgroups")) ||
+        failed(lowerToRuntime(*copy, "train_step", /*comments=*/false)))
       return o;
-    FailureOr<StepPrediction> p = simulateStep(*copy, hw, false);
+    FailureOr<StepPrediction> p = simulateLoweredStep(*copy, hw, false);
     if (failed(p))
       return o;
     o.p = *p;

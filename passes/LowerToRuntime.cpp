@@ -578,10 +578,19 @@ LogicalResult lower(CrossEntropyGradOp o, CrossEntropyGradOp::Adaptor a, Emit &e
                                  lastDim(o.getLogits()));
   return e.done(y);
 }
-/// Attention's scratch, at the size the runtime asks for, taken after the
-/// results and given back right after the call: the backward recomputes.
+/// Attention's scratch, at the size the runtime asks for
+/// (loomrt_attention_workspace_bytes), taken after the results and given
+/// back right after the call: the backward recomputes.
 Value attentionWorkspace(Emit &e) {
-  return e.allocBytes(int64_t(attentionWorkspaceBytes(e.op)));
+  // The query and key: the forward's first operands, the gradient's second
+  // and third (after the output gradient).
+  Operation *op = e.op;
+  unsigned q = isa<AttentionOp>(op) ? 0 : 1;
+  auto qt = tt(op->getOperand(q)), kt = tt(op->getOperand(q + 1));
+  size_t bytes = loomrt_attention_workspace_bytes(
+      loomrt_dtype(*dtypeOf(qt.getElementType())), qt.getDimSize(0) * qt.getDimSize(1),
+      qt.getDimSize(2), kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
+  return e.allocBytes(int64_t(bytes));
 }
 LogicalResult lower(AttentionOp o, AttentionOp::Adaptor a, Emit &e) {
   auto q = tt(o.getQuery()), k = tt(o.getKey());
@@ -944,15 +953,15 @@ int64_t vocabOf(ModuleOp module) {
   return v;
 }
 
-struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimePass> {
-  using LowerToRuntimeBase::LowerToRuntimeBase;
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<rt::LoomRTDialect>();
-  }
+/// The lowering of `module` from @`entry` (loom-lower-to-runtime's work,
+/// also run on copies by the step simulation).
+struct Lowering {
+  ModuleOp module;
+  StringRef entry;
+  bool comments;
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    MLIRContext *ctx = &getContext();
+  LogicalResult run() {
+    MLIRContext *ctx = module.getContext();
     auto step = module.lookupSymbol<func::FuncOp>(entry);
     if (!step) {
       if (entry == "train_step")
@@ -960,12 +969,12 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
                               "--compile-to=optimizer first (or run loom-attach-optimizer)";
       else
         module.emitError() << "lowering to the runtime: no function @" << entry;
-      return signalPassFailure();
+      return failure();
     }
     // Lowered already (a module loomc --compile-to=lowered wrote): nothing
     // to do, so the pass can run on its own output.
     if (isLoweredToRuntime(module))
-      return;
+      return success();
     // The functions @train_step reaches, callees first; the others are not
     // part of the program and go.
     SmallVector<func::FuncOp> order;
@@ -987,7 +996,7 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     };
     visit(step);
     if (bad)
-      return signalPassFailure();
+      return failure();
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
       if (!seen.contains(fn))
         fn.erase();
@@ -1031,10 +1040,10 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     // Refuse what the runtime cannot run, before changing anything.
     for (func::FuncOp fn : order) {
       if (failed(checkLoadsBeforeStores(fn)))
-        return signalPassFailure();
+        return failure();
       for (Operation &op : fn.getBody().front())
         if (failed(checkSupported(&op, module, lowered)))
-          return signalPassFailure();
+          return failure();
     }
     auto program = programOf(module, step);
 
@@ -1048,22 +1057,24 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
       // The comments first: their SSA numbers are the loom function's.
       OpPrintingFlags flags;
       flags.elideLargeElementsAttrs(8);
-      AsmState state(fn, flags);
-      SmallVector<std::pair<Operation *, std::string>> comments;
+      std::optional<AsmState> state;
+      if (comments)
+        state.emplace(fn, flags);
+      SmallVector<std::pair<Operation *, std::string>> texts;
       Operation *backwardEnd = nullptr;
       for (Operation &op : blk) {
         if (fn == step && fn.getName() == "train_step" && isBackwardWork(&op))
           backwardEnd = &op;
-        if (isa<func::ReturnOp>(op) || plan.elided.contains(&op))
+        if (!comments || isa<func::ReturnOp>(op) || plan.elided.contains(&op))
           continue;
         std::string s;
         llvm::raw_string_ostream os(s);
-        op.print(os, state);
+        op.print(os, *state);
         if (s.size() > 160)
           s = s.substr(0, 157) + "...";
-        comments.emplace_back(&op, std::move(s));
+        texts.emplace_back(&op, std::move(s));
       }
-      for (auto &[op, text] : comments) {
+      for (auto &[op, text] : texts) {
         b.setInsertionPoint(op);
         rt::CommentOp::create(b, op->getLoc(), text);
       }
@@ -1086,7 +1097,7 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     }
 
     if (failed(applyFullConversion(module, target, std::move(patterns))))
-      return signalPassFailure();
+      return failure();
 
     Transfers transfers;
     for (func::FuncOp fn : order) {
@@ -1098,6 +1109,7 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
     }
     if (program && step.getName() == "train_step")
       step->setAttr(rt::kProgramAttr, *program);
+    return success();
   }
 
   /// The driver's description of a language model trained from token
@@ -1127,7 +1139,23 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
   }
 };
 
+struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimePass> {
+  using LowerToRuntimeBase::LowerToRuntimeBase;
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<rt::LoomRTDialect>();
+  }
+  void runOnOperation() override {
+    if (failed(lowerToRuntime(getOperation(), entry, comments)))
+      signalPassFailure();
+  }
+};
+
 } // namespace
+
+LogicalResult mlir::loom::lowerToRuntime(ModuleOp module, StringRef entry, bool comments) {
+  module.getContext()->getOrLoadDialect<rt::LoomRTDialect>();
+  return Lowering{module, entry, comments}.run();
+}
 
 bool mlir::loom::isLoweredToRuntime(ModuleOp module) {
   for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
@@ -1144,12 +1172,3 @@ bool mlir::loom::isLoweredToRuntime(ModuleOp module) {
   return true;
 }
 
-size_t mlir::loom::attentionWorkspaceBytes(Operation *op) {
-  // The query and key: the forward's first operands, the gradient's second
-  // and third (after the output gradient).
-  unsigned q = isa<AttentionOp>(op) ? 0 : 1;
-  auto qt = tt(op->getOperand(q)), kt = tt(op->getOperand(q + 1));
-  return loomrt_attention_workspace_bytes(
-      loomrt_dtype(*dtypeOf(qt.getElementType())), qt.getDimSize(0) * qt.getDimSize(1),
-      qt.getDimSize(2), kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
-}

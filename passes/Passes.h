@@ -15,14 +15,16 @@ namespace mlir::loom {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// loom-lower-to-runtime's work on `module` from @`entry` (and the
+/// functions it calls); errors are reported on the ops. `comments`: each
+/// loom op's text before its calls.
+LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = "train_step",
+                             bool comments = true);
+
 /// Whether the module's functions are lowered to loomrt (no tensor in a
 /// signature, no loom op in a body): loom-lower-to-runtime's output.
 bool isLoweredToRuntime(ModuleOp module);
 
-/// The scratch bytes the runtime takes for a loom.attention (or its
-/// gradient): loomrt_attention_workspace_bytes of its shapes. The lowering
-/// allocates it; the step simulation places it in the arena.
-size_t attentionWorkspaceBytes(Operation *attentionOp);
 
 } // namespace mlir::loom
 

@@ -430,7 +430,8 @@ def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
            "Device memory the plan may use, in bytes (0: the description's "
            "capacity less what the runtime keeps)">,
   ];
-  let dependentDialects = ["::mlir::loom::LoomDialect"];
+  // Candidates are simulated in their lowered form.
+  let dependentDialects = ["::mlir::loom::LoomDialect", "::mlir::loomrt::LoomRTDialect"];
 }
 
 def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
@@ -461,6 +462,46 @@ def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   let options = [
     Option<"stddev", "std", "double", /*default=*/"0.02",
            "Standard deviation of the normal initialiser of matrices">,
+  ];
+}
+
+def SimulateStep : Pass<"loom-simulate-step", "ModuleOp"> {
+  let summary = "Predict one training step on a machine (the cost model's step simulation)";
+  let description = [{
+    An analysis: it changes nothing and prints what one `@train_step` costs
+    on `hardware`. A lowered module (`loomrt` IR) is priced as it is; a
+    `loom` module is lowered first, on a copy. The host walks the step in
+    order: a call on the compute stream is issued (a launch of host time)
+    and runs on the device's roofline of the bytes and flops it declares
+    (`loomrt::WorkOpInterface`), a copy runs on its copy engine, a
+    collective on the link, a call on the host stream on the host; events
+    and waits order the streams. The step arena's size comes from the
+    module's own `loomrt.alloc` / `loomrt.free` placed by the runtime's
+    arena policy. `loomc` prints the same prediction; docs/cost-model.md
+    says what it models and what it does not.
+
+    ```mlir
+    %s = loomrt.stream compute
+    %x = loomrt.stream d2h
+    %a = loomrt.alloc 1000000
+    loomrt.fill f32 %a, 0.0, 250000 on %s
+    %e = loomrt.record %s
+    loomrt.wait %x for %e
+    loomrt.memcpy %h, %a, 2000000 on %x
+    ```
+
+    prints (1 GB/s of HBM and of PCIe)
+
+    ```
+    loom-simulate-step: @train_step on 'slow': step 3.004e-03 s, last gradient 0.000e+00 s, ...
+    ```
+  }];
+  let options = [
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
+           "A hardware preset (h100, cpu-host) or a description file from "
+           "loom-calibrate">,
+    Option<"timeline", "timeline", "std::string", /*default=*/"\"\"",
+           "Also write the predicted schedule as a Chrome trace to this file">,
   ];
 }
 
@@ -525,6 +566,9 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
     Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
            "The function to lower with the functions it calls (the reference "
            "executor lowers the one it runs)">,
+    Option<"comments", "comments", "bool", /*default=*/"true",
+           "Put each loom op's text before its calls (loomrt.comment); the "
+           "step simulation lowers its copies without them">,
   ];
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }

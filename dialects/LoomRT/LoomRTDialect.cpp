@@ -10,6 +10,7 @@ using namespace mlir::loomrt;
 
 #include "dialects/LoomRT/LoomRTDialect.cpp.inc"
 #include "dialects/LoomRT/LoomRTEnums.cpp.inc"
+#include "dialects/LoomRT/LoomRTInterfaces.cpp.inc"
 #define GET_TYPEDEF_CLASSES
 #include "dialects/LoomRT/LoomRTTypes.cpp.inc"
 #define GET_OP_CLASSES
@@ -125,4 +126,142 @@ LogicalResult AdamOp::verify() {
   if (getRefresh() && getGradDtype() != DType::bf16)
     return emitOpError("writes a bf16 refresh only with a bf16 gradient (loomrt_adam_bf16grad)");
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// WorkOpInterface: bytes and flops of each call, from its attributes. Bytes
+// count what the runtime's kernel touches (docs/cost-model.md, "Step
+// simulation"); the step simulation turns them into time with the cost
+// model's roofline.
+//===----------------------------------------------------------------------===//
+
+int64_t mlir::loomrt::dtypeBytes(DType t) {
+  switch (t) {
+  case DType::f32:
+    return 4;
+  case DType::bf16:
+    return 2;
+  case DType::i64:
+    return 8;
+  }
+  llvm_unreachable("unknown loomrt dtype");
+}
+
+namespace {
+double product(ArrayRef<int64_t> shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= double(d);
+  return n;
+}
+double es(DType t) { return double(dtypeBytes(t)); }
+/// Scaled dot-product attention's products: q·kᵀ and p·v, 2·BH·T·S·D flops
+/// each; a causal mask skips half of them.
+double attentionFlops(int64_t bh, int64_t t, int64_t s, int64_t dh, bool causal) {
+  return 2.0 * 2.0 * double(bh) * double(t) * double(s) * double(dh) * (causal ? 0.5 : 1.0);
+}
+} // namespace
+
+double MemcpyOp::getBytesMoved() { return 2.0 * double(getBytes()); }
+double WriteConstOp::getBytesMoved() {
+  Type t = getValue().getElementType();
+  return double(getValue().getNumElements()) * double(std::max(1u, t.getIntOrFloatBitWidth() / 8));
+}
+double FillOp::getBytesMoved() { return double(getN()) * es(getDtype()); }
+// The source is read over the whole span its strides cover, written
+// densely: measured on an H200 (bench/loomrt_bench strided, bench/RESULTS.md
+// 2026-11-26), GPT-2's q slice of the fused qkv ([16,1024,768] of
+// [16,1024,2304], bf16) takes 33 us, as long as reading the span and
+// writing the slice at the 2.8-3.0 TB/s a dense copy reaches; counting only
+// the bytes kept would predict half of that. A broadcast (stride 0) is
+// read once, and an element far from the next costs one 32-byte sector,
+// not the gap. Permutations run slower still (the head split 2.9x a dense
+// copy of as many bytes): not modelled.
+double CopyStridedOp::getBytesMoved() {
+  double span = 1;
+  for (auto [n, stride] : llvm::zip(getShape(), getSrcStrides()))
+    span += double(n - 1) * double(std::abs(stride));
+  double n = product(getShape()), e = double(getElemBytes());
+  return std::min(span * e, n * std::max(e, 32.0)) + n * e;
+}
+double UnaryOp::getBytesMoved() { return 2.0 * double(getN()) * es(getDtype()); }
+double UnaryGradOp::getBytesMoved() { return 3.0 * double(getN()) * es(getDtype()); }
+double BinaryOp::getBytesMoved() {
+  return (product(getAShape()) + product(getBShape()) + product(getOutShape())) * es(getDtype());
+}
+double SelectOp::getBytesMoved() {
+  return product(getCondShape()) +
+         (product(getAShape()) + product(getBShape()) + product(getOutShape())) * es(getDtype());
+}
+double CastOp::getBytesMoved() { return double(getN()) * (es(getFrom()) + es(getTo())); }
+
+double MatmulOp::getBytesMoved() {
+  double b = double(getBatch()), m = double(getM()), n = double(getN()), k = double(getK());
+  // A stride of 0 broadcasts one operand over the batch: read once.
+  double a = (getStrideA() ? b : 1) * m * k, bb = (getStrideB() ? b : 1) * k * n;
+  return (a + bb) * es(getIn()) + b * m * n * es(getOut());
+}
+double MatmulOp::getFlops() {
+  return 2.0 * double(getBatch()) * double(getM()) * double(getN()) * double(getK());
+}
+DType MatmulOp::getWorkDType() { return getIn(); }
+
+double LayerNormOp::getBytesMoved() {
+  double rd = double(getRows()) * double(getD()), d = double(getD());
+  return (2 * rd + d * (getB() ? 2 : 1)) * es(getDtype());
+}
+double LayerNormGradOp::getBytesMoved() {
+  double rd = double(getRows()) * double(getD()), d = double(getD());
+  return (3 * rd + 3 * d) * es(getDtype()); // dy, x, dx; w, dw, db
+}
+double RmsNormOp::getBytesMoved() {
+  return (2 * double(getRows()) * double(getD()) + double(getD())) * es(getDtype());
+}
+double RmsNormGradOp::getBytesMoved() {
+  return (3 * double(getRows()) * double(getD()) + 2 * double(getD())) * es(getDtype());
+}
+double SoftmaxOp::getBytesMoved() { return 2 * double(getRows()) * double(getD()) * es(getDtype()); }
+double SoftmaxGradOp::getBytesMoved() {
+  return 3 * double(getRows()) * double(getD()) * es(getDtype());
+}
+// Rows of the table are read and written out; the indices are i64.
+double EmbeddingOp::getBytesMoved() {
+  return double(getN()) * (8 + 2 * double(getD()) * es(getDtype()));
+}
+// The f32 table gradient is zeroed whole, then rows are added into it.
+double EmbeddingGradOp::getBytesMoved() {
+  double n = double(getN()), d = double(getD());
+  return n * 8 + n * d * es(getDtype()) + double(getVocab()) * d * 4 + 2 * n * d * 4;
+}
+double AttentionOp::getBytesMoved() { // q and out; k and v
+  return 2.0 * double(getBh()) * double(getDh()) * double(getT() + getS()) * es(getDtype());
+}
+double AttentionOp::getFlops() {
+  return attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
+}
+double AttentionGradOp::getBytesMoved() { // q, dout, dq; k, v, dk, dv
+  return double(getBh()) * double(getDh()) * double(3 * getT() + 4 * getS()) * es(getDtype());
+}
+// The backward recomputes the scores and forms four more products
+// (FlashAttention-2 §3.1.2): 2.5x the forward's.
+double AttentionGradOp::getFlops() {
+  return 2.5 * attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
+}
+double CrossEntropyOp::getBytesMoved() {
+  return double(getRows()) * (double(getClasses()) * es(getDtype()) + 8) + 4;
+}
+double CrossEntropyGradOp::getBytesMoved() {
+  return double(getRows()) * (2 * double(getClasses()) * es(getDtype()) + 8) + 4;
+}
+double ReduceOp::getBytesMoved() {
+  double oi = double(getOuter()) * double(getInner());
+  return (oi * double(getLen()) + oi) * es(getDtype());
+}
+// Parameters and momentum read and written, the gradient read.
+double SgdOp::getBytesMoved() { return 5.0 * double(getN()) * 4; }
+// fp32 parameters, both moments read and written, the gradient read, the
+// bf16 refresh written (28 bytes per parameter with an fp32 gradient:
+// loom::cost::kCpuAdamBytesPerParam).
+double AdamOp::getBytesMoved() {
+  return double(getN()) * (6 * 4 + es(getGradDtype()) + (getRefresh() ? 2 : 0));
 }

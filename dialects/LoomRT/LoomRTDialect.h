@@ -18,12 +18,16 @@
 #define GET_TYPEDEF_CLASSES
 #include "dialects/LoomRT/LoomRTTypes.h.inc"
 
+#include "dialects/LoomRT/LoomRTInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/LoomRT/LoomRTOps.h.inc"
 
 namespace mlir::loomrt {
 /// The runtime's element type for `t` (f32, bf16, i64), if it has one.
 std::optional<DType> dtypeOf(Type t);
+/// Bytes of one element of `t` in the runtime's buffers.
+int64_t dtypeBytes(DType t);
 /// A dense constant as the runtime stores it: little-endian elements of
 /// their storage size (bf16 bit patterns, i1 one byte each).
 std::vector<uint8_t> denseBytes(DenseElementsAttr value);

@@ -101,6 +101,34 @@ def LoomRT_StreamRole : I32EnumAttr<"StreamRole", "one of the step's streams", [
 }
 
 //===----------------------------------------------------------------------===//
+// The work a call does (what the step simulation prices)
+//===----------------------------------------------------------------------===//
+
+def LoomRT_WorkOpInterface : OpInterface<"WorkOpInterface"> {
+  let cppNamespace = "::mlir::loomrt";
+  let description = [{
+    What a runtime call costs, read from its attributes: the bytes it reads
+    and writes in the memory it runs on and the floating-point operations
+    it performs. The step simulation (lib/CostModel/StepSimulation.cpp)
+    prices a call on its stream's device with the cost model's roofline of
+    these; every call op declares them, so an op added without them does
+    not link.
+  }];
+  let methods = [
+    InterfaceMethod<"Bytes the call reads plus bytes it writes.",
+                    "double", "getBytesMoved">,
+    InterfaceMethod<"Floating-point operations (0: memory-bound).",
+                    "double", "getFlops", (ins), [{}], [{ return 0; }]>,
+    InterfaceMethod<"The element type its arithmetic runs in.",
+                    "::mlir::loomrt::DType", "getWorkDType", (ins), [{}], [{
+      if (auto a = $_op->template getAttrOfType<::mlir::loomrt::DTypeAttr>("dtype"))
+        return a.getValue();
+      return ::mlir::loomrt::DType::f32;
+    }]>,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Op classes
 //===----------------------------------------------------------------------===//
 
@@ -109,8 +137,9 @@ class LoomRT_Op<string mnemonic, list<Trait> traits = []>
 
 // A call that runs on a stream: its first operand. `args` are its buffers
 // and attributes; the assembly reads `loomrt.NAME ... on %stream`.
-class LoomRT_CallOp<string mnemonic, dag args, string format>
-    : LoomRT_Op<mnemonic> {
+class LoomRT_CallOp<string mnemonic, dag args, string format,
+                    list<string> overrides = []>
+    : LoomRT_Op<mnemonic, [DeclareOpInterfaceMethods<LoomRT_WorkOpInterface, overrides>]> {
   let arguments = !con((ins LoomRT_Stream:$stream), args);
   let assemblyFormat = format # " `on` $stream attr-dict";
 }
@@ -327,7 +356,7 @@ def LoomRT_MatmulOp : LoomRT_CallOp<"matmul",
          UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
          NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
          NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
-    "$in $a `,` $b `->` $out $c"> {
+    "$in $a `,` $b `->` $out $c", ["getFlops", "getWorkDType"]> {
   let summary = "batched c = op(a) · op(b) (loomrt_gemm; a stride 0 broadcasts)";
 }
 
@@ -394,7 +423,7 @@ def LoomRT_AttentionOp : LoomRT_CallOp<"attention",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$q, LoomRT_Buffer:$k, LoomRT_Buffer:$v,
          LoomRT_Buffer:$out, LoomRT_Buffer:$workspace, NonNegI64:$bh, NonNegI64:$t,
          NonNegI64:$s, NonNegI64:$dh, F64Attr:$scale, UnitAttr:$causal),
-    "$dtype $q `,` $k `,` $v `->` $out `workspace` $workspace"> {
+    "$dtype $q `,` $k `,` $v `->` $out `workspace` $workspace", ["getFlops"]> {
   let summary = "scaled dot-product attention (the workspace from loomrt_attention_workspace_bytes)";
 }
 
@@ -403,7 +432,8 @@ def LoomRT_AttentionGradOp : LoomRT_CallOp<"attention_grad",
          LoomRT_Buffer:$dout, LoomRT_Buffer:$dq, LoomRT_Buffer:$dk, LoomRT_Buffer:$dv,
          LoomRT_Buffer:$workspace, NonNegI64:$bh, NonNegI64:$t, NonNegI64:$s,
          NonNegI64:$dh, F64Attr:$scale, UnitAttr:$causal),
-    "$dtype $q `,` $k `,` $v `,` $dout `->` $dq `,` $dk `,` $dv `workspace` $workspace"> {
+    "$dtype $q `,` $k `,` $v `,` $dout `->` $dq `,` $dk `,` $dv `workspace` $workspace",
+    ["getFlops"]> {
   let summary = "the gradients of attention (recomputes the scores)";
 }
 
@@ -457,7 +487,7 @@ def LoomRT_ReadI64Op : LoomRT_Op<"read_i64"> {
 // Optimizer updates (in place)
 //===----------------------------------------------------------------------===//
 
-def LoomRT_AdamOp : LoomRT_Op<"adam"> {
+def LoomRT_AdamOp : LoomRT_Op<"adam", [DeclareOpInterfaceMethods<LoomRT_WorkOpInterface>]> {
   let summary = "Adam(W) in place on fp32 parameters and state";
   let description = [{
     `loomrt_adam_f32`, or `loomrt_adam_bf16grad` when the gradient is bf16;

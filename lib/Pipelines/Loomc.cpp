@@ -498,31 +498,16 @@ int loomcMain(int argc, char **argv) {
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  // The schedule phase only prints (when it is the last one), so a later
-  // phase runs the passes up to distribute here and the rest below.
-  Phase beforeSimulation = *phase > Phase::Schedule ? Phase::Distribute : *phase;
-  buildPipeline(pm, reached, beforeSimulation, po);
+  buildPipeline(pm, reached, *phase, po);
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
-  // offloaded, and the whole predicted schedule with --timeline.
-  if (hw && *phase >= Phase::Optimizer && reached < Phase::Lowered &&
-      module->lookupSymbol("train_step") && reportPrediction(*module, *hw, timeline))
+  // offloaded, and the whole predicted schedule with --timeline. It prices
+  // the lowered step (a lowered copy before --compile-to=lowered).
+  if (hw && *phase >= Phase::Optimizer && module->lookupSymbol("train_step") &&
+      reportPrediction(*module, *hw, timeline))
     return 1;
-
-  // The step simulation reads the loom IR, so the lowering runs after it.
-  if (*phase >= Phase::Lowered) {
-    PassManager lower(&ctx);
-    if (failed(applyPassManagerCLOptions(lower)))
-      return 1;
-    PipelineOptions after = po;
-    after.reinitParams = false;
-    buildPipeline(lower, std::max(reached, beforeSimulation), *phase, after);
-    applyDefaultTimingPassManagerCLOptions(lower);
-    if (failed(lower.run(*module)))
-      return 1;
-  }
 
   CodegenOptions cg;
   cg.target = target;

@@ -36,12 +36,6 @@ void setFusedAttention(bool on) { fusedMode = on; }
 
 extern "C" {
 
-size_t loomrt_attention_workspace_bytes(loomrt_dtype dt, int64_t bh, int64_t t,
-                                        int64_t s, int backward) {
-  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
-  return size_t(bh * t * s) * es * (backward ? 2 : 1);
-}
-
 static loomrt_status checkAttention(const char *fn, loomrt_stream st,
                                     int64_t bh, int64_t t, int64_t s,
                                     int64_t dh, int causal,

@@ -5,15 +5,6 @@
 #include <new>
 
 namespace loomrt {
-namespace {
-thread_local std::string lastError;
-} // namespace
-
-loomrt_status fail(loomrt_status s, const std::string &msg) {
-  lastError = msg;
-  return s;
-}
-
 static const BackendOps *lookup(loomrt_backend b) {
   switch (b) {
   case LOOMRT_BACKEND_CPU:
@@ -34,20 +25,6 @@ static const BackendOps *lookup(loomrt_backend b) {
 using loomrt::fail;
 
 extern "C" {
-
-const char *loomrt_status_string(loomrt_status s) {
-  switch (s) {
-  case LOOMRT_OK: return "ok";
-  case LOOMRT_ERR_INVALID_ARGUMENT: return "invalid argument";
-  case LOOMRT_ERR_OUT_OF_MEMORY: return "out of memory";
-  case LOOMRT_ERR_UNSUPPORTED: return "unsupported";
-  case LOOMRT_ERR_BACKEND: return "backend error";
-  case LOOMRT_ERR_IO: return "I/O error";
-  }
-  return "unknown status";
-}
-
-const char *loomrt_last_error(void) { return loomrt::lastError.c_str(); }
 
 const char *loomrt_backend_name(loomrt_backend b) {
   switch (b) {

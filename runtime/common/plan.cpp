@@ -1,7 +1,10 @@
 // plan.cpp: what the compiler needs to know about this runtime to plan and
 // price a step (loomc's step simulation), behind the public C interface:
-// how many commands the GPU backend issues for an op, and the step arena's
-// placement policy without memory (loomrt.h, "planning").
+// how many commands the GPU backend issues for an op, the attention's
+// workspace, and the step arena's placement policy without memory
+// (loomrt.h, "planning"). It depends on nothing but the C++ library, so the
+// compiler links it (in libloomrt_base) without the backends' CUDA, NCCL,
+// MPI or BLAS.
 #include "loomrt/loomrt.h"
 
 #include "common/arena_policy.h"
@@ -16,6 +19,12 @@ struct loomrt_arena_model_t {
 };
 
 extern "C" {
+
+size_t loomrt_attention_workspace_bytes(loomrt_dtype dt, int64_t bh, int64_t t, int64_t s,
+                                        int backward) {
+  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+  return size_t(bh * t * s) * es * (backward ? 2 : 1);
+}
 
 int loomrt_gpu_reduce_commands(int64_t outer, int64_t len, int64_t inner) {
   // In chunks: a scratch allocation, two kernels, its release.

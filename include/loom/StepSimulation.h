@@ -1,0 +1,59 @@
+//===- StepSimulation.h - one training step on the cost model --*- C++ -*-===//
+//
+// The step simulation prices a lowered step (loomrt IR: the runtime calls
+// the binary makes, with their streams, events and step-arena allocations)
+// on a hardware description. loom-interleave-offload compares candidate
+// plans with it, loomc prints its prediction and --timeline writes it as a
+// Chrome trace (docs/cost-model.md, "Step simulation").
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_STEPSIMULATION_H
+#define LOOM_STEPSIMULATION_H
+
+#include "loom/CostModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::loom {
+
+/// One span of the simulated step, on a lane: "gpu", "h2d", "d2h", "cpu",
+/// "comm".
+struct SimSpan {
+  std::string lane, name;
+  double start = 0, end = 0; // seconds from the step's start
+};
+
+/// What one training step costs on a machine, by simulating the streams
+/// the generated code drives.
+struct StepPrediction {
+  double stepSeconds = 0;     // until the host and every stream are done
+  double backwardSeconds = 0; // until the last gradient exists
+  double updateSeconds = 0;   // stepSeconds - backwardSeconds
+  double cpuUpdateSeconds = 0, gpuUpdateSeconds = 0, h2dSeconds = 0, d2hSeconds = 0;
+  double persistentDeviceBytes = 0; // parameters and state in device memory
+  double peakStepBytes = 0;         // the step arena's size (fragmentation included)
+  double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }
+  std::vector<SimSpan> spans;
+};
+
+/// Simulates @train_step of a lowered module (loom-lower-to-runtime's
+/// output; not modified) on `hw`; `keepSpans` records every span.
+FailureOr<StepPrediction> simulateLoweredStep(ModuleOp lowered, const ::loom::cost::Hardware &hw,
+                                              bool keepSpans);
+/// The spans as Chrome trace JSON (one thread per lane), the format the
+/// binary's --trace writes, so both open side by side in Perfetto.
+std::string chromeTrace(const StepPrediction &p, llvm::StringRef title);
+/// Device memory a plan may use: the capacity less what the runtime keeps
+/// for itself (CUDA context, library workspaces, arena slack).
+double usableDeviceBytes(const ::loom::cost::Hardware &hw);
+/// A preset name or a description file; nullopt and `error` otherwise.
+std::optional<::loom::cost::Hardware> loadHardware(llvm::StringRef nameOrFile,
+                                                   std::string &error);
+
+} // namespace mlir::loom
+
+#endif // LOOM_STEPSIMULATION_H
