@@ -39,7 +39,7 @@ struct AttachOptimizer
     if (!fb)
       return fail(module, "no function @" + function +
                               " (run loom-autodiff first)");
-    auto names = fb->getAttrOfType<ArrayAttr>("loom.grad_params");
+    auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
     if (!names || fb.getNumResults() != names.size() + 1)
       return fail(fb, "@" + function +
                           " must return the loss and one gradient per entry "

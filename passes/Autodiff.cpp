@@ -593,7 +593,7 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
       if (isOpTriviallyDead(&op))
         op.erase();
-    bwd->setAttr("loom.grad_params", b.getArrayAttr(names));
+    bwd->setAttr(LoomDialect::GradParamsAttrHelper::getNameStr(), b.getArrayAttr(names));
   }
 };
 

@@ -236,7 +236,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!call || !fb)
       return fail(step, "@train_step must call @forward_backward");
-    auto names = fb->getAttrOfType<ArrayAttr>("loom.grad_params");
+    auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
     if (!names || call.getNumResults() != names.size() + 1)
       return fail(fb, "@forward_backward must return the loss and one gradient per "
                       "loom.grad_params entry");
@@ -311,7 +311,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     ret->setOperands(results);
     fb.setFunctionType(FunctionType::get(fb.getContext(), fb.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    fb->removeAttr("loom.grad_params");
+    fb->removeAttr(LoomDialect::GradParamsAttrHelper::getNameStr());
     OpBuilder b(call);
     auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());
     call.getResult(0).replaceAllUsesWith(newCall.getResult(0));
@@ -368,11 +368,11 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
           of.push_back(FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
         auto p = ParamOp::create(mb, loc, mb.getStringAttr(base + ".params"),
                                  TypeAttr::get(shardType), zeros, DenseElementsAttr());
-        p->setAttr("loom.shard_of", ArrayAttr::get(ctx, of));
-        p->setAttr("loom.padded", mb.getI64IntegerAttr(bk.padded));
+        p->setAttr(LoomDialect::ShardOfAttrHelper::getNameStr(), ArrayAttr::get(ctx, of));
+        p->setAttr(LoomDialect::PaddedAttrHelper::getNameStr(), mb.getI64IntegerAttr(bk.padded));
         pSym = FlatSymbolRefAttr::get(ctx, p.getSymName());
         for (Member &m : bk.members)
-          m.param->setAttr("loom.sharded_into", pSym);
+          m.param->setAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr(), pSym);
       }
 
       // The update, after the last member's old Adam op.

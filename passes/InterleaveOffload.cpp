@@ -175,7 +175,7 @@ struct InterleaveOffload
     plan_.append("predicted_update_s", f64(best.p.updateSeconds));
     plan_.append("predicted_peak_device_bytes", f64(best.p.peakDeviceBytes()));
     plan_.append("usable_device_bytes", f64(usable));
-    module->setAttr("loom.offload_plan", plan_.getDictionary(ctx));
+    module->setAttr(LoomDialect::OffloadPlanAttrHelper::getNameStr(), plan_.getDictionary(ctx));
   }
 };
 

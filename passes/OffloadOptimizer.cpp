@@ -162,9 +162,9 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   if (!step || !fb)
     return fail(module, "needs @forward_backward and @train_step (run "
                         "loom-attach-optimizer first)");
-  if (step->hasAttr("loom.data_parallel"))
+  if (step->hasAttr(LoomDialect::DataParallelAttrHelper::getNameStr()))
     return fail(step, "offloading a data-parallel step is not supported yet");
-  auto names = fb->getAttrOfType<ArrayAttr>("loom.grad_params");
+  auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
   func::CallOp call;
   step.walk([&](func::CallOp c) {
     if (c.getCallee() == "forward_backward")
@@ -210,7 +210,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     u.group = it != groupOf.end() ? it->second : groups + int(i);
     updates.push_back(u);
   }
-  step->setAttr("loom.optimizer_offload", StringAttr::get(ctx, mode));
+  step->setAttr(LoomDialect::OptimizerOffloadAttrHelper::getNameStr(), StringAttr::get(ctx, mode));
   if (llvm::all_of(updates, [](const Update &u) { return u.where == UpdatePlace::gpu; }))
     return success();
 
@@ -252,7 +252,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     auto workState = StateOp::create(b, u.param.getLoc(), b.getStringAttr(work),
                                      TypeAttr::get(workType), StateRoleAttr::get(ctx, StateRole::other),
                                      FlatSymbolRefAttr(), zeros);
-    workState->setAttr("loom.mirror_of", u.sym);
+    workState->setAttr(LoomDialect::MirrorOfAttrHelper::getNameStr(), u.sym);
     auto workSym = FlatSymbolRefAttr::get(ctx, work);
     for (LoadOp l : reads) {
       if (!bf16) {

@@ -40,6 +40,28 @@ def Loom_Dialect : Dialect {
   // loom.data_parallel, ...) are checked where any op carries them: a .mlir
   // file is untrusted input and the passes read them as typed.
   let hasOperationAttrVerify = 1;
+  // Their names and types, declared once: LoomDialect::<Name>AttrHelper
+  // (getNameStr(), getAttr/setAttr) is what every pass and the verifier use.
+  let discardableAttrs = (ins
+    // On a function: the parameters its gradients are of, in result order.
+    "::mlir::ArrayAttr":$grad_params,
+    // On a ZeRO shard: the parameters (or state) it holds, in order.
+    "::mlir::ArrayAttr":$shard_of,
+    // On a sharded parameter or state: the shard that holds it.
+    "::mlir::FlatSymbolRefAttr":$sharded_into,
+    // On a working copy: the fp32 master it mirrors.
+    "::mlir::FlatSymbolRefAttr":$mirror_of,
+    // On a shard: its elements after padding to a multiple of the ranks.
+    "::mlir::IntegerAttr":$padded,
+    // On @train_step: {world, zero_stage} (loom-data-parallel).
+    "::mlir::DictionaryAttr":$data_parallel,
+    // On the module: the interleaved plan {gpu, stream, cpu, ...}.
+    "::mlir::DictionaryAttr":$offload_plan,
+    // On the module: the model it was made from (a generator spec or file).
+    "::mlir::StringAttr":$model,
+    // On @train_step: the offload mode applied (cpu, static:R, subgroups).
+    "::mlir::StringAttr":$optimizer_offload
+  );
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{
     void registerAttributes();

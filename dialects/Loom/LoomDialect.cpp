@@ -63,20 +63,20 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return op->emitError() << "'" << name << "' must be " << what;
   };
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  if (name == "loom.grad_params" || name == "loom.shard_of")
+  if (name == LoomDialect::GradParamsAttrHelper::getNameStr() || name == LoomDialect::ShardOfAttrHelper::getNameStr())
     return symbols();
-  if (name == "loom.sharded_into" || name == "loom.mirror_of")
+  if (name == LoomDialect::ShardedIntoAttrHelper::getNameStr() || name == LoomDialect::MirrorOfAttrHelper::getNameStr())
     return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
-  if (name == "loom.padded") {
+  if (name == LoomDialect::PaddedAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0,
                   "a non-negative integer");
   }
-  if (name == "loom.data_parallel")
+  if (name == LoomDialect::DataParallelAttrHelper::getNameStr())
     return integers({"world", "zero_stage"}, {1, 0}, {int64_t(1) << 20, 3});
-  if (name == "loom.offload_plan")
+  if (name == LoomDialect::OffloadPlanAttrHelper::getNameStr())
     return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
-  if (name == "loom.model" || name == "loom.optimizer_offload")
+  if (name == LoomDialect::ModelAttrHelper::getNameStr() || name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   return op->emitError() << "unknown attribute '" << name
                          << "' (loom.* attributes are the dialect's; see "
@@ -122,7 +122,7 @@ RankedTensorType mlir::loom::withMemSpace(RankedTensorType type,
 }
 
 std::optional<DataParallelInfo> mlir::loom::getDataParallel(Operation *step) {
-  auto dp = step->getAttrOfType<DictionaryAttr>("loom.data_parallel");
+  auto dp = step->getAttrOfType<DictionaryAttr>(LoomDialect::DataParallelAttrHelper::getNameStr());
   if (!dp)
     return std::nullopt;
   return DataParallelInfo{dp.getAs<IntegerAttr>("world").getInt(),
@@ -131,14 +131,14 @@ std::optional<DataParallelInfo> mlir::loom::getDataParallel(Operation *step) {
 
 void mlir::loom::setDataParallel(Operation *step, DataParallelInfo info) {
   Builder b(step->getContext());
-  step->setAttr("loom.data_parallel",
+  step->setAttr(LoomDialect::DataParallelAttrHelper::getNameStr(),
                 b.getDictionaryAttr({b.getNamedAttr("world", b.getI64IntegerAttr(info.world)),
                                      b.getNamedAttr("zero_stage",
                                                     b.getI64IntegerAttr(info.zeroStage))}));
 }
 
 std::optional<OffloadPlanCounts> mlir::loom::getOffloadPlanCounts(Operation *module) {
-  auto plan = module->getAttrOfType<DictionaryAttr>("loom.offload_plan");
+  auto plan = module->getAttrOfType<DictionaryAttr>(LoomDialect::OffloadPlanAttrHelper::getNameStr());
   if (!plan)
     return std::nullopt;
   return OffloadPlanCounts{plan.getAs<IntegerAttr>("gpu").getInt(),

@@ -220,18 +220,18 @@ public:
       return success();
     };
     for (Operation &op : module.getBody()->getOperations()) {
-      if (!isa<ParamOp, StateOp>(op) || op.hasAttr("loom.sharded_into"))
+      if (!isa<ParamOp, StateOp>(op) || op.hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr()))
         continue;
       std::string entry;
       if (failed(describe(&op, entry)))
         return failure();
       StringRef name = cast<SymbolOpInterface>(op).getName();
       globals[name] = int(globals.size());
-      auto members = op.getAttrOfType<ArrayAttr>("loom.shard_of");
+      auto members = op.getAttrOfType<ArrayAttr>(LoomDialect::ShardOfAttrHelper::getNameStr());
       // Placement and the mirrored parameter (a working copy the driver
       // initialises from the master weights: loom-offload-optimizer).
       int mirror = 0; // 1 + the global's index
-      if (auto m = op.getAttrOfType<FlatSymbolRefAttr>("loom.mirror_of")) {
+      if (auto m = op.getAttrOfType<FlatSymbolRefAttr>(LoomDialect::MirrorOfAttrHelper::getNameStr())) {
         if (!globals.count(m.getValue()))
           return op.emitError() << "code generation: loom.mirror_of must name a "
                                    "parameter declared before it";
@@ -255,7 +255,7 @@ public:
         mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, 0, " << splatOf(m) << "},\n";
       }
       mos << "};\n";
-      auto padded = op.getAttrOfType<IntegerAttr>("loom.padded");
+      auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());
       if (!padded)
         return op.emitError() << "code generation: a loom.shard_of parameter needs loom.padded";
       tos << "    " << entry << ", " << members.size() << ", " << mt << ", "

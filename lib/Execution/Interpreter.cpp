@@ -314,7 +314,7 @@ public:
     bool ok = runFunc(*m, lf, argPtrs, outs) && call(loomrt_stream_synchronize(s), "synchronize");
     if (!ok)
       return err = error, false;
-    auto names = f->getAttrOfType<ArrayAttr>("loom.grad_params");
+    auto names = f->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
     for (auto [i, p] : llvm::enumerate(outs)) {
       std::string name = "out" + std::to_string(i);
       if (names && i > 0 && i - 1 < names.size())

@@ -427,7 +427,7 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   }
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
-  (*module)->setAttr("loom.model", StringAttr::get(&ctx, text));
+  (*module)->setAttr(LoomDialect::ModelAttrHelper::getNameStr(), StringAttr::get(&ctx, text));
   GraphBuilder g(ctx, *module);
   if (spec.family == "gpt")
     buildGpt(g, spec);

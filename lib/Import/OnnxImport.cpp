@@ -139,7 +139,7 @@ public:
                   " (export again with torch.onnx.export(..., opset_version=17))"),
              nullptr;
     module = ModuleOp::create(loc);
-    (*module)->setAttr("loom.model", b.getStringAttr(path));
+    (*module)->setAttr(LoomDialect::ModelAttrHelper::getNameStr(), b.getStringAttr(path));
     b.setInsertionPointToEnd(module->getBody());
 
     // Initializers: float ones are parameters, int64 ones fold. ONNX does
