@@ -158,95 +158,163 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
   return 0;
 }
 
-int loomcMain(int argc, char **argv) {
-  llvm::InitLLVM initLLVM(argc, argv);
-  installCrashMessage();
-  static cl::OptionCategory cat("loomc options");
-  static cl::opt<std::string> input(cl::Positional, cl::init(""),
+/// --topology's levels (a line level=N,... or a file holding it), innermost
+/// first; a one-line message on a malformed entry.
+static std::optional<std::string>
+parseTopology(const std::string &flag, SmallVectorImpl<std::pair<std::string, int64_t>> &levels) {
+  std::string text = flag;
+  std::string source = "--topology";
+  if (llvm::sys::fs::exists(text)) {
+    auto buf = llvm::MemoryBuffer::getFile(text);
+    if (!buf)
+      return std::string("cannot read topology file '" + text + "'");
+    if ((*buf)->getBufferSize() > 4096)
+      return std::string("topology file '" + text + "' is not a topology (level=N,...): it has " +
+                   std::to_string((*buf)->getBufferSize()) + " bytes");
+    source = "topology file '" + text + "'";
+    text = (*buf)->getBuffer().trim().str();
+  }
+  SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(text).split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    auto [name, value] = part.trim().split('=');
+    int64_t n;
+    // An entry is quoted only in part: a file's whole text is not echoed.
+    std::string shown = part.trim().size() > 40 ? part.trim().substr(0, 37).str() + "..."
+                                                : part.trim().str();
+    for (char &c : shown)
+      if (static_cast<unsigned char>(c) < 0x20)
+        c = ' ';
+    if (name.empty() || value.getAsInteger(10, n) || n < 1 || n > (1 << 20))
+      return std::string("bad " + source + " entry '" + shown +
+                   "': expected level=N with 1 <= N <= 1048576 (e.g. node=2,gpu=4)");
+    for (auto &l : levels)
+      if (l.first == name)
+        return ("--topology names level '" + name + "' twice").str();
+    levels.insert(levels.begin(), {name.str(), n});
+  }
+  return std::nullopt;
+}
+
+/// The module of a generator spec; null after printing why.
+static OwningOpRef<ModuleOp> generate(MLIRContext &ctx, const std::string &spec) {
+  std::string err;
+  OwningOpRef<ModuleOp> module = generateModel(ctx, spec, err);
+  if (!module)
+    loomcError(err);
+  return module;
+}
+
+/// The module of an input file: an ONNX import, or parsed IR; null after
+/// printing why (the parser's diagnostics, or one line).
+static OwningOpRef<ModuleOp> loadModule(MLIRContext &ctx, llvm::StringRef path,
+                                        const std::string &task,
+                                        ArrayRef<std::string> frozen) {
+  std::string err;
+  if (path.ends_with(".onnx")) {
+    OwningOpRef<ModuleOp> module = importOnnx(ctx, path, task, frozen, err);
+    if (!module)
+      loomcError(err);
+    return module;
+  }
+  std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &err);
+  if (!buf) {
+    loomcError(err);
+    return nullptr;
+  }
+  llvm::SourceMgr sm;
+  sm.AddNewSourceBuffer(std::move(buf), llvm::SMLoc());
+  SourceMgrDiagnosticHandler handler(sm, &ctx);
+  return parseSourceFile<ModuleOp>(sm, &ctx);
+}
+
+/// loomc's flags (docs/cli.md), registered when loomcMain first runs.
+struct LoomcOptions {
+  cl::OptionCategory cat{"loomc options"};
+  cl::opt<std::string> input{cl::Positional, cl::init(""),
                                     cl::desc("[MODEL.onnx | MODEL.mlir]"),
-                                    cl::cat(cat));
-  static const std::string modelHelp =
-      "Build a model instead of reading one; families and their keys with "
-      "defaults:\n" +
-      ::loom::modelSpecHelp();
-  static cl::opt<std::string> model("model", cl::init(""),
+                                    cl::cat(cat)};
+  std::string modelHelp = "Build a model instead of reading one; families and their keys with "
+                          "defaults:\n" +
+                          ::loom::modelSpecHelp();
+  cl::opt<std::string> model{"model", cl::init(""),
                                     cl::value_desc("family:key=value,..."),
-                                    cl::desc(modelHelp), cl::cat(cat));
-  static cl::opt<std::string> compileTo(
+                                    cl::desc(modelHelp), cl::cat(cat)};
+  cl::opt<std::string> compileTo{
       "compile-to", cl::init("binary"), cl::value_desc("phase"),
       cl::desc("Stop after this phase and write its IR: import, autodiff, "
                "optimizer, distribute, schedule, lowered, cpp, binary"),
-      cl::cat(cat));
-  static cl::opt<std::string> output("o", cl::init("-"),
+      cl::cat(cat)};
+  cl::opt<std::string> output{"o", cl::init("-"),
                                      cl::value_desc("file"),
                                      cl::desc("Output file ('-' for stdout)"),
-                                     cl::cat(cat));
-  static cl::opt<std::string> target(
+                                     cl::cat(cat)};
+  cl::opt<std::string> target{
       "target", cl::init("cpu"), cl::value_desc("cpu|cuda"),
-      cl::desc("Device the training binary runs on"), cl::cat(cat));
-  static cl::opt<std::string> optimizer(
+      cl::desc("Device the training binary runs on"), cl::cat(cat)};
+  cl::opt<std::string> optimizer{
       "optimizer", cl::init("adamw"), cl::value_desc("adamw|adam|sgd"),
-      cl::desc("Optimizer attached in the optimizer phase"), cl::cat(cat));
-  static cl::opt<double> lr("lr", cl::init(1e-3), cl::desc("Learning rate"),
-                            cl::cat(cat));
-  static cl::opt<double> weightDecay("weight-decay", cl::init(0.01),
-                                     cl::desc("Weight decay"), cl::cat(cat));
-  static cl::opt<double> beta1("beta1", cl::init(0.9), cl::desc("Adam beta1"),
-                               cl::cat(cat));
-  static cl::opt<double> beta2("beta2", cl::init(0.999),
-                               cl::desc("Adam beta2"), cl::cat(cat));
-  static cl::opt<double> eps("eps", cl::init(1e-8),
-                             cl::desc("Adam epsilon"), cl::cat(cat));
-  static cl::opt<double> momentum("momentum", cl::init(0.9),
-                                  cl::desc("SGD momentum"), cl::cat(cat));
-  static cl::opt<std::string> task(
+      cl::desc("Optimizer attached in the optimizer phase"), cl::cat(cat)};
+  cl::opt<double> lr{"lr", cl::init(1e-3), cl::desc("Learning rate"),
+                            cl::cat(cat)};
+  cl::opt<double> weightDecay{"weight-decay", cl::init(0.01),
+                                     cl::desc("Weight decay"), cl::cat(cat)};
+  cl::opt<double> beta1{"beta1", cl::init(0.9), cl::desc("Adam beta1"),
+                               cl::cat(cat)};
+  cl::opt<double> beta2{"beta2", cl::init(0.999),
+                               cl::desc("Adam beta2"), cl::cat(cat)};
+  cl::opt<double> eps{"eps", cl::init(1e-8),
+                             cl::desc("Adam epsilon"), cl::cat(cat)};
+  cl::opt<double> momentum{"momentum", cl::init(0.9),
+                                  cl::desc("SGD momentum"), cl::cat(cat)};
+  cl::opt<std::string> task{
       "task", cl::init(""), cl::value_desc("lm|classify"),
       cl::desc("The loss an imported model gets: next-token cross-entropy "
                "(lm) or cross-entropy against labels (classify); inferred "
                "from the input when not given"),
-      cl::cat(cat));
-  static cl::list<std::string> frozen(
+      cl::cat(cat)};
+  cl::list<std::string> frozen{
       "frozen", cl::CommaSeparated, cl::value_desc("name,..."),
       cl::desc("ONNX initializers that are buffers, not parameters (PyTorch "
                "register_buffer: rotary tables, masks): imported as "
                "constants, never trained"),
-      cl::cat(cat));
-  static cl::opt<std::string> init(
+      cl::cat(cat)};
+  cl::opt<std::string> init{
       "init", cl::init("model"), cl::value_desc("model|random"),
       cl::desc("Initial weights: the model's own (imported values or "
                "generator initialisers), or random for benchmark runs "
                "(loom-reinit-params)"),
-      cl::cat(cat));
-  static cl::opt<bool> recompute(
+      cl::cat(cat)};
+  cl::opt<bool> recompute{
       "recompute", cl::init(false),
       cl::desc("Activation checkpointing: recompute the forward pass in the "
                "backward (loom-autodiff recompute=true)"),
-      cl::cat(cat));
-  static cl::opt<std::string> precision(
+      cl::cat(cat)};
+  cl::opt<std::string> precision{
       "precision", cl::init("fp32"), cl::value_desc("fp32|bf16"),
       cl::desc("Compute precision: fp32 throughout, or bf16 activations and "
                "GEMMs with fp32 master weights and optimizer state "
                "(loom-mixed-precision)"),
-      cl::cat(cat));
-  static cl::opt<std::string> topologyFlag(
+      cl::cat(cat)};
+  cl::opt<std::string> topologyFlag{
       "topology", cl::init(""), cl::value_desc("level=N,...|FILE"),
       cl::desc("The machine the binary trains on, outermost level first "
                "(node=2,gpu=4), or a file holding that line: data parallelism "
                "over every rank (loom-data-parallel). A --model's batch is the "
                "global batch and is divided over the ranks; an ONNX model's "
                "exported batch is the per-rank batch"),
-      cl::cat(cat));
-  static cl::opt<int> zeroStage(
+      cl::cat(cat)};
+  cl::opt<int> zeroStage{
       "zero-stage", cl::init(-1), cl::value_desc("0|1|2|3"),
       cl::desc("ZeRO stage of the data parallelism (default 0 with "
                "--topology): 0 all-reduces gradients, 1 partitions optimizer "
                "state, 2 also reduce-scatters gradients, 3 also partitions "
                "parameters"),
-      cl::cat(cat));
-  static cl::opt<int64_t> bucketSize(
+      cl::cat(cat)};
+  cl::opt<int64_t> bucketSize{
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
-      cl::desc("Most elements per gradient communication bucket"), cl::cat(cat));
-  static cl::opt<std::string> offload(
+      cl::desc("Most elements per gradient communication bucket"), cl::cat(cat)};
+  cl::opt<std::string> offload{
       "optimizer-offload", cl::init("none"),
       cl::value_desc("none|cpu|static:R|interleaved"),
       cl::desc("Where the optimizer runs: none (on the device), cpu (master "
@@ -257,33 +325,39 @@ int loomcMain(int argc, char **argv) {
                "interleaved (per optimizer subgroup, state resident on the "
                "device, streamed to it or updated by the CPU, as the cost "
                "model plans for --hardware: loom-interleave-offload)"),
-      cl::cat(cat));
-  static cl::opt<std::string> hardware(
+      cl::cat(cat)};
+  cl::opt<std::string> hardware{
       "hardware", cl::init("h100"), cl::value_desc("preset|FILE"),
       cl::desc("The machine the cost model plans for: a preset (h100, "
                "cpu-host) or a loom-calibrate description"),
-      cl::cat(cat));
-  static cl::opt<int64_t> subGroupSize(
+      cl::cat(cat)};
+  cl::opt<int64_t> subGroupSize{
       "sub-group-size", cl::init(100000000), cl::value_desc("elements"),
       cl::desc("--optimizer-offload=interleaved: close an optimizer subgroup "
                "(the unit the schedule places) when it reaches this many "
                "elements"),
-      cl::cat(cat));
-  static cl::opt<std::string> timeline(
+      cl::cat(cat)};
+  cl::opt<std::string> timeline{
       "timeline", cl::init(""), cl::value_desc("FILE"),
       cl::desc("Write the cost model's predicted training step as Chrome "
                "trace JSON (the binary's --trace writes the measured one)"),
-      cl::cat(cat));
-  static cl::list<std::string> whatIf(
+      cl::cat(cat)};
+  cl::list<std::string> whatIf{
       "what-if", cl::value_desc("RESOURCE=FACTOR"),
       cl::desc("Plan and predict for --hardware with one resource scaled "
                "(cpu-clock, cpu-cores, dram, cache, pcie, hbm, gpu-flops, "
                "network), e.g. --what-if=cpu-clock=4; repeatable"),
-      cl::cat(cat));
-  static cl::opt<std::string> emitDir(
+      cl::cat(cat)};
+  cl::opt<std::string> emitDir{
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
-      cl::cat(cat));
+      cl::cat(cat)};
+};
+
+int loomcMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  installCrashMessage();
+  static LoomcOptions o;
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -291,7 +365,7 @@ int loomcMain(int argc, char **argv) {
   // libLLVM registers hundreds of backend options: show only loomc's own and
   // MLIR's (--mlir-print-ir-after-all, --mlir-timing, ...).
   for (auto &[name, opt] : cl::getRegisteredOptions()) {
-    bool ours = llvm::is_contained(opt->Categories, &cat);
+    bool ours = llvm::is_contained(opt->Categories, &o.cat);
     if (!ours && !name.starts_with("mlir-") && name != "help" &&
         name != "version")
       opt->setHiddenFlag(cl::ReallyHidden);
@@ -304,75 +378,45 @@ int loomcMain(int argc, char **argv) {
     return 1;
 
   auto error = loomcError;
-  if (input.empty() == model.empty())
-    return error(input.empty()
+  if (o.input.empty() == o.model.empty())
+    return error(o.input.empty()
                      ? "no model: give MODEL.onnx, MODEL.mlir or --model "
                        "family:key=value,... (see --help)"
                      : "give either a model file or --model, not both");
 
-  std::optional<Phase> phase = parsePhase(compileTo);
+  std::optional<Phase> phase = parsePhase(o.compileTo);
   if (!phase)
-    return error("unknown phase '" + compileTo +
+    return error("unknown phase '" + o.compileTo +
                  "' for --compile-to: expected import, autodiff, optimizer, "
                  "distribute, schedule, lowered, cpp or binary");
-  if (init != "model" && init != "random")
-    return error("unknown --init '" + init + "': expected model or random");
-  if (offload != "none" && offload != "cpu" && offload != "interleaved" &&
-      !llvm::StringRef(offload).starts_with("static:"))
-    return error("unknown --optimizer-offload '" + offload +
+  if (o.init != "model" && o.init != "random")
+    return error("unknown --init '" + o.init + "': expected model or random");
+  if (o.offload != "none" && o.offload != "cpu" && o.offload != "interleaved" &&
+      !llvm::StringRef(o.offload).starts_with("static:"))
+    return error("unknown --optimizer-offload '" + o.offload +
                  "': expected none, cpu, static:R or interleaved");
-  if (precision != "fp32" && precision != "bf16")
-    return error("unknown --precision '" + precision +
+  if (o.precision != "fp32" && o.precision != "bf16")
+    return error("unknown --precision '" + o.precision +
                  "': expected fp32 or bf16");
-  if (target != "cpu" && target != "cuda")
-    return error("unknown --target '" + target + "': expected cpu or cuda");
+  if (o.target != "cpu" && o.target != "cuda")
+    return error("unknown --target '" + o.target + "': expected cpu or cuda");
   // The topology: levels outermost first on the command line, innermost
   // first in loom.topology (ranks number with the innermost level fastest).
   SmallVector<std::pair<std::string, int64_t>> levels;
-  if (!topologyFlag.empty()) {
-    std::string text = topologyFlag;
-    std::string source = "--topology";
-    if (llvm::sys::fs::exists(text)) {
-      auto buf = llvm::MemoryBuffer::getFile(text);
-      if (!buf)
-        return error("cannot read topology file '" + text + "'");
-      if ((*buf)->getBufferSize() > 4096)
-        return error("topology file '" + text + "' is not a topology (level=N,...): it has " +
-                     std::to_string((*buf)->getBufferSize()) + " bytes");
-      source = "topology file '" + text + "'";
-      text = (*buf)->getBuffer().trim().str();
-    }
-    SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(text).split(parts, ',');
-    for (llvm::StringRef part : parts) {
-      auto [name, value] = part.trim().split('=');
-      int64_t n;
-      // An entry is quoted only in part: a file's whole text is not echoed.
-      std::string shown = part.trim().size() > 40 ? part.trim().substr(0, 37).str() + "..."
-                                                  : part.trim().str();
-      for (char &c : shown)
-        if (static_cast<unsigned char>(c) < 0x20)
-          c = ' ';
-      if (name.empty() || value.getAsInteger(10, n) || n < 1 || n > (1 << 20))
-        return error("bad " + source + " entry '" + shown +
-                     "': expected level=N with 1 <= N <= 1048576 (e.g. node=2,gpu=4)");
-      for (auto &l : levels)
-        if (l.first == name)
-          return error("--topology names level '" + name + "' twice");
-      levels.insert(levels.begin(), {name.str(), n});
-    }
-  }
+  if (!o.topologyFlag.empty())
+    if (std::optional<std::string> err = parseTopology(o.topologyFlag, levels))
+      return error(*err);
   int64_t world = 1;
   for (auto &l : levels)
     if ((world *= l.second) > (1 << 20))
       return error("--topology has more than 1048576 ranks");
-  if (zeroStage < -1 || zeroStage > 3)
+  if (o.zeroStage < -1 || o.zeroStage > 3)
     return error("--zero-stage must be 0, 1, 2 or 3");
-  if (zeroStage >= 0 && levels.empty())
+  if (o.zeroStage >= 0 && levels.empty())
     return error("--zero-stage needs --topology (the ranks to partition over)");
   bool dataParallel = !levels.empty();
-  std::string modelSpec = model;
-  if (dataParallel && !model.empty()) {
+  std::string modelSpec = o.model;
+  if (dataParallel && !o.model.empty()) {
     std::string err;
     if (!splitSpecBatch(modelSpec, world, err))
       return error(err);
@@ -381,37 +425,13 @@ int loomcMain(int argc, char **argv) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry);
-  OwningOpRef<ModuleOp> module;
-  if ((!task.empty() || !frozen.empty()) &&
-      (!model.empty() || !llvm::StringRef(input).ends_with(".onnx")))
+  if ((!o.task.empty() || !o.frozen.empty()) &&
+      (!o.model.empty() || !llvm::StringRef(o.input).ends_with(".onnx")))
     return error("--task and --frozen apply to ONNX models (MODEL.onnx)");
-  if (!model.empty()) {
-    std::string err;
-    module = generateModel(ctx, modelSpec, err);
-    if (!module)
-      return error(err);
-  } else {
-    llvm::StringRef path(input);
-    std::string err;
-    if (path.ends_with(".onnx")) {
-      module = importOnnx(ctx, path, task, frozen, err);
-      if (!module)
-        return error(err);
-    }
-  }
-  if (!module) {
-    llvm::StringRef path(input);
-    std::string err;
-    std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &err);
-    if (!buf)
-      return error(err);
-    llvm::SourceMgr sm;
-    sm.AddNewSourceBuffer(std::move(buf), llvm::SMLoc());
-    SourceMgrDiagnosticHandler handler(sm, &ctx);
-    module = parseSourceFile<ModuleOp>(sm, &ctx);
-    if (!module)
-      return 1; // the parser's diagnostics say why
-  }
+  OwningOpRef<ModuleOp> module =
+      o.model.empty() ? loadModule(ctx, o.input, o.task, o.frozen) : generate(ctx, modelSpec);
+  if (!module)
+    return 1;
 
   // The streams are assigned by the passes that create asynchronous work
   // (data parallelism, offload), so the schedule phase prints the order of
@@ -434,29 +454,29 @@ int loomcMain(int argc, char **argv) {
                                    tb.getStrArrayAttr(names),
                                    tb.getDenseI64ArrayAttr(sizes));
   }
-  if (*phase == Phase::Binary && output == "-")
+  if (*phase == Phase::Binary && o.output == "-")
     return error("--compile-to=binary writes an executable: give -o FILE");
 
-  if (precision == "bf16" && module->lookupSymbol("forward_backward"))
+  if (o.precision == "bf16" && module->lookupSymbol("forward_backward"))
     return error("--precision=bf16 rewrites the forward before autodiff; this "
                  "input already has @forward_backward (give the forward only)");
-  if (offload != "none" && dataParallel)
+  if (o.offload != "none" && dataParallel)
     return error("--optimizer-offload with --topology is not supported yet");
-  if (subGroupSize < 1)
+  if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
-  if (!timeline.empty() && *phase < Phase::Optimizer)
+  if (!o.timeline.empty() && *phase < Phase::Optimizer)
     return error("--timeline predicts a training step: use --compile-to=optimizer or a later "
                  "phase");
   // The machine the cost model plans and predicts for, read before any work.
   std::optional<cost::Hardware> hw;
-  if (offload != "none" || !timeline.empty() || !whatIf.empty()) {
+  if (o.offload != "none" || !o.timeline.empty() || !o.whatIf.empty()) {
     std::string herr;
-    hw = mlir::loom::loadHardware(hardware, herr);
+    hw = mlir::loom::loadHardware(o.hardware, herr);
     if (!hw)
       return error(herr);
     // What-if: the same plan and prediction on a machine that differs in
     // one resource (the high-frequency-cores paper's question).
-    for (const std::string &w : whatIf) {
+    for (const std::string &w : o.whatIf) {
       auto [resource, factorText] = llvm::StringRef(w).split('=');
       double factor = 0;
       if (factorText.getAsDouble(factor))
@@ -470,23 +490,23 @@ int loomcMain(int argc, char **argv) {
   // The phases from what the input holds up to the schedule; the lowering
   // runs after the step simulation below (it reads the loom IR).
   PipelineOptions po;
-  po.reinitParams = init == "random";
-  po.precision = precision;
-  po.recompute = recompute;
-  po.optimizer.optimizer = optimizer;
-  po.optimizer.lr = lr;
-  po.optimizer.weightDecay = weightDecay;
-  po.optimizer.beta1 = beta1;
-  po.optimizer.beta2 = beta2;
-  po.optimizer.eps = eps;
-  po.optimizer.momentum = momentum;
-  po.offload = offload;
-  po.subGroupSize = subGroupSize;
+  po.reinitParams = o.init == "random";
+  po.precision = o.precision;
+  po.recompute = o.recompute;
+  po.optimizer.optimizer = o.optimizer;
+  po.optimizer.lr = o.lr;
+  po.optimizer.weightDecay = o.weightDecay;
+  po.optimizer.beta1 = o.beta1;
+  po.optimizer.beta2 = o.beta2;
+  po.optimizer.eps = o.eps;
+  po.optimizer.momentum = o.momentum;
+  po.offload = o.offload;
+  po.subGroupSize = o.subGroupSize;
   // The description loomc read (and --what-if scaled), not the file again.
   po.hardware = hw ? &*hw : nullptr;
   po.dataParallel = dataParallel;
-  po.zeroStage = std::max(0, int(zeroStage));
-  po.bucketSize = bucketSize;
+  po.zeroStage = std::max(0, int(o.zeroStage));
+  po.bucketSize = o.bucketSize;
   Phase reached = reachedPhase(*module);
   // loomrt IR names raw buffers and byte offsets whose bounds no verifier
   // can check (a buffer's size is not in its type), so a hand-edited
@@ -506,13 +526,13 @@ int loomcMain(int argc, char **argv) {
   // offloaded, and the whole predicted schedule with --timeline. It prices
   // the lowered step (a lowered copy before --compile-to=lowered).
   if (hw && *phase >= Phase::Optimizer && module->lookupSymbol("train_step") &&
-      reportPrediction(*module, *hw, timeline))
+      reportPrediction(*module, *hw, o.timeline))
     return 1;
 
   CodegenOptions cg;
-  cg.target = target;
-  cg.model = model.empty() ? input.getValue() : model.getValue();
-  return writeOutput(*module, *phase, output, emitDir, cg);
+  cg.target = o.target;
+  cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();
+  return writeOutput(*module, *phase, o.output, o.emitDir, cg);
 }
 
 } // namespace loom
