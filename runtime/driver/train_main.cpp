@@ -385,6 +385,132 @@ size_t numel(const loomrt_global_desc &g) {
       return die(std::string(what) + ": " + loomrt_last_error());              \
   } while (0)
 
+/// A fresh run's parameters and state in their host views: drawn from
+/// --seed in declaration order (ZeRO-3 shards: every member, keeping this
+/// rank's block), imported values over their stand-ins, working copies from
+/// their masters. Returns 0 or die()'s code.
+int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
+                      std::vector<HostView> &host) {
+  std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
+                                                         loomrt_rng_destroy);
+  // ZeRO-3 shards: every rank draws all members of a shard (the same
+  // stream as one rank drawing the unsharded parameters) into the full
+  // bucket, then keeps its block.
+  std::vector<std::vector<float>> full(p->num_globals);
+  std::vector<loomrt_tensor_ref> fromWeights;
+  std::vector<std::pair<float *, const loomrt_global_desc *>> splats;
+  auto ref = [](const loomrt_global_desc &g, void *data) {
+    loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, data};
+    for (int d = 0; d < g.rank; ++d)
+      t.shape[d] = g.shape[d];
+    return t;
+  };
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    if (g.num_members) {
+      full[i].assign(size_t(g.padded_numel), 0.0f);
+      size_t off = 0;
+      for (size_t k = 0; k < g.num_members; ++k) {
+        const loomrt_global_desc &m = g.members[k];
+        TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, full[i].data() + off, numel(m)),
+            std::string("initialising ") + m.name);
+        if (m.from_weights == 1)
+          fromWeights.push_back(ref(m, full[i].data() + off));
+        else if (m.from_weights == 2)
+          splats.push_back({full[i].data() + off, &m});
+        off += numel(m);
+      }
+      continue;
+    }
+    if (g.dtype != LOOMRT_F32)
+      continue; // integer state starts at zero
+    TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
+                        reinterpret_cast<float *>(host[i].data()), numel(g)),
+        std::string("initialising ") + g.name);
+    if (g.from_weights == 1)
+      fromWeights.push_back(ref(g, host[i].data()));
+    else if (g.from_weights == 2)
+      splats.push_back({reinterpret_cast<float *>(host[i].data()), &g});
+  }
+  // Imported values overwrite their stand-in draws (drawn anyway, so the
+  // other parameters get the same values under either --init).
+  if (f.init == "model")
+    for (auto [data, g] : splats)
+      std::fill(data, data + numel(*g), float(g->splat));
+  if (f.init == "model" && (p->weights || !f.weights.empty()) && !fromWeights.empty()) {
+    std::string file = f.weights.empty() ? besideExecutable(p->weights) : f.weights;
+    TRY(loomrt_checkpoint_load(file.c_str(), fromWeights.data(), fromWeights.size()),
+        "loading the initial weights");
+  }
+  for (size_t i = 0; i < p->num_globals; ++i)
+    if (p->globals[i].num_members)
+      std::memcpy(host[i].data(), full[i].data() + numel(p->globals[i]) * size_t(rank),
+                  host[i].size());
+  // Working copies start as their master weights: the same bytes, or an
+  // fp32 master rounded to a bf16 working copy (what the update's
+  // mixed-precision refresh writes each step, rounded the same way).
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    if (g.mirror_of <= 0)
+      continue;
+    size_t m = size_t(g.mirror_of - 1);
+    const loomrt_global_desc &master = p->globals[m];
+    bool narrow = master.dtype == LOOMRT_F32 && g.dtype == LOOMRT_BF16 &&
+                  numel(master) == numel(g);
+    if (m >= i || (host[m].size() != host[i].size() && !narrow))
+      return die(std::string("the working copy ") + g.name + " does not match its master");
+    if (!narrow || master.dtype == g.dtype) {
+      std::memcpy(host[i].data(), host[m].data(), host[i].size());
+      continue;
+    }
+    const float *src = reinterpret_cast<const float *>(host[m].data());
+    uint16_t *dst = reinterpret_cast<uint16_t *>(host[i].data());
+    long n = long(numel(g));
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < n; ++k)
+      dst[k] = loomrt::floatToBf16(src[k]);
+  }
+  return 0;
+}
+
+/// One line of --log-json for a finished step.
+void logStep(std::FILE *log, long step, float loss, double ms, double tps, float backwardMs,
+             const loomrt_step_ctx_t &ctx) {
+  // JSON has no NaN or infinity: a non-finite loss is logged as null.
+  char lossText[32] = "null";
+  if (std::isfinite(loss))
+    std::snprintf(lossText, sizeof lossText, "%.8g", loss);
+  char phases[192] = "";
+  int n = 0;
+  if (backwardMs >= 0)
+    n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
+                      backwardMs, ms - backwardMs);
+  if (ctx.hostFirstMs >= 0)
+    std::snprintf(phases + n, sizeof phases - size_t(n),
+                  ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f", ctx.hostFirstMs,
+                  ctx.hostTotalMs);
+  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f%s}\n",
+               step, lossText, ms, tps, phases);
+  std::fflush(log);
+}
+
+/// What the run held: device memory (what loomc's prediction counts) apart
+/// from pinned host memory (offloaded state, the host step arena).
+void reportMemory(const loomrt_program *p, const std::vector<HostView> &host,
+                  loomrt_step_ctx_t &ctx, int world) {
+  size_t onDevice = 0, pinned = 0;
+  for (size_t i = 0; i < p->num_globals; ++i)
+    (p->globals[i].space == LOOMRT_MEM_PINNED ? pinned : onDevice) += host[i].size();
+  std::printf("step memory: %.1f MiB of activations and workspace, %.1f MiB of "
+              "parameters and optimizer state%s\n",
+              double(ctx.reserved()) / (1 << 20), double(onDevice) / (1 << 20),
+              world > 1 ? " (this rank's)" : "");
+  if (pinned || ctx.host.reserved())
+    std::printf("pinned host memory: %.1f MiB of parameters and optimizer state, %.1f MiB "
+                "of step buffers\n",
+                double(pinned) / (1 << 20), double(ctx.host.reserved()) / (1 << 20));
+}
+
 } // namespace
 
 extern "C" int loomrt_train_main(int argc, char **argv,
@@ -516,86 +642,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(ckpt.resume(refs(), maxStep, firstStep), "resuming");
     std::printf("resumed from %s at step %ld\n", ckpt.partPath(firstStep, rank).c_str(),
                 firstStep);
-  } else {
-    std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
-                                                           loomrt_rng_destroy);
-    // ZeRO-3 shards: every rank draws all members of a shard (the same
-    // stream as one rank drawing the unsharded parameters) into the full
-    // bucket, then keeps its block.
-    std::vector<std::vector<float>> full(p->num_globals);
-    std::vector<loomrt_tensor_ref> fromWeights;
-    std::vector<std::pair<float *, const loomrt_global_desc *>> splats;
-    auto ref = [](const loomrt_global_desc &g, void *data) {
-      loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, data};
-      for (int d = 0; d < g.rank; ++d)
-        t.shape[d] = g.shape[d];
-      return t;
-    };
-    for (size_t i = 0; i < p->num_globals; ++i) {
-      const loomrt_global_desc &g = p->globals[i];
-      if (g.num_members) {
-        full[i].assign(size_t(g.padded_numel), 0.0f);
-        size_t off = 0;
-        for (size_t k = 0; k < g.num_members; ++k) {
-          const loomrt_global_desc &m = g.members[k];
-          TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, full[i].data() + off, numel(m)),
-              std::string("initialising ") + m.name);
-          if (m.from_weights == 1)
-            fromWeights.push_back(ref(m, full[i].data() + off));
-          else if (m.from_weights == 2)
-            splats.push_back({full[i].data() + off, &m});
-          off += numel(m);
-        }
-        continue;
-      }
-      if (g.dtype != LOOMRT_F32)
-        continue; // integer state starts at zero
-      TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
-                          reinterpret_cast<float *>(host[i].data()), numel(g)),
-          std::string("initialising ") + g.name);
-      if (g.from_weights == 1)
-        fromWeights.push_back(ref(g, host[i].data()));
-      else if (g.from_weights == 2)
-        splats.push_back({reinterpret_cast<float *>(host[i].data()), &g});
-    }
-    // Imported values overwrite their stand-in draws (drawn anyway, so the
-    // other parameters get the same values under either --init).
-    if (f.init == "model")
-      for (auto [data, g] : splats)
-        std::fill(data, data + numel(*g), float(g->splat));
-    if (f.init == "model" && (p->weights || !f.weights.empty()) && !fromWeights.empty()) {
-      std::string file = f.weights.empty() ? besideExecutable(p->weights) : f.weights;
-      TRY(loomrt_checkpoint_load(file.c_str(), fromWeights.data(), fromWeights.size()),
-          "loading the initial weights");
-    }
-    for (size_t i = 0; i < p->num_globals; ++i)
-      if (p->globals[i].num_members)
-        std::memcpy(host[i].data(), full[i].data() + numel(p->globals[i]) * size_t(rank),
-                    host[i].size());
-    // Working copies start as their master weights: the same bytes, or an
-    // fp32 master rounded to a bf16 working copy (what the update's
-    // mixed-precision refresh writes each step, rounded the same way).
-    for (size_t i = 0; i < p->num_globals; ++i) {
-      const loomrt_global_desc &g = p->globals[i];
-      if (g.mirror_of <= 0)
-        continue;
-      size_t m = size_t(g.mirror_of - 1);
-      const loomrt_global_desc &master = p->globals[m];
-      bool narrow = master.dtype == LOOMRT_F32 && g.dtype == LOOMRT_BF16 &&
-                    numel(master) == numel(g);
-      if (m >= i || (host[m].size() != host[i].size() && !narrow))
-        return die(std::string("the working copy ") + g.name + " does not match its master");
-      if (!narrow || master.dtype == g.dtype) {
-        std::memcpy(host[i].data(), host[m].data(), host[i].size());
-        continue;
-      }
-      const float *src = reinterpret_cast<const float *>(host[m].data());
-      uint16_t *dst = reinterpret_cast<uint16_t *>(host[i].data());
-      long n = long(numel(g));
-#pragma omp parallel for schedule(static)
-      for (long k = 0; k < n; ++k)
-        dst[k] = loomrt::floatToBf16(src[k]);
-    }
+  } else if (int rc = initialiseGlobals(p, f, rank, host)) {
+    return rc;
   }
   for (size_t i = 0; i < p->num_globals; ++i)
     if (host[i].data() != G[i])
@@ -668,24 +716,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                    "diverged (a lower --lr may help)\n", step + 1);
       warnedNonFinite = true;
     }
-    if (log) {
-      // JSON has no NaN or infinity: a non-finite loss is logged as null.
-      char lossText[32] = "null";
-      if (std::isfinite(loss))
-        std::snprintf(lossText, sizeof lossText, "%.8g", loss);
-      char phases[192] = "";
-      int n = 0;
-      if (backwardMs >= 0)
-        n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
-                          backwardMs, ms - backwardMs);
-      if (ctx.hostFirstMs >= 0)
-        std::snprintf(phases + n, sizeof phases - size_t(n),
-                      ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f", ctx.hostFirstMs,
-                      ctx.hostTotalMs);
-      std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f%s}\n",
-                   step + 1, lossText, ms, tps, phases);
-      std::fflush(log);
-    }
+    if (log)
+      logStep(log, step + 1, loss, ms, tps, backwardMs, ctx);
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
         return rc;
@@ -696,19 +728,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   }
   if (log)
     std::fclose(log);
-  // Device memory (what loomc's prediction counts) apart from pinned host
-  // memory (offloaded state, the host step arena).
-  size_t onDevice = 0, pinned = 0;
-  for (size_t i = 0; i < p->num_globals; ++i)
-    (p->globals[i].space == LOOMRT_MEM_PINNED ? pinned : onDevice) += host[i].size();
-  std::printf("step memory: %.1f MiB of activations and workspace, %.1f MiB of "
-              "parameters and optimizer state%s\n",
-              double(ctx.reserved()) / (1 << 20), double(onDevice) / (1 << 20),
-              world > 1 ? " (this rank's)" : "");
-  if (pinned || ctx.host.reserved())
-    std::printf("pinned host memory: %.1f MiB of parameters and optimizer state, %.1f MiB "
-                "of step buffers\n",
-                double(pinned) / (1 << 20), double(ctx.host.reserved()) / (1 << 20));
+  reportMemory(p, host, ctx, world);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
   loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
   for (size_t i = 0; i < G.size(); ++i)
