@@ -222,8 +222,14 @@ public:
     for (auto [i, a] : llvm::enumerate(args))
       values[a.first] = Val{entry->getArgument(i)};
     Value labelArg = entry->getArgument(args.size());
+    llvm::StringMap<std::string> tiedTo = retieTransposes(*module);
     for (auto &[name, value] : paramValues)
-      values[name] = Val{LoadOp::create(b, loc, value, FlatSymbolRefAttr::get(&ctx, name))};
+      if (!tiedTo.count(name))
+        values[name] = Val{LoadOp::create(b, loc, value, FlatSymbolRefAttr::get(&ctx, name))};
+    for (auto &[name, value] : paramValues)
+      if (auto it = tiedTo.find(name); it != tiedTo.end())
+        values[name] = Val{TransposeOp::create(b, loc, value, values[it->second].v,
+                                               b.getDenseI64ArrayAttr({1, 0}))};
 
     for (const onnx::NodeProto &node : g.node())
       if (!convert(node))
@@ -420,7 +426,11 @@ private:
       return initializer(loaded, asConstant);
     }
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
-    bool folds = elem != onnx::TensorProto::FLOAT || asConstant;
+    // A scalar (rank-0) initializer is a constant: PyTorch's dynamo exporter
+    // lifts literals into them (val_7 = 0.5, a Pow's exponent 3.0), and no
+    // module parameter has rank 0 (nn.Parameter(torch.zeros(1)) is [1]).
+    // Trained, an exponent's gradient x^p·log x is NaN for negative x.
+    bool folds = elem != onnx::TensorProto::FLOAT || asConstant || shape.empty();
     int64_t n = checkedNumel(shape, folds ? kMaxFolded : kMaxElements);
     if (n < 0)
       return fail("initializer '" + t.name() + "' has shape " + shapeStr(shape) +
@@ -465,6 +475,47 @@ private:
                     DenseElementsAttr::get(type, ArrayRef<float>(data)));
     paramValues.push_back({name, type});
     return true;
+  }
+
+  /// PyTorch's dynamo exporter folds the transpose of a weight into a new
+  /// initializer (`val_228` = lm_head.weight^T for the output projection),
+  /// which splits a tied embedding (GPT-2, OPT: one parameter used by the
+  /// lookup and, transposed, by the head) into two parameters that would be
+  /// trained apart. A 2-D float parameter exactly equal to the transpose of
+  /// another is that other one, transposed: its declaration goes and its
+  /// uses read the transpose. Returns folded name -> kept name.
+  llvm::StringMap<std::string> retieTransposes(ModuleOp module) {
+    llvm::StringMap<std::string> tiedTo;
+    SmallVector<ParamOp> twoD;
+    for (ParamOp p : module.getOps<ParamOp>()) {
+      auto v = dyn_cast_or_null<DenseElementsAttr>(p.getValueAttr());
+      if (p.getType().getRank() == 2 && v && !v.isSplat())
+        twoD.push_back(p);
+    }
+    // The folded copy comes after the weight it was folded from.
+    for (ParamOp folded : llvm::reverse(twoD)) {
+      ArrayRef<int64_t> fs = folded.getType().getShape();
+      auto fv = cast<DenseElementsAttr>(folded.getValueAttr()).getValues<float>();
+      for (ParamOp kept : twoD) {
+        ArrayRef<int64_t> ks = kept.getType().getShape();
+        if (kept == folded || tiedTo.count(kept.getSymName()) || ks[0] != fs[1] || ks[1] != fs[0])
+          continue;
+        auto kv = cast<DenseElementsAttr>(kept.getValueAttr()).getValues<float>();
+        bool same = true;
+        for (int64_t i = 0; i < fs[0] && same; ++i)
+          for (int64_t j = 0; j < fs[1] && same; ++j)
+            same = fv[i * fs[1] + j] == kv[j * ks[1] + i];
+        if (!same)
+          continue;
+        llvm::errs() << "loomc: note: initializer '" << folded.getSymName()
+                     << "' is the transpose of '" << kept.getSymName()
+                     << "' (a weight the exporter folded); training them as one parameter\n";
+        tiedTo[folded.getSymName()] = kept.getSymName().str();
+        folded.erase();
+        break;
+      }
+    }
+    return tiedTo;
   }
 
   //===--------------------------------------------------------------===//
