@@ -97,6 +97,8 @@ constexpr Arity kArity[] = {
     {"Slice", 3, 5, 1, 1},          {"Cast", 1, 1, 1, 1},
     {"Trilu", 1, 2, 1, 1},          {"Range", 3, 3, 1, 1},
     {"ConstantOfShape", 1, 1, 1, 1},
+    {"Expand", 2, 2, 1, 1},         {"Gelu", 1, 1, 1, 1},
+    {"IsNaN", 1, 1, 1, 1},
 };
 
 /// A value during import: an SSA value, or a host constant that folds
@@ -108,6 +110,8 @@ struct Val {
   int elem = 0; // onnx::TensorProto data type of a constant
   std::vector<double> data;
   std::vector<int64_t> shape;
+  // IsNaN(nanOf): only SDPA's guard Where(IsNaN(p), 0, p) takes it.
+  std::string nanOf;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -916,6 +920,9 @@ private:
     auto it = values.find(n.input(i));
     if (it == values.end())
       return nodeFail(n, "input '" + n.input(i) + "' is not defined");
+    if (!it->second.nanOf.empty())
+      return nodeFail(n, "IsNaN is supported only as scaled_dot_product_attention exports it: "
+                         "Where(IsNaN(p), 0, p) on a Softmax output p");
     if (!it->second.v)
       it->second.v = materialize(it->second);
     out = it->second.v;
@@ -1060,6 +1067,8 @@ private:
     const std::string &op = n.op_type();
     if (!checkNode(n))
       return false;
+    for (const std::string &o : n.output())
+      producer[o] = op;
     if (op == "Constant") {
       const auto *v = attr(n, "value");
       if (!v || !v->has_t())
@@ -1280,7 +1289,38 @@ private:
       }
       return true;
     }
+    // PyTorch's scaled_dot_product_attention exports its guard against
+    // fully masked rows: p = Softmax(s); Where(IsNaN(p), 0, p). A row of a
+    // softmax is NaN only when every score in it is -inf, which a causal
+    // mask (or any mask leaving each query a key) never does: the guard is
+    // then the softmax itself, and that is what it imports as (with a note).
+    // Where a mask hides every key of a row, Loom's softmax gives NaN there
+    // (as PyTorch's does before its guard), so training says so at once.
+    if (op == "IsNaN") {
+      Val guard;
+      guard.nanOf = n.input(0);
+      values[n.output(0)] = guard;
+      return true;
+    }
     if (op == "Where") {
+      if (auto g = values.find(n.input(0)); g != values.end() && !g->second.nanOf.empty()) {
+        const Val *zero = constInput(n, 1);
+        bool zeros = zero && llvm::all_of(zero->data, [](double v) { return v == 0; });
+        if (n.input(2) != g->second.nanOf || !zeros || producer.lookup(n.input(2)) != "Softmax")
+          return nodeFail(n, "IsNaN is supported only as scaled_dot_product_attention exports "
+                             "it: Where(IsNaN(p), 0, p) on a Softmax output p");
+        Value p;
+        if (!input(n, 2, p))
+          return false;
+        if (!notedNanGuard)
+          llvm::errs() << "loomc: note: node '" << n.name()
+                       << "': Where(IsNaN(p), 0, p) after a softmax (scaled_dot_product_"
+                          "attention's guard) imported as p: exact unless a mask row hides "
+                          "every key\n";
+        notedNanGuard = true;
+        define(n, p);
+        return true;
+      }
       Value c, x, y;
       if (!input(n, 0, c) || !input(n, 1, x) || !input(n, 2, y))
         return false;
@@ -1379,6 +1419,42 @@ private:
       return unary<SinOp>(n);
     if (op == "Cos")
       return unary<CosOp>(n);
+    // Gelu (opset 20): the exact erf form, or the tanh one.
+    if (op == "Gelu") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      std::string approximate = "none";
+      if (const auto *a = attr(n, "approximate"))
+        approximate = a->s();
+      if (approximate != "none" && approximate != "tanh")
+        return nodeFail(n, "approximate='" + approximate + "': expected 'none' or 'tanh'");
+      define(n, GeluOp::create(b, loc, x.getType(), x,
+                               approximate == "tanh" ? b.getUnitAttr() : UnitAttr()));
+      return true;
+    }
+    // Expand: numpy broadcasting of the input against a constant shape (the
+    // key/value heads repeated for grouped-query attention).
+    if (op == "Expand") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      const Val *sc = constInput(n, 1);
+      if (!sc)
+        return nodeFail(n, "the shape must be a constant (it is computed at run time here)");
+      std::vector<int64_t> target = ints(*sc);
+      SmallVector<int64_t> shape;
+      if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), target, shape))
+        return nodeFail(n, "shape " + shapeStr(tt(x).getShape()) + " does not broadcast to " +
+                               shapeStr(target));
+      if (ArrayRef<int64_t>(shape) == tt(x).getShape()) {
+        define(n, x);
+        return true;
+      }
+      define(n, BroadcastOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
+                                    x));
+      return true;
+    }
     if (op == "Cast") {
       Value x;
       if (!input(n, 0, x))
@@ -1400,6 +1476,8 @@ private:
   Location loc = UnknownLoc::get(&ctx);
   OwningOpRef<ModuleOp> module;
   llvm::StringMap<Val> values;
+  llvm::StringMap<std::string> producer; // value -> the op type that made it
+  bool notedNanGuard = false;
   std::vector<std::pair<std::string, RankedTensorType>> paramValues;
 };
 
