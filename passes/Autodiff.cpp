@@ -403,32 +403,61 @@ public:
   }
 
   LogicalResult sliceVjp(SliceOp o, Value dy) {
-    // Pad the slice back to the input's shape with zeros, one dimension at a
-    // time: concat(zeros[before], g, zeros[after]).
+    // Put the slice back in the input's shape with zeros, one dimension at a
+    // time. A strided dimension (step s, GPT-J's x[..., ::2] / x[..., 1::2])
+    // is first spread out: [.., m, ..] -> [.., m, 1, ..] next to zeros
+    // [.., m, s-1, ..] -> [.., m*s, ..] puts element i at i*s, and the zeros
+    // past the input's end are cut. Then concat(zeros[before], g,
+    // zeros[after]) pads it to the input's length.
     auto in = tt(o.getInput());
-    for (int64_t s : o.getStep())
-      if (s != 1)
-        return o.emitOpError()
-               << "has no gradient rule for steps other than 1 (loom-autodiff)";
     Value g = dy;
     for (int64_t d = 0; d < in.getRank(); ++d) {
-      int64_t before = o.getStart()[d], after = in.getDimSize(d) - o.getLimit()[d];
+      int64_t st = o.getStart()[d], step = o.getStep()[d], full = in.getDimSize(d);
+      auto zerosLike = [&](RankedTensorType t, int64_t dim, int64_t n) {
+        SmallVector<int64_t> s(t.getShape());
+        s[dim] = n;
+        return splat(like(t, s), 0.0);
+      };
+      int64_t len = tt(g).getDimSize(d);
+      if (step < 1)
+        return o.emitOpError() << "has no gradient rule for step " << step << " (loom-autodiff)";
+      if (step > 1 && len > 0) {
+        auto gt = tt(g);
+        SmallVector<int64_t> split(gt.getShape());
+        split.insert(split.begin() + d + 1, 1);
+        Value g1 = ReshapeOp::create(b, loc, like(gt, split), g);
+        SmallVector<int64_t> spread(split);
+        spread[d + 1] = step;
+        Value z = zerosLike(tt(g1), d + 1, step - 1);
+        Value cat = ConcatOp::create(b, loc, like(gt, spread), ValueRange{g1, z},
+                                     b.getI64IntegerAttr(d + 1));
+        SmallVector<int64_t> flat(gt.getShape());
+        flat[d] = len * step;
+        g = ReshapeOp::create(b, loc, like(gt, flat), cat);
+        len *= step;
+        if (st + len > full) { // the last group's zeros past the end
+          int64_t keep = full - st;
+          auto t = tt(g);
+          SmallVector<int64_t> lo(t.getRank(), 0), hi(t.getShape()), one(t.getRank(), 1),
+              shape(t.getShape());
+          hi[d] = shape[d] = keep;
+          g = SliceOp::create(b, loc, like(t, shape), g, b.getDenseI64ArrayAttr(lo),
+                              b.getDenseI64ArrayAttr(hi), b.getDenseI64ArrayAttr(one));
+          len = keep;
+        }
+      }
+      int64_t before = st, after = full - st - len;
       if (!before && !after)
         continue;
-      SmallVector<Value> parts;
       auto gt = tt(g);
-      auto zeros = [&](int64_t n) {
-        SmallVector<int64_t> s(gt.getShape());
-        s[d] = n;
-        return splat(like(gt, s), 0.0);
-      };
+      SmallVector<Value> parts;
       if (before)
-        parts.push_back(zeros(before));
+        parts.push_back(zerosLike(gt, d, before));
       parts.push_back(g);
       if (after)
-        parts.push_back(zeros(after));
+        parts.push_back(zerosLike(gt, d, after));
       SmallVector<int64_t> s(gt.getShape());
-      s[d] = in.getDimSize(d);
+      s[d] = full;
       g = ConcatOp::create(b, loc, like(gt, s), parts, b.getI64IntegerAttr(d));
     }
     accumulate(o.getInput(), g);

@@ -98,7 +98,8 @@ constexpr Arity kArity[] = {
     {"Trilu", 1, 2, 1, 1},          {"Range", 3, 3, 1, 1},
     {"ConstantOfShape", 1, 1, 1, 1},
     {"Expand", 2, 2, 1, 1},         {"Gelu", 1, 1, 1, 1},
-    {"IsNaN", 1, 1, 1, 1},
+    {"IsNaN", 1, 1, 1, 1},          {"GatherElements", 2, 2, 1, 1},
+    {"GatherND", 2, 2, 1, 1},
 };
 
 /// A value during import: an SSA value, or a host constant that folds
@@ -805,6 +806,91 @@ private:
         r.data.insert(r.data.end(), data.data.begin() + row * inner,
                       data.data.begin() + (row + 1) * inner);
       }
+      return r;
+    }
+    // GatherElements and GatherND on constants (rotary tables indexed by
+    // position ids, GPT-J and Falcon): the indices are checked, then read.
+    if (op == "GatherElements") {
+      const Val &data = in(0), &idx = in(1);
+      int64_t rank = int64_t(data.shape.size()), axis = intAttr(n, "axis", 0);
+      if (rank == 0 || int64_t(idx.shape.size()) != rank)
+        return invalid("data and indices must have the same rank (at least 1)");
+      if (axis < -rank || axis >= rank)
+        return invalid("axis " + std::to_string(axis) + " is out of range");
+      if (axis < 0)
+        axis += rank;
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && idx.shape[d] > data.shape[d])
+          return invalid("indices of shape " + shapeStr(idx.shape) + " exceed data of shape " +
+                         shapeStr(data.shape));
+      r.elem = data.elem;
+      r.shape = idx.shape;
+      if (!foldable(n, r.shape))
+        return bad = true, std::nullopt;
+      std::vector<int64_t> at = ints(idx);
+      r.data.resize(size_t(idx.numel()));
+      for (int64_t i = 0; i < idx.numel(); ++i) {
+        int64_t rem = i, flat = 0, stride = 1;
+        SmallVector<int64_t> coord(static_cast<size_t>(rank), 0);
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          coord[size_t(d)] = rem % idx.shape[size_t(d)];
+          rem /= idx.shape[size_t(d)];
+        }
+        int64_t j = at[size_t(i)], len = data.shape[size_t(axis)];
+        if (j < -len || j >= len)
+          return invalid("index " + std::to_string(j) + " is out of range for " +
+                         std::to_string(len) + " elements");
+        coord[size_t(axis)] = j < 0 ? j + len : j;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          flat += coord[size_t(d)] * stride;
+          stride *= data.shape[size_t(d)];
+        }
+        r.data[size_t(i)] = data.data[size_t(flat)];
+      }
+      return r;
+    }
+    if (op == "GatherND") {
+      const Val &data = in(0), &idx = in(1);
+      int64_t rank = int64_t(data.shape.size()), batch = intAttr(n, "batch_dims", 0);
+      if (idx.shape.empty() || batch < 0 || batch >= rank ||
+          batch >= int64_t(idx.shape.size()))
+        return invalid("batch_dims " + std::to_string(batch) + " does not fit data of rank " +
+                       std::to_string(rank));
+      int64_t k = idx.shape.back();
+      if (k < 1 || batch + k > rank)
+        return invalid("index tuples of " + std::to_string(k) + " do not fit data of shape " +
+                       shapeStr(data.shape));
+      for (int64_t d = 0; d < batch; ++d)
+        if (idx.shape[size_t(d)] != data.shape[size_t(d)])
+          return invalid("the batch dimensions of data and indices differ");
+      int64_t inner = 1, bsize = 1, tuples = 1;
+      for (int64_t d = batch + k; d < rank; ++d)
+        inner *= data.shape[size_t(d)];
+      for (int64_t d = 0; d < batch; ++d)
+        bsize *= data.shape[size_t(d)];
+      for (size_t d = size_t(batch); d + 1 < idx.shape.size(); ++d)
+        tuples *= idx.shape[d];
+      r.elem = data.elem;
+      r.shape.assign(idx.shape.begin(), idx.shape.end() - 1);
+      r.shape.insert(r.shape.end(), data.shape.begin() + batch + k, data.shape.end());
+      if (!foldable(n, r.shape))
+        return bad = true, std::nullopt;
+      std::vector<int64_t> at = ints(idx);
+      int64_t perBatch = data.numel() / std::max<int64_t>(1, bsize);
+      for (int64_t bi = 0; bi < bsize; ++bi)
+        for (int64_t t = 0; t < tuples; ++t) {
+          int64_t off = 0;
+          for (int64_t d = 0; d < k; ++d) {
+            int64_t len = data.shape[size_t(batch + d)];
+            int64_t j = at[size_t((bi * tuples + t) * k + d)];
+            if (j < -len || j >= len)
+              return invalid("index " + std::to_string(j) + " is out of range for " +
+                             std::to_string(len) + " elements");
+            off = off * len + (j < 0 ? j + len : j);
+          }
+          auto from = data.data.begin() + bi * perBatch + off * inner;
+          r.data.insert(r.data.end(), from, from + inner);
+        }
       return r;
     }
     if (op == "Trilu") {
