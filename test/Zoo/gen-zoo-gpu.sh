@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run here (where loomc is built): the CUDA sources of the zoo models that
+# pass on the CPU (zoo.test's list), bf16, with their weights and references,
+# into .carry/zoo for test/Zoo/run-zoo-gpu.sh on a GPU host.
+#   test/Zoo/gen-zoo-gpu.sh [NAME ...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-build/bin}
+OUT=.carry/zoo
+rm -rf "$OUT" && mkdir -p "$OUT"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+tar -C "$T" -xzf test/Zoo/zoo.tgz
+names=("$@")
+[ ${#names[@]} -gt 0 ] || read -r -a names <<< "$(grep -o 'check_zoo.py .*| FileCheck' test/Zoo/zoo.test |
+  sed 's/.*--tmp %t\/run //; s/ | FileCheck//')"
+cp "$T/zoo/tokens.bin" "$OUT/"
+for n in "${names[@]}"; do
+  frozen=$(python3 -c "import json,sys; print(','.join(json.load(open(sys.argv[1]))['frozen']))" "$T/zoo/$n.json")
+  "$BIN/loomc" "$T/zoo/$n.onnx" ${frozen:+--frozen=$frozen} --target=cuda --precision=bf16 \
+    --compile-to=cpp -o "$OUT/$n.cpp" 2> "$OUT/$n.loomc.log"
+  cp "$T/zoo/$n.json" "$OUT/"
+done
+ls "$OUT" | wc -l
