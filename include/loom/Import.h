@@ -27,16 +27,19 @@ mlir::OwningOpRef<mlir::ModuleOp> generateModel(mlir::MLIRContext &ctx,
 /// cross-entropy for language models (int64 [B, T] input), cross-entropy
 /// against labels for classifiers; `task` ("lm" or "classify") overrides the
 /// inference. Initializers named in `frozen` (PyTorch buffers: rotary
-/// tables, masks) become constants instead of trained parameters. On failure
-/// returns null with a message naming the node.
+/// tables, masks) become constants instead of trained parameters.
+/// `dropoutOff`: Dropout in training mode imports as the identity (loomc
+/// --dropout=off); otherwise it is refused (not a training op yet). On
+/// failure returns null with a message naming the node.
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path, llvm::StringRef task,
-           llvm::ArrayRef<std::string> frozen, std::string &error);
+           llvm::ArrayRef<std::string> frozen, std::string &error, bool dropoutOff = false);
 /// The same for a serialized ModelProto already in memory; `path` names it
 /// in locations, and its folder is where external data is looked for.
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnxBytes(mlir::MLIRContext &ctx, llvm::StringRef bytes, llvm::StringRef path,
-                llvm::StringRef task, llvm::ArrayRef<std::string> frozen, std::string &error);
+                llvm::StringRef task, llvm::ArrayRef<std::string> frozen, std::string &error,
+                bool dropoutOff = false);
 
 /// Data parallelism over `ranks`: rewrites a generator spec so its batch
 /// (given or default) is the per-rank batch, batch / ranks. False with a

@@ -23,6 +23,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -99,6 +100,7 @@ constexpr Arity kArity[] = {
     {"ConstantOfShape", 1, 1, 1, 1},
     {"Expand", 2, 2, 1, 1},         {"Gelu", 1, 1, 1, 1},
     {"IsNaN", 1, 1, 1, 1},          {"GatherElements", 2, 2, 1, 1},
+    {"Dropout", 1, 3, 1, 2},
     {"GatherND", 2, 2, 1, 1},
 };
 
@@ -113,6 +115,9 @@ struct Val {
   std::vector<int64_t> shape;
   // IsNaN(nanOf): only SDPA's guard Where(IsNaN(p), 0, p) takes it.
   std::string nanOf;
+  // An output the importer does not compute (Dropout's mask): an error
+  // saying this if a node uses it.
+  std::string refuse;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -123,6 +128,7 @@ struct Val {
 
 class Importer {
 public:
+  bool dropoutOff = false; // loomc --dropout=off
   Importer(MLIRContext &ctx, std::string &error, std::string modelDir)
       : ctx(ctx), b(&ctx), error(error), f32(Float32Type::get(&ctx)),
         i64(IntegerType::get(&ctx, 64)), modelDir(std::move(modelDir)) {}
@@ -498,12 +504,14 @@ private:
         twoD.push_back(p);
     }
     // The folded copy comes after the weight it was folded from.
+    llvm::SetVector<ParamOp> folds;
     for (ParamOp folded : llvm::reverse(twoD)) {
       ArrayRef<int64_t> fs = folded.getType().getShape();
       auto fv = cast<DenseElementsAttr>(folded.getValueAttr()).getValues<float>();
       for (ParamOp kept : twoD) {
         ArrayRef<int64_t> ks = kept.getType().getShape();
-        if (kept == folded || tiedTo.count(kept.getSymName()) || ks[0] != fs[1] || ks[1] != fs[0])
+        if (kept == folded || folds.contains(kept) || tiedTo.count(kept.getSymName()) ||
+            ks[0] != fs[1] || ks[1] != fs[0])
           continue;
         auto kv = cast<DenseElementsAttr>(kept.getValueAttr()).getValues<float>();
         bool same = true;
@@ -516,10 +524,13 @@ private:
                      << "' is the transpose of '" << kept.getSymName()
                      << "' (a weight the exporter folded); training them as one parameter\n";
         tiedTo[folded.getSymName()] = kept.getSymName().str();
-        folded.erase();
+        folds.insert(folded);
         break;
       }
     }
+    // Erased only now: the loops above still read every declaration.
+    for (ParamOp p : folds)
+      p.erase();
     return tiedTo;
   }
 
@@ -1006,6 +1017,8 @@ private:
     auto it = values.find(n.input(i));
     if (it == values.end())
       return nodeFail(n, "input '" + n.input(i) + "' is not defined");
+    if (!it->second.refuse.empty())
+      return nodeFail(n, it->second.refuse);
     if (!it->second.nanOf.empty())
       return nodeFail(n, "IsNaN is supported only as scaled_dot_product_attention exports it: "
                          "Where(IsNaN(p), 0, p) on a Softmax output p");
@@ -1505,6 +1518,42 @@ private:
       return unary<SinOp>(n);
     if (op == "Cos")
       return unary<CosOp>(n);
+    // Dropout: the identity in inference mode (training_mode false or
+    // absent) or with ratio 0, as ONNX defines it. In training mode with a
+    // ratio above 0 it would need a random mask each step, which Loom does
+    // not generate yet: refused, unless --dropout=off says to train without
+    // it (as an eval-mode export would).
+    if (op == "Dropout") {
+      Value x;
+      if (!input(n, 0, x))
+        return false;
+      if (n.output_size() > 1 && !n.output(1).empty()) {
+        Val mask;
+        mask.refuse = "input '" + n.output(1) + "' is the mask of Dropout '" + n.name() +
+                      "', which the importer does not compute";
+        values[n.output(1)] = mask;
+      }
+      const Val *ratioC = nullptr, *trainC = nullptr;
+      if (!optionalConst(n, 1, ratioC, "ratio") || !optionalConst(n, 2, trainC, "training_mode"))
+        return false;
+      double ratio = ratioC ? (ratioC->numel() == 1 ? ratioC->data[0] : -1) : 0.5;
+      bool training = trainC && trainC->numel() == 1 && trainC->data[0] != 0;
+      if (ratioC && (ratio < 0 || ratio >= 1))
+        return nodeFail(n, "ratio must be one number in [0, 1)");
+      if (training && ratio > 0) {
+        if (!dropoutOff)
+          return nodeFail(n, "dropout in training mode (ratio " + std::to_string(ratio) +
+                                 ") is not a training op in Loom yet: pass --dropout=off to "
+                                 "train without it (as an eval-mode export), or export in "
+                                 "eval mode");
+        if (!notedDropout)
+          llvm::errs() << "loomc: note: --dropout=off: Dropout nodes (ratio " << ratio
+                       << " in training mode) import as the identity\n";
+        notedDropout = true;
+      }
+      define(n, x);
+      return true;
+    }
     // Gelu (opset 20): the exact erf form, or the tanh one.
     if (op == "Gelu") {
       Value x;
@@ -1564,6 +1613,7 @@ private:
   llvm::StringMap<Val> values;
   llvm::StringMap<std::string> producer; // value -> the op type that made it
   bool notedNanGuard = false;
+  bool notedDropout = false;
   std::vector<std::pair<std::string, RankedTensorType>> paramValues;
 };
 
@@ -1573,7 +1623,8 @@ private:
 /// was not a ModelProto).
 static OwningOpRef<ModuleOp> importParsed(MLIRContext &ctx, const onnx::ModelProto &model,
                                           bool parsed, StringRef path, StringRef task,
-                                          ArrayRef<std::string> frozen, std::string &error) {
+                                          ArrayRef<std::string> frozen, std::string &error,
+                                          bool dropoutOff) {
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   if (!parsed)
     return error = "'" + path.str() + "' is not a valid ONNX model (protobuf parse failed)",
@@ -1581,12 +1632,13 @@ static OwningOpRef<ModuleOp> importParsed(MLIRContext &ctx, const onnx::ModelPro
   if (!task.empty() && task != "lm" && task != "classify")
     return error = "unknown --task '" + task.str() + "': expected lm or classify", nullptr;
   Importer imp(ctx, error, llvm::sys::path::parent_path(path).str());
+  imp.dropoutOff = dropoutOff;
   return imp.run(model, path, task, frozen);
 }
 
 OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
                                  StringRef task, ArrayRef<std::string> frozen,
-                                 std::string &error) {
+                                 std::string &error, bool dropoutOff) {
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
     return error = "cannot open '" + path.str() + "': " + std::strerror(errno), nullptr;
@@ -1594,16 +1646,16 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
   // held twice (file bytes and parsed message).
   onnx::ModelProto model;
   bool parsed = model.ParseFromIstream(&in);
-  return importParsed(ctx, model, parsed, path, task, frozen, error);
+  return importParsed(ctx, model, parsed, path, task, frozen, error, dropoutOff);
 }
 
 OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &ctx, StringRef bytes, StringRef path,
                                       StringRef task, ArrayRef<std::string> frozen,
-                                      std::string &error) {
+                                      std::string &error, bool dropoutOff) {
   onnx::ModelProto model;
   bool parsed = bytes.size() <= size_t(std::numeric_limits<int>::max()) &&
                 model.ParseFromArray(bytes.data(), int(bytes.size()));
-  return importParsed(ctx, model, parsed, path, task, frozen, error);
+  return importParsed(ctx, model, parsed, path, task, frozen, error, dropoutOff);
 }
 
 } // namespace loom

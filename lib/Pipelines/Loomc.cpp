@@ -209,10 +209,10 @@ static OwningOpRef<ModuleOp> generate(MLIRContext &ctx, const std::string &spec)
 /// printing why (the parser's diagnostics, or one line).
 static OwningOpRef<ModuleOp> loadModule(MLIRContext &ctx, llvm::StringRef path,
                                         const std::string &task,
-                                        ArrayRef<std::string> frozen) {
+                                        ArrayRef<std::string> frozen, bool dropoutOff) {
   std::string err;
   if (path.ends_with(".onnx")) {
-    OwningOpRef<ModuleOp> module = importOnnx(ctx, path, task, frozen, err);
+    OwningOpRef<ModuleOp> module = importOnnx(ctx, path, task, frozen, err, dropoutOff);
     if (!module)
       loomcError(err);
     return module;
@@ -278,6 +278,12 @@ struct LoomcOptions {
       cl::desc("ONNX initializers that are buffers, not parameters (PyTorch "
                "register_buffer: rotary tables, masks): imported as "
                "constants, never trained"),
+      cl::cat(cat)};
+  cl::opt<std::string> dropout{
+      "dropout", cl::init("on"), cl::value_desc("on|off"),
+      cl::desc("ONNX Dropout in training mode: on (the default; not a training op "
+               "yet, so such a model is refused with this hint) or off (imported as "
+               "the identity: trains as an eval-mode export would)"),
       cl::cat(cat)};
   cl::opt<std::string> init{
       "init", cl::init("model"), cl::value_desc("model|random"),
@@ -425,11 +431,14 @@ int loomcMain(int argc, char **argv) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry);
+  if (o.dropout != "on" && o.dropout != "off")
+    return error("unknown --dropout '" + o.dropout + "': expected on or off");
   if ((!o.task.empty() || !o.frozen.empty()) &&
       (!o.model.empty() || !llvm::StringRef(o.input).ends_with(".onnx")))
     return error("--task and --frozen apply to ONNX models (MODEL.onnx)");
   OwningOpRef<ModuleOp> module =
-      o.model.empty() ? loadModule(ctx, o.input, o.task, o.frozen) : generate(ctx, modelSpec);
+      o.model.empty() ? loadModule(ctx, o.input, o.task, o.frozen, o.dropout == "off")
+                      : generate(ctx, modelSpec);
   if (!module)
     return 1;
 

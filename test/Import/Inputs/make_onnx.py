@@ -147,6 +147,24 @@ class GCN(nn.Module):
         return adj @ self.w2(torch.relu(adj @ self.w1(x)))
 
 
+class DropoutMLP(nn.Module):
+    """An MLP with nn.Dropout(0.1): a training-mode export keeps the node
+    (ratio 0.1, training_mode true)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.drop = nn.Linear(8, 16), nn.Linear(16, 3), nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+def export_dropout(out):
+    torch.manual_seed(0)
+    export(DropoutMLP(), (torch.randn(4, 8),), os.path.join(out, "dropout.onnx"),
+           (["x"], ["logits"]))
+
+
 def normalised_adjacency(n=5):
     a = (torch.rand(n, n) > 0.5).float()
     a = ((a + a.t()) > 0).float() + torch.eye(n)
@@ -185,6 +203,7 @@ def main():
            (["tokens"], ["logits"]))
     export(GCN(), (normalised_adjacency(), torch.randn(5, 6)), os.path.join(out, "gcn.onnx"),
            (["adj", "x"], ["logits"]))
+    export_dropout(out)
     print("wrote the test models to", out)
 
 
