@@ -34,6 +34,9 @@ mlir::OwningOpRef<mlir::ModuleOp> generateModel(mlir::MLIRContext &ctx,
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path, llvm::StringRef task,
            llvm::ArrayRef<std::string> frozen, std::string &error, bool dropoutOff = false);
+/// The operators the importer takes, as a Markdown table (loomc
+/// --list-onnx-operators; docs/generated/onnx-operators.md).
+std::string onnxOperatorTable();
 /// The same for a serialized ModelProto already in memory; `path` names it
 /// in locations, and its folder is where external data is looked for.
 mlir::OwningOpRef<mlir::ModuleOp>

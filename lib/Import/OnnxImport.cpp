@@ -68,40 +68,71 @@ int64_t checkedNumel(ArrayRef<int64_t> shape, int64_t limit) {
 }
 
 /// Inputs and outputs each operator takes (ONNX's arity, optional inputs
-/// included); nodes are checked against it before anything reads them.
+/// included); nodes are checked against it before anything reads them. It
+/// is also the supported-operator table (`loomc --list-onnx-operators`,
+/// docs/generated/onnx-operators.md): `how` says what becomes of the node.
 struct Arity {
   StringRef op;
   int minIn, maxIn, minOut, maxOut;
+  StringRef how;
 };
 constexpr int kMany = std::numeric_limits<int>::max();
+constexpr StringRef kFolds = "folds on the host (constant inputs only)";
 constexpr Arity kArity[] = {
-    {"Constant", 0, 0, 1, 1},       {"Identity", 1, 1, 1, 1},
-    {"Add", 2, 2, 1, 1},            {"Sub", 2, 2, 1, 1},
-    {"Mul", 2, 2, 1, 1},            {"Div", 2, 2, 1, 1},
-    {"Pow", 2, 2, 1, 1},            {"Equal", 2, 2, 1, 1},
-    {"Greater", 2, 2, 1, 1},        {"Less", 2, 2, 1, 1},
-    {"GreaterOrEqual", 2, 2, 1, 1}, {"LessOrEqual", 2, 2, 1, 1},
-    {"Relu", 1, 1, 1, 1},           {"Tanh", 1, 1, 1, 1},
-    {"Sigmoid", 1, 1, 1, 1},        {"Erf", 1, 1, 1, 1},
-    {"Exp", 1, 1, 1, 1},            {"Log", 1, 1, 1, 1},
-    {"Sqrt", 1, 1, 1, 1},           {"Neg", 1, 1, 1, 1},
-    {"Reciprocal", 1, 1, 1, 1},     {"Sin", 1, 1, 1, 1},
-    {"Cos", 1, 1, 1, 1},            {"Not", 1, 1, 1, 1},
-    {"Gemm", 2, 3, 1, 1},           {"MatMul", 2, 2, 1, 1},
-    {"Softmax", 1, 1, 1, 1},        {"LogSoftmax", 1, 1, 1, 1},
-    {"Transpose", 1, 1, 1, 1},      {"Shape", 1, 1, 1, 1},
-    {"Gather", 2, 2, 1, 1},         {"LayerNormalization", 2, 3, 1, 3},
-    {"Reshape", 2, 2, 1, 1},        {"Split", 1, 2, 1, kMany},
-    {"Where", 3, 3, 1, 1},          {"Unsqueeze", 1, 2, 1, 1},
-    {"Squeeze", 1, 2, 1, 1},        {"Concat", 1, kMany, 1, 1},
-    {"ReduceMean", 1, 2, 1, 1},     {"ReduceSum", 1, 2, 1, 1},
-    {"Slice", 3, 5, 1, 1},          {"Cast", 1, 1, 1, 1},
-    {"Trilu", 1, 2, 1, 1},          {"Range", 3, 3, 1, 1},
-    {"ConstantOfShape", 1, 1, 1, 1},
-    {"Expand", 2, 2, 1, 1},         {"Gelu", 1, 1, 1, 1},
-    {"IsNaN", 1, 1, 1, 1},          {"GatherElements", 2, 2, 1, 1},
-    {"Dropout", 1, 3, 1, 2},
-    {"GatherND", 2, 2, 1, 1},
+    {"Add", 2, 2, 1, 1, "loom.add (broadcasting); folds on constants"},
+    {"Cast", 1, 1, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
+    {"Concat", 1, kMany, 1, 1, "loom.concat; folds on constants"},
+    {"Constant", 0, 0, 1, 1, "tensor constants: float, int64, bool"},
+    {"ConstantOfShape", 1, 1, 1, 1, kFolds},
+    {"Cos", 1, 1, 1, 1, "loom.cos; folds on constants"},
+    {"Div", 2, 2, 1, 1, "loom.div; folds on constants"},
+    {"Dropout", 1, 3, 1, 2,
+     "the identity in inference mode or at ratio 0; training mode needs --dropout=off "
+     "(identity); the mask output is not computed"},
+    {"Equal", 2, 2, 1, 1, kFolds},
+    {"Erf", 1, 1, 1, 1, "loom.erf"},
+    {"Exp", 1, 1, 1, 1, "loom.exp"},
+    {"Expand", 2, 2, 1, 1, "loom.broadcast_to (the shape must be constant)"},
+    {"Gather", 2, 2, 1, 1, "loom.embedding (axis 0 of a table); folds on constants"},
+    {"GatherElements", 2, 2, 1, 1, kFolds},
+    {"GatherND", 2, 2, 1, 1, kFolds},
+    {"Gelu", 1, 1, 1, 1, "loom.gelu (approximate none or tanh)"},
+    {"Gemm", 2, 3, 1, 1, "loom.matmul (+ bias); alpha and beta 1"},
+    {"Greater", 2, 2, 1, 1, kFolds},
+    {"GreaterOrEqual", 2, 2, 1, 1, kFolds},
+    {"Identity", 1, 1, 1, 1, "the identity"},
+    {"IsNaN", 1, 1, 1, 1,
+     "only as scaled_dot_product_attention's guard Where(IsNaN(p), 0, p) after a Softmax: p"},
+    {"LayerNormalization", 2, 3, 1, 3, "loom.layer_norm (last axis)"},
+    {"Less", 2, 2, 1, 1, kFolds},
+    {"LessOrEqual", 2, 2, 1, 1, kFolds},
+    {"Log", 1, 1, 1, 1, "loom.log"},
+    {"LogSoftmax", 1, 1, 1, 1, "loom.softmax log (last axis)"},
+    {"MatMul", 2, 2, 1, 1, "loom.matmul (batched, broadcast)"},
+    {"Mul", 2, 2, 1, 1, "loom.mul; folds on constants"},
+    {"Neg", 1, 1, 1, 1, "loom.neg; folds on constants"},
+    {"Not", 1, 1, 1, 1, kFolds},
+    {"Pow", 2, 2, 1, 1, "loom.pow; folds on constants"},
+    {"Range", 3, 3, 1, 1, kFolds},
+    {"Reciprocal", 1, 1, 1, 1, "1 / x (loom.div); folds on constants"},
+    {"ReduceMean", 1, 2, 1, 1, "loom.reduce mean"},
+    {"ReduceSum", 1, 2, 1, 1, "loom.reduce sum"},
+    {"Relu", 1, 1, 1, 1, "loom.relu"},
+    {"Reshape", 2, 2, 1, 1, "loom.reshape (constant shape); folds on constants"},
+    {"Shape", 1, 1, 1, 1, "folds (shapes are static)"},
+    {"Sigmoid", 1, 1, 1, 1, "loom.sigmoid"},
+    {"Sin", 1, 1, 1, 1, "loom.sin; folds on constants"},
+    {"Slice", 3, 5, 1, 1, "loom.slice (any step > 0); folds on constants"},
+    {"Softmax", 1, 1, 1, 1, "loom.softmax (last axis)"},
+    {"Split", 1, 2, 1, kMany, "loom.slice per output"},
+    {"Sqrt", 1, 1, 1, 1, "loom.sqrt; folds on constants"},
+    {"Squeeze", 1, 2, 1, 1, "loom.reshape; folds on constants"},
+    {"Sub", 2, 2, 1, 1, "loom.sub; folds on constants"},
+    {"Tanh", 1, 1, 1, 1, "loom.tanh"},
+    {"Transpose", 1, 1, 1, 1, "loom.transpose"},
+    {"Trilu", 1, 2, 1, 1, kFolds},
+    {"Unsqueeze", 1, 2, 1, 1, "loom.reshape; folds on constants"},
+    {"Where", 3, 3, 1, 1, "loom.select; folds on constants"},
 };
 
 /// A value during import: an SSA value, or a host constant that folds
@@ -1634,6 +1665,23 @@ static OwningOpRef<ModuleOp> importParsed(MLIRContext &ctx, const onnx::ModelPro
   Importer imp(ctx, error, llvm::sys::path::parent_path(path).str());
   imp.dropoutOff = dropoutOff;
   return imp.run(model, path, task, frozen);
+}
+
+std::string onnxOperatorTable() {
+  std::string out = "# ONNX operators the importer takes\n\n"
+                    "Generated by `loomc --list-onnx-operators` (lib/Import/OnnxImport.cpp, "
+                    "`kArity`); `ninja loom-docs` rewrites this file. Opsets 13 to 23 of the "
+                    "default domain. Any other operator is an error naming the node.\n\n"
+                    "| operator | inputs | outputs | imported as |\n|---|---|---|---|\n";
+  auto range = [](int lo, int hi) {
+    return hi == kMany ? std::to_string(lo) + "+"
+           : lo == hi  ? std::to_string(lo)
+                       : std::to_string(lo) + "-" + std::to_string(hi);
+  };
+  for (const Arity &a : kArity)
+    out += "| " + a.op.str() + " | " + range(a.minIn, a.maxIn) + " | " +
+           range(a.minOut, a.maxOut) + " | " + a.how.str() + " |\n";
+  return out;
 }
 
 OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,

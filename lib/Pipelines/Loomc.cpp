@@ -279,6 +279,10 @@ struct LoomcOptions {
                "register_buffer: rotary tables, masks): imported as "
                "constants, never trained"),
       cl::cat(cat)};
+  cl::opt<bool> listOnnxOperators{
+      "list-onnx-operators", cl::init(false),
+      cl::desc("Print the ONNX operators the importer takes (a Markdown table) and exit"),
+      cl::cat(cat)};
   cl::opt<std::string> dropout{
       "dropout", cl::init("on"), cl::value_desc("on|off"),
       cl::desc("ONNX Dropout in training mode: on (the default; not a training op "
@@ -384,6 +388,10 @@ int loomcMain(int argc, char **argv) {
     return 1;
 
   auto error = loomcError;
+  if (o.listOnnxOperators) {
+    llvm::outs() << onnxOperatorTable();
+    return 0;
+  }
   if (o.input.empty() == o.model.empty())
     return error(o.input.empty()
                      ? "no model: give MODEL.onnx, MODEL.mlir or --model "
