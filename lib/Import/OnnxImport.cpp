@@ -1222,416 +1222,523 @@ private:
       if (bad)
         return false;
     }
-    if (op == "Add")
-      return binary(n, [&](Type t, Value l, Value r) { return AddOp::create(b, loc, t, l, r); });
-    if (op == "Sub")
-      return binary(n, [&](Type t, Value l, Value r) { return SubOp::create(b, loc, t, l, r); });
-    if (op == "Mul")
-      return binary(n, [&](Type t, Value l, Value r) { return MulOp::create(b, loc, t, l, r); });
-    if (op == "Div")
-      return binary(n, [&](Type t, Value l, Value r) { return DivOp::create(b, loc, t, l, r); });
-    if (op == "Pow")
-      return binary(n, [&](Type t, Value l, Value r) { return PowOp::create(b, loc, t, l, r); });
-    if (op == "Relu")
-      return unary<ReluOp>(n);
-    if (op == "Tanh")
-      return unary<TanhOp>(n);
-    if (op == "Sigmoid")
-      return unary<SigmoidOp>(n);
-    if (op == "Erf")
-      return unary<ErfOp>(n);
-    if (op == "Exp")
-      return unary<ExpOp>(n);
-    if (op == "Log")
-      return unary<LogOp>(n);
-    if (op == "Sqrt")
-      return unary<SqrtOp>(n);
-    if (op == "Neg")
-      return unary<NegOp>(n);
-    if (op == "Identity") {
-      Value x;
-      if (!input(n, 0, x))
+    auto handler = converters().find(op);
+    if (handler == converters().end())
+      return nodeFail(n, "operator not supported by the ONNX importer yet");
+    return (this->*handler->second)(n);
+  }
+
+  /// One converter per operator (or family), found by name: adding an
+  /// operator is a row here, its row in kArity and its function below.
+  using Converter = bool (Importer::*)(const onnx::NodeProto &);
+  static const llvm::StringMap<Converter> &converters() {
+    static const llvm::StringMap<Converter> table = {
+        {"Add", &Importer::convertAdd},
+        {"Cast", &Importer::convertCast},
+        {"Concat", &Importer::convertConcat},
+        {"Cos", &Importer::convertCos},
+        {"Div", &Importer::convertDiv},
+        {"Dropout", &Importer::convertDropout},
+        {"Erf", &Importer::convertErf},
+        {"Exp", &Importer::convertExp},
+        {"Expand", &Importer::convertExpand},
+        {"Gather", &Importer::convertGather},
+        {"Gelu", &Importer::convertGelu},
+        {"Gemm", &Importer::convertGemm},
+        {"Identity", &Importer::convertIdentity},
+        {"IsNaN", &Importer::convertIsNaN},
+        {"LayerNormalization", &Importer::convertLayerNormalization},
+        {"Log", &Importer::convertLog},
+        {"LogSoftmax", &Importer::convertSoftmax},
+        {"MatMul", &Importer::convertGemm},
+        {"Mul", &Importer::convertMul},
+        {"Neg", &Importer::convertNeg},
+        {"Pow", &Importer::convertPow},
+        {"Reciprocal", &Importer::convertReciprocal},
+        {"ReduceMean", &Importer::convertReduceMean},
+        {"ReduceSum", &Importer::convertReduceMean},
+        {"Relu", &Importer::convertRelu},
+        {"Reshape", &Importer::convertReshape},
+        {"Shape", &Importer::convertShape},
+        {"Sigmoid", &Importer::convertSigmoid},
+        {"Sin", &Importer::convertSin},
+        {"Slice", &Importer::convertSlice},
+        {"Softmax", &Importer::convertSoftmax},
+        {"Split", &Importer::convertSplit},
+        {"Sqrt", &Importer::convertSqrt},
+        {"Squeeze", &Importer::convertUnsqueeze},
+        {"Sub", &Importer::convertSub},
+        {"Tanh", &Importer::convertTanh},
+        {"Transpose", &Importer::convertTranspose},
+        {"Unsqueeze", &Importer::convertUnsqueeze},
+        {"Where", &Importer::convertWhere},
+    };
+    return table;
+  }
+
+  bool convertAdd(const onnx::NodeProto &n) {
+    return binary(n, [&](Type t, Value l, Value r) { return AddOp::create(b, loc, t, l, r); });
+  }
+
+  bool convertSub(const onnx::NodeProto &n) {
+    return binary(n, [&](Type t, Value l, Value r) { return SubOp::create(b, loc, t, l, r); });
+  }
+
+  bool convertMul(const onnx::NodeProto &n) {
+    return binary(n, [&](Type t, Value l, Value r) { return MulOp::create(b, loc, t, l, r); });
+  }
+
+  bool convertDiv(const onnx::NodeProto &n) {
+    return binary(n, [&](Type t, Value l, Value r) { return DivOp::create(b, loc, t, l, r); });
+  }
+
+  bool convertPow(const onnx::NodeProto &n) {
+    return binary(n, [&](Type t, Value l, Value r) { return PowOp::create(b, loc, t, l, r); });
+  }
+
+  bool convertRelu(const onnx::NodeProto &n) {
+    return unary<ReluOp>(n);
+  }
+
+  bool convertTanh(const onnx::NodeProto &n) {
+    return unary<TanhOp>(n);
+  }
+
+  bool convertSigmoid(const onnx::NodeProto &n) {
+    return unary<SigmoidOp>(n);
+  }
+
+  bool convertErf(const onnx::NodeProto &n) {
+    return unary<ErfOp>(n);
+  }
+
+  bool convertExp(const onnx::NodeProto &n) {
+    return unary<ExpOp>(n);
+  }
+
+  bool convertLog(const onnx::NodeProto &n) {
+    return unary<LogOp>(n);
+  }
+
+  bool convertSqrt(const onnx::NodeProto &n) {
+    return unary<SqrtOp>(n);
+  }
+
+  bool convertNeg(const onnx::NodeProto &n) {
+    return unary<NegOp>(n);
+  }
+
+  bool convertIdentity(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    define(n, x);
+    return true;
+  }
+
+  bool convertGemm(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    Value a, w;
+    if (!input(n, 0, a) || !input(n, 1, w))
+      return false;
+    bool ta = op == "Gemm" && intAttr(n, "transA", 0);
+    bool tb = op == "Gemm" && intAttr(n, "transB", 0);
+    const auto *alpha = attr(n, "alpha"), *beta = attr(n, "beta");
+    if ((alpha && alpha->f() != 1.0f) || (beta && beta->f() != 1.0f))
+      return nodeFail(n, "alpha and beta other than 1 are not supported");
+    auto at = tt(a), wt = tt(w);
+    if (at.getRank() < 2 || wt.getRank() < 2)
+      return nodeFail(n, "operands of rank < 2 are not supported");
+    SmallVector<int64_t> shape(at.getShape().drop_back(2));
+    shape.push_back(at.getDimSize(at.getRank() - (ta ? 1 : 2)));
+    shape.push_back(wt.getDimSize(wt.getRank() - (tb ? 2 : 1)));
+    Value y = MatmulOp::create(b, loc, RankedTensorType::get(shape, f32), a, w, ta, tb);
+    if (op == "Gemm" && n.input_size() > 2 && !n.input(2).empty()) {
+      Value c;
+      if (!input(n, 2, c))
         return false;
+      y = AddOp::create(b, loc, y.getType(), y, c);
+    }
+    define(n, y);
+    return true;
+  }
+
+  bool convertSoftmax(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    // Checked, but kept as written (-1 stays -1 in the IR).
+    int64_t axis = intAttr(n, "axis", -1), checked = axis;
+    if (!normAxis(n, checked, tt(x).getRank()))
+      return false;
+    define(n, SoftmaxOp::create(b, loc, x.getType(), x, b.getI64IntegerAttr(axis),
+                                op == "LogSoftmax" ? b.getUnitAttr() : UnitAttr()));
+    return true;
+  }
+
+  bool convertTranspose(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    const auto *p = attr(n, "perm");
+    SmallVector<int64_t> perm;
+    if (p)
+      perm.assign(p->ints().begin(), p->ints().end());
+    else
+      for (int64_t i = tt(x).getRank() - 1; i >= 0; --i)
+        perm.push_back(i);
+    SmallVector<int64_t> shape, sorted(perm);
+    llvm::sort(sorted);
+    if (!llvm::equal(sorted, llvm::seq<int64_t>(0, tt(x).getRank())))
+      return nodeFail(n, "perm is not a permutation of the input's " +
+                             std::to_string(tt(x).getRank()) + " dimensions");
+    for (int64_t q : perm)
+      shape.push_back(tt(x).getDimSize(q));
+    define(n, TransposeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
+                                  b.getDenseI64ArrayAttr(perm)));
+    return true;
+  }
+
+  bool convertReciprocal(const onnx::NodeProto &n) {
+    if (allConst(n))
+      return nodeFail(n, "operator not supported by the ONNX importer yet");
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    auto type = RankedTensorType::get({}, tt(x).getElementType());
+    Value one = arith::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, 1.0f));
+    define(n, DivOp::create(b, loc, x.getType(), one, x));
+    return true;
+  }
+
+  bool convertShape(const onnx::NodeProto &n) {
+    std::vector<int64_t> sh;
+    if (!shapeOf(n, 0, sh))
+      return false;
+    Val v;
+    v.elem = onnx::TensorProto::INT64;
+    v.shape = {int64_t(sh.size())};
+    v.data.assign(sh.begin(), sh.end());
+    defineConst(n, 0, v);
+    return true;
+  }
+
+  bool convertGather(const onnx::NodeProto &n) {
+    Value table;
+    if (!input(n, 0, table))
+      return false;
+    if (intAttr(n, "axis", 0) != 0)
+      return nodeFail(n, "only axis 0 (an embedding lookup) is supported");
+    Value idx;
+    if (!input(n, 1, idx))
+      return false;
+    if (!tt(idx).getElementType().isInteger(64) || tt(table).getRank() != 2)
+      return nodeFail(n, "expects a [rows, features] table and int64 indices");
+    SmallVector<int64_t> shape(tt(idx).getShape());
+    shape.push_back(tt(table).getDimSize(1));
+    define(n, EmbeddingOp::create(b, loc, RankedTensorType::get(shape, f32), table, idx));
+    return true;
+  }
+
+  bool convertLayerNormalization(const onnx::NodeProto &n) {
+    Value x, w, bias;
+    if (!input(n, 0, x) || !input(n, 1, w))
+      return false;
+    if (n.input_size() > 2 && !n.input(2).empty() && !input(n, 2, bias))
+      return false;
+    int64_t axis = intAttr(n, "axis", -1);
+    if (axis != -1 && axis != tt(x).getRank() - 1)
+      return nodeFail(n, "only normalisation over the last axis is supported");
+    const auto *eps = attr(n, "epsilon");
+    define(n, LayerNormOp::create(b, loc, x.getType(), x, w, bias,
+                                  b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
+    return true;
+  }
+
+  bool convertReshape(const onnx::NodeProto &n) {
+    Value x;
+    const Val *shapeC = constInput(n, 1);
+    if (!input(n, 0, x))
+      return false;
+    if (!shapeC)
+      return nodeFail(n, "the target shape does not fold to a constant");
+    std::vector<int64_t> shape;
+    if (!reshapeTarget(n, tt(x).getShape(), *shapeC, shape))
+      return false;
+    define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
+    return true;
+  }
+
+  bool convertSplit(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
+    if (!normAxis(n, axis, rank))
+      return false;
+    const Val *sp;
+    if (!optionalConst(n, 1, sp, "split"))
+      return false;
+    std::vector<int64_t> sizes = sp ? ints(*sp) : intsAttr(n, "split");
+    int64_t dim = tt(x).getDimSize(axis), parts = n.output_size();
+    if (sizes.empty()) {
+      // Equal parts; opset 18's num_outputs makes the last one smaller
+      // when they do not divide the dimension.
+      int64_t chunk = (dim + parts - 1) / parts;
+      for (int64_t i = 0; i < parts; ++i)
+        sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
+    }
+    int64_t sum = 0;
+    for (int64_t sz : sizes)
+      sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
+    if (int64_t(sizes.size()) != parts || sum != dim)
+      return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not divide dimension " +
+                             std::to_string(axis) + " (" + std::to_string(dim) + ") into " +
+                             std::to_string(parts) + " outputs");
+    int64_t offset = 0;
+    for (int i = 0; i < n.output_size(); ++i) {
+      SmallVector<int64_t> start(rank, 0), limit(tt(x).getShape()), step(rank, 1),
+          shape(tt(x).getShape());
+      start[axis] = offset;
+      limit[axis] = offset + sizes[i];
+      shape[axis] = sizes[i];
+      offset += sizes[i];
+      if (n.output(i).empty())
+        continue;
+      values[n.output(i)] = Val{SliceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
+                                                b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
+                                                b.getDenseI64ArrayAttr(step))};
+    }
+    return true;
+  }
+
+  // PyTorch's scaled_dot_product_attention exports its guard against
+  // fully masked rows: p = Softmax(s); Where(IsNaN(p), 0, p). A row of a
+  // softmax is NaN only when every score in it is -inf, which a causal
+  // mask (or any mask leaving each query a key) never does: the guard is
+  // then the softmax itself, and that is what it imports as (with a note).
+  // Where a mask hides every key of a row, Loom's softmax gives NaN there
+  // (as PyTorch's does before its guard), so training says so at once.
+  bool convertIsNaN(const onnx::NodeProto &n) {
+    Val guard;
+    guard.nanOf = n.input(0);
+    values[n.output(0)] = guard;
+    return true;
+  }
+
+  bool convertWhere(const onnx::NodeProto &n) {
+    if (auto g = values.find(n.input(0)); g != values.end() && !g->second.nanOf.empty()) {
+      const Val *zero = constInput(n, 1);
+      bool zeros = zero && llvm::all_of(zero->data, [](double v) { return v == 0; });
+      if (n.input(2) != g->second.nanOf || !zeros || producer.lookup(n.input(2)) != "Softmax")
+        return nodeFail(n, "IsNaN is supported only as scaled_dot_product_attention exports "
+                           "it: Where(IsNaN(p), 0, p) on a Softmax output p");
+      Value p;
+      if (!input(n, 2, p))
+        return false;
+      if (!notedNanGuard)
+        llvm::errs() << "loomc: note: node '" << n.name()
+                     << "': Where(IsNaN(p), 0, p) after a softmax (scaled_dot_product_"
+                        "attention's guard) imported as p: exact unless a mask row hides "
+                        "every key\n";
+      notedNanGuard = true;
+      define(n, p);
+      return true;
+    }
+    Value c, x, y;
+    if (!input(n, 0, c) || !input(n, 1, x) || !input(n, 2, y))
+      return false;
+    SmallVector<int64_t> xy, shape;
+    if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), tt(y).getShape(), xy) ||
+        !OpTrait::util::getBroadcastedShape(xy, tt(c).getShape(), shape))
+      return nodeFail(n, "shapes do not broadcast");
+    define(n, SelectOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), c, x, y));
+    return true;
+  }
+
+  bool convertUnsqueeze(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    const Val *axesC;
+    if (!optionalConst(n, 1, axesC, "axes"))
+      return false;
+    std::vector<int64_t> shape(tt(x).getShape().begin(), tt(x).getShape().end());
+    if (!squeezeShape(n, op == "Unsqueeze", axesC ? ints(*axesC) : intsAttr(n, "axes"), shape))
+      return false;
+    define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
+    return true;
+  }
+
+  bool convertConcat(const onnx::NodeProto &n) {
+    SmallVector<Value> ins;
+    for (int i = 0; i < n.input_size(); ++i) {
+      Value v;
+      if (!input(n, i, v))
+        return false;
+      ins.push_back(v);
+    }
+    int64_t rank = tt(ins[0]).getRank(), axis = intAttr(n, "axis", 0);
+    if (!normAxis(n, axis, rank))
+      return false;
+    SmallVector<int64_t> shape(tt(ins[0]).getShape());
+    shape[axis] = 0;
+    for (Value v : ins) {
+      auto vs = tt(v).getShape();
+      for (int64_t d = 0; d < rank; ++d)
+        if (int64_t(vs.size()) != rank || tt(v).getElementType() != tt(ins[0]).getElementType() ||
+            (d != axis && vs[d] != shape[d]))
+          return nodeFail(n, "inputs " + shapeStr(tt(ins[0]).getShape()) + " and " +
+                                 shapeStr(vs) + " do not concatenate along axis " +
+                                 std::to_string(axis));
+      shape[axis] += vs[axis];
+    }
+    define(n, ConcatOp::create(b, loc, RankedTensorType::get(shape, tt(ins[0]).getElementType()), ins,
+                               b.getI64IntegerAttr(axis)));
+    return true;
+  }
+
+  bool convertReduceMean(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    const Val *axesC;
+    if (!optionalConst(n, 1, axesC, "axes"))
+      return false;
+    std::vector<int64_t> axes = axesC ? ints(*axesC) : intsAttr(n, "axes");
+    int64_t rank = tt(x).getRank();
+    if (axes.empty())
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    bool keep = intAttr(n, "keepdims", 1);
+    SmallVector<int64_t> shape;
+    if (!normAxes(n, axes, rank))
+      return false;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!llvm::is_contained(axes, d))
+        shape.push_back(tt(x).getDimSize(d));
+      else if (keep)
+        shape.push_back(1);
+    }
+    define(n, ReduceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
+                               op == "ReduceMean" ? ReduceKind::mean : ReduceKind::sum, x,
+                               b.getDenseI64ArrayAttr(axes), keep));
+    return true;
+  }
+
+  bool convertSlice(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    const Val *st = constInput(n, 1), *en = constInput(n, 2), *ax, *sp;
+    if (!st || !en)
+      return nodeFail(n, "slice bounds do not fold to constants");
+    if (!optionalConst(n, 3, ax, "axes") || !optionalConst(n, 4, sp, "steps"))
+      return false;
+    SmallVector<int64_t> lo, hi, step, out;
+    if (!sliceBounds(n, tt(x).getShape(), *st, *en, ax, sp, lo, hi, step, out))
+      return false;
+    define(n, SliceOp::create(b, loc, RankedTensorType::get(out, tt(x).getElementType()), x,
+                              b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
+                              b.getDenseI64ArrayAttr(step)));
+    return true;
+  }
+
+  bool convertSin(const onnx::NodeProto &n) {
+    return unary<SinOp>(n);
+  }
+
+  bool convertCos(const onnx::NodeProto &n) {
+    return unary<CosOp>(n);
+  }
+
+  // Dropout: the identity in inference mode (training_mode false or
+  // absent) or with ratio 0, as ONNX defines it. In training mode with a
+  // ratio above 0 it would need a random mask each step, which Loom does
+  // not generate yet: refused, unless --dropout=off says to train without
+  // it (as an eval-mode export would).
+  bool convertDropout(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    if (n.output_size() > 1 && !n.output(1).empty()) {
+      Val mask;
+      mask.refuse = "input '" + n.output(1) + "' is the mask of Dropout '" + n.name() +
+                    "', which the importer does not compute";
+      values[n.output(1)] = mask;
+    }
+    const Val *ratioC = nullptr, *trainC = nullptr;
+    if (!optionalConst(n, 1, ratioC, "ratio") || !optionalConst(n, 2, trainC, "training_mode"))
+      return false;
+    double ratio = ratioC ? (ratioC->numel() == 1 ? ratioC->data[0] : -1) : 0.5;
+    bool training = trainC && trainC->numel() == 1 && trainC->data[0] != 0;
+    if (ratioC && (ratio < 0 || ratio >= 1))
+      return nodeFail(n, "ratio must be one number in [0, 1)");
+    if (training && ratio > 0) {
+      if (!dropoutOff)
+        return nodeFail(n, "dropout in training mode (ratio " + std::to_string(ratio) +
+                               ") is not a training op in Loom yet: pass --dropout=off to "
+                               "train without it (as an eval-mode export), or export in "
+                               "eval mode");
+      if (!notedDropout)
+        llvm::errs() << "loomc: note: --dropout=off: Dropout nodes (ratio " << ratio
+                     << " in training mode) import as the identity\n";
+      notedDropout = true;
+    }
+    define(n, x);
+    return true;
+  }
+
+  // Gelu (opset 20): the exact erf form, or the tanh one.
+  bool convertGelu(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    std::string approximate = "none";
+    if (const auto *a = attr(n, "approximate"))
+      approximate = a->s();
+    if (approximate != "none" && approximate != "tanh")
+      return nodeFail(n, "approximate='" + approximate + "': expected 'none' or 'tanh'");
+    define(n, GeluOp::create(b, loc, x.getType(), x,
+                             approximate == "tanh" ? b.getUnitAttr() : UnitAttr()));
+    return true;
+  }
+
+  // Expand: numpy broadcasting of the input against a constant shape (the
+  // key/value heads repeated for grouped-query attention).
+  bool convertExpand(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    const Val *sc = constInput(n, 1);
+    if (!sc)
+      return nodeFail(n, "the shape must be a constant (it is computed at run time here)");
+    std::vector<int64_t> target = ints(*sc);
+    SmallVector<int64_t> shape;
+    if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), target, shape))
+      return nodeFail(n, "shape " + shapeStr(tt(x).getShape()) + " does not broadcast to " +
+                             shapeStr(target));
+    if (ArrayRef<int64_t>(shape) == tt(x).getShape()) {
       define(n, x);
       return true;
     }
-    if (op == "Gemm" || op == "MatMul") {
-      Value a, w;
-      if (!input(n, 0, a) || !input(n, 1, w))
-        return false;
-      bool ta = op == "Gemm" && intAttr(n, "transA", 0);
-      bool tb = op == "Gemm" && intAttr(n, "transB", 0);
-      const auto *alpha = attr(n, "alpha"), *beta = attr(n, "beta");
-      if ((alpha && alpha->f() != 1.0f) || (beta && beta->f() != 1.0f))
-        return nodeFail(n, "alpha and beta other than 1 are not supported");
-      auto at = tt(a), wt = tt(w);
-      if (at.getRank() < 2 || wt.getRank() < 2)
-        return nodeFail(n, "operands of rank < 2 are not supported");
-      SmallVector<int64_t> shape(at.getShape().drop_back(2));
-      shape.push_back(at.getDimSize(at.getRank() - (ta ? 1 : 2)));
-      shape.push_back(wt.getDimSize(wt.getRank() - (tb ? 2 : 1)));
-      Value y = MatmulOp::create(b, loc, RankedTensorType::get(shape, f32), a, w, ta, tb);
-      if (op == "Gemm" && n.input_size() > 2 && !n.input(2).empty()) {
-        Value c;
-        if (!input(n, 2, c))
-          return false;
-        y = AddOp::create(b, loc, y.getType(), y, c);
-      }
-      define(n, y);
-      return true;
-    }
-    if (op == "Softmax" || op == "LogSoftmax") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      // Checked, but kept as written (-1 stays -1 in the IR).
-      int64_t axis = intAttr(n, "axis", -1), checked = axis;
-      if (!normAxis(n, checked, tt(x).getRank()))
-        return false;
-      define(n, SoftmaxOp::create(b, loc, x.getType(), x, b.getI64IntegerAttr(axis),
-                                  op == "LogSoftmax" ? b.getUnitAttr() : UnitAttr()));
-      return true;
-    }
-    if (op == "Transpose") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      const auto *p = attr(n, "perm");
-      SmallVector<int64_t> perm;
-      if (p)
-        perm.assign(p->ints().begin(), p->ints().end());
-      else
-        for (int64_t i = tt(x).getRank() - 1; i >= 0; --i)
-          perm.push_back(i);
-      SmallVector<int64_t> shape, sorted(perm);
-      llvm::sort(sorted);
-      if (!llvm::equal(sorted, llvm::seq<int64_t>(0, tt(x).getRank())))
-        return nodeFail(n, "perm is not a permutation of the input's " +
-                               std::to_string(tt(x).getRank()) + " dimensions");
-      for (int64_t q : perm)
-        shape.push_back(tt(x).getDimSize(q));
-      define(n, TransposeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
-                                    b.getDenseI64ArrayAttr(perm)));
-      return true;
-    }
-    if (op == "Reciprocal" && !allConst(n)) {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      auto type = RankedTensorType::get({}, tt(x).getElementType());
-      Value one = arith::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, 1.0f));
-      define(n, DivOp::create(b, loc, x.getType(), one, x));
-      return true;
-    }
-    if (op == "Shape") {
-      std::vector<int64_t> sh;
-      if (!shapeOf(n, 0, sh))
-        return false;
-      Val v;
-      v.elem = onnx::TensorProto::INT64;
-      v.shape = {int64_t(sh.size())};
-      v.data.assign(sh.begin(), sh.end());
-      defineConst(n, 0, v);
-      return true;
-    }
-    if (op == "Gather") {
-      Value table;
-      if (!input(n, 0, table))
-        return false;
-      if (intAttr(n, "axis", 0) != 0)
-        return nodeFail(n, "only axis 0 (an embedding lookup) is supported");
-      Value idx;
-      if (!input(n, 1, idx))
-        return false;
-      if (!tt(idx).getElementType().isInteger(64) || tt(table).getRank() != 2)
-        return nodeFail(n, "expects a [rows, features] table and int64 indices");
-      SmallVector<int64_t> shape(tt(idx).getShape());
-      shape.push_back(tt(table).getDimSize(1));
-      define(n, EmbeddingOp::create(b, loc, RankedTensorType::get(shape, f32), table, idx));
-      return true;
-    }
-    if (op == "LayerNormalization") {
-      Value x, w, bias;
-      if (!input(n, 0, x) || !input(n, 1, w))
-        return false;
-      if (n.input_size() > 2 && !n.input(2).empty() && !input(n, 2, bias))
-        return false;
-      int64_t axis = intAttr(n, "axis", -1);
-      if (axis != -1 && axis != tt(x).getRank() - 1)
-        return nodeFail(n, "only normalisation over the last axis is supported");
-      const auto *eps = attr(n, "epsilon");
-      define(n, LayerNormOp::create(b, loc, x.getType(), x, w, bias,
-                                    b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
-      return true;
-    }
-    if (op == "Reshape") {
-      Value x;
-      const Val *shapeC = constInput(n, 1);
-      if (!input(n, 0, x))
-        return false;
-      if (!shapeC)
-        return nodeFail(n, "the target shape does not fold to a constant");
-      std::vector<int64_t> shape;
-      if (!reshapeTarget(n, tt(x).getShape(), *shapeC, shape))
-        return false;
-      define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
-      return true;
-    }
-    if (op == "Split") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
-      if (!normAxis(n, axis, rank))
-        return false;
-      const Val *sp;
-      if (!optionalConst(n, 1, sp, "split"))
-        return false;
-      std::vector<int64_t> sizes = sp ? ints(*sp) : intsAttr(n, "split");
-      int64_t dim = tt(x).getDimSize(axis), parts = n.output_size();
-      if (sizes.empty()) {
-        // Equal parts; opset 18's num_outputs makes the last one smaller
-        // when they do not divide the dimension.
-        int64_t chunk = (dim + parts - 1) / parts;
-        for (int64_t i = 0; i < parts; ++i)
-          sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
-      }
-      int64_t sum = 0;
-      for (int64_t sz : sizes)
-        sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
-      if (int64_t(sizes.size()) != parts || sum != dim)
-        return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not divide dimension " +
-                               std::to_string(axis) + " (" + std::to_string(dim) + ") into " +
-                               std::to_string(parts) + " outputs");
-      int64_t offset = 0;
-      for (int i = 0; i < n.output_size(); ++i) {
-        SmallVector<int64_t> start(rank, 0), limit(tt(x).getShape()), step(rank, 1),
-            shape(tt(x).getShape());
-        start[axis] = offset;
-        limit[axis] = offset + sizes[i];
-        shape[axis] = sizes[i];
-        offset += sizes[i];
-        if (n.output(i).empty())
-          continue;
-        values[n.output(i)] = Val{SliceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
-                                                  b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
-                                                  b.getDenseI64ArrayAttr(step))};
-      }
-      return true;
-    }
-    // PyTorch's scaled_dot_product_attention exports its guard against
-    // fully masked rows: p = Softmax(s); Where(IsNaN(p), 0, p). A row of a
-    // softmax is NaN only when every score in it is -inf, which a causal
-    // mask (or any mask leaving each query a key) never does: the guard is
-    // then the softmax itself, and that is what it imports as (with a note).
-    // Where a mask hides every key of a row, Loom's softmax gives NaN there
-    // (as PyTorch's does before its guard), so training says so at once.
-    if (op == "IsNaN") {
-      Val guard;
-      guard.nanOf = n.input(0);
-      values[n.output(0)] = guard;
-      return true;
-    }
-    if (op == "Where") {
-      if (auto g = values.find(n.input(0)); g != values.end() && !g->second.nanOf.empty()) {
-        const Val *zero = constInput(n, 1);
-        bool zeros = zero && llvm::all_of(zero->data, [](double v) { return v == 0; });
-        if (n.input(2) != g->second.nanOf || !zeros || producer.lookup(n.input(2)) != "Softmax")
-          return nodeFail(n, "IsNaN is supported only as scaled_dot_product_attention exports "
-                             "it: Where(IsNaN(p), 0, p) on a Softmax output p");
-        Value p;
-        if (!input(n, 2, p))
-          return false;
-        if (!notedNanGuard)
-          llvm::errs() << "loomc: note: node '" << n.name()
-                       << "': Where(IsNaN(p), 0, p) after a softmax (scaled_dot_product_"
-                          "attention's guard) imported as p: exact unless a mask row hides "
-                          "every key\n";
-        notedNanGuard = true;
-        define(n, p);
-        return true;
-      }
-      Value c, x, y;
-      if (!input(n, 0, c) || !input(n, 1, x) || !input(n, 2, y))
-        return false;
-      SmallVector<int64_t> xy, shape;
-      if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), tt(y).getShape(), xy) ||
-          !OpTrait::util::getBroadcastedShape(xy, tt(c).getShape(), shape))
-        return nodeFail(n, "shapes do not broadcast");
-      define(n, SelectOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), c, x, y));
-      return true;
-    }
-    if (op == "Unsqueeze" || op == "Squeeze") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      const Val *axesC;
-      if (!optionalConst(n, 1, axesC, "axes"))
-        return false;
-      std::vector<int64_t> shape(tt(x).getShape().begin(), tt(x).getShape().end());
-      if (!squeezeShape(n, op == "Unsqueeze", axesC ? ints(*axesC) : intsAttr(n, "axes"), shape))
-        return false;
-      define(n, ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x));
-      return true;
-    }
-    if (op == "Concat") {
-      SmallVector<Value> ins;
-      for (int i = 0; i < n.input_size(); ++i) {
-        Value v;
-        if (!input(n, i, v))
-          return false;
-        ins.push_back(v);
-      }
-      int64_t rank = tt(ins[0]).getRank(), axis = intAttr(n, "axis", 0);
-      if (!normAxis(n, axis, rank))
-        return false;
-      SmallVector<int64_t> shape(tt(ins[0]).getShape());
-      shape[axis] = 0;
-      for (Value v : ins) {
-        auto vs = tt(v).getShape();
-        for (int64_t d = 0; d < rank; ++d)
-          if (int64_t(vs.size()) != rank || tt(v).getElementType() != tt(ins[0]).getElementType() ||
-              (d != axis && vs[d] != shape[d]))
-            return nodeFail(n, "inputs " + shapeStr(tt(ins[0]).getShape()) + " and " +
-                                   shapeStr(vs) + " do not concatenate along axis " +
-                                   std::to_string(axis));
-        shape[axis] += vs[axis];
-      }
-      define(n, ConcatOp::create(b, loc, RankedTensorType::get(shape, tt(ins[0]).getElementType()), ins,
-                                 b.getI64IntegerAttr(axis)));
-      return true;
-    }
-    if (op == "ReduceMean" || op == "ReduceSum") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      const Val *axesC;
-      if (!optionalConst(n, 1, axesC, "axes"))
-        return false;
-      std::vector<int64_t> axes = axesC ? ints(*axesC) : intsAttr(n, "axes");
-      int64_t rank = tt(x).getRank();
-      if (axes.empty())
-        for (int64_t d = 0; d < rank; ++d)
-          axes.push_back(d);
-      bool keep = intAttr(n, "keepdims", 1);
-      SmallVector<int64_t> shape;
-      if (!normAxes(n, axes, rank))
-        return false;
-      for (int64_t d = 0; d < rank; ++d) {
-        if (!llvm::is_contained(axes, d))
-          shape.push_back(tt(x).getDimSize(d));
-        else if (keep)
-          shape.push_back(1);
-      }
-      define(n, ReduceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
-                                 op == "ReduceMean" ? ReduceKind::mean : ReduceKind::sum, x,
-                                 b.getDenseI64ArrayAttr(axes), keep));
-      return true;
-    }
-    if (op == "Slice") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      const Val *st = constInput(n, 1), *en = constInput(n, 2), *ax, *sp;
-      if (!st || !en)
-        return nodeFail(n, "slice bounds do not fold to constants");
-      if (!optionalConst(n, 3, ax, "axes") || !optionalConst(n, 4, sp, "steps"))
-        return false;
-      SmallVector<int64_t> lo, hi, step, out;
-      if (!sliceBounds(n, tt(x).getShape(), *st, *en, ax, sp, lo, hi, step, out))
-        return false;
-      define(n, SliceOp::create(b, loc, RankedTensorType::get(out, tt(x).getElementType()), x,
-                                b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
-                                b.getDenseI64ArrayAttr(step)));
-      return true;
-    }
-    if (op == "Sin")
-      return unary<SinOp>(n);
-    if (op == "Cos")
-      return unary<CosOp>(n);
-    // Dropout: the identity in inference mode (training_mode false or
-    // absent) or with ratio 0, as ONNX defines it. In training mode with a
-    // ratio above 0 it would need a random mask each step, which Loom does
-    // not generate yet: refused, unless --dropout=off says to train without
-    // it (as an eval-mode export would).
-    if (op == "Dropout") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      if (n.output_size() > 1 && !n.output(1).empty()) {
-        Val mask;
-        mask.refuse = "input '" + n.output(1) + "' is the mask of Dropout '" + n.name() +
-                      "', which the importer does not compute";
-        values[n.output(1)] = mask;
-      }
-      const Val *ratioC = nullptr, *trainC = nullptr;
-      if (!optionalConst(n, 1, ratioC, "ratio") || !optionalConst(n, 2, trainC, "training_mode"))
-        return false;
-      double ratio = ratioC ? (ratioC->numel() == 1 ? ratioC->data[0] : -1) : 0.5;
-      bool training = trainC && trainC->numel() == 1 && trainC->data[0] != 0;
-      if (ratioC && (ratio < 0 || ratio >= 1))
-        return nodeFail(n, "ratio must be one number in [0, 1)");
-      if (training && ratio > 0) {
-        if (!dropoutOff)
-          return nodeFail(n, "dropout in training mode (ratio " + std::to_string(ratio) +
-                                 ") is not a training op in Loom yet: pass --dropout=off to "
-                                 "train without it (as an eval-mode export), or export in "
-                                 "eval mode");
-        if (!notedDropout)
-          llvm::errs() << "loomc: note: --dropout=off: Dropout nodes (ratio " << ratio
-                       << " in training mode) import as the identity\n";
-        notedDropout = true;
-      }
+    define(n, BroadcastOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
+                                  x));
+    return true;
+  }
+
+  bool convertCast(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    if (intAttr(n, "to", 0) == onnx::TensorProto::FLOAT && tt(x).getElementType().isF32()) {
       define(n, x);
       return true;
     }
-    // Gelu (opset 20): the exact erf form, or the tanh one.
-    if (op == "Gelu") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      std::string approximate = "none";
-      if (const auto *a = attr(n, "approximate"))
-        approximate = a->s();
-      if (approximate != "none" && approximate != "tanh")
-        return nodeFail(n, "approximate='" + approximate + "': expected 'none' or 'tanh'");
-      define(n, GeluOp::create(b, loc, x.getType(), x,
-                               approximate == "tanh" ? b.getUnitAttr() : UnitAttr()));
-      return true;
-    }
-    // Expand: numpy broadcasting of the input against a constant shape (the
-    // key/value heads repeated for grouped-query attention).
-    if (op == "Expand") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      const Val *sc = constInput(n, 1);
-      if (!sc)
-        return nodeFail(n, "the shape must be a constant (it is computed at run time here)");
-      std::vector<int64_t> target = ints(*sc);
-      SmallVector<int64_t> shape;
-      if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), target, shape))
-        return nodeFail(n, "shape " + shapeStr(tt(x).getShape()) + " does not broadcast to " +
-                               shapeStr(target));
-      if (ArrayRef<int64_t>(shape) == tt(x).getShape()) {
-        define(n, x);
-        return true;
-      }
-      define(n, BroadcastOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
-                                    x));
-      return true;
-    }
-    if (op == "Cast") {
-      Value x;
-      if (!input(n, 0, x))
-        return false;
-      if (intAttr(n, "to", 0) == onnx::TensorProto::FLOAT && tt(x).getElementType().isF32()) {
-        define(n, x);
-        return true;
-      }
-      return nodeFail(n, "only casts that fold, or float to float, are supported");
-    }
-    return nodeFail(n, "operator not supported by the ONNX importer yet");
+    return nodeFail(n, "only casts that fold, or float to float, are supported");
   }
 
   MLIRContext &ctx;
