@@ -1150,6 +1150,9 @@ private:
     define(n, create(RankedTensorType::get(shape, tt(l).getElementType()), l, r));
     return true;
   }
+  template <typename Op> bool binaryOp(const onnx::NodeProto &n) {
+    return binary(n, [&](Type t, Value l, Value r) { return Op::create(b, loc, t, l, r); });
+  }
   template <typename Op> bool unary(const onnx::NodeProto &n) {
     Value x;
     if (!input(n, 0, x))
@@ -1233,14 +1236,14 @@ private:
   using Converter = bool (Importer::*)(const onnx::NodeProto &);
   static const llvm::StringMap<Converter> &converters() {
     static const llvm::StringMap<Converter> table = {
-        {"Add", &Importer::convertAdd},
+        {"Add", &Importer::binaryOp<AddOp>},
         {"Cast", &Importer::convertCast},
         {"Concat", &Importer::convertConcat},
-        {"Cos", &Importer::convertCos},
-        {"Div", &Importer::convertDiv},
+        {"Cos", &Importer::unary<CosOp>},
+        {"Div", &Importer::binaryOp<DivOp>},
         {"Dropout", &Importer::convertDropout},
-        {"Erf", &Importer::convertErf},
-        {"Exp", &Importer::convertExp},
+        {"Erf", &Importer::unary<ErfOp>},
+        {"Exp", &Importer::unary<ExpOp>},
         {"Expand", &Importer::convertExpand},
         {"Gather", &Importer::convertGather},
         {"Gelu", &Importer::convertGelu},
@@ -1248,84 +1251,32 @@ private:
         {"Identity", &Importer::convertIdentity},
         {"IsNaN", &Importer::convertIsNaN},
         {"LayerNormalization", &Importer::convertLayerNormalization},
-        {"Log", &Importer::convertLog},
+        {"Log", &Importer::unary<LogOp>},
         {"LogSoftmax", &Importer::convertSoftmax},
         {"MatMul", &Importer::convertGemm},
-        {"Mul", &Importer::convertMul},
-        {"Neg", &Importer::convertNeg},
-        {"Pow", &Importer::convertPow},
+        {"Mul", &Importer::binaryOp<MulOp>},
+        {"Neg", &Importer::unary<NegOp>},
+        {"Pow", &Importer::binaryOp<PowOp>},
         {"Reciprocal", &Importer::convertReciprocal},
         {"ReduceMean", &Importer::convertReduceMean},
         {"ReduceSum", &Importer::convertReduceMean},
-        {"Relu", &Importer::convertRelu},
+        {"Relu", &Importer::unary<ReluOp>},
         {"Reshape", &Importer::convertReshape},
         {"Shape", &Importer::convertShape},
-        {"Sigmoid", &Importer::convertSigmoid},
-        {"Sin", &Importer::convertSin},
+        {"Sigmoid", &Importer::unary<SigmoidOp>},
+        {"Sin", &Importer::unary<SinOp>},
         {"Slice", &Importer::convertSlice},
         {"Softmax", &Importer::convertSoftmax},
         {"Split", &Importer::convertSplit},
-        {"Sqrt", &Importer::convertSqrt},
+        {"Sqrt", &Importer::unary<SqrtOp>},
         {"Squeeze", &Importer::convertUnsqueeze},
-        {"Sub", &Importer::convertSub},
-        {"Tanh", &Importer::convertTanh},
+        {"Sub", &Importer::binaryOp<SubOp>},
+        {"Tanh", &Importer::unary<TanhOp>},
         {"Transpose", &Importer::convertTranspose},
         {"Unsqueeze", &Importer::convertUnsqueeze},
         {"Where", &Importer::convertWhere},
     };
     return table;
-  }
-
-  bool convertAdd(const onnx::NodeProto &n) {
-    return binary(n, [&](Type t, Value l, Value r) { return AddOp::create(b, loc, t, l, r); });
-  }
-
-  bool convertSub(const onnx::NodeProto &n) {
-    return binary(n, [&](Type t, Value l, Value r) { return SubOp::create(b, loc, t, l, r); });
-  }
-
-  bool convertMul(const onnx::NodeProto &n) {
-    return binary(n, [&](Type t, Value l, Value r) { return MulOp::create(b, loc, t, l, r); });
-  }
-
-  bool convertDiv(const onnx::NodeProto &n) {
-    return binary(n, [&](Type t, Value l, Value r) { return DivOp::create(b, loc, t, l, r); });
-  }
-
-  bool convertPow(const onnx::NodeProto &n) {
-    return binary(n, [&](Type t, Value l, Value r) { return PowOp::create(b, loc, t, l, r); });
-  }
-
-  bool convertRelu(const onnx::NodeProto &n) {
-    return unary<ReluOp>(n);
-  }
-
-  bool convertTanh(const onnx::NodeProto &n) {
-    return unary<TanhOp>(n);
-  }
-
-  bool convertSigmoid(const onnx::NodeProto &n) {
-    return unary<SigmoidOp>(n);
-  }
-
-  bool convertErf(const onnx::NodeProto &n) {
-    return unary<ErfOp>(n);
-  }
-
-  bool convertExp(const onnx::NodeProto &n) {
-    return unary<ExpOp>(n);
-  }
-
-  bool convertLog(const onnx::NodeProto &n) {
-    return unary<LogOp>(n);
-  }
-
-  bool convertSqrt(const onnx::NodeProto &n) {
-    return unary<SqrtOp>(n);
-  }
-
-  bool convertNeg(const onnx::NodeProto &n) {
-    return unary<NegOp>(n);
   }
 
   bool convertIdentity(const onnx::NodeProto &n) {
@@ -1645,14 +1596,6 @@ private:
                               b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
                               b.getDenseI64ArrayAttr(step)));
     return true;
-  }
-
-  bool convertSin(const onnx::NodeProto &n) {
-    return unary<SinOp>(n);
-  }
-
-  bool convertCos(const onnx::NodeProto &n) {
-    return unary<CosOp>(n);
   }
 
   // Dropout: the identity in inference mode (training_mode false or
