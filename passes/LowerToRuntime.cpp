@@ -242,6 +242,16 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
           return refuse("supports arith.addi on i64 scalars only");
         return success();
       })
+      // The runtime's elementwise kernels are floating-point: integer
+      // arithmetic (position ids from a mask's cumulative sum) must have
+      // folded on the host.
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, NegOp>([&](Operation *o) {
+        return isa<FloatType>(tt(o->getResult(0)).getElementType())
+                   ? success()
+                   : refuse("computes elementwise on floating-point tensors only; this integer "
+                            "tensor is computed at run time (integer arithmetic must fold: "
+                            "shapes and masks from constants)");
+      })
       .Case([&](SoftmaxOp o) {
         return isLastDim(int64_t(o.getDim()), o.getInput())
                    ? success()

@@ -80,11 +80,14 @@ constexpr int kMany = std::numeric_limits<int>::max();
 constexpr StringRef kFolds = "folds on the host (constant inputs only)";
 constexpr Arity kArity[] = {
     {"Add", 2, 2, 1, 1, "loom.add (broadcasting); folds on constants"},
+    {"And", 2, 2, 1, 1, kFolds},
     {"Cast", 1, 1, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
+    {"CastLike", 2, 2, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
     {"Concat", 1, kMany, 1, 1, "loom.concat; folds on constants"},
-    {"Constant", 0, 0, 1, 1, "tensor constants: float, int64, bool"},
+    {"Constant", 0, 0, 1, 1, "tensor constants (float, int64, bool), value_int(s), value_float(s)"},
     {"ConstantOfShape", 1, 1, 1, 1, kFolds},
     {"Cos", 1, 1, 1, 1, "loom.cos; folds on constants"},
+    {"CumSum", 2, 2, 1, 1, kFolds},
     {"Div", 2, 2, 1, 1, "loom.div; folds on constants"},
     {"Dropout", 1, 3, 1, 2,
      "the identity in inference mode or at ratio 0; training mode needs --dropout=off "
@@ -109,9 +112,12 @@ constexpr Arity kArity[] = {
     {"Log", 1, 1, 1, 1, "loom.log"},
     {"LogSoftmax", 1, 1, 1, 1, "loom.softmax log (last axis)"},
     {"MatMul", 2, 2, 1, 1, "loom.matmul (batched, broadcast)"},
+    {"Max", 2, 2, 1, 1, "loom.max (two inputs); folds on constants"},
+    {"Min", 2, 2, 1, 1, "loom.min (two inputs); folds on constants"},
     {"Mul", 2, 2, 1, 1, "loom.mul; folds on constants"},
     {"Neg", 1, 1, 1, 1, "loom.neg; folds on constants"},
     {"Not", 1, 1, 1, 1, kFolds},
+    {"Or", 2, 2, 1, 1, kFolds},
     {"Pow", 2, 2, 1, 1, "loom.pow; folds on constants"},
     {"Range", 3, 3, 1, 1, kFolds},
     {"Reciprocal", 1, 1, 1, 1, "1 / x (loom.div); folds on constants"},
@@ -167,7 +173,7 @@ public:
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model, StringRef path,
                             StringRef task, ArrayRef<std::string> frozen) {
     const onnx::GraphProto &g = model.graph();
-    loc = FileLineColLoc::get(&ctx, path, 0, 0);
+    loc = fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
     int64_t opset = -1;
     for (const onnx::OperatorSetIdProto &o : model.opset_import())
       if (o.domain().empty() || o.domain() == "ai.onnx")
@@ -276,6 +282,7 @@ public:
     for (const onnx::NodeProto &node : g.node())
       if (!convert(node))
         return nullptr;
+    loc = fileLoc; // the loss is the importer's, not a node's
 
     auto out = values.find(g.output(0).name());
     if (out == values.end() || !out->second.v)
@@ -730,8 +737,8 @@ private:
       return std::nullopt;
     };
     Val r;
-    // Folds when each side is one element or the whole broadcast result
-    // (the shapes of shape arithmetic); other broadcasts are converted.
+    // Folds with numpy broadcasting (shape arithmetic, masks built from
+    // ranges: [1, 1, T, 1] against [1, 1, 1, T]), up to kMaxFolded elements.
     auto elementwise = [&](auto f) -> std::optional<Val> {
       const Val &a = in(0), &c = in(1);
       SmallVector<int64_t> shape;
@@ -741,14 +748,33 @@ private:
       if (total < 0)
         return invalid("folds to a constant of shape " + shapeStr(shape) +
                        ", larger than the importer folds");
-      bool aOne = a.numel() == 1, cOne = c.numel() == 1;
-      if ((!aOne && a.numel() != total) || (!cOne && c.numel() != total))
-        return std::nullopt;
+      // Each side's element for output index i: its strides, 0 where it is
+      // broadcast, over the output's dimensions.
+      size_t rank = shape.size();
+      auto strides = [&](const std::vector<int64_t> &s) {
+        SmallVector<int64_t> st(rank, 0);
+        int64_t acc = 1;
+        for (size_t k = 0; k < s.size(); ++k) {
+          size_t d = s.size() - 1 - k, od = rank - 1 - k;
+          st[od] = s[d] == 1 ? 0 : acc;
+          acc *= s[d];
+        }
+        return st;
+      };
+      SmallVector<int64_t> sa = strides(a.shape), sc = strides(c.shape);
       r.elem = a.elem;
       r.shape.assign(shape.begin(), shape.end());
       r.data.resize(size_t(total));
-      for (int64_t i = 0; i < total; ++i)
-        r.data[i] = f(a.data[aOne ? 0 : i], c.data[cOne ? 0 : i]);
+      for (int64_t i = 0; i < total; ++i) {
+        int64_t rem = i, ia = 0, ic = 0;
+        for (size_t k = rank; k-- > 0;) {
+          int64_t idx = rem % shape[k];
+          rem /= shape[k];
+          ia += idx * sa[k];
+          ic += idx * sc[k];
+        }
+        r.data[size_t(i)] = f(a.data[size_t(ia)], c.data[size_t(ic)]);
+      }
       return r;
     };
     if (op == "Add")
@@ -795,13 +821,131 @@ private:
         x = x == 0;
       return r;
     }
-    if (op == "Cast") {
+    // Casts convert the values: to int64 truncating toward zero, to bool
+    // non-zero, to float rounded to float. CastLike takes the type of its
+    // second input.
+    if (op == "Cast" || op == "CastLike") {
       r = in(0);
-      int to = int(intAttr(n, "to", 1));
+      int to = op == "Cast" ? int(intAttr(n, "to", 1)) : in(1).elem;
       if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::FLOAT &&
           to != onnx::TensorProto::BOOL)
         return std::nullopt;
+      for (double &x : r.data)
+        x = to == onnx::TensorProto::INT64  ? std::trunc(x)
+            : to == onnx::TensorProto::BOOL ? double(x != 0)
+                                            : double(float(x));
       r.elem = to;
+      return r;
+    }
+    // Expand of a constant (a mask of ones for the batch).
+    if (op == "Expand") {
+      const Val &x = in(0);
+      std::vector<int64_t> target = ints(in(1));
+      SmallVector<int64_t> shape;
+      if (!OpTrait::util::getBroadcastedShape(x.shape, target, shape))
+        return invalid("shape " + shapeStr(x.shape) + " does not broadcast to " +
+                       shapeStr(target));
+      int64_t total = checkedNumel(shape, kMaxFolded);
+      if (total < 0)
+        return invalid("folds to a constant of shape " + shapeStr(shape) +
+                       ", larger than the importer folds");
+      r.elem = x.elem;
+      r.shape.assign(shape.begin(), shape.end());
+      r.data.resize(size_t(total));
+      // x broadcast: index through its strides (0 where broadcast).
+      size_t rank = shape.size();
+      SmallVector<int64_t> st(rank, 0);
+      int64_t acc = 1;
+      for (size_t k = 0; k < x.shape.size(); ++k) {
+        size_t d = x.shape.size() - 1 - k;
+        st[rank - 1 - k] = x.shape[d] == 1 ? 0 : acc;
+        acc *= x.shape[d];
+      }
+      for (int64_t i = 0; i < total; ++i) {
+        int64_t rem = i, ix = 0;
+        for (size_t k = rank; k-- > 0;) {
+          ix += (rem % shape[k]) * st[k];
+          rem /= shape[k];
+        }
+        r.data[size_t(i)] = x.data[size_t(ix)];
+      }
+      return r;
+    }
+    if (op == "Transpose") {
+      const Val &x = in(0);
+      int64_t rank = int64_t(x.shape.size());
+      std::vector<int64_t> perm = intsAttr(n, "perm");
+      if (perm.empty())
+        for (int64_t d = rank - 1; d >= 0; --d)
+          perm.push_back(d);
+      SmallVector<bool> seen(size_t(rank), false);
+      if (int64_t(perm.size()) != rank)
+        return invalid("perm has " + std::to_string(perm.size()) + " entries for rank " +
+                       std::to_string(rank));
+      for (int64_t p : perm) {
+        if (p < 0 || p >= rank || seen[size_t(p)])
+          return invalid("perm is not a permutation of the dimensions");
+        seen[size_t(p)] = true;
+      }
+      std::vector<int64_t> inStride(size_t(rank), 1);
+      for (int64_t d = rank - 2; d >= 0; --d)
+        inStride[size_t(d)] = inStride[size_t(d + 1)] * x.shape[size_t(d + 1)];
+      r.elem = x.elem;
+      r.shape.clear();
+      for (int64_t p : perm)
+        r.shape.push_back(x.shape[size_t(p)]);
+      r.data.resize(x.data.size());
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        int64_t rem = i, off = 0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          off += (rem % r.shape[size_t(d)]) * inStride[size_t(perm[size_t(d)])];
+          rem /= r.shape[size_t(d)];
+        }
+        r.data[size_t(i)] = x.data[size_t(off)];
+      }
+      return r;
+    }
+    if ((op == "Max" || op == "Min") && n.input_size() == 2)
+      return elementwise([&](double x, double y) {
+        return op == "Max" ? std::max(x, y) : std::min(x, y);
+      });
+    if (op == "And")
+      return elementwise([](double x, double y) { return double(x != 0 && y != 0); });
+    if (op == "Or")
+      return elementwise([](double x, double y) { return double(x != 0 || y != 0); });
+    // CumSum along one axis (masks and position ids built from a mask).
+    if (op == "CumSum") {
+      r = in(0);
+      std::vector<int64_t> axisV = ints(in(1));
+      int64_t rank = int64_t(r.shape.size());
+      if (axisV.size() != 1 || rank == 0)
+        return invalid("needs a tensor and one axis");
+      int64_t axis = axisV[0];
+      if (axis < -rank || axis >= rank)
+        return invalid("axis " + std::to_string(axis) + " is out of range");
+      if (axis < 0)
+        axis += rank;
+      bool exclusive = intAttr(n, "exclusive", 0), reverse = intAttr(n, "reverse", 0);
+      int64_t len = r.shape[size_t(axis)], inner = 1;
+      for (int64_t d = axis + 1; d < rank; ++d)
+        inner *= r.shape[size_t(d)];
+      int64_t outer = len ? r.numel() / (len * inner) : 0;
+      const std::vector<double> x = r.data;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          double acc = 0;
+          for (int64_t k = 0; k < len; ++k) {
+            int64_t j = reverse ? len - 1 - k : k;
+            size_t at = size_t((o * len + j) * inner + i);
+            if (exclusive) {
+              r.data[at] = acc;
+              acc += x[at];
+            } else {
+              acc += x[at];
+              r.data[at] = acc;
+            }
+          }
+        }
       return r;
     }
     if (op == "Unsqueeze" || op == "Squeeze") {
@@ -814,17 +958,36 @@ private:
       return r;
     }
     if (op == "Concat") {
-      // 1-d shape vectors only; anything else is converted.
-      for (int i = 0; i < n.input_size(); ++i)
-        if (in(i).shape.size() != 1)
-          return std::nullopt;
+      // Along any axis: shape vectors, and masks built from ranges.
       r = in(0);
+      int64_t rank = int64_t(r.shape.size()), axis = intAttr(n, "axis", 0);
+      if (rank == 0 || axis < -rank || axis >= rank)
+        return invalid("axis " + std::to_string(axis) + " is out of range");
+      if (axis < 0)
+        axis += rank;
+      int64_t outer = 1;
+      for (int64_t d = 0; d < axis; ++d)
+        outer *= r.shape[size_t(d)];
       for (int i = 1; i < n.input_size(); ++i) {
-        r.data.insert(r.data.end(), in(i).data.begin(), in(i).data.end());
-        r.shape[0] += in(i).shape[0];
+        const Val &x = in(i);
+        if (int64_t(x.shape.size()) != rank)
+          return invalid("inputs of different ranks");
+        for (int64_t d = 0; d < rank; ++d)
+          if (d != axis && x.shape[size_t(d)] != r.shape[size_t(d)])
+            return invalid("input shapes " + shapeStr(r.shape) + " and " + shapeStr(x.shape) +
+                           " differ off the axis");
+        r.shape[size_t(axis)] += x.shape[size_t(axis)];
       }
       if (!foldable(n, r.shape))
         return bad = true, std::nullopt;
+      // Each outer index takes its block from every input in turn.
+      r.data.clear();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int i = 0; i < n.input_size(); ++i) {
+          const Val &x = in(i);
+          int64_t block = outer ? x.numel() / outer : 0;
+          r.data.insert(r.data.end(), x.data.begin() + o * block, x.data.begin() + (o + 1) * block);
+        }
       return r;
     }
     if (op == "Gather") {
@@ -1200,12 +1363,37 @@ private:
     const std::string &op = n.op_type();
     if (!checkNode(n))
       return false;
+    // The ops of a node carry its name, so a later error (a verifier, the
+    // lowering) names the ONNX node it came from.
+    loc = NameLoc::get(b.getStringAttr("onnx node '" + n.name() + "' (" + op + ")"), fileLoc);
     for (const std::string &o : n.output())
       producer[o] = op;
     if (op == "Constant") {
+      // The scalar and list forms (value_int, value_ints, value_float,
+      // value_floats) fold; `value` is a tensor.
+      for (StringRef form : {"value_int", "value_ints", "value_float", "value_floats"})
+        if (const auto *a = attr(n, form)) {
+          Val c;
+          c.isConst = true;
+          bool isInt = form.starts_with("value_int");
+          c.elem = isInt ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT;
+          if (form == "value_int")
+            c.data = {double(a->i())};
+          else if (form == "value_float")
+            c.data = {double(a->f())};
+          else if (isInt)
+            c.data.assign(a->ints().begin(), a->ints().end());
+          else
+            c.data.assign(a->floats().begin(), a->floats().end());
+          if (form.ends_with("s"))
+            c.shape = {int64_t(c.data.size())};
+          defineConst(n, 0, c);
+          return true;
+        }
       const auto *v = attr(n, "value");
       if (!v || !v->has_t())
-        return nodeFail(n, "only tensor constants are supported");
+        return nodeFail(n, "only tensor constants are supported (value, value_int(s), "
+                           "value_float(s))");
       onnx::TensorProto named = v->t();
       named.set_name(n.output(0));
       if (named.data_type() != onnx::TensorProto::FLOAT &&
@@ -1226,8 +1414,15 @@ private:
         return false;
     }
     auto handler = converters().find(op);
-    if (handler == converters().end())
+    if (handler == converters().end()) {
+      // A fold-only operator with a computed input says which.
+      for (int i = 0; i < n.input_size(); ++i)
+        if (!n.input(i).empty() && !constInput(n, i))
+          return nodeFail(n, "operator not supported by the ONNX importer on computed "
+                             "values (it folds on constants only; input '" +
+                             n.input(i) + "' is computed)");
       return nodeFail(n, "operator not supported by the ONNX importer yet");
+    }
     return (this->*handler->second)(n);
   }
 
@@ -1238,6 +1433,7 @@ private:
     static const llvm::StringMap<Converter> table = {
         {"Add", &Importer::binaryOp<AddOp>},
         {"Cast", &Importer::convertCast},
+        {"CastLike", &Importer::convertCast},
         {"Concat", &Importer::convertConcat},
         {"Cos", &Importer::unary<CosOp>},
         {"Div", &Importer::binaryOp<DivOp>},
@@ -1254,6 +1450,8 @@ private:
         {"Log", &Importer::unary<LogOp>},
         {"LogSoftmax", &Importer::convertSoftmax},
         {"MatMul", &Importer::convertGemm},
+        {"Max", &Importer::binaryOp<MaxOp>},
+        {"Min", &Importer::binaryOp<MinOp>},
         {"Mul", &Importer::binaryOp<MulOp>},
         {"Neg", &Importer::unary<NegOp>},
         {"Pow", &Importer::binaryOp<PowOp>},
@@ -1677,7 +1875,15 @@ private:
     Value x;
     if (!input(n, 0, x))
       return false;
-    if (intAttr(n, "to", 0) == onnx::TensorProto::FLOAT && tt(x).getElementType().isF32()) {
+    // CastLike: the type of the second input (a value or a constant).
+    bool toFloat = intAttr(n, "to", 0) == onnx::TensorProto::FLOAT;
+    if (n.op_type() == "CastLike") {
+      auto like = values.find(n.input(1));
+      toFloat = like != values.end() &&
+                (like->second.v ? tt(like->second.v).getElementType().isF32()
+                                : like->second.elem == onnx::TensorProto::FLOAT);
+    }
+    if (toFloat && tt(x).getElementType().isF32()) {
       define(n, x);
       return true;
     }
@@ -1690,6 +1896,7 @@ private:
   Type f32, i64;
   std::string modelDir;
   Location loc = UnknownLoc::get(&ctx);
+  Location fileLoc = UnknownLoc::get(&ctx);
   OwningOpRef<ModuleOp> module;
   llvm::StringMap<Val> values;
   llvm::StringMap<std::string> producer; // value -> the op type that made it

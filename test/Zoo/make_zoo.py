@@ -82,7 +82,10 @@ def batches(tokens):
 
 
 def make(name, out, tokens, attn):
-    cls, kw = ARCHS[name]
+    # NAME-raw: the same model exported with optimize=False (no graph
+    # optimizer: weights stay named, nothing is folded or merged).
+    raw = name.endswith("-raw")
+    cls, kw = ARCHS[name[:-4] if raw else name]
     torch.manual_seed(0)
     cfg = cls(**kw)
     cfg._attn_implementation = attn
@@ -101,7 +104,8 @@ def make(name, out, tokens, attn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prog = torch.onnx.export(model, (x0,), dynamo=True, input_names=["input_ids"],
-                                 output_names=["logits"], external_data=False)
+                                 output_names=["logits"], external_data=False,
+                                 optimize=not raw)
     prog.save(path, external_data=False)
     export_s = time.time() - t0
     import onnx
@@ -160,7 +164,7 @@ def make(name, out, tokens, attn):
         opt.step()
         losses64.append(loss.item())
     ops = sorted({n.op_type for n in m.graph.node})
-    ref = {"name": name, "attention": attn, "torch": torch.__version__,
+    ref = {"name": name, "attention": attn, "optimize": not raw, "torch": torch.__version__,
            "transformers": tf.__version__, "onnx_opsets": {o.domain or "ai.onnx": o.version
                                                            for o in m.opset_import},
            "export_s": round(export_s, 1), "bytes": os.path.getsize(path),
@@ -174,14 +178,15 @@ def make(name, out, tokens, attn):
 
 def main():
     out = sys.argv[1]
-    names = sys.argv[2:] or list(ARCHS)
+    names = sys.argv[2:] or list(ARCHS) + [f"{a}-raw" for a in ("gpt2", "llama", "opt", "gemma2",
+                                                                 "olmo", "falcon")]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(7)
     tokens = rng.integers(0, V, N_TOKENS, dtype=np.uint16)
     tokens.tofile(os.path.join(out, "tokens.bin"))
     print(f"torch {torch.__version__}, transformers {tf.__version__}")
     for name in names:
-        for attn in ("eager", "sdpa"):
+        for attn in ("eager",) if name.endswith("-raw") else ("eager", "sdpa"):
             tag = name if attn == "eager" else f"{name}-sdpa"
             try:
                 r = make(name, out, tokens, attn) if attn == "eager" else None
