@@ -106,14 +106,15 @@ constexpr Arity kArity[] = {
     {"Identity", 1, 1, 1, 1, "the identity"},
     {"IsNaN", 1, 1, 1, 1,
      "only as scaled_dot_product_attention's guard Where(IsNaN(p), 0, p) after a Softmax: p"},
-    {"LayerNormalization", 2, 3, 1, 3, "loom.layer_norm (last axis)"},
+    {"LayerNormalization", 2, 3, 1, 3,
+     "loom.layer_norm (last axis; a constant scale or bias repeated over rows is taken once)"},
     {"Less", 2, 2, 1, 1, kFolds},
     {"LessOrEqual", 2, 2, 1, 1, kFolds},
     {"Log", 1, 1, 1, 1, "loom.log"},
     {"LogSoftmax", 1, 1, 1, 1, "loom.softmax log (last axis)"},
     {"MatMul", 2, 2, 1, 1, "loom.matmul (batched, broadcast)"},
-    {"Max", 2, 2, 1, 1, "loom.max (two inputs); folds on constants"},
-    {"Min", 2, 2, 1, 1, "loom.min (two inputs); folds on constants"},
+    {"Max", 1, 2, 1, 1, "loom.max (two inputs; of one, the input); folds on constants"},
+    {"Min", 1, 2, 1, 1, "loom.min (two inputs; of one, the input); folds on constants"},
     {"Mul", 2, 2, 1, 1, "loom.mul; folds on constants"},
     {"Neg", 1, 1, 1, 1, "loom.neg; folds on constants"},
     {"Not", 1, 1, 1, 1, kFolds},
@@ -1313,6 +1314,17 @@ private:
     define(n, create(RankedTensorType::get(shape, tt(l).getElementType()), l, r));
     return true;
   }
+  /// Max and Min take one or two inputs here (ONNX: one or more); of one,
+  /// the input itself.
+  template <typename Op> bool convertMaxMin(const onnx::NodeProto &n) {
+    if (n.input_size() == 2)
+      return binaryOp<Op>(n);
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    define(n, x);
+    return true;
+  }
   template <typename Op> bool binaryOp(const onnx::NodeProto &n) {
     return binary(n, [&](Type t, Value l, Value r) { return Op::create(b, loc, t, l, r); });
   }
@@ -1450,8 +1462,8 @@ private:
         {"Log", &Importer::unary<LogOp>},
         {"LogSoftmax", &Importer::convertSoftmax},
         {"MatMul", &Importer::convertGemm},
-        {"Max", &Importer::binaryOp<MaxOp>},
-        {"Min", &Importer::binaryOp<MinOp>},
+        {"Max", &Importer::convertMaxMin<MaxOp>},
+        {"Min", &Importer::convertMaxMin<MinOp>},
         {"Mul", &Importer::binaryOp<MulOp>},
         {"Neg", &Importer::unary<NegOp>},
         {"Pow", &Importer::binaryOp<PowOp>},
@@ -1590,11 +1602,32 @@ private:
     return true;
   }
 
+  /// A constant scale or bias broadcast over the rows (a non-parametric
+  /// layer norm exported with optimize=False: ones expanded to [B, T, d]):
+  /// its last-axis vector when every row holds the same values.
+  bool rowInvariantVector(const onnx::NodeProto &n, int i, int64_t d, Value &out) {
+    const Val *c = constInput(n, i);
+    if (!c || c->shape.empty() || c->shape.back() != d || c->numel() == d)
+      return input(n, i, out);
+    for (int64_t k = d; k < c->numel(); ++k)
+      if (c->data[size_t(k)] != c->data[size_t(k % d)])
+        return nodeFail(n, "input #" + std::to_string(i) + " differs between rows: a "
+                           "per-row scale or bias is not supported");
+    Val row = *c;
+    row.shape = {d};
+    row.data.resize(size_t(d));
+    out = materialize(row);
+    return true;
+  }
+
   bool convertLayerNormalization(const onnx::NodeProto &n) {
     Value x, w, bias;
-    if (!input(n, 0, x) || !input(n, 1, w))
+    if (!input(n, 0, x))
       return false;
-    if (n.input_size() > 2 && !n.input(2).empty() && !input(n, 2, bias))
+    int64_t d = tt(x).getShape().empty() ? 0 : tt(x).getShape().back();
+    if (!rowInvariantVector(n, 1, d, w))
+      return false;
+    if (n.input_size() > 2 && !n.input(2).empty() && !rowInvariantVector(n, 2, d, bias))
       return false;
     int64_t axis = intAttr(n, "axis", -1);
     if (axis != -1 && axis != tt(x).getRank() - 1)
