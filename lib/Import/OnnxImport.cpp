@@ -29,6 +29,9 @@
 #include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
+#include <google/protobuf/unknown_field_set.h>
+
+#include <map>
 
 #include <cmath>
 #include <limits>
@@ -142,6 +145,42 @@ constexpr Arity kArity[] = {
     {"Where", 3, 3, 1, 1, "loom.select; folds on constants"},
 };
 
+/// The `metadata_props` of an ONNX ValueInfoProto (field 4 since ONNX 1.16,
+/// newer than Debian's onnx.proto, so read from the message's unknown
+/// fields): PyTorch's exporter records there whether a value was a
+/// parameter or a buffer (pkg.torch.export.graph_signature.InputSpec.kind)
+/// and what a folded initializer was folded from
+/// (pkg.onnxscript.optimizer.folded_from).
+std::map<std::string, std::string> valueMetadata(const onnx::ValueInfoProto &v) {
+  std::map<std::string, std::string> out;
+  const google::protobuf::UnknownFieldSet &u = v.GetReflection()->GetUnknownFields(v);
+  for (int i = 0; i < u.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = u.field(i);
+    if (f.number() != 4 || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto e;
+    if (e.ParseFromString(f.length_delimited()))
+      out[e.key()] = e.value();
+  }
+  return out;
+}
+
+/// The names in a folded_from value: a Python list of quoted strings.
+std::vector<std::string> foldedFrom(StringRef text) {
+  std::vector<std::string> names;
+  while (true) {
+    size_t a = text.find('\'');
+    if (a == StringRef::npos)
+      break;
+    size_t e = text.find('\'', a + 1);
+    if (e == StringRef::npos)
+      break;
+    names.push_back(text.substr(a + 1, e - a - 1).str());
+    text = text.drop_front(e + 1);
+  }
+  return names;
+}
+
 /// A value during import: an SSA value, or a host constant that folds
 /// (shape arithmetic, masks, small constants), materialised as an
 /// arith.constant only when an op needs it as a tensor.
@@ -197,6 +236,68 @@ public:
     llvm::StringSet<> inits, frozenSet;
     for (const std::string &f : frozen)
       frozenSet.insert(f);
+    // What PyTorch's exporter recorded about each value (none for other
+    // exporters): parameters and buffers, and what folded initializers
+    // were folded from.
+    llvm::StringMap<std::map<std::string, std::string>> meta;
+    for (const auto *list : {&g.value_info(), &g.input(), &g.output()})
+      for (const onnx::ValueInfoProto &v : *list)
+        if (auto m = valueMetadata(v); !m.empty())
+          meta[v.name()] = std::move(m);
+    auto kindOf = [&](StringRef name) -> std::string {
+      auto it = meta.find(name);
+      if (it == meta.end())
+        return "";
+      auto k = it->second.find("pkg.torch.export.graph_signature.InputSpec.kind");
+      return k == it->second.end() ? "" : k->second;
+    };
+    // A buffer, or a tensor folded from buffers and constants only, is not
+    // trained (as --frozen); one folded from a parameter is trained as its
+    // own tensor, which is not what PyTorch trains: said once per model.
+    llvm::StringSet<> autoFrozen;
+    for (const onnx::TensorProto &t : g.initializer()) {
+      if (t.data_type() != onnx::TensorProto::FLOAT || frozenSet.contains(t.name()))
+        continue;
+      std::string kind = kindOf(t.name());
+      std::vector<std::string> sources;
+      if (auto it = meta.find(t.name()); it != meta.end())
+        if (auto ff = it->second.find("pkg.onnxscript.optimizer.folded_from");
+            ff != it->second.end())
+          sources = foldedFrom(ff->second);
+      if (kind == "BUFFER" || kind == "CONSTANT_TENSOR") {
+        autoFrozen.insert(t.name());
+        continue;
+      }
+      if (sources.empty())
+        continue;
+      // The module tensors it was computed from: module-path names
+      // (m.layers.0.weight) the exporter does not call buffers or
+      // constants; lifted constants and FX temporaries (arange, val_3) are
+      // not module tensors.
+      std::vector<std::string> tensors;
+      for (const std::string &src : sources) {
+        std::string k = kindOf(src);
+        if (k == "BUFFER" || k == "CONSTANT_TENSOR" || !StringRef(src).contains('.') ||
+            StringRef(src).contains("lifted_tensor"))
+          continue;
+        tensors.push_back(src);
+      }
+      if (tensors.empty())
+        autoFrozen.insert(t.name()); // from constants only (masks)
+      else if (sources.size() > 1)
+        // Computed from a module tensor (a rotary table from inv_freq,
+        // Gemma's 1 + weight): a re-laid-out copy of one tensor (one
+        // source: a transpose) trains as that tensor, anything else does
+        // not, and the file does not say whether the tensor was a buffer.
+        foldedFromParams.push_back({t.name(), tensors.front()});
+    }
+    for (auto &name : autoFrozen)
+      frozenSet.insert(name.getKey());
+    if (!autoFrozen.empty())
+      llvm::errs() << "loomc: note: " << autoFrozen.size()
+                   << " initializer(s) are buffers or folded from buffers by the exporter "
+                      "(its pkg.torch metadata): constants, not trained\n";
+
     for (const onnx::TensorProto &t : g.initializer()) {
       if (t.name().empty() || !inits.insert(t.name()).second)
         return fail("initializer '" + t.name() + "' is " +
@@ -272,6 +373,19 @@ public:
       values[a.first] = Val{entry->getArgument(i)};
     Value labelArg = entry->getArgument(args.size());
     llvm::StringMap<std::string> tiedTo = retieTransposes(*module);
+    // Computed by the exporter from a module tensor, and not a transposed
+    // copy re-tied above: trained as a tensor of its own. Said, not
+    // silently trained.
+    llvm::erase_if(foldedFromParams, [&](auto &f) { return tiedTo.count(f.first) > 0; });
+    if (!foldedFromParams.empty())
+      llvm::errs() << "loomc: warning: " << foldedFromParams.size()
+                   << " initializer(s) were computed by the exporter's optimizer from module "
+                      "tensors and will be trained as they are ("
+                   << foldedFromParams.front().first << " from " << foldedFromParams.front().second
+                   << (foldedFromParams.size() > 1 ? ", ..." : "")
+                   << "): pass the ones computed from buffers to --frozen (rotary tables), and "
+                      "export with torch.onnx.export(..., optimize=False) to train parameters "
+                      "as PyTorch does\n";
     for (auto &[name, value] : paramValues)
       if (!tiedTo.count(name))
         values[name] = Val{LoadOp::create(b, loc, value, FlatSymbolRefAttr::get(&ctx, name))};
@@ -1934,6 +2048,8 @@ private:
   llvm::StringMap<Val> values;
   llvm::StringMap<std::string> producer; // value -> the op type that made it
   bool notedNanGuard = false;
+  // Initializers the exporter folded from parameters: (name, a source).
+  std::vector<std::pair<std::string, std::string>> foldedFromParams;
   bool notedDropout = false;
   std::vector<std::pair<std::string, RankedTensorType>> paramValues;
 };
