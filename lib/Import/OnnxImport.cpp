@@ -986,6 +986,8 @@ private:
       }
       return r;
     }
+    if (op == "Identity")
+      return in(0);
     if (op == "Transpose") {
       const Val &x = in(0);
       int64_t rank = int64_t(x.shape.size());

@@ -138,6 +138,21 @@ CASES = {
     "classifier_scalar_input": model([node("Relu", ["s"], ["y"])],
                                      inputs=('input { name: "s" type { tensor_type { elem_type: 1 shape { } } } }',),
                                      outputs=('output { name: "y" type { tensor_type { elem_type: 1 } } }',), inits=()),
+    # Operators the dynamo exporter brought (issue 16): refused, not guessed.
+    "expand_computed_shape": model([node("Expand", ["x", "x"], ["e"]), node("MatMul", ["e", "w"], ["y"], name="mm")]),
+    "isnan_used_as_a_value": model([node("IsNaN", ["x"], ["n"]), node("MatMul", ["n", "w"], ["y"], name="mm")]),
+    "dropout_mask_used": model([node("Dropout", ["x"], ["d", "m"], name="drop"),
+                                node("MatMul", ["m", "w"], ["y"], name="mm")]),
+    "dropout_training": model([node("Dropout", ["x", "r", "t"], ["d"], name="drop"),
+                               node("MatMul", ["d", "w"], ["y"], name="mm")],
+                              inits=(W, 'initializer { name: "r" data_type: 1 float_data: 0.5 }',
+                                     'initializer { name: "t" data_type: 9 int32_data: 1 }')),
+    "gathernd_batch_dims_too_large": model(then(node("GatherND", ["t", "i"], ["c"], attrs=int_attr("batch_dims", 3))),
+                                           inits=(W, i64("t", [2, 2], [1, 2, 3, 4]), i64("i", [2, 1], [0, 1]))),
+    "gather_elements_index_out_of_range": model(then(node("GatherElements", ["t", "i"], ["c"])),
+                                                inits=(W, i64("t", [3], [1, 2, 3]), i64("i", [2], [0, 7]))),
+    "cumsum_axis_out_of_range": model(then(node("CumSum", ["t", "a"], ["c"])),
+                                      inits=(W, i64("t", [3], [1, 2, 3]), i64("a", [1], [4]))),
     # Not protobuf at all.
     "garbage": None,
 }
