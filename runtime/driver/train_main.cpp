@@ -192,7 +192,7 @@ void loomrt_step_host_end(loomrt_step_ctx c) {
 namespace {
 
 struct Flags {
-  std::string data, logJson, ckptDir, trace, weights, init = "model";
+  std::string data, logJson, ckptDir, trace, weights, init = "model", sample = "sequential";
   long steps = 10, ckptEvery = 0;
   double commTimeout = 0; // seconds; 0: LOOMRT_COMM_TIMEOUT or the default
   double lr = -1;
@@ -216,10 +216,14 @@ void usage(const char *argv0, const loomrt_program *p) {
       "usage: %s --data FILE [--steps N] [--lr LR] [--seed S]\n"
       "          [--init model|random] [--weights FILE]\n"
       "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
-      "          [--resume] [--trace FILE] [--comm-timeout S]\n\n"
+      "          [--resume] [--trace FILE] [--comm-timeout S] [--sample sequential|random]\n\n"
       "Trains %s (batch %lld x %lld tokens) on %s.\n\n"
       "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n"
       "  --steps N              steps to run (default 10)\n"
+      "  --sample MODE          sequential (default): step s reads the batch's rows\n"
+      "                         one after the other at s x batch x seq; random: each\n"
+      "                         row at its own offset, drawn from --seed, the step and\n"
+      "                         the row (resume with the same --seed: the same rows)\n"
       "  --lr LR                learning rate (default: the compiled one)\n"
       "  --seed S               seed of the initial weights (default 0)\n"
       "  --init model|random    start from the model's weights (default) or draw\n"
@@ -331,6 +335,11 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return false;
       if (f.init != "model" && f.init != "random")
         return err = "--init expects 'model' or 'random', got '" + f.init + "'", false;
+    } else if (a == "--sample") {
+      if (!value(f.sample))
+        return false;
+      if (f.sample != "sequential" && f.sample != "random")
+        return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
     } else if (a == "--resume") {
       f.resume = true;
     } else if (a == "--comm-timeout") {
@@ -673,10 +682,29 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   long last = firstStep + f.steps;
   bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
-    int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
-    for (int64_t i = 0; i < bt; ++i) {
-      hx[i] = tokens[size_t(off + i)];
-      hy[i] = tokens[size_t(off + i + 1)];
+    if (f.sample == "random") {
+      // Each of this rank's rows at an offset of its own: a counter-based
+      // draw (splitmix64 of seed, step and the row's place in the world's
+      // batch), so every rank and a resumed run agree without state.
+      int64_t seq = p->seq, rows = bt / seq;
+      for (int64_t r = 0; r < rows; ++r) {
+        uint64_t z = f.seed * 0x9E3779B97F4A7C15ull + uint64_t(step) * 0xBF58476D1CE4E5B9ull +
+                     uint64_t(mine / seq + r) * 0x94D049BB133111EBull + 1;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        int64_t off = int64_t(z % uint64_t(n - seq - 1));
+        for (int64_t t = 0; t < seq; ++t) {
+          hx[size_t(r * seq + t)] = tokens[size_t(off + t)];
+          hy[size_t(r * seq + t)] = tokens[size_t(off + t + 1)];
+        }
+      }
+    } else {
+      int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
+      for (int64_t i = 0; i < bt; ++i) {
+        hx[i] = tokens[size_t(off + i)];
+        hy[i] = tokens[size_t(off + i + 1)];
+      }
     }
     auto t0 = std::chrono::steady_clock::now();
     TRY(loomrt_memcpy_async(s, dTok, hx.data(), size_t(bt) * 8), "tokens");
