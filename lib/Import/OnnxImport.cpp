@@ -70,6 +70,31 @@ int64_t checkedNumel(ArrayRef<int64_t> shape, int64_t limit) {
   return n;
 }
 
+/// Strides, in elements, at which a row-major tensor of shape `from` is read
+/// at the indices of a tensor of rank `rank` (numpy broadcasting: aligned at
+/// the last dimension, 0 where `from` has size 1 or no such dimension).
+SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, size_t rank) {
+  SmallVector<int64_t> st(rank, 0);
+  int64_t acc = 1;
+  for (size_t k = 0; k < from.size(); ++k) {
+    size_t d = from.size() - 1 - k;
+    st[rank - 1 - k] = from[d] == 1 ? 0 : acc;
+    acc *= from[d];
+  }
+  return st;
+}
+
+/// The offset `strides` give the element at flat index `i` of a row-major
+/// tensor of `shape`.
+int64_t offsetAt(int64_t i, ArrayRef<int64_t> shape, ArrayRef<int64_t> strides) {
+  int64_t off = 0;
+  for (size_t k = shape.size(); k-- > 0;) {
+    off += (i % shape[k]) * strides[k];
+    i /= shape[k];
+  }
+  return off;
+}
+
 /// Inputs and outputs each operator takes (ONNX's arity, optional inputs
 /// included); nodes are checked against it before anything reads them. It
 /// is also the supported-operator table (`loomc --list-onnx-operators`,
@@ -863,33 +888,14 @@ private:
       if (total < 0)
         return invalid("folds to a constant of shape " + shapeStr(shape) +
                        ", larger than the importer folds");
-      // Each side's element for output index i: its strides, 0 where it is
-      // broadcast, over the output's dimensions.
-      size_t rank = shape.size();
-      auto strides = [&](const std::vector<int64_t> &s) {
-        SmallVector<int64_t> st(rank, 0);
-        int64_t acc = 1;
-        for (size_t k = 0; k < s.size(); ++k) {
-          size_t d = s.size() - 1 - k, od = rank - 1 - k;
-          st[od] = s[d] == 1 ? 0 : acc;
-          acc *= s[d];
-        }
-        return st;
-      };
-      SmallVector<int64_t> sa = strides(a.shape), sc = strides(c.shape);
+      SmallVector<int64_t> sa = broadcastStrides(a.shape, shape.size()),
+                           sc = broadcastStrides(c.shape, shape.size());
       r.elem = a.elem;
       r.shape.assign(shape.begin(), shape.end());
       r.data.resize(size_t(total));
-      for (int64_t i = 0; i < total; ++i) {
-        int64_t rem = i, ia = 0, ic = 0;
-        for (size_t k = rank; k-- > 0;) {
-          int64_t idx = rem % shape[k];
-          rem /= shape[k];
-          ia += idx * sa[k];
-          ic += idx * sc[k];
-        }
-        r.data[size_t(i)] = f(a.data[size_t(ia)], c.data[size_t(ic)]);
-      }
+      for (int64_t i = 0; i < total; ++i)
+        r.data[size_t(i)] = f(a.data[size_t(offsetAt(i, shape, sa))],
+                              c.data[size_t(offsetAt(i, shape, sc))]);
       return r;
     };
     if (op == "Add")
@@ -967,59 +973,29 @@ private:
       r.elem = x.elem;
       r.shape.assign(shape.begin(), shape.end());
       r.data.resize(size_t(total));
-      // x broadcast: index through its strides (0 where broadcast).
-      size_t rank = shape.size();
-      SmallVector<int64_t> st(rank, 0);
-      int64_t acc = 1;
-      for (size_t k = 0; k < x.shape.size(); ++k) {
-        size_t d = x.shape.size() - 1 - k;
-        st[rank - 1 - k] = x.shape[d] == 1 ? 0 : acc;
-        acc *= x.shape[d];
-      }
-      for (int64_t i = 0; i < total; ++i) {
-        int64_t rem = i, ix = 0;
-        for (size_t k = rank; k-- > 0;) {
-          ix += (rem % shape[k]) * st[k];
-          rem /= shape[k];
-        }
-        r.data[size_t(i)] = x.data[size_t(ix)];
-      }
+      SmallVector<int64_t> st = broadcastStrides(x.shape, shape.size());
+      for (int64_t i = 0; i < total; ++i)
+        r.data[size_t(i)] = x.data[size_t(offsetAt(i, shape, st))];
       return r;
     }
     if (op == "Identity")
       return in(0);
     if (op == "Transpose") {
       const Val &x = in(0);
-      int64_t rank = int64_t(x.shape.size());
-      std::vector<int64_t> perm = intsAttr(n, "perm");
-      if (perm.empty())
-        for (int64_t d = rank - 1; d >= 0; --d)
-          perm.push_back(d);
-      SmallVector<bool> seen(size_t(rank), false);
-      if (int64_t(perm.size()) != rank)
-        return invalid("perm has " + std::to_string(perm.size()) + " entries for rank " +
-                       std::to_string(rank));
-      for (int64_t p : perm) {
-        if (p < 0 || p >= rank || seen[size_t(p)])
-          return invalid("perm is not a permutation of the dimensions");
-        seen[size_t(p)] = true;
-      }
-      std::vector<int64_t> inStride(size_t(rank), 1);
-      for (int64_t d = rank - 2; d >= 0; --d)
-        inStride[size_t(d)] = inStride[size_t(d + 1)] * x.shape[size_t(d + 1)];
+      SmallVector<int64_t> perm;
+      if (!transposePerm(n, int64_t(x.shape.size()), perm))
+        return bad = true, std::nullopt;
+      // Output dimension d walks input dimension perm[d].
+      SmallVector<int64_t> inStride = broadcastStrides(x.shape, x.shape.size()), st;
       r.elem = x.elem;
       r.shape.clear();
-      for (int64_t p : perm)
+      for (int64_t p : perm) {
         r.shape.push_back(x.shape[size_t(p)]);
-      r.data.resize(x.data.size());
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        int64_t rem = i, off = 0;
-        for (int64_t d = rank - 1; d >= 0; --d) {
-          off += (rem % r.shape[size_t(d)]) * inStride[size_t(perm[size_t(d)])];
-          rem /= r.shape[size_t(d)];
-        }
-        r.data[size_t(i)] = x.data[size_t(off)];
+        st.push_back(inStride[size_t(p)]);
       }
+      r.data.resize(x.data.size());
+      for (int64_t i = 0; i < x.numel(); ++i)
+        r.data[size_t(i)] = x.data[size_t(offsetAt(i, r.shape, st))];
       return r;
     }
     if ((op == "Max" || op == "Min") && n.input_size() == 2)
@@ -1654,22 +1630,29 @@ private:
     return true;
   }
 
+  /// Transpose's `perm` (reversed dimensions when absent), checked to be a
+  /// permutation of `rank` dimensions; shared by folding and conversion.
+  bool transposePerm(const onnx::NodeProto &n, int64_t rank, SmallVectorImpl<int64_t> &perm) {
+    if (const auto *p = attr(n, "perm"))
+      perm.assign(p->ints().begin(), p->ints().end());
+    else
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    SmallVector<int64_t> sorted(perm.begin(), perm.end());
+    llvm::sort(sorted);
+    if (!llvm::equal(sorted, llvm::seq<int64_t>(0, rank)))
+      return nodeFail(n, "perm is not a permutation of the input's " + std::to_string(rank) +
+                             " dimensions");
+    return true;
+  }
+
   bool convertTranspose(const onnx::NodeProto &n) {
     Value x;
     if (!input(n, 0, x))
       return false;
-    const auto *p = attr(n, "perm");
-    SmallVector<int64_t> perm;
-    if (p)
-      perm.assign(p->ints().begin(), p->ints().end());
-    else
-      for (int64_t i = tt(x).getRank() - 1; i >= 0; --i)
-        perm.push_back(i);
-    SmallVector<int64_t> shape, sorted(perm);
-    llvm::sort(sorted);
-    if (!llvm::equal(sorted, llvm::seq<int64_t>(0, tt(x).getRank())))
-      return nodeFail(n, "perm is not a permutation of the input's " +
-                             std::to_string(tt(x).getRank()) + " dimensions");
+    SmallVector<int64_t> perm, shape;
+    if (!transposePerm(n, tt(x).getRank(), perm))
+      return false;
     for (int64_t q : perm)
       shape.push_back(tt(x).getDimSize(q));
     define(n, TransposeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
