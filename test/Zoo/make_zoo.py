@@ -85,6 +85,21 @@ def batches(tokens):
         yield x, y
 
 
+def train_losses(model, tokens):
+    """Per-step losses of STEPS AdamW steps on the binary's batches."""
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    losses = []
+    for x, y in batches(tokens):
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def make(name, out, tokens, attn):
     # NAME-raw: the same model exported with optimize=False (no graph
     # optimizer: weights stay named, nothing is folded or merged).
@@ -140,33 +155,15 @@ def make(name, out, tokens, attn):
         a = numpy_helper.to_array(t)
         if a.dtype.kind == "f" and a.size > 1 and not trainable(a):
             frozen.append(t.name)
-    # PyTorch's losses: the same initial weights, AdamW, fp32 on the CPU.
+    # PyTorch's losses: the same initial weights, AdamW, fp32 on the CPU;
+    # then the same steps in float64: how far float32 arithmetic alone moves
+    # the losses (check_zoo.py's tolerance takes it into account).
     model.load_state_dict(init)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
-    losses = []
-    for x, y in batches(tokens):
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    # The same steps in float64: how far float32 arithmetic alone moves the
-    # losses (check_zoo.py's tolerance takes it into account).
+    losses = train_losses(model, tokens)
     model64 = LogitsOnly(tf.AutoModelForCausalLM.from_config(cfg)).double()
     model64.load_state_dict({k: v.double() if v.is_floating_point() else v
                              for k, v in init.items()})
-    model64.train()
-    opt = torch.optim.AdamW(model64.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
-    losses64 = []
-    for x, y in batches(tokens):
-        logits = model64(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses64.append(loss.item())
+    losses64 = train_losses(model64, tokens)
     ops = sorted({n.op_type for n in m.graph.node})
     ref = {"name": name, "attention": attn, "optimize": not raw, "torch": torch.__version__,
            "transformers": tf.__version__, "onnx_opsets": {o.domain or "ai.onnx": o.version
