@@ -279,18 +279,19 @@ public:
     // A buffer, or a tensor folded from buffers and constants only, is not
     // trained (as --frozen); one folded from a parameter is trained as its
     // own tensor, which is not what PyTorch trains: said once per model.
-    llvm::StringSet<> autoFrozen;
+    auto constantKind = [](StringRef kind) { return kind == "BUFFER" || kind == "CONSTANT_TENSOR"; };
+    size_t autoFrozen = 0;
     for (const onnx::TensorProto &t : g.initializer()) {
       if (t.data_type() != onnx::TensorProto::FLOAT || frozenSet.contains(t.name()))
         continue;
-      std::string kind = kindOf(t.name());
       std::vector<std::string> sources;
       if (auto it = meta.find(t.name()); it != meta.end())
         if (auto ff = it->second.find("pkg.onnxscript.optimizer.folded_from");
             ff != it->second.end())
           sources = foldedFrom(ff->second);
-      if (kind == "BUFFER" || kind == "CONSTANT_TENSOR") {
-        autoFrozen.insert(t.name());
+      if (constantKind(kindOf(t.name()))) {
+        frozenSet.insert(t.name());
+        ++autoFrozen;
         continue;
       }
       if (sources.empty())
@@ -301,25 +302,24 @@ public:
       // not module tensors.
       std::vector<std::string> tensors;
       for (const std::string &src : sources) {
-        std::string k = kindOf(src);
-        if (k == "BUFFER" || k == "CONSTANT_TENSOR" || !StringRef(src).contains('.') ||
+        if (constantKind(kindOf(src)) || !StringRef(src).contains('.') ||
             StringRef(src).contains("lifted_tensor"))
           continue;
         tensors.push_back(src);
       }
-      if (tensors.empty())
-        autoFrozen.insert(t.name()); // from constants only (masks)
-      else if (sources.size() > 1)
+      if (tensors.empty()) { // from constants only (masks)
+        frozenSet.insert(t.name());
+        ++autoFrozen;
+      } else if (sources.size() > 1) {
         // Computed from a module tensor (a rotary table from inv_freq,
         // Gemma's 1 + weight): a re-laid-out copy of one tensor (one
         // source: a transpose) trains as that tensor, anything else does
         // not, and the file does not say whether the tensor was a buffer.
         foldedFromParams.push_back({t.name(), tensors.front()});
+      }
     }
-    for (auto &name : autoFrozen)
-      frozenSet.insert(name.getKey());
-    if (!autoFrozen.empty())
-      llvm::errs() << "loomc: note: " << autoFrozen.size()
+    if (autoFrozen)
+      llvm::errs() << "loomc: note: " << autoFrozen
                    << " initializer(s) are buffers or folded from buffers by the exporter "
                       "(its pkg.torch metadata): constants, not trained\n";
 
