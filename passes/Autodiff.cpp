@@ -267,6 +267,13 @@ public:
                                         o.getApproximate()));
           return success();
         })
+        .Case([&](DropoutOp o) {
+          // y = x * m / (1 - p): dx = dy * m / (1 - p), the same op with the
+          // same key, so the same mask, drawn again.
+          accumulate(o.getInput(), DropoutOp::create(b, loc, dy.getType(), dy, o.getRatioAttr(),
+                                                     o.getKeyAttr()));
+          return success();
+        })
         .Case([&](SelectOp o) {
           Value zero = splat(like(tt(dy), {}), 0.0);
           binaryTo(o.getLhs(), SelectOp::create(b, loc, dy.getType(),

@@ -445,6 +445,16 @@ LogicalResult lowerBinary(OpT o, rt::BinaryKind k, Value a, Value b, Emit &e) {
   return e.done(out);
 }
 
+/// The mask's key comes from the driver (the run's seed and the step); the
+/// element offset from the rank (a data-parallel rank's rows of the batch).
+LogicalResult lower(DropoutOp o, DropoutOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  Value key = rt::RandomKeyOp::create(e.rw, e.loc, e.rw.getI64Type(), o.getKey());
+  rt::DropoutOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), y, key, e.f.comm,
+                        f64(o.getRatio()), numel(o.getInput()));
+  return e.done(y);
+}
+
 // clang-format off
 #define LOOM_UNARY(OP)                                                                             \
   LogicalResult lower(OP o, OP::Adaptor a, Emit &e) { return lowerUnary(o, a.getInput(), e); }
@@ -1033,7 +1043,7 @@ struct Lowering {
     populateCallOpTypeConversionPattern(patterns, tc);
     populateReturnOpTypeConversionPattern(patterns, tc);
     addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp,
-                ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
+                ReluOp, SiluOp, GeluOp, DropoutOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
                 DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc,
                                                                                  plan);
     addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,

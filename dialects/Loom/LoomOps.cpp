@@ -233,6 +233,13 @@ LogicalResult mlir::loom::detail::verifyAsyncOp(Operation *op) {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  double r = getRatio().convertToDouble();
+  if (!(r >= 0.0 && r < 1.0))
+    return emitOpError() << "ratio must be in [0, 1), got " << r;
+  return success();
+}
+
 LogicalResult WaitOp::verify() {
   if (getTokens().empty())
     return emitOpError() << "needs at least one token";

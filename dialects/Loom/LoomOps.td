@@ -216,6 +216,30 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, SameOperandsAndResultType, Loom_Compute
   let assemblyFormat = "$input (`approximate` $approximate^)? attr-dict `:` type($result)";
 }
 
+def Loom_DropoutOp : Loom_Op<"dropout", [Pure, SameOperandsAndResultType, Loom_ComputeOpTrait]> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    `x * mask / (1 - ratio)`, where the mask keeps each element with
+    probability `1 - ratio` (torch.nn.Dropout in training mode). The mask is
+    not an operand: it is drawn from the training step's random key (the
+    binary's `--seed` and the step number) and this op's `key`, one
+    counter per element (`loomrt_dropout`), so it is the same on every
+    backend and after a resume. The gradient is the same op on the
+    result's adjoint with the same `key`: the backward draws the forward's
+    mask again instead of storing it. Distinct dropouts of a model have
+    distinct keys (the importer numbers them).
+
+    ```mlir
+    %y = loom.dropout %x ratio 1.0e-01 key 3 : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, F64Attr:$ratio,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$key);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$input `ratio` $ratio `key` $key attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 class Loom_BinaryOp<string mnemonic, string math> : Loom_Op<mnemonic,
     [Pure, SameOperandsAndResultElementType, ResultsBroadcastableShape,
      Loom_ComputeOpTrait]> {

@@ -185,6 +185,7 @@ double CopyStridedOp::getBytesMoved() {
   return std::min(span * e, n * std::max(e, 32.0)) + n * e;
 }
 double UnaryOp::getBytesMoved() { return 2.0 * double(getN()) * es(getDtype()); }
+double DropoutOp::getBytesMoved() { return 2.0 * double(getN()) * es(getDtype()); }
 double UnaryGradOp::getBytesMoved() { return 3.0 * double(getN()) * es(getDtype()); }
 double BinaryOp::getBytesMoved() {
   return (product(getAShape()) + product(getBShape()) + product(getOutShape())) * es(getDtype());

@@ -319,6 +319,24 @@ def LoomRT_UnaryOp : LoomRT_CallOp<"unary",
   let summary = "y = f(x), elementwise";
 }
 
+def LoomRT_DropoutOp : LoomRT_CallOp<"dropout",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$y, I64:$key, LoomRT_Comm:$comm,
+         F64Attr:$ratio, NonNegI64:$n),
+    "$dtype $x `->` $y `,` $n `key` $key `ratio` $ratio `of` $comm"> {
+  let summary = "inverted dropout (loomrt_dropout), the mask drawn from `key`";
+  let description = [{
+    `loomrt_dropout` with the key of `loomrt.random_key` and the element
+    offset rank × `n`: on data-parallel ranks, each rank's rows are its
+    block of the global batch, so R ranks draw the masks one rank would
+    draw for the whole batch.
+
+    ```mlir
+    %k = loomrt.random_key 3
+    loomrt.dropout f32 %x -> %y, 4096 key %k ratio 1.000000e-01 of %comm on %s
+    ```
+  }];
+}
+
 def LoomRT_UnaryGradOp : LoomRT_CallOp<"unary_grad",
     (ins LoomRT_UnaryKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$dy,
          LoomRT_Buffer:$x, LoomRT_Buffer:$dx, NonNegI64:$n),
@@ -474,6 +492,18 @@ def LoomRT_AddI64Op : LoomRT_Op<"add_i64"> {
                        LoomRT_Buffer:$out);
   let results = (outs I64:$sum);
   let assemblyFormat = "$lhs `,` $rhs `->` $out `on` $stream attr-dict";
+}
+
+def LoomRT_RandomKeyOp : LoomRT_Op<"random_key", [Pure]> {
+  let summary = "the key of dropout `op` in this training step";
+  let description = [{
+    `loomrt_random_key(seed, step, op)` of the run's `--seed` and the step
+    the driver is running (from 0; a resumed run continues the count), so
+    a resumed run draws the masks the uninterrupted one would have.
+  }];
+  let arguments = (ins NonNegI64:$op);
+  let results = (outs I64:$key);
+  let assemblyFormat = "$op attr-dict";
 }
 
 def LoomRT_ReadI64Op : LoomRT_Op<"read_i64"> {

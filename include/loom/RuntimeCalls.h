@@ -13,6 +13,8 @@
 //   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind)
 //   reduce(ReduceKind) shape(name, ArrayRef<int64_t>) gemm(loomrt_gemm)
 //   adam(AdamOp): &config
+//   hostInt(v): a host integer result (loomrt.random_key, add_i64)
+//   rankTimes(comm, n): the rank in comm times n (an element offset)
 // and call(name, function, args...), which emits or makes the call.
 //
 //===----------------------------------------------------------------------===//
@@ -49,6 +51,12 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
       .Case([&](rt::UnaryOp o) {
         return b.call("loomrt_unary", loomrt_unary, b.stream(o.getStream()), b.unary(o.getKind()),
                       b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getN()));
+      })
+      .Case([&](rt::DropoutOp o) {
+        return b.call("loomrt_dropout", loomrt_dropout, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getN()),
+                      b.f(o.getRatio().convertToDouble()), b.hostInt(o.getKey()),
+                      b.rankTimes(o.getComm(), o.getN()));
       })
       .Case([&](rt::UnaryGradOp o) {
         return b.call("loomrt_unary_grad", loomrt_unary_grad, b.stream(o.getStream()),

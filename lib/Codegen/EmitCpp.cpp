@@ -105,6 +105,10 @@ struct TextCall {
   std::string flag(bool x) const { return x ? "1" : "0"; }
   std::string f(double x) const { return ::loom::f(x); }
   std::string lr(double x) const { return "loomrt_step_lr(c, " + f(x) + ")"; }
+  std::string hostInt(Value v) const { return "(uint64_t)" + name(v); }
+  std::string rankTimes(Value comm, int64_t n) const {
+    return "(uint64_t)loomrt_comm_rank(" + name(comm) + ") * " + i(n);
+  }
   std::string dtype(rt::DType d) const { return dtypeName(d); }
   std::string unary(rt::UnaryKind k) const { return unaryName(k); }
   std::string binary(rt::BinaryKind k) const { return binaryName(k); }
@@ -453,6 +457,11 @@ private:
           call("loomrt_memcpy_async(" + st + ", " + name(o.getOut()) + ", &x_, 8)");
           call("loomrt_stream_synchronize(" + st + ")");
           close();
+          return success();
+        })
+        .Case([&](rt::RandomKeyOp o) {
+          *os << "  int64_t " << define(o.getKey(), "h") << " = (int64_t)loomrt_step_random_key(c, "
+              << o.getOp() << ");\n";
           return success();
         })
         .Case([&](rt::ReadI64Op o) {

@@ -307,10 +307,11 @@ struct Simulator {
         .Case([&](func::CallOp c) { return visitCall(c, module); })
         .Case([&](rt::WorkOpInterface w) { return work(w); })
         .Default([&](Operation *other) -> LogicalResult {
-          // Declarations and views cost nothing; anything else is a call
-          // this simulation does not know how to price.
+          // Declarations, views and the host's dropout keys (a hash)
+          // cost nothing; anything else is a call this simulation does not
+          // know how to price.
           if (isa<rt::GlobalOp, rt::ViewOp, rt::RankViewOp, rt::CommentOp, rt::CommOp,
-                  func::ReturnOp>(other))
+                  rt::RandomKeyOp, func::ReturnOp>(other))
             return success();
           return other->emitError("step simulation: no cost for '")
                  << other->getName() << "' (is the module lowered to loomrt?)";

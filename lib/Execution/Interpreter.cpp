@@ -135,6 +135,7 @@ public:
   //===--------------------------------------------------------------===//
 
   bool initParams(uint64_t seed, std::string &err) override {
+    dropoutSeed = seed;
     // The runtime's seeded stream: generated binaries draw the same values.
     std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(
         loomrt_rng_create(seed), loomrt_rng_destroy);
@@ -298,6 +299,9 @@ public:
       in.push_back(b);
     }
     FailureOr<ModuleOp> m = lowered(function);
+    // Dropout keys: run k (from 0) is training step k of --seed, as in the
+    // generated binary.
+    step = runs++;
     if (failed(m))
       return err = error, false;
     auto lf = m->lookupSymbol<func::FuncOp>(function);
@@ -386,6 +390,8 @@ public:
     int flag(bool x) const { return x ? 1 : 0; }
     float f(double x) const { return float(x); }
     float lr(double x) const { return float(x); }
+    uint64_t hostInt(Value v) const { return uint64_t(in.ints.lookup(v)); }
+    uint64_t rankTimes(Value, int64_t) const { return 0; } // one rank
     loomrt_dtype dtype(rt::DType d) const { return loomrt_dtype(d); }
     loomrt_unary_op unary(rt::UnaryKind k) const { return loomrt_unary_op(k); }
     loomrt_binary_op binary(rt::BinaryKind k) const { return loomrt_binary_op(k); }
@@ -472,6 +478,9 @@ public:
           return call(loomrt_memcpy_async(s, ptrs.lookup(o.getOut()), &sum, 8), "add_i64") &&
                  call(loomrt_stream_synchronize(s), "add_i64");
         })
+        .Case([&](rt::RandomKeyOp o) {
+          return ints[o.getKey()] = int64_t(loomrt_random_key(dropoutSeed, step, o.getOp())), true;
+        })
         .Case([&](rt::ReadI64Op o) {
           int64_t v;
           return readHost(ptrs.lookup(o.getBuffer()), &v) && (ints[o.getValue()] = v, true);
@@ -493,6 +502,8 @@ public:
   llvm::StringMap<OwningOpRef<ModuleOp>> lowerings;
   llvm::DenseMap<Value, void *> ptrs;
   llvm::DenseMap<Value, int64_t> ints;
+  uint64_t dropoutSeed = 0; // --seed of initParams
+  int64_t runs = 0, step = 0;
   llvm::DenseMap<void *, loomrt_mem_space> live;
 };
 

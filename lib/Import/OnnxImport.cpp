@@ -33,6 +33,7 @@
 
 #include <map>
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <cstring>
@@ -118,8 +119,9 @@ constexpr Arity kArity[] = {
     {"CumSum", 2, 2, 1, 1, kFolds},
     {"Div", 2, 2, 1, 1, "loom.div; folds on constants"},
     {"Dropout", 1, 3, 1, 2,
-     "the identity in inference mode or at ratio 0; training mode needs --dropout=off "
-     "(identity); the mask output is not computed"},
+     "loom.dropout in training mode (a counter-based mask per step; --dropout=off: the "
+     "identity); the identity in inference mode or at ratio 0; the mask output is not "
+     "computed"},
     {"Equal", 2, 2, 1, 1, kFolds},
     {"Erf", 1, 1, 1, 1, "loom.erf"},
     {"Exp", 1, 1, 1, 1, "loom.exp"},
@@ -1930,9 +1932,10 @@ private:
 
   // Dropout: the identity in inference mode (training_mode false or
   // absent) or with ratio 0, as ONNX defines it. In training mode with a
-  // ratio above 0 it would need a random mask each step, which Loom does
-  // not generate yet: refused, unless --dropout=off says to train without
-  // it (as an eval-mode export would).
+  // ratio above 0, loom.dropout: a fresh mask every step, drawn from the
+  // step's key and the node's own key (its place among the model's
+  // Dropout nodes); --dropout=off imports it as the identity instead, to
+  // compare with a reference trained without dropout.
   bool convertDropout(const onnx::NodeProto &n) {
     Value x;
     if (!input(n, 0, x))
@@ -1951,11 +1954,19 @@ private:
     if (ratioC && (ratio < 0 || ratio >= 1))
       return nodeFail(n, "ratio must be one number in [0, 1)");
     if (training && ratio > 0) {
-      if (!dropoutOff)
-        return nodeFail(n, "dropout in training mode (ratio " + std::to_string(ratio) +
-                               ") is not a training op in Loom yet: pass --dropout=off to "
-                               "train without it (as an eval-mode export), or export in "
-                               "eval mode");
+      if (!dropoutOff) {
+        if (!isa<FloatType>(tt(x).getElementType()))
+          return nodeFail(n, "dropout in training mode needs a float input, got " +
+                                 typeStr(x.getType()));
+        // The ratio as the decimal it was written as (0.1, not the float
+        // 0.10000000149): the shortest one that rounds to the stored float.
+        char text[32];
+        auto r = std::to_chars(text, text + sizeof text, float(ratio));
+        ratio = std::strtod(std::string(text, r.ptr).c_str(), nullptr);
+        define(n, DropoutOp::create(b, loc, x.getType(), x, b.getF64FloatAttr(ratio),
+                                    b.getI64IntegerAttr(dropoutKeys++)));
+        return true;
+      }
       if (!notedDropout)
         llvm::errs() << "loomc: note: --dropout=off: Dropout nodes (ratio " << ratio
                      << " in training mode) import as the identity\n";
@@ -2036,6 +2047,7 @@ private:
   // Initializers the exporter folded from parameters: (name, a source).
   std::vector<std::pair<std::string, std::string>> foldedFromParams;
   bool notedDropout = false;
+  int64_t dropoutKeys = 0; // loom.dropout keys: the Dropout nodes in order
   std::vector<std::pair<std::string, RankedTensorType>> paramValues;
 };
 

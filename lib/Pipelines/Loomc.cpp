@@ -285,9 +285,10 @@ struct LoomcOptions {
       cl::cat(cat)};
   cl::opt<std::string> dropout{
       "dropout", cl::init("on"), cl::value_desc("on|off"),
-      cl::desc("ONNX Dropout in training mode: on (the default; not a training op "
-               "yet, so such a model is refused with this hint) or off (imported as "
-               "the identity: trains as an eval-mode export would)"),
+      cl::desc("ONNX Dropout in training mode: on (the default: loom.dropout, a fresh "
+               "mask each step drawn from the binary's --seed and the step, the same on "
+               "CPU and GPU and after a resume) or off (imported as the identity: trains "
+               "as an eval-mode export would, to compare with references)"),
       cl::cat(cat)};
   cl::opt<std::string> init{
       "init", cl::init("model"), cl::value_desc("model|random"),

@@ -89,6 +89,10 @@ struct KernelOps {
                                   const void *k, const void *v,
                                   const void *dout, void *dq, void *dk,
                                   void *dv, void *workspace);
+  /// loomrt_dropout (kernel_math.h: dropoutKeep).
+  loomrt_status (*dropout)(void *state, void *stream, loomrt_dtype dt,
+                           const void *x, void *y, size_t n, float ratio,
+                           uint64_t key, uint64_t offset);
 };
 
 const KernelOps *cpuKernels();

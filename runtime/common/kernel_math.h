@@ -24,6 +24,25 @@ constexpr float kGeluCoeff = 0.044715f;
 
 LOOMRT_HD float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/// splitmix64 (Steele, Lea & Flood, OOPSLA 2014): the hash behind every
+/// counter-based draw of the runtime (initialisers, dropout masks).
+LOOMRT_HD uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+/// A uniform double in (0, 1] from the top 53 bits of a hash.
+LOOMRT_HD double unitDraw(uint64_t h) { return double((h >> 11) + 1) * 0x1.0p-53; }
+/// Dropout keeps element `i` of stream `key` (loomrt_dropout) when its
+/// draw unitDraw(h) = ((h >> 11) + 1) / 2^53 exceeds the ratio, i.e. when
+/// the integer (h >> 11) + 1 exceeds floor(ratio * 2^53) (exact: the ratio
+/// is a float), so kernels compare integers, not doubles.
+LOOMRT_HD uint64_t dropoutThreshold(float ratio) { return uint64_t(double(ratio) * 0x1.0p53); }
+LOOMRT_HD bool dropoutKeep(uint64_t key, uint64_t i, uint64_t threshold) {
+  return (splitmix64(key ^ splitmix64(i)) >> 11) + 1 > threshold;
+}
+
 LOOMRT_HD float unaryOp(loomrt_unary_op op, float x) {
   switch (op) {
   case LOOMRT_NEG: return -x;

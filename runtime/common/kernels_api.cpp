@@ -85,6 +85,19 @@ loomrt_status loomrt_unary_grad(loomrt_stream s, loomrt_unary_op op,
            : LOOMRT_OK;
 }
 
+loomrt_status loomrt_dropout(loomrt_stream s, loomrt_dtype dt, const void *x,
+                             void *y, size_t n, float ratio, uint64_t key,
+                             uint64_t offset) {
+  LOOMRT_TRY(common("dropout", s, dt, n > 0, {x, y}));
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return bad("dropout", "ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  if (!n)
+    return LOOMRT_OK;
+  if (!K(s).dropout)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "dropout: no kernel on this backend");
+  return K(s).dropout(ST(s), s->impl, dt, x, y, n, ratio, key, offset);
+}
+
 static int64_t numel(const int64_t *shape, int rank) {
   int64_t n = 1;
   for (int d = 0; d < rank; ++d)

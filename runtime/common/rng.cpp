@@ -9,6 +9,7 @@
 // counter; a normal draw is Box-Muller's cosine branch on two uniforms of
 // its own element.
 #include "common/backend.h"
+#include "common/kernel_math.h"
 
 #include <cmath>
 #include <omp.h>
@@ -20,14 +21,8 @@ struct loomrt_rng_t {
 
 namespace {
 
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-/// A uniform double in (0, 1] from 53 bits of a hash.
-inline double unit(uint64_t h) { return double((h >> 11) + 1) * 0x1.0p-53; }
+using loomrt::splitmix64;
+inline double unit(uint64_t h) { return loomrt::unitDraw(h); }
 
 template <typename F> void parallelFill(float *dst, size_t n, F f) {
 #pragma omp parallel for schedule(static) if (n > (size_t(1) << 16))
@@ -38,6 +33,13 @@ template <typename F> void parallelFill(float *dst, size_t n, F f) {
 } // namespace
 
 extern "C" {
+
+uint64_t loomrt_random_key(uint64_t seed, int64_t step, uint64_t op) {
+  // Three rounds, so that neighbouring seeds, steps and ops give unrelated
+  // keys (the initialisers hash splitmix64(seed) alone: a dropout key never
+  // equals an initialiser's).
+  return splitmix64(splitmix64(splitmix64(seed ^ 0x64726f706f7574ull) + uint64_t(step)) + op);
+}
 
 loomrt_rng loomrt_rng_create(uint64_t seed) { return new loomrt_rng_t{splitmix64(seed)}; }
 

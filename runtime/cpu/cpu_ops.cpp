@@ -27,17 +27,23 @@ template <typename F> void withType(loomrt_dtype dt, F &&f) {
     f(float{});
 }
 
-loomrt_status unary(void *, void *, loomrt_unary_op op, loomrt_dtype dt,
-                    const void *x, void *y, size_t n) {
+/// y[i] = f(x[i], i) in fp32 over the storage type, on every core.
+template <typename F>
+loomrt_status elementwise(loomrt_dtype dt, const void *x, void *y, size_t n, F f) {
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x);
     T *out = static_cast<T *>(y);
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; ++i)
-      out[i] = store<T>(unaryOp(op, load(in[i])));
+      out[i] = store<T>(f(load(in[i]), i));
   });
   return LOOMRT_OK;
+}
+
+loomrt_status unary(void *, void *, loomrt_unary_op op, loomrt_dtype dt,
+                    const void *x, void *y, size_t n) {
+  return elementwise(dt, x, y, n, [op](float v, size_t) { return unaryOp(op, v); });
 }
 
 loomrt_status unaryGradK(void *, void *, loomrt_unary_op op, loomrt_dtype dt,
@@ -529,12 +535,22 @@ loomrt_status sgdK(void *, void *, float lr, float mu, int nesterov, float *p,
   return LOOMRT_OK;
 }
 
+loomrt_status dropoutK(void *, void *, loomrt_dtype dt, const void *x, void *y, size_t n,
+                       float ratio, uint64_t key, uint64_t offset) {
+  const float scale = 1.0f / (1.0f - ratio);
+  const uint64_t threshold = dropoutThreshold(ratio);
+  return elementwise(dt, x, y, n, [=](float v, size_t i) {
+    return dropoutKeep(key, offset + i, threshold) ? v * scale : 0.0f;
+  });
+}
+
 const KernelOps kCpuKernels = {
     unary,       unaryGradK,    binary,       castK,      fillK,
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
     softmaxK,    softmaxGrad,   embeddingK,   embeddingGrad,
     crossEntropy, crossEntropyGrad, spmmK,    sgdK,
     nullptr,     nullptr, // attention: composed (common/attention.cpp)
+    dropoutK,
 };
 
 } // namespace

@@ -88,6 +88,8 @@ struct loomrt_step_ctx_t {
   std::vector<loomrt_event> events;
   size_t nextEvent = 0;
   float lrOverride; // < 0: none
+  uint64_t seed = 0; // --seed
+  int64_t step = 0;  // the step being run, from 0 (dropout keys)
   Arena device, host; // step buffers on the device and in pinned host memory
   // Phases of the step: the compute stream's start and the point where the
   // backward issued its last gradient (loomrt_step_backward_done).
@@ -152,6 +154,9 @@ void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes) { return c->host.a
 loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c) { return c->hostStream; }
 loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction) {
   return c->copyStreams[direction == 1 ? 1 : 0];
+}
+uint64_t loomrt_step_random_key(loomrt_step_ctx c, uint64_t op) {
+  return loomrt_random_key(c->seed, c->step, op);
 }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   return c->lrOverride > 0 ? c->lrOverride : compiled;
@@ -711,6 +716,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(loomrt_memcpy_async(s, dTgt, hy.data(), size_t(bt) * 8), "targets");
     int64_t span = 0;
     ctx.reset(t0); // the step's time (step_ms) counts from t0 too
+    ctx.seed = f.seed;
+    ctx.step = step;
     ctx.trace = trace;
     TRY(loomrt_event_record(ctx.phaseStart, s), "phase event");
     if (trace) {

@@ -319,6 +319,13 @@ __global__ void reduceKernel(loomrt_reduce_op op, const T *x, T *y,
     y[t] = store<T>(acc);
   }
 }
+template <typename T>
+__global__ void dropoutKernel(const T *x, T *y, size_t n, uint64_t threshold, float scale,
+                              uint64_t key, uint64_t offset) {
+  GRID_STRIDE(i, n) {
+    y[i] = store<T>(dropoutKeep(key, offset + i, threshold) ? load(x[i]) * scale : 0.0f);
+  }
+}
 __global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
                           const float *g, float *buf, size_t n) {
   GRID_STRIDE(i, n) {
@@ -341,6 +348,16 @@ loomrt_status unaryG(void *, void *st, loomrt_unary_op op, loomrt_dtype dt,
           op, static_cast<const T *>(x), static_cast<T *>(y), n);
   });
   return launched("unary");
+}
+loomrt_status dropoutG(void *, void *st, loomrt_dtype dt, const void *x, void *y, size_t n,
+                       float ratio, uint64_t key, uint64_t offset) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    dropoutKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(x), static_cast<T *>(y), n, dropoutThreshold(ratio), 1.0f / (1.0f - ratio), key,
+        offset);
+  });
+  return launched("dropout");
 }
 loomrt_status unaryGradG(void *, void *st, loomrt_unary_op op,
                          loomrt_dtype dt, const void *dy, const void *x,
@@ -1205,6 +1222,7 @@ const KernelOps kGpuKernels = {
 #else
     nullptr,       nullptr,
 #endif
+    dropoutG,
 };
 
 } // namespace

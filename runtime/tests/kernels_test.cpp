@@ -796,6 +796,63 @@ TEST_P(Kernels, SgdWithNesterovMomentum) {
   }
 }
 
+/// The dropout mask as loomrt.h defines it, written again here: splitmix64
+/// of the key and the element's counter, its top 53 bits as a draw in
+/// (0, 1], kept above the ratio (in doubles; the kernels compare integers).
+bool keptRef(uint64_t key, uint64_t i, double ratio) {
+  auto mix = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  return double((mix(key ^ mix(i)) >> 11) + 1) / 9007199254740992.0 > ratio;
+}
+
+TEST_P(Kernels, DropoutMaskIsCounterBased) {
+  const size_t n = 100003; // odd: no vector-width assumption
+  std::vector<float> x = randn(n);
+  const uint64_t key = loomrt_random_key(7, 3, 1);
+  for (float ratio : {0.0f, 0.1f, 0.5f}) {
+    Harness probe(dev, s, dt());
+    std::vector<float> xs = probe.seen(x);
+    D ref(n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (keptRef(key, 5 + i, ratio))
+        ++kept, ref[i] = xs[i] / (1.0 - ratio);
+    // The kept fraction is a binomial draw: within 5 standard deviations.
+    double sd = std::sqrt(n * ratio * (1 - ratio));
+    EXPECT_NEAR(double(kept), n * (1 - ratio), 5 * sd + 0.5) << "ratio " << ratio;
+    SCOPED_TRACE("ratio " + std::to_string(ratio));
+    check({ref}, [&](Harness &h) {
+      void *y = h.out(n);
+      EXPECT_EQ(LOOMRT_OK, loomrt_dropout(h.s, h.dt, h.put(x), y, n, ratio, key, 5));
+      return std::vector<std::vector<float>>{h.get(y, n)};
+    });
+  }
+  // The offset is the element's place in a longer stream: a call on the
+  // tail equals the tail of a call on the whole (a data-parallel rank's
+  // rows of the global batch), and another step's key draws another mask.
+  Harness h(dev, s, dt());
+  void *xin = h.put(x), *whole = h.out(n), *tail = h.out(n - 1000), *other = h.out(n);
+  ASSERT_EQ(LOOMRT_OK, loomrt_dropout(s, dt(), xin, whole, n, 0.3f, key, 0));
+  ASSERT_EQ(LOOMRT_OK, loomrt_dropout(s, dt(), static_cast<char *>(xin) + 1000 * h.esize(),
+                                      tail, n - 1000, 0.3f, key, 1000));
+  ASSERT_EQ(LOOMRT_OK,
+            loomrt_dropout(s, dt(), xin, other, n, 0.3f, loomrt_random_key(7, 4, 1), 0));
+  std::vector<float> w = h.get(whole, n), t = h.get(tail, n - 1000), o = h.get(other, n);
+  EXPECT_TRUE(std::equal(t.begin(), t.end(), w.begin() + 1000));
+  size_t same = 0;
+  for (size_t i = 0; i < n; ++i)
+    same += (w[i] == 0) == (o[i] == 0);
+  EXPECT_LT(double(same) / n, 0.7); // independent masks agree on 0.58 of elements
+  // Bad ratios are errors with a message.
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_dropout(s, dt(), xin, whole, n, 1.0f, key, 0));
+  EXPECT_NE(std::string(loomrt_last_error()).find("ratio"), std::string::npos);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_dropout(s, dt(), xin, whole, n, -0.1f, key, 0));
+}
+
 /// float64 attention: o = softmax(scale q k^T + mask) v per block.
 D attentionRef(const std::vector<double> &q, const std::vector<double> &k,
                const std::vector<double> &v, int64_t bh, int64_t t, int64_t s,

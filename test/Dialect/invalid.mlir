@@ -808,3 +808,19 @@ loom.param @w : tensor<4xf32> {loom.mirror_of = "w"}
 func.func @f() attributes {loom.stage = 1 : i64} {
   return
 }
+
+// -----
+
+func.func @dropout_ratio_one(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'loom.dropout' op ratio must be in [0, 1), got 1}}
+  %y = loom.dropout %x ratio 1.0 key 0 : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_negative_key(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{attribute 'key' failed to satisfy constraint}}
+  %y = loom.dropout %x ratio 0.1 key -1 : tensor<4xf32>
+  return %y : tensor<4xf32>
+}

@@ -54,7 +54,9 @@ func.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<4x8xi1
   // CHECK: loom.gelu %{{.*}} approximate : tensor<4x8xf32>
   %12 = loom.gelu %11 approximate : tensor<4x8xf32>
   // CHECK: loom.gelu %{{.*}} : tensor<4x8xf32>
-  %13 = loom.gelu %12 : tensor<4x8xf32>
+  %g13 = loom.gelu %12 : tensor<4x8xf32>
+  // CHECK: loom.dropout %{{.*}} ratio 1.000000e-01 key 3 : tensor<4x8xf32>
+  %13 = loom.dropout %g13 ratio 0.1 key 3 : tensor<4x8xf32>
   // CHECK: loom.add %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
   %14 = loom.add %13, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
   // CHECK: loom.sub

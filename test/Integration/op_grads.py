@@ -8,8 +8,9 @@ fp32 by loom-run; the reference is the central difference
 (L(p + h e_i) - L(p - h e_i)) / 2h of the same op written with PyTorch in
 float64 (h = 1e-6), at the parameters loom-run drew.
 
-Tolerance: relative L2 error <= 1e-4 per gradient (fp32 arithmetic against
-a float64 reference whose own error is ~1e-9).
+Tolerance: relative L2 error <= 1e-4 per gradient, and for the loss itself
+|loss - ref| / max(|ref|, 1) <= 1e-4 (fp32 arithmetic against a float64
+reference whose own error is ~1e-9).
 """
 import os
 import sys
@@ -44,6 +45,28 @@ def binary(name, torch_fn, init_b=N):
             lambda p, a: torch_fn(p["a"], p["b"]))
 
 
+M64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def dropout_mask(shape, ratio, key_op, seed=3, step=0):
+    """loomrt_dropout's mask as runtime/include/loomrt/loomrt.h specifies it
+    (loomrt_random_key of loom-run's --seed, step 0 and the op's key; one
+    splitmix64 draw per element), written again here from that text."""
+    key = splitmix64((splitmix64((splitmix64(seed ^ 0x64726F706F7574) + step) & M64) + key_op) & M64)
+    n = 1
+    for d in shape:
+        n *= d
+    keep = [((splitmix64(key ^ splitmix64(i)) >> 11) + 1) / 2.0 ** 53 > ratio for i in range(n)]
+    return torch.tensor(keep, dtype=torch.float64).reshape(shape)
+
+
 def attention_ref(q, k, v, causal, scale):
     s = q @ k.transpose(-2, -1) * scale
     if causal:
@@ -62,6 +85,10 @@ OPS = [
     unary("silu", F.silu), unary("gelu", F.gelu),
     ("gelu_tanh", {"a": (E3, N)}, {}, E3, f"%y = loom.gelu %a approximate : {ty(E3)}",
      lambda p, a: F.gelu(p["a"], approximate="tanh")),
+    # The mask drawn again in the backward must be the forward's: the
+    # reference applies the mask loomrt.h specifies to both.
+    ("dropout", {"a": ([4, 8], N)}, {}, [4, 8], f"%y = loom.dropout %a ratio 0.25 key 5 : {ty([4, 8])}",
+     lambda p, a: p["a"] * dropout_mask([4, 8], 0.25, 5) / 0.75),
     ("select", {"a": ([2, 3], N), "b": ([], N)}, {}, [2, 3],
      f"%c = arith.constant dense<[[true, false, true], [false, true, true]]> : {ty([2, 3], 'i1')}\n"
      f"  %y = loom.select %c, %a, %b : {ty([2, 3], 'i1')}, {ty([2, 3])}, {ty([])} -> {ty([2, 3])}",
@@ -184,7 +211,11 @@ def main():
         r = inputs[f"arg{len(args)}"].double()
         loss = lambda: (fn(ps, named_args) * r).sum().item()
         out = read_st(fout)
-        errs = [rel(out[f"grad.{p}"].double(), central(loss, ps, p)) for p in params]
+        # The forward too (the loss, out0): dropout's mask must be the
+        # reference's in both directions.
+        want = loss()
+        errs = [abs(out["out0"].double().item() - want) / max(abs(want), 1.0)]
+        errs += [rel(out[f"grad.{p}"].double(), central(loss, ps, p)) for p in params]
         err = max(errs)
         worst = max(worst, err)
         print(f"{name:18} {err:.2e}")

@@ -169,6 +169,19 @@ loomrt_status loomrt_select(loomrt_stream s, loomrt_dtype dt,
                             const void *a, const int64_t *a_shape,
                             const void *b, const int64_t *b_shape, void *out,
                             const int64_t *out_shape, int rank);
+/* Inverted dropout of n elements: y[i] = x[i] / (1 - ratio) where element
+ * offset + i of the stream `key` is kept, else 0. An element is kept when
+ * the uniform draw splitmix64(key ^ splitmix64(offset + i)), mapped to
+ * (0, 1], exceeds `ratio`: a counter-based mask, so every backend, every
+ * thread count and a resumed run draw the same one, and the backward
+ * (the same call on dy, with the same key and offset) reuses it without
+ * storing it. 0 <= ratio < 1. */
+loomrt_status loomrt_dropout(loomrt_stream s, loomrt_dtype dt, const void *x,
+                             void *y, size_t n, float ratio, uint64_t key,
+                             uint64_t offset);
+/* The key of dropout `op` at training step `step` of a run seeded `seed`
+ * (steps count from 0; a resumed run passes the step it resumes at). */
+uint64_t loomrt_random_key(uint64_t seed, int64_t step, uint64_t op);
 /* Element-type conversion of n elements. */
 loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
                           loomrt_dtype to, void *y, size_t n);

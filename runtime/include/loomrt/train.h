@@ -99,6 +99,9 @@ loomrt_event loomrt_step_event(loomrt_step_ctx c);
 void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes);
 loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c);
 loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction);
+/* The key of dropout `op` in the step being run: loomrt_random_key of the
+ * run's --seed, the step (from 0, continued by a resume) and `op`. */
+uint64_t loomrt_step_random_key(loomrt_step_ctx c, uint64_t op);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
 /* Called by the step once it has issued the backward's last gradient: the
