@@ -4,6 +4,14 @@ loomc for the CPU, trained by its binary for the recorded number of steps on
 the recorded tokens, and its per-step losses compared with PyTorch's
 (fp32 AdamW on the CPU) to an absolute 1e-5. Standard library only (CI has
 no transformers).
+
+A model exported with dropout (its JSON has "dropout") is compared with
+--dropout=off as above, then compiled with dropout on and trained 50 steps
+once per seed (--seed 0..SEEDS-1): the mean loss of each run is a sample,
+as PyTorch's runs with SEEDS seeds of its generator are. The two means must
+agree within 3 standard errors of their difference (Welch), and PyTorch's
+50 steps without dropout must lie outside that band, or the comparison
+could not have told dropout from its absence.
     check_zoo.py --bin BIN_DIR --zoo ZOO_DIR --tmp TMP [NAME ...]
 Prints one line per model and exits non-zero if any fails.
 """
@@ -27,23 +35,19 @@ def check(a, name):
     ref = json.load(open(os.path.join(a.zoo, f"{name}.json")))
     model = os.path.join(a.zoo, f"{name}.onnx")
     exe = os.path.join(a.tmp, name)
-    cmd = [os.path.join(a.bin, "loomc"), model, "-o", exe,
+    cmd = [os.path.join(a.bin, "loomc"), model,
            "--lr", str(ref["optimizer"]["lr"]), "--beta1", str(ref["optimizer"]["betas"][0]),
            "--beta2", str(ref["optimizer"]["betas"][1]), "--eps", str(ref["optimizer"]["eps"]),
            "--weight-decay", str(ref["optimizer"]["weight_decay"])]
     if ref["frozen"]:
         cmd.append("--frozen=" + ",".join(ref["frozen"]))
-    rc, err = run(cmd)
+    drop = "dropout" in ref
+    rc, err = run(cmd + ["-o", exe] + (["--dropout=off"] if drop else []))
     if rc:
         return f"{name:16} FAIL compile: {err}"
-    log = os.path.join(a.tmp, f"{name}.jsonl")
-    if os.path.exists(log):
-        os.remove(log)
-    rc, err = run([exe, "--data", os.path.join(a.zoo, "tokens.bin"), "--steps",
-                   str(ref["steps"]), "--log-json", log])
-    if rc:
+    got, err = train(a, exe, ref["steps"])
+    if err:
         return f"{name:16} FAIL run: {err}"
-    got = [json.loads(line)["loss"] for line in open(log)]
     want = ref["losses"]
     if len(got) != len(want) or any(g is None for g in got):
         return f"{name:16} FAIL losses {got}"
@@ -55,9 +59,50 @@ def check(a, name):
     worst = max(abs(g - w) / b for g, w, b in zip(got, want, bounds))
     diff = max(abs(g - w) for g, w in zip(got, want))
     verdict = "ok  " if worst <= 1 and all(math.isfinite(g) for g in got) else "FAIL"
-    return (f"{name:16} {verdict} {len(got)} steps  loss {got[0]:.5f} -> {got[-1]:.5f}  "
+    line = (f"{name:16} {verdict} {len(got)} steps  loss {got[0]:.5f} -> {got[-1]:.5f}  "
             f"max |loom - torch32| {diff:.1e}, {worst:.2f} of the bound "
             f"(max(1e-5, 2 |torch32 - torch64|))")
+    return line + ("\n" + dropout_stats(a, name, ref, cmd, exe) if drop else "")
+
+
+def train(a, exe, steps, seed=0):
+    """The binary's per-step losses (None for a failed run) and its error."""
+    log = exe + ".jsonl"
+    if os.path.exists(log):
+        os.remove(log)
+    rc, err = run([exe, "--data", os.path.join(a.zoo, "tokens.bin"), "--steps", str(steps),
+                   "--seed", str(seed), "--log-json", log])
+    if rc:
+        return None, err
+    return [json.loads(line)["loss"] for line in open(log)], ""
+
+
+def mean_sd(xs):
+    m = sum(xs) / len(xs)
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def dropout_stats(a, name, ref, cmd, exe):
+    d = ref["dropout"]
+    tag = f"{name + ' p=' + str(d['p']):16}"
+    rc, err = run(cmd + ["-o", exe + "-on"])
+    if rc:
+        return f"{tag} FAIL compile with dropout: {err}"
+    runs = []
+    for seed in range(d["seeds"]):
+        losses, err = train(a, exe + "-on", d["steps"], seed)
+        if err or len(losses) != d["steps"] or not all(math.isfinite(x) for x in losses):
+            return f"{tag} FAIL run with --seed {seed}: {err or losses}"
+        runs.append(sum(losses) / len(losses))
+    mt, st = mean_sd([sum(r) / len(r) for r in ref["dropout_runs"]])
+    ml, sl = mean_sd(runs)
+    se = math.sqrt(st ** 2 / len(ref["dropout_runs"]) + sl ** 2 / len(runs))
+    off = sum(ref["losses_off_50"]) / len(ref["losses_off_50"])
+    z, zoff = abs(ml - mt) / se, abs(off - mt) / se
+    ok = z <= 3 and zoff > 3
+    return (f"{tag} {'ok  ' if ok else 'FAIL'} {d['steps']} steps x {len(runs)} seeds  mean loss "
+            f"loom {ml:.4f} (sd {sl:.4f})  torch {mt:.4f} (sd {st:.4f})  {z:.1f} standard "
+            f"errors apart (bound 3); without dropout {off:.4f}: {zoff:.1f} apart (must be > 3)")
 
 
 def main():

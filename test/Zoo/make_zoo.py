@@ -10,6 +10,11 @@ every dropout probability 0) and OUT_DIR/NAME.json: the exporter's versions,
 the initializers that are buffers rather than parameters (loomc --frozen),
 and PyTorch's per-step losses of 10 AdamW steps (fp32, CPU) on the tokens of
 OUT_DIR/tokens.bin, read in the order the training binary reads them.
+NAME-dropout models are exported in training mode with dropout probability
+DROPOUT_P (embeddings, residual branches, attention probabilities): their
+10-step losses are PyTorch's with dropout off (loomc --dropout=off), and
+"dropout_runs" holds 50-step losses with dropout on for SEEDS seeds of
+PyTorch's generator, with "losses_off_50" the same 50 steps without it.
 test/Zoo/check_zoo.py compares loomc's binaries with them (zoo.test).
 """
 import json
@@ -25,6 +30,7 @@ import torch.nn.functional as F
 import transformers as tf
 
 B, T, V, STEPS = 2, 16, 128, 10
+DROPOUT_P, DROPOUT_STEPS, SEEDS = 0.2, 50, 8
 LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 0.01
 N_TOKENS = 4096
 
@@ -62,6 +68,11 @@ ARCHS = {
     "stablelm": (tf.StableLmConfig, dict(common, num_key_value_heads=4)),
     "olmo": (tf.OlmoConfig, dict(common, num_key_value_heads=4, pad_token_id=None)),
 }
+# Dropout on: the same tiny models with every dropout probability DROPOUT_P.
+ARCHS["gpt2-dropout"] = (tf.GPT2Config, dict(ARCHS["gpt2"][1], resid_pdrop=DROPOUT_P,
+                                             embd_pdrop=DROPOUT_P, attn_pdrop=DROPOUT_P))
+ARCHS["gpt-neox-dropout"] = (tf.GPTNeoXConfig, dict(common, hidden_dropout=DROPOUT_P,
+                                                    attention_dropout=DROPOUT_P))
 
 
 class LogitsOnly(torch.nn.Module):
@@ -75,22 +86,24 @@ class LogitsOnly(torch.nn.Module):
         return self.m(input_ids=input_ids, use_cache=False, return_dict=True).logits
 
 
-def batches(tokens):
+def batches(tokens, steps=STEPS):
     """The binary's order: step s reads rows at (s * B*T) % (n - B*T - 1)."""
     n, gbt = len(tokens), B * T
-    for s in range(STEPS):
+    for s in range(steps):
         off = (s * gbt) % (n - gbt - 1)
         x = torch.tensor(tokens[off:off + gbt].astype(np.int64)).view(B, T)
         y = torch.tensor(tokens[off + 1:off + 1 + gbt].astype(np.int64)).view(B, T)
         yield x, y
 
 
-def train_losses(model, tokens):
-    """Per-step losses of STEPS AdamW steps on the binary's batches."""
-    model.train()
+def train_losses(model, tokens, steps=STEPS, dropout=False):
+    """Per-step losses of AdamW steps on the binary's batches; with dropout
+    off, the model's forward in eval mode (which only turns dropout off in
+    these models)."""
+    model.train(dropout)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     losses = []
-    for x, y in batches(tokens):
+    for x, y in batches(tokens, steps):
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
@@ -108,7 +121,10 @@ def make(name, out, tokens, attn):
     torch.manual_seed(0)
     cfg = cls(**kw)
     cfg._attn_implementation = attn
-    model = LogitsOnly(tf.AutoModelForCausalLM.from_config(cfg)).eval()
+    drop = name.endswith("-dropout")
+    # A dropout model is exported in training mode, so its Dropout nodes
+    # say training_mode = true, as a user exporting for training gets them.
+    model = LogitsOnly(tf.AutoModelForCausalLM.from_config(cfg)).train(drop)
     # A fresh model's norms are all ones and its biases all zeros, and the
     # exporter's optimizer merges identical initializers into one (which
     # would tie what PyTorch trains apart): perturb every parameter so each
@@ -164,6 +180,15 @@ def make(name, out, tokens, attn):
     model64.load_state_dict({k: v.double() if v.is_floating_point() else v
                              for k, v in init.items()})
     losses64 = train_losses(model64, tokens)
+    if drop:
+        runs = []
+        for seed in range(SEEDS):
+            model.load_state_dict(init)
+            torch.manual_seed(1000 + seed)
+            runs.append(train_losses(model, tokens, DROPOUT_STEPS, dropout=True))
+        model.load_state_dict(init)
+        off50 = train_losses(model, tokens, DROPOUT_STEPS)
+        ntrain = sum(1 for n in m.graph.node if n.op_type == "Dropout")
     ops = sorted({n.op_type for n in m.graph.node})
     ref = {"name": name, "attention": attn, "optimize": not raw, "torch": torch.__version__,
            "transformers": tf.__version__, "onnx_opsets": {o.domain or "ai.onnx": o.version
@@ -172,6 +197,10 @@ def make(name, out, tokens, attn):
            "batch": B, "seq": T, "vocab": V, "steps": STEPS,
            "optimizer": {"lr": LR, "betas": BETAS, "eps": EPS, "weight_decay": WD},
            "frozen": frozen, "ops": ops, "losses": losses, "losses_f64": losses64}
+    if drop:
+        ref.update({"dropout": {"p": DROPOUT_P, "steps": DROPOUT_STEPS, "seeds": SEEDS,
+                                "onnx_dropout_nodes": ntrain},
+                    "dropout_runs": runs, "losses_off_50": off50})
     with open(os.path.join(out, f"{name}.json"), "w") as f:
         json.dump(ref, f, indent=1)
     return ref
@@ -187,7 +216,7 @@ def main():
     tokens.tofile(os.path.join(out, "tokens.bin"))
     print(f"torch {torch.__version__}, transformers {tf.__version__}")
     for name in names:
-        for attn in ("eager",) if name.endswith("-raw") else ("eager", "sdpa"):
+        for attn in ("eager",) if name.endswith(("-raw", "-dropout")) else ("eager", "sdpa"):
             tag = name if attn == "eager" else f"{name}-sdpa"
             try:
                 r = make(name, out, tokens, attn) if attn == "eager" else None
