@@ -17,7 +17,9 @@ names=("$@")
 cp "$T/zoo/tokens.bin" "$OUT/"
 for n in "${names[@]}"; do
   frozen=$(python3 -c "import json,sys; print(','.join(json.load(open(sys.argv[1]))['frozen']))" "$T/zoo/$n.json")
-  "$BIN/loomc" "$T/zoo/$n.onnx" ${frozen:+--frozen=$frozen} --target=cuda --precision=bf16 \
+  # The references are PyTorch's without dropout (dropout-gpu.sh checks it on).
+  off=$(grep -q '"dropout"' "$T/zoo/$n.json" && echo --dropout=off || true)
+  "$BIN/loomc" "$T/zoo/$n.onnx" ${frozen:+--frozen=$frozen} $off --target=cuda --precision=bf16 \
     --compile-to=cpp -o "$OUT/$n.cpp" 2> "$OUT/$n.loomc.log"
   cp "$T/zoo/$n.json" "$OUT/"
 done
