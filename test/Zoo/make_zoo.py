@@ -68,6 +68,24 @@ ARCHS = {
     "stablelm": (tf.StableLmConfig, dict(common, num_key_value_heads=4)),
     "olmo": (tf.OlmoConfig, dict(common, num_key_value_heads=4, pad_token_id=None)),
 }
+# Beyond decoders: BERT with its masked-LM head (bidirectional attention,
+# token-type and position embeddings, the head's transform and tied
+# decoder) and BART's decoder as a causal LM (learned positions with
+# BART's offset of 2, post-norm). BERT is trained on the same next-token
+# targets as the decoders: the objective only has to be the same on both
+# sides to compare the arithmetic, and it needs no masking data.
+ARCHS["bert"] = (tf.BertConfig, dict(vocab_size=V, num_hidden_layers=2, hidden_size=32,
+                                     intermediate_size=64, num_attention_heads=4,
+                                     max_position_embeddings=64, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0, pad_token_id=None))
+ARCHS["bart"] = (tf.BartConfig, dict(vocab_size=V, d_model=32, decoder_layers=2, encoder_layers=2,
+                                     decoder_attention_heads=4, encoder_attention_heads=4,
+                                     decoder_ffn_dim=64, encoder_ffn_dim=64,
+                                     max_position_embeddings=64, dropout=0.0,
+                                     attention_dropout=0.0, activation_dropout=0.0,
+                                     use_cache=False, pad_token_id=None))
+MASKED_LM = {"bert"}
+
 # Dropout on: the same tiny models with every dropout probability DROPOUT_P.
 ARCHS["gpt2-dropout"] = (tf.GPT2Config, dict(ARCHS["gpt2"][1], resid_pdrop=DROPOUT_P,
                                              embd_pdrop=DROPOUT_P, attn_pdrop=DROPOUT_P))
@@ -83,7 +101,16 @@ class LogitsOnly(torch.nn.Module):
         self.m = m
 
     def forward(self, input_ids):
+        if not self.m.config.is_decoder and self.m.config.model_type in MASKED_LM:
+            return self.m(input_ids=input_ids, return_dict=True).logits
         return self.m(input_ids=input_ids, use_cache=False, return_dict=True).logits
+
+
+def auto_model(name, cfg):
+    base = name[:-4] if name.endswith("-raw") else name
+    base = base[:-5] if base.endswith("-sdpa") else base
+    cls = tf.AutoModelForMaskedLM if base in MASKED_LM else tf.AutoModelForCausalLM
+    return cls.from_config(cfg)
 
 
 def batches(tokens, steps=STEPS):
@@ -124,7 +151,7 @@ def make(name, out, tokens, attn):
     drop = name.endswith("-dropout")
     # A dropout model is exported in training mode, so its Dropout nodes
     # say training_mode = true, as a user exporting for training gets them.
-    model = LogitsOnly(tf.AutoModelForCausalLM.from_config(cfg)).train(drop)
+    model = LogitsOnly(auto_model(name, cfg)).train(drop)
     # A fresh model's norms are all ones and its biases all zeros, and the
     # exporter's optimizer merges identical initializers into one (which
     # would tie what PyTorch trains apart): perturb every parameter so each
@@ -176,7 +203,7 @@ def make(name, out, tokens, attn):
     # the losses (check_zoo.py's tolerance takes it into account).
     model.load_state_dict(init)
     losses = train_losses(model, tokens)
-    model64 = LogitsOnly(tf.AutoModelForCausalLM.from_config(cfg)).double()
+    model64 = LogitsOnly(auto_model(name, cfg)).double()
     model64.load_state_dict({k: v.double() if v.is_floating_point() else v
                              for k, v in init.items()})
     losses64 = train_losses(model64, tokens)
@@ -209,7 +236,8 @@ def make(name, out, tokens, attn):
 def main():
     out = sys.argv[1]
     names = sys.argv[2:] or list(ARCHS) + [f"{a}-raw" for a in ("gpt2", "llama", "opt", "gemma2",
-                                                                 "olmo", "falcon")]
+                                                                 "olmo", "falcon", "bert",
+                                                                 "bart")]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(7)
     tokens = rng.integers(0, V, N_TOKENS, dtype=np.uint16)
