@@ -1132,30 +1132,78 @@ struct Lowering {
     return success();
   }
 
-  /// The driver's description of a language model trained from token
-  /// files: @train_step(tokens, targets), both [B, T] i64, returning the
-  /// loss. Other programs lower too, and code generation says what it needs.
+  /// The driver's description of the program (train.h, loomrt_program):
+  /// a language model trained from token files, @train_step(tokens,
+  /// targets) both [B, T] i64 (task 0), or any step whose arguments are
+  /// f32 or i64 tensors sharing their leading (batch) dimension, read from
+  /// arrays (task 1: classifiers, graph models), returning the loss. Other
+  /// programs lower too, and code generation says what it needs.
   std::optional<DictionaryAttr> programOf(ModuleOp module, func::FuncOp step) {
     auto ty = step.getFunctionType();
-    auto isTok = [](Type t) {
-      auto r = dyn_cast<RankedTensorType>(t);
-      return r && r.getRank() == 2 && r.getElementType().isInteger(64);
-    };
-    if (ty.getNumInputs() != 2 || !isTok(ty.getInput(0)) || ty.getInput(0) != ty.getInput(1) ||
-        ty.getNumResults() != 1)
+    if (ty.getNumInputs() == 0 || ty.getNumResults() != 1)
       return std::nullopt;
-    auto shape = cast<RankedTensorType>(ty.getInput(0)).getShape();
+    SmallVector<RankedTensorType> ins;
+    for (Type t : ty.getInputs()) {
+      auto r = dyn_cast<RankedTensorType>(t);
+      if (!r || r.getRank() < 1 || r.getRank() > LOOMRT_MAX_RANK ||
+          !(r.getElementType().isF32() || r.getElementType().isInteger(64)) ||
+          r.getDimSize(0) != cast<RankedTensorType>(ty.getInput(0)).getDimSize(0))
+        return std::nullopt;
+      ins.push_back(r);
+    }
+    bool tokens = ins.size() == 2 && ins[0] == ins[1] && ins[0].getRank() == 2 &&
+                  ins[0].getElementType().isInteger(64);
     int64_t world = 1, zeroStage = -1;
     if (std::optional<DataParallelInfo> dp = getDataParallel(step)) {
       world = dp->world;
       zeroStage = dp->zeroStage;
     }
+    auto names = module->getAttrOfType<ArrayAttr>(LoomDialect::InputNamesAttrHelper::getNameStr());
+    if (names && names.size() != ins.size())
+      names = nullptr;
     Builder b(module.getContext());
-    return b.getDictionaryAttr({b.getNamedAttr("batch", b.getI64IntegerAttr(shape[0])),
-                                b.getNamedAttr("seq", b.getI64IntegerAttr(shape[1])),
-                                b.getNamedAttr("vocab", b.getI64IntegerAttr(vocabOf(module))),
-                                b.getNamedAttr("world", b.getI64IntegerAttr(world)),
-                                b.getNamedAttr("zero_stage", b.getI64IntegerAttr(zeroStage))});
+    SmallVector<Attribute> inputs;
+    for (auto [i, r] : llvm::enumerate(ins)) {
+      std::string name = names ? cast<StringAttr>(names[i]).str() : "input" + std::to_string(i);
+      int64_t limit = r.getElementType().isInteger(64) ? indexLimit(step.getArgument(i)) : 0;
+      inputs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("name", b.getStringAttr(name)),
+           b.getNamedAttr("dtype", b.getI64IntegerAttr(int64_t(dt(step.getArgument(i))))),
+           b.getNamedAttr("shape", b.getDenseI64ArrayAttr(r.getShape())),
+           b.getNamedAttr("limit", b.getI64IntegerAttr(limit))}));
+    }
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("task", b.getI64IntegerAttr(tokens ? 0 : 1)),
+         b.getNamedAttr("batch", b.getI64IntegerAttr(ins[0].getDimSize(0))),
+         b.getNamedAttr("seq", b.getI64IntegerAttr(tokens ? ins[0].getDimSize(1) : 0)),
+         b.getNamedAttr("vocab", b.getI64IntegerAttr(tokens ? vocabOf(module) : 0)),
+         b.getNamedAttr("world", b.getI64IntegerAttr(world)),
+         b.getNamedAttr("zero_stage", b.getI64IntegerAttr(zeroStage)),
+         b.getNamedAttr("inputs", b.getArrayAttr(inputs))});
+  }
+
+  /// The rows of the table an integer argument indexes: the classes of the
+  /// cross-entropy it labels, the rows of the embedding it looks up, through
+  /// calls; the smallest where it does several (0: none known, unchecked).
+  static int64_t indexLimit(Value arg) {
+    int64_t limit = 0;
+    auto tighten = [&](int64_t l) { limit = limit ? std::min(limit, l) : l; };
+    for (OpOperand &use : arg.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto ce = dyn_cast<CrossEntropyOp>(user); ce && use.get() == ce.getLabels())
+        tighten(tt(ce.getLogits()).getShape().back());
+      else if (auto ce = dyn_cast<CrossEntropyGradOp>(user); ce && use.get() == ce.getLabels())
+        tighten(tt(ce.getLogits()).getShape().back());
+      else if (auto e = dyn_cast<EmbeddingOp>(user); e && use.get() == e.getIndices())
+        tighten(tt(e.getTable()).getDimSize(0));
+      else if (auto call = dyn_cast<func::CallOp>(user)) {
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+        if (callee && !callee.isExternal())
+          if (int64_t l = indexLimit(callee.getArgument(use.getOperandNumber())))
+            tighten(l);
+      }
+    }
+    return limit;
   }
 };
 

@@ -60,7 +60,11 @@ def Loom_Dialect : Dialect {
     // On the module: the model it was made from (a generator spec or file).
     "::mlir::StringAttr":$model,
     // On @train_step: the offload mode applied (cpu, static:R, subgroups).
-    "::mlir::StringAttr":$optimizer_offload
+    "::mlir::StringAttr":$optimizer_offload,
+    // On the module: the names of @forward's arguments, in order (the
+    // model's inputs and the loss's labels; the training binary's
+    // --input NAME=FILE.npy).
+    "::mlir::ArrayAttr":$input_names
   );
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{

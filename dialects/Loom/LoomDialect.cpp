@@ -78,6 +78,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
   if (name == LoomDialect::ModelAttrHelper::getNameStr() || name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
+  if (name == LoomDialect::InputNamesAttrHelper::getNameStr()) {
+    auto names = dyn_cast<ArrayAttr>(value);
+    return expect(names && llvm::all_of(names, [](Attribute a) {
+                    auto s = dyn_cast<StringAttr>(a);
+                    return s && !s.getValue().empty();
+                  }),
+                  "an array of non-empty strings");
+  }
   return op->emitError() << "unknown attribute '" << name
                          << "' (loom.* attributes are the dialect's; see "
                             "LoomDialect::verifyOperationAttribute)";

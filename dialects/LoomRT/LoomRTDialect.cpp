@@ -37,12 +37,34 @@ LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttrib
   if (attr.getName() != kProgramAttr)
     return op->emitError() << "unknown loomrt attribute '" << attr.getName().getValue() << "'";
   auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-  for (StringRef k : {"batch", "seq", "vocab", "world", "zero_stage"}) {
+  for (StringRef k : {"batch", "seq", "vocab", "world", "zero_stage", "task"}) {
     auto v = dict ? dict.getAs<IntegerAttr>(k) : IntegerAttr();
-    if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < (k == "zero_stage" ? -1 : 0))
+    if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < (k == "zero_stage" ? -1 : 0) ||
+        (k == "task" && v.getInt() > 1))
       return op->emitError() << "'" << kProgramAttr << "' must be a dictionary with integers "
-                             << "batch, seq, vocab, world (>= 0) and zero_stage (>= -1); '" << k
-                             << "' is missing or out of range";
+                             << "batch, seq, vocab, world (>= 0), zero_stage (>= -1) and task "
+                             << "(0 or 1); '" << k << "' is missing or out of range";
+  }
+  // The step's arguments: {name, dtype (f32 0 or i64 2), shape, limit}.
+  auto inputs = dict.getAs<ArrayAttr>("inputs");
+  auto bad = [&](const Twine &why) {
+    return op->emitError() << "'" << kProgramAttr << "' inputs: " << why;
+  };
+  if (!inputs || inputs.empty())
+    return bad("expected a non-empty array of {name, dtype, shape, limit}");
+  for (Attribute a : inputs) {
+    auto in = dyn_cast<DictionaryAttr>(a);
+    auto name = in ? in.getAs<StringAttr>("name") : StringAttr();
+    auto dtype = in ? in.getAs<IntegerAttr>("dtype") : IntegerAttr();
+    auto shape = in ? in.getAs<DenseI64ArrayAttr>("shape") : DenseI64ArrayAttr();
+    auto limit = in ? in.getAs<IntegerAttr>("limit") : IntegerAttr();
+    if (!name || name.getValue().empty() || !dtype ||
+        (dtype.getInt() != int64_t(DType::f32) && dtype.getInt() != int64_t(DType::i64)) ||
+        !shape || shape.empty() || shape.size() > 8 /* LOOMRT_MAX_RANK */ ||
+        llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }) || !limit ||
+        limit.getInt() < 0)
+      return bad("each must be {name (a string), dtype (f32 0 or i64 2), shape (1 to 8 sizes "
+                 ">= 0), limit (>= 0)}");
   }
   return success();
 }

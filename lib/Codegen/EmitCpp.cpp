@@ -156,10 +156,23 @@ public:
     auto program = step ? step->getAttrOfType<DictionaryAttr>(rt::kProgramAttr) : DictionaryAttr();
     if (!program)
       return (step ? step.emitError() : module.emitError())
-             << "code generation drives language models from token files: "
-                "@train_step must take (tokens, targets), both [B, T] i64, "
-                "and return the loss";
+             << "code generation needs @train_step to take its inputs as f32 or i64 "
+                "tensors whose first dimension is the batch (a language model's "
+                "(tokens, targets), a classifier's (inputs..., labels)) and to return "
+                "the loss";
     auto prog = [&](StringRef k) { return program.getAs<IntegerAttr>(k).getInt(); };
+    // The step's inputs, for the driver's data loaders.
+    std::string inputTable, entryArgs;
+    auto inputs = program.getAs<ArrayAttr>("inputs");
+    for (auto [i, a] : llvm::enumerate(inputs)) {
+      auto in = cast<DictionaryAttr>(a);
+      ArrayRef<int64_t> shape = in.getAs<DenseI64ArrayAttr>("shape").asArrayRef();
+      inputTable += "    {" + cppStringLiteral(in.getAs<StringAttr>("name").getValue()) + ", " +
+                    dtypeName(rt::DType(in.getAs<IntegerAttr>("dtype").getInt())) + ", " +
+                    std::to_string(shape.size()) + ", {" + join(shape) + "}, " +
+                    std::to_string(in.getAs<IntegerAttr>("limit").getInt()) + "},\n";
+      entryArgs += ", in[" + std::to_string(i) + "]";
+    }
 
     // Parameters and state, in declaration order (the initialisation order).
     // A ZeRO-3 shard (loom.shard_of) lists its member parameters, which are
@@ -293,13 +306,14 @@ public:
         << "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n"
         << "namespace {\n\n"
         << constants << decls << bodies
-        << "loomrt_status entry(loomrt_step_ctx c, void **G, const int64_t "
-           "*tokens,\n                    const int64_t *targets, void "
-           "**loss) {\n"
-        << "  return " << cppIdentifier("fn_", "train_step")
-        << "(c, G, tokens, targets, loss);\n}\n\n"
+        << "loomrt_status entry(loomrt_step_ctx c, void **G, const void *const *in, "
+           "void **loss) {\n"
+        << "  return " << cppIdentifier("fn_", "train_step") << "(c, G" << entryArgs
+        << ", loss);\n}\n\n"
         << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
-        << table << "};\n\n} // namespace\n\n"
+        << table << "};\n\n"
+        << "const loomrt_input_desc kInputs[] = {\n" << inputTable << "};\n\n"
+        << "} // namespace\n\n"
         << "int main(int argc, char **argv) {\n"
         << "  static const loomrt_program program = {\n"
         << "      LOOMRT_TRAIN_ABI, " << cppStringLiteral(opts.model) << ",\n      "
@@ -307,7 +321,9 @@ public:
         << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      "
         << prog("batch") << ", " << prog("seq") << ", " << prog("vocab") << ",\n      "
         << (anyWeights ? cppStringLiteral(opts.weightsFile) : std::string("nullptr"))
-        << ", entry, " << prog("world") << ", " << prog("zero_stage") << "};\n"
+        << ", entry, " << prog("world") << ", " << prog("zero_stage") << ",\n      "
+        << (prog("task") ? "LOOMRT_TASK_ARRAYS" : "LOOMRT_TASK_TOKENS")
+        << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }

@@ -428,6 +428,10 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
   (*module)->setAttr(LoomDialect::ModelAttrHelper::getNameStr(), StringAttr::get(&ctx, text));
+  bool lm = spec.family != "mlp";
+  (*module)->setAttr(LoomDialect::InputNamesAttrHelper::getNameStr(),
+                     ArrayAttr::get(&ctx, {StringAttr::get(&ctx, lm ? "tokens" : "x"),
+                                           StringAttr::get(&ctx, lm ? "targets" : "labels")}));
   GraphBuilder g(ctx, *module);
   if (spec.family == "gpt")
     buildGpt(g, spec);

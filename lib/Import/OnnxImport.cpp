@@ -392,6 +392,13 @@ public:
     for (auto &a : args)
       argTypes.push_back(a.second);
     argTypes.push_back(labels);
+    // The arguments' names, for the training binary's data files: the
+    // model's inputs as the file names them, then the loss's labels.
+    SmallVector<Attribute> names;
+    for (auto &a : args)
+      names.push_back(b.getStringAttr(a.first));
+    names.push_back(b.getStringAttr(lm ? "targets" : "labels"));
+    (*module)->setAttr(LoomDialect::InputNamesAttrHelper::getNameStr(), b.getArrayAttr(names));
     auto fn = func::FuncOp::create(b, loc, "forward",
                                    b.getFunctionType(argTypes, {RankedTensorType::get({}, f32)}));
     Block *entry = fn.addEntryBlock();

@@ -1,12 +1,16 @@
 // train_main.cpp: the driver of generated training binaries (see train.h).
-// Data order: step s reads B*T+1 tokens at offset (s*B*T) mod (N - B*T - 1);
-// inputs are the first B*T tokens as [B, T], targets the next-token shift -
-// the order PyTorch reference runs use, so losses compare step by step.
+// Data order, language models: step s reads B*T+1 tokens at offset (s*B*T)
+// mod (N - B*T - 1); inputs are the first B*T tokens as [B, T], targets the
+// next-token shift - the order PyTorch reference runs use, so losses
+// compare step by step. Array inputs (classifiers, graph models): step s
+// reads rows (s*B + r) mod N of every input's file, r < B (the whole world's
+// batch; rank k takes rows [k*B, (k+1)*B) of it).
 #include "loomrt/train.h"
 #include "common/adam_math.h"
 #include "common/arena_policy.h"
 #include "common/file_util.h"
 #include "driver/checkpoint_set.h"
+#include "driver/arrays.h"
 #include "driver/tokens.h"
 
 #include <chrono>
@@ -203,6 +207,7 @@ struct Flags {
   double lr = -1;
   unsigned long long seed = 0;
   bool resume = false;
+  std::vector<std::pair<std::string, std::string>> inputs; // --input NAME=FILE
 };
 
 std::string fmt(double x) {
@@ -216,14 +221,38 @@ int die(const std::string &msg) {
   return 1;
 }
 
+/// "--input x=FILE.npy --input labels=FILE.npy" for the program's inputs.
+std::string inputFlags(const loomrt_program *p) {
+  std::string s;
+  for (size_t i = 0; i < p->num_inputs; ++i)
+    s += std::string(i ? " " : "") + "--input " + p->inputs[i].name + "=FILE.npy";
+  return s;
+}
+
+std::string inputShape(const loomrt_input_desc &in) {
+  std::string s = std::string(in.dtype == LOOMRT_I64 ? "int" : "float") + " [N";
+  for (int d = 1; d < in.rank; ++d)
+    s += ", " + std::to_string(in.shape[d]);
+  return s + "]";
+}
+
 void usage(const char *argv0, const loomrt_program *p) {
+  bool arrays = p->task == LOOMRT_TASK_ARRAYS;
+  std::string inputsHelp;
+  for (size_t i = 0; arrays && i < p->num_inputs; ++i)
+    inputsHelp += "                         " + std::string(p->inputs[i].name) + ": " +
+                  inputShape(p->inputs[i]) +
+                  (p->inputs[i].index_limit
+                       ? ", values in [0, " + std::to_string(p->inputs[i].index_limit) + ")"
+                       : std::string()) +
+                  "\n";
   std::printf(
-      "usage: %s --data FILE [--steps N] [--lr LR] [--seed S]\n"
+      "usage: %s %s [--steps N] [--lr LR] [--seed S]\n"
       "          [--init model|random] [--weights FILE]\n"
       "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
       "          [--resume] [--trace FILE] [--comm-timeout S] [--sample sequential|random]\n\n"
-      "Trains %s (batch %lld x %lld tokens) on %s.\n\n"
-      "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n"
+      "Trains %s (batch %lld%s) on %s.\n\n"
+      "%s"
       "  --steps N              steps to run (default 10)\n"
       "  --sample MODE          sequential (default): step s reads the batch's rows\n"
       "                         one after the other at s x batch x seq; random: each\n"
@@ -243,8 +272,14 @@ void usage(const char *argv0, const loomrt_program *p) {
       "                         after S seconds (a rank died or hangs) ends the run\n"
       "                         with an error (default 300, or LOOMRT_COMM_TIMEOUT)\n"
       "%s",
-      argv0, p->model, (long long)p->batch, (long long)p->seq,
+      argv0, arrays ? inputFlags(p).c_str() : "--data FILE", p->model, (long long)p->batch,
+      arrays ? " rows" : (" x " + std::to_string(p->seq) + " tokens").c_str(),
       loomrt_backend_name(p->backend),
+      arrays ? ("  --input NAME=FILE      each input's data: a NumPy .npy file (numpy.save) of\n"
+                "                         N rows; step s reads rows (s*batch + r) mod N\n" +
+                inputsHelp)
+                   .c_str()
+             : "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n",
       p->weights ? p->weights : "none, the model has initialisers",
       p->world > 1 ? ("\nCompiled for " + std::to_string(p->world) +
                       " data-parallel ranks (ZeRO stage " + std::to_string(p->zero_stage) +
@@ -309,6 +344,14 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
     } else if (a == "--data") {
       if (!value(f.data))
         return false;
+    } else if (a == "--input") {
+      std::string v;
+      if (!value(v))
+        return false;
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        return err = "--input expects NAME=FILE.npy, got '" + v + "'", false;
+      f.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
     } else if (a == "--log-json") {
       if (!value(f.logJson))
         return false;
@@ -355,8 +398,36 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       return err = "unknown flag '" + a + "' (see --help)", false;
     }
   }
-  if (f.data.empty())
+  if (p->task == LOOMRT_TASK_ARRAYS) {
+    if (!f.data.empty())
+      return err = "this model takes arrays, not a token file: give " + inputFlags(p) +
+                   " instead of --data (see --help)",
+             false;
+    for (auto &[name, file] : f.inputs) {
+      bool known = false;
+      for (size_t i = 0; i < p->num_inputs; ++i)
+        known |= name == p->inputs[i].name;
+      if (!known)
+        return err = "--input " + name + "=...: the model has no input '" + name +
+                     "' (it takes " + inputFlags(p) + ")",
+               false;
+    }
+    for (size_t i = 0; i < p->num_inputs; ++i) {
+      size_t given = 0;
+      for (auto &in : f.inputs)
+        given += in.first == p->inputs[i].name;
+      if (given != 1)
+        return err = std::string(given ? "more than one" : "no") + " --input for '" +
+                     p->inputs[i].name + "' (the model takes " + inputFlags(p) + ")",
+               false;
+    }
+  } else if (!f.inputs.empty()) {
+    return err = "--input is for models that take arrays; this language model reads "
+                 "--data FILE (see --help)",
+           false;
+  } else if (f.data.empty()) {
     return err = "no training data: give --data FILE (see --help)", false;
+  }
   if ((f.resume || f.ckptEvery) && f.ckptDir.empty())
     return err = "--resume and --checkpoint-every need --checkpoint-dir", false;
   return true;
@@ -488,8 +559,8 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 }
 
 /// One line of --log-json for a finished step.
-void logStep(std::FILE *log, long step, float loss, double ms, double tps, float backwardMs,
-             const loomrt_step_ctx_t &ctx) {
+void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
+             float backwardMs, const loomrt_step_ctx_t &ctx) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -503,8 +574,8 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, float
     std::snprintf(phases + n, sizeof phases - size_t(n),
                   ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f", ctx.hostFirstMs,
                   ctx.hostTotalMs);
-  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"tokens_per_s\": %.1f%s}\n",
-               step, lossText, ms, tps, phases);
+  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s}\n",
+               step, lossText, ms, unit, tps, phases);
   std::fflush(log);
 }
 
@@ -557,11 +628,22 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                  std::strerror(e));
   }
 
-  // Tokens, for the whole world's batch.
+  // The data: tokens for the whole world's batch, or every input's rows.
+  bool arrays = p->task == LOOMRT_TASK_ARRAYS;
   std::vector<uint16_t> tokens;
-  if (!loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq, tokens,
-                          err))
+  std::vector<loomrt::ArrayInput> data(arrays ? p->num_inputs : 0);
+  if (!arrays && !loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq,
+                                     tokens, err))
     return die(err);
+  for (size_t i = 0; i < data.size(); ++i) {
+    for (auto &[name, file] : f.inputs)
+      if (name == p->inputs[i].name && !loomrt::loadNpy(file, p->inputs[i], data[i], err))
+        return die(err);
+    if (data[i].rows != data[0].rows)
+      return die("inputs '" + std::string(p->inputs[0].name) + "' and '" + p->inputs[i].name +
+                 "' have " + std::to_string(data[0].rows) + " and " +
+                 std::to_string(data[i].rows) + " rows; every input needs one row per sample");
+  }
   // Data parallelism: this rank's place in the world the step was compiled
   // for. The device is the rank's local GPU (LOCAL_RANK); CPU ranks share
   // the host.
@@ -589,8 +671,11 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     return die("cannot silence the output of rank " + std::to_string(rank));
 
   // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch.
-  int64_t bt = p->batch * p->seq, n = int64_t(tokens.size());
+  // bt: what one rank's step takes (tokens, or rows of arrays).
+  int64_t bt = arrays ? p->batch : p->batch * p->seq;
+  int64_t n = arrays ? data[0].rows : int64_t(tokens.size());
   int64_t gbt = bt * world, mine = bt * rank;
+  const char *unit = arrays ? "samples" : "tokens";
 
   loomrt_step_ctx_t ctx;
   ctx.dev = dev;
@@ -679,41 +764,62 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (lead && !f.trace.empty())
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
 
-  int64_t *dTok, *dTgt;
-  TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(bt) * 8, (void **)&dTok), "alloc");
-  TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(bt) * 8, (void **)&dTgt), "alloc");
-  std::vector<int64_t> hx(bt), hy(bt);
+  // One device buffer per input of the step, filled from host staging.
+  size_t nIn = p->num_inputs;
+  std::vector<std::vector<uint8_t>> hIn(nIn);
+  std::vector<void *> dIn(nIn, nullptr);
+  for (size_t i = 0; i < nIn; ++i) {
+    hIn[i].resize(arrays ? size_t(p->batch) * data[i].rowBytes : size_t(bt) * 8);
+    TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, std::max<size_t>(hIn[i].size(), 8), &dIn[i]),
+        std::string("allocating input ") + p->inputs[i].name);
+  }
+  // --sample random: a counter-based draw (splitmix64 of seed, step and the
+  // row's place in the world's batch), so every rank and a resumed run
+  // agree without state.
+  auto draw = [&](long step, int64_t row, uint64_t range) {
+    uint64_t z = f.seed * 0x9E3779B97F4A7C15ull + uint64_t(step) * 0xBF58476D1CE4E5B9ull +
+                 uint64_t(row) * 0x94D049BB133111EBull + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return int64_t(z % range);
+  };
   auto start = std::chrono::steady_clock::now();
   long last = firstStep + f.steps;
   bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
-    if (f.sample == "random") {
-      // Each of this rank's rows at an offset of its own: a counter-based
-      // draw (splitmix64 of seed, step and the row's place in the world's
-      // batch), so every rank and a resumed run agree without state.
-      int64_t seq = p->seq, rows = bt / seq;
-      for (int64_t r = 0; r < rows; ++r) {
-        uint64_t z = f.seed * 0x9E3779B97F4A7C15ull + uint64_t(step) * 0xBF58476D1CE4E5B9ull +
-                     uint64_t(mine / seq + r) * 0x94D049BB133111EBull + 1;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        int64_t off = int64_t(z % uint64_t(n - seq - 1));
-        for (int64_t t = 0; t < seq; ++t) {
-          hx[size_t(r * seq + t)] = tokens[size_t(off + t)];
-          hy[size_t(r * seq + t)] = tokens[size_t(off + t + 1)];
-        }
+    if (arrays) {
+      for (int64_t r = 0; r < bt; ++r) {
+        int64_t row = f.sample == "random" ? draw(step, mine + r, uint64_t(n))
+                                           : (int64_t(step) * gbt + mine + r) % n;
+        for (size_t i = 0; i < nIn; ++i)
+          std::memcpy(hIn[i].data() + size_t(r) * data[i].rowBytes,
+                      data[i].bytes.data() + size_t(row) * data[i].rowBytes, data[i].rowBytes);
       }
     } else {
-      int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
-      for (int64_t i = 0; i < bt; ++i) {
-        hx[i] = tokens[size_t(off + i)];
-        hy[i] = tokens[size_t(off + i + 1)];
+      auto *hx = reinterpret_cast<int64_t *>(hIn[0].data());
+      auto *hy = reinterpret_cast<int64_t *>(hIn[1].data());
+      if (f.sample == "random") {
+        // Each of this rank's rows at an offset of its own.
+        int64_t seq = p->seq, rows = bt / seq;
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t off = draw(step, mine / seq + r, uint64_t(n - seq - 1));
+          for (int64_t t = 0; t < seq; ++t) {
+            hx[r * seq + t] = tokens[size_t(off + t)];
+            hy[r * seq + t] = tokens[size_t(off + t + 1)];
+          }
+        }
+      } else {
+        int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
+        for (int64_t i = 0; i < bt; ++i) {
+          hx[i] = tokens[size_t(off + i)];
+          hy[i] = tokens[size_t(off + i + 1)];
+        }
       }
     }
     auto t0 = std::chrono::steady_clock::now();
-    TRY(loomrt_memcpy_async(s, dTok, hx.data(), size_t(bt) * 8), "tokens");
-    TRY(loomrt_memcpy_async(s, dTgt, hy.data(), size_t(bt) * 8), "targets");
+    for (size_t i = 0; i < nIn; ++i)
+      TRY(loomrt_memcpy_async(s, dIn[i], hIn[i].data(), hIn[i].size()), p->inputs[i].name);
     int64_t span = 0;
     ctx.reset(t0); // the step's time (step_ms) counts from t0 too
     ctx.seed = f.seed;
@@ -725,7 +831,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(loomrt_trace_begin(trace, s, "compute", "forward_backward", &ctx.phaseSpan), "trace");
     }
     void *dLoss = nullptr;
-    TRY(p->train_step(&ctx, G.data(), dTok, dTgt, &dLoss), "training step");
+    TRY(p->train_step(&ctx, G.data(), dIn.data(), &dLoss), "training step");
     if (trace) {
       TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
       TRY(loomrt_trace_end(trace, s, span), "trace");
@@ -740,11 +846,11 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     float backwardMs = -1;
     if (ctx.backwardMarked)
       TRY(loomrt_event_elapsed_ms(ctx.phaseStart, ctx.backwardDone, &backwardMs), "phase timing");
-    double tps = double(gbt) / (ms * 1e-3); // the whole world's tokens
+    double tps = double(gbt) / (ms * 1e-3); // the whole world's tokens (or samples)
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
-    std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f tokens/s  eta %4.0fs\n",
-                step + 1, last, loss, ms, tps, eta);
+    std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f %s/s  eta %4.0fs\n", step + 1, last,
+                loss, ms, tps, unit, eta);
     std::fflush(stdout);
     if (lead && !std::isfinite(loss) && !warnedNonFinite) {
       std::fprintf(stderr, "warning: the loss of step %ld is not finite: training "
@@ -752,7 +858,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       warnedNonFinite = true;
     }
     if (log)
-      logStep(log, step + 1, loss, ms, tps, backwardMs, ctx);
+      logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx);
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
         return rc;
@@ -764,8 +870,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (log)
     std::fclose(log);
   reportMemory(p, host, ctx, world);
-  loomrt_free(dev, LOOMRT_MEM_DEVICE, dTok);
-  loomrt_free(dev, LOOMRT_MEM_DEVICE, dTgt);
+  for (void *d : dIn)
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, d);
   for (size_t i = 0; i < G.size(); ++i)
     loomrt_free(dev, p->globals[i].space, G[i]);
   ctx.release();

@@ -52,8 +52,22 @@ func.func @f(%x: !loomrt.buffer, %t: i64) {
 
 // -----
 
-// expected-error @+1 {{'loomrt.program' must be a dictionary with integers batch, seq, vocab, world (>= 0) and zero_stage (>= -1); 'vocab' is missing or out of range}}
-func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 8, world = 1, zero_stage = -1}} {
+// expected-error @+1 {{'loomrt.program' must be a dictionary with integers batch, seq, vocab, world (>= 0), zero_stage (>= -1) and task (0 or 1); 'vocab' is missing or out of range}}
+func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 8, world = 1, zero_stage = -1, task = 0}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loomrt.program' inputs: each must be {name (a string), dtype (f32 0 or i64 2), shape (1 to 8 sizes >= 0), limit (>= 0)}}}
+func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 0, vocab = 0, world = 1, zero_stage = -1, task = 1, inputs = [{name = "x", dtype = 1, shape = array<i64: 2, 3>, limit = 0}]}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loomrt.program' inputs: expected a non-empty array of {name, dtype, shape, limit}}}
+func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 0, vocab = 0, world = 1, zero_stage = -1, task = 1}} {
   return
 }
 

@@ -57,7 +57,21 @@ TEST(Hardware, ReadsWhatLoomCalibrateWrites) {
   double fastest = 0;
   for (const CacheLevel &c : hw->caches)
     fastest = std::max(fastest, c.bandwidth);
+  // Under AddressSanitizer every load of the read loop is checked, so a
+  // cache read runs at the instrumentation's speed, as slow as DRAM (2.9 vs
+  // 3.1 GB/s in scripts/sanitize.sh's build): the order is a property of
+  // the machine only in an uninstrumented build.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOOM_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define LOOM_ASAN 1
+#endif
+#ifndef LOOM_ASAN
   EXPECT_LT(hw->dramReadBandwidth, fastest);
+#endif
   // And the model answers with it: an update of 1e8 parameters on the CPU.
   EXPECT_GT(updateTime(*hw, 1e8, 0.0).total, 0.0);
 }

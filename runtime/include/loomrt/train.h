@@ -2,7 +2,7 @@
  *
  * loomc emits the model (its parameters and state, `loomrt_global_desc`) and
  * the training step (straight-line calls into loomrt.h); the driver supplies
- * everything around it: flags, the token data loader, initialisation,
+ * everything around it: flags, the data loaders, initialisation,
  * logging, checkpoints and resume, traces. Generated code stays small and
  * readable, and every binary behaves alike. */
 #ifndef LOOMRT_TRAIN_H
@@ -51,27 +51,45 @@ typedef struct loomrt_global_desc {
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
 
+/* One argument of the training step, in order. shape[0] is the batch: the
+ * rows of this rank. An integer input (labels, token ids) indexes a table
+ * of index_limit rows or classes: every value must be in [0, index_limit)
+ * (0: not an index, not checked). */
+typedef struct loomrt_input_desc {
+  const char *name;
+  loomrt_dtype dtype; /* LOOMRT_F32 or LOOMRT_I64 */
+  int rank;
+  int64_t shape[LOOMRT_MAX_RANK];
+  int64_t index_limit;
+} loomrt_input_desc;
+
+/* Where the step's inputs come from. TOKENS: a language model, (tokens,
+ * targets) both [batch, seq] i64, read from one token file (--data).
+ * ARRAYS: any other model (classifiers, graph models): each input from its
+ * own .npy file of N rows (--input NAME=FILE.npy), shape [N, ...] with the
+ * input's shape after the batch dimension. */
+typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loomrt_task;
+
 /* The layout of loomrt_program and loomrt_global_desc. A binary records the
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 6
+#define LOOMRT_TRAIN_ABI 7
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
   loomrt_backend backend;
   size_t num_globals;
   const loomrt_global_desc *globals;
-  int64_t batch, seq;  /* the token batch the step takes */
+  int64_t batch, seq;  /* the token batch the step takes (ARRAYS: seq 0) */
   int64_t vocab;       /* token ids must be below this (0: not known) */
   /* safetensors file of the from_weights parameters (NULL: none); a
    * relative name is found beside the executable. */
   const char *weights;
-  /* One training step on device buffers: tokens and targets are [batch,
-   * seq] int64; writes the loss (device fp32 scalar) to *loss. */
+  /* One training step on device buffers, one per input (TOKENS: tokens
+   * and targets); writes the loss (device fp32 scalar) to *loss. */
   loomrt_status (*train_step)(loomrt_step_ctx c, void **globals,
-                              const int64_t *tokens, const int64_t *targets,
-                              void **loss);
+                              const void *const *inputs, void **loss);
   /* Data parallelism: the ranks the step was compiled for (1: one) and its
    * ZeRO stage (-1: not data-parallel). With world R the driver must be
    * started on R ranks (mpirun -np R, or torchrun-style variables); rank r
@@ -79,6 +97,9 @@ typedef struct loomrt_program {
    * rows, so R ranks reproduce one rank with the global batch. */
   int world;
   int zero_stage;
+  loomrt_task task;
+  size_t num_inputs;
+  const loomrt_input_desc *inputs;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
