@@ -23,26 +23,39 @@ mlir::OwningOpRef<mlir::ModuleOp> generateModel(mlir::MLIRContext &ctx,
                                                 llvm::StringRef spec,
                                                 std::string &error);
 
+/// How an ONNX model is imported (loomc's flags).
+struct OnnxImportOptions {
+  /// "lm" or "classify" overrides the inference from the input ("": infer).
+  std::string task;
+  /// Initializers that become constants instead of trained parameters
+  /// (PyTorch buffers: rotary tables, masks).
+  std::vector<std::string> frozen;
+  /// Dropout in training mode imports as the identity (--dropout=off)
+  /// instead of loom.dropout.
+  bool dropoutOff = false;
+  /// false (loomc --init=random): float parameters kept in external data
+  /// are declared from their shapes and drawn from their initialisers; the
+  /// data files are not read, so a graph exported without them (a model
+  /// too large to copy) can be compiled and benchmarked.
+  bool weightValues = true;
+};
+
 /// Imports an ONNX model (static shapes) and appends the loss: next-token
 /// cross-entropy for language models (int64 [B, T] input), cross-entropy
-/// against labels for classifiers; `task` ("lm" or "classify") overrides the
-/// inference. Initializers named in `frozen` (PyTorch buffers: rotary
-/// tables, masks) become constants instead of trained parameters.
-/// `dropoutOff`: Dropout in training mode imports as the identity (loomc
-/// --dropout=off); otherwise it is refused (not a training op yet). On
-/// failure returns null with a message naming the node.
-mlir::OwningOpRef<mlir::ModuleOp>
-importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path, llvm::StringRef task,
-           llvm::ArrayRef<std::string> frozen, std::string &error, bool dropoutOff = false);
+/// against labels for classifiers. On failure returns null with a message
+/// naming the node.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnx(mlir::MLIRContext &ctx, llvm::StringRef path,
+                                             const OnnxImportOptions &options,
+                                             std::string &error);
 /// The operators the importer takes, as a Markdown table (loomc
 /// --list-onnx-operators; docs/generated/onnx-operators.md).
 std::string onnxOperatorTable();
 /// The same for a serialized ModelProto already in memory; `path` names it
 /// in locations, and its folder is where external data is looked for.
-mlir::OwningOpRef<mlir::ModuleOp>
-importOnnxBytes(mlir::MLIRContext &ctx, llvm::StringRef bytes, llvm::StringRef path,
-                llvm::StringRef task, llvm::ArrayRef<std::string> frozen, std::string &error,
-                bool dropoutOff = false);
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxBytes(mlir::MLIRContext &ctx, llvm::StringRef bytes,
+                                                  llvm::StringRef path,
+                                                  const OnnxImportOptions &options,
+                                                  std::string &error);
 
 /// Data parallelism over `ranks`: rewrites a generator spec so its batch
 /// (given or default) is the per-rank batch, batch / ranks. False with a

@@ -232,7 +232,8 @@ struct Val {
 
 class Importer {
 public:
-  bool dropoutOff = false; // loomc --dropout=off
+  bool dropoutOff = false;   // loomc --dropout=off
+  bool weightValues = true;  // OnnxImportOptions::weightValues
   Importer(MLIRContext &ctx, std::string &error, std::string modelDir)
       : ctx(ctx), b(&ctx), error(error), f32(Float32Type::get(&ctx)),
         i64(IntegerType::get(&ctx, 64)), modelDir(std::move(modelDir)) {}
@@ -615,7 +616,27 @@ private:
     if (elementBytes(elem) == 0)
       return fail("initializer '" + t.name() + "' has element type " + std::to_string(elem) +
                   "; expected float, int64 or bool");
-    if (t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL) {
+    bool external = t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL;
+    if (external && !weightValues && elem == onnx::TensorProto::FLOAT && !asConstant &&
+        t.dims_size() > 0) {
+      // --init=random: the parameter's shape is enough; its data is not
+      // read (the file need not exist).
+      SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+      if (checkedNumel(shape, kMaxElements) < 0)
+        return fail("initializer '" + t.name() + "' has shape " + shapeStr(shape) +
+                    ", which is negative or larger than the importer takes");
+      auto type = RankedTensorType::get(shape, f32);
+      auto p = ParamOp::create(b, loc, b.getStringAttr(t.name()), TypeAttr::get(type),
+                               InitAttr(), ElementsAttr());
+      p.setInitAttr(defaultInitFor(p));
+      paramValues.push_back({t.name(), type});
+      if (!notedShapesOnly)
+        llvm::errs() << "loomc: note: --init=random: parameters in external data are declared "
+                        "from their shapes; the data files are not read\n";
+      notedShapesOnly = true;
+      return true;
+    }
+    if (external) {
       onnx::TensorProto loaded = t;
       if (!readExternal(loaded))
         return false;
@@ -2055,6 +2076,7 @@ private:
   std::vector<std::pair<std::string, std::string>> foldedFromParams;
   bool notedDropout = false;
   int64_t dropoutKeys = 0; // loom.dropout keys: the Dropout nodes in order
+  bool notedShapesOnly = false;
   std::vector<std::pair<std::string, RankedTensorType>> paramValues;
 };
 
@@ -2063,9 +2085,9 @@ private:
 /// Both entry points once the ModelProto is parsed (`parsed` false: it
 /// was not a ModelProto).
 static OwningOpRef<ModuleOp> importParsed(MLIRContext &ctx, const onnx::ModelProto &model,
-                                          bool parsed, StringRef path, StringRef task,
-                                          ArrayRef<std::string> frozen, std::string &error,
-                                          bool dropoutOff) {
+                                          bool parsed, StringRef path,
+                                          const OnnxImportOptions &o, std::string &error) {
+  StringRef task = o.task;
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   if (!parsed)
     return error = "'" + path.str() + "' is not a valid ONNX model (protobuf parse failed)",
@@ -2073,8 +2095,9 @@ static OwningOpRef<ModuleOp> importParsed(MLIRContext &ctx, const onnx::ModelPro
   if (!task.empty() && task != "lm" && task != "classify")
     return error = "unknown --task '" + task.str() + "': expected lm or classify", nullptr;
   Importer imp(ctx, error, llvm::sys::path::parent_path(path).str());
-  imp.dropoutOff = dropoutOff;
-  return imp.run(model, path, task, frozen);
+  imp.dropoutOff = o.dropoutOff;
+  imp.weightValues = o.weightValues;
+  return imp.run(model, path, task, o.frozen);
 }
 
 std::string onnxOperatorTable() {
@@ -2095,8 +2118,7 @@ std::string onnxOperatorTable() {
 }
 
 OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
-                                 StringRef task, ArrayRef<std::string> frozen,
-                                 std::string &error, bool dropoutOff) {
+                                 const OnnxImportOptions &options, std::string &error) {
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
     return error = "cannot open '" + path.str() + "': " + std::strerror(errno), nullptr;
@@ -2104,16 +2126,15 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
   // held twice (file bytes and parsed message).
   onnx::ModelProto model;
   bool parsed = model.ParseFromIstream(&in);
-  return importParsed(ctx, model, parsed, path, task, frozen, error, dropoutOff);
+  return importParsed(ctx, model, parsed, path, options, error);
 }
 
 OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &ctx, StringRef bytes, StringRef path,
-                                      StringRef task, ArrayRef<std::string> frozen,
-                                      std::string &error, bool dropoutOff) {
+                                      const OnnxImportOptions &options, std::string &error) {
   onnx::ModelProto model;
   bool parsed = bytes.size() <= size_t(std::numeric_limits<int>::max()) &&
                 model.ParseFromArray(bytes.data(), int(bytes.size()));
-  return importParsed(ctx, model, parsed, path, task, frozen, error, dropoutOff);
+  return importParsed(ctx, model, parsed, path, options, error);
 }
 
 } // namespace loom

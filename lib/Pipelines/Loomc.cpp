@@ -208,11 +208,10 @@ static OwningOpRef<ModuleOp> generate(MLIRContext &ctx, const std::string &spec)
 /// The module of an input file: an ONNX import, or parsed IR; null after
 /// printing why (the parser's diagnostics, or one line).
 static OwningOpRef<ModuleOp> loadModule(MLIRContext &ctx, llvm::StringRef path,
-                                        const std::string &task,
-                                        ArrayRef<std::string> frozen, bool dropoutOff) {
+                                        const OnnxImportOptions &onnx) {
   std::string err;
   if (path.ends_with(".onnx")) {
-    OwningOpRef<ModuleOp> module = importOnnx(ctx, path, task, frozen, err, dropoutOff);
+    OwningOpRef<ModuleOp> module = importOnnx(ctx, path, onnx, err);
     if (!module)
       loomcError(err);
     return module;
@@ -445,9 +444,13 @@ int loomcMain(int argc, char **argv) {
   if ((!o.task.empty() || !o.frozen.empty()) &&
       (!o.model.empty() || !llvm::StringRef(o.input).ends_with(".onnx")))
     return error("--task and --frozen apply to ONNX models (MODEL.onnx)");
+  OnnxImportOptions onnx;
+  onnx.task = o.task;
+  onnx.frozen.assign(o.frozen.begin(), o.frozen.end());
+  onnx.dropoutOff = o.dropout == "off";
+  onnx.weightValues = o.init != "random";
   OwningOpRef<ModuleOp> module =
-      o.model.empty() ? loadModule(ctx, o.input, o.task, o.frozen, o.dropout == "off")
-                      : generate(ctx, modelSpec);
+      o.model.empty() ? loadModule(ctx, o.input, onnx) : generate(ctx, modelSpec);
   if (!module)
     return 1;
 

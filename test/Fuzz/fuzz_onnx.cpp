@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   loom::fuzz::Context c;
   std::string error;
   auto module = loom::importOnnxBytes(c.ctx, llvm::StringRef((const char *)data, size),
-                                      modelPath(), "", {}, error);
+                                      modelPath(), {}, error);
   if (module)
     loom::fuzz::compileRest(*module);
   return 0;
