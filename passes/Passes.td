@@ -434,6 +434,56 @@ def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect", "::mlir::loomrt::LoomRTDialect"];
 }
 
+def RecognizeOps : Pass<"loom-recognize-ops", "ModuleOp"> {
+  let summary = "Recognise attention, RMS norm and SiLU written out by exporters";
+  let description = [{
+    PyTorch's exporters write some of Loom's ops as their parts, and the
+    parts cost far more than the op: each one reads and writes memory, and
+    the backward goes through every one.
+
+    * **Attention**: the scores `q kᵀ` (scaled before or after the
+      product; the key transposed by the matmul or by ops of its own), an
+      additive mask, a softmax over the keys, the product with the values
+      (eager attention in Hugging Face models, and
+      `scaled_dot_product_attention` as the dynamo exporter decomposes it)
+      become `loom.attention`, one fused kernel that never stores the
+      `[batch, heads, T, T]` scores. Only when every part is exactly that:
+      scalar constant scales, a mask equal to the causal mask (0 where the
+      key is at or before the query, below -1e30 after it, for every batch
+      and head: a constant, or a select between two constants on a
+      constant condition), a mask of zeros, or none; a softmax over the
+      last dimension read by nothing else. A padding mask, dropout on the
+      probabilities or a soft cap stays as it is. A key given transposed is
+      transposed back (`loom.transpose`, one copy of the key).
+    * **RMS norm**: `w · x / sqrt(mean(x²) + eps)` (Llama's `RMSNorm`, with
+      `x²` as a power or a product, `1/sqrt` as a division or `rsqrt`)
+      becomes `loom.rms_norm` over the last dimension.
+    * **SiLU**: `x · sigmoid(x)` becomes `loom.silu`.
+
+    Before:
+
+    ```mlir
+    %s = loom.matmul %q, %kt : tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x16x16xf32>
+    %c = arith.constant dense<0.353553385> : tensor<f32>
+    %t = loom.mul %s, %c : tensor<2x4x16x16xf32>, tensor<f32> -> tensor<2x4x16x16xf32>
+    %m = loom.add %t, %causal : tensor<2x4x16x16xf32>, tensor<1x1x16x16xf32> -> tensor<2x4x16x16xf32>
+    %p = loom.softmax %m dim -1 : tensor<2x4x16x16xf32>
+    %o = loom.matmul %p, %v : tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x16x8xf32>
+    %g = loom.sigmoid %x : tensor<2x16x64xf32>
+    %y = loom.mul %x, %g : tensor<2x16x64xf32>, tensor<2x16x64xf32> -> tensor<2x16x64xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %k = loom.transpose %kt [0, 1, 3, 2] : tensor<2x4x8x16xf32> to tensor<2x4x16x8xf32>
+    %o = loom.attention %q, %k, %v causal scale 0.353553385 : tensor<2x4x16x8xf32>,
+        tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x16x8xf32>
+    %y = loom.silu %x : tensor<2x16x64xf32>
+    ```
+  }];
+}
+
 def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   let summary = "Replace imported parameter values with initialisers";
   let description = [{

@@ -22,6 +22,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   if (o.reinitParams)
     pm.addPass(mlir::loom::createReinitParams());
   if (runs(Phase::Autodiff)) {
+    // Attention, RMS norm and SiLU as exporters write them, before
+    // anything else sees the composed form (the backward of a recognised
+    // op is its own fused rule).
+    pm.addPass(mlir::loom::createRecognizeOps());
     if (o.precision == "bf16")
       pm.addPass(mlir::loom::createMixedPrecision());
     mlir::loom::AutodiffOptions ad;
