@@ -102,6 +102,35 @@ bool isCausalMask(Value mask, RankedTensorType scores) {
   return true;
 }
 
+/// The key [B, H, S, D] a transposed key [B, H, D, S] was made from, when
+/// it was made by swapping the last two dimensions: transpose [0, 1, 3, 2],
+/// or (the dynamo exporter's SDPA) reshape to [B·H, S, D], transpose
+/// [0, 2, 1], reshape back. Null otherwise; the ops that did it join
+/// `parts` (erased with the pattern when nothing else reads them).
+Value untransposed(Value kT, SmallVectorImpl<Operation *> &parts) {
+  RankedTensorType t = tt(kT);
+  if (t.getRank() != 4)
+    return nullptr;
+  SmallVector<int64_t> want{t.getDimSize(0), t.getDimSize(1), t.getDimSize(3), t.getDimSize(2)};
+  auto is = [&](Value v) { return v && tt(v).getShape() == ArrayRef<int64_t>(want); };
+  if (auto tr = kT.getDefiningOp<TransposeOp>()) {
+    if (tr.getPerm() != ArrayRef<int64_t>{0, 1, 3, 2} || !is(tr.getInput()))
+      return nullptr;
+    parts.push_back(tr);
+    return tr.getInput();
+  }
+  auto r2 = kT.getDefiningOp<ReshapeOp>();
+  auto tr = r2 ? r2.getInput().getDefiningOp<TransposeOp>() : TransposeOp();
+  auto r1 = tr ? tr.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!r1 || tr.getPerm() != ArrayRef<int64_t>{0, 2, 1} || tt(tr.getInput()).getRank() != 3 ||
+      tt(tr.getInput()).getDimSize(0) != want[0] * want[1])
+    return nullptr;
+  if (!is(r1.getInput()))
+    return nullptr;
+  parts.append({r2, tr, r1});
+  return r1.getInput();
+}
+
 /// Erases the ops of a recognised pattern (consumer first) that nothing
 /// reads any more, then the constants only they read.
 void eraseParts(ArrayRef<Operation *> parts) {
@@ -276,13 +305,17 @@ struct RecognizeOps : public mlir::loom::impl::RecognizeOpsBase<RecognizeOps> {
     OpBuilder b(out);
     Operation *made = nullptr;
     if (!qk.getTransposeRhs()) {
-      // The key came transposed, [B, H, D, S]: one copy back.
-      RankedTensorType kt = tt(k);
-      auto kType = RankedTensorType::get(
-          {kt.getDimSize(0), kt.getDimSize(1), kt.getDimSize(3), kt.getDimSize(2)},
-          kt.getElementType());
-      made = TransposeOp::create(b, qk.getLoc(), kType, k, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
-      k = made->getResult(0);
+      if (Value k0 = untransposed(k, parts)) {
+        k = k0; // the exporter transposed the key itself: take it from before
+      } else {
+        // The key came transposed, [B, H, D, S]: one copy back.
+        RankedTensorType kt = tt(k);
+        auto kType = RankedTensorType::get(
+            {kt.getDimSize(0), kt.getDimSize(1), kt.getDimSize(3), kt.getDimSize(2)},
+            kt.getElementType());
+        made = TransposeOp::create(b, qk.getLoc(), kType, k, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
+        k = made->getResult(0);
+      }
     }
     // q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] (loom.attention's
     // shapes; the transposed key made above goes if they are not).

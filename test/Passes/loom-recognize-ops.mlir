@@ -159,3 +159,22 @@ func.func @gate_stays(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>) -> tensor<2x8xf3
   %o = loom.mul %x, %s : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
   return %o : tensor<2x8xf32>
 }
+
+// The dynamo exporter's SDPA transposes the key itself (reshape to
+// [B*H, S, D], transpose, reshape back): the key from before that is used,
+// and the copies go.
+// CHECK-LABEL: func.func @sdpa_key_transposed_by_the_exporter
+// CHECK-NOT: loom.transpose
+// CHECK: loom.attention %arg0, %arg1, %arg2 causal scale
+// CHECK-NOT: loom.transpose
+func.func @sdpa_key_transposed_by_the_exporter(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %r1 = loom.reshape %k : tensor<1x2x4x8xf32> to tensor<2x4x8xf32>
+  %t = loom.transpose %r1 [0, 2, 1] : tensor<2x4x8xf32> to tensor<2x8x4xf32>
+  %kt = loom.reshape %t : tensor<2x8x4xf32> to tensor<1x2x8x4xf32>
+  %s = loom.matmul %q, %kt : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x4x4xf32>
+  %m = arith.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %a = loom.add %s, %m : tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32> -> tensor<1x2x4x4xf32>
+  %p = loom.softmax %a dim -1 : tensor<1x2x4x4xf32>
+  %o = loom.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
