@@ -156,12 +156,14 @@ constexpr Arity kArity[] = {
     {"ReduceSum", 1, 2, 1, 1, "loom.reduce sum"},
     {"Relu", 1, 1, 1, 1, "loom.relu"},
     {"Reshape", 2, 2, 1, 1, "loom.reshape (constant shape); folds on constants"},
+    {"SequenceAt", 2, 2, 1, 1, "a piece of SplitToSequence (constant position)"},
     {"Shape", 1, 1, 1, 1, "folds (shapes are static)"},
     {"Sigmoid", 1, 1, 1, 1, "loom.sigmoid"},
     {"Sin", 1, 1, 1, 1, "loom.sin; folds on constants"},
     {"Slice", 3, 5, 1, 1, "loom.slice (any step > 0); folds on constants"},
     {"Softmax", 1, 1, 1, 1, "loom.softmax (last axis)"},
     {"Split", 1, 2, 1, kMany, "loom.slice per output"},
+    {"SplitToSequence", 1, 2, 1, 1, "loom.slice per piece, read by SequenceAt"},
     {"Sqrt", 1, 1, 1, 1, "loom.sqrt; folds on constants"},
     {"Squeeze", 1, 2, 1, 1, "loom.reshape; folds on constants"},
     {"Sub", 2, 2, 1, 1, "loom.sub; folds on constants"},
@@ -222,6 +224,9 @@ struct Val {
   // An output the importer does not compute (Dropout's mask): an error
   // saying this if a node uses it.
   std::string refuse;
+  // A sequence (SplitToSequence's output): its tensors, read by SequenceAt.
+  bool isSeq = false;
+  std::vector<Value> seq;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -1336,6 +1341,10 @@ private:
       return nodeFail(n, "input '" + n.input(i) + "' is not defined");
     if (!it->second.refuse.empty())
       return nodeFail(n, it->second.refuse);
+    if (it->second.isSeq)
+      return nodeFail(n, "input '" + n.input(i) +
+                             "' is a sequence (SplitToSequence); the importer reads sequences "
+                             "only with SequenceAt at constant positions");
     if (!it->second.nanOf.empty())
       return nodeFail(n, "IsNaN is supported only as scaled_dot_product_attention exports it: "
                          "Where(IsNaN(p), 0, p) on a Softmax output p");
@@ -1600,6 +1609,8 @@ private:
         {"Slice", &Importer::convertSlice},
         {"Softmax", &Importer::convertSoftmax},
         {"Split", &Importer::convertSplit},
+        {"SplitToSequence", &Importer::convertSplitToSequence},
+        {"SequenceAt", &Importer::convertSequenceAt},
         {"Sqrt", &Importer::unary<SqrtOp>},
         {"Squeeze", &Importer::convertUnsqueeze},
         {"Sub", &Importer::binaryOp<SubOp>},
@@ -1807,20 +1818,95 @@ private:
       return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not divide dimension " +
                              std::to_string(axis) + " (" + std::to_string(dim) + ") into " +
                              std::to_string(parts) + " outputs");
-    int64_t offset = 0;
-    for (int i = 0; i < n.output_size(); ++i) {
+    SmallVector<Value> pieces = splitPieces(x, axis, sizes);
+    for (int i = 0; i < n.output_size(); ++i)
+      if (!n.output(i).empty())
+        values[n.output(i)] = Val{pieces[i]};
+    return true;
+  }
+
+  /// x cut along `axis` into consecutive pieces of `sizes` (loom.slice).
+  SmallVector<Value> splitPieces(Value x, int64_t axis, ArrayRef<int64_t> sizes) {
+    int64_t rank = tt(x).getRank(), offset = 0;
+    SmallVector<Value> pieces;
+    for (int64_t size : sizes) {
       SmallVector<int64_t> start(rank, 0), limit(tt(x).getShape()), step(rank, 1),
           shape(tt(x).getShape());
       start[axis] = offset;
-      limit[axis] = offset + sizes[i];
-      shape[axis] = sizes[i];
-      offset += sizes[i];
-      if (n.output(i).empty())
-        continue;
-      values[n.output(i)] = Val{SliceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()), x,
-                                                b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
-                                                b.getDenseI64ArrayAttr(step))};
+      limit[axis] = offset + size;
+      shape[axis] = size;
+      offset += size;
+      pieces.push_back(SliceOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
+                                       x, b.getDenseI64ArrayAttr(start),
+                                       b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step)));
     }
+    return pieces;
+  }
+
+  // SplitToSequence (the dynamo exporter's torch.split with
+  // optimize=False): the pieces as Split makes them, kept as a sequence
+  // that SequenceAt reads at constant positions. No split input: pieces of
+  // 1, the axis dropped unless keepdims; a scalar split: chunks of that
+  // size, the last one smaller.
+  bool convertSplitToSequence(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
+    if (!normAxis(n, axis, rank))
+      return false;
+    const Val *sp;
+    if (!optionalConst(n, 1, sp, "split"))
+      return false;
+    int64_t dim = tt(x).getDimSize(axis);
+    std::vector<int64_t> sizes;
+    bool squeeze = false;
+    if (!sp) {
+      sizes.assign(size_t(dim), 1);
+      squeeze = intAttr(n, "keepdims", 1) == 0;
+    } else if (sp->shape.empty()) {
+      int64_t chunk = ints(*sp)[0];
+      if (chunk < 1)
+        return nodeFail(n, "split must be positive, got " + std::to_string(chunk));
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      sizes = ints(*sp);
+    }
+    int64_t sum = 0;
+    for (int64_t sz : sizes)
+      sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
+    if (sum != dim)
+      return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not add up to dimension " +
+                             std::to_string(axis) + " (" + std::to_string(dim) + ")");
+    Val seq;
+    seq.isSeq = true;
+    for (Value piece : splitPieces(x, axis, sizes)) {
+      if (squeeze) {
+        SmallVector<int64_t> shape(tt(piece).getShape());
+        shape.erase(shape.begin() + axis);
+        piece = ReshapeOp::create(b, loc, RankedTensorType::get(shape, tt(x).getElementType()),
+                                  piece);
+      }
+      seq.seq.push_back(piece);
+    }
+    values[n.output(0)] = seq;
+    return true;
+  }
+
+  bool convertSequenceAt(const onnx::NodeProto &n) {
+    auto it = values.find(n.input(0));
+    if (it == values.end() || !it->second.isSeq)
+      return nodeFail(n, "input '" + n.input(0) +
+                             "' is not a sequence the importer made (only SplitToSequence's)");
+    const Val *pos;
+    if (!optionalConst(n, 1, pos, "position") || !pos || pos->numel() != 1)
+      return nodeFail(n, "position must be one constant integer");
+    int64_t count = int64_t(it->second.seq.size()), p = ints(*pos)[0];
+    if (p < -count || p >= count)
+      return nodeFail(n, "position " + std::to_string(p) + " is out of range for a sequence of " +
+                             std::to_string(count));
+    define(n, it->second.seq[size_t(p < 0 ? p + count : p)]);
     return true;
   }
 

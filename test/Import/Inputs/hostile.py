@@ -153,6 +153,15 @@ CASES = {
                                                 inits=(W, i64("t", [3], [1, 2, 3]), i64("i", [2], [0, 7]))),
     "cumsum_axis_out_of_range": model(then(node("CumSum", ["t", "a"], ["c"])),
                                       inits=(W, i64("t", [3], [1, 2, 3]), i64("a", [1], [4]))),
+    # SplitToSequence's sequence: read only by SequenceAt, at a position
+    # inside it.
+    "sequence_read_as_a_tensor": model([node("SplitToSequence", ["x"], ["s"], name="sp",
+                                             attrs=int_attr("axis", 1)),
+                                        node("MatMul", ["s", "w"], ["y"], name="mm")]),
+    "sequence_position_out_of_range": model([node("SplitToSequence", ["x"], ["s"], name="sp",
+                                                  attrs=int_attr("axis", 1)),
+                                             node("SequenceAt", ["s", "p"], ["e"], name="at"),
+                                             MATMUL], inits=(W, i64("p", [], [4]))),
     # Not protobuf at all.
     "garbage": None,
 }
