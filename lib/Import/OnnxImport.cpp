@@ -180,18 +180,48 @@ constexpr Arity kArity[] = {
 /// parameter or a buffer (pkg.torch.export.graph_signature.InputSpec.kind)
 /// and what a folded initializer was folded from
 /// (pkg.onnxscript.optimizer.folded_from).
-std::map<std::string, std::string> valueMetadata(const onnx::ValueInfoProto &v) {
+/// NodeProto has its own (field 9): the PyTorch source line a node came
+/// from (pkg.torch.onnx.stack_trace).
+std::map<std::string, std::string> unknownMetadata(const google::protobuf::Message &m,
+                                                   int field) {
   std::map<std::string, std::string> out;
-  const google::protobuf::UnknownFieldSet &u = v.GetReflection()->GetUnknownFields(v);
+  const google::protobuf::UnknownFieldSet &u = m.GetReflection()->GetUnknownFields(m);
   for (int i = 0; i < u.field_count(); ++i) {
     const google::protobuf::UnknownField &f = u.field(i);
-    if (f.number() != 4 || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+    if (f.number() != field || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto e;
     if (e.ParseFromString(f.length_delimited()))
       out[e.key()] = e.value();
   }
   return out;
+}
+std::map<std::string, std::string> valueMetadata(const onnx::ValueInfoProto &v) {
+  return unknownMetadata(v, 4);
+}
+
+/// " (PyTorch: FILE:LINE: CODE)" for the innermost frame of the stack trace
+/// PyTorch's dynamo exporter records on a node, "" without one.
+std::string pytorchSource(const onnx::NodeProto &n) {
+  std::map<std::string, std::string> meta = unknownMetadata(n, 9);
+  auto it = meta.find("pkg.torch.onnx.stack_trace");
+  if (it == meta.end())
+    return "";
+  StringRef trace = it->second;
+  size_t at = trace.rfind("File \"");
+  if (at == StringRef::npos)
+    return "";
+  StringRef frame = trace.drop_front(at + 6);
+  StringRef file = frame.take_until([](char c) { return c == '"'; });
+  size_t lineAt = frame.find(", line ");
+  if (lineAt == StringRef::npos)
+    return "";
+  StringRef line = frame.drop_front(lineAt + 7).take_while([](char c) { return isdigit(c); });
+  StringRef code = frame.drop_until([](char c) { return c == '\n'; }).trim();
+  std::string out = " (PyTorch: " + llvm::sys::path::filename(file).str() + ":" + line.str();
+  if (!code.empty())
+    out += ": " + code.take_front(160).str();
+  return out + ")";
 }
 
 /// The names in a folded_from value: a Python list of quoted strings.
@@ -464,7 +494,7 @@ private:
     return false;
   }
   bool nodeFail(const onnx::NodeProto &n, const std::string &msg) {
-    return fail("node '" + n.name() + "' (" + n.op_type() + "): " + msg);
+    return fail("node '" + n.name() + "' (" + n.op_type() + "): " + msg + pytorchSource(n));
   }
   static std::string typeStr(Type t) {
     std::string out;
