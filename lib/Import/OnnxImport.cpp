@@ -128,7 +128,7 @@ constexpr Arity kArity[] = {
     {"Expand", 2, 2, 1, 1, "loom.broadcast_to (the shape must be constant)"},
     {"Gather", 2, 2, 1, 1, "loom.embedding (axis 0 of a table); folds on constants"},
     {"GatherElements", 2, 2, 1, 1, kFolds},
-    {"GatherND", 2, 2, 1, 1, kFolds},
+    {"GatherND", 2, 2, 1, 1, "loom.embedding of the rows the constant indices address; folds on constants"},
     {"Gelu", 1, 1, 1, 1, "loom.gelu (approximate none or tanh)"},
     {"Gemm", 2, 3, 1, 1, "loom.matmul (+ bias); alpha and beta 1"},
     {"Greater", 2, 2, 1, 1, kFolds},
@@ -1639,6 +1639,7 @@ private:
         {"Slice", &Importer::convertSlice},
         {"Softmax", &Importer::convertSoftmax},
         {"Split", &Importer::convertSplit},
+        {"GatherND", &Importer::convertGatherND},
         {"SplitToSequence", &Importer::convertSplitToSequence},
         {"SequenceAt", &Importer::convertSequenceAt},
         {"Sqrt", &Importer::unary<SqrtOp>},
@@ -1673,7 +1674,36 @@ private:
     auto at = tt(a), wt = tt(w);
     if (at.getRank() < 2 || wt.getRank() < 2)
       return nodeFail(n, "operands of rank < 2 are not supported");
-    SmallVector<int64_t> shape(at.getShape().drop_back(2));
+    // The batch dimensions broadcast as in NumPy. An operand whose batch is
+    // neither the whole result's nor a single matrix (multi-query
+    // attention: keys [B, 1, D, T] against queries [B, H, T, D]) is
+    // broadcast to the result's batch first: the runtime's GEMM takes a
+    // batch stride per operand, not per dimension.
+    ArrayRef<int64_t> ab = at.getShape().drop_back(2), wb = wt.getShape().drop_back(2);
+    size_t nb = std::max(ab.size(), wb.size());
+    SmallVector<int64_t> shape(nb, 1);
+    for (size_t i = 0; i < nb; ++i) {
+      int64_t x = i + ab.size() >= nb ? ab[i + ab.size() - nb] : 1;
+      int64_t y = i + wb.size() >= nb ? wb[i + wb.size() - nb] : 1;
+      if (x != y && x != 1 && y != 1)
+        return nodeFail(n, "batch dimensions " + shapeStr(ab) + " and " + shapeStr(wb) +
+                               " do not broadcast");
+      shape[i] = x == 1 ? y : x;
+    }
+    auto widen = [&](Value v) {
+      auto vt = tt(v);
+      ArrayRef<int64_t> vb = vt.getShape().drop_back(2);
+      int64_t count = 1;
+      for (int64_t d : vb)
+        count *= d;
+      if (count == 1 || (vb.size() == nb && vb == ArrayRef<int64_t>(shape)))
+        return v;
+      SmallVector<int64_t> full(shape);
+      full.append(vt.getShape().take_back(2).begin(), vt.getShape().take_back(2).end());
+      return Value(BroadcastOp::create(b, loc, RankedTensorType::get(full, vt.getElementType()), v));
+    };
+    a = widen(a);
+    w = widen(w);
     shape.push_back(at.getDimSize(at.getRank() - (ta ? 1 : 2)));
     shape.push_back(wt.getDimSize(wt.getRank() - (tb ? 2 : 1)));
     Value y = MatmulOp::create(b, loc, RankedTensorType::get(shape, f32), a, w, ta, tb);
@@ -1769,6 +1799,59 @@ private:
     SmallVector<int64_t> shape(tt(idx).getShape());
     shape.push_back(tt(table).getDimSize(1));
     define(n, EmbeddingOp::create(b, loc, RankedTensorType::get(shape, f32), table, idx));
+    return true;
+  }
+
+  // GatherND on a computed tensor with constant indices (Falcon picks
+  // query, key and value out of its fused projection this way): each index
+  // tuple addresses a row of the data viewed as [d0 x ... x d(k-1), rest],
+  // so it is an embedding lookup of those rows (its gradient scatters back)
+  // and a reshape. batch_dims > 0 is refused.
+  bool convertGatherND(const onnx::NodeProto &n) {
+    Value data;
+    if (!input(n, 0, data))
+      return false;
+    const Val *idx = constInput(n, 1);
+    if (!idx)
+      return nodeFail(n, "indices must be constant (computed indices are not supported)");
+    if (intAttr(n, "batch_dims", 0) != 0)
+      return nodeFail(n, "batch_dims > 0 on a computed tensor is not supported");
+    auto dt = tt(data);
+    if (!isa<FloatType>(dt.getElementType()))
+      return nodeFail(n, "a computed tensor of integers is not supported");
+    int64_t rank = dt.getRank();
+    if (idx->shape.empty() || idx->shape.back() < 1 || idx->shape.back() > rank)
+      return nodeFail(n, "index tuples of shape " + shapeStr(idx->shape) +
+                             " do not fit data of shape " + shapeStr(dt.getShape()));
+    int64_t k = idx->shape.back(), rows = 1, rest = 1;
+    for (int64_t d = 0; d < k; ++d)
+      rows *= dt.getDimSize(d);
+    for (int64_t d = k; d < rank; ++d)
+      rest *= dt.getDimSize(d);
+    std::vector<int64_t> at = ints(*idx), flat;
+    for (size_t t = 0; t < at.size(); t += size_t(k)) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t len = dt.getDimSize(d), j = at[t + size_t(d)];
+        if (j < -len || j >= len)
+          return nodeFail(n, "index " + std::to_string(j) + " is out of range for " +
+                                 std::to_string(len) + " elements");
+        off = off * len + (j < 0 ? j + len : j);
+      }
+      flat.push_back(off);
+    }
+    SmallVector<int64_t> tuples(idx->shape.begin(), idx->shape.end() - 1), out(tuples);
+    out.append(dt.getShape().begin() + k, dt.getShape().end());
+    Value table = ReshapeOp::create(b, loc, RankedTensorType::get({rows, rest}, dt.getElementType()),
+                                    data);
+    auto idxType = RankedTensorType::get(tuples, i64);
+    Value ids = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(flat)));
+    SmallVector<int64_t> gathered(tuples);
+    gathered.push_back(rest);
+    Value g = EmbeddingOp::create(b, loc, RankedTensorType::get(gathered, dt.getElementType()),
+                                  table, ids);
+    define(n, ReshapeOp::create(b, loc, RankedTensorType::get(out, dt.getElementType()), g));
     return true;
   }
 

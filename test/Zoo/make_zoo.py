@@ -52,7 +52,8 @@ ARCHS = {
     "mistral": (tf.MistralConfig, dict(common, num_key_value_heads=2)),
     "qwen2": (tf.Qwen2Config, dict(common, num_key_value_heads=2)),
     "qwen3": (tf.Qwen3Config, dict(common, num_key_value_heads=2, head_dim=8)),
-    "phi3": (tf.Phi3Config, dict(common, num_key_value_heads=4)),
+    # Phi-3's config defaults pad_token_id to 32000, past a tiny vocabulary.
+    "phi3": (tf.Phi3Config, dict(common, num_key_value_heads=4, pad_token_id=None)),
     "gemma2": (tf.Gemma2Config, dict(common, num_key_value_heads=2, head_dim=8, pad_token_id=None)),
     "gpt-neox": (tf.GPTNeoXConfig, dict(common, hidden_dropout=0.0, attention_dropout=0.0)),
     "gptj": (tf.GPTJConfig, dict(vocab_size=V, n_layer=2, n_embd=32, n_head=4, n_positions=64,
