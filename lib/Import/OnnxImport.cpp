@@ -110,6 +110,7 @@ constexpr StringRef kFolds = "folds on the host (constant inputs only)";
 constexpr Arity kArity[] = {
     {"Add", 2, 2, 1, 1, "loom.add (broadcasting); folds on constants"},
     {"And", 2, 2, 1, 1, kFolds},
+    {"Attention", 3, 6, 1, 4, "loom.attention (opset 23; 4-D, causal or unmasked, key/value heads repeated)"},
     {"Cast", 1, 1, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
     {"CastLike", 2, 2, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
     {"Concat", 1, kMany, 1, 1, "loom.concat; folds on constants"},
@@ -150,6 +151,7 @@ constexpr Arity kArity[] = {
     {"Not", 1, 1, 1, 1, kFolds},
     {"Or", 2, 2, 1, 1, kFolds},
     {"Pow", 2, 2, 1, 1, "loom.pow; folds on constants"},
+    {"RMSNormalization", 2, 2, 1, 1, "loom.rms_norm (opset 23; last axis)"},
     {"Range", 3, 3, 1, 1, kFolds},
     {"Reciprocal", 1, 1, 1, 1, "1 / x (loom.div); folds on constants"},
     {"ReduceMean", 1, 2, 1, 1, "loom.reduce mean"},
@@ -277,7 +279,7 @@ public:
                             StringRef task, ArrayRef<std::string> frozen) {
     const onnx::GraphProto &g = model.graph();
     loc = fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
-    int64_t opset = -1;
+    opset = -1;
     for (const onnx::OperatorSetIdProto &o : model.opset_import())
       if (o.domain().empty() || o.domain() == "ai.onnx")
         opset = o.version();
@@ -1640,6 +1642,8 @@ private:
         {"Softmax", &Importer::convertSoftmax},
         {"Split", &Importer::convertSplit},
         {"GatherND", &Importer::convertGatherND},
+        {"Attention", &Importer::convertAttention},
+        {"RMSNormalization", &Importer::convertRMSNormalization},
         {"SplitToSequence", &Importer::convertSplitToSequence},
         {"SequenceAt", &Importer::convertSequenceAt},
         {"Sqrt", &Importer::unary<SqrtOp>},
@@ -1802,6 +1806,91 @@ private:
     return true;
   }
 
+  // Attention (opset 23), as PyTorch exports scaled_dot_product_attention
+  // at that opset: 4-D [B, heads, T, D] query, key and value, the key and
+  // value heads repeated when fewer (grouped-query attention), is_causal or
+  // a constant mask that is the causal one (boolean: true attends; float:
+  // 0 or very negative) or hides nothing; the scale as given or
+  // 1/sqrt(D). A past key/value (a cache), a soft cap, 3-D inputs or
+  // another mask are refused; the optional outputs are not computed.
+  bool convertAttention(const onnx::NodeProto &n) {
+    if (opset < 23)
+      return nodeFail(n, "Attention is an operator of opset 23; the model declares opset " +
+                             std::to_string(opset));
+    Value q, k, v;
+    if (!input(n, 0, q) || !input(n, 1, k) || !input(n, 2, v))
+      return false;
+    for (int i = 4; i < n.input_size(); ++i)
+      if (!n.input(i).empty())
+        return nodeFail(n, "a past key or value (a KV cache) is not supported: export for "
+                           "training without a cache");
+    for (int i = 1; i < n.output_size(); ++i)
+      if (!n.output(i).empty()) {
+        Val no;
+        no.refuse = "input '" + n.output(i) + "' is output #" + std::to_string(i) +
+                    " of Attention '" + n.name() + "', which the importer does not compute";
+        values[n.output(i)] = no;
+      }
+    if (const auto *sc = attr(n, "softcap"); sc && sc->f() != 0.0f)
+      return nodeFail(n, "softcap is not supported");
+    auto qt = tt(q), kt = tt(k), vt = tt(v);
+    if (qt.getRank() != 4 || kt.getRank() != 4 || vt.getRank() != 4)
+      return nodeFail(n, "only 4-D [batch, heads, sequence, head size] inputs are supported");
+    int64_t heads = qt.getDimSize(1), kvHeads = kt.getDimSize(1);
+    if (vt.getDimSize(1) != kvHeads || kvHeads < 1 || heads % kvHeads)
+      return nodeFail(n, "query heads (" + std::to_string(heads) +
+                             ") must be a multiple of the key and value heads (" +
+                             std::to_string(kvHeads) + ", " + std::to_string(vt.getDimSize(1)) +
+                             ")");
+    bool causal = intAttr(n, "is_causal", 0) != 0;
+    if (n.input_size() > 3 && !n.input(3).empty()) {
+      const Val *mask = constInput(n, 3);
+      int64_t tq = qt.getDimSize(2), tk = kt.getDimSize(2);
+      if (!mask || mask->shape.size() < 2 || mask->shape[mask->shape.size() - 2] != tq ||
+          mask->shape.back() != tk)
+        return nodeFail(n, "attn_mask must be a constant [.., " + std::to_string(tq) + ", " +
+                               std::to_string(tk) + "] mask (causal or hiding nothing)");
+      bool isBool = mask->elem == onnx::TensorProto::BOOL, all = true, tril = tq == tk;
+      for (int64_t e = 0; e < mask->numel(); ++e) {
+        int64_t i = (e / tk) % tq, j = e % tk;
+        double x = mask->data[size_t(e)];
+        bool attends = isBool ? x != 0 : x == 0.0;
+        bool hides = isBool ? x == 0 : x <= -1e30;
+        if (!attends && !hides)
+          return nodeFail(n, "attn_mask holds " + std::to_string(x) +
+                                 ": only masks that attend or hide are supported");
+        all = all && attends;
+        tril = tril && attends == (j <= i);
+      }
+      if (!all && !tril)
+        return nodeFail(n, "attn_mask is neither the causal mask nor all-attending (a padding "
+                           "mask is not supported)");
+      causal = causal || !all;
+    }
+    double scale = 1.0 / std::sqrt(double(qt.getDimSize(3)));
+    if (const auto *sa = attr(n, "scale"))
+      scale = sa->f();
+    auto repeat = [&](Value x) {
+      // [B, kv, S, D] -> [B, kv, g, S, D] -> [B, kv·g, S, D]
+      auto xt = tt(x);
+      int64_t g = heads / kvHeads;
+      if (g == 1)
+        return x;
+      ArrayRef<int64_t> s = xt.getShape();
+      Type e = xt.getElementType();
+      Value r = ReshapeOp::create(b, loc, RankedTensorType::get({s[0], s[1], 1, s[2], s[3]}, e), x);
+      r = BroadcastOp::create(b, loc, RankedTensorType::get({s[0], s[1], g, s[2], s[3]}, e), r);
+      return Value(ReshapeOp::create(b, loc, RankedTensorType::get({s[0], heads, s[2], s[3]}, e), r));
+    };
+    k = repeat(k);
+    v = repeat(v);
+    SmallVector<int64_t> out(qt.getShape());
+    out[3] = vt.getDimSize(3);
+    define(n, AttentionOp::create(b, loc, RankedTensorType::get(out, qt.getElementType()), q, k, v,
+                                  causal ? b.getUnitAttr() : UnitAttr(), b.getF64FloatAttr(scale)));
+    return true;
+  }
+
   // GatherND on a computed tensor with constant indices (Falcon picks
   // query, key and value out of its fused projection this way): each index
   // tuple addresses a row of the data viewed as [d0 x ... x d(k-1), rest],
@@ -1888,6 +1977,26 @@ private:
     const auto *eps = attr(n, "epsilon");
     define(n, LayerNormOp::create(b, loc, x.getType(), x, w, bias,
                                   b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
+    return true;
+  }
+
+  // RMSNormalization (opset 23, Llama's RMSNorm at that opset): over the
+  // last axis, a [D] scale.
+  bool convertRMSNormalization(const onnx::NodeProto &n) {
+    Value x, w;
+    if (!input(n, 0, x))
+      return false;
+    int64_t d = tt(x).getShape().empty() ? 0 : tt(x).getShape().back();
+    if (!rowInvariantVector(n, 1, d, w))
+      return false;
+    int64_t axis = intAttr(n, "axis", -1);
+    if (axis != -1 && axis != tt(x).getRank() - 1)
+      return nodeFail(n, "only normalisation over the last axis is supported");
+    if (tt(w).getRank() != 1 || tt(w).getDimSize(0) != d)
+      return nodeFail(n, "scale must be a vector of the last axis' " + std::to_string(d) +
+                             " elements");
+    const auto *eps = attr(n, "epsilon");
+    define(n, RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
     return true;
   }
 
@@ -2276,6 +2385,7 @@ private:
   bool notedDropout = false;
   int64_t dropoutKeys = 0; // loom.dropout keys: the Dropout nodes in order
   bool notedShapesOnly = false;
+  int64_t opset = -1; // of the default domain
   std::vector<std::pair<std::string, RankedTensorType>> paramValues;
 };
 

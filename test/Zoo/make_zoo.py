@@ -102,7 +102,7 @@ class LogitsOnly(torch.nn.Module):
         self.m = m
 
     def forward(self, input_ids):
-        if not self.m.config.is_decoder and self.m.config.model_type in MASKED_LM:
+        if self.m.config.model_type in MASKED_LM:
             return self.m(input_ids=input_ids, return_dict=True).logits
         return self.m(input_ids=input_ids, use_cache=False, return_dict=True).logits
 
@@ -110,6 +110,7 @@ class LogitsOnly(torch.nn.Module):
 def auto_model(name, cfg):
     base = name[:-4] if name.endswith("-raw") else name
     base = base[:-5] if base.endswith("-sdpa") else base
+    base = base[:-8] if base.endswith("-opset23") else base
     cls = tf.AutoModelForMaskedLM if base in MASKED_LM else tf.AutoModelForCausalLM
     return cls.from_config(cfg)
 
@@ -145,7 +146,10 @@ def make(name, out, tokens, attn):
     # NAME-raw: the same model exported with optimize=False (no graph
     # optimizer: weights stay named, nothing is folded or merged).
     raw = name.endswith("-raw")
-    cls, kw = ARCHS[name[:-4] if raw else name]
+    # NAME-opset23: exported at opset 23, where scaled_dot_product_attention
+    # becomes ONNX's Attention operator.
+    opset23 = name.endswith("-opset23")
+    cls, kw = ARCHS[name[:-4] if raw else name[:-8] if opset23 else name]
     torch.manual_seed(0)
     cfg = cls(**kw)
     cfg._attn_implementation = attn
@@ -168,7 +172,7 @@ def make(name, out, tokens, attn):
         warnings.simplefilter("ignore")
         prog = torch.onnx.export(model, (x0,), dynamo=True, input_names=["input_ids"],
                                  output_names=["logits"], external_data=False,
-                                 optimize=not raw)
+                                 optimize=not raw, **({"opset_version": 23} if opset23 else {}))
     prog.save(path, external_data=False)
     export_s = time.time() - t0
     import onnx
@@ -238,13 +242,23 @@ def main():
     out = sys.argv[1]
     names = sys.argv[2:] or list(ARCHS) + [f"{a}-raw" for a in ("gpt2", "llama", "opt", "gemma2",
                                                                  "olmo", "falcon", "bert",
-                                                                 "bart")]
+                                                                 "bart")] + \
+        [f"{a}-opset23" for a in ("llama", "llama-gqa")]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(7)
     tokens = rng.integers(0, V, N_TOKENS, dtype=np.uint16)
     tokens.tofile(os.path.join(out, "tokens.bin"))
     print(f"torch {torch.__version__}, transformers {tf.__version__}")
     for name in names:
+        if name.endswith("-opset23"):
+            try:
+                r = make(name, out, tokens, "sdpa")
+                print(f"{name:16} ok   {r['bytes']:8d} B  opsets {r['onnx_opsets']}  "
+                      f"ops {' '.join(r['ops'])}")
+            except Exception as e:  # noqa: BLE001
+                print(f"{name:16} FAIL {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+                traceback.print_exc(file=open(os.path.join(out, f"{name}.err"), "w"))
+            continue
         for attn in ("eager",) if name.endswith(("-raw", "-dropout")) else ("eager", "sdpa"):
             tag = name if attn == "eager" else f"{name}-sdpa"
             try:

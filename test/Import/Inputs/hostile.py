@@ -162,6 +162,10 @@ CASES = {
                                                   attrs=int_attr("axis", 1)),
                                              node("SequenceAt", ["s", "p"], ["e"], name="at"),
                                              MATMUL], inits=(W, i64("p", [], [4]))),
+    # ONNX's Attention exists from opset 23; 4-D inputs only.
+    "attention_below_opset_23": model([node("Attention", ["x", "x", "x"], ["y"], name="att")]),
+    "attention_2d": model([node("Attention", ["x", "x", "x"], ["y"], name="att")],
+                          opset="opset_import { version: 23 }"),
     # Not protobuf at all.
     "garbage": None,
 }
