@@ -89,6 +89,13 @@ struct KernelOps {
                                   const void *k, const void *v,
                                   const void *dout, void *dq, void *dk,
                                   void *dv, void *workspace);
+  /// 1-bit compression (loomrt_onebit_*); null: not on this backend.
+  loomrt_status (*onebit_compress)(void *state, void *stream, const float *x, float *error,
+                                   uint8_t *packed, float *scale, size_t n);
+  loomrt_status (*onebit_decompress)(void *state, void *stream, const uint8_t *packed,
+                                     const float *scales, float *out, size_t chunks, size_t n);
+  loomrt_status (*onebit_average)(void *state, void *stream, const uint8_t *packed,
+                                  const float *scales, float *out, size_t world, size_t n);
   /// loomrt_dropout (kernel_math.h: dropoutKeep).
   loomrt_status (*dropout)(void *state, void *stream, loomrt_dtype dt,
                            const void *x, void *y, size_t n, float ratio,

@@ -98,6 +98,52 @@ loomrt_status loomrt_dropout(loomrt_stream s, loomrt_dtype dt, const void *x,
   return K(s).dropout(ST(s), s->impl, dt, x, y, n, ratio, key, offset);
 }
 
+static loomrt_status onebitCheck(const char *fn, loomrt_stream s, size_t n,
+                                 std::initializer_list<const void *> bufs) {
+  if (!s)
+    return bad(fn, "null stream");
+  if (n % 8)
+    return bad(fn, "n (" + std::to_string(n) + ") must be a multiple of 8 (whole bytes of signs)");
+  if (n)
+    for (const void *b : bufs)
+      if (!b)
+        return bad(fn, "null buffer");
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_onebit_compress(loomrt_stream s, const float *x, float *error,
+                                     uint8_t *packed, float *scale, size_t n) {
+  LOOMRT_TRY(onebitCheck("onebit_compress", s, n, {x, error, packed, scale}));
+  if (!n)
+    return LOOMRT_OK;
+  if (!K(s).onebit_compress)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "onebit_compress: no kernel on this backend");
+  return K(s).onebit_compress(ST(s), s->impl, x, error, packed, scale, n);
+}
+
+loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
+                                       const float *scales, float *out, size_t chunks,
+                                       size_t n) {
+  LOOMRT_TRY(onebitCheck("onebit_decompress", s, n, {packed, scales, out}));
+  if (!n || !chunks)
+    return LOOMRT_OK;
+  if (!K(s).onebit_decompress)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "onebit_decompress: no kernel on this backend");
+  return K(s).onebit_decompress(ST(s), s->impl, packed, scales, out, chunks, n);
+}
+
+loomrt_status loomrt_onebit_average(loomrt_stream s, const uint8_t *packed,
+                                    const float *scales, float *out, size_t world, size_t n) {
+  LOOMRT_TRY(onebitCheck("onebit_average", s, n, {packed, scales, out}));
+  if (!world)
+    return bad("onebit_average", "world must be at least 1");
+  if (!n)
+    return LOOMRT_OK;
+  if (!K(s).onebit_average)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "onebit_average: no kernel on this backend");
+  return K(s).onebit_average(ST(s), s->impl, packed, scales, out, world, n);
+}
+
 static int64_t numel(const int64_t *shape, int rank) {
   int64_t n = 1;
   for (int d = 0; d < rank; ++d)

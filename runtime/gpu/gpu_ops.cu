@@ -326,6 +326,54 @@ __global__ void dropoutKernel(const T *x, T *y, size_t n, uint64_t threshold, fl
     y[i] = store<T>(dropoutKeep(key, offset + i, threshold) ? load(x[i]) * scale : 0.0f);
   }
 }
+// 1-bit compression (loomrt.h: loomrt_onebit_*). The norm: block sums of
+// (x + error)^2 added into *scale, then one thread turns the sum into
+// ||c|| / sqrt(n); the signs and new error read it from device memory.
+__global__ void onebitZero(float *scale) { *scale = 0.0f; }
+__global__ void onebitSumSquares(const float *x, const float *error, float *sum, size_t n) {
+  float acc = 0.0f;
+  GRID_STRIDE(i, n) {
+    float c = x[i] + error[i];
+    acc += c * c;
+  }
+  acc = blockReduce<false>(acc);
+  if (threadIdx.x == 0)
+    atomicAdd(sum, acc);
+}
+__global__ void onebitScale(float *scale, size_t n) { *scale = sqrtf(*scale / float(n)); }
+__global__ void onebitSigns(const float *x, float *error, uint8_t *packed, const float *scale,
+                            size_t bytes) {
+  const float s = *scale;
+  GRID_STRIDE(j, bytes) {
+    uint8_t byte = 0;
+    for (int k = 0; k < 8; ++k) {
+      size_t i = 8 * j + size_t(k);
+      float c = x[i] + error[i];
+      bool pos = c >= 0.0f;
+      byte = uint8_t(byte | (pos ? 0x80u >> k : 0u));
+      error[i] = c - (pos ? s : -s);
+    }
+    packed[j] = byte;
+  }
+}
+__device__ inline float onebitSign(const uint8_t *packed, size_t i) {
+  return (packed[i >> 3] >> (7 - (i & 7))) & 1 ? 1.0f : -1.0f;
+}
+__global__ void onebitDecompress(const uint8_t *packed, const float *scales, float *out,
+                                 size_t total, size_t n) {
+  GRID_STRIDE(i, total) out[i] = scales[i / n] * onebitSign(packed, i);
+}
+__global__ void onebitAverage(const uint8_t *packed, const float *scales, float *out,
+                              size_t world, size_t n) {
+  const float inv = 1.0f / float(world);
+  GRID_STRIDE(i, n) {
+    float acc = 0.0f;
+    for (size_t w = 0; w < world; ++w)
+      acc += scales[w] * onebitSign(packed + w * (n / 8), i);
+    out[i] = acc * inv;
+  }
+}
+
 __global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
                           const float *g, float *buf, size_t n) {
   GRID_STRIDE(i, n) {
@@ -358,6 +406,24 @@ loomrt_status dropoutG(void *, void *st, loomrt_dtype dt, const void *x, void *y
         offset);
   });
   return launched("dropout");
+}
+loomrt_status onebitCompressG(void *, void *st, const float *x, float *error, uint8_t *packed,
+                              float *scale, size_t n) {
+  onebitZero<<<1, 1, 0, S(st)>>>(scale);
+  onebitSumSquares<<<gridFor(n), kThreads, 0, S(st)>>>(x, error, scale, n);
+  onebitScale<<<1, 1, 0, S(st)>>>(scale, n);
+  onebitSigns<<<gridFor(n / 8), kThreads, 0, S(st)>>>(x, error, packed, scale, n / 8);
+  return launched("onebit_compress");
+}
+loomrt_status onebitDecompressG(void *, void *st, const uint8_t *packed, const float *scales,
+                                float *out, size_t chunks, size_t n) {
+  onebitDecompress<<<gridFor(chunks * n), kThreads, 0, S(st)>>>(packed, scales, out, chunks * n, n);
+  return launched("onebit_decompress");
+}
+loomrt_status onebitAverageG(void *, void *st, const uint8_t *packed, const float *scales,
+                             float *out, size_t world, size_t n) {
+  onebitAverage<<<gridFor(n), kThreads, 0, S(st)>>>(packed, scales, out, world, n);
+  return launched("onebit_average");
 }
 loomrt_status unaryGradG(void *, void *st, loomrt_unary_op op,
                          loomrt_dtype dt, const void *dy, const void *x,
@@ -1222,6 +1288,7 @@ const KernelOps kGpuKernels = {
 #else
     nullptr,       nullptr,
 #endif
+    onebitCompressG, onebitDecompressG, onebitAverageG,
     dropoutG,
 };
 

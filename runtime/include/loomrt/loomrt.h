@@ -182,6 +182,28 @@ loomrt_status loomrt_dropout(loomrt_stream s, loomrt_dtype dt, const void *x,
 /* The key of dropout `op` at training step `step` of a run seeded `seed`
  * (steps count from 0; a resumed run passes the step it resumes at). */
 uint64_t loomrt_random_key(uint64_t seed, int64_t step, uint64_t op);
+/* 1-bit compression with error feedback (1-bit Adam: Tang et al. 2021,
+ * Algorithm 1, as DeepSpeed's compressed_allreduce computes it), over n
+ * fp32 elements, n a multiple of 8:
+ *   c = x + error;  scale = ||c||_2 / sqrt(n);
+ *   bit i = (c_i >= 0) (sign(0) = +1), packed 8 per byte, element 8j+k in
+ *   bit 7-k of byte j (numpy.packbits' order);
+ *   error = c - scale * sign(c).
+ * packed holds n/8 bytes, *scale one float (device memory, like the rest:
+ * nothing is read back to the host). x and packed may not overlap error. */
+loomrt_status loomrt_onebit_compress(loomrt_stream s, const float *x, float *error,
+                                     uint8_t *packed, float *scale, size_t n);
+/* out[c·n + i] = scales[c] · (bit i of chunk c ? +1 : -1) for `chunks`
+ * chunks of n elements (n a multiple of 8) packed one after another. */
+loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
+                                       const float *scales, float *out,
+                                       size_t chunks, size_t n);
+/* The server's average of `world` workers' chunks of n elements:
+ * out_i = (1/world) Σ_w scales[w] · sign_w,i, the workers' packed chunks
+ * one after another. */
+loomrt_status loomrt_onebit_average(loomrt_stream s, const uint8_t *packed,
+                                    const float *scales, float *out,
+                                    size_t world, size_t n);
 /* Element-type conversion of n elements. */
 loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
                           loomrt_dtype to, void *y, size_t n);
