@@ -2083,6 +2083,16 @@ private:
     int64_t dim = tt(x).getDimSize(axis);
     std::vector<int64_t> sizes;
     bool squeeze = false;
+    // One slice op per piece: a declared dimension of billions must not
+    // make billions of them (found by fuzz-onnx-proto).
+    constexpr int64_t kMaxPieces = 4096;
+    int64_t pieces = !sp ? dim : sp->shape.empty() ? 0 : sp->numel();
+    if (sp && sp->shape.empty() && !ints(*sp).empty() && ints(*sp)[0] > 0)
+      pieces = (dim + ints(*sp)[0] - 1) / ints(*sp)[0];
+    if (pieces > kMaxPieces)
+      return nodeFail(n, "splits dimension " + std::to_string(axis) + " (" + std::to_string(dim) +
+                             ") into " + std::to_string(pieces) + " pieces; the importer takes " +
+                             std::to_string(kMaxPieces));
     if (!sp) {
       sizes.assign(size_t(dim), 1);
       squeeze = intAttr(n, "keepdims", 1) == 0;

@@ -339,6 +339,13 @@ struct loomrt_comm_t {
   int rank;
   int size;
   Transport transport;
+  uint64_t sent[LOOMRT_COLL_KIND_COUNT] = {}; // loomrt_comm_bytes_sent
+  /// Counts what a collective of `bytes` (its per-rank accounting, see
+  /// loomrt.h) sends, on a communicator of more than one rank.
+  void count(loomrt_collective_kind kind, double bytes) {
+    if (size > 1)
+      sent[kind] += uint64_t(bytes);
+  }
 #ifdef LOOMRT_HAVE_MPI
   MPI_Comm mpi = MPI_COMM_NULL;
 #endif
@@ -529,6 +536,16 @@ int loomrt_local_rank(void) {
 }
 
 int loomrt_comm_rank(loomrt_comm c) { return c ? c->rank : -1; }
+uint64_t loomrt_comm_bytes_sent(loomrt_comm c, int kind) {
+  if (!c || kind >= LOOMRT_COLL_KIND_COUNT)
+    return 0;
+  if (kind >= 0)
+    return c->sent[kind];
+  uint64_t total = 0;
+  for (uint64_t b : c->sent)
+    total += b;
+  return total;
+}
 int loomrt_comm_size(loomrt_comm c) { return c ? c->size : 0; }
 
 loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key, loomrt_comm *out) {
@@ -585,6 +602,7 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
                                 loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("all_reduce", c, s, count, {send, recv}))
     return st;
+  c->count(LOOMRT_COLL_ALL_REDUCE, 2.0 * (c->size - 1) / c->size * double(count * esize(dt)));
   if (c->transport == Transport::Self || count == 0)
     return localCopy(s, recv, send, count * esize(dt));
 #ifdef LOOMRT_HAVE_MPI
@@ -612,6 +630,7 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
                                     loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("reduce_scatter", c, s, recvCount, {send, recv}))
     return st;
+  c->count(LOOMRT_COLL_REDUCE_SCATTER, double(c->size - 1) * double(recvCount * esize(dt)));
   if (c->transport == Transport::Self || recvCount == 0)
     return localCopy(s, recv, send, recvCount * esize(dt));
 #ifdef LOOMRT_HAVE_MPI
@@ -638,6 +657,7 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
                                 const void *send, void *recv, size_t sendCount) {
   if (loomrt_status st = checkCall("all_gather", c, s, sendCount, {send, recv}))
     return st;
+  c->count(LOOMRT_COLL_ALL_GATHER, double(c->size - 1) * double(sendCount * esize(dt)));
   if (c->transport == Transport::Self || sendCount == 0)
     return localCopy(s, recv, send, sendCount * esize(dt));
 #ifdef LOOMRT_HAVE_MPI
@@ -658,6 +678,7 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
                                 void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_to_all", c, s, bytes, {send, recv}))
     return st;
+  c->count(LOOMRT_COLL_ALL_TO_ALL, double(c->size - 1) * double(bytes));
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_to_all of " + std::to_string(bytes) + " bytes per rank";
@@ -688,6 +709,7 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "broadcast: root " + std::to_string(root) +
                     " is not a rank of a communicator of " + std::to_string(c->size));
+  c->count(LOOMRT_COLL_BROADCAST, double(bytes));
   if (c->transport == Transport::Self || bytes == 0)
     return LOOMRT_OK;
   std::string what = "broadcast of " + std::to_string(bytes) + " bytes";

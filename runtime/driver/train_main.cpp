@@ -560,20 +560,24 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 
 /// One line of --log-json for a finished step.
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
-             float backwardMs, const loomrt_step_ctx_t &ctx) {
+             float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
     std::snprintf(lossText, sizeof lossText, "%.8g", loss);
-  char phases[192] = "";
+  char phases[256] = "";
   int n = 0;
   if (backwardMs >= 0)
     n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
                       backwardMs, ms - backwardMs);
   if (ctx.hostFirstMs >= 0)
-    std::snprintf(phases + n, sizeof phases - size_t(n),
-                  ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f", ctx.hostFirstMs,
-                  ctx.hostTotalMs);
+    n += std::snprintf(phases + n, sizeof phases - size_t(n),
+                       ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f",
+                       ctx.hostFirstMs, ctx.hostTotalMs);
+  // Data-parallel runs: the bytes this rank sent in the step's collectives
+  // (loomrt_comm_bytes_sent's accounting).
+  if (commBytes >= 0)
+    std::snprintf(phases + n, sizeof phases - size_t(n), ", \"comm_bytes\": %lld", commBytes);
   std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s}\n",
                step, lossText, ms, unit, tps, phases);
   std::fflush(log);
@@ -831,6 +835,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(loomrt_trace_begin(trace, s, "compute", "forward_backward", &ctx.phaseSpan), "trace");
     }
     void *dLoss = nullptr;
+    uint64_t sentBefore = loomrt_comm_bytes_sent(comm, -1);
     TRY(p->train_step(&ctx, G.data(), dIn.data(), &dLoss), "training step");
     if (trace) {
       TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
@@ -858,7 +863,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       warnedNonFinite = true;
     }
     if (log)
-      logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx);
+      logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
+              world > 1 ? (long long)(loomrt_comm_bytes_sent(comm, -1) - sentBefore) : -1);
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
         return rc;

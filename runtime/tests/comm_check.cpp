@@ -169,6 +169,16 @@ int main(int argc, char **argv) {
     expect(same(bb.get(), rootB, 0), "broadcast");
   }
 
+  // Bytes sent, as loomrt.h counts them: the all_to_all above sent
+  // (W-1) blocks of 4 bytes, the broadcast its 16 bytes.
+  expect(loomrt_comm_bytes_sent(c, LOOMRT_COLL_ALL_TO_ALL) == uint64_t(4 * (size - 1)),
+         "all_to_all bytes counted");
+  expect(loomrt_comm_bytes_sent(c, LOOMRT_COLL_BROADCAST) == (size > 1 ? 16u : 0u),
+         "broadcast bytes counted");
+  expect(loomrt_comm_bytes_sent(c, -1) >= loomrt_comm_bytes_sent(c, LOOMRT_COLL_ALL_REDUCE) +
+                                              loomrt_comm_bytes_sent(c, LOOMRT_COLL_ALL_TO_ALL),
+         "total bytes counted");
+
   // split into even and odd ranks: the sub-world sums only its own.
   {
     loomrt_comm sub;

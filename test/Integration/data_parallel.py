@@ -28,6 +28,27 @@ def losses(log):
     return [json.loads(line)["loss"] for line in open(log)]
 
 
+def comm_bytes(log):
+    return [json.loads(line).get("comm_bytes") for line in open(log)]
+
+
+def expected_comm_bytes(ranks, stage):
+    """Bytes a rank sends per step (loomrt_comm_bytes_sent's accounting:
+    all-reduce 2(R-1)/R of the buffer, reduce-scatter and all-gather (R-1)/R
+    of the whole) for GPT's 28,032 fp32 parameters, plus the loss's
+    all-reduce (4 bytes). Stage 0: gradients all-reduced; 1: all-reduced,
+    then the updated parameters all-gathered; 2: reduce-scatter and
+    all-gather; 3: parameters gathered for the forward and again for the
+    backward, gradients reduce-scattered."""
+    d, layers, vocab, seq = 32, 2, 64, 16
+    params = vocab * d + seq * d + layers * (2 * 2 * d + d * 3 * d + 3 * d + d * d + d +
+                                             d * 4 * d + 4 * d + 4 * d * d + d) + 2 * d
+    g = 4 * params
+    ar = lambda x: 2 * (ranks - 1) * x // ranks
+    part = lambda x: (ranks - 1) * x // ranks
+    return {0: ar(g), 1: ar(g) + part(g), 2: 2 * part(g), 3: 3 * part(g)}[stage] + ar(4)
+
+
 def train(cmd, log, steps=STEPS, extra=()):
     if os.path.exists(log):
         os.remove(log)
@@ -105,7 +126,10 @@ def main():
                             f"--zero-stage={stage}", "-o", b], check=True)
             got = train(MPIRUN + ["-np", str(ranks), b], b + ".json")
             err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
-            ok = len(got) == STEPS and err <= 1e-5
+            sent, want = set(comm_bytes(b + ".json")), expected_comm_bytes(ranks, stage)
+            ok = len(got) == STEPS and err <= 1e-5 and sent == {want}
+            print(f"mpirun -np {ranks} zero-stage {stage}: comm_bytes {sorted(sent)} a step "
+                  f"(expected {want})")
             worst = max(worst, err if len(got) == STEPS else 1.0)
             print(f"mpirun -np {ranks} zero-stage {stage}: max relative loss error "
                   f"{err:.1e} over {len(got)} steps {'ok' if ok else 'FAILED'}")

@@ -357,6 +357,17 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s,
                                 size_t bytes_per_rank);
 loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf,
                                size_t bytes, int root);
+/* Bytes this rank has sent through c since it was created, per kind of
+ * collective (kind < 0: all of them), counted as the bandwidth-optimal
+ * algorithms send them (NCCL's bus-bandwidth convention), so they compare
+ * across transports: all-reduce 2(W-1)/W of the buffer, reduce-scatter and
+ * all-gather (W-1) blocks, all-to-all (W-1) blocks, broadcast the buffer
+ * (W ranks; 0 on a communicator of one). */
+typedef LOOMRT_ENUM(loomrt_collective_kind) {
+  LOOMRT_COLL_ALL_REDUCE, LOOMRT_COLL_REDUCE_SCATTER, LOOMRT_COLL_ALL_GATHER,
+  LOOMRT_COLL_ALL_TO_ALL, LOOMRT_COLL_BROADCAST, LOOMRT_COLL_KIND_COUNT
+} loomrt_collective_kind;
+uint64_t loomrt_comm_bytes_sent(loomrt_comm c, int kind);
 
 /* --- parameter initialisation ----------------------------------------------
  * One random stream per run (seeded), drawn in declaration order, so the

@@ -162,6 +162,11 @@ CASES = {
                                                   attrs=int_attr("axis", 1)),
                                              node("SequenceAt", ["s", "p"], ["e"], name="at"),
                                              MATMUL], inits=(W, i64("p", [], [4]))),
+    # A declared dimension of 2^32 split into pieces of one: refused, not
+    # four billion slices (found by fuzz-onnx-proto).
+    "sequence_of_billions": model([node("SplitToSequence", ["x"], ["s"], name="sp",
+                                        attrs=int_attr("axis", 1)), MATMUL],
+                                  inputs=('input { name: "x" type { tensor_type { elem_type: 1 shape { dim { dim_value: 2 } dim { dim_value: 4294967296 } } } } }',)),
     # ONNX's Attention exists from opset 23; 4-D inputs only.
     "attention_below_opset_23": model([node("Attention", ["x", "x", "x"], ["y"], name="att")]),
     "attention_2d": model([node("Attention", ["x", "x", "x"], ["y"], name="att")],
