@@ -271,6 +271,23 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
         return tt(o.getGrad()).getElementType().isF32() ? success()
                                                         : refuse("needs an f32 loss gradient");
       })
+      .Case<CompressOp, DecompressOp>([&](Operation *o) -> LogicalResult {
+        // The runtime has 1-bit kernels so far: sign_scale, fp32, one scale
+        // for the whole tensor, whole bytes of signs.
+        PackedType p = isa<CompressOp>(o) ? llvm::cast<CompressOp>(o).getResult().getType()
+                                          : llvm::cast<DecompressOp>(o).getInput().getType();
+        RankedTensorType t = p.getLogical();
+        int64_t n = t.getNumElements(), block = p.getCodec().getBlock();
+        if (p.getCodec().getKind() != CodecKind::sign_scale)
+          return refuse(": only the sign_scale codec has runtime kernels so far");
+        if (!t.getElementType().isF32())
+          return refuse(": sign_scale has runtime kernels for f32 tensors only");
+        if ((block != 0 && block != n) || n % 8)
+          return refuse(": sign_scale needs one scale for the whole tensor (block 0) and a "
+                        "multiple of 8 elements (pad first), got " + llvm::Twine(n) +
+                        " elements, block " + llvm::Twine(block));
+        return success();
+      })
       .Case([&](MatmulOp o) -> LogicalResult {
         int64_t batch = batchOf(tt(o.getResult()));
         int64_t ba = batchOf(tt(o.getLhs())), bb = batchOf(tt(o.getRhs()));
@@ -351,6 +368,9 @@ struct Emit {
 
   /// A fresh buffer for `v` (pinned host memory from the host arena).
   Value alloc(Value v) {
+    if (auto packed = dyn_cast<PackedType>(v.getType()))
+      return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), packed.getStorageBytes(),
+                                 isHostMemory(packed.getLogical()));
     return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), bytesOf(v),
                                isHostMemory(v.getType()));
   }
@@ -453,6 +473,33 @@ LogicalResult lower(DropoutOp o, DropoutOp::Adaptor a, Emit &e) {
   rt::DropoutOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), y, key, e.f.comm,
                         f64(o.getRatio()), numel(o.getInput()));
   return e.done(y);
+}
+
+//--- Compression -------------------------------------------------------------//
+
+/// sign_scale (1-bit Adam): the payload's fp32 scale, then its signs. The
+/// kernel updates the error in place, so the new error is a copy of the old
+/// one first; without feedback it starts from zeros (a scratch buffer).
+LogicalResult lower(CompressOp o, CompressOp::Adaptor a, Emit &e) {
+  Value packed = e.alloc(o.getResult());
+  int64_t n = numel(o.getInput());
+  Value err;
+  if (o.getError()) {
+    err = e.alloc(o.getNewError());
+    rt::MemcpyOp::create(e.rw, e.loc, e.f.s, err, a.getError(), bytesOf(o.getError()));
+  } else {
+    err = e.allocBytes(n * 4);
+    rt::FillOp::create(e.rw, e.loc, e.f.s, rt::DType::f32, err, APFloat(0.0), n);
+  }
+  rt::OnebitCompressOp::create(e.rw, e.loc, e.f.s, a.getInput(), err, packed, n);
+  if (o.getError())
+    return e.done({packed, err});
+  return e.done(packed);
+}
+LogicalResult lower(DecompressOp o, DecompressOp::Adaptor a, Emit &e) {
+  Value out = e.alloc(o.getResult());
+  rt::OnebitDecompressOp::create(e.rw, e.loc, e.f.s, a.getInput(), out, numel(o.getResult()));
+  return e.done(out);
 }
 
 // clang-format off
@@ -1027,6 +1074,7 @@ struct Lowering {
     tc.addConversion([](Type t) { return t; });
     tc.addConversion([ctx](RankedTensorType) -> Type { return rt::BufferType::get(ctx); });
     tc.addConversion([ctx](TokenType) -> Type { return rt::EventType::get(ctx); });
+    tc.addConversion([ctx](PackedType) -> Type { return rt::BufferType::get(ctx); });
     ConversionTarget target(*ctx);
     target.addLegalDialect<rt::LoomRTDialect>();
     // Module-level declarations (parameters, state, topologies, subgroups)
@@ -1043,7 +1091,7 @@ struct Lowering {
     populateCallOpTypeConversionPattern(patterns, tc);
     populateReturnOpTypeConversionPattern(patterns, tc);
     addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp,
-                ReluOp, SiluOp, GeluOp, DropoutOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
+                ReluOp, SiluOp, GeluOp, DropoutOp, CompressOp, DecompressOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
                 DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc,
                                                                                  plan);
     addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,

@@ -207,6 +207,11 @@ double CopyStridedOp::getBytesMoved() {
   return std::min(span * e, n * std::max(e, 32.0)) + n * e;
 }
 double UnaryOp::getBytesMoved() { return 2.0 * double(getN()) * es(getDtype()); }
+double OnebitCompressOp::getBytesMoved() {
+  // Reads x and error twice (norm, then signs), writes error and the signs.
+  return double(getN()) * (4 * 4 + 4 + 0.125);
+}
+double OnebitDecompressOp::getBytesMoved() { return double(getN()) * (4 + 0.125); }
 double DropoutOp::getBytesMoved() { return 2.0 * double(getN()) * es(getDtype()); }
 double UnaryGradOp::getBytesMoved() { return 3.0 * double(getN()) * es(getDtype()); }
 double BinaryOp::getBytesMoved() {

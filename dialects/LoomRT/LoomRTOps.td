@@ -337,6 +337,22 @@ def LoomRT_DropoutOp : LoomRT_CallOp<"dropout",
   }];
 }
 
+def LoomRT_OnebitCompressOp : LoomRT_CallOp<"onebit_compress",
+    (ins LoomRT_Buffer:$x, LoomRT_Buffer:$error, LoomRT_Buffer:$packed, NonNegI64:$n),
+    "$x `,` $error `->` $packed `,` $n"> {
+  let summary = "1-bit compression with error feedback (loomrt_onebit_compress)";
+  let description = [{
+    Writes a `sign_scale` payload to `packed`: its fp32 scale in the first
+    4 bytes, the n/8 bytes of signs after it; updates `error` in place.
+  }];
+}
+
+def LoomRT_OnebitDecompressOp : LoomRT_CallOp<"onebit_decompress",
+    (ins LoomRT_Buffer:$packed, LoomRT_Buffer:$out, NonNegI64:$n),
+    "$packed `->` $out `,` $n"> {
+  let summary = "scale · sign of a `sign_scale` payload (loomrt_onebit_decompress)";
+}
+
 def LoomRT_UnaryGradOp : LoomRT_CallOp<"unary_grad",
     (ins LoomRT_UnaryKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$dy,
          LoomRT_Buffer:$x, LoomRT_Buffer:$dx, NonNegI64:$n),

@@ -13,6 +13,7 @@
 //   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind)
 //   reduce(ReduceKind) shape(name, ArrayRef<int64_t>) gemm(loomrt_gemm)
 //   adam(AdamOp): &config
+//   ptrAt<T>(v, bytes, "T *"): a buffer `bytes` into v, as T *
 //   hostInt(v): a host integer result (loomrt.random_key, add_i64)
 //   rankTimes(comm, n): the rank in comm times n (an element offset)
 // and call(name, function, args...), which emits or makes the call.
@@ -57,6 +58,21 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getN()),
                       b.f(o.getRatio().convertToDouble()), b.hostInt(o.getKey()),
                       b.rankTimes(o.getComm(), o.getN()));
+      })
+      .Case([&](rt::OnebitCompressOp o) {
+        // A sign_scale payload: the fp32 scale, then the packed signs.
+        return b.call("loomrt_onebit_compress", loomrt_onebit_compress, b.stream(o.getStream()),
+                      b.template ptr<const float>(o.getX(), "const float *"),
+                      b.template ptr<float>(o.getError(), "float *"),
+                      b.template ptrAt<uint8_t>(o.getPacked(), 4, "uint8_t *"),
+                      b.template ptr<float>(o.getPacked(), "float *"), b.i(o.getN()));
+      })
+      .Case([&](rt::OnebitDecompressOp o) {
+        return b.call("loomrt_onebit_decompress", loomrt_onebit_decompress,
+                      b.stream(o.getStream()),
+                      b.template ptrAt<const uint8_t>(o.getPacked(), 4, "const uint8_t *"),
+                      b.template ptr<const float>(o.getPacked(), "const float *"),
+                      b.template ptr<float>(o.getOut(), "float *"), b.i(1), b.i(o.getN()));
       })
       .Case([&](rt::UnaryGradOp o) {
         return b.call("loomrt_unary_grad", loomrt_unary_grad, b.stream(o.getStream()),

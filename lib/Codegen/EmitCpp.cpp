@@ -101,6 +101,10 @@ struct TextCall {
   std::string ptr(Value v, const char *type) const {
     return std::string("(") + type + ")" + buf(v);
   }
+  template <typename T>
+  std::string ptrAt(Value v, int64_t bytes, const char *type) const {
+    return std::string("(") + type + ")((char *)" + buf(v) + " + " + std::to_string(bytes) + ")";
+  }
   std::string i(int64_t x) const { return std::to_string(x); }
   std::string flag(bool x) const { return x ? "1" : "0"; }
   std::string f(double x) const { return ::loom::f(x); }

@@ -386,6 +386,10 @@ public:
     T *ptr(Value v, const char *) const {
       return static_cast<T *>(buf(v));
     }
+    template <typename T>
+    T *ptrAt(Value v, int64_t bytes, const char *) const {
+      return reinterpret_cast<T *>(static_cast<char *>(buf(v)) + bytes);
+    }
     int64_t i(int64_t x) const { return x; }
     int flag(bool x) const { return x ? 1 : 0; }
     float f(double x) const { return float(x); }

@@ -37,6 +37,14 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer {
   loomrt.copy_strided %w [1, 4] -> %a [4, 1] shape [4, 4] elem 4 on %s
   // CHECK: loomrt.unary gelu_tanh f32 %{{.+}} -> %{{.+}}, 16 on
   loomrt.unary gelu_tanh f32 %x -> %a, 16 on %s
+  // CHECK: loomrt.onebit_compress %{{.+}}, %{{.+}} -> %{{.+}}, 16 on
+  loomrt.onebit_compress %x, %a -> %v, 16 on %s
+  // CHECK: loomrt.onebit_decompress %{{.+}} -> %{{.+}}, 16 on
+  loomrt.onebit_decompress %v -> %a, 16 on %s
+  // CHECK: %[[K:.+]] = loomrt.random_key 3
+  // CHECK: loomrt.dropout f32 %{{.+}} -> %{{.+}}, 16 key %[[K]] ratio 1.000000e-01 of %{{.+}} on
+  %k = loomrt.random_key 3
+  loomrt.dropout f32 %x -> %a, 16 key %k ratio 0.1 of %c on %s
   // CHECK: loomrt.unary_grad silu f32
   loomrt.unary_grad silu f32 %x, %x -> %a, 16 on %s
   // CHECK: loomrt.binary pow f32 %{{.+}} [4, 4], %{{.+}} [1, 4] -> %{{.+}} [4, 4] on

@@ -1,0 +1,39 @@
+// loom.compress / loom.decompress with the sign_scale codec (1-bit Adam's
+// payload) lower to the runtime's 1-bit kernels: the payload is its fp32
+// scale, then the packed signs; the error-feedback buffer is a copy of the
+// incoming one, updated in place. loom-run executes the lowering: for
+// c = x + e = [1.5, -1, 1, -1, 2, -2, 2, -2.5], scale = sqrt(23.5 / 8) =
+// 1.7139137, so sum(decompress * [1..8]) = -4 * scale = -6.8556547 and the
+// new error c - scale * sign(c) weighted by [1..8] sums to -2.6443453
+// (worked out by hand from the definition).
+// RUN: loom-opt %s --loom-lower-to-runtime=entry=roundtrip | FileCheck %s
+// RUN: loom-run %s --function=roundtrip | FileCheck %s --check-prefix=EXEC
+// RUN: not loom-opt %s --loom-lower-to-runtime=entry=blocks 2>&1 | FileCheck %s --check-prefix=BLOCKS
+
+// CHECK-LABEL: func.func @roundtrip
+// CHECK: %[[P:.+]] = loomrt.alloc 5
+// CHECK: %[[E:.+]] = loomrt.alloc 32
+// CHECK-NEXT: loomrt.memcpy %[[E]]
+// CHECK: loomrt.onebit_compress %{{.+}}, %[[E]] -> %[[P]], 8 on
+// CHECK: loomrt.onebit_decompress %[[P]] -> %{{.+}}, 8 on
+// EXEC: out0 = -6.85565{{[0-9]*}}
+// EXEC: out1 = -2.64434{{[0-9]*}}
+func.func @roundtrip() -> (tensor<f32>, tensor<f32>) {
+  %x = arith.constant dense<[1.0, -1.0, 1.0, -1.0, 2.0, -2.0, 2.0, -2.0]> : tensor<8xf32>
+  %e = arith.constant dense<[0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -0.5]> : tensor<8xf32>
+  %w = arith.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>
+  %p, %e2 = loom.compress %x feedback(%e : tensor<8xf32>) : tensor<8xf32> -> !loom.packed<tensor<8xf32>, #loom.codec<sign_scale>>, tensor<8xf32>
+  %y = loom.decompress %p : !loom.packed<tensor<8xf32>, #loom.codec<sign_scale>> -> tensor<8xf32>
+  %yw = loom.mul %y, %w : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  %ew = loom.mul %e2, %w : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  %ys = loom.reduce sum %yw [0] : tensor<8xf32> to tensor<f32>
+  %es = loom.reduce sum %ew [0] : tensor<8xf32> to tensor<f32>
+  return %ys, %es : tensor<f32>, tensor<f32>
+}
+
+// BLOCKS: error: code generation : sign_scale needs one scale for the whole tensor (block 0) and a multiple of 8 elements (pad first), got 16 elements, block 8
+func.func @blocks(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %p = loom.compress %x : tensor<16xf32> -> !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 8>>
+  %y = loom.decompress %p : !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 8>> -> tensor<16xf32>
+  return %y : tensor<16xf32>
+}
