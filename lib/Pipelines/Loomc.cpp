@@ -293,7 +293,7 @@ struct LoomcOptions {
       "init", cl::init("model"), cl::value_desc("model|random"),
       cl::desc("Initial weights: the model's own (imported values or "
                "generator initialisers), or random for benchmark runs "
-               "(loom-reinit-params)"),
+               "(loom-reinit-params; ONNX weights in external data are then not read)"),
       cl::cat(cat)};
   cl::opt<bool> recompute{
       "recompute", cl::init(false),
