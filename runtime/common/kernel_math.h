@@ -43,6 +43,25 @@ LOOMRT_HD bool dropoutKeep(uint64_t key, uint64_t i, uint64_t threshold) {
   return (splitmix64(key ^ splitmix64(i)) >> 11) + 1 > threshold;
 }
 
+/// 1-bit compression (loomrt_onebit_*): byte j of the signs of c = x +
+/// error (element 8j+k in bit 7-k, sign(0) = +1), with error updated to
+/// c - scale * sign(c).
+LOOMRT_HD uint8_t onebitPackByte(const float *x, float *error, size_t j, float scale) {
+  uint8_t byte = 0;
+  for (size_t k = 0; k < 8; ++k) {
+    size_t i = 8 * j + k;
+    float c = x[i] + error[i];
+    bool pos = c >= 0.0f;
+    byte = uint8_t(byte | (pos ? 0x80u >> k : 0u));
+    error[i] = c - (pos ? scale : -scale);
+  }
+  return byte;
+}
+/// The sign (+1 or -1) of element i of packed signs.
+LOOMRT_HD float onebitSign(const uint8_t *packed, size_t i) {
+  return (packed[i >> 3] >> (7 - (i & 7))) & 1 ? 1.0f : -1.0f;
+}
+
 LOOMRT_HD float unaryOp(loomrt_unary_op op, float x) {
   switch (op) {
   case LOOMRT_NEG: return -x;

@@ -547,10 +547,6 @@ loomrt_status dropoutK(void *, void *, loomrt_dtype dt, const void *x, void *y, 
 // 1-bit compression (loomrt.h). The norm is summed in double: the CUDA
 // kernel sums fp32 partials in another order, and both stay within
 // rounding of the float64 reference (runtime/tests/onebit_test.cpp).
-inline float signOf(const uint8_t *packed, size_t i) {
-  return (packed[i >> 3] >> (7 - (i & 7))) & 1 ? 1.0f : -1.0f;
-}
-
 loomrt_status onebitCompressK(void *, void *, const float *x, float *error, uint8_t *packed,
                               float *scale, size_t n) {
   double sq = 0;
@@ -562,17 +558,8 @@ loomrt_status onebitCompressK(void *, void *, const float *x, float *error, uint
   const float s = float(std::sqrt(sq / double(n)));
   *scale = s;
 #pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t j = 0; j < n / 8; ++j) {
-    uint8_t byte = 0;
-    for (size_t k = 0; k < 8; ++k) {
-      size_t i = 8 * j + k;
-      float c = x[i] + error[i];
-      bool pos = c >= 0.0f;
-      byte = uint8_t(byte | (pos ? 0x80u >> k : 0u));
-      error[i] = c - (pos ? s : -s);
-    }
-    packed[j] = byte;
-  }
+  for (size_t j = 0; j < n / 8; ++j)
+    packed[j] = onebitPackByte(x, error, j, s);
   return LOOMRT_OK;
 }
 
@@ -580,7 +567,7 @@ loomrt_status onebitDecompressK(void *, void *, const uint8_t *packed, const flo
                                 float *out, size_t chunks, size_t n) {
 #pragma omp parallel for schedule(static) if (chunks * n > 65536)
   for (size_t i = 0; i < chunks * n; ++i)
-    out[i] = scales[i / n] * signOf(packed, i);
+    out[i] = scales[i / n] * onebitSign(packed, i);
   return LOOMRT_OK;
 }
 
@@ -591,7 +578,7 @@ loomrt_status onebitAverageK(void *, void *, const uint8_t *packed, const float 
   for (size_t i = 0; i < n; ++i) {
     float acc = 0;
     for (size_t w = 0; w < world; ++w)
-      acc += scales[w] * signOf(packed + w * (n / 8), i);
+      acc += scales[w] * onebitSign(packed + w * (n / 8), i);
     out[i] = acc * inv;
   }
   return LOOMRT_OK;

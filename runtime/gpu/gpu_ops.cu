@@ -344,20 +344,7 @@ __global__ void onebitScale(float *scale, size_t n) { *scale = sqrtf(*scale / fl
 __global__ void onebitSigns(const float *x, float *error, uint8_t *packed, const float *scale,
                             size_t bytes) {
   const float s = *scale;
-  GRID_STRIDE(j, bytes) {
-    uint8_t byte = 0;
-    for (int k = 0; k < 8; ++k) {
-      size_t i = 8 * j + size_t(k);
-      float c = x[i] + error[i];
-      bool pos = c >= 0.0f;
-      byte = uint8_t(byte | (pos ? 0x80u >> k : 0u));
-      error[i] = c - (pos ? s : -s);
-    }
-    packed[j] = byte;
-  }
-}
-__device__ inline float onebitSign(const uint8_t *packed, size_t i) {
-  return (packed[i >> 3] >> (7 - (i & 7))) & 1 ? 1.0f : -1.0f;
+  GRID_STRIDE(j, bytes) packed[j] = onebitPackByte(x, error, j, s);
 }
 __global__ void onebitDecompress(const uint8_t *packed, const float *scales, float *out,
                                  size_t total, size_t n) {
