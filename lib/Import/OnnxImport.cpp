@@ -226,6 +226,21 @@ std::string pytorchSource(const onnx::NodeProto &n) {
   return out + ")";
 }
 
+/// GatherND: the row-major offset of the index tuple `tuple` (one index
+/// per dimension of `dims`, negative ones counted from the end) into
+/// `off`; a message naming the first index out of range, else "".
+std::string tupleOffset(ArrayRef<int64_t> dims, const int64_t *tuple, int64_t &off) {
+  off = 0;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    int64_t len = dims[d], j = tuple[d];
+    if (j < -len || j >= len)
+      return "index " + std::to_string(j) + " is out of range for " + std::to_string(len) +
+             " elements";
+    off = off * len + (j < 0 ? j + len : j);
+  }
+  return "";
+}
+
 /// The names in a folded_from value: a Python list of quoted strings.
 std::vector<std::string> foldedFrom(StringRef text) {
   std::vector<std::string> names;
@@ -1245,14 +1260,10 @@ private:
       for (int64_t bi = 0; bi < bsize; ++bi)
         for (int64_t t = 0; t < tuples; ++t) {
           int64_t off = 0;
-          for (int64_t d = 0; d < k; ++d) {
-            int64_t len = data.shape[size_t(batch + d)];
-            int64_t j = at[size_t((bi * tuples + t) * k + d)];
-            if (j < -len || j >= len)
-              return invalid("index " + std::to_string(j) + " is out of range for " +
-                             std::to_string(len) + " elements");
-            off = off * len + (j < 0 ? j + len : j);
-          }
+          if (std::string why = tupleOffset(ArrayRef<int64_t>(data.shape).slice(batch, k),
+                                            &at[size_t((bi * tuples + t) * k)], off);
+              !why.empty())
+            return invalid(why);
           auto from = data.data.begin() + bi * perBatch + off * inner;
           r.data.insert(r.data.end(), from, from + inner);
         }
@@ -1643,7 +1654,7 @@ private:
         {"Split", &Importer::convertSplit},
         {"GatherND", &Importer::convertGatherND},
         {"Attention", &Importer::convertAttention},
-        {"RMSNormalization", &Importer::convertRMSNormalization},
+        {"RMSNormalization", &Importer::convertLayerNormalization},
         {"SplitToSequence", &Importer::convertSplitToSequence},
         {"SequenceAt", &Importer::convertSequenceAt},
         {"Sqrt", &Importer::unary<SqrtOp>},
@@ -1920,13 +1931,8 @@ private:
     std::vector<int64_t> at = ints(*idx), flat;
     for (size_t t = 0; t < at.size(); t += size_t(k)) {
       int64_t off = 0;
-      for (int64_t d = 0; d < k; ++d) {
-        int64_t len = dt.getDimSize(d), j = at[t + size_t(d)];
-        if (j < -len || j >= len)
-          return nodeFail(n, "index " + std::to_string(j) + " is out of range for " +
-                                 std::to_string(len) + " elements");
-        off = off * len + (j < 0 ? j + len : j);
-      }
+      if (std::string why = tupleOffset(dt.getShape().take_front(k), &at[t], off); !why.empty())
+        return nodeFail(n, why);
       flat.push_back(off);
     }
     SmallVector<int64_t> tuples(idx->shape.begin(), idx->shape.end() - 1), out(tuples);
@@ -1962,41 +1968,28 @@ private:
     return true;
   }
 
+  // LayerNormalization, and RMSNormalization (opset 23, Llama's RMSNorm at
+  // that opset: no bias, a [D] scale): over the last axis.
   bool convertLayerNormalization(const onnx::NodeProto &n) {
+    bool rms = n.op_type() == "RMSNormalization";
     Value x, w, bias;
     if (!input(n, 0, x))
       return false;
     int64_t d = tt(x).getShape().empty() ? 0 : tt(x).getShape().back();
     if (!rowInvariantVector(n, 1, d, w))
       return false;
-    if (n.input_size() > 2 && !n.input(2).empty() && !rowInvariantVector(n, 2, d, bias))
+    if (!rms && n.input_size() > 2 && !n.input(2).empty() && !rowInvariantVector(n, 2, d, bias))
       return false;
     int64_t axis = intAttr(n, "axis", -1);
     if (axis != -1 && axis != tt(x).getRank() - 1)
       return nodeFail(n, "only normalisation over the last axis is supported");
-    const auto *eps = attr(n, "epsilon");
-    define(n, LayerNormOp::create(b, loc, x.getType(), x, w, bias,
-                                  b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
-    return true;
-  }
-
-  // RMSNormalization (opset 23, Llama's RMSNorm at that opset): over the
-  // last axis, a [D] scale.
-  bool convertRMSNormalization(const onnx::NodeProto &n) {
-    Value x, w;
-    if (!input(n, 0, x))
-      return false;
-    int64_t d = tt(x).getShape().empty() ? 0 : tt(x).getShape().back();
-    if (!rowInvariantVector(n, 1, d, w))
-      return false;
-    int64_t axis = intAttr(n, "axis", -1);
-    if (axis != -1 && axis != tt(x).getRank() - 1)
-      return nodeFail(n, "only normalisation over the last axis is supported");
-    if (tt(w).getRank() != 1 || tt(w).getDimSize(0) != d)
+    if (rms && (tt(w).getRank() != 1 || tt(w).getDimSize(0) != d))
       return nodeFail(n, "scale must be a vector of the last axis' " + std::to_string(d) +
                              " elements");
     const auto *eps = attr(n, "epsilon");
-    define(n, RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(eps ? eps->f() : 1e-5)));
+    FloatAttr e = b.getF64FloatAttr(eps ? eps->f() : 1e-5);
+    define(n, rms ? RmsNormOp::create(b, loc, x.getType(), x, w, e).getResult()
+                  : LayerNormOp::create(b, loc, x.getType(), x, w, bias, e).getResult());
     return true;
   }
 
@@ -2033,10 +2026,7 @@ private:
       for (int64_t i = 0; i < parts; ++i)
         sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
     }
-    int64_t sum = 0;
-    for (int64_t sz : sizes)
-      sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
-    if (int64_t(sizes.size()) != parts || sum != dim)
+    if (int64_t(sizes.size()) != parts || !sizesFill(sizes, dim))
       return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not divide dimension " +
                              std::to_string(axis) + " (" + std::to_string(dim) + ") into " +
                              std::to_string(parts) + " outputs");
@@ -2045,6 +2035,14 @@ private:
       if (!n.output(i).empty())
         values[n.output(i)] = Val{pieces[i]};
     return true;
+  }
+
+  /// Whether pieces of `sizes` (each in [0, dim]) add up to exactly `dim`.
+  static bool sizesFill(ArrayRef<int64_t> sizes, int64_t dim) {
+    int64_t sum = 0;
+    for (int64_t sz : sizes)
+      sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
+    return sum == dim;
   }
 
   /// x cut along `axis` into consecutive pieces of `sizes` (loom.slice).
@@ -2105,10 +2103,7 @@ private:
     } else {
       sizes = ints(*sp);
     }
-    int64_t sum = 0;
-    for (int64_t sz : sizes)
-      sum = sz < 0 || sum < 0 || sz > dim ? -1 : sum + sz;
-    if (sum != dim)
+    if (!sizesFill(sizes, dim))
       return nodeFail(n, "split sizes " + shapeStr(sizes) + " do not add up to dimension " +
                              std::to_string(axis) + " (" + std::to_string(dim) + ")");
     Val seq;
