@@ -26,12 +26,10 @@ if [ "${1:-}" = gen ]; then
 fi
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
-cmake -G Ninja -S bench -B build-bench > "$OUT/cmake.log" 2>&1 &&
-  ninja -C build-bench loomrt_shared > "$OUT/ninja.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
-RT="$PWD/build-bench/runtime"
+source bench/gpu-runtime.sh
+build_runtime
 for n in import generator; do
-  c++ -O1 -std=c++17 -I runtime/include "$SRC/$n.cpp" -o "/tmp/l1b_$n" -L"$RT" -lloomrt \
-    -Wl,-rpath,"$RT" &
+  link_binary "$SRC/$n.cpp" "/tmp/l1b_$n" -O1 &
 done
 wait
 python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 65535, 4*1024*($STEPS+2)+2, dtype=np.uint16).tofile('/tmp/l1b_tokens.bin')"

@@ -30,12 +30,10 @@ if [ "${1:-}" = gen ]; then
 fi
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
-cmake -G Ninja -S bench -B build-bench > "$OUT/cmake.log" 2>&1 &&
-  ninja -C build-bench loomrt_shared > "$OUT/ninja.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
-RT="$PWD/build-bench/runtime"
+source bench/gpu-runtime.sh
+build_runtime
 for n in "${NAMES[@]}"; do
-  c++ -O1 -std=c++17 -I runtime/include "$SRC/$n.cpp" -o "/tmp/drop_$n" -L"$RT" -lloomrt \
-    -Wl,-rpath,"$RT"
+  link_binary "$SRC/$n.cpp" "/tmp/drop_$n" -O1
   rm -f "$OUT/$n.cuda.jsonl"
   "/tmp/drop_$n" --data "$SRC/tokens.bin" --steps $STEPS --seed $SEED \
     --weights "$SRC/$n.cpp.weights.safetensors" --log-json "$OUT/$n.cuda.jsonl" > "$OUT/$n.txt" 2>&1 ||

@@ -10,13 +10,12 @@ cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 SRC=.carry/zoo
-cmake -G Ninja -S bench -B build-bench > "$OUT/cmake.log" 2>&1 &&
-  ninja -C build-bench loomrt_shared > "$OUT/ninja.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
-RT="$PWD/build-bench/runtime"
+source bench/gpu-runtime.sh
+build_runtime
 names=$(cd "$SRC" && ls *.cpp | sed 's/\.cpp$//')
 for n in $names; do
-  c++ -O0 -std=c++17 -I runtime/include "$SRC/$n.cpp" -o "/tmp/zoo_$n" -L"$RT" -lloomrt \
-    -Wl,-rpath,"$RT" 2> "$OUT/$n.compile.log" || echo "compiling $n failed: $(tail -1 "$OUT/$n.compile.log")" &
+  link_binary "$SRC/$n.cpp" "/tmp/zoo_$n" 2> "$OUT/$n.compile.log" ||
+    echo "compiling $n failed: $(tail -1 "$OUT/$n.compile.log")" &
 done
 wait
 for n in $names; do
