@@ -48,7 +48,7 @@ fi
 # Seeds: the test inputs, split where a test file holds several cases.
 FUZZ="$ROOT/$BUILD/fuzz"
 mkdir -p "$FUZZ"
-for t in onnx onnx-small mlir safetensors tokens; do mkdir -p "$FUZZ/seeds-$t"; done
+for t in onnx onnx-small mlir safetensors tokens npy; do mkdir -p "$FUZZ/seeds-$t"; done
 python3 test/Import/Inputs/hostile.py seeds "$FUZZ/seeds-onnx-small"
 cp test/Import/Inputs/{mlp,mlp_eval,conv,gcn,folded,dynamic}.onnx test/Fuzz/regressions/onnx/* \
   "$FUZZ/seeds-onnx-small/"
@@ -62,7 +62,8 @@ for f in test/Fuzz/regressions/safetensors/* test/Fuzz/regressions/tokens/*; do
 done
 
 status=0
-for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens; do
+for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens \
+              npy:npy; do
   name=${target%%:*}
   seeds=${target##*:}
   dir="$FUZZ/$name"
