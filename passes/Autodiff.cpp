@@ -46,9 +46,12 @@ public:
   /// no backward work is spent on constants or inputs.
   void markActive(ArrayRef<Operation *> ops) {
     for (Operation *op : ops) {
+      // A comparison is piecewise constant: its 1/0 result carries no
+      // gradient, even of floats.
       bool act = isa<LoadOp>(op) ||
-                 llvm::any_of(op->getOperands(),
-                              [&](Value v) { return active.contains(v); });
+                 (!isa<EqOp, NeOp, LtOp, LeOp>(op) &&
+                  llvm::any_of(op->getOperands(),
+                               [&](Value v) { return active.contains(v); }));
       if (act)
         for (Value r : op->getResults())
           if (differentiable(r))
@@ -165,6 +168,15 @@ public:
         .Case([&](AddOp o) {
           binaryTo(o.getLhs(), dy);
           binaryTo(o.getRhs(), dy);
+          return success();
+        })
+        .Case([&](CumsumOp o) {
+          // y_i = Σ_{j ≤ i} x_j, so dx_j = Σ_{i ≥ j} dy_i: the same sum
+          // from the other end (exclusive stays exclusive).
+          auto g = CumsumOp::create(b, loc, dy.getType(), dy, o.getDim());
+          g.setExclusive(o.getExclusive());
+          g.setReverse(!o.getReverse());
+          accumulate(o.getInput(), g);
           return success();
         })
         .Case([&](SubOp o) {

@@ -242,15 +242,30 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
           return refuse("supports arith.addi on i64 scalars only");
         return success();
       })
-      // The runtime's elementwise kernels are floating-point: integer
-      // arithmetic (position ids from a mask's cumulative sum) must have
-      // folded on the host.
-      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, NegOp>([&](Operation *o) {
+      // Integer tensors computed at run time (position ids from a mask's
+      // cumulative sum) are int64 on the device: the runtime's int64
+      // kernels add, subtract, multiply, take max and min and compare.
+      .Case<AddOp, SubOp, MulOp, MaxOp, MinOp, EqOp, NeOp, LtOp, LeOp>([&](Operation *o) {
+        Type e = tt(o->getResult(0)).getElementType();
+        std::string name;
+        llvm::raw_string_ostream(name) << e;
+        return isa<FloatType>(e) || e.isInteger(64)
+                   ? success()
+                   : refuse("computes elementwise on f32, bf16 or i64 tensors, not " + name);
+      })
+      .Case<DivOp, PowOp, NegOp>([&](Operation *o) {
         return isa<FloatType>(tt(o->getResult(0)).getElementType())
                    ? success()
-                   : refuse("computes elementwise on floating-point tensors only; this integer "
-                            "tensor is computed at run time (integer arithmetic must fold: "
-                            "shapes and masks from constants)");
+                   : refuse("divides, raises and negates floating-point tensors only (the "
+                            "runtime's int64 kernels add, subtract, multiply, take max and "
+                            "min and compare)");
+      })
+      .Case([&](CastOp o) {
+        bool bit = tt(o.getInput()).getElementType().isInteger(1) ||
+                   tt(o.getResult()).getElementType().isInteger(1);
+        return bit ? refuse("casts between f32, bf16 and i64; an i1 tensor computed at run "
+                            "time has no runtime dtype")
+                   : success();
       })
       .Case([&](SoftmaxOp o) {
         return isLastDim(int64_t(o.getDim()), o.getInput())
@@ -538,6 +553,10 @@ LOOM_BINARY(DivOp, div)
 LOOM_BINARY(PowOp, pow)
 LOOM_BINARY(MaxOp, max)
 LOOM_BINARY(MinOp, min)
+LOOM_BINARY(EqOp, eq)
+LOOM_BINARY(NeOp, ne)
+LOOM_BINARY(LtOp, lt)
+LOOM_BINARY(LeOp, le)
 #undef LOOM_BINARY
 // clang-format on
 
@@ -700,6 +719,19 @@ LogicalResult lower(MatmulOp o, MatmulOp::Adaptor a, Emit &e) {
 
 /// One single-dimension reduction per reduced dimension (reduceSteps); the
 /// last step's buffer is the result.
+LogicalResult lower(CumsumOp o, CumsumOp::Adaptor a, Emit &e) {
+  auto shape = tt(o.getInput()).getShape();
+  int64_t dim = o.getDim(), outer = 1, inner = 1;
+  for (int64_t k = 0; k < dim; ++k)
+    outer *= shape[k];
+  for (int64_t k = dim + 1; k < int64_t(shape.size()); ++k)
+    inner *= shape[k];
+  Value y = e.alloc(o.getResult());
+  rt::CumsumOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), y, outer, shape[dim],
+                       inner, o.getExclusive(), o.getReverse());
+  return e.done(y);
+}
+
 LogicalResult lower(ReduceOp o, ReduceOp::Adaptor a, Emit &e) {
   Value cur = a.getInput();
   int64_t es = int64_t(storageBytes(tt(o.getInput()).getElementType()));
@@ -1092,11 +1124,11 @@ struct Lowering {
     populateReturnOpTypeConversionPattern(patterns, tc);
     addPatterns<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SinOp, CosOp, SigmoidOp,
                 ReluOp, SiluOp, GeluOp, DropoutOp, CompressOp, DecompressOp, ReluGradOp, SiluGradOp, GeluGradOp, AddOp, SubOp, MulOp,
-                DivOp, PowOp, MaxOp, MinOp, SelectOp, CastOp, arith::ConstantOp>(patterns, tc,
-                                                                                 plan);
+                DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp, LeOp, SelectOp, CastOp,
+                arith::ConstantOp>(patterns, tc, plan);
     addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
                 EmbeddingOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp, AttentionOp,
-                AttentionGradOp, MatmulOp, ReduceOp>(patterns, tc, plan);
+                AttentionGradOp, MatmulOp, ReduceOp, CumsumOp>(patterns, tc, plan);
     addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
                 arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
                 ShardOp, WaitOp>(patterns, tc, plan);

@@ -240,6 +240,17 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+LogicalResult CumsumOp::verify() {
+  auto t = cast<RankedTensorType>(getInput().getType());
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= t.getRank())
+    return emitOpError() << "dim " << dim << " is outside [0, " << t.getRank() << ")";
+  Type e = t.getElementType();
+  if (!isa<FloatType>(e) && !e.isInteger(64))
+    return emitOpError() << "sums floats or i64, not " << e;
+  return success();
+}
+
 LogicalResult WaitOp::verify() {
   if (getTokens().empty())
     return emitOpError() << "needs at least one token";

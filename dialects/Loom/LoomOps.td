@@ -263,6 +263,37 @@ def Loom_DivOp : Loom_BinaryOp<"div", "lhs / rhs">;
 def Loom_PowOp : Loom_BinaryOp<"pow", "lhs ^ rhs">;
 def Loom_MaxOp : Loom_BinaryOp<"max", "max(lhs, rhs)">;
 def Loom_MinOp : Loom_BinaryOp<"min", "min(lhs, rhs)">;
+// Comparisons give 1 or 0 in the operands' element type: a mask computed on
+// the device (ONNX Equal, Not, Less... on input ids) stays an integer tensor
+// that arithmetic and casts take as it is. No gradient flows through them.
+def Loom_EqOp : Loom_BinaryOp<"eq", "lhs == rhs ? 1 : 0">;
+def Loom_NeOp : Loom_BinaryOp<"ne", "lhs != rhs ? 1 : 0">;
+def Loom_LtOp : Loom_BinaryOp<"lt", "lhs < rhs ? 1 : 0">;
+def Loom_LeOp : Loom_BinaryOp<"le", "lhs <= rhs ? 1 : 0">;
+
+def Loom_CumsumOp : Loom_Op<"cumsum", [Pure, SameOperandsAndResultType, Loom_ComputeOpTrait]> {
+  let summary = "prefix sum along one dimension (ONNX CumSum)";
+  let description = [{
+    `y[..., i, ...] = Σ x[..., j, ...]` over `j ≤ i` along `dim`; with
+    `exclusive`, over `j < i`; with `reverse`, from the end (`j ≥ i`,
+    `j > i`). On integers (RoBERTa's position ids: the running count of
+    non-pad tokens), exact int64 arithmetic; on floats, fp32 accumulation in
+    order, and the gradient is the prefix sum of the adjoint in the other
+    direction.
+
+    ```mlir
+    %p = loom.cumsum %mask dim 1 : tensor<2x16xi64>
+    %q = loom.cumsum %x dim 0 exclusive reverse : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Loom_AnyTensor:$input, I64Attr:$dim, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs Loom_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` $dim (`exclusive` $exclusive^)? (`reverse` $reverse^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
 
 def Loom_SelectOp : Loom_Op<"select", [Pure, Loom_ComputeOpTrait]> {
   let summary = "Elementwise choice: cond ? lhs : rhs, with broadcasting";

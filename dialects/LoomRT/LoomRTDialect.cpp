@@ -281,6 +281,9 @@ double CrossEntropyOp::getBytesMoved() {
 double CrossEntropyGradOp::getBytesMoved() {
   return double(getRows()) * (2 * double(getClasses()) * es(getDtype()) + 8) + 4;
 }
+double CumsumOp::getBytesMoved() {
+  return 2 * double(getOuter()) * double(getLen()) * double(getInner()) * es(getDtype());
+}
 double ReduceOp::getBytesMoved() {
   double oi = double(getOuter()) * double(getInner());
   return (oi * double(getLen()) + oi) * es(getDtype());

@@ -83,7 +83,8 @@ def LoomRT_UnaryKind : I32EnumAttr<"UnaryKind", "loomrt_unary_op", [
 def LoomRT_BinaryKind : I32EnumAttr<"BinaryKind", "loomrt_binary_op", [
     I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"sub", 1>, I32EnumAttrCase<"mul", 2>,
     I32EnumAttrCase<"div", 3>, I32EnumAttrCase<"pow", 4>, I32EnumAttrCase<"max", 5>,
-    I32EnumAttrCase<"min", 6>
+    I32EnumAttrCase<"min", 6>, I32EnumAttrCase<"eq", 7>, I32EnumAttrCase<"ne", 8>,
+    I32EnumAttrCase<"lt", 9>, I32EnumAttrCase<"le", 10>
   ]> {
   let cppNamespace = "::mlir::loomrt";
 }
@@ -491,6 +492,13 @@ def LoomRT_ReduceOp : LoomRT_CallOp<"reduce",
          LoomRT_Buffer:$y, NonNegI64:$outer, NonNegI64:$len, NonNegI64:$inner),
     "$kind $dtype $x `->` $y `[` $outer `,` $len `,` $inner `]`"> {
   let summary = "reduces the middle dimension of [outer, len, inner]";
+}
+
+def LoomRT_CumsumOp : LoomRT_CallOp<"cumsum",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$y, NonNegI64:$outer,
+         NonNegI64:$len, NonNegI64:$inner, UnitAttr:$exclusive, UnitAttr:$reverse),
+    "$dtype $x `->` $y `[` $outer `,` $len `,` $inner `]`"> {
+  let summary = "prefix sum along the middle dimension of [outer, len, inner]";
 }
 
 //===----------------------------------------------------------------------===//

@@ -190,6 +190,12 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.template ptr<const float>(o.getDloss(), "const float *"),
                       b.buf(o.getDlogits()), b.i(o.getRows()), b.i(o.getClasses()));
       })
+      .Case([&](rt::CumsumOp o) {
+        return b.call("loomrt_cumsum", loomrt_cumsum, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getOuter()),
+                      b.i(o.getLen()), b.i(o.getInner()), b.flag(o.getExclusive()),
+                      b.flag(o.getReverse()));
+      })
       .Case([&](rt::ReduceOp o) {
         return b.call("loomrt_reduce", loomrt_reduce, b.stream(o.getStream()),
                       b.reduce(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getX()),

@@ -107,40 +107,43 @@ struct Arity {
 };
 constexpr int kMany = std::numeric_limits<int>::max();
 constexpr StringRef kFolds = "folds on the host (constant inputs only)";
+constexpr StringRef kIntLogic =
+    "folds on constants; on integer or boolean tensors computed on the device, int64 1/0 "
+    "(loom.eq, ne, lt, le; Not 1 - x, And x * y, Or max)";
 constexpr Arity kArity[] = {
     {"Add", 2, 2, 1, 1, "loom.add (broadcasting); folds on constants"},
-    {"And", 2, 2, 1, 1, kFolds},
+    {"And", 2, 2, 1, 1, kIntLogic},
     {"Attention", 3, 6, 1, 4, "loom.attention (opset 23; 4-D, causal or unmasked, key/value heads repeated)"},
-    {"Cast", 1, 1, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
-    {"CastLike", 2, 2, 1, 1, "float to float: the identity; other casts fold (constant inputs)"},
+    {"Cast", 1, 1, 1, 1, "float to float, integer to integer: the identity (device integers are int64); integer to bool: x != 0; integer to float, float to integer: loom.cast; folds on constants"},
+    {"CastLike", 2, 2, 1, 1, "as Cast, to the second input's type"},
     {"Concat", 1, kMany, 1, 1, "loom.concat; folds on constants"},
     {"Constant", 0, 0, 1, 1, "tensor constants (float, int64, bool), value_int(s), value_float(s)"},
     {"ConstantOfShape", 1, 1, 1, 1, kFolds},
     {"Cos", 1, 1, 1, 1, "loom.cos; folds on constants"},
-    {"CumSum", 2, 2, 1, 1, kFolds},
+    {"CumSum", 2, 2, 1, 1, "loom.cumsum (constant axis; floats and device integers); folds on constants"},
     {"Div", 2, 2, 1, 1, "loom.div; folds on constants"},
     {"Dropout", 1, 3, 1, 2,
      "loom.dropout in training mode (a counter-based mask per step; --dropout=off: the "
      "identity); the identity in inference mode or at ratio 0; the mask output is not "
      "computed"},
-    {"Equal", 2, 2, 1, 1, kFolds},
+    {"Equal", 2, 2, 1, 1, kIntLogic},
     {"Erf", 1, 1, 1, 1, "loom.erf"},
     {"Exp", 1, 1, 1, 1, "loom.exp"},
     {"Expand", 2, 2, 1, 1, "loom.broadcast_to (the shape must be constant)"},
     {"Gather", 2, 2, 1, 1, "loom.embedding (axis 0 of a table); folds on constants"},
-    {"GatherElements", 2, 2, 1, 1, kFolds},
+    {"GatherElements", 2, 2, 1, 1, "folds on constants; at computed indices, of a constant whose elements are all equal: that value"},
     {"GatherND", 2, 2, 1, 1, "loom.embedding of the rows the constant indices address; folds on constants"},
     {"Gelu", 1, 1, 1, 1, "loom.gelu (approximate none or tanh)"},
     {"Gemm", 2, 3, 1, 1, "loom.matmul (+ bias); alpha and beta 1"},
-    {"Greater", 2, 2, 1, 1, kFolds},
-    {"GreaterOrEqual", 2, 2, 1, 1, kFolds},
+    {"Greater", 2, 2, 1, 1, kIntLogic},
+    {"GreaterOrEqual", 2, 2, 1, 1, kIntLogic},
     {"Identity", 1, 1, 1, 1, "the identity"},
     {"IsNaN", 1, 1, 1, 1,
      "only as scaled_dot_product_attention's guard Where(IsNaN(p), 0, p) after a Softmax: p"},
     {"LayerNormalization", 2, 3, 1, 3,
      "loom.layer_norm (last axis; a constant scale or bias repeated over rows is taken once)"},
-    {"Less", 2, 2, 1, 1, kFolds},
-    {"LessOrEqual", 2, 2, 1, 1, kFolds},
+    {"Less", 2, 2, 1, 1, kIntLogic},
+    {"LessOrEqual", 2, 2, 1, 1, kIntLogic},
     {"Log", 1, 1, 1, 1, "loom.log"},
     {"LogSoftmax", 1, 1, 1, 1, "loom.softmax log (last axis)"},
     {"MatMul", 2, 2, 1, 1, "loom.matmul (batched, broadcast)"},
@@ -148,8 +151,8 @@ constexpr Arity kArity[] = {
     {"Min", 1, 2, 1, 1, "loom.min (two inputs; of one, the input); folds on constants"},
     {"Mul", 2, 2, 1, 1, "loom.mul; folds on constants"},
     {"Neg", 1, 1, 1, 1, "loom.neg; folds on constants"},
-    {"Not", 1, 1, 1, 1, kFolds},
-    {"Or", 2, 2, 1, 1, kFolds},
+    {"Not", 1, 1, 1, 1, kIntLogic},
+    {"Or", 2, 2, 1, 1, kIntLogic},
     {"Pow", 2, 2, 1, 1, "loom.pow; folds on constants"},
     {"RMSNormalization", 2, 2, 1, 1, "loom.rms_norm (opset 23; last axis)"},
     {"Range", 3, 3, 1, 1, kFolds},
@@ -1397,8 +1400,16 @@ private:
     return true;
   }
 
+  /// ONNX's integer element types: all int64 in Loom (values are kept; a
+  /// narrowing cast does not wrap).
+  static bool isIntElem(int e) {
+    using TP = onnx::TensorProto;
+    return e == TP::INT8 || e == TP::UINT8 || e == TP::INT16 || e == TP::UINT16 ||
+           e == TP::INT32 || e == TP::UINT32 || e == TP::INT64 || e == TP::UINT64;
+  }
+
   Value materialize(const Val &c) {
-    Type elt = c.elem == onnx::TensorProto::INT64  ? Type(i64)
+    Type elt = isIntElem(c.elem)                   ? Type(i64)
                : c.elem == onnx::TensorProto::BOOL ? Type(b.getI1Type())
                                                    : Type(f32);
     auto type = RankedTensorType::get(c.shape, elt);
@@ -1406,7 +1417,7 @@ private:
     // Folding computes in doubles: a folded integer division by zero or an
     // overflowing product is out of the element type's range, and converting
     // it is undefined; integers saturate (ints()), floats go to +-inf.
-    if (c.elem == onnx::TensorProto::INT64) {
+    if (isIntElem(c.elem)) {
       std::vector<int64_t> d = ints(c);
       attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(d));
     } else if (c.elem == onnx::TensorProto::BOOL) {
@@ -1477,9 +1488,54 @@ private:
   RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
   void define(const onnx::NodeProto &n, Value v) { values[n.output(0)] = Val{v}; }
 
+  /// Integer operand #i: a computed i64 tensor, or a constant (integer or
+  /// boolean) taken as i64. Integer and boolean tensors computed on the
+  /// device are i64, booleans 1 or 0.
+  bool intInput(const onnx::NodeProto &n, int i, Value &out) {
+    if (const Val *c = constInput(n, i)) {
+      Val v = *c;
+      v.elem = onnx::TensorProto::INT64;
+      out = materialize(v);
+      return true;
+    }
+    if (!input(n, i, out))
+      return false;
+    if (!tt(out).getElementType().isInteger(64))
+      return nodeFail(n, "input '" + n.input(i) + "' is " + typeStr(out.getType()) +
+                             "; " + n.op_type() +
+                             " on computed tensors takes integers or booleans (int64 on the "
+                             "device)");
+    return true;
+  }
+  /// Whether some input of n is an integer tensor computed on the device.
+  bool computedInt(const onnx::NodeProto &n) {
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty() && !constInput(n, i))
+        if (auto it = values.find(n.input(i));
+            it != values.end() && it->second.v &&
+            isa<RankedTensorType>(it->second.v.getType()) &&
+            tt(it->second.v).getElementType().isInteger(64))
+          return true;
+    return false;
+  }
+  template <typename Op> bool broadcastOp(const onnx::NodeProto &n, Value l, Value r) {
+    SmallVector<int64_t> shape;
+    if (!OpTrait::util::getBroadcastedShape(tt(l).getShape(), tt(r).getShape(), shape))
+      return nodeFail(n, "shapes " + shapeStr(tt(l).getShape()) + " and " +
+                             shapeStr(tt(r).getShape()) + " do not broadcast");
+    define(n, Op::create(b, loc, RankedTensorType::get(shape, tt(l).getElementType()), l, r));
+    return true;
+  }
+
   template <typename F> bool binary(const onnx::NodeProto &n, F create) {
     Value l, r;
-    if (!input(n, 0, l) || !input(n, 1, r))
+    // Integer arithmetic on the device (position ids): both sides i64.
+    bool ints = computedInt(n);
+    if (ints && (n.op_type() == "Div" || n.op_type() == "Pow"))
+      return nodeFail(n, n.op_type() + " of integer tensors computed on the device is not "
+                                       "supported (their arithmetic: Add, Sub, Mul, Max, Min, "
+                                       "comparisons, Not, And, Or, CumSum, Cast)");
+    if (ints ? !intInput(n, 0, l) || !intInput(n, 1, r) : !input(n, 0, l) || !input(n, 1, r))
       return false;
     SmallVector<int64_t> shape;
     if (!OpTrait::util::getBroadcastedShape(tt(l).getShape(), tt(r).getShape(), shape))
@@ -1618,7 +1674,16 @@ private:
   static const llvm::StringMap<Converter> &converters() {
     static const llvm::StringMap<Converter> table = {
         {"Add", &Importer::binaryOp<AddOp>},
+        {"And", &Importer::convertLogic},
         {"Cast", &Importer::convertCast},
+        {"CumSum", &Importer::convertCumSum},
+        {"Equal", &Importer::convertLogic},
+        {"Greater", &Importer::convertLogic},
+        {"GreaterOrEqual", &Importer::convertLogic},
+        {"Less", &Importer::convertLogic},
+        {"LessOrEqual", &Importer::convertLogic},
+        {"Not", &Importer::convertLogic},
+        {"Or", &Importer::convertLogic},
         {"CastLike", &Importer::convertCast},
         {"Concat", &Importer::convertConcat},
         {"Cos", &Importer::unary<CosOp>},
@@ -1628,6 +1693,7 @@ private:
         {"Exp", &Importer::unary<ExpOp>},
         {"Expand", &Importer::convertExpand},
         {"Gather", &Importer::convertGather},
+        {"GatherElements", &Importer::convertGatherElements},
         {"Gelu", &Importer::convertGelu},
         {"Gemm", &Importer::convertGemm},
         {"Identity", &Importer::convertIdentity},
@@ -2173,6 +2239,9 @@ private:
     Value c, x, y;
     if (!input(n, 0, c) || !input(n, 1, x) || !input(n, 2, y))
       return false;
+    if (!tt(c).getElementType().isInteger(1))
+      return nodeFail(n, "the condition is computed on the device (an integer mask); Where "
+                         "takes a condition that folds to a constant");
     SmallVector<int64_t> xy, shape;
     if (!OpTrait::util::getBroadcastedShape(tt(x).getShape(), tt(y).getShape(), xy) ||
         !OpTrait::util::getBroadcastedShape(xy, tt(c).getShape(), shape))
@@ -2355,23 +2424,124 @@ private:
     return true;
   }
 
+  /// Casts of computed tensors: float to float and integer to integer are
+  /// the identity (device integers are all int64: values are kept, a
+  /// narrowing cast does not wrap); integer to bool is x != 0; integer to
+  /// float and float to integer (toward zero) are loom.cast.
   bool convertCast(const onnx::NodeProto &n) {
+    using TP = onnx::TensorProto;
     Value x;
     if (!input(n, 0, x))
       return false;
     // CastLike: the type of the second input (a value or a constant).
-    bool toFloat = intAttr(n, "to", 0) == onnx::TensorProto::FLOAT;
+    int to = int(intAttr(n, "to", 0));
     if (n.op_type() == "CastLike") {
       auto like = values.find(n.input(1));
-      toFloat = like != values.end() &&
-                (like->second.v ? tt(like->second.v).getElementType().isF32()
-                                : like->second.elem == onnx::TensorProto::FLOAT);
+      to = like == values.end() ? 0
+           : like->second.v     ? (tt(like->second.v).getElementType().isF32()          ? TP::FLOAT
+                                   : tt(like->second.v).getElementType().isInteger(64) ? TP::INT64
+                                                                                        : 0)
+                                : like->second.elem;
     }
-    if (toFloat && tt(x).getElementType().isF32()) {
+    Type from = tt(x).getElementType();
+    bool fromInt = from.isInteger(64);
+    if ((from.isF32() && to == TP::FLOAT) || (fromInt && (isIntElem(to) || to == TP::BOOL))) {
+      if (to == TP::BOOL) {
+        Val zero;
+        zero.elem = TP::INT64;
+        zero.data = {0};
+        return broadcastOp<NeOp>(n, x, materialize(zero));
+      }
       define(n, x);
       return true;
     }
-    return nodeFail(n, "only casts that fold, or float to float, are supported");
+    if ((fromInt && to == TP::FLOAT) || (from.isF32() && isIntElem(to))) {
+      define(n, CastOp::create(b, loc, RankedTensorType::get(tt(x).getShape(), to == TP::FLOAT ? f32 : i64), x));
+      return true;
+    }
+    return nodeFail(n, "casts of computed tensors between float, integer and (from integer) "
+                       "boolean types are supported; this one is from " +
+                       typeStr(from) + " to ONNX type " + std::to_string(to));
+  }
+
+  /// Comparisons and logic on integer or boolean tensors computed on the
+  /// device (a pad mask from the input ids): i64 tensors of 1 and 0 through
+  /// loom.eq, ne, lt and le (Greater and GreaterOrEqual swap the operands),
+  /// Not as 1 - x, And as x * y, Or as max(x, y).
+  bool convertLogic(const onnx::NodeProto &n) {
+    const std::string &op = n.op_type();
+    Value l, r;
+    if (!intInput(n, 0, l) || (n.input_size() > 1 && !intInput(n, 1, r)))
+      return false;
+    if (op == "Not") {
+      Val one;
+      one.elem = onnx::TensorProto::INT64;
+      one.data = {1};
+      return broadcastOp<SubOp>(n, materialize(one), l);
+    }
+    if (op == "Equal")
+      return broadcastOp<EqOp>(n, l, r);
+    if (op == "Less")
+      return broadcastOp<LtOp>(n, l, r);
+    if (op == "LessOrEqual")
+      return broadcastOp<LeOp>(n, l, r);
+    if (op == "Greater")
+      return broadcastOp<LtOp>(n, r, l);
+    if (op == "GreaterOrEqual")
+      return broadcastOp<LeOp>(n, r, l);
+    if (op == "And")
+      return broadcastOp<MulOp>(n, l, r);
+    return broadcastOp<MaxOp>(n, l, r); // Or
+  }
+
+  /// GatherElements of a constant whose elements are all equal, at computed
+  /// indices: that value in the indices' shape (what the indices pick does
+  /// not matter). BERT-style models gather their all-zero token-type
+  /// buffer at the position ids; other computed gathers are refused.
+  bool convertGatherElements(const onnx::NodeProto &n) {
+    const Val *data = constInput(n, 0);
+    std::vector<int64_t> shape;
+    if (!shapeOf(n, 1, shape))
+      return false;
+    if (!data || data->data.empty() ||
+        llvm::any_of(data->data, [&](double v) { return v != data->data[0]; }))
+      return nodeFail(n, "GatherElements at computed indices is supported on a constant whose "
+                         "elements are all equal only");
+    if (data->shape.size() != shape.size())
+      return nodeFail(n, "data and indices must have the same rank");
+    if (checkedNumel(shape, kMaxFolded) < 0)
+      return nodeFail(n, "the result is larger than a constant may be (" +
+                             std::to_string(kMaxFolded) + " elements)");
+    Val r;
+    r.elem = data->elem;
+    r.shape = shape;
+    r.data.assign(size_t(r.numel()), data->data[0]);
+    defineConst(n, 0, std::move(r));
+    return true;
+  }
+
+  /// CumSum of a computed tensor (integers: RoBERTa's position ids) along
+  /// a constant axis.
+  bool convertCumSum(const onnx::NodeProto &n) {
+    Value x;
+    if (!input(n, 0, x))
+      return false;
+    const Val *axis = constInput(n, 1);
+    int64_t rank = tt(x).getRank();
+    if (!axis || axis->numel() != 1)
+      return nodeFail(n, "the axis must be a constant scalar");
+    int64_t a = ints(*axis)[0];
+    if (rank == 0 || a < -rank || a >= rank)
+      return nodeFail(n, "axis " + std::to_string(a) + " is out of range for rank " +
+                             std::to_string(rank));
+    Type e = tt(x).getElementType();
+    if (!e.isF32() && !e.isInteger(64))
+      return nodeFail(n, "sums float or integer tensors, not " + typeStr(e));
+    auto sum = CumsumOp::create(b, loc, x.getType(), x, a < 0 ? a + rank : a);
+    sum.setExclusive(intAttr(n, "exclusive", 0) != 0);
+    sum.setReverse(intAttr(n, "reverse", 0) != 0);
+    define(n, sum);
+    return true;
   }
 
   MLIRContext &ctx;

@@ -27,6 +27,9 @@ struct KernelOps {
                           const int64_t *outShape, int rank);
   loomrt_status (*cast)(void *state, void *stream, loomrt_dtype from,
                         const void *x, loomrt_dtype to, void *y, size_t n);
+  loomrt_status (*cumsum)(void *state, void *stream, loomrt_dtype dt,
+                          const void *x, void *y, int64_t outer, int64_t len,
+                          int64_t inner, int exclusive, int reverse);
   loomrt_status (*fill)(void *state, void *stream, loomrt_dtype dt, void *x,
                         float value, size_t n);
   loomrt_status (*copy_strided)(void *state, void *stream, size_t elemSize,

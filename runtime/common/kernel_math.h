@@ -134,8 +134,42 @@ LOOMRT_HD float binaryOp(loomrt_binary_op op, float a, float b) {
   case LOOMRT_POW: return powf(a, b);
   case LOOMRT_MAX: return a > b ? a : b;
   case LOOMRT_MIN: return a < b ? a : b;
+  case LOOMRT_EQ: return a == b ? 1.0f : 0.0f;
+  case LOOMRT_NE: return a != b ? 1.0f : 0.0f;
+  case LOOMRT_LT: return a < b ? 1.0f : 0.0f;
+  case LOOMRT_LE: return a <= b ? 1.0f : 0.0f;
   default: return 0.0f;
   }
+}
+
+/// loomrt_binary on int64: sums and products wrap modulo 2^64 (computed on
+/// uint64, so no signed-overflow undefined behaviour); DIV and POW are
+/// refused before a kernel runs.
+LOOMRT_HD int64_t binaryOpInt(loomrt_binary_op op, int64_t a, int64_t b) {
+  uint64_t ua = uint64_t(a), ub = uint64_t(b);
+  switch (op) {
+  case LOOMRT_ADD: return int64_t(ua + ub);
+  case LOOMRT_SUB: return int64_t(ua - ub);
+  case LOOMRT_MUL: return int64_t(ua * ub);
+  case LOOMRT_MAX: return a > b ? a : b;
+  case LOOMRT_MIN: return a < b ? a : b;
+  case LOOMRT_EQ: return a == b;
+  case LOOMRT_NE: return a != b;
+  case LOOMRT_LT: return a < b;
+  case LOOMRT_LE: return a <= b;
+  default: return 0;
+  }
+}
+
+/// loomrt_cast from float to int64: toward zero, saturating, NaN to 0.
+LOOMRT_HD int64_t floatToInt64(float x) {
+  if (!(x == x))
+    return 0;
+  if (x >= 9.2233720368547758e18f)
+    return INT64_MAX;
+  if (x <= -9.2233720368547758e18f)
+    return INT64_MIN;
+  return int64_t(x);
 }
 
 /// Row-major strides of `shape` with broadcast dims (size 1 where the output

@@ -16,13 +16,16 @@ loomrt_status bad(const char *fn, const std::string &msg) {
 
 bool validDtype(loomrt_dtype dt) { return dt == LOOMRT_F32 || dt == LOOMRT_BF16; }
 
-/// Shared checks: stream, dtype, non-null buffers (when there is work).
+/// Shared checks: stream, dtype (F32 or BF16; with `intToo`, I64 as well),
+/// non-null buffers (when there is work).
 loomrt_status common(const char *fn, loomrt_stream s, loomrt_dtype dt,
-                     bool work, std::initializer_list<const void *> bufs) {
+                     bool work, std::initializer_list<const void *> bufs,
+                     bool intToo = false) {
   if (!s)
     return bad(fn, "null stream");
-  if (!validDtype(dt))
-    return bad(fn, "unknown dtype " + std::to_string(int(dt)));
+  if (!validDtype(dt) && !(intToo && dt == LOOMRT_I64))
+    return bad(fn, "unknown dtype " + std::to_string(int(dt)) +
+                       (dt == LOOMRT_I64 ? " (int64 is not a dtype of this kernel)" : ""));
   if (work)
     for (const void *b : bufs)
       if (!b)
@@ -160,9 +163,11 @@ loomrt_status loomrt_binary(loomrt_stream s, loomrt_binary_op op,
     return bad("binary", "rank must be in [0, 8]");
   if (rank && (!aShape || !bShape || !outShape))
     return bad("binary", "null shape");
-  LOOMRT_TRY(common("binary", s, dt, true, {a, b, out}));
+  LOOMRT_TRY(common("binary", s, dt, true, {a, b, out}, /*intToo=*/true));
   if (op < 0 || op >= LOOMRT_BINARY_OP_COUNT)
     return bad("binary", "unknown op " + std::to_string(int(op)));
+  if (dt == LOOMRT_I64 && (op == LOOMRT_DIV || op == LOOMRT_POW))
+    return bad("binary", "DIV and POW are not defined on int64");
   LOOMRT_TRY(checkBroadcast("binary", aShape, outShape, rank, "lhs"));
   LOOMRT_TRY(checkBroadcast("binary", bShape, outShape, rank, "rhs"));
   if (numel(outShape, rank) == 0)
@@ -180,7 +185,7 @@ loomrt_status loomrt_select(loomrt_stream s, loomrt_dtype dt,
     return bad("select", "rank must be in [0, 8]");
   if (rank && (!cShape || !aShape || !bShape || !outShape))
     return bad("select", "null shape");
-  LOOMRT_TRY(common("select", s, dt, true, {cond, a, b, out}));
+  LOOMRT_TRY(common("select", s, dt, true, {cond, a, b, out}, /*intToo=*/true));
   LOOMRT_TRY(checkBroadcast("select", cShape, outShape, rank, "condition"));
   LOOMRT_TRY(checkBroadcast("select", aShape, outShape, rank, "lhs"));
   LOOMRT_TRY(checkBroadcast("select", bShape, outShape, rank, "rhs"));
@@ -192,15 +197,15 @@ loomrt_status loomrt_select(loomrt_stream s, loomrt_dtype dt,
 
 loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
                           loomrt_dtype to, void *y, size_t n) {
-  LOOMRT_TRY(common("cast", s, from, n > 0, {x, y}));
-  if (!validDtype(to))
+  LOOMRT_TRY(common("cast", s, from, n > 0, {x, y}, /*intToo=*/true));
+  if (!validDtype(to) && to != LOOMRT_I64)
     return bad("cast", "unknown dtype " + std::to_string(int(to)));
   return n ? K(s).cast(ST(s), s->impl, from, x, to, y, n) : LOOMRT_OK;
 }
 
 loomrt_status loomrt_fill(loomrt_stream s, loomrt_dtype dt, void *x,
                           float value, size_t n) {
-  LOOMRT_TRY(common("fill", s, dt, n > 0, {x}));
+  LOOMRT_TRY(common("fill", s, dt, n > 0, {x}, /*intToo=*/true));
   return n ? K(s).fill(ST(s), s->impl, dt, x, value, n) : LOOMRT_OK;
 }
 
@@ -225,6 +230,20 @@ loomrt_status loomrt_copy_strided(loomrt_stream s, size_t elemSize,
     return bad("copy_strided", "null buffer");
   return K(s).copy_strided(ST(s), s->impl, elemSize, src, srcStrides, dst,
                            dstStrides, shape, rank);
+}
+
+loomrt_status loomrt_cumsum(loomrt_stream s, loomrt_dtype dt, const void *x,
+                            void *y, int64_t outer, int64_t len, int64_t inner,
+                            int exclusive, int reverse) {
+  if (outer < 0 || len < 0 || inner < 0)
+    return bad("cumsum", "needs outer, len and inner >= 0");
+  if (outer && inner && len > INT64_MAX / outer / inner)
+    return bad("cumsum", "size overflows");
+  int64_t n = outer * len * inner;
+  LOOMRT_TRY(common("cumsum", s, dt, n > 0, {x, y}, /*intToo=*/true));
+  return n ? K(s).cumsum(ST(s), s->impl, dt, x, y, outer, len, inner, exclusive != 0,
+                         reverse != 0)
+           : LOOMRT_OK;
 }
 
 loomrt_status loomrt_reduce(loomrt_stream s, loomrt_reduce_op op,

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace loomrt {
@@ -71,6 +72,17 @@ loomrt_status binary(void *, void *, loomrt_binary_op op, loomrt_dtype dt,
   Strides sa = broadcastStrides(aShape, oShape, rank);
   Strides sb = broadcastStrides(bShape, oShape, rank);
   Strides sc = cond ? broadcastStrides(cShape, oShape, rank) : Strides{};
+  if (dt == LOOMRT_I64) {
+    const int64_t *A = static_cast<const int64_t *>(a), *B = static_cast<const int64_t *>(b);
+    int64_t *O = static_cast<int64_t *>(out);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t oa, ob, oc;
+      stridedOffsets(shape, i, sa, sb, sc, oa, ob, oc);
+      O[i] = cond ? (cond[oc] ? A[oa] : B[ob]) : binaryOpInt(op, A[oa], B[ob]);
+    }
+    return LOOMRT_OK;
+  }
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     const T *A = static_cast<const T *>(a), *B = static_cast<const T *>(b);
@@ -90,6 +102,29 @@ loomrt_status binary(void *, void *, loomrt_binary_op op, loomrt_dtype dt,
 
 loomrt_status castK(void *, void *, loomrt_dtype from, const void *x,
                     loomrt_dtype to, void *y, size_t n) {
+  if (from == LOOMRT_I64 && to == LOOMRT_I64) {
+    std::memcpy(y, x, n * 8);
+    return LOOMRT_OK;
+  }
+  if (from == LOOMRT_I64 || to == LOOMRT_I64) {
+    withType(from == LOOMRT_I64 ? to : from, [&](auto tag) {
+      using T = decltype(tag);
+      if (from == LOOMRT_I64) {
+        const int64_t *in = static_cast<const int64_t *>(x);
+        T *o = static_cast<T *>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; ++i)
+          o[i] = store<T>(float(in[i]));
+      } else {
+        const T *in = static_cast<const T *>(x);
+        int64_t *o = static_cast<int64_t *>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; ++i)
+          o[i] = floatToInt64(load(in[i]));
+      }
+    });
+    return LOOMRT_OK;
+  }
   withType(from, [&](auto fromTag) {
     withType(to, [&](auto toTag) {
       using F = decltype(fromTag);
@@ -106,6 +141,10 @@ loomrt_status castK(void *, void *, loomrt_dtype from, const void *x,
 
 loomrt_status fillK(void *, void *, loomrt_dtype dt, void *x, float value,
                     size_t n) {
+  if (dt == LOOMRT_I64) {
+    std::fill_n(static_cast<int64_t *>(x), n, floatToInt64(value));
+    return LOOMRT_OK;
+  }
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     std::fill_n(static_cast<T *>(x), n, store<T>(value));
@@ -132,6 +171,47 @@ loomrt_status copyStrided(void *, void *, size_t elem, const void *src,
     stridedOffsets(shape, i, sa, sb, none, os, od, unused);
     std::memcpy(D + od * int64_t(elem), S + os * int64_t(elem), elem);
   }
+  return LOOMRT_OK;
+}
+
+/// One sequential scan per (outer, inner) column, columns in parallel.
+loomrt_status cumsumK(void *, void *, loomrt_dtype dt, const void *x, void *y,
+                      int64_t outer, int64_t len, int64_t inner, int exclusive,
+                      int reverse) {
+  auto scan = [&](auto tag, auto zero) {
+    using T = decltype(tag);
+    using A = decltype(zero); // the accumulator: int64_t or float
+    const T *in = static_cast<const T *>(x);
+    T *out = static_cast<T *>(y);
+#pragma omp parallel for schedule(static) if (outer * len * inner > 65536)
+    for (int64_t c = 0; c < outer * inner; ++c) {
+      int64_t base = (c / inner) * len * inner + c % inner;
+      A acc = zero;
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t at = base + (reverse ? len - 1 - k : k) * inner;
+        A v;
+        if constexpr (std::is_same_v<A, int64_t>)
+          v = in[at];
+        else
+          v = load(in[at]);
+        A next;
+        if constexpr (std::is_same_v<A, int64_t>)
+          next = binaryOpInt(LOOMRT_ADD, acc, v);
+        else
+          next = acc + v;
+        A put = exclusive ? acc : next;
+        if constexpr (std::is_same_v<A, int64_t>)
+          out[at] = put;
+        else
+          out[at] = store<T>(put);
+        acc = next;
+      }
+    }
+  };
+  if (dt == LOOMRT_I64)
+    scan(int64_t{}, int64_t{0});
+  else
+    withType(dt, [&](auto tag) { scan(tag, 0.0f); });
   return LOOMRT_OK;
 }
 
@@ -585,7 +665,7 @@ loomrt_status onebitAverageK(void *, void *, const uint8_t *packed, const float 
 }
 
 const KernelOps kCpuKernels = {
-    unary,       unaryGradK,    binary,       castK,      fillK,
+    unary,       unaryGradK,    binary,       castK,      cumsumK,    fillK,
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
     softmaxK,    softmaxGrad,   embeddingK,   embeddingGrad,
     crossEntropy, crossEntropyGrad, spmmK,    sgdK,

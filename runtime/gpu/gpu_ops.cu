@@ -200,6 +200,49 @@ template <typename F, typename T>
 __global__ void castKernel(const F *x, T *y, size_t n) {
   GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]));
 }
+/// int64 operands (device-side position ids and masks): the strided path
+/// only, these tensors are small.
+__global__ void binaryIntKernel(loomrt_binary_op op, const uint8_t *cond, const int64_t *a,
+                                const int64_t *b, int64_t *out, Shape shape, Strides sa,
+                                Strides sb, Strides sc, size_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t oa, ob, oc;
+    stridedOffsets(shape, int64_t(i), sa, sb, sc, oa, ob, oc);
+    out[i] = cond ? (cond[oc] ? a[oa] : b[ob]) : binaryOpInt(op, a[oa], b[ob]);
+  }
+}
+template <typename T> __global__ void castFromIntKernel(const int64_t *x, T *y, size_t n) {
+  GRID_STRIDE(i, n) y[i] = store<T>(float(x[i]));
+}
+template <typename T> __global__ void castToIntKernel(const T *x, int64_t *y, size_t n) {
+  GRID_STRIDE(i, n) y[i] = floatToInt64(load(x[i]));
+}
+/// One thread per (outer, inner) column, scanning its `len` elements in
+/// order: as the CPU backend adds, so floats round the same way. Position
+/// ids are short columns; a long float scan (the gradient of a cumsum over
+/// a long axis) is serial per column here.
+template <typename T, typename A>
+__global__ void cumsumKernel(const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
+                             int exclusive, int reverse) {
+  GRID_STRIDE(c, size_t(outer * inner)) {
+    int64_t base = (int64_t(c) / inner) * len * inner + int64_t(c) % inner;
+    A acc = 0;
+    for (int64_t k = 0; k < len; ++k) {
+      int64_t at = base + (reverse ? len - 1 - k : k) * inner;
+      A next;
+      if constexpr (sizeof(A) == 8)
+        next = binaryOpInt(LOOMRT_ADD, acc, x[at]);
+      else
+        next = acc + load(x[at]);
+      A put = exclusive ? acc : next;
+      if constexpr (sizeof(A) == 8)
+        y[at] = put;
+      else
+        y[at] = store<T>(put);
+      acc = next;
+    }
+  }
+}
 template <typename T> __global__ void fillKernel(T *x, T v, size_t n) {
   GRID_STRIDE(i, n) x[i] = v;
 }
@@ -455,7 +498,7 @@ loomrt_status binaryG(void *, void *st, loomrt_binary_op op, loomrt_dtype dt,
   };
   size_t ma = suffixSize(aShape), mb = suffixSize(bShape),
          mc = cond ? suffixSize(cShape) : 1;
-  if (ma && mb && mc && n > 0) {
+  if (ma && mb && mc && n > 0 && dt != LOOMRT_I64) {
     withType(dt, [&](auto tag) {
       using T = decltype(tag);
       constexpr size_t W = Word<T>::W;
@@ -484,6 +527,12 @@ loomrt_status binaryG(void *, void *st, loomrt_binary_op op, loomrt_dtype dt,
   Strides sa = broadcastStrides(aShape, oShape, rank);
   Strides sb = broadcastStrides(bShape, oShape, rank);
   Strides sc = cond ? broadcastStrides(cShape, oShape, rank) : Strides{};
+  if (dt == LOOMRT_I64) {
+    binaryIntKernel<<<gridFor(n), kThreads, 0, S(st)>>>(
+        op, cond, static_cast<const int64_t *>(a), static_cast<const int64_t *>(b),
+        static_cast<int64_t *>(out), shape, sa, sb, sc, n);
+    return launched("binary");
+  }
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     binaryKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
@@ -494,6 +543,20 @@ loomrt_status binaryG(void *, void *st, loomrt_binary_op op, loomrt_dtype dt,
 }
 loomrt_status castG(void *, void *st, loomrt_dtype from, const void *x,
                     loomrt_dtype to, void *y, size_t n) {
+  if (from == LOOMRT_I64 && to == LOOMRT_I64)
+    return gpuCheck(gpuMemcpyAsync(y, x, n * 8, S(st)), "cast");
+  if (from == LOOMRT_I64 || to == LOOMRT_I64) {
+    withType(from == LOOMRT_I64 ? to : from, [&](auto tag) {
+      using T = decltype(tag);
+      if (from == LOOMRT_I64)
+        castFromIntKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+            static_cast<const int64_t *>(x), static_cast<T *>(y), n);
+      else
+        castToIntKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+            static_cast<const T *>(x), static_cast<int64_t *>(y), n);
+    });
+    return launched("cast");
+  }
   withType(from, [&](auto f) {
     withType(to, [&](auto t) {
       using F = decltype(f);
@@ -504,8 +567,29 @@ loomrt_status castG(void *, void *st, loomrt_dtype from, const void *x,
   });
   return launched("cast");
 }
+loomrt_status cumsumG(void *, void *st, loomrt_dtype dt, const void *x, void *y,
+                      int64_t outer, int64_t len, int64_t inner, int exclusive, int reverse) {
+  size_t cols = size_t(outer * inner);
+  if (dt == LOOMRT_I64)
+    cumsumKernel<int64_t, int64_t><<<gridFor(cols), kThreads, 0, S(st)>>>(
+        static_cast<const int64_t *>(x), static_cast<int64_t *>(y), outer, len, inner,
+        exclusive, reverse);
+  else
+    withType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      cumsumKernel<T, float><<<gridFor(cols), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(x), static_cast<T *>(y), outer, len, inner, exclusive,
+          reverse);
+    });
+  return launched("cumsum");
+}
 loomrt_status fillG(void *, void *st, loomrt_dtype dt, void *x, float v,
                     size_t n) {
+  if (dt == LOOMRT_I64) {
+    fillKernel<int64_t><<<gridFor(n), kThreads, 0, S(st)>>>(static_cast<int64_t *>(x),
+                                                            floatToInt64(v), n);
+    return launched("fill");
+  }
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     fillKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(static_cast<T *>(x),
@@ -1266,7 +1350,7 @@ loomrt_status flashAttentionGradG(void *, void *, loomrt_dtype, int64_t, int64_t
 namespace {
 
 const KernelOps kGpuKernels = {
-    unaryG,        unaryGradG,        binaryG,  castG,       fillG,
+    unaryG,        unaryGradG,        binaryG,  castG,       cumsumG,    fillG,
     copyStridedG,  reduceG,           matmulG,  layerNormG,  layerNormGradG,
     softmaxG,      softmaxGradG,      embeddingG, embeddingGradG,
     crossEntropyG, crossEntropyGradG, spmmG,    sgdG,

@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -34,6 +36,26 @@ double relErr(const std::vector<float> &out, const D &ref) {
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+/// loomrt_binary's ops in double, or in int64 wrapping modulo 2^64 as the
+/// runtime specifies (computed on uint64).
+template <typename T> T binaryRef(int op, T x, T y) {
+  auto wrap = [](uint64_t v) { return T(int64_t(v)); };
+  constexpr bool I = std::is_integral_v<T>;
+  switch (op) {
+  case LOOMRT_ADD: if constexpr (I) return wrap(uint64_t(x) + uint64_t(y)); else return x + y;
+  case LOOMRT_SUB: if constexpr (I) return wrap(uint64_t(x) - uint64_t(y)); else return x - y;
+  case LOOMRT_MUL: if constexpr (I) return wrap(uint64_t(x) * uint64_t(y)); else return x * y;
+  case LOOMRT_DIV: return x / y;
+  case LOOMRT_POW: return T(std::pow(double(x), double(y)));
+  case LOOMRT_MAX: return std::max(x, y);
+  case LOOMRT_MIN: return std::min(x, y);
+  case LOOMRT_EQ: return x == y;
+  case LOOMRT_NE: return x != y;
+  case LOOMRT_LT: return x < y;
+  default: return x <= y;
+  }
 }
 
 /// Device buffers of one test on one backend, freed at the end.
@@ -287,17 +309,8 @@ TEST_P(Kernels, BinaryBroadcasts) {
         for (int i = 0; i < 2; ++i)
           for (int j = 0; j < 3; ++j)
             for (int k = 0; k < 4; ++k) {
-              double x = A[at(as, i, j, k)], y = B[at(bsh, i, j, k)], r;
-              switch (op) {
-              case LOOMRT_ADD: r = x + y; break;
-              case LOOMRT_SUB: r = x - y; break;
-              case LOOMRT_MUL: r = x * y; break;
-              case LOOMRT_DIV: r = x / y; break;
-              case LOOMRT_POW: r = std::pow(x, y); break;
-              case LOOMRT_MAX: r = std::max(x, y); break;
-              default: r = std::min(x, y); break;
-              }
-              ref[i * 12 + j * 4 + k] = r;
+              ref[i * 12 + j * 4 + k] =
+                  binaryRef(op, double(A[at(as, i, j, k)]), double(B[at(bsh, i, j, k)]));
             }
         SCOPED_TRACE("op " + std::to_string(op) + " b shape " + std::to_string(bs[0]) +
                      "x" + std::to_string(bs[1]) + "x" + std::to_string(bs[2]) +
@@ -354,6 +367,115 @@ TEST_P(Kernels, CastAndFill) {
     return std::vector<std::vector<float>>{h.get(dst, 777, LOOMRT_BF16),
                                            h.get(f, 777)};
   }, 0.0 + 1e-12);
+}
+
+TEST_P(Kernels, CumsumAllDirections) {
+  // A short column and a long one, both flags each way.
+  for (auto [outer, len, inner] : {std::tuple<int64_t, int64_t, int64_t>{2, 5, 3},
+                                   {3, 700, 2}}) {
+    std::vector<float> x = randn(outer * len * inner);
+    Harness probe(dev, s, dt());
+    auto X = probe.seen(x);
+    for (int flags = 0; flags < 4; ++flags) {
+      bool exclusive = flags & 1, reverse = flags & 2;
+      D ref(x.size());
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          double acc = 0;
+          for (int64_t k = 0; k < len; ++k) {
+            int64_t at = (o * len + (reverse ? len - 1 - k : k)) * inner + i;
+            ref[at] = exclusive ? acc : acc + X[at];
+            acc += X[at];
+          }
+        }
+      SCOPED_TRACE("cumsum " + std::to_string(outer) + "x" + std::to_string(len) + "x" +
+                   std::to_string(inner) + (exclusive ? " exclusive" : "") +
+                   (reverse ? " reverse" : ""));
+      // A running fp32 sum of 700 terms drifts like sqrt(700) roundings.
+      check({ref}, [&](Harness &h) {
+        void *y = h.out(x.size());
+        EXPECT_EQ(LOOMRT_OK, loomrt_cumsum(h.s, h.dt, h.put(x), y, outer, len, inner,
+                                           exclusive, reverse));
+        return std::vector<std::vector<float>>{h.get(y, x.size())};
+      }, dt() == LOOMRT_BF16 ? 1e-2 : 1e-5);
+    }
+  }
+}
+
+/// Integer tensors computed on the device (position ids from a pad mask):
+/// int64 binary ops with broadcasting and wrap-around, select, cumsum,
+/// casts to and from the test's float type, fill; all exact.
+TEST_P(Kernels, Int64ArithmeticIsExact) {
+  Harness h(dev, s, dt());
+  auto getI = [&](const void *p, size_t n) {
+    std::vector<int64_t> r(n);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(h.s, r.data(), p, n * 8));
+    EXPECT_EQ(LOOMRT_OK, loomrt_stream_synchronize(h.s));
+    return r;
+  };
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const int64_t os[3] = {2, 3, 4}, bs[3] = {1, 3, 1};
+  std::vector<int64_t> a(24), b = {1, -7, big};
+  for (int i = 0; i < 24; ++i)
+    a[i] = (i % 5) - 2 + (i == 23 ? big - 1 : 0);
+  const int64_t *A = h.putT(a), *B = h.putT(b);
+  for (int op = 0; op < LOOMRT_BINARY_OP_COUNT; ++op) {
+    void *o = h.alloc(24 * 8);
+    if (op == LOOMRT_DIV || op == LOOMRT_POW) {
+      EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+                loomrt_binary(h.s, loomrt_binary_op(op), LOOMRT_I64, A, os, B, bs, o, os, 3));
+      continue;
+    }
+    ASSERT_EQ(LOOMRT_OK,
+              loomrt_binary(h.s, loomrt_binary_op(op), LOOMRT_I64, A, os, B, bs, o, os, 3));
+    std::vector<int64_t> got = getI(o, 24);
+    for (int i = 0; i < 24; ++i) {
+      EXPECT_EQ(got[i], binaryRef(op, a[i], b[(i / 4) % 3])) << "op " << op << " at " << i;
+    }
+  }
+  // select on int64.
+  std::vector<uint8_t> cond = {1, 0, 1};
+  void *sel = h.alloc(24 * 8);
+  ASSERT_EQ(LOOMRT_OK, loomrt_select(h.s, LOOMRT_I64, h.putT(cond), bs, A, os, B, bs, sel, os, 3));
+  std::vector<int64_t> gotSel = getI(sel, 24);
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(gotSel[i], cond[(i / 4) % 3] ? a[i] : b[(i / 4) % 3]);
+  // RoBERTa's position ids: cumsum(ids != pad) * (ids != pad) + pad, here
+  // with the pad mask given; every direction of the scan.
+  std::vector<int64_t> m = {1, 1, 0, 1, 1, 0, 0, 1, 1, 1};
+  const int64_t *M = h.putT(m);
+  for (int flags = 0; flags < 4; ++flags) {
+    bool exclusive = flags & 1, reverse = flags & 2;
+    void *c = h.alloc(10 * 8);
+    ASSERT_EQ(LOOMRT_OK, loomrt_cumsum(h.s, LOOMRT_I64, M, c, 2, 5, 1, exclusive, reverse));
+    std::vector<int64_t> got = getI(c, 10);
+    for (int row = 0; row < 2; ++row) {
+      int64_t acc = 0;
+      for (int k = 0; k < 5; ++k) {
+        int at = row * 5 + (reverse ? 4 - k : k);
+        EXPECT_EQ(got[at], exclusive ? acc : acc + m[at]) << "flags " << flags << " at " << at;
+        acc += m[at];
+      }
+    }
+  }
+  // Casts: toward zero, saturating, NaN to 0; and back to floats.
+  std::vector<float> f = {2.7f, -2.7f, std::nanf(""), 1e30f, -1e30f, 1024.f};
+  std::vector<int64_t> want = {2, -2, 0, big, std::numeric_limits<int64_t>::min(), 1024};
+  void *fi = h.alloc(6 * 8), *back = h.out(6);
+  ASSERT_EQ(LOOMRT_OK, loomrt_cast(h.s, h.dt, h.put(f), LOOMRT_I64, fi, 6));
+  EXPECT_EQ(getI(fi, 6), want);
+  std::vector<int64_t> small = {3, -5, 0, 255, 1 << 20, -1};
+  ASSERT_EQ(LOOMRT_OK, loomrt_cast(h.s, LOOMRT_I64, h.putT(small), h.dt, back, 6));
+  std::vector<float> gotBack = h.get(back, 6);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(gotBack[i], float(small[i]));
+  void *fill = h.alloc(5 * 8);
+  ASSERT_EQ(LOOMRT_OK, loomrt_fill(h.s, LOOMRT_I64, fill, 7.0f, 5));
+  EXPECT_EQ(getI(fill, 5), std::vector<int64_t>(5, 7));
+  // Other kernels still refuse int64, by name.
+  float z = 0;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_unary(h.s, LOOMRT_EXP, LOOMRT_I64, &z, &z, 1));
+  EXPECT_NE(std::string(loomrt_last_error()).find("int64"), std::string::npos);
 }
 
 TEST_P(Kernels, CopyStridedPermutesSlicesAndBroadcasts) {

@@ -824,3 +824,19 @@ func.func @dropout_negative_key(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = loom.dropout %x ratio 0.1 key -1 : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+func.func @cumsum_dim(%x: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error@+1 {{'loom.cumsum' op dim 1 is outside [0, 1)}}
+  %y = loom.cumsum %x dim 1 : tensor<4xi64>
+  return %y : tensor<4xi64>
+}
+
+// -----
+
+func.func @cumsum_i32(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error@+1 {{'loom.cumsum' op sums floats or i64, not 'i32'}}
+  %y = loom.cumsum %x dim 0 : tensor<4xi32>
+  return %y : tensor<4xi32>
+}

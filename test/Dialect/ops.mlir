@@ -79,6 +79,26 @@ func.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<4x8xi1
   return %23 : tensor<4x8xf32>
 }
 
+// Integer tensors computed on the device: comparisons give 1 or 0 in the
+// operands' type, cumsum counts.
+// CHECK-LABEL: func.func @device_integers
+func.func @device_integers(%ids: tensor<2x8xi64>, %x: tensor<4x8xf32>) -> tensor<2x8xi64> {
+  %pad = arith.constant dense<1> : tensor<i64>
+  // CHECK: loom.ne %{{.*}}, %{{.*}} : tensor<2x8xi64>, tensor<i64> -> tensor<2x8xi64>
+  %m = loom.ne %ids, %pad : tensor<2x8xi64>, tensor<i64> -> tensor<2x8xi64>
+  // CHECK: loom.eq
+  %e = loom.eq %ids, %pad : tensor<2x8xi64>, tensor<i64> -> tensor<2x8xi64>
+  // CHECK: loom.lt
+  %l = loom.lt %m, %e : tensor<2x8xi64>, tensor<2x8xi64> -> tensor<2x8xi64>
+  // CHECK: loom.le
+  %f = loom.le %x, %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK: loom.cumsum %{{.*}} dim 1 : tensor<2x8xi64>
+  %c = loom.cumsum %l dim 1 : tensor<2x8xi64>
+  // CHECK: loom.cumsum %{{.*}} dim 0 exclusive reverse : tensor<4x8xf32>
+  %g = loom.cumsum %f dim 0 exclusive reverse : tensor<4x8xf32>
+  return %c : tensor<2x8xi64>
+}
+
 // CHECK-LABEL: func.func @layers
 func.func @layers(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %tok: tensor<2x8xi64>,
                   %q: tensor<2x4x8x4xf32>) -> tensor<f32> {

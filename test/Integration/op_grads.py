@@ -125,6 +125,21 @@ OPS = [
     ("cross_entropy", {"l": ([2, 3, 5], N)}, {"t": ([2, 3], "i64", 5)}, [],
      f"%y = loom.cross_entropy %l, %t : {ty([2, 3, 5])}, {ty([2, 3], 'i64')} -> {ty([])}",
      lambda p, a: F.cross_entropy(p["l"].reshape(6, 5), a["t"].reshape(6))),
+    ("cumsum", {"a": ([3, 5], N)}, {}, [3, 5], f"%y = loom.cumsum %a dim 1 : {ty([3, 5])}",
+     lambda p, a: torch.cumsum(p["a"], 1)),
+    ("cumsum_exclusive_reverse", {"a": ([3, 5], N)}, {}, [3, 5],
+     f"%y = loom.cumsum %a dim 0 exclusive reverse : {ty([3, 5])}",
+     lambda p, a: torch.flip(torch.cumsum(torch.flip(p["a"], [0]), 0), [0]) - p["a"]),
+    # RoBERTa's position ids, computed on the device from integer inputs
+    # (pad id 1): cumsum(ids != 1) * (ids != 1) + 1, then the lookup.
+    ("position_ids", {"t": ([7, 3], N)}, {"i": ([2, 4], "i64", 4)}, [2, 4, 3],
+     f"%c1 = arith.constant dense<1> : {ty([], 'i64')}\n"
+     f"  %m = loom.ne %i, %c1 : {ty([2, 4], 'i64')}, {ty([], 'i64')} -> {ty([2, 4], 'i64')}\n"
+     f"  %s = loom.cumsum %m dim 1 : {ty([2, 4], 'i64')}\n"
+     f"  %k = loom.mul %s, %m : {ty([2, 4], 'i64')}, {ty([2, 4], 'i64')} -> {ty([2, 4], 'i64')}\n"
+     f"  %q = loom.add %k, %c1 : {ty([2, 4], 'i64')}, {ty([], 'i64')} -> {ty([2, 4], 'i64')}\n"
+     f"  %y = loom.embedding %t[%q] : {ty([7, 3])}, {ty([2, 4], 'i64')} -> {ty([2, 4, 3])}",
+     lambda p, a: p["t"][torch.cumsum((a["i"] != 1).long(), 1) * (a["i"] != 1).long() + 1]),
     ("reshape", {"a": ([2, 6], N)}, {}, [3, 4], f"%y = loom.reshape %a : {ty([2, 6])} to {ty([3, 4])}",
      lambda p, a: p["a"].reshape(3, 4)),
     ("transpose", {"a": ([2, 3, 4], N)}, {}, [4, 2, 3],

@@ -85,7 +85,15 @@ ARCHS["bart"] = (tf.BartConfig, dict(vocab_size=V, d_model=32, decoder_layers=2,
                                      max_position_embeddings=64, dropout=0.0,
                                      attention_dropout=0.0, activation_dropout=0.0,
                                      use_cache=False, pad_token_id=None))
-MASKED_LM = {"bert"}
+# RoBERTa: position ids computed from the input on the device
+# (cumsum(input_ids != pad) * mask + pad: positions restart after pad
+# tokens, and the random tokens hold the pad id 1 about once in 128).
+ARCHS["roberta"] = (tf.RobertaConfig, dict(vocab_size=V, num_hidden_layers=2, hidden_size=32,
+                                           intermediate_size=64, num_attention_heads=4,
+                                           max_position_embeddings=64, type_vocab_size=1,
+                                           hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0, pad_token_id=1))
+MASKED_LM = {"bert", "roberta"}
 
 # Dropout on: the same tiny models with every dropout probability DROPOUT_P.
 ARCHS["gpt2-dropout"] = (tf.GPT2Config, dict(ARCHS["gpt2"][1], resid_pdrop=DROPOUT_P,
@@ -113,6 +121,18 @@ def auto_model(name, cfg):
     base = base[:-8] if base.endswith("-opset23") else base
     cls = tf.AutoModelForMaskedLM if base in MASKED_LM else tf.AutoModelForCausalLM
     return cls.from_config(cfg)
+
+
+def logits_model(name, cfg):
+    model = LogitsOnly(auto_model(name, cfg))
+    # nn.Embedding(padding_idx=p) zeroes the gradient of row p; the ONNX
+    # graph has no such attribute (a Gather), so the file trains that row.
+    # The reference trains what the file describes (a no-op for the models
+    # without a pad id).
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Embedding):
+            mod.padding_idx = None
+    return model
 
 
 def batches(tokens, steps=STEPS):
@@ -156,7 +176,7 @@ def make(name, out, tokens, attn):
     drop = name.endswith("-dropout")
     # A dropout model is exported in training mode, so its Dropout nodes
     # say training_mode = true, as a user exporting for training gets them.
-    model = LogitsOnly(auto_model(name, cfg)).train(drop)
+    model = logits_model(name, cfg).train(drop)
     # A fresh model's norms are all ones and its biases all zeros, and the
     # exporter's optimizer merges identical initializers into one (which
     # would tie what PyTorch trains apart): perturb every parameter so each
@@ -208,7 +228,7 @@ def make(name, out, tokens, attn):
     # the losses (check_zoo.py's tolerance takes it into account).
     model.load_state_dict(init)
     losses = train_losses(model, tokens)
-    model64 = LogitsOnly(auto_model(name, cfg)).double()
+    model64 = logits_model(name, cfg).double()
     model64.load_state_dict({k: v.double() if v.is_floating_point() else v
                              for k, v in init.items()})
     losses64 = train_losses(model64, tokens)
@@ -242,7 +262,7 @@ def main():
     out = sys.argv[1]
     names = sys.argv[2:] or list(ARCHS) + [f"{a}-raw" for a in ("gpt2", "llama", "opt", "gemma2",
                                                                  "olmo", "falcon", "bert",
-                                                                 "bart")] + \
+                                                                 "bart", "roberta")] + \
         [f"{a}-opset23" for a in ("llama", "llama-gqa")]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(7)

@@ -124,8 +124,11 @@ loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
  * are widened on load and rounded to nearest even on store). Kernels are
  * ordered on the stream like copies. Row ops (norms, softmax, cross-entropy)
  * work on the last dimension of a [rows, D] view. */
-/* I64 is a storage type only (token ids, labels): kernels take it where an
- * argument says int64, checkpoints store it. */
+/* I64 is the storage type of token ids and labels (kernels take it where an
+ * argument says int64, checkpoints store it) and of integer tensors computed
+ * on the device (position ids from a mask): binary, select, cast, fill and
+ * cumsum take it as their dtype, with exact int64 arithmetic; the other
+ * kernels refuse it. */
 typedef LOOMRT_ENUM(loomrt_dtype) {
   LOOMRT_F32 = 0,
   LOOMRT_BF16 = 1,
@@ -138,9 +141,12 @@ typedef LOOMRT_ENUM(loomrt_unary_op) {
   LOOMRT_SILU, LOOMRT_GELU, LOOMRT_GELU_TANH, LOOMRT_UNARY_OP_COUNT
 } loomrt_unary_op;
 
+/* EQ, NE, LT, LE: 1 where the comparison holds, else 0, in the call's
+ * dtype. */
 typedef LOOMRT_ENUM(loomrt_binary_op) {
   LOOMRT_ADD, LOOMRT_SUB, LOOMRT_MUL, LOOMRT_DIV, LOOMRT_POW, LOOMRT_MAX,
-  LOOMRT_MIN, LOOMRT_BINARY_OP_COUNT
+  LOOMRT_MIN, LOOMRT_EQ, LOOMRT_NE, LOOMRT_LT, LOOMRT_LE,
+  LOOMRT_BINARY_OP_COUNT
 } loomrt_binary_op;
 
 typedef LOOMRT_ENUM(loomrt_reduce_op) {
@@ -157,7 +163,8 @@ loomrt_status loomrt_unary_grad(loomrt_stream s, loomrt_unary_op op,
                                 loomrt_dtype dt, const void *dy, const void *x,
                                 void *dx, size_t n);
 /* out = a op b with NumPy broadcasting. All three shapes have `rank` dims
- * (pad with leading 1s); each a/b dim is 1 or out's dim. */
+ * (pad with leading 1s); each a/b dim is 1 or out's dim. On I64, every op
+ * but DIV and POW, wrapping modulo 2^64 as two's complement does. */
 loomrt_status loomrt_binary(loomrt_stream s, loomrt_binary_op op,
                             loomrt_dtype dt, const void *a,
                             const int64_t *a_shape, const void *b,
@@ -204,7 +211,8 @@ loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
 loomrt_status loomrt_onebit_average(loomrt_stream s, const uint8_t *packed,
                                     const float *scales, float *out,
                                     size_t world, size_t n);
-/* Element-type conversion of n elements. */
+/* Element-type conversion of n elements. Float to I64 truncates toward
+ * zero, saturates at the int64 range and maps NaN to 0. */
 loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
                           loomrt_dtype to, void *y, size_t n);
 /* Set n elements to `value`. */
@@ -217,6 +225,13 @@ loomrt_status loomrt_copy_strided(loomrt_stream s, size_t elem_size,
                                   const void *src, const int64_t *src_strides,
                                   void *dst, const int64_t *dst_strides,
                                   const int64_t *shape, int rank);
+/* Inclusive (or, with `exclusive`, exclusive) prefix sum along the middle
+ * axis of an [outer, len, inner] view, from the end with `reverse` (ONNX
+ * CumSum): y[o, r, i] = sum of x[o, r', i] over r' <= r (r' < r; r' >= r;
+ * r' > r). Floats accumulate in fp32 in that order; I64 exactly. */
+loomrt_status loomrt_cumsum(loomrt_stream s, loomrt_dtype dt, const void *x,
+                            void *y, int64_t outer, int64_t len, int64_t inner,
+                            int exclusive, int reverse);
 /* Reduce the middle axis of an [outer, len, inner] view:
  * y[o, i] = reduce_r x[o, r, i]. */
 loomrt_status loomrt_reduce(loomrt_stream s, loomrt_reduce_op op,

@@ -22,6 +22,7 @@ W = "initializer { name: \"w\" dims: 4 dims: 3 data_type: 1 " + \
 X = 'input { name: "x" type { tensor_type { elem_type: 1 shape { dim { dim_value: 2 } dim { dim_value: 4 } } } } }'
 OUT = 'output { name: "y" type { tensor_type { elem_type: 1 shape { dim { dim_value: 2 } dim { dim_value: 3 } } } } }'
 MATMUL = 'node { input: "x" input: "w" output: "y" name: "mm" op_type: "MatMul" }'
+IDS = 'input { name: "ids" type { tensor_type { elem_type: 7 shape { dim { dim_value: 2 } dim { dim_value: 4 } } } } }'
 
 
 def model(nodes=(MATMUL,), inits=(W,), inputs=(X,), outputs=(OUT,), opset="opset_import { version: 17 }"):
@@ -153,6 +154,25 @@ CASES = {
                                                 inits=(W, i64("t", [3], [1, 2, 3]), i64("i", [2], [0, 7]))),
     "cumsum_axis_out_of_range": model(then(node("CumSum", ["t", "a"], ["c"])),
                                       inits=(W, i64("t", [3], [1, 2, 3]), i64("a", [1], [4]))),
+    # Integer tensors computed on the device (RoBERTa's position ids):
+    # integer arithmetic, comparisons, casts and CumSum only.
+    "where_computed_condition": model([node("Equal", ["ids", "p"], ["e"], name="eq"),
+                                       node("Where", ["e", "x", "x"], ["c"], name="where"), MATMUL],
+                                      inits=(W, i64("p", [], [1])), inputs=(X, IDS)),
+    "equal_on_computed_floats": model(then(node("Equal", ["x", "x"], ["c"], name="eq"))),
+    "cumsum_computed_axis": model(then(node("CumSum", ["ids", "a"], ["c"], name="cs"),
+                                       node("CumSum", ["ids", "c"], ["d"], name="cs2")),
+                                  inits=(W, i64("a", [], [1])), inputs=(X, IDS)),
+    "cast_computed_float_to_bool": model(then(node("Cast", ["x"], ["c"], name="cast",
+                                                   attrs=int_attr("to", 9)))),
+    "gather_elements_computed_indices": model(then(node("GatherElements", ["t", "ids"], ["c"], name="ge")),
+                                              inits=(W, i64("t", [2, 4], [0, 1, 2, 3, 4, 5, 6, 7])),
+                                              inputs=(X, IDS)),
+    "integer_div_on_device": model([node("Div", ["ids", "ids"], ["q"], name="div"),
+                                    node("Cast", ["q"], ["f"], name="cast", attrs=int_attr("to", 1)),
+                                    node("Add", ["x", "f"], ["s"], name="add"),
+                                    node("MatMul", ["s", "w"], ["y"], name="mm")],
+                                   inputs=(X, IDS)),
     # SplitToSequence's sequence: read only by SequenceAt, at a position
     # inside it.
     "sequence_read_as_a_tensor": model([node("SplitToSequence", ["x"], ["s"], name="sp",
