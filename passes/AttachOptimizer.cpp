@@ -125,7 +125,7 @@ struct AttachOptimizer
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
             b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
             optimizer == "adamw" ? b.getUnitAttr() : UnitAttr(),
-            FlatSymbolRefAttr());
+            FlatSymbolRefAttr(), IntegerAttr());
         StoreOp::create(b, loc, upd.getNewParam(), p);
         StoreOp::create(b, loc, upd.getNewExpAvg(), mName);
         StoreOp::create(b, loc, upd.getNewExpAvgSq(), vName);

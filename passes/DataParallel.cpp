@@ -403,7 +403,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                                  gShard, mS, vS, first.getStep(), first.getLrAttr(),
                                  first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
                                  first.getWeightDecayAttr(), first.getDecoupledAttr(),
-                                 FlatSymbolRefAttr());
+                                 FlatSymbolRefAttr(), first.getFreezeStepAttr());
       StoreOp::create(b, loc, adam.getNewExpAvg(), mSym);
       StoreOp::create(b, loc, adam.getNewExpAvgSq(), vSym);
       if (zeroStage == 3) {

@@ -297,10 +297,31 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
           return refuse(": only the sign_scale codec has runtime kernels so far");
         if (!t.getElementType().isF32())
           return refuse(": sign_scale has runtime kernels for f32 tensors only");
-        if ((block != 0 && block != n) || n % 8)
+        // Decompression also takes the chunks a packed all_to_all or
+        // all_gather gives, one scale each.
+        bool chunked = isa<DecompressOp>(o) && block > 0 && n % block == 0 && block % 8 == 0;
+        if (((block != 0 && block != n) || n % 8) && !chunked)
           return refuse(": sign_scale needs one scale for the whole tensor (block 0) and a "
                         "multiple of 8 elements (pad first), got " + llvm::Twine(n) +
                         " elements, block " + llvm::Twine(block));
+        return success();
+      })
+      .Case<AllToAllOp, AllGatherOp>([&](Operation *o) -> LogicalResult {
+        if (failed(wholeWorld(isa<AllToAllOp>(o) ? llvm::cast<AllToAllOp>(o).getGroup()
+                                                 : llvm::cast<AllGatherOp>(o).getGroup())))
+          return failure();
+        auto in = dyn_cast<PackedType>(o->getOperand(0).getType());
+        if (!in) {
+          if (isa<AllGatherOp>(o))
+            return success();
+          return refuse(": all_to_all exchanges packed 1-bit payloads only");
+        }
+        auto out = llvm::cast<PackedType>(o->getResult(0).getType());
+        int64_t chunk = out.getCodec().getBlock();
+        if (in.getCodec().getKind() != CodecKind::sign_scale || in.getCodec().getBlock() != 0 ||
+            !in.getLogical().getElementType().isF32() || chunk <= 0 || chunk % 8)
+          return refuse(": packed collectives take f32 sign_scale payloads with one scale, in "
+                        "chunks of a multiple of 8 elements");
         return success();
       })
       .Case([&](MatmulOp o) -> LogicalResult {
@@ -328,7 +349,6 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
       })
       .Case([&](AllReduceOp o) { return wholeWorld(o.getGroup()); })
       .Case([&](ReduceScatterOp o) { return wholeWorld(o.getGroup()); })
-      .Case([&](AllGatherOp o) { return wholeWorld(o.getGroup()); })
       .Case([&](ShardOp o) { return wholeWorld(o.getGroup()); })
       .Default([&](Operation *other) -> LogicalResult {
         if (lowered.contains(other->getName()))
@@ -513,7 +533,10 @@ LogicalResult lower(CompressOp o, CompressOp::Adaptor a, Emit &e) {
 }
 LogicalResult lower(DecompressOp o, DecompressOp::Adaptor a, Emit &e) {
   Value out = e.alloc(o.getResult());
-  rt::OnebitDecompressOp::create(e.rw, e.loc, e.f.s, a.getInput(), out, numel(o.getResult()));
+  int64_t n = numel(o.getResult()), block = o.getInput().getType().getCodec().getBlock();
+  int64_t chunk = block > 0 ? block : n;
+  auto d = rt::OnebitDecompressOp::create(e.rw, e.loc, e.f.s, a.getInput(), out, chunk);
+  d.setChunks(n / chunk);
   return e.done(out);
 }
 
@@ -857,7 +880,7 @@ LogicalResult lower(AdamOp o, AdamOp::Adaptor a, Emit &e) {
   rt::AdamOp::create(e.rw, e.loc, st, buf[0], a.getGrad(), buf[1], buf[2], step, refresh,
                      dt(o.getGrad()), f64(o.getLr()), f64(o.getBeta1()), f64(o.getBeta2()),
                      f64(o.getEps()), f64(o.getWeightDecay()), o.getDecoupled(), st == e.f.hs,
-                     numel(o.getParam()));
+                     numel(o.getParam()), o.getFreezeStep().value_or(0));
   return e.done(buf);
 }
 
@@ -901,7 +924,37 @@ LogicalResult lower(AllReduceOp o, AllReduceOp::Adaptor a, Emit &e) {
 LogicalResult lower(ReduceScatterOp o, ReduceScatterOp::Adaptor a, Emit &e) {
   return lowerReduction<rt::ReduceScatterOp>(o, a.getInput(), numel(o.getResult()), e);
 }
+/// The packed collectives of 1-bit Adam (a sign_scale payload with one
+/// scale in, the same tensor with one scale per chunk out): the scales
+/// (first in the payload) and the sign bytes (after them) travel as two
+/// byte collectives on the comm stream.
+Value packedView(Emit &e, Value buf, int64_t offset) {
+  return rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), buf, offset);
+}
+LogicalResult lower(AllToAllOp o, AllToAllOp::Adaptor a, Emit &e) {
+  auto out = cast<PackedType>(o.getResult().getType());
+  int64_t n = out.getLogical().getNumElements(), chunk = out.getCodec().getBlock();
+  int64_t world = n / chunk;
+  Value buf = e.alloc(o.getResult());
+  Value token = e.async(e.f.cs, [&] {
+    rt::AllToAllOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, a.getInput(), 4),
+                           packedView(e, buf, 4 * world), chunk / 8);
+    rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, a.getInput(), buf, 4);
+  });
+  return e.done({buf, token});
+}
 LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
+  if (auto in = dyn_cast<PackedType>(o.getInput().getType())) {
+    int64_t chunk = in.getLogical().getNumElements();
+    int64_t world = cast<PackedType>(o.getResult().getType()).getLogical().getNumElements() / chunk;
+    Value buf = e.alloc(o.getResult());
+    Value token = e.async(e.f.cs, [&] {
+      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, a.getInput(), buf, 4);
+      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, a.getInput(), 4),
+                                   packedView(e, buf, 4 * world), chunk / 8);
+    });
+    return e.done({buf, token});
+  }
   Value out = e.alloc(o.getResult());
   Value token = e.async(e.f.cs, [&] {
     rt::AllGatherOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
@@ -1000,7 +1053,8 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
     Value stream;
     if (auto m = dyn_cast<rt::MemcpyOp>(op))
       stream = m.getStream();
-    else if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op))
+    else if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
+                 rt::AllGatherBytesOp>(op))
       stream = op.getOperand(1);
     auto role = stream ? stream.getDefiningOp<rt::StreamOp>() : rt::StreamOp();
     if (role && role.getRole() != rt::StreamRole::compute &&
@@ -1094,6 +1148,10 @@ struct Lowering {
       order.push_back(fn);
     };
     visit(step);
+    // 1-bit Adam's step after its freeze is the program's second entry.
+    auto frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
+    if (frozen && entry == "train_step")
+      visit(frozen);
     if (bad)
       return failure();
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
@@ -1131,6 +1189,7 @@ struct Lowering {
                 AttentionGradOp, MatmulOp, ReduceOp, CumsumOp>(patterns, tc, plan);
     addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
                 arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
+                AllToAllOp,
                 ShardOp, WaitOp>(patterns, tc, plan);
     llvm::DenseSet<OperationName> lowered;
     for (const std::unique_ptr<RewritePattern> &p : patterns.getNativePatterns())
@@ -1163,7 +1222,8 @@ struct Lowering {
       SmallVector<std::pair<Operation *, std::string>> texts;
       Operation *backwardEnd = nullptr;
       for (Operation &op : blk) {
-        if (fn == step && fn.getName() == "train_step" && isBackwardWork(&op))
+        if (((fn == step && fn.getName() == "train_step") || fn == frozen) &&
+            isBackwardWork(&op))
           backwardEnd = &op;
         if (!comments || isa<func::ReturnOp>(op) || plan.elided.contains(&op))
           continue;
@@ -1242,6 +1302,7 @@ struct Lowering {
     if (names && names.size() != ins.size())
       names = nullptr;
     Builder b(module.getContext());
+    int64_t freezeStep = freezeStepOf(module, step);
     SmallVector<Attribute> inputs;
     for (auto [i, r] : llvm::enumerate(ins)) {
       std::string name = names ? cast<StringAttr>(names[i]).str() : "input" + std::to_string(i);
@@ -1252,7 +1313,7 @@ struct Lowering {
            b.getNamedAttr("shape", b.getDenseI64ArrayAttr(r.getShape())),
            b.getNamedAttr("limit", b.getI64IntegerAttr(limit))}));
     }
-    return b.getDictionaryAttr(
+    DictionaryAttr program = b.getDictionaryAttr(
         {b.getNamedAttr("task", b.getI64IntegerAttr(tokens ? 0 : 1)),
          b.getNamedAttr("batch", b.getI64IntegerAttr(ins[0].getDimSize(0))),
          b.getNamedAttr("seq", b.getI64IntegerAttr(tokens ? ins[0].getDimSize(1) : 0)),
@@ -1260,6 +1321,27 @@ struct Lowering {
          b.getNamedAttr("world", b.getI64IntegerAttr(world)),
          b.getNamedAttr("zero_stage", b.getI64IntegerAttr(zeroStage)),
          b.getNamedAttr("inputs", b.getArrayAttr(inputs))});
+    // 1-bit Adam's second entry, named only where there is one.
+    if (freezeStep)
+      program = DictionaryAttr::get(
+          module.getContext(),
+          llvm::to_vector(llvm::concat<const NamedAttribute>(
+              program.getValue(),
+              ArrayRef<NamedAttribute>{b.getNamedAttr("freeze_step",
+                                                      b.getI64IntegerAttr(freezeStep))})));
+    return program;
+  }
+
+  /// 1-bit Adam's freeze step: @train_step_frozen, with the arguments of
+  /// @train_step, runs from it (0: no such step).
+  static int64_t freezeStepOf(ModuleOp module, func::FuncOp step) {
+    auto frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
+    auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(
+                           LoomDialect::FreezeStepAttrHelper::getNameStr())
+                     : IntegerAttr();
+    if (!at || frozen.getFunctionType() != step.getFunctionType())
+      return 0;
+    return at.getInt();
   }
 
   /// The rows of the table an integer argument indexes: the classes of the

@@ -238,6 +238,66 @@ def MixedPrecision : Pass<"loom-mixed-precision", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
+  let summary = "1-bit Adam: a second step function that averages momenta compressed";
+  let description = [{
+    Runs after `loom-attach-optimizer` (AdamW) and before
+    `loom-data-parallel`. 1-bit Adam (Tang et al. 2021, Algorithm 1; the
+    numerics of DeepSpeed's `OnebitAdam` and its `compressed_allreduce`)
+    runs plain Adam with full-precision gradient averaging for the first
+    `freeze-step` steps (`@train_step`, made data-parallel by
+    `loom-data-parallel` as usual), then freezes the variance: each rank
+    updates its own momentum from its own gradient, and the momenta are
+    averaged by a two-phase compressed all-reduce. This pass writes that
+    second step as `@train_step_frozen` (`loom.freeze_step` says from which
+    run step the binary calls it), calling `@forward_backward_local`, a copy
+    of `@forward_backward` that data parallelism leaves alone. Per
+    parameter of n elements, padded to N, a multiple of W·lcm(W, 8) for W
+    ranks, with chunks of C = N/W:
+
+    * worker: `m = β₁m + (1-β₁)g`, flattened and padded, compressed with
+      the worker error (`@P.onebit.worker_error`, N elements): one scale
+      ‖m + e‖/√N, signs packed 8 a byte;
+    * `loom.all_to_all` of the packed signs (chunk j to rank j; each chunk
+      keeps its sender's scale), decompressed and averaged over the ranks:
+      this rank's chunk of the average;
+    * the server's chunk compressed with the server error
+      (`@P.onebit.server_error`, C elements), `loom.all_gather`ed and
+      decompressed: the averaged momentum, its padding sliced off;
+    * `loom.adam` with `freeze_step`: the momentum becomes the average, the
+      variance stays, and the weights take the step.
+
+    The error buffers are `loom.state` of role `error_feedback`: checkpoints
+    save them and a resume restores them. Each rank sends 2(N/8 + 4) bytes
+    per parameter in the frozen step where an all-reduce of the gradient
+    sends 2·4n(W-1)/W (docs/compression.md).
+
+    After (one parameter @w of 24 elements, two ranks: N = 32, C = 16):
+
+    ```mlir
+    func.func @train_step_frozen(%x: tensor<2x8xi64>, %y: tensor<2x8xi64>) -> tensor<f32>
+        attributes {loom.freeze_step = 10 : i64} {
+      ...
+      %0:2 = call @forward_backward_local(%x, %y) : ...
+      %ml = loom.add %a, %b : ...            // β₁m + (1-β₁)g
+      %p, %we2 = loom.compress %flat feedback(%we : tensor<32xf32>)
+          : tensor<32xf32> -> !loom.packed<tensor<32xf32>, #loom.codec<sign_scale>>, tensor<32xf32>
+      %r, %t = loom.all_to_all %p over #loom.group<@world, ["rank"]> on comm
+          : !loom.packed<tensor<32xf32>, #loom.codec<sign_scale>>
+          -> !loom.packed<tensor<32xf32>, #loom.codec<sign_scale, block = 16>>
+      ...
+      %w2, %m2, %v2 = loom.adam %w, %mavg, %m, %v step %s {decoupled, freeze_step = 10 : i64, ...}
+    ```
+  }];
+  let options = [
+    Option<"freezeStep", "freeze-step", "int64_t", /*default=*/"0",
+           "Steps of plain Adam before the variance is frozen (>= 1)">,
+    Option<"topology", "topology", "std::string", /*default=*/"",
+           "The loom.topology to span (default: the module's only one)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
   let summary = "Data parallelism with ZeRO stages 0-3 over a topology";
   let description = [{

@@ -64,7 +64,10 @@ def Loom_Dialect : Dialect {
     // On the module: the names of @forward's arguments, in order (the
     // model's inputs and the loss's labels; the training binary's
     // --input NAME=FILE.npy).
-    "::mlir::ArrayAttr":$input_names
+    "::mlir::ArrayAttr":$input_names,
+    // On @train_step_frozen (loom-onebit-adam): the run step from which the
+    // binary runs it instead of @train_step (1-bit Adam's freeze step).
+    "::mlir::IntegerAttr":$freeze_step
   );
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{

@@ -78,6 +78,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
   if (name == LoomDialect::ModelAttrHelper::getNameStr() || name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
+  if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1,
+                  "a positive integer");
+  }
   if (name == LoomDialect::InputNamesAttrHelper::getNameStr()) {
     auto names = dyn_cast<ArrayAttr>(value);
     return expect(names && llvm::all_of(names, [](Attribute a) {

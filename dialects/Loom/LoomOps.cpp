@@ -966,6 +966,9 @@ LogicalResult AdamOp::verify() {
                          << " and " << b2;
   if (!(getEps().convertToDouble() > 0.0))
     return emitOpError() << "eps must be positive";
+  if (getFreezeStep() && !getDecoupled())
+    return emitOpError() << "1-bit Adam's frozen update (freeze_step) decays weights "
+                            "decoupled: it needs `decoupled`";
   if (!getExpAvg().getType().getElementType().isF32())
     return emitOpError() << "Adam state must be f32 (mixed precision keeps "
                             "fp32 moments), got "
@@ -1092,10 +1095,39 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &table) {
                           *size);
 }
 
+/// A payload with one scale (sign_scale, block 0) travels in chunks that
+/// keep their sender's scale: all_to_all and all_gather of it give the
+/// same logical tensor with one scale per chunk (1-bit Adam's compressed
+/// all-reduce, Tang et al. 2021 §4.1: all-to-all of signs with an
+/// all-gather of the worker scales, then an all-gather of the server's).
+static LogicalResult verifyChunkedPacked(Operation *op, PackedType in, Type outT,
+                                         int64_t outNumel, int64_t chunk) {
+  auto out = dyn_cast<PackedType>(outT);
+  RankedTensorType want = in.getLogical();
+  if (in.getLogical().getRank() != 1)
+    return op->emitOpError() << "exchanges 1-D packed payloads";
+  want = RankedTensorType::get({outNumel}, want.getElementType(), want.getEncoding());
+  if (!out || out.getLogical() != want || out.getCodec().getKind() != in.getCodec().getKind() ||
+      out.getCodec().getBlock() != chunk)
+    return op->emitOpError() << "result must be the packed " << want << " with one scale per "
+                             << chunk << " elements (#loom.codec<"
+                             << stringifyCodecKind(in.getCodec().getKind())
+                             << ", block = " << chunk << ">)";
+  return success();
+}
+
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &table) {
   FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
   if (failed(size))
     return failure();
+  // A one-scale payload gathered into chunks that keep their scales, or
+  // any payload concatenated as it is.
+  auto p = dyn_cast<PackedType>(getInput().getType());
+  auto out = dyn_cast<PackedType>(getResult().getType());
+  if (p && out && p.getCodec().getBlock() == 0 && out.getCodec().getBlock() != 0)
+    return verifyChunkedPacked(*this, p, getResult().getType(),
+                               p.getLogical().getNumElements() * *size,
+                               p.getLogical().getNumElements());
   return verifyDim0Scaled(*this, getInput().getType(), getResult().getType(),
                           *size, 1);
 }
@@ -1112,13 +1144,16 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &table) {
   FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
   if (failed(size))
     return failure();
-  if (failed(verifySameType(*this, getInput().getType(), getResult().getType())))
-    return failure();
   RankedTensorType in = logicalOf(getInput().getType());
   if (in.getRank() == 0 || in.getDimSize(0) % *size != 0)
     return emitOpError() << "dimension 0 must divide into " << *size
                          << " chunks, one per rank of the group";
-  return success();
+  auto p = dyn_cast<PackedType>(getInput().getType());
+  auto out = dyn_cast<PackedType>(getResult().getType());
+  if (p && out && p.getCodec().getBlock() == 0 && out.getCodec().getBlock() != 0)
+    return verifyChunkedPacked(*this, p, getResult().getType(), in.getNumElements(),
+                               in.getNumElements() / *size);
+  return verifySameType(*this, getInput().getType(), getResult().getType());
 }
 
 LogicalResult BroadcastCommOp::verifySymbolUses(SymbolTableCollection &table) {

@@ -779,6 +779,14 @@ def Loom_AdamOp : Loom_Op<"adam", [Pure, Loom_ComputeOpTrait,
     updated there (Deep Optimizer States' two paths). `subgroup` records
     which `loom.subgroup` this update belongs to.
 
+    With `freeze_step = F`, the op is 1-bit Adam's update after its freeze
+    (Tang et al. 2021, Algorithm 1): `grad` is the momentum, already
+    updated on each rank and averaged by the compressed all-reduce; the new
+    `exp_avg` is it, `exp_avg_sq` stays, and its bias correction stays at
+    step F (`decoupled` required):
+
+        m ← g;  p ← p·(1 - lr·wd) - lr/(1-β₁ᵗ) · m / (√v/√(1-β₂ᶠ) + ε)
+
     ```mlir
     %p2, %m2, %v2 = loom.adam %p, %g, %m, %v step %t
         {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
@@ -795,7 +803,8 @@ def Loom_AdamOp : Loom_Op<"adam", [Pure, Loom_ComputeOpTrait,
                        DefaultValuedAttr<F64Attr, "1.0e-8">:$eps,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
                        UnitAttr:$decoupled,
-                       OptionalAttr<FlatSymbolRefAttr>:$subgroup);
+                       OptionalAttr<FlatSymbolRefAttr>:$subgroup,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$freeze_step);
   let results = (outs Loom_FloatTensor:$new_param, Loom_FloatTensor:$new_exp_avg,
                       Loom_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{

@@ -349,9 +349,14 @@ def LoomRT_OnebitCompressOp : LoomRT_CallOp<"onebit_compress",
 }
 
 def LoomRT_OnebitDecompressOp : LoomRT_CallOp<"onebit_decompress",
-    (ins LoomRT_Buffer:$packed, LoomRT_Buffer:$out, NonNegI64:$n),
-    "$packed `->` $out `,` $n"> {
+    (ins LoomRT_Buffer:$packed, LoomRT_Buffer:$out, NonNegI64:$n,
+         DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$chunks),
+    "$packed `->` $out `,` $n (`chunks` $chunks^)?"> {
   let summary = "scale · sign of a `sign_scale` payload (loomrt_onebit_decompress)";
+  let description = [{
+    `chunks` chunks of `n` elements, each with its own scale: the payload
+    holds the `chunks` fp32 scales first, then the signs of every chunk.
+  }];
 }
 
 def LoomRT_UnaryGradOp : LoomRT_CallOp<"unary_grad",
@@ -558,7 +563,7 @@ def LoomRT_AdamOp : LoomRT_Op<"adam", [DeclareOpInterfaceMethods<LoomRT_WorkOpIn
                        Optional<LoomRT_Buffer>:$refresh, LoomRT_DType:$grad_dtype,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, UnitAttr:$decoupled, UnitAttr:$timed,
-                       NonNegI64:$n);
+                       NonNegI64:$n, DefaultValuedAttr<I64Attr, "0">:$freeze_step);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step (`refresh` $refresh^)?
     `grad` $grad_dtype `on` $stream attr-dict
@@ -591,6 +596,20 @@ def LoomRT_ReduceScatterOp : LoomRT_Op<"reduce_scatter"> {
                        LoomRT_Buffer:$input, LoomRT_Buffer:$output, NonNegI64:$n,
                        LoomRT_ReduceKind:$reduce);
   let assemblyFormat = "$reduce $dtype $input `->` $output `,` $n `over` $comm `on` $stream attr-dict";
+}
+
+def LoomRT_AllToAllOp : LoomRT_Op<"all_to_all"> {
+  let summary = "block j (`bytes` bytes) of the input to rank j (loomrt_all_to_all)";
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_Buffer:$input,
+                       LoomRT_Buffer:$output, NonNegI64:$bytes);
+  let assemblyFormat = "$input `->` $output `,` $bytes `bytes` `over` $comm `on` $stream attr-dict";
+}
+
+def LoomRT_AllGatherBytesOp : LoomRT_Op<"all_gather_bytes"> {
+  let summary = "all-gather of `bytes` bytes per rank (packed payloads)";
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_Buffer:$input,
+                       LoomRT_Buffer:$output, NonNegI64:$bytes);
+  let assemblyFormat = "$input `->` $output `,` $bytes `bytes` `over` $comm `on` $stream attr-dict";
 }
 
 def LoomRT_AllGatherOp : LoomRT_Op<"all_gather"> {

@@ -66,6 +66,8 @@ struct PipelineOptions {
   std::string hardwareName = "h100";
   bool dataParallel = false; // needs a loom.topology @world in the module
   int64_t zeroStage = 0, bucketSize = 16777216;
+  /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
+  int64_t onebitFreezeStep = 0;
 };
 
 /// Adds the passes of the phases after `from` up to `to` to `pm`: mixed

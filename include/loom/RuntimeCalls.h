@@ -70,9 +70,11 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
       .Case([&](rt::OnebitDecompressOp o) {
         return b.call("loomrt_onebit_decompress", loomrt_onebit_decompress,
                       b.stream(o.getStream()),
-                      b.template ptrAt<const uint8_t>(o.getPacked(), 4, "const uint8_t *"),
+                      b.template ptrAt<const uint8_t>(o.getPacked(), 4 * int64_t(o.getChunks()),
+                                                      "const uint8_t *"),
                       b.template ptr<const float>(o.getPacked(), "const float *"),
-                      b.template ptr<float>(o.getOut(), "float *"), b.i(1), b.i(o.getN()));
+                      b.template ptr<float>(o.getOut(), "float *"), b.i(o.getChunks()),
+                      b.i(o.getN()));
       })
       .Case([&](rt::UnaryGradOp o) {
         return b.call("loomrt_unary_grad", loomrt_unary_grad, b.stream(o.getStream()),
@@ -234,6 +236,16 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
         return b.call("loomrt_reduce_scatter", loomrt_reduce_scatter, b.comm(o.getComm()),
                       b.stream(o.getStream()), b.dtype(o.getDtype()), b.buf(o.getInput()),
                       b.buf(o.getOutput()), b.i(o.getN()), b.reduce(o.getReduce()));
+      })
+      .Case([&](rt::AllToAllOp o) {
+        return b.call("loomrt_all_to_all", loomrt_all_to_all, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.buf(o.getInput()), b.buf(o.getOutput()),
+                      b.i(o.getBytes()));
+      })
+      .Case([&](rt::AllGatherBytesOp o) {
+        return b.call("loomrt_all_gather_bytes", loomrt_all_gather_bytes, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.buf(o.getInput()), b.buf(o.getOutput()),
+                      b.i(o.getBytes()));
       })
       .Case([&](rt::AllGatherOp o) {
         return b.call("loomrt_all_gather", loomrt_all_gather, b.comm(o.getComm()),

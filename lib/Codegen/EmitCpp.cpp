@@ -135,7 +135,7 @@ struct TextCall {
                     f(o.getBeta1().convertToDouble()) + ", " + f(o.getBeta2().convertToDouble()) +
                     ", " + f(o.getEps().convertToDouble()) + ", " +
                     f(o.getWeightDecay().convertToDouble()) + ", " + flag(o.getDecoupled()) +
-                    ", t_};");
+                    ", t_, " + i(o.getFreezeStep()) + "};");
     // An update the host runs itself is timed for the driver (the JSON
     // log's cpu_update_*, --trace's cpu lane).
     if (o.getTimed()) {
@@ -165,6 +165,13 @@ public:
                 "(tokens, targets), a classifier's (inputs..., labels)) and to return "
                 "the loss";
     auto prog = [&](StringRef k) { return program.getAs<IntegerAttr>(k).getInt(); };
+    // 1-bit Adam: the step after the freeze, a second entry.
+    int64_t freezeStep = program.getAs<IntegerAttr>("freeze_step")
+                             ? program.getAs<IntegerAttr>("freeze_step").getInt()
+                             : 0;
+    if (freezeStep && !module.lookupSymbol("train_step_frozen"))
+      return module.emitError() << "code generation: the program has a freeze step but no "
+                                   "@train_step_frozen";
     // The step's inputs, for the driver's data loaders.
     std::string inputTable, entryArgs;
     auto inputs = program.getAs<ArrayAttr>("inputs");
@@ -314,6 +321,11 @@ public:
            "void **loss) {\n"
         << "  return " << cppIdentifier("fn_", "train_step") << "(c, G" << entryArgs
         << ", loss);\n}\n\n"
+        << (freezeStep ? "loomrt_status entry_frozen(loomrt_step_ctx c, void **G, "
+                         "const void *const *in, void **loss) {\n  return " +
+                             cppIdentifier("fn_", "train_step_frozen") + "(c, G" + entryArgs +
+                             ", loss);\n}\n\n"
+                       : std::string())
         << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
         << table << "};\n\n"
         << "const loomrt_input_desc kInputs[] = {\n" << inputTable << "};\n\n"
@@ -327,7 +339,9 @@ public:
         << (anyWeights ? cppStringLiteral(opts.weightsFile) : std::string("nullptr"))
         << ", entry, " << prog("world") << ", " << prog("zero_stage") << ",\n      "
         << (prog("task") ? "LOOMRT_TASK_ARRAYS" : "LOOMRT_TASK_TOKENS")
-        << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs};\n"
+        << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs,\n      "
+        << (freezeStep ? "entry_frozen, " + std::to_string(freezeStep) : std::string("nullptr, 0"))
+        << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }

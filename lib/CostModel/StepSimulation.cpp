@@ -302,7 +302,8 @@ struct Simulator {
         })
         .Case([&](rt::MemcpyOp c) { return copy(c); })
         .Case([&](rt::AdamOp a) { return adam(a); })
-        .Case<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(
+        .Case<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
+              rt::AllGatherBytesOp>(
             [&](Operation *c) { return collective(c); })
         .Case([&](func::CallOp c) { return visitCall(c, module); })
         .Case([&](rt::WorkOpInterface w) { return work(w); })
@@ -408,6 +409,10 @@ struct Simulator {
       bytes = double(c.getN()) * double(world) * double(rt::dtypeBytes(c.getDtype()));
     else if (auto c = dyn_cast<rt::AllGatherOp>(op))
       bytes = double(c.getN()) * double(rt::dtypeBytes(c.getDtype()));
+    else if (auto c = dyn_cast<rt::AllToAllOp>(op))
+      bytes = double(c.getBytes()) * double(world);
+    else if (auto c = dyn_cast<rt::AllGatherBytesOp>(op))
+      bytes = double(c.getBytes());
     double bw = !hw.links.empty() ? hw.links.front().bandwidth : deviceBandwidth();
     Lane l = laneOf(op->getOperand(1));
     double &lane = clock(l);

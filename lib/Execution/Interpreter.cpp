@@ -412,7 +412,7 @@ public:
       cfg = {float(o.getLr().convertToDouble()), float(o.getBeta1().convertToDouble()),
              float(o.getBeta2().convertToDouble()), float(o.getEps().convertToDouble()),
              float(o.getWeightDecay().convertToDouble()), o.getDecoupled() ? 1 : 0,
-             in.ints.lookup(o.getStep())};
+             in.ints.lookup(o.getStep()), int64_t(o.getFreezeStep())};
       return &cfg;
     }
     /// Makes the call; a failure is kept in `ok` (the op was handled).
@@ -425,7 +425,8 @@ public:
   };
 
   bool exec(Operation *op) {
-    if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::RankViewOp>(op))
+    if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
+              rt::AllGatherBytesOp, rt::RankViewOp>(op))
       return fail("loom-run executes one rank: collectives run in the generated binary "
                   "(loomc --topology=..., one process per rank)");
     Call c{*this, {}, {}, {}};

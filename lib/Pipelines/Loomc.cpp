@@ -252,8 +252,17 @@ struct LoomcOptions {
       "target", cl::init("cpu"), cl::value_desc("cpu|cuda"),
       cl::desc("Device the training binary runs on"), cl::cat(cat)};
   cl::opt<std::string> optimizer{
-      "optimizer", cl::init("adamw"), cl::value_desc("adamw|adam|sgd"),
-      cl::desc("Optimizer attached in the optimizer phase"), cl::cat(cat)};
+      "optimizer", cl::init("adamw"), cl::value_desc("adamw|adam|sgd|onebit-adam"),
+      cl::desc("Optimizer attached in the optimizer phase; onebit-adam: 1-bit Adam with "
+               "--topology (AdamW with averaged gradients for --freeze-step steps, then "
+               "the variance frozen and momenta averaged 1-bit compressed; "
+               "docs/compression.md)"),
+      cl::cat(cat)};
+  cl::opt<int64_t> freezeStep{
+      "freeze-step", cl::init(0), cl::value_desc("N"),
+      cl::desc("--optimizer=onebit-adam: steps of plain Adam before the variance is frozen "
+               "and communication becomes 1-bit (DeepSpeed's freeze_step)"),
+      cl::cat(cat)};
   cl::opt<double> lr{"lr", cl::init(1e-3), cl::desc("Learning rate"),
                             cl::cat(cat)};
   cl::opt<double> weightDecay{"weight-decay", cl::init(0.01),
@@ -429,6 +438,17 @@ int loomcMain(int argc, char **argv) {
   if (o.zeroStage >= 0 && levels.empty())
     return error("--zero-stage needs --topology (the ranks to partition over)");
   bool dataParallel = !levels.empty();
+  bool onebit = o.optimizer == "onebit-adam";
+  if (onebit && !dataParallel)
+    return error("--optimizer=onebit-adam averages momenta across ranks: give --topology");
+  if (onebit && o.freezeStep < 1)
+    return error("--optimizer=onebit-adam needs --freeze-step=N (N >= 1 steps of plain Adam "
+                 "first)");
+  if (!onebit && o.freezeStep != 0)
+    return error("--freeze-step is an option of --optimizer=onebit-adam");
+  if (onebit && o.zeroStage > 0)
+    return error("--optimizer=onebit-adam runs with --zero-stage=0 so far (ZeRO 1 and 2 are "
+                 "not composed with it yet)");
   std::string modelSpec = o.model;
   if (dataParallel && !o.model.empty()) {
     std::string err;
@@ -514,7 +534,10 @@ int loomcMain(int argc, char **argv) {
   po.reinitParams = o.init == "random";
   po.precision = o.precision;
   po.recompute = o.recompute;
-  po.optimizer.optimizer = o.optimizer;
+  // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
+  // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
+  po.optimizer.optimizer = onebit ? "adamw" : std::string(o.optimizer);
+  po.onebitFreezeStep = onebit ? o.freezeStep : 0;
   po.optimizer.lr = o.lr;
   po.optimizer.weightDecay = o.weightDecay;
   po.optimizer.beta1 = o.beta1;

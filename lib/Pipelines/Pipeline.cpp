@@ -53,6 +53,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
       pm.addPass(mlir::loom::createOffloadOptimizer(oo));
     }
   }
+  if (runs(Phase::Distribute) && o.dataParallel && o.onebitFreezeStep > 0) {
+    mlir::loom::OnebitAdamOptions ob;
+    ob.freezeStep = o.onebitFreezeStep;
+    pm.addPass(mlir::loom::createOnebitAdam(ob));
+  }
   if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;
     dp.zeroStage = o.zeroStage;
@@ -113,6 +118,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<int64_t> bucketSize{*this, "bucket-size",
                              llvm::cl::desc("Elements per gradient bucket"),
                              llvm::cl::init(16777216)};
+  Option<int64_t> freezeStep{*this, "freeze-step",
+                             llvm::cl::desc("1-bit Adam (loom-onebit-adam before data "
+                                            "parallelism) with this freeze step; 0: none"),
+                             llvm::cl::init(0)};
 };
 } // namespace
 
@@ -144,6 +153,7 @@ void registerLoomPipeline() {
         o.dataParallel = cl.dataParallel;
         o.zeroStage = cl.zeroStage;
         o.bucketSize = cl.bucketSize;
+        o.onebitFreezeStep = cl.freezeStep;
         buildPipeline(pm, *from, *to, o);
         return success();
       },

@@ -674,6 +674,26 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
   return fail(LOOMRT_ERR_UNSUPPORTED, "all_gather: unknown transport");
 }
 
+loomrt_status loomrt_all_gather_bytes(loomrt_comm c, loomrt_stream s, const void *send,
+                                      void *recv, size_t bytes) {
+  if (loomrt_status st = checkCall("all_gather_bytes", c, s, bytes, {send, recv}))
+    return st;
+  c->count(LOOMRT_COLL_ALL_GATHER, double(c->size - 1) * double(bytes));
+  if (c->transport == Transport::Self || bytes == 0)
+    return localCopy(s, recv, send, bytes);
+  std::string what = "all_gather of " + std::to_string(bytes) + " bytes per rank";
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi)
+    return mpiCall(s, what, [&] {
+      return MPI_Allgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, c->mpi);
+    }, bytes * size_t(c->size));
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  return ncclDone(s, what, ncclAllGather(send, recv, bytes, ncclInt8, c->nccl, cudaStreamOf(s)));
+#endif
+  return fail(LOOMRT_ERR_UNSUPPORTED, "all_gather_bytes: unknown transport");
+}
+
 loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send,
                                 void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_to_all", c, s, bytes, {send, recv}))

@@ -26,7 +26,8 @@ struct AdamScalars {
   float decay;       // multiplicative decay of p for AdamW: 1 - lr*wd
   float l2;          // wd added to the gradient for plain Adam
   float stepSize;    // lr / (1 - beta1^t)
-  float invBc2Sqrt;  // 1 / sqrt(1 - beta2^t)
+  float invBc2Sqrt;  // 1 / sqrt(1 - beta2^t), t frozen at freeze_step
+  bool frozen;       // 1-bit Adam after its freeze step: g is the momentum
 };
 
 inline AdamScalars adamScalars(const loomrt_adam_config &c) {
@@ -38,7 +39,9 @@ inline AdamScalars adamScalars(const loomrt_adam_config &c) {
   s.decay = c.decoupled_weight_decay ? 1.0f - c.lr * c.weight_decay : 1.0f;
   s.l2 = c.decoupled_weight_decay ? 0.0f : c.weight_decay;
   double bc1 = 1.0 - pow((double)c.beta1, (double)c.step);
-  double bc2 = 1.0 - pow((double)c.beta2, (double)c.step);
+  s.frozen = c.freeze_step > 0;
+  double bc2 = 1.0 - pow((double)c.beta2,
+                         (double)(s.frozen && c.freeze_step < c.step ? c.freeze_step : c.step));
   s.stepSize = (float)(c.lr / bc1);
   s.invBc2Sqrt = (float)(1.0 / sqrt(bc2));
   return s;
@@ -63,6 +66,14 @@ LOOMRT_HD uint16_t floatToBf16(float f) {
 
 LOOMRT_HD void adamElement(const AdamScalars &s, float &p, float g, float &m,
                            float &v) {
+  if (s.frozen) {
+    // 1-bit Adam after the freeze (Tang et al. 2021, Algorithm 1 line 13):
+    // the averaged momentum arrives as g, the variance stays.
+    p = p * s.decay;
+    m = g;
+    p = p - s.stepSize * (m / (sqrtf(v) * s.invBc2Sqrt + s.eps));
+    return;
+  }
   g = g + s.l2 * p;
   p = p * s.decay;
   m = m + (1.0f - s.beta1) * (g - m);

@@ -208,6 +208,10 @@ static loomrt_status checkAdam(const char *fn, loomrt_stream s,
         cfg->beta2 < 1.f))
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 name + ": beta1 and beta2 must be in [0, 1)");
+  if (cfg->freeze_step < 0 || (cfg->freeze_step > 0 && !cfg->decoupled_weight_decay))
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                name + ": freeze_step must be >= 0, and 1-bit Adam's frozen update "
+                       "decays weights decoupled (AdamW)");
   return LOOMRT_OK;
 }
 

@@ -220,7 +220,9 @@ void run(const loomrt_adam_config &cfg, float *p, const G *g, float *m,
   static const std::string envStream = envOr("LOOMRT_CPU_STREAM", "auto");
   static const Choice<G> dflt = choose<G>(envIsa);
   const AdamScalars s = adamScalars(cfg);
-  Kernel<G> k = isa ? choose<G>(isa).kernel : dflt.kernel;
+  // The vector paths are plain Adam; 1-bit Adam's frozen update (no
+  // moments to update) runs the scalar one.
+  Kernel<G> k = s.frozen ? adamScalar<G> : isa ? choose<G>(isa).kernel : dflt.kernel;
   // Streaming the bf16 output pays off only when it does not fit in cache
   // (the copy to the GPU would otherwise find it there); 32 MiB of state is
   // above the L3 of the hosts we run on.

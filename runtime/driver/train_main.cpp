@@ -836,7 +836,9 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     }
     void *dLoss = nullptr;
     uint64_t sentBefore = loomrt_comm_bytes_sent(comm, -1);
-    TRY(p->train_step(&ctx, G.data(), dIn.data(), &dLoss), "training step");
+    bool frozen = p->train_step_frozen && step >= p->freeze_step;
+    TRY((frozen ? p->train_step_frozen : p->train_step)(&ctx, G.data(), dIn.data(), &dLoss),
+        frozen ? "training step (1-bit Adam, after the freeze)" : "training step");
     if (trace) {
       TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
       TRY(loomrt_trace_end(trace, s, span), "trace");

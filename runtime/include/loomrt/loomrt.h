@@ -104,6 +104,11 @@ typedef struct loomrt_adam_config {
   float weight_decay;
   int decoupled_weight_decay; /* 1: AdamW (Loshchilov & Hutter); 0: L2 in grad */
   int64_t step;               /* 1-based step used for bias correction */
+  /* > 0: 1-bit Adam's update after its freeze step (Tang et al. 2021,
+   * Algorithm 1): `grad` is the momentum, already updated and averaged
+   * across ranks; m becomes it, v stays frozen and its bias correction
+   * stays at this step; decoupled weight decay only. 0: plain Adam. */
+  int64_t freeze_step;
 } loomrt_adam_config;
 
 /* One Adam/AdamW step over n fp32 elements, in place on param, m and v:
@@ -111,6 +116,8 @@ typedef struct loomrt_adam_config {
  *   g' = g (+ wd*p if L2);  p *= 1 - lr*wd (if decoupled)
  *   m = b1*m + (1-b1) g';   v = b2*v + (1-b2) g'^2
  *   p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+ * With freeze_step F > 0 (1-bit Adam after the freeze):
+ *   p *= 1 - lr*wd;  m = g;  p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^F) + eps)
  * All pointers must be accessible from the stream's device. */
 loomrt_status loomrt_adam_f32(loomrt_stream s, const loomrt_adam_config *cfg,
                               float *param, const float *grad, float *m,
@@ -365,6 +372,9 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s,
 loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s,
                                 loomrt_dtype dt, const void *send, void *recv,
                                 size_t send_count);
+/* recv = concatenation over ranks of send (bytes each): packed payloads. */
+loomrt_status loomrt_all_gather_bytes(loomrt_comm c, loomrt_stream s, const void *send,
+                                      void *recv, size_t bytes);
 /* Block j (count bytes) of send goes to rank j, arriving as block r. Bytes,
  * so packed (compressed) payloads travel as they are. */
 loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s,

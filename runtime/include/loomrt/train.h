@@ -74,7 +74,7 @@ typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loom
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 7
+#define LOOMRT_TRAIN_ABI 8
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -100,6 +100,12 @@ typedef struct loomrt_program {
   loomrt_task task;
   size_t num_inputs;
   const loomrt_input_desc *inputs;
+  /* 1-bit Adam (loomc --optimizer=onebit-adam): steps numbered from
+   * freeze_step on (from 0, a resumed run continuing the count) run
+   * train_step_frozen, the ones before train_step. NULL and 0 otherwise. */
+  loomrt_status (*train_step_frozen)(loomrt_step_ctx c, void **globals,
+                                     const void *const *inputs, void **loss);
+  int64_t freeze_step;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is

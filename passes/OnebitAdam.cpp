@@ -1,0 +1,229 @@
+//===- OnebitAdam.cpp - loom-onebit-adam ----------------------------------===//
+//
+// 1-bit Adam (Tang et al., "1-bit Adam: Communication Efficient Large-Scale
+// Training with Adam's Convergence Speed", 2021, Algorithm 1) with the
+// numerics of DeepSpeed's OnebitAdam (deepspeed/runtime/fp16/onebit/adam.py)
+// and its compressed_allreduce (deepspeed/runtime/comm/nccl.py):
+//   warm-up (steps before the freeze): Adam with averaged gradients, which
+//     is @train_step made data-parallel by loom-data-parallel as usual;
+//   after it: each rank updates its momentum from its own gradient, the
+//     momenta are averaged by a two-phase compressed all-reduce with worker
+//     and server error feedback, and the weights step with the frozen
+//     variance. This pass writes that step as @train_step_frozen.
+// Compression is per parameter, as DeepSpeed's: each tensor has its own
+// scale, padded to a multiple of W * lcm(W, 8) (W ranks) so every rank's
+// chunk is whole bytes of signs.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <numeric>
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_ONEBITADAM
+#include "passes/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
+  using Base::Base;
+
+  LogicalResult fail(Operation *at, const Twine &msg) {
+    at->emitError() << "loom-onebit-adam: " << msg;
+    return failure();
+  }
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  /// A scalar f32 constant, broadcast by the elementwise ops.
+  static Value scalar(OpBuilder &b, Location loc, double v) {
+    auto t = RankedTensorType::get({}, b.getF32Type());
+    return arith::ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, float(v)));
+  }
+
+  LogicalResult run(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    if (freezeStep < 1)
+      return fail(module, "freeze-step must be at least 1 (steps of plain Adam before the "
+                          "variance is frozen)");
+    TopologyOp topo;
+    for (TopologyOp t : module.getOps<TopologyOp>())
+      if (topology.empty() || t.getSymName() == topology) {
+        if (topo)
+          return fail(t, "several loom.topology ops: name one with topology=");
+        topo = t;
+      }
+    if (!topo)
+      return fail(module, "1-bit Adam averages momenta across ranks: it needs a loom.topology "
+                          "(loomc --topology)");
+    int64_t world = topo.getWorldSize();
+    auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
+                                topo.getLevels());
+    auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
+
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    if (!step || !fb || !step.getBody().hasOneBlock())
+      return fail(module, "needs @train_step and @forward_backward (run loom-attach-optimizer)");
+    if (getDataParallel(step))
+      return fail(step, "runs before loom-data-parallel");
+    if (module.lookupSymbol("train_step_frozen") || module.lookupSymbol("forward_backward_local"))
+      return fail(step, "@train_step_frozen exists already");
+    auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
+    func::CallOp call;
+    step.walk([&](func::CallOp c) {
+      if (c.getCallee() == "forward_backward")
+        call = c;
+    });
+    if (!names || !call || call.getNumResults() != names.size() + 1)
+      return fail(step, "@train_step must call @forward_backward, which returns the loss and "
+                        "one gradient per loom.grad_params entry");
+    // Each gradient feeds the AdamW update of its parameter.
+    SmallVector<AdamOp> updates;
+    for (auto [i, a] : llvm::enumerate(names)) {
+      AdamOp adam;
+      for (Operation *u : call.getResult(i + 1).getUsers())
+        adam = dyn_cast<AdamOp>(u) ? cast<AdamOp>(u) : adam;
+      auto p = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
+      if (!adam || !p || !adam.getDecoupled())
+        return fail(step, "1-bit Adam replaces AdamW: the gradient of " +
+                              cast<FlatSymbolRefAttr>(a).getValue() +
+                              " does not feed a decoupled loom.adam");
+      if (!cast<RankedTensorType>(p.getType()).getElementType().isF32())
+        return fail(p, "1-bit Adam keeps fp32 parameters and momenta");
+      updates.push_back(adam);
+    }
+
+    // The copy of the backward that data parallelism leaves alone: each
+    // rank's own gradients.
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(fb);
+    auto local = cast<func::FuncOp>(b.clone(*fb));
+    local.setSymName("forward_backward_local");
+
+    // Padding: a multiple of W * lcm(W, 8), DeepSpeed's.
+    int64_t unit = world * std::lcm(world, int64_t(8));
+    Location loc = step.getLoc();
+    b.setInsertionPointAfter(step);
+    auto frozen = func::FuncOp::create(b, loc, "train_step_frozen", step.getFunctionType());
+    frozen->setAttr(LoomDialect::FreezeStepAttrHelper::getNameStr(),
+                    b.getI64IntegerAttr(freezeStep));
+    Block *entry = frozen.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    // The step counter, as in @train_step.
+    IRMapping map;
+    for (auto [from, to] : llvm::zip(step.getArguments(), frozen.getArguments()))
+      map.map(from, to);
+    Value t = updates.front().getStep();
+    Operation *counter = t.getDefiningOp();
+    if (!counter || counter->getBlock() != &step.getBody().front())
+      return fail(step, "the step counter must be computed in @train_step");
+    for (Operation &op : step.getBody().front()) {
+      if (&op == call.getOperation())
+        break;
+      b.clone(op, map);
+    }
+    if (!map.contains(t))
+      return fail(step, "the step counter must be computed before the call");
+    t = map.lookup(t);
+    SmallVector<Value> args;
+    for (Value a : call.getOperands())
+      args.push_back(map.lookupOrDefault(a));
+    auto lcall = func::CallOp::create(b, loc, local, args);
+    auto tok = TokenType::get(ctx);
+    auto lossAvg = AllReduceOp::create(b, loc, lcall.getResult(0).getType(), tok,
+                                       lcall.getResult(0), ValueRange{}, group, ReduceKind::mean,
+                                       comm);
+    WaitOp::create(b, loc, ValueRange{lossAvg.getToken()});
+
+    auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
+    auto f32 = b.getF32Type();
+    auto sign = CodecAttr::get(ctx, CodecKind::sign_scale, 0);
+    for (auto [i, a] : llvm::enumerate(names)) {
+      AdamOp adam = updates[i];
+      StringRef p = cast<FlatSymbolRefAttr>(a).getValue();
+      auto param = module.lookupSymbol<ParamOp>(p);
+      auto type = cast<RankedTensorType>(param.getType());
+      int64_t n = type.getNumElements(), padded = (n + unit - 1) / unit * unit;
+      int64_t chunk = padded / world;
+      auto flatN = RankedTensorType::get({padded}, f32);
+      auto flatC = RankedTensorType::get({chunk}, f32);
+      // The error buffers: this rank's, saved with the rest of the state.
+      OpBuilder mb(ctx);
+      mb.setInsertionPointAfter(param);
+      auto declare = [&](StringRef suffix, RankedTensorType ty) {
+        std::string name = (p + suffix).str();
+        // Not `of` the parameter: padded, they do not have its shape.
+        StateOp::create(mb, loc, mb.getStringAttr(name), TypeAttr::get(ty),
+                        StateRoleAttr::get(ctx, StateRole::error_feedback), FlatSymbolRefAttr(),
+                        zeros);
+        return name;
+      };
+      std::string weName = declare(".onebit.worker_error", flatN);
+      std::string seName = declare(".onebit.server_error", flatC);
+
+      Value g = lcall.getResult(i + 1);
+      Value w = LoadOp::create(b, loc, type, p);
+      Value m = LoadOp::create(b, loc, type, (p + ".exp_avg").str());
+      Value v = LoadOp::create(b, loc, type, (p + ".exp_avg_sq").str());
+      // The worker's momentum, as DeepSpeed: exp_avg.mul_(β₁).add_(1-β₁, g).
+      double b1 = adam.getBeta1().convertToDouble();
+      Value mm = MulOp::create(b, loc, type, m, scalar(b, loc, b1));
+      Value gg = MulOp::create(b, loc, type, g, scalar(b, loc, 1.0 - b1));
+      Value ml = AddOp::create(b, loc, type, mm, gg);
+      Value flat = ReshapeOp::create(b, loc, RankedTensorType::get({n}, f32), ml);
+      if (padded > n) {
+        auto zt = RankedTensorType::get({padded - n}, f32);
+        Value pad = arith::ConstantOp::create(b, loc, zt, DenseElementsAttr::get(zt, 0.0f));
+        flat = ConcatOp::create(b, loc, flatN, ValueRange{flat, pad}, 0);
+      }
+      // Phase 1: worker compression, all-to-all of the chunks.
+      Value we = LoadOp::create(b, loc, flatN, weName);
+      auto packedN = PackedType::get(ctx, flatN, sign);
+      auto wc = CompressOp::create(b, loc, packedN, flatN, flat, we);
+      StoreOp::create(b, loc, wc.getNewError(), weName);
+      auto chunked = PackedType::get(ctx, flatN, CodecAttr::get(ctx, CodecKind::sign_scale, chunk));
+      auto a2a = AllToAllOp::create(b, loc, chunked, tok, wc.getResult(), ValueRange{}, group, comm);
+      WaitOp::create(b, loc, ValueRange{a2a.getToken()});
+      Value workers = DecompressOp::create(b, loc, flatN, a2a.getResult());
+      Value rows = ReshapeOp::create(b, loc, RankedTensorType::get({world, chunk}, f32), workers);
+      Value avg = ReduceOp::create(b, loc, flatC, ReduceKindAttr::get(ctx, ReduceKind::mean), rows,
+                                   b.getDenseI64ArrayAttr({0}), UnitAttr());
+      // Phase 2: the server's chunk compressed, all-gathered.
+      Value se = LoadOp::create(b, loc, flatC, seName);
+      auto sc = CompressOp::create(b, loc, PackedType::get(ctx, flatC, sign), flatC, avg, se);
+      StoreOp::create(b, loc, sc.getNewError(), seName);
+      auto gather = AllGatherOp::create(b, loc, chunked, tok, sc.getResult(), ValueRange{}, group,
+                                        comm);
+      WaitOp::create(b, loc, ValueRange{gather.getToken()});
+      Value mavg = DecompressOp::create(b, loc, flatN, gather.getResult());
+      if (padded > n)
+        mavg = SliceOp::create(b, loc, RankedTensorType::get({n}, f32), mavg,
+                               b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({n}),
+                               b.getDenseI64ArrayAttr({1}));
+      mavg = ReshapeOp::create(b, loc, type, mavg);
+      auto upd = AdamOp::create(b, loc, TypeRange{type, type, type}, w, mavg, m, v, t,
+                                adam.getLrAttr(), adam.getBeta1Attr(), adam.getBeta2Attr(),
+                                adam.getEpsAttr(), adam.getWeightDecayAttr(),
+                                adam.getDecoupledAttr(), FlatSymbolRefAttr(),
+                                b.getI64IntegerAttr(freezeStep));
+      StoreOp::create(b, loc, upd.getNewParam(), p);
+      StoreOp::create(b, loc, upd.getNewExpAvg(), (p + ".exp_avg").str());
+      StoreOp::create(b, loc, upd.getNewExpAvgSq(), (p + ".exp_avg_sq").str());
+    }
+    func::ReturnOp::create(b, loc, lossAvg.getResult());
+    return success();
+  }
+};
+
+} // namespace
