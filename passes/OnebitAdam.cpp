@@ -120,21 +120,28 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
                     b.getI64IntegerAttr(freezeStep));
     Block *entry = frozen.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    // The step counter, as in @train_step.
+    // The step counter, as @train_step advances it: the ops it is computed
+    // from and its store, in their order.
     IRMapping map;
     for (auto [from, to] : llvm::zip(step.getArguments(), frozen.getArguments()))
       map.map(from, to);
     Value t = updates.front().getStep();
-    Operation *counter = t.getDefiningOp();
-    if (!counter || counter->getBlock() != &step.getBody().front())
-      return fail(step, "the step counter must be computed in @train_step");
-    for (Operation &op : step.getBody().front()) {
-      if (&op == call.getOperation())
-        break;
-      b.clone(op, map);
+    Block &body = step.getBody().front();
+    llvm::SmallPtrSet<Operation *, 8> slice;
+    SmallVector<Value> work{t};
+    while (!work.empty()) {
+      Operation *d = work.pop_back_val().getDefiningOp();
+      if (!d || d->getBlock() != &body || !slice.insert(d).second)
+        continue;
+      if (isa<func::CallOp>(d))
+        return fail(step, "the step counter must not depend on @forward_backward");
+      llvm::append_range(work, d->getOperands());
     }
-    if (!map.contains(t))
-      return fail(step, "the step counter must be computed before the call");
+    if (slice.empty())
+      return fail(step, "the step counter must be computed in @train_step");
+    for (Operation &op : body)
+      if (slice.contains(&op) || (isa<StoreOp>(op) && op.getOperand(0) == t))
+        b.clone(op, map);
     t = map.lookup(t);
     SmallVector<Value> args;
     for (Value a : call.getOperands())
@@ -149,21 +156,67 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
     auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
     auto f32 = b.getF32Type();
     auto sign = CodecAttr::get(ctx, CodecKind::sign_scale, 0);
-    for (auto [i, a] : llvm::enumerate(names)) {
-      AdamOp adam = updates[i];
-      StringRef p = cast<FlatSymbolRefAttr>(a).getValue();
-      auto param = module.lookupSymbol<ParamOp>(p);
-      auto type = cast<RankedTensorType>(param.getType());
-      int64_t n = type.getNumElements(), padded = (n + unit - 1) / unit * unit;
-      int64_t chunk = padded / world;
+    // Buckets: each parameter alone (bucket-size 0: DeepSpeed OnebitAdam's
+    // numerics, one scale per tensor), or consecutive parameters up to
+    // bucket-size elements sharing one compressed all-reduce and one scale
+    // (fewer, larger collectives: DeepSpeed's 1-bit LAMB flattens all
+    // momenta into one buffer).
+    SmallVector<SmallVector<unsigned>> buckets;
+    int64_t filled = 0;
+    for (unsigned i = 0; i < names.size(); ++i) {
+      int64_t n = cast<RankedTensorType>(
+                      module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(names[i])).getType())
+                      .getNumElements();
+      if (buckets.empty() || bucketSize <= 0 || filled + n > bucketSize) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(i);
+      filled += n;
+    }
+    double b1 = updates.front().getBeta1().convertToDouble();
+    for (ArrayRef<unsigned> members : buckets) {
+      // Each member's momentum from this rank's gradient, as DeepSpeed:
+      // exp_avg.mul_(β₁).add_(1-β₁, g); flattened one after another.
+      SmallVector<Value> parts, ws, ms, vs;
+      SmallVector<RankedTensorType> types;
+      int64_t n = 0;
+      for (unsigned i : members) {
+        StringRef p = cast<FlatSymbolRefAttr>(names[i]).getValue();
+        auto type = cast<RankedTensorType>(module.lookupSymbol<ParamOp>(p).getType());
+        Value g = lcall.getResult(i + 1);
+        // Mixed precision hands bf16 gradients to fp32 masters and moments.
+        if (cast<RankedTensorType>(g.getType()).getElementType() != f32)
+          g = CastOp::create(b, loc, type, g);
+        ws.push_back(LoadOp::create(b, loc, type, p));
+        ms.push_back(LoadOp::create(b, loc, type, (p + ".exp_avg").str()));
+        vs.push_back(LoadOp::create(b, loc, type, (p + ".exp_avg_sq").str()));
+        Value mm = MulOp::create(b, loc, type, ms.back(), scalar(b, loc, b1));
+        Value gg = MulOp::create(b, loc, type, g, scalar(b, loc, 1.0 - b1));
+        Value ml = AddOp::create(b, loc, type, mm, gg);
+        int64_t k = type.getNumElements();
+        parts.push_back(ReshapeOp::create(b, loc, RankedTensorType::get({k}, f32), ml));
+        types.push_back(type);
+        n += k;
+      }
+      int64_t padded = (n + unit - 1) / unit * unit, chunk = padded / world;
       auto flatN = RankedTensorType::get({padded}, f32);
       auto flatC = RankedTensorType::get({chunk}, f32);
-      // The error buffers: this rank's, saved with the rest of the state.
+      if (padded > n) {
+        auto zt = RankedTensorType::get({padded - n}, f32);
+        parts.push_back(arith::ConstantOp::create(b, loc, zt, DenseElementsAttr::get(zt, 0.0f)));
+      }
+      Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(b, loc, flatN, parts, 0);
+
+      // The error buffers, this rank's, saved with the rest of the state:
+      // named after the bucket's first parameter, declared after it.
+      auto first = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(names[members[0]]));
       OpBuilder mb(ctx);
-      mb.setInsertionPointAfter(param);
+      mb.setInsertionPointAfter(first);
       auto declare = [&](StringRef suffix, RankedTensorType ty) {
-        std::string name = (p + suffix).str();
-        // Not `of` the parameter: padded, they do not have its shape.
+        std::string name = (first.getSymName() + suffix).str();
+        // Not `of` the parameter: padded (and bucketed), they do not have
+        // its shape.
         StateOp::create(mb, loc, mb.getStringAttr(name), TypeAttr::get(ty),
                         StateRoleAttr::get(ctx, StateRole::error_feedback), FlatSymbolRefAttr(),
                         zeros);
@@ -172,21 +225,6 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
       std::string weName = declare(".onebit.worker_error", flatN);
       std::string seName = declare(".onebit.server_error", flatC);
 
-      Value g = lcall.getResult(i + 1);
-      Value w = LoadOp::create(b, loc, type, p);
-      Value m = LoadOp::create(b, loc, type, (p + ".exp_avg").str());
-      Value v = LoadOp::create(b, loc, type, (p + ".exp_avg_sq").str());
-      // The worker's momentum, as DeepSpeed: exp_avg.mul_(β₁).add_(1-β₁, g).
-      double b1 = adam.getBeta1().convertToDouble();
-      Value mm = MulOp::create(b, loc, type, m, scalar(b, loc, b1));
-      Value gg = MulOp::create(b, loc, type, g, scalar(b, loc, 1.0 - b1));
-      Value ml = AddOp::create(b, loc, type, mm, gg);
-      Value flat = ReshapeOp::create(b, loc, RankedTensorType::get({n}, f32), ml);
-      if (padded > n) {
-        auto zt = RankedTensorType::get({padded - n}, f32);
-        Value pad = arith::ConstantOp::create(b, loc, zt, DenseElementsAttr::get(zt, 0.0f));
-        flat = ConcatOp::create(b, loc, flatN, ValueRange{flat, pad}, 0);
-      }
       // Phase 1: worker compression, all-to-all of the chunks.
       Value we = LoadOp::create(b, loc, flatN, weName);
       auto packedN = PackedType::get(ctx, flatN, sign);
@@ -207,19 +245,31 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
                                         comm);
       WaitOp::create(b, loc, ValueRange{gather.getToken()});
       Value mavg = DecompressOp::create(b, loc, flatN, gather.getResult());
-      if (padded > n)
-        mavg = SliceOp::create(b, loc, RankedTensorType::get({n}, f32), mavg,
-                               b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({n}),
-                               b.getDenseI64ArrayAttr({1}));
-      mavg = ReshapeOp::create(b, loc, type, mavg);
-      auto upd = AdamOp::create(b, loc, TypeRange{type, type, type}, w, mavg, m, v, t,
-                                adam.getLrAttr(), adam.getBeta1Attr(), adam.getBeta2Attr(),
-                                adam.getEpsAttr(), adam.getWeightDecayAttr(),
-                                adam.getDecoupledAttr(), FlatSymbolRefAttr(),
-                                b.getI64IntegerAttr(freezeStep));
-      StoreOp::create(b, loc, upd.getNewParam(), p);
-      StoreOp::create(b, loc, upd.getNewExpAvg(), (p + ".exp_avg").str());
-      StoreOp::create(b, loc, upd.getNewExpAvgSq(), (p + ".exp_avg_sq").str());
+
+      // Each member's slice of the averaged momentum (the padding never
+      // reaches the model), and its update with the variance frozen.
+      int64_t off = 0;
+      for (auto [k, i] : llvm::enumerate(members)) {
+        AdamOp adam = updates[i];
+        StringRef p = cast<FlatSymbolRefAttr>(names[i]).getValue();
+        RankedTensorType type = types[k];
+        int64_t len = type.getNumElements();
+        Value mine = mavg;
+        if (len != padded)
+          mine = SliceOp::create(b, loc, RankedTensorType::get({len}, f32), mavg,
+                                 b.getDenseI64ArrayAttr({off}), b.getDenseI64ArrayAttr({off + len}),
+                                 b.getDenseI64ArrayAttr({1}));
+        off += len;
+        mine = ReshapeOp::create(b, loc, type, mine);
+        auto upd = AdamOp::create(b, loc, TypeRange{type, type, type}, ws[k], mine, ms[k], vs[k],
+                                  t, adam.getLrAttr(), adam.getBeta1Attr(), adam.getBeta2Attr(),
+                                  adam.getEpsAttr(), adam.getWeightDecayAttr(),
+                                  adam.getDecoupledAttr(), FlatSymbolRefAttr(),
+                                  b.getI64IntegerAttr(freezeStep));
+        StoreOp::create(b, loc, upd.getNewParam(), p);
+        StoreOp::create(b, loc, upd.getNewExpAvg(), (p + ".exp_avg").str());
+        StoreOp::create(b, loc, upd.getNewExpAvgSq(), (p + ".exp_avg_sq").str());
+      }
     }
     func::ReturnOp::create(b, loc, lossAvg.getResult());
     return success();

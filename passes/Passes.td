@@ -292,6 +292,10 @@ def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
   let options = [
     Option<"freezeStep", "freeze-step", "int64_t", /*default=*/"0",
            "Steps of plain Adam before the variance is frozen (>= 1)">,
+    Option<"bucketSize", "bucket-size", "int64_t", /*default=*/"0",
+           "0: compress each parameter alone (one scale each, DeepSpeed OnebitAdam); N: "
+           "consecutive parameters up to N elements share one compressed all-reduce and "
+           "one scale">,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
   ];

@@ -68,6 +68,7 @@ struct PipelineOptions {
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
+  int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket
 };
 
 /// Adds the passes of the phases after `from` up to `to` to `pm`: mixed

@@ -263,6 +263,13 @@ struct LoomcOptions {
       cl::desc("--optimizer=onebit-adam: steps of plain Adam before the variance is frozen "
                "and communication becomes 1-bit (DeepSpeed's freeze_step)"),
       cl::cat(cat)};
+  cl::opt<int64_t> onebitBucketSize{
+      "onebit-bucket-size", cl::init(0), cl::value_desc("elements"),
+      cl::desc("--optimizer=onebit-adam: 0 (default) compresses each parameter alone, with "
+               "its own scale (DeepSpeed OnebitAdam's numerics); N lets consecutive "
+               "parameters up to N elements share one compressed all-reduce and one scale "
+               "(fewer, larger collectives)"),
+      cl::cat(cat)};
   cl::opt<double> lr{"lr", cl::init(1e-3), cl::desc("Learning rate"),
                             cl::cat(cat)};
   cl::opt<double> weightDecay{"weight-decay", cl::init(0.01),
@@ -444,8 +451,11 @@ int loomcMain(int argc, char **argv) {
   if (onebit && o.freezeStep < 1)
     return error("--optimizer=onebit-adam needs --freeze-step=N (N >= 1 steps of plain Adam "
                  "first)");
-  if (!onebit && o.freezeStep != 0)
-    return error("--freeze-step is an option of --optimizer=onebit-adam");
+  if (!onebit && (o.freezeStep != 0 || o.onebitBucketSize != 0))
+    return error("--freeze-step and --onebit-bucket-size are options of "
+                 "--optimizer=onebit-adam");
+  if (o.onebitBucketSize < 0)
+    return error("--onebit-bucket-size must be 0 (one parameter a bucket) or positive");
   if (onebit && o.zeroStage > 0)
     return error("--optimizer=onebit-adam runs with --zero-stage=0 so far (ZeRO 1 and 2 are "
                  "not composed with it yet)");
@@ -538,6 +548,7 @@ int loomcMain(int argc, char **argv) {
   // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
   po.optimizer.optimizer = onebit ? "adamw" : std::string(o.optimizer);
   po.onebitFreezeStep = onebit ? o.freezeStep : 0;
+  po.onebitBucketSize = o.onebitBucketSize;
   po.optimizer.lr = o.lr;
   po.optimizer.weightDecay = o.weightDecay;
   po.optimizer.beta1 = o.beta1;

@@ -56,6 +56,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   if (runs(Phase::Distribute) && o.dataParallel && o.onebitFreezeStep > 0) {
     mlir::loom::OnebitAdamOptions ob;
     ob.freezeStep = o.onebitFreezeStep;
+    ob.bucketSize = o.onebitBucketSize;
     pm.addPass(mlir::loom::createOnebitAdam(ob));
   }
   if (runs(Phase::Distribute) && o.dataParallel) {
@@ -122,6 +123,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                              llvm::cl::desc("1-bit Adam (loom-onebit-adam before data "
                                             "parallelism) with this freeze step; 0: none"),
                              llvm::cl::init(0)};
+  Option<int64_t> onebitBucketSize{*this, "onebit-bucket-size",
+                                   llvm::cl::desc("1-bit Adam: elements a compressed bucket "
+                                                  "(0: one parameter each)"),
+                                   llvm::cl::init(0)};
 };
 } // namespace
 
@@ -154,6 +159,7 @@ void registerLoomPipeline() {
         o.zeroStage = cl.zeroStage;
         o.bucketSize = cl.bucketSize;
         o.onebitFreezeStep = cl.freezeStep;
+        o.onebitBucketSize = cl.onebitBucketSize;
         buildPipeline(pm, *from, *to, o);
         return success();
       },

@@ -840,3 +840,14 @@ func.func @cumsum_i32(%x: tensor<4xi32>) -> tensor<4xi32> {
   %y = loom.cumsum %x dim 0 : tensor<4xi32>
   return %y : tensor<4xi32>
 }
+
+// -----
+
+loom.topology @world ["rank" = 2]
+func.func @chunk_block(%x: tensor<16xf32>) {
+  %p = loom.compress %x : tensor<16xf32> -> !loom.packed<tensor<16xf32>, #loom.codec<sign_scale>>
+  // expected-error@+1 {{'loom.all_to_all' op result must be the packed 'tensor<16xf32>' with one scale per 8 elements (#loom.codec<sign_scale, block = 8>)}}
+  %r, %t = loom.all_to_all %p over #loom.group<@world, ["rank"]> on comm : !loom.packed<tensor<16xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 4>>
+  loom.wait %t
+  return
+}

@@ -232,6 +232,17 @@ func.func @collectives(%g: tensor<64x4xf32>, %e: tensor<64x4xf32>) -> tensor<64x
   %p, %e2 = loom.compress %ag feedback(%e : tensor<64x4xf32>) : tensor<64x4xf32> -> !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>>, tensor<64x4xf32>
   // CHECK: loom.all_to_all %{{.*}} over #loom.group<@frontier, ["gcd", "gpu"]> on comm : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>>
   %x, %t3 = loom.all_to_all %p over #loom.group<@frontier, ["gcd", "gpu"]> on comm : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>>
+  // 1-bit Adam's exchange: a one-scale payload in chunks that keep their
+  // sender's scale (8 ranks: chunks of 32).
+  %flat1 = loom.reshape %ag : tensor<64x4xf32> to tensor<256xf32>
+  %fp = loom.compress %flat1 : tensor<256xf32> -> !loom.packed<tensor<256xf32>, #loom.codec<sign_scale>>
+  // CHECK: loom.all_to_all %{{.*}} : !loom.packed<tensor<256xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<256xf32>, #loom.codec<sign_scale, block = 32>>
+  %fc, %t5 = loom.all_to_all %fp over #loom.group<@frontier, ["gcd", "gpu"]> on comm : !loom.packed<tensor<256xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<256xf32>, #loom.codec<sign_scale, block = 32>>
+  %c32 = loom.slice %flat1 [0] [32] [1] : tensor<256xf32> to tensor<32xf32>
+  %c32p = loom.compress %c32 : tensor<32xf32> -> !loom.packed<tensor<32xf32>, #loom.codec<sign_scale>>
+  // CHECK: loom.all_gather %{{.*}} : !loom.packed<tensor<32xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<256xf32>, #loom.codec<sign_scale, block = 32>>
+  %gc, %t6 = loom.all_gather %c32p over #loom.group<@frontier, ["gcd", "gpu"]> on comm : !loom.packed<tensor<32xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<256xf32>, #loom.codec<sign_scale, block = 32>>
+  loom.wait %t5, %t6
   // CHECK: loom.broadcast %{{.*}} after [%{{.*}}] over #loom.group<@frontier, ["gcd"]> root 1 on comm
   %y, %t4 = loom.broadcast %x after [%t3] over #loom.group<@frontier, ["gcd"]> root 1 on comm : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>>
   loom.wait %t4
