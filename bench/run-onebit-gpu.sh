@@ -51,7 +51,7 @@ one = med([s["step_ms"] for s in steps("one")[2:]])
 print(f"one GPU, 8 x 1024 (one rank's compute): {one:.1f} ms a step")
 for link in ("nvlink", "socket"):
     bw = [json.loads(l) for l in open(f"{out}/bw_{link}.0") if l.startswith("{")]
-    ar = [r for r in bw if r["op"] == "all_reduce" and r["dtype"] == "f32"]
+    ar = [r for r in bw if r["op"] == "all_reduce" and r["dtype"] == "fp32"]
     big = max(ar, key=lambda r: r["bytes"]) if ar else None
     print(f"{link}: all-reduce f32 {big['bytes'] >> 20} MiB: {big['busbw_gbs']:.2f} GB/s bus"
           if big else f"{link}: no bandwidth measured")

@@ -175,11 +175,26 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
       filled += n;
     }
     double b1 = updates.front().getBeta1().convertToDouble();
+    // Three rounds over the buckets, so a bucket's exchange overlaps the
+    // next one's arithmetic (the comm stream runs the collectives in issue
+    // order; the compute stream waits for each only where it reads it):
+    // every worker compression and all-to-all; then every server average,
+    // compression and all-gather; then every update.
+    struct Pending {
+      SmallVector<unsigned> members;
+      SmallVector<Value> ws, ms, vs;
+      SmallVector<RankedTensorType> types;
+      int64_t padded = 0, chunk = 0;
+      std::string seName;
+      Value exchanged, token;
+    };
+    std::vector<Pending> pending;
     for (ArrayRef<unsigned> members : buckets) {
+      Pending &pb = pending.emplace_back();
+      pb.members.assign(members.begin(), members.end());
       // Each member's momentum from this rank's gradient, as DeepSpeed:
       // exp_avg.mul_(β₁).add_(1-β₁, g); flattened one after another.
-      SmallVector<Value> parts, ws, ms, vs;
-      SmallVector<RankedTensorType> types;
+      SmallVector<Value> parts;
       int64_t n = 0;
       for (unsigned i : members) {
         StringRef p = cast<FlatSymbolRefAttr>(names[i]).getValue();
@@ -188,22 +203,22 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
         // Mixed precision hands bf16 gradients to fp32 masters and moments.
         if (cast<RankedTensorType>(g.getType()).getElementType() != f32)
           g = CastOp::create(b, loc, type, g);
-        ws.push_back(LoadOp::create(b, loc, type, p));
-        ms.push_back(LoadOp::create(b, loc, type, (p + ".exp_avg").str()));
-        vs.push_back(LoadOp::create(b, loc, type, (p + ".exp_avg_sq").str()));
-        Value mm = MulOp::create(b, loc, type, ms.back(), scalar(b, loc, b1));
+        pb.ws.push_back(LoadOp::create(b, loc, type, p));
+        pb.ms.push_back(LoadOp::create(b, loc, type, (p + ".exp_avg").str()));
+        pb.vs.push_back(LoadOp::create(b, loc, type, (p + ".exp_avg_sq").str()));
+        Value mm = MulOp::create(b, loc, type, pb.ms.back(), scalar(b, loc, b1));
         Value gg = MulOp::create(b, loc, type, g, scalar(b, loc, 1.0 - b1));
         Value ml = AddOp::create(b, loc, type, mm, gg);
         int64_t k = type.getNumElements();
         parts.push_back(ReshapeOp::create(b, loc, RankedTensorType::get({k}, f32), ml));
-        types.push_back(type);
+        pb.types.push_back(type);
         n += k;
       }
-      int64_t padded = (n + unit - 1) / unit * unit, chunk = padded / world;
-      auto flatN = RankedTensorType::get({padded}, f32);
-      auto flatC = RankedTensorType::get({chunk}, f32);
-      if (padded > n) {
-        auto zt = RankedTensorType::get({padded - n}, f32);
+      pb.padded = (n + unit - 1) / unit * unit;
+      pb.chunk = pb.padded / world;
+      auto flatN = RankedTensorType::get({pb.padded}, f32);
+      if (pb.padded > n) {
+        auto zt = RankedTensorType::get({pb.padded - n}, f32);
         parts.push_back(arith::ConstantOp::create(b, loc, zt, DenseElementsAttr::get(zt, 0.0f)));
       }
       Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(b, loc, flatN, parts, 0);
@@ -223,49 +238,62 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
         return name;
       };
       std::string weName = declare(".onebit.worker_error", flatN);
-      std::string seName = declare(".onebit.server_error", flatC);
+      pb.seName = declare(".onebit.server_error", RankedTensorType::get({pb.chunk}, f32));
 
       // Phase 1: worker compression, all-to-all of the chunks.
       Value we = LoadOp::create(b, loc, flatN, weName);
-      auto packedN = PackedType::get(ctx, flatN, sign);
-      auto wc = CompressOp::create(b, loc, packedN, flatN, flat, we);
+      auto wc = CompressOp::create(b, loc, PackedType::get(ctx, flatN, sign), flatN, flat, we);
       StoreOp::create(b, loc, wc.getNewError(), weName);
-      auto chunked = PackedType::get(ctx, flatN, CodecAttr::get(ctx, CodecKind::sign_scale, chunk));
+      auto chunked =
+          PackedType::get(ctx, flatN, CodecAttr::get(ctx, CodecKind::sign_scale, pb.chunk));
       auto a2a = AllToAllOp::create(b, loc, chunked, tok, wc.getResult(), ValueRange{}, group, comm);
-      WaitOp::create(b, loc, ValueRange{a2a.getToken()});
-      Value workers = DecompressOp::create(b, loc, flatN, a2a.getResult());
-      Value rows = ReshapeOp::create(b, loc, RankedTensorType::get({world, chunk}, f32), workers);
+      pb.exchanged = a2a.getResult();
+      pb.token = a2a.getToken();
+    }
+    for (Pending &pb : pending) {
+      // Phase 2: the server's chunk averaged over the workers, compressed
+      // with the server error, all-gathered.
+      auto flatN = RankedTensorType::get({pb.padded}, f32);
+      auto flatC = RankedTensorType::get({pb.chunk}, f32);
+      WaitOp::create(b, loc, ValueRange{pb.token});
+      Value workers = DecompressOp::create(b, loc, flatN, pb.exchanged);
+      Value rows = ReshapeOp::create(b, loc, RankedTensorType::get({world, pb.chunk}, f32), workers);
       Value avg = ReduceOp::create(b, loc, flatC, ReduceKindAttr::get(ctx, ReduceKind::mean), rows,
                                    b.getDenseI64ArrayAttr({0}), UnitAttr());
-      // Phase 2: the server's chunk compressed, all-gathered.
-      Value se = LoadOp::create(b, loc, flatC, seName);
+      Value se = LoadOp::create(b, loc, flatC, pb.seName);
       auto sc = CompressOp::create(b, loc, PackedType::get(ctx, flatC, sign), flatC, avg, se);
-      StoreOp::create(b, loc, sc.getNewError(), seName);
+      StoreOp::create(b, loc, sc.getNewError(), pb.seName);
+      auto chunked =
+          PackedType::get(ctx, flatN, CodecAttr::get(ctx, CodecKind::sign_scale, pb.chunk));
       auto gather = AllGatherOp::create(b, loc, chunked, tok, sc.getResult(), ValueRange{}, group,
                                         comm);
-      WaitOp::create(b, loc, ValueRange{gather.getToken()});
-      Value mavg = DecompressOp::create(b, loc, flatN, gather.getResult());
-
+      pb.exchanged = gather.getResult();
+      pb.token = gather.getToken();
+    }
+    for (Pending &pb : pending) {
+      WaitOp::create(b, loc, ValueRange{pb.token});
+      Value mavg =
+          DecompressOp::create(b, loc, RankedTensorType::get({pb.padded}, f32), pb.exchanged);
       // Each member's slice of the averaged momentum (the padding never
       // reaches the model), and its update with the variance frozen.
       int64_t off = 0;
-      for (auto [k, i] : llvm::enumerate(members)) {
+      for (auto [k, i] : llvm::enumerate(pb.members)) {
         AdamOp adam = updates[i];
         StringRef p = cast<FlatSymbolRefAttr>(names[i]).getValue();
-        RankedTensorType type = types[k];
+        RankedTensorType type = pb.types[k];
         int64_t len = type.getNumElements();
         Value mine = mavg;
-        if (len != padded)
+        if (len != pb.padded)
           mine = SliceOp::create(b, loc, RankedTensorType::get({len}, f32), mavg,
                                  b.getDenseI64ArrayAttr({off}), b.getDenseI64ArrayAttr({off + len}),
                                  b.getDenseI64ArrayAttr({1}));
         off += len;
         mine = ReshapeOp::create(b, loc, type, mine);
-        auto upd = AdamOp::create(b, loc, TypeRange{type, type, type}, ws[k], mine, ms[k], vs[k],
-                                  t, adam.getLrAttr(), adam.getBeta1Attr(), adam.getBeta2Attr(),
-                                  adam.getEpsAttr(), adam.getWeightDecayAttr(),
-                                  adam.getDecoupledAttr(), FlatSymbolRefAttr(),
-                                  b.getI64IntegerAttr(freezeStep));
+        auto upd = AdamOp::create(b, loc, TypeRange{type, type, type}, pb.ws[k], mine, pb.ms[k],
+                                  pb.vs[k], t, adam.getLrAttr(), adam.getBeta1Attr(),
+                                  adam.getBeta2Attr(), adam.getEpsAttr(),
+                                  adam.getWeightDecayAttr(), adam.getDecoupledAttr(),
+                                  FlatSymbolRefAttr(), b.getI64IntegerAttr(freezeStep));
         StoreOp::create(b, loc, upd.getNewParam(), p);
         StoreOp::create(b, loc, upd.getNewExpAvg(), (p + ".exp_avg").str());
         StoreOp::create(b, loc, upd.getNewExpAvgSq(), (p + ".exp_avg_sq").str());
