@@ -168,6 +168,10 @@ struct Plan {
           if (StoreOp st = storedWhole(refresh.getResult()))
             elided.insert(st);
         }
+      } else if (auto c = dyn_cast<CompressOp>(op); c && c.getError()) {
+        // Error feedback updates its buffer: in place when it is a state's
+        // (1-bit Adam's worker and server errors), else a copy.
+        decideUpdate(c, {c.getError()}, {c.getNewError()});
       } else if (auto sgd = dyn_cast<SgdOp>(op)) {
         decideUpdate(sgd, {sgd.getParam(), sgd.getMomentumBuf()},
                      {sgd.getNewParam(), sgd.getNewMomentumBuf()});
@@ -515,13 +519,14 @@ LogicalResult lower(DropoutOp o, DropoutOp::Adaptor a, Emit &e) {
 /// sign_scale (1-bit Adam): the payload's fp32 scale, then its signs. The
 /// kernel updates the error in place, so the new error is a copy of the old
 /// one first; without feedback it starts from zeros (a scratch buffer).
+SmallVector<Value> updateBuffers(Emit &e, ValueRange ins, ArrayRef<Value> outs);
+
 LogicalResult lower(CompressOp o, CompressOp::Adaptor a, Emit &e) {
   Value packed = e.alloc(o.getResult());
   int64_t n = numel(o.getInput());
   Value err;
   if (o.getError()) {
-    err = e.alloc(o.getNewError());
-    rt::MemcpyOp::create(e.rw, e.loc, e.f.s, err, a.getError(), bytesOf(o.getError()));
+    err = updateBuffers(e, {a.getError()}, {o.getNewError()})[0];
   } else {
     err = e.allocBytes(n * 4);
     rt::FillOp::create(e.rw, e.loc, e.f.s, rt::DType::f32, err, APFloat(0.0), n);
