@@ -36,7 +36,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode);
 /// (loom/StepSimulation.h), so the prediction is of the calls the binary
 /// makes.
 FailureOr<StepPrediction> simulateStep(ModuleOp module, const ::loom::cost::Hardware &hw,
-                                       bool keepSpans);
+                                       bool keepSpans, llvm::StringRef function = "train_step");
 
 /// loom-interleave-offload planning for `hw` as given (a caller that has
 /// read, or scaled, the description already), instead of its option.

@@ -23,13 +23,13 @@ using namespace mlir;
 using namespace mlir::loom;
 
 FailureOr<StepPrediction> mlir::loom::simulateStep(ModuleOp module, const ::loom::cost::Hardware &hw,
-                                                   bool keepSpans) {
+                                                   bool keepSpans, StringRef function) {
   if (isLoweredToRuntime(module))
-    return simulateLoweredStep(module, hw, keepSpans);
+    return simulateLoweredStep(module, hw, keepSpans, function);
   OwningOpRef<ModuleOp> copy = module.clone();
   if (failed(lowerToRuntime(*copy, "train_step", /*comments=*/false)))
     return failure();
-  return simulateLoweredStep(*copy, hw, keepSpans);
+  return simulateLoweredStep(*copy, hw, keepSpans, function);
 }
 
 namespace {

@@ -40,10 +40,12 @@ struct StepPrediction {
   std::vector<SimSpan> spans;
 };
 
-/// Simulates @train_step of a lowered module (loom-lower-to-runtime's
-/// output; not modified) on `hw`; `keepSpans` records every span.
+/// Simulates @train_step (or `function`: 1-bit Adam's @train_step_frozen)
+/// of a lowered module (loom-lower-to-runtime's output; not modified) on
+/// `hw`; `keepSpans` records every span.
 FailureOr<StepPrediction> simulateLoweredStep(ModuleOp lowered, const ::loom::cost::Hardware &hw,
-                                              bool keepSpans);
+                                              bool keepSpans,
+                                              llvm::StringRef function = "train_step");
 /// The spans as Chrome trace JSON (one thread per lane), the format the
 /// binary's --trace writes, so both open side by side in Perfetto.
 std::string chromeTrace(const StepPrediction &p, llvm::StringRef title);

@@ -451,14 +451,15 @@ std::optional<cost::Hardware> loadHardware(llvm::StringRef nameOrFile, std::stri
 }
 
 FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardware &hw,
-                                              bool keepSpans) {
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!step || step.getBody().empty())
-    return module.emitError("step simulation needs @train_step"), failure();
+                                              bool keepSpans, StringRef function) {
+  auto main = module.lookupSymbol<func::FuncOp>("train_step");
+  auto step = module.lookupSymbol<func::FuncOp>(function);
+  if (!main || main.getBody().empty() || !step || step.getBody().empty())
+    return module.emitError("step simulation needs @train_step and @") << function, failure();
   // The ranks a reduce-scatter's input is spread over (the data-parallel
-  // decision stays on the lowered function).
+  // decision stays on the lowered @train_step).
   int64_t world = 1;
-  if (std::optional<DataParallelInfo> dp = getDataParallel(step))
+  if (std::optional<DataParallelInfo> dp = getDataParallel(main))
     world = dp->world;
   Simulator sim(hw, keepSpans, world);
   // Parameters and state in device memory stay for the whole run.

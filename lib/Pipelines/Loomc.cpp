@@ -75,6 +75,16 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   if (hw.hasGpu)
     llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(hw) / GiB);
   llvm::errs() << "\n";
+  // 1-bit Adam: the step after the freeze is another function.
+  if (module.lookupSymbol("train_step_frozen")) {
+    FailureOr<mlir::loom::StepPrediction> frozen =
+        mlir::loom::simulateStep(module, hw, false, "train_step_frozen");
+    if (failed(frozen))
+      return 1;
+    llvm::errs() << llvm::formatv("loomc: predicted step after the freeze (1-bit Adam) on "
+                                  "'{0}': {1:F3} s\n",
+                                  hw.name, frozen->stepSeconds);
+  }
   if (std::optional<mlir::loom::OffloadPlanCounts> plan = mlir::loom::getOffloadPlanCounts(module))
     llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
                                   "{1} streamed, {2} on the CPU\n",
