@@ -33,12 +33,10 @@ import argparse
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from loomtest import gpt, read_st, spec_config, write_st  # noqa: E402
