@@ -517,8 +517,10 @@ LogicalResult lower(DropoutOp o, DropoutOp::Adaptor a, Emit &e) {
 //--- Compression -------------------------------------------------------------//
 
 /// sign_scale (1-bit Adam): the payload's fp32 scale, then its signs. The
-/// kernel updates the error in place, so the new error is a copy of the old
-/// one first; without feedback it starts from zeros (a scratch buffer).
+/// kernel updates the error in place: in the incoming error's own buffer
+/// where the plan allows (a state loaded and stored back, or a value only
+/// the compression reads), else in a copy of it (updateBuffers); without
+/// feedback it starts from zeros (a scratch buffer).
 SmallVector<Value> updateBuffers(Emit &e, ValueRange ins, ArrayRef<Value> outs);
 
 LogicalResult lower(CompressOp o, CompressOp::Adaptor a, Emit &e) {
