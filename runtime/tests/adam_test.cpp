@@ -8,6 +8,7 @@
 // is not bitwise.
 #include "backends.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -19,11 +20,21 @@ struct Ref {
   std::vector<double> p, m, v;
 };
 
+/// With freeze_step F (1-bit Adam after its freeze, loomrt.h): m takes g,
+/// v stays, v's bias correction stays at step F.
 void adamRef(Ref &r, const std::vector<float> &g, const loomrt_adam_config &c) {
   double bc1 = 1.0 - std::pow((double)c.beta1, (double)c.step);
-  double bc2 = 1.0 - std::pow((double)c.beta2, (double)c.step);
+  bool frozen = c.freeze_step > 0;
+  double bc2 = 1.0 - std::pow((double)c.beta2,
+                              (double)(frozen ? std::min(c.step, c.freeze_step) : c.step));
   for (size_t i = 0; i < r.p.size(); ++i) {
     double gi = g[i];
+    if (frozen) {
+      r.p[i] *= 1.0 - (double)c.lr * c.weight_decay;
+      r.m[i] = gi;
+      r.p[i] -= (double)c.lr / bc1 * r.m[i] / (std::sqrt(r.v[i]) / std::sqrt(bc2) + c.eps);
+      continue;
+    }
     if (c.decoupled_weight_decay)
       r.p[i] *= 1.0 - (double)c.lr * c.weight_decay;
     else
@@ -47,7 +58,7 @@ double relErr(const std::vector<float> &a, const std::vector<double> &ref) {
 using Adam = BackendTest;
 
 void runCase(loomrt_device dev, loomrt_stream stream, size_t n, size_t offset,
-             bool decoupled, float wd) {
+             bool decoupled, float wd, int64_t freezeAfter = 0) {
   std::mt19937 rng(1234 + n + offset);
   std::normal_distribution<float> N(0.f, 1.f);
   std::vector<float> p(n), m(n, 0.f), v(n, 0.f), g(n);
@@ -73,6 +84,8 @@ void runCase(loomrt_device dev, loomrt_stream stream, size_t n, size_t offset,
     for (auto &x : g)
       x = N(rng) * 0.1f;
     cfg.step = step;
+    // 1-bit Adam: plain Adam up to freezeAfter, the frozen update after.
+    cfg.freeze_step = freezeAfter && step > freezeAfter ? freezeAfter : 0;
     adamRef(ref, g, cfg);
     LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, dg, g.data(), n * 4));
     LOOMRT_ASSERT_OK(loomrt_adam_f32(stream, &cfg, dp, dg, dm, dv, n));
@@ -99,6 +112,11 @@ TEST_P(Adam, UnalignedAndOddSizes) {
   runCase(dev, stream, 100001, 3, true, 0.01f);
 }
 
+TEST_P(Adam, OnebitFrozenUpdateMatchesFloat64Reference) {
+  runCase(dev, stream, 1 << 16, 0, true, 0.01f, 2);
+  runCase(dev, stream, 1001, 1, true, 0.0f, 3);
+}
+
 TEST_P(Adam, RejectsBadConfig) {
   float x = 0;
   loomrt_adam_config cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.f, 1, 0};
@@ -106,6 +124,12 @@ TEST_P(Adam, RejectsBadConfig) {
             loomrt_adam_f32(stream, &cfg, &x, &x, &x, &x, 1));
   cfg.step = 1;
   cfg.beta2 = 1.0f;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_adam_f32(stream, &cfg, &x, &x, &x, &x, 1));
+  // 1-bit Adam's frozen update decays decoupled only.
+  cfg.beta2 = 0.999f;
+  cfg.freeze_step = 1;
+  cfg.decoupled_weight_decay = 0;
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
             loomrt_adam_f32(stream, &cfg, &x, &x, &x, &x, 1));
 }
