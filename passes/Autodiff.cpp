@@ -279,6 +279,13 @@ public:
                                         o.getApproximate()));
           return success();
         })
+        .Case([&](LerpOp o) {
+          // y = (1 - w) a + w b.
+          double w = o.getWeight().convertToDouble();
+          accumulate(o.getLhs(), mul(dy, scalar(dy, 1.0 - w)));
+          accumulate(o.getRhs(), mul(dy, scalar(dy, w)));
+          return success();
+        })
         .Case([&](DropoutOp o) {
           // y = x * m / (1 - p): dx = dy * m / (1 - p), the same op with the
           // same key, so the same mask, drawn again.

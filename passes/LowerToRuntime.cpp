@@ -749,6 +749,13 @@ LogicalResult lower(MatmulOp o, MatmulOp::Adaptor a, Emit &e) {
 
 /// One single-dimension reduction per reduced dimension (reduceSteps); the
 /// last step's buffer is the result.
+LogicalResult lower(LerpOp o, LerpOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::LerpOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getLhs(), a.getRhs(), y,
+                     numel(o.getResult()), f64(o.getWeight()));
+  return e.done(y);
+}
+
 LogicalResult lower(CumsumOp o, CumsumOp::Adaptor a, Emit &e) {
   auto shape = tt(o.getInput()).getShape();
   int64_t dim = o.getDim(), outer = 1, inner = 1;
@@ -1193,7 +1200,7 @@ struct Lowering {
                 arith::ConstantOp>(patterns, tc, plan);
     addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
                 EmbeddingOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp, AttentionOp,
-                AttentionGradOp, MatmulOp, ReduceOp, CumsumOp>(patterns, tc, plan);
+                AttentionGradOp, MatmulOp, ReduceOp, CumsumOp, LerpOp>(patterns, tc, plan);
     addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
                 arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
                 AllToAllOp,

@@ -240,6 +240,25 @@ def Loom_DropoutOp : Loom_Op<"dropout", [Pure, SameOperandsAndResultType, Loom_C
   let hasVerifier = 1;
 }
 
+def Loom_LerpOp : Loom_Op<"lerp", [Pure, SameOperandsAndResultType, Loom_ComputeOpTrait]> {
+  let summary = "Linear interpolation a + w·(b − a) (torch.lerp)";
+  let description = [{
+    Elementwise `a + weight · (b − a)` with a constant weight, computed as
+    torch.lerp does (from `b` when the weight is 0.5 or more, for accuracy
+    near 1). A moving average is a lerp: Adam's momentum
+    `m + (1−β₁)(g − m)` (1-bit Adam's worker step), and Streaming DiLoCo's
+    merge of global and local parameters. One pass over memory where the
+    same arithmetic as mul, mul, add takes three.
+
+    ```mlir
+    %m2 = loom.lerp %m, %g weight 1.0e-01 : tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs, F64Attr:$weight);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `weight` $weight attr-dict `:` type($result)";
+}
+
 class Loom_BinaryOp<string mnemonic, string math> : Loom_Op<mnemonic,
     [Pure, SameOperandsAndResultElementType, ResultsBroadcastableShape,
      Loom_ComputeOpTrait]> {

@@ -499,6 +499,13 @@ def LoomRT_ReduceOp : LoomRT_CallOp<"reduce",
   let summary = "reduces the middle dimension of [outer, len, inner]";
 }
 
+def LoomRT_LerpOp : LoomRT_CallOp<"lerp",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$y,
+         NonNegI64:$n, F64Attr:$weight),
+    "$dtype $a `,` $b `->` $y `,` $n `weight` $weight"> {
+  let summary = "y = a + weight · (b − a) (loomrt_lerp)";
+}
+
 def LoomRT_CumsumOp : LoomRT_CallOp<"cumsum",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$y, NonNegI64:$outer,
          NonNegI64:$len, NonNegI64:$inner, UnitAttr:$exclusive, UnitAttr:$reverse),

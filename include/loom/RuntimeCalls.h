@@ -192,6 +192,11 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.template ptr<const float>(o.getDloss(), "const float *"),
                       b.buf(o.getDlogits()), b.i(o.getRows()), b.i(o.getClasses()));
       })
+      .Case([&](rt::LerpOp o) {
+        return b.call("loomrt_lerp", loomrt_lerp, b.stream(o.getStream()), b.dtype(o.getDtype()),
+                      b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getY()), b.i(o.getN()),
+                      b.f(o.getWeight().convertToDouble()));
+      })
       .Case([&](rt::CumsumOp o) {
         return b.call("loomrt_cumsum", loomrt_cumsum, b.stream(o.getStream()),
                       b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getY()), b.i(o.getOuter()),

@@ -27,6 +27,8 @@ struct KernelOps {
                           const int64_t *outShape, int rank);
   loomrt_status (*cast)(void *state, void *stream, loomrt_dtype from,
                         const void *x, loomrt_dtype to, void *y, size_t n);
+  loomrt_status (*lerp)(void *state, void *stream, loomrt_dtype dt, const void *a,
+                        const void *b, void *y, size_t n, float weight);
   loomrt_status (*cumsum)(void *state, void *stream, loomrt_dtype dt,
                           const void *x, void *y, int64_t outer, int64_t len,
                           int64_t inner, int exclusive, int reverse);

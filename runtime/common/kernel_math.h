@@ -142,6 +142,11 @@ LOOMRT_HD float binaryOp(loomrt_binary_op op, float a, float b) {
   }
 }
 
+/// torch.lerp's formula (ATen's lerp: from the nearer end).
+LOOMRT_HD float lerpOp(float a, float b, float w) {
+  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
 /// loomrt_binary on int64: sums and products wrap modulo 2^64 (computed on
 /// uint64, so no signed-overflow undefined behaviour); DIV and POW are
 /// refused before a kernel runs.

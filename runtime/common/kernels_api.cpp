@@ -4,6 +4,7 @@
 #include "common/backend.h"
 #include "common/kernel_math.h"
 
+#include <cmath>
 #include <string>
 
 using loomrt::fail;
@@ -230,6 +231,14 @@ loomrt_status loomrt_copy_strided(loomrt_stream s, size_t elemSize,
     return bad("copy_strided", "null buffer");
   return K(s).copy_strided(ST(s), s->impl, elemSize, src, srcStrides, dst,
                            dstStrides, shape, rank);
+}
+
+loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,
+                          void *y, size_t n, float weight) {
+  LOOMRT_TRY(common("lerp", s, dt, n > 0, {a, b, y}));
+  if (!std::isfinite(weight))
+    return bad("lerp", "weight must be finite");
+  return n ? K(s).lerp(ST(s), s->impl, dt, a, b, y, n, weight) : LOOMRT_OK;
 }
 
 loomrt_status loomrt_cumsum(loomrt_stream s, loomrt_dtype dt, const void *x,

@@ -174,6 +174,19 @@ loomrt_status copyStrided(void *, void *, size_t elem, const void *src,
   return LOOMRT_OK;
 }
 
+loomrt_status lerpK(void *, void *, loomrt_dtype dt, const void *a, const void *b, void *y,
+                    size_t n, float w) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *A = static_cast<const T *>(a), *B = static_cast<const T *>(b);
+    T *Y = static_cast<T *>(y);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; ++i)
+      Y[i] = store<T>(lerpOp(load(A[i]), load(B[i]), w));
+  });
+  return LOOMRT_OK;
+}
+
 /// One sequential scan per (outer, inner) column, columns in parallel.
 loomrt_status cumsumK(void *, void *, loomrt_dtype dt, const void *x, void *y,
                       int64_t outer, int64_t len, int64_t inner, int exclusive,
@@ -665,7 +678,7 @@ loomrt_status onebitAverageK(void *, void *, const uint8_t *packed, const float 
 }
 
 const KernelOps kCpuKernels = {
-    unary,       unaryGradK,    binary,       castK,      cumsumK,    fillK,
+    unary,       unaryGradK,    binary,       castK,      lerpK,      cumsumK,    fillK,
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
     softmaxK,    softmaxGrad,   embeddingK,   embeddingGrad,
     crossEntropy, crossEntropyGrad, spmmK,    sgdK,

@@ -211,6 +211,10 @@ __global__ void binaryIntKernel(loomrt_binary_op op, const uint8_t *cond, const 
     out[i] = cond ? (cond[oc] ? a[oa] : b[ob]) : binaryOpInt(op, a[oa], b[ob]);
   }
 }
+template <typename T>
+__global__ void lerpKernel(const T *a, const T *b, T *y, size_t n, float w) {
+  GRID_STRIDE(i, n) y[i] = store<T>(lerpOp(load(a[i]), load(b[i]), w));
+}
 template <typename T> __global__ void castFromIntKernel(const int64_t *x, T *y, size_t n) {
   GRID_STRIDE(i, n) y[i] = store<T>(float(x[i]));
 }
@@ -566,6 +570,15 @@ loomrt_status castG(void *, void *st, loomrt_dtype from, const void *x,
     });
   });
   return launched("cast");
+}
+loomrt_status lerpG(void *, void *st, loomrt_dtype dt, const void *a, const void *b, void *y,
+                    size_t n, float w) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    lerpKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(a), static_cast<const T *>(b), static_cast<T *>(y), n, w);
+  });
+  return launched("lerp");
 }
 loomrt_status cumsumG(void *, void *st, loomrt_dtype dt, const void *x, void *y,
                       int64_t outer, int64_t len, int64_t inner, int exclusive, int reverse) {
@@ -1350,7 +1363,7 @@ loomrt_status flashAttentionGradG(void *, void *, loomrt_dtype, int64_t, int64_t
 namespace {
 
 const KernelOps kGpuKernels = {
-    unaryG,        unaryGradG,        binaryG,  castG,       cumsumG,    fillG,
+    unaryG,        unaryGradG,        binaryG,  castG,       lerpG,      cumsumG,    fillG,
     copyStridedG,  reduceG,           matmulG,  layerNormG,  layerNormGradG,
     softmaxG,      softmaxGradG,      embeddingG, embeddingGradG,
     crossEntropyG, crossEntropyGradG, spmmG,    sgdG,

@@ -369,6 +369,26 @@ TEST_P(Kernels, CastAndFill) {
   }, 0.0 + 1e-12);
 }
 
+TEST_P(Kernels, LerpBothFormulas) {
+  // Below 0.5 from a, from 0.5 on from b (torch.lerp's two branches).
+  std::vector<float> a = randn(1000), b = randn(1000, 2.0f, 1.0f);
+  Harness probe(dev, s, dt());
+  auto A = probe.seen(a), B = probe.seen(b);
+  for (float w : {0.1f, 0.5f, 0.9f}) {
+    D ref(a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ref[i] = A[i] + double(w) * (double(B[i]) - A[i]);
+    SCOPED_TRACE("weight " + std::to_string(w));
+    check({ref}, [&](Harness &h) {
+      void *y = h.out(a.size());
+      EXPECT_EQ(LOOMRT_OK, loomrt_lerp(h.s, h.dt, h.put(a), h.put(b), y, a.size(), w));
+      return std::vector<std::vector<float>>{h.get(y, a.size())};
+    });
+  }
+  float z = 0;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_lerp(s, dt(), &z, &z, &z, 1, NAN));
+}
+
 TEST_P(Kernels, CumsumAllDirections) {
   // A short column and a long one, both flags each way.
   for (auto [outer, len, inner] : {std::tuple<int64_t, int64_t, int64_t>{2, 5, 3},

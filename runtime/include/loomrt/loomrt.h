@@ -218,6 +218,10 @@ loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
 loomrt_status loomrt_onebit_average(loomrt_stream s, const uint8_t *packed,
                                     const float *scales, float *out,
                                     size_t world, size_t n);
+/* y = a + weight * (b - a) over n elements, as torch.lerp computes it:
+ * b - (b - a) * (1 - weight) when weight >= 0.5. */
+loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,
+                          void *y, size_t n, float weight);
 /* Element-type conversion of n elements. Float to I64 truncates toward
  * zero, saturates at the int64 range and maps NaN to 0. */
 loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
