@@ -207,14 +207,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(module, "zero-stage must be 0, 1, 2 or 3");
     if (bucketSize < 1)
       return fail(module, "bucket-size must be positive");
-    // The topology: the named one, or the module's only one.
-    TopologyOp topo;
-    for (TopologyOp t : module.getOps<TopologyOp>())
-      if (topology.empty() || t.getSymName() == topology) {
-        if (topo)
-          return fail(t, "several loom.topology ops: name one with topology=");
-        topo = t;
-      }
+    FailureOr<TopologyOp> found = findTopology(module, topology, "loom-data-parallel");
+    if (failed(found))
+      return failure();
+    TopologyOp topo = *found;
     if (!topo)
       return fail(module, topology.empty() ? "no loom.topology (loomc --topology)"
                                            : "no loom.topology @" + topology);
@@ -498,3 +494,15 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
 };
 
 } // namespace
+
+FailureOr<TopologyOp> mlir::loom::findTopology(ModuleOp module, StringRef name, StringRef pass) {
+  TopologyOp topo;
+  for (TopologyOp t : module.getOps<TopologyOp>())
+    if (name.empty() || t.getSymName() == name) {
+      if (topo)
+        return t.emitError() << pass << ": several loom.topology ops: name one with topology=",
+               failure();
+      topo = t;
+    }
+  return topo;
+}

@@ -45,24 +45,15 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
       signalPassFailure();
   }
 
-  /// A scalar f32 constant, broadcast by the elementwise ops.
-  static Value scalar(OpBuilder &b, Location loc, double v) {
-    auto t = RankedTensorType::get({}, b.getF32Type());
-    return arith::ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, float(v)));
-  }
-
   LogicalResult run(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
     if (freezeStep < 1)
       return fail(module, "freeze-step must be at least 1 (steps of plain Adam before the "
                           "variance is frozen)");
-    TopologyOp topo;
-    for (TopologyOp t : module.getOps<TopologyOp>())
-      if (topology.empty() || t.getSymName() == topology) {
-        if (topo)
-          return fail(t, "several loom.topology ops: name one with topology=");
-        topo = t;
-      }
+    FailureOr<TopologyOp> found = findTopology(module, topology, "loom-onebit-adam");
+    if (failed(found))
+      return failure();
+    TopologyOp topo = *found;
     if (!topo)
       return fail(module, "1-bit Adam averages momenta across ranks: it needs a loom.topology "
                           "(loomc --topology)");

@@ -25,6 +25,11 @@ LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = "train_step",
 /// signature, no loom op in a body): loom-lower-to-runtime's output.
 bool isLoweredToRuntime(ModuleOp module);
 
+/// The loom.topology named `name`, or the module's only one when `name` is
+/// empty; null when there is none. Several without a name is an error
+/// (reported on the second, prefixed with `pass`): failure.
+FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pass);
+
 
 } // namespace mlir::loom
 

@@ -21,7 +21,7 @@
 // The worker: the momentum from this rank's gradient, padded, compressed
 // with its error, chunks exchanged.
 // CHECK: %[[M:.*]] = loom.load @w.exp_avg
-// CHECK: loom.lerp %[[M]], %[[R]]#1 weight 1.000000e-01 : tensor<3x2xf32>
+// CHECK: loom.lerp %[[M]], %[[R]]#1 weight {{0.09999+[0-9]*}} : tensor<3x2xf32>
 // CHECK: loom.concat {{.*}} : tensor<6xf32>, tensor<10xf32> -> tensor<16xf32>
 // CHECK: %[[WE:.*]] = loom.load @w.onebit.worker_error : tensor<16xf32>
 // CHECK: %[[P:.*]], %[[NE:.*]] = loom.compress %{{.*}} feedback(%[[WE]] : tensor<16xf32>) : tensor<16xf32> -> !loom.packed<tensor<16xf32>, #loom.codec<sign_scale>>, tensor<16xf32>
