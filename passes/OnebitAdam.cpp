@@ -10,9 +10,12 @@
 //     momenta are averaged by a two-phase compressed all-reduce with worker
 //     and server error feedback, and the weights step with the frozen
 //     variance. This pass writes that step as @train_step_frozen.
-// Compression is per parameter, as DeepSpeed's: each tensor has its own
-// scale, padded to a multiple of W * lcm(W, 8) (W ranks) so every rank's
-// chunk is whole bytes of signs.
+// Compression is per parameter by default, as DeepSpeed's: each tensor has
+// its own scale, padded to a multiple of W * lcm(W, 8) (W ranks) so every
+// rank's chunk is whole bytes of signs; bucket-size lets consecutive
+// parameters share one exchange and one scale. Buckets are emitted in three
+// rounds (worker steps and all-to-alls, server steps and all-gathers,
+// updates) so one bucket's exchange overlaps the next one's arithmetic.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
