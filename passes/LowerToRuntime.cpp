@@ -590,6 +590,13 @@ LOOM_BINARY(LeOp, le)
 #undef LOOM_BINARY
 // clang-format on
 
+LogicalResult lower(LerpOp o, LerpOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  rt::LerpOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getLhs(), a.getRhs(), y,
+                     numel(o.getResult()), f64(o.getWeight()));
+  return e.done(y);
+}
+
 LogicalResult lower(SelectOp o, SelectOp::Adaptor a, Emit &e) {
   int rank = tt(o.getResult()).getRank();
   Value out = e.alloc(o.getResult());
@@ -747,28 +754,17 @@ LogicalResult lower(MatmulOp o, MatmulOp::Adaptor a, Emit &e) {
   return e.done(out);
 }
 
+/// A prefix sum along one dimension: the input viewed as [outer, len, inner].
+LogicalResult lower(CumsumOp o, CumsumOp::Adaptor a, Emit &e) {
+  auto [outer, len, inner] = axisView(tt(o.getInput()).getShape(), o.getDim(), o.getDim());
+  Value y = e.alloc(o.getResult());
+  rt::CumsumOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), y, outer, len, inner,
+                       o.getExclusive(), o.getReverse());
+  return e.done(y);
+}
+
 /// One single-dimension reduction per reduced dimension (reduceSteps); the
 /// last step's buffer is the result.
-LogicalResult lower(LerpOp o, LerpOp::Adaptor a, Emit &e) {
-  Value y = e.alloc(o.getResult());
-  rt::LerpOp::create(e.rw, e.loc, e.f.s, dt(o.getResult()), a.getLhs(), a.getRhs(), y,
-                     numel(o.getResult()), f64(o.getWeight()));
-  return e.done(y);
-}
-
-LogicalResult lower(CumsumOp o, CumsumOp::Adaptor a, Emit &e) {
-  auto shape = tt(o.getInput()).getShape();
-  int64_t dim = o.getDim(), outer = 1, inner = 1;
-  for (int64_t k = 0; k < dim; ++k)
-    outer *= shape[k];
-  for (int64_t k = dim + 1; k < int64_t(shape.size()); ++k)
-    inner *= shape[k];
-  Value y = e.alloc(o.getResult());
-  rt::CumsumOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), y, outer, shape[dim],
-                       inner, o.getExclusive(), o.getReverse());
-  return e.done(y);
-}
-
 LogicalResult lower(ReduceOp o, ReduceOp::Adaptor a, Emit &e) {
   Value cur = a.getInput();
   int64_t es = int64_t(storageBytes(tt(o.getInput()).getElementType()));

@@ -1234,6 +1234,14 @@ std::vector<int64_t> mlir::loom::broadcastInputStrides(BroadcastOp op) {
   return st;
 }
 
+std::array<int64_t, 3> mlir::loom::axisView(ArrayRef<int64_t> shape, int64_t first,
+                                            int64_t last) {
+  std::array<int64_t, 3> v{1, 1, 1};
+  for (int64_t i = 0; i < int64_t(shape.size()); ++i)
+    v[i < first ? 0 : i <= last ? 1 : 2] *= shape[i];
+  return v;
+}
+
 SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
   auto type = cast<RankedTensorType>(op.getInput().getType());
   SmallVector<int64_t> dims;
@@ -1249,15 +1257,10 @@ SmallVector<ReduceStep> mlir::loom::reduceSteps(ReduceOp op) {
     int64_t last = dims[--j], first = last;
     while (j > 0 && dims[j - 1] == first - 1)
       first = dims[--j];
-    ReduceStep st{1, 1, 1, {}};
-    for (int64_t i = 0; i < first; ++i)
-      st.outer *= shape[i];
-    for (int64_t i = first; i <= last; ++i) {
-      st.len *= shape[i];
+    auto [outer, len, inner] = axisView(shape, first, last);
+    ReduceStep st{outer, len, inner, {}};
+    for (int64_t i = first; i <= last; ++i)
       shape[i] = 1;
-    }
-    for (int64_t i = last + 1; i < int64_t(shape.size()); ++i)
-      st.inner *= shape[i];
     st.shape = shape;
     steps.push_back(std::move(st));
   }

@@ -4,6 +4,8 @@
 
 #include "dialects/Loom/LoomDialect.h"
 
+#include <array>
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -41,6 +43,10 @@ namespace mlir::loom {
 /// (loom-reinit-params, a binary's --init=random): GPT-2's normal(0, std)
 /// for matrices, zeros for biases, ones for other vectors (norm weights).
 InitAttr defaultInitFor(ParamOp param, double stddev = 0.02);
+
+/// `shape` viewed as [outer, len, inner] around its dimensions first..last
+/// (a reduction's or a prefix sum's axis as the runtime's kernels take it).
+std::array<int64_t, 3> axisView(ArrayRef<int64_t> shape, int64_t first, int64_t last);
 
 /// One single-dimension reduction of a loom.reduce: the input viewed as
 /// [outer, len, inner], reduced over len; `shape` is what is left after it.
