@@ -224,11 +224,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(module, "needs @train_step (run loom-attach-optimizer first)");
     if (getDataParallel(step))
       return fail(step, "@train_step is already data-parallel");
-    func::CallOp call;
-    step.walk([&](func::CallOp c) {
-      if (c.getCallee() == "forward_backward")
-        call = c;
-    });
+    func::CallOp call = findCall(step, "forward_backward");
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!call || !fb)
       return fail(step, "@train_step must call @forward_backward");
@@ -494,6 +490,15 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
 };
 
 } // namespace
+
+func::CallOp mlir::loom::findCall(func::FuncOp fn, StringRef callee) {
+  func::CallOp call;
+  fn.walk([&](func::CallOp c) {
+    if (c.getCallee() == callee)
+      call = c;
+  });
+  return call;
+}
 
 FailureOr<TopologyOp> mlir::loom::findTopology(ModuleOp module, StringRef name, StringRef pass) {
   TopologyOp topo;

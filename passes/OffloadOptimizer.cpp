@@ -165,11 +165,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   if (step->hasAttr(LoomDialect::DataParallelAttrHelper::getNameStr()))
     return fail(step, "offloading a data-parallel step is not supported yet");
   auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
-  func::CallOp call;
-  step.walk([&](func::CallOp c) {
-    if (c.getCallee() == "forward_backward")
-      call = c;
-  });
+  func::CallOp call = findCall(step, "forward_backward");
   if (!names || !call || call.getNumResults() != names.size() + 1)
     return fail(fb, "@forward_backward must return the loss and one gradient per "
                     "loom.grad_params entry, and @train_step must call it");

@@ -74,11 +74,7 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
     if (module.lookupSymbol("train_step_frozen") || module.lookupSymbol("forward_backward_local"))
       return fail(step, "@train_step_frozen exists already");
     auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
-    func::CallOp call;
-    step.walk([&](func::CallOp c) {
-      if (c.getCallee() == "forward_backward")
-        call = c;
-    });
+    func::CallOp call = findCall(step, "forward_backward");
     if (!names || !call || call.getNumResults() != names.size() + 1)
       return fail(step, "@train_step must call @forward_backward, which returns the loss and "
                         "one gradient per loom.grad_params entry");

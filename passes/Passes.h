@@ -30,6 +30,10 @@ bool isLoweredToRuntime(ModuleOp module);
 /// (reported on the second, prefixed with `pass`): failure.
 FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pass);
 
+/// The last call to @`callee` inside `fn` (null: none): the optimizer and
+/// distribution passes find @train_step's call to @forward_backward so.
+func::CallOp findCall(func::FuncOp fn, StringRef callee);
+
 
 } // namespace mlir::loom
 
