@@ -2073,15 +2073,20 @@ private:
     return true;
   }
 
-  bool convertSplit(const onnx::NodeProto &n) {
-    Value x;
+  /// Split's and SplitToSequence's operands: the tensor, its axis
+  /// (checked, made non-negative) and the optional constant split sizes.
+  bool splitOperands(const onnx::NodeProto &n, Value &x, int64_t &axis, const Val *&sp) {
     if (!input(n, 0, x))
       return false;
-    int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
-    if (!normAxis(n, axis, rank))
-      return false;
+    axis = intAttr(n, "axis", 0);
+    return normAxis(n, axis, tt(x).getRank()) && optionalConst(n, 1, sp, "split");
+  }
+
+  bool convertSplit(const onnx::NodeProto &n) {
+    Value x;
+    int64_t axis;
     const Val *sp;
-    if (!optionalConst(n, 1, sp, "split"))
+    if (!splitOperands(n, x, axis, sp))
       return false;
     std::vector<int64_t> sizes = sp ? ints(*sp) : intsAttr(n, "split");
     int64_t dim = tt(x).getDimSize(axis), parts = n.output_size();
@@ -2136,13 +2141,9 @@ private:
   // size, the last one smaller.
   bool convertSplitToSequence(const onnx::NodeProto &n) {
     Value x;
-    if (!input(n, 0, x))
-      return false;
-    int64_t rank = tt(x).getRank(), axis = intAttr(n, "axis", 0);
-    if (!normAxis(n, axis, rank))
-      return false;
+    int64_t axis;
     const Val *sp;
-    if (!optionalConst(n, 1, sp, "split"))
+    if (!splitOperands(n, x, axis, sp))
       return false;
     int64_t dim = tt(x).getDimSize(axis);
     std::vector<int64_t> sizes;
