@@ -1,13 +1,21 @@
 # Sourced by the scripts that run loomc's generated training binaries on a
 # GPU host (which has CUDA but no MLIR): builds the runtime there once and
 # links a generated source against it.
-#   build_runtime            cmake + ninja into build-bench; sets RT (logs in $OUT)
+#   build_runtime [TARGET [CMAKE_ARGS...]]
+#                            cmake + ninja TARGET (default loomrt_shared) into
+#                            build-bench; sets RT (logs in $OUT)
+#   nccl_root                the NCCL of the host's PyTorch (pip's nvidia.nccl)
 #   link_binary SRC.cpp EXE [-O1]
 build_runtime() {
-  cmake -G Ninja -S bench -B build-bench > "$OUT/cmake.log" 2>&1 &&
-    ninja -C build-bench loomrt_shared > "$OUT/ninja.log" 2>&1 ||
+  local target=${1:-loomrt_shared}
+  shift $(($# > 0 ? 1 : 0))
+  cmake -G Ninja -S bench -B build-bench "$@" > "$OUT/cmake.log" 2>&1 &&
+    ninja -C build-bench "$target" > "$OUT/ninja.log" 2>&1 ||
     { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
   RT="$PWD/build-bench/runtime"
+}
+nccl_root() {
+  python3 -c "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])"
 }
 link_binary() {
   c++ "${3:--O0}" -std=c++17 -I runtime/include "$1" -o "$2" -L"$RT" -lloomrt -Wl,-rpath,"$RT"

@@ -13,14 +13,10 @@ OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/onebit
 export NCCL_NVLS_ENABLE=0 MASTER_ADDR=127.0.0.1
-NCCL_ROOT=$(python3 -c "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])")
-cmake -G Ninja -S bench -B build-bench -DLOOMRT_NCCL_ROOT="$NCCL_ROOT" \
-  -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/cmake.log" 2>&1 &&
-  ninja -C build-bench > "$OUT/ninja.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
-RT="$PWD/build-bench/runtime"
+source bench/gpu-runtime.sh
+build_runtime all -DLOOMRT_NCCL_ROOT="$(nccl_root)" -DCMAKE_CUDA_ARCHITECTURES=90
 for f in z0 ob obb one; do
-  c++ -O0 -std=c++17 -I runtime/include "$GEN/$f.cpp" -o "/tmp/ob_$f" -L"$RT" -lloomrt \
-    -Wl,-rpath,"$RT" 2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
+  link_binary "$GEN/$f.cpp" "/tmp/ob_$f" 2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
 done
 wait
 source bench/launch.sh
