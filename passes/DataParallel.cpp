@@ -55,6 +55,9 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   using Base::Base;
 
   ModuleOp module;
+  /// loom-onebit-adam's step after the freeze, when there is one.
+  func::FuncOp frozen;
+  bool replicated = false; // frozen-variance=replicated
   GroupAttr group;
   int64_t world = 1;
   StreamAttr comm;
@@ -232,6 +235,16 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (!names || call.getNumResults() != names.size() + 1)
       return fail(fb, "@forward_backward must return the loss and one gradient per "
                       "loom.grad_params entry");
+    frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
+    if (frozenVariance != "sharded" && frozenVariance != "replicated")
+      return fail(module, "frozen-variance must be 'sharded' or 'replicated', not '" +
+                              frozenVariance + "'");
+    replicated = frozenVariance == "replicated";
+    if (frozen && zeroStage == 3)
+      return fail(frozen, "1-bit Adam composes with ZeRO stages 0-2; stage 3's sharded "
+                          "parameters are not built for its frozen step");
+    if (frozen && module.lookupSymbol("enter_frozen"))
+      return fail(frozen, "@enter_frozen exists already");
     setDataParallel(step, {world, zeroStage});
 
     OpBuilder b(ctx);
@@ -405,7 +418,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         for (auto [m, v] : llvm::zip(bk.members, unflatten(b, loc, full, types)))
           StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
       }
-      // The per-parameter update goes: its stores, the Adam op, its state.
+      if (frozen && !replicated && failed(rewriteFrozen(b, loc, bk, shard, mSym, vSym, types)))
+        return failure();
+      // The per-parameter update goes: its stores, the Adam op, its state
+      // (1-bit Adam's frozen step keeps the full momentum, below).
       for (Member &m : bk.members) {
         for (Operation *u : m.adam->getUsers())
           dead.push_back(u);
@@ -414,15 +430,123 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
           if (Operation *d = in.getDefiningOp(); d && isa<LoadOp>(d))
             dead.push_back(d);
         for (StringRef suffix : {".exp_avg", ".exp_avg_sq"})
-          if (auto s = module.lookupSymbol<StateOp>((m.param.getSymName() + suffix).str()))
+          if (auto s = module.lookupSymbol<StateOp>((m.param.getSymName() + suffix).str());
+              s && !(frozen && (suffix == ".exp_avg" || replicated)))
             dead.push_back(s);
       }
     }
     for (Operation *op : dead)
       op->dropAllUses(), op->erase();
+    if (frozen)
+      createEnterFrozen(loc, buckets);
     if (zeroStage == 3)
       return gatherParamsInForwardBackward(fb, buckets);
     return success();
+  }
+
+  /// 1-bit Adam at stages 1 and 2 (loom-onebit-adam's @train_step_frozen,
+  /// written before this pass): after the freeze no gradient is reduced;
+  /// the compressed all-reduce leaves the averaged momentum on every rank
+  /// in full. Each rank steps its shard of the bucket with its shard of the
+  /// frozen variance (the update @train_step's ZeRO form makes, on the same
+  /// shards: stage 0's arithmetic, element for element) and the updated
+  /// shards are all-gathered, fp32, as in @train_step. The full momentum
+  /// stays a state of every rank (@P.exp_avg): the next step's local
+  /// momentum, β₁m + (1-β₁)g, needs all of it (docs/compression.md: the
+  /// bytes and memory this costs).
+  LogicalResult rewriteFrozen(OpBuilder &b, Location loc, Bucket &bk, int64_t shard,
+                              FlatSymbolRefAttr mSym, FlatSymbolRefAttr vSym,
+                              ArrayRef<RankedTensorType> types) {
+    SmallVector<AdamOp> adams;
+    for (Member &m : bk.members) {
+      AdamOp found;
+      frozen.walk([&](AdamOp a) {
+        if (auto l = a.getParam().getDefiningOp<LoadOp>();
+            l && l.getName() == m.param.getSymName())
+          found = a;
+      });
+      if (!found)
+        return fail(frozen, "@train_step_frozen has no update of '@" + m.param.getSymName() +
+                                "'");
+      adams.push_back(found);
+    }
+    Operation *last = nullptr;
+    for (AdamOp a : adams)
+      if (!last || last->isBeforeInBlock(a))
+        last = a;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(last);
+    SmallVector<Value> moms, params;
+    for (AdamOp a : adams) {
+      moms.push_back(a.getGrad());
+      params.push_back(a.getParam());
+    }
+    auto shardType = RankedTensorType::get({shard}, b.getF32Type());
+    Value mS = LoadOp::create(b, loc, shardType, mSym);
+    Value vS = LoadOp::create(b, loc, shardType, vSym);
+    AdamOp first = adams.front();
+    auto adam = AdamOp::create(
+        b, loc, TypeRange{shardType, shardType, shardType},
+        shardOf(b, loc, flatten(b, loc, params, bk.padded), shard),
+        shardOf(b, loc, flatten(b, loc, moms, bk.padded), shard), mS, vS, first.getStep(),
+        first.getLrAttr(), first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
+        first.getWeightDecayAttr(), first.getDecoupledAttr(), FlatSymbolRefAttr(),
+        first.getFreezeStepAttr());
+    // The shard of the momentum too, so the ZeRO state a checkpoint saves
+    // stays the momentum; the variance is frozen and needs no store.
+    StoreOp::create(b, loc, adam.getNewExpAvg(), mSym);
+    Value full = allGather(b, loc, adam.getNewParam(), bk.padded);
+    for (auto [m, v, mom] : llvm::zip(bk.members, unflatten(b, loc, full, types), moms)) {
+      StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
+      StoreOp::create(b, loc, mom, (m.param.getSymName() + ".exp_avg").str());
+    }
+    // The per-parameter updates go, and the loads only they read (the
+    // variance's; the momentum's feeds the local momentum too).
+    for (AdamOp a : adams) {
+      SmallVector<Operation *> loads;
+      for (Value in : {a.getExpAvg(), a.getExpAvgSq()})
+        if (Operation *d = in.getDefiningOp(); d && isa<LoadOp>(d))
+          loads.push_back(d);
+      for (Operation *u : llvm::make_early_inc_range(a->getUsers()))
+        u->erase();
+      a->erase();
+      for (Operation *d : loads)
+        if (d->use_empty())
+          d->erase();
+    }
+    return success();
+  }
+
+  /// 1-bit Adam at stages 1 and 2: the warm-up leaves the momentum in
+  /// shards, and the first frozen step needs it whole. @enter_frozen
+  /// all-gathers it into @P.exp_avg (with frozen-variance=replicated the
+  /// variance too, into @P.exp_avg_sq, and @train_step_frozen stays as
+  /// loom-onebit-adam wrote it: every rank updates every parameter, as at
+  /// stage 0); the driver calls it once, before the
+  /// step numbered freeze_step (a run resumed past it restores @P.exp_avg
+  /// from the checkpoint instead).
+  void createEnterFrozen(Location loc, MutableArrayRef<Bucket> buckets) {
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(frozen);
+    auto enter = func::FuncOp::create(b, loc, "enter_frozen", FunctionType::get(ctx, {}, {}));
+    b.setInsertionPointToStart(enter.addEntryBlock());
+    for (auto [k, bk] : llvm::enumerate(buckets)) {
+      int64_t shard = bk.padded / world;
+      auto shardType = RankedTensorType::get({shard}, b.getF32Type());
+      SmallVector<RankedTensorType> types;
+      for (Member &m : bk.members)
+        types.push_back(cast<RankedTensorType>(m.param.getType()));
+      for (StringRef suffix : {".exp_avg", ".exp_avg_sq"}) {
+        if (suffix == ".exp_avg_sq" && !replicated)
+          continue;
+        Value mine = LoadOp::create(b, loc, shardType, "zero.bucket" + std::to_string(k) + suffix.str());
+        for (auto [m, v] : llvm::zip(bk.members,
+                                     unflatten(b, loc, allGather(b, loc, mine, bk.padded), types)))
+          StoreOp::create(b, loc, v, (m.param.getSymName() + suffix).str());
+      }
+    }
+    func::ReturnOp::create(b, loc);
   }
 
   /// Stage 3: every load of a sharded parameter in @forward_backward reads

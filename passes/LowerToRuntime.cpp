@@ -1162,6 +1162,11 @@ struct Lowering {
     auto frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
     if (frozen && entry == "train_step")
       visit(frozen);
+    // With ZeRO 1 and 2, the once-only entry that gathers the momentum
+    // before the first frozen step.
+    auto enter = module.lookupSymbol<func::FuncOp>("enter_frozen");
+    if (frozen && enter && entry == "train_step")
+      visit(enter);
     if (bad)
       return failure();
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))

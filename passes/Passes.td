@@ -268,7 +268,9 @@ def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
       variance stays, and the weights take the step.
 
     The error buffers are `loom.state` of role `error_feedback`: checkpoints
-    save them and a resume restores them. Each rank sends 2(N/8 + 4) bytes
+    save them and a resume restores them. With ZeRO stages 1-2,
+    `loom-data-parallel` partitions the frozen step's updates (its
+    `frozen-variance` option). Each rank sends 2(N/8 + 4) bytes
     per parameter in the frozen step where an all-reduce of the gradient
     sends 2·4n(W-1)/W (docs/compression.md).
 
@@ -331,6 +333,15 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     gradient dies at its bucket's flatten. The group spans every level of the
     module's `loom.topology` (or the one named by `topology`).
 
+    With 1-bit Adam (`loom-onebit-adam`'s `@train_step_frozen`, stages 1-2):
+    `frozen-variance=sharded` rewrites the frozen step's updates as the
+    shards' (each rank steps its shard with the averaged momentum and its
+    shard of the frozen variance, then all-gathers fp32 parameters);
+    `replicated` leaves that step as stage 0's. Either way the full momentum
+    stays a state of every rank, and `@enter_frozen`, which the driver runs
+    once before the first frozen step, all-gathers the warm-up's momentum
+    shards into it (and, `replicated`, the variance's). Stage 3 is refused.
+
     Before (`--loom-data-parallel=zero-stage=0` with
     `loom.topology @world ["rank" = 2]`):
 
@@ -368,6 +379,11 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "2 (+ gradients reduce-scattered), 3 (+ parameters partitioned)">,
     Option<"bucketSize", "bucket-size", "int64_t", /*default=*/"16777216",
            "Most elements per communication bucket (small tensors share one)">,
+    Option<"frozenVariance", "frozen-variance", "std::string", /*default=*/"\"sharded\"",
+           "1-bit Adam at stages 1-2, after its freeze: 'sharded' (each rank steps its "
+           "shard with its shard of the frozen variance and all-gathers fp32 parameters) "
+           "or 'replicated' (the variance gathered once at the freeze; every rank updates "
+           "every parameter and only the 1-bit momenta cross the link)">,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
   ];

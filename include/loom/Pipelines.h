@@ -69,6 +69,7 @@ struct PipelineOptions {
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket
+  std::string onebitVariance = "sharded"; // loom-data-parallel's frozen-variance
 };
 
 /// Adds the passes of the phases after `from` up to `to` to `pm`: mixed

@@ -172,6 +172,9 @@ public:
     if (freezeStep && !module.lookupSymbol("train_step_frozen"))
       return module.emitError() << "code generation: the program has a freeze step but no "
                                    "@train_step_frozen";
+    // With ZeRO 1 and 2, the function the driver runs once before the
+    // first frozen step (loom-data-parallel's @enter_frozen).
+    bool enter = freezeStep && module.lookupSymbol("enter_frozen");
     // The step's inputs, for the driver's data loaders.
     std::string inputTable, entryArgs;
     auto inputs = program.getAs<ArrayAttr>("inputs");
@@ -326,6 +329,9 @@ public:
                              cppIdentifier("fn_", "train_step_frozen") + "(c, G" + entryArgs +
                              ", loss);\n}\n\n"
                        : std::string())
+        << (enter ? "loomrt_status entry_enter_frozen(loomrt_step_ctx c, void **G) {\n  return " +
+                        cppIdentifier("fn_", "enter_frozen") + "(c, G);\n}\n\n"
+                  : std::string())
         << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
         << table << "};\n\n"
         << "const loomrt_input_desc kInputs[] = {\n" << inputTable << "};\n\n"
@@ -341,6 +347,7 @@ public:
         << (prog("task") ? "LOOMRT_TASK_ARRAYS" : "LOOMRT_TASK_TOKENS")
         << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs,\n      "
         << (freezeStep ? "entry_frozen, " + std::to_string(freezeStep) : std::string("nullptr, 0"))
+        << (enter ? ", entry_enter_frozen" : ", nullptr")
         << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();

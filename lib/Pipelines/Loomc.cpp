@@ -280,6 +280,15 @@ struct LoomcOptions {
                "parameters up to N elements share one compressed all-reduce and one scale "
                "(fewer, larger collectives)"),
       cl::cat(cat)};
+  cl::opt<std::string> onebitVariance{
+      "onebit-variance", cl::init("sharded"), cl::value_desc("sharded|replicated"),
+      cl::desc("--optimizer=onebit-adam with --zero-stage 1 or 2, after the freeze: "
+               "'sharded' (default) keeps ZeRO's partition of the frozen variance, each rank "
+               "steps its shard and the fp32 parameters are all-gathered; 'replicated' "
+               "gathers the variance once at the freeze, so every rank updates every "
+               "parameter and only the 1-bit momenta cross the link (stage 0's memory). "
+               "Both give stage 0's losses (docs/compression.md)"),
+      cl::cat(cat)};
   cl::opt<double> lr{"lr", cl::init(1e-3), cl::desc("Learning rate"),
                             cl::cat(cat)};
   cl::opt<double> weightDecay{"weight-decay", cl::init(0.01),
@@ -466,9 +475,14 @@ int loomcMain(int argc, char **argv) {
                  "--optimizer=onebit-adam");
   if (o.onebitBucketSize < 0)
     return error("--onebit-bucket-size must be 0 (one parameter a bucket) or positive");
-  if (onebit && o.zeroStage > 0)
-    return error("--optimizer=onebit-adam runs with --zero-stage=0 so far (ZeRO 1 and 2 are "
-                 "not composed with it yet)");
+  if (o.onebitVariance != "sharded" && o.onebitVariance != "replicated")
+    return error("--onebit-variance must be sharded or replicated, not '" + o.onebitVariance +
+                 "'");
+  if (o.onebitVariance != "sharded" && !(onebit && o.zeroStage >= 1))
+    return error("--onebit-variance applies to --optimizer=onebit-adam with --zero-stage 1 or 2");
+  if (onebit && o.zeroStage > 2)
+    return error("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage 3's "
+                 "sharded parameters are not built for its frozen step)");
   std::string modelSpec = o.model;
   if (dataParallel && !o.model.empty()) {
     std::string err;
@@ -559,6 +573,7 @@ int loomcMain(int argc, char **argv) {
   po.optimizer.optimizer = onebit ? "adamw" : std::string(o.optimizer);
   po.onebitFreezeStep = onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
+  po.onebitVariance = o.onebitVariance;
   po.optimizer.lr = o.lr;
   po.optimizer.weightDecay = o.weightDecay;
   po.optimizer.beta1 = o.beta1;

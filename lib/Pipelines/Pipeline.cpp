@@ -63,6 +63,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     mlir::loom::DataParallelOptions dp;
     dp.zeroStage = o.zeroStage;
     dp.bucketSize = o.bucketSize;
+    dp.frozenVariance = o.onebitVariance;
     pm.addPass(mlir::loom::createDataParallel(dp));
   }
   if (to == Phase::Schedule && runs(Phase::Schedule))
@@ -127,6 +128,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                    llvm::cl::desc("1-bit Adam: elements a compressed bucket "
                                                   "(0: one parameter each)"),
                                    llvm::cl::init(0)};
+  Option<std::string> onebitVariance{*this, "onebit-variance",
+                                     llvm::cl::desc("1-bit Adam at ZeRO 1-2 after the freeze: "
+                                                    "sharded or replicated"),
+                                     llvm::cl::init("sharded")};
 };
 } // namespace
 
@@ -160,6 +165,7 @@ void registerLoomPipeline() {
         o.bucketSize = cl.bucketSize;
         o.onebitFreezeStep = cl.freezeStep;
         o.onebitBucketSize = cl.onebitBucketSize;
+        o.onebitVariance = cl.onebitVariance;
         buildPipeline(pm, *from, *to, o);
         return success();
       },

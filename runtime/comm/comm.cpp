@@ -400,6 +400,44 @@ loomrt_status mpiCall(loomrt_stream s, const std::string &what, F &&f, size_t co
     return fail(LOOMRT_ERR_BACKEND, "MPI " + what + " failed (code " + std::to_string(rc) + ")");
   return LOOMRT_OK;
 }
+/// fp32 sums in rank order: each rank receives every rank's block of its
+/// chunk (MPI_Alltoall) and adds them 0, 1, ..., R-1. MPI's own reductions
+/// choose their order by algorithm, which Open MPI picks by world size and
+/// message size, and its all-reduce and reduce-scatter differ at 4 ranks;
+/// in rank order every element of an all-reduce and of a reduce-scatter is
+/// the same float, so ZeRO stages 0, 1 and 2 reduce a gradient to the same
+/// bits (1-bit Adam's sign compression turns a last-bit difference into a
+/// different run: test/Integration/onebit_adam.py). The volume each rank
+/// sends is a ring reduce-scatter's, (R-1)/R of the buffer.
+int orderedSumScatter(MPI_Comm comm, int size, const float *send, float *recv, size_t chunk) {
+  std::vector<float> all(chunk * size_t(size));
+  int rc = MPI_Alltoall(send, int(chunk), MPI_FLOAT, all.data(), int(chunk), MPI_FLOAT, comm);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  for (size_t i = 0; i < chunk; ++i) {
+    float acc = all[i];
+    for (int r = 1; r < size; ++r)
+      acc += all[size_t(r) * chunk + i];
+    recv[i] = acc;
+  }
+  return MPI_SUCCESS;
+}
+/// An all-reduce in rank order: the scatter above over chunks of
+/// ceil(count/R) (the last padded), then an all-gather.
+int orderedSumAll(MPI_Comm comm, int size, const float *send, float *recv, size_t count) {
+  size_t chunk = (count + size_t(size) - 1) / size_t(size);
+  std::vector<float> in(chunk * size_t(size), 0.0f), mine(chunk), out(chunk * size_t(size));
+  std::memcpy(in.data(), send, count * sizeof(float));
+  int rc = orderedSumScatter(comm, size, in.data(), mine.data(), chunk);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Allgather(mine.data(), int(chunk), MPI_FLOAT, out.data(), int(chunk), MPI_FLOAT, comm);
+  if (rc == MPI_SUCCESS)
+    std::memcpy(recv, out.data(), count * sizeof(float));
+  return rc;
+}
+bool orderedSum(loomrt_dtype dt, loomrt_reduce_op op) {
+  return dt == LOOMRT_F32 && (op == LOOMRT_REDUCE_SUM || op == LOOMRT_REDUCE_MEAN);
+}
 /// MEAN: MPI has no average; divide after the sum.
 void scaleMean(void *buf, size_t n, loomrt_dtype dt, int size) {
   float inv = 1.0f / float(size);
@@ -608,9 +646,12 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi) {
     loomrt_status st = mpiCall(s, describe("all_reduce", count, dt), [&] {
+      if (orderedSum(dt, op))
+        return orderedSumAll(c->mpi, c->size, static_cast<const float *>(send),
+                             static_cast<float *>(recv), count);
       return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, int(count), mpiType(dt),
                            mpiOp(dt, op), c->mpi);
-    }, count);
+    }, count + size_t(c->size));
     if (st == LOOMRT_OK && op == LOOMRT_REDUCE_MEAN)
       scaleMean(recv, count, dt, c->size);
     return st;
@@ -636,6 +677,9 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi) {
     loomrt_status st = mpiCall(s, describe("reduce_scatter", recvCount * c->size, dt), [&] {
+      if (orderedSum(dt, op))
+        return orderedSumScatter(c->mpi, c->size, static_cast<const float *>(send),
+                                 static_cast<float *>(recv), recvCount);
       return MPI_Reduce_scatter_block(send, recv, int(recvCount), mpiType(dt), mpiOp(dt, op),
                                       c->mpi);
     }, recvCount * size_t(c->size));

@@ -837,6 +837,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     void *dLoss = nullptr;
     uint64_t sentBefore = loomrt_comm_bytes_sent(comm, -1);
     bool frozen = p->train_step_frozen && step >= p->freeze_step;
+    if (frozen && step == p->freeze_step && p->enter_frozen)
+      TRY(p->enter_frozen(&ctx, G.data()), "gathering the momentum for 1-bit Adam's frozen steps");
     TRY((frozen ? p->train_step_frozen : p->train_step)(&ctx, G.data(), dIn.data(), &dLoss),
         frozen ? "training step (1-bit Adam, after the freeze)" : "training step");
     if (trace) {

@@ -23,7 +23,10 @@
   3. bytes: every step after the freeze sends at most 1/16 of the bytes of
      a step before it (fp32 gradient all-reduce);
   4. checkpoint + resume across the freeze (the error buffers are state):
-     the resumed run's losses equal the uninterrupted run's bit for bit.
+     the resumed run's losses equal the uninterrupted run's bit for bit;
+  5. ZeRO stages 1 and 2 (both --onebit-variance placements): the losses
+     of stage 0 within 1e-6, and stage 1 resumed at the freeze step and
+     after it bitwise equal to its uninterrupted run.
 
 Then, with --converge, 300 steps on the GPL-3 text, 3 seeds: the mean final
 loss (the last 20 steps) within 1% of the uncompressed AdamW runs'.
@@ -230,9 +233,32 @@ def main():
         part2 = train(onebit, ranks, data, STEPS - FREEZE - 3, onebit + ".p2.jsonl",
                       "--checkpoint-dir", ck, "--checkpoint-every", "3", "--resume")
         resumed = [x["loss"] for x in part1 + part2]
+        # ZeRO 1 and 2: the losses of stage 0 (bound 1e-6; the same
+        # arithmetic on shards), both placements of the frozen variance;
+        # resumes at stage 1 from the freeze step itself (@enter_frozen
+        # gathers the momentum) and from after it (the checkpoint has it).
+        zero, zbytes = 0.0, {}
+        for stage, var in ((1, "sharded"), (2, "sharded"), (1, "replicated")):
+            exe = compile_(a, f"onebit-z{stage}{var[0]}-np{ranks}", ranks,
+                           "--optimizer=onebit-adam", f"--freeze-step={FREEZE}",
+                           f"--zero-stage={stage}", f"--onebit-variance={var}")
+            rz = train(exe, ranks, data, STEPS, exe + ".jsonl")
+            zero = max([zero] + [rel(x["loss"], y) for x, y in zip(rz, lo)])
+            zbytes[stage, var] = rz[-1]["comm_bytes"]
+            if (stage, var) == (1, "sharded"):
+                z1, z1resumed = [x["loss"] for x in rz], []
+                for stop in (FREEZE, FREEZE + 3):
+                    ckz = os.path.join(a.tmp, f"ckpt-z1-{stop}-np{ranks}")
+                    p1 = train(exe, ranks, data, stop, exe + ".p1.jsonl", "--checkpoint-dir",
+                               ckz, "--checkpoint-every", str(stop))
+                    p2 = train(exe, ranks, data, STEPS - stop, exe + ".p2.jsonl",
+                               "--checkpoint-dir", ckz, "--checkpoint-every", str(stop),
+                               "--resume")
+                    z1resumed.append([x["loss"] for x in p1 + p2] == z1)
         ok = (warm <= 1e-7 and first <= max(1e-6, 3 * first32) and err <= 1e-2 and
               scale <= max(1e-5, 3 * scale32) and 1 - signs <= max(1e-3, 3 * (1 - signs32)) and
-              after * 16 <= before and resumed == lo)
+              after * 16 <= before and resumed == lo and zero <= 1e-6 and all(z1resumed) and
+              zbytes[1, "replicated"] == after)
         print(f"{ranks} ranks: before the freeze {warm:.1e} from adamw (bound 1e-7); after the "
               f"first compressed update {first:.1e} from the float64 1-bit Adam reference "
               f"(float32 reference {first32:.1e}); momentum after two: scales {scale:.1e} "
@@ -240,7 +266,11 @@ def main():
               f"{err:.1e} (bound 1e-2); "
               f"bytes a step "
               f"{before} -> {after} ({before / after:.1f}x, bound 16x); resume across the "
-              f"freeze {'bitwise equal' if resumed == lo else 'DIFFERS'}; loss {lo[0]:.4f} -> "
+              f"freeze {'bitwise equal' if resumed == lo else 'DIFFERS'}; ZeRO 1 and 2 "
+              f"{zero:.1e} from ZeRO 0 (bound 1e-6), bytes a step after the freeze "
+              f"{zbytes[1, 'sharded']} sharded, {zbytes[1, 'replicated']} replicated, stage 1 "
+              f"resumed at and after the freeze "
+              f"{'bitwise equal' if all(z1resumed) else 'DIFFERS'}; loss {lo[0]:.4f} -> "
               f"{lo[-1]:.4f} {'ok' if ok else 'FAIL'}")
         if not ok:
             bad.append(ranks)

@@ -3,6 +3,12 @@
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
 // RUN: not loom-opt %s --loom-onebit-adam=freeze-step=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: loom-opt %s --loom-onebit-adam="freeze-step=5 bucket-size=16" | FileCheck %s --check-prefix=BUCKET
+// RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=1 | FileCheck %s --check-prefix=Z1
+// RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=2 | FileCheck %s --check-prefix=Z1
+// RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel="zero-stage=1 frozen-variance=replicated" | FileCheck %s --check-prefix=REP
+// RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=1 --loom-lower-to-runtime | FileCheck %s --check-prefix=Z1RT
+// RUN: not loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=3 2>&1 | FileCheck %s --check-prefix=Z3
+// RUN: not loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel="zero-stage=1 frozen-variance=halved" 2>&1 | FileCheck %s --check-prefix=BADVAR
 
 // Two parameters (6 and 3 elements) over 2 ranks: each padded to a
 // multiple of 2 * lcm(2, 8) = 16 elements, chunks of 8 per rank.
@@ -70,6 +76,62 @@
 // BUCKET: loom.adam
 // BUCKET: loom.slice {{.*}} [6] [9] [1] : tensor<16xf32> to tensor<3xf32>
 // BUCKET: loom.adam
+// ZeRO 1 and 2 (both: no gradient is reduced after the freeze), the
+// default frozen-variance=sharded: the full momentum stays a state of every
+// rank, the variance only as ZeRO's shard; @train_step_frozen steps this
+// rank's shard of the bucket (w and b, 9 elements padded to 10, 5 a rank)
+// with the averaged momentum and all-gathers fp32 parameters.
+// Z1-NOT: loom.state @w.exp_avg_sq
+// Z1: loom.state @w.exp_avg : tensor<3x2xf32> role adam_m
+// Z1-NOT: loom.state @b.exp_avg_sq
+// Z1-LABEL: func.func @train_step_frozen(
+// Z1-NOT: @w.exp_avg_sq
+// Z1: loom.load @w.exp_avg : tensor<3x2xf32>
+// Z1: loom.all_to_all
+// Z1: loom.all_gather {{.*}} -> !loom.packed
+// Z1: loom.all_gather {{.*}} -> !loom.packed
+// Z1: %[[MS:.*]] = loom.load @zero.bucket0.exp_avg : tensor<5xf32>
+// Z1: %[[VS:.*]] = loom.load @zero.bucket0.exp_avg_sq : tensor<5xf32>
+// Z1: %[[MOM:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
+// Z1: %[[PS:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
+// Z1: %[[NP:.*]], %[[NM:.*]], %{{.*}} = loom.adam %[[PS]], %[[MOM]], %[[MS]], %[[VS]] step {{.*}}freeze_step = 5 : i64
+// Z1: loom.store %[[NM]] to @zero.bucket0.exp_avg
+// Z1: loom.all_gather %[[NP]] {{.*}} : tensor<5xf32> -> tensor<10xf32>
+// Z1: loom.store {{.*}} to @w : tensor<3x2xf32>
+// Z1: loom.store {{.*}} to @w.exp_avg : tensor<3x2xf32>
+// Z1: loom.store {{.*}} to @b : tensor<3xf32>
+// Z1: loom.store {{.*}} to @b.exp_avg : tensor<3xf32>
+// Z1-NEXT: return
+// The once-only entry: the warm-up's momentum shards gathered whole.
+// Z1-LABEL: func.func @enter_frozen()
+// Z1: loom.load @zero.bucket0.exp_avg : tensor<5xf32>
+// Z1: loom.all_gather {{.*}} : tensor<5xf32> -> tensor<10xf32>
+// Z1: loom.store {{.*}} to @w.exp_avg
+// Z1: loom.store {{.*}} to @b.exp_avg
+// Z1-NEXT: return
+
+// frozen-variance=replicated: the variance is gathered too, once, and the
+// frozen step is stage 0's, with no parameter all-gather.
+// REP: loom.state @w.exp_avg : tensor<3x2xf32>
+// REP: loom.state @w.exp_avg_sq : tensor<3x2xf32>
+// REP-LABEL: func.func @train_step_frozen(
+// REP-NOT: loom.all_gather {{.*}} : tensor<
+// REP-NOT: @zero.bucket
+// REP: loom.adam {{.*}}freeze_step = 5
+// REP-LABEL: func.func @enter_frozen()
+// REP: loom.load @zero.bucket0.exp_avg :
+// REP: loom.store {{.*}} to @b.exp_avg :
+// REP: loom.load @zero.bucket0.exp_avg_sq :
+// REP: loom.store {{.*}} to @b.exp_avg_sq :
+
+// The lowering keeps the third entry.
+// Z1RT-LABEL: func.func @train_step_frozen(
+// Z1RT-LABEL: func.func @enter_frozen(
+// Z1RT: loomrt.all_gather
+
+// Z3: loom-data-parallel: 1-bit Adam composes with ZeRO stages 0-2
+// BADVAR: frozen-variance must be 'sharded' or 'replicated', not 'halved'
+
 loom.topology @world ["rank" = 2]
 loom.param @w : tensor<3x2xf32> init #loom.init<ones>
 loom.state @w.exp_avg : tensor<3x2xf32> role adam_m of @w init #loom.init<zeros>

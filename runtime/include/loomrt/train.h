@@ -74,7 +74,7 @@ typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loom
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 8
+#define LOOMRT_TRAIN_ABI 9
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -106,6 +106,11 @@ typedef struct loomrt_program {
   loomrt_status (*train_step_frozen)(loomrt_step_ctx c, void **globals,
                                      const void *const *inputs, void **loss);
   int64_t freeze_step;
+  /* 1-bit Adam with ZeRO 1 or 2: run once before the step numbered
+   * freeze_step (the warm-up's momentum shards gathered whole for the
+   * frozen steps; a run resumed past it has them from its checkpoint).
+   * NULL otherwise. */
+  loomrt_status (*enter_frozen)(loomrt_step_ctx c, void **globals);
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
