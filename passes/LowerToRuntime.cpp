@@ -82,12 +82,21 @@ rt::ReduceKind reduceOf(ReduceKind k) {
 // The plan: decisions taken on the loom IR before it is rewritten
 //===----------------------------------------------------------------------===//
 
-/// The load of a symbol whose only user is `op`, if `v` is one.
+/// The load of a symbol that `op` may update in place, if `v` is one: `op`
+/// is its last user, and any other reads it earlier on the compute stream
+/// (1-bit Adam's frozen step reads the momentum for the local momentum,
+/// then updates it). An op with a stream of its own (a collective, a copy)
+/// could still be reading when `op` writes, and one that may alias its
+/// input (a reshape, slice, shard or reduction step) would be read later.
 std::optional<StringRef> soleLoad(Value v, Operation *op) {
   auto load = v.getDefiningOp<LoadOp>();
-  if (load && v.hasOneUse() && *v.getUsers().begin() == op)
-    return load.getName();
-  return std::nullopt;
+  if (!load)
+    return std::nullopt;
+  for (Operation *u : v.getUsers())
+    if (u != op && (u->getBlock() != op->getBlock() || !u->isBeforeInBlock(op) ||
+                    u->hasAttr("stream") || isa<ReshapeOp, SliceOp, ShardOp, ReduceOp>(u)))
+      return std::nullopt;
+  return load.getName();
 }
 /// The store of `v` to @sym, if it is `v`'s only store (other users read
 /// the updated value, which stays in @sym's buffer: the offload schedules
@@ -140,7 +149,7 @@ struct Plan {
   static bool scratch(Value v, Operation *op) {
     Operation *d = v.getDefiningOp();
     return v.hasOneUse() && *v.getUsers().begin() == op && d &&
-           !isa<LoadOp, ReshapeOp, ShardOp, func::CallOp>(d) && !storedWhole(v);
+           !isa<LoadOp, ReshapeOp, ShardOp, SliceOp, func::CallOp>(d) && !storedWhole(v);
   }
 
   void decideUpdate(Operation *o, ArrayRef<Value> ins, ArrayRef<Value> outs) {
@@ -795,6 +804,22 @@ LogicalResult lower(TransposeOp o, TransposeOp::Adaptor a, Emit &e) {
     ss.push_back(st[p]);
   return e.done(strided(e, o.getResult(), a.getInput(), ss));
 }
+/// A slice that is one contiguous range of its input: steps of 1, every
+/// dimension before the first it keeps more than one of taken at one
+/// index, every one after it whole. Not when the function returns it (the
+/// caller would hold a view of a buffer the callee frees).
+bool contiguousSlice(SliceOp o) {
+  ArrayRef<int64_t> in = tt(o.getInput()).getShape(), out = tt(o.getResult()).getShape();
+  size_t d = 0;
+  while (d < out.size() && out[d] == 1)
+    ++d;
+  if (d < out.size() && o.getStep()[d] != 1)
+    return false;
+  for (size_t k = d + 1; k < out.size(); ++k)
+    if (out[k] != in[k])
+      return false;
+  return llvm::none_of(o->getUsers(), [](Operation *u) { return isa<func::ReturnOp>(u); });
+}
 LogicalResult lower(SliceOp o, SliceOp::Adaptor a, Emit &e) {
   auto st = rowMajorStrides(tt(o.getInput()).getShape());
   int64_t offset = 0;
@@ -807,6 +832,10 @@ LogicalResult lower(SliceOp o, SliceOp::Adaptor a, Emit &e) {
   if (offset)
     src = rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), src,
                              offset * int64_t(storageBytes(tt(o.getInput()).getElementType())));
+  // A contiguous range is read where it is (no update writes a slice in
+  // place: Plan::scratch).
+  if (contiguousSlice(o))
+    return e.done(src);
   return e.done(strided(e, o.getResult(), src, ss));
 }
 LogicalResult lower(ConcatOp o, ConcatOp::Adaptor a, Emit &e) {

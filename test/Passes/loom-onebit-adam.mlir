@@ -3,6 +3,7 @@
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
 // RUN: not loom-opt %s --loom-onebit-adam=freeze-step=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: loom-opt %s --loom-onebit-adam="freeze-step=5 bucket-size=16" | FileCheck %s --check-prefix=BUCKET
+// RUN: loom-opt %s --loom-onebit-adam="freeze-step=5 bucket-size=16" --loom-data-parallel --loom-lower-to-runtime | FileCheck %s --check-prefix=BUCKET-RT
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=1 | FileCheck %s --check-prefix=Z1
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=2 | FileCheck %s --check-prefix=Z1
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel="zero-stage=1 frozen-variance=replicated" | FileCheck %s --check-prefix=REP
@@ -62,7 +63,13 @@
 // RT: loomrt.all_to_all %{{.*}} -> %{{.*}}, 1 bytes over
 // RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 4 bytes over
 // RT: loomrt.onebit_decompress %{{.*}} -> %{{.*}}, 8 chunks 2
+// The update runs in place on the globals (the momentum's load also feeds
+// the local momentum, earlier on the compute stream) with no copies in or
+// out.
+// RT-NOT: loomrt.memcpy
 // RT: loomrt.adam {{.*}}freeze_step = 5 : i64
+// RT-NOT: loomrt.memcpy
+// RT: return
 
 // ZERO: loom-onebit-adam: freeze-step must be at least 1
 
@@ -76,6 +83,19 @@
 // BUCKET: loom.adam
 // BUCKET: loom.slice {{.*}} [6] [9] [1] : tensor<16xf32> to tensor<3xf32>
 // BUCKET: loom.adam
+// Lowered, each member's slice of the averaged momentum is read where it
+// lies (a contiguous slice is a view), by an update in place.
+// BUCKET-RT-LABEL: func.func @train_step_frozen(
+// BUCKET-RT: loomrt.onebit_compress
+// BUCKET-RT: loomrt.onebit_compress
+// BUCKET-RT: loomrt.onebit_decompress %{{.*}} -> %[[AVG:[0-9]+]], 8 chunks 2
+// BUCKET-RT-NOT: loomrt.copy_strided
+// BUCKET-RT-NOT: loomrt.memcpy
+// BUCKET-RT: loomrt.adam %{{.*}}, %[[AVG]], %{{.*}}
+// BUCKET-RT: %[[B:.*]] = loomrt.view %[[AVG]][24]
+// BUCKET-RT: loomrt.adam %{{.*}}, %[[B]], %{{.*}}
+// BUCKET-RT-NOT: loomrt.memcpy
+// BUCKET-RT: return
 // ZeRO 1 and 2 (both: no gradient is reduced after the freeze), the
 // default frozen-variance=sharded: the full momentum stays a state of every
 // rank, the variance only as ZeRO's shard; @train_step_frozen steps this
