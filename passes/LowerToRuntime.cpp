@@ -137,6 +137,19 @@ struct Plan {
   /// The fused refresh cast's buffer, made by the Adam pattern, taken by
   /// the cast's.
   llvm::DenseMap<Operation *, Value> refreshBuffer;
+  /// 1-bit Adam's server step: a reduce (mean over the first dimension)
+  /// of the [W, C] reshape of a decompressed payload of W chunks of C is
+  /// one loomrt.onebit_average on the payload; the decompress passes the
+  /// payload through. The reduce -> its decompress.
+  llvm::DenseMap<Operation *, Operation *> average;
+  llvm::DenseSet<Operation *> averaged;
+  /// Values written straight into their concatenation's buffer, a
+  /// contiguous range of it: value -> (concat, byte offset); the buffer of
+  /// each such concat, made at its first producer; the view each producer
+  /// was given (the concat copies an input only where it is not that view).
+  llvm::DenseMap<Value, std::pair<Operation *, int64_t>> intoConcat;
+  llvm::DenseMap<Operation *, Value> concatBuffer;
+  llvm::DenseMap<Value, Value> concatView;
   /// Host copies of i64 scalars (the step counter's increment).
   llvm::DenseMap<Value, Value> hostScalar;
   llvm::DenseMap<Operation *, FuncCtx> funcs;
@@ -167,6 +180,52 @@ struct Plan {
         elided.insert(st);
   }
 
+  static Operation *averagedDecompress(ReduceOp r) {
+    if (r.getKind() != ReduceKind::mean || r.getDims().size() != 1 || r.getDims()[0] != 0)
+      return nullptr;
+    auto rows = r.getInput().getDefiningOp<ReshapeOp>();
+    auto d = rows ? rows.getInput().getDefiningOp<DecompressOp>() : DecompressOp();
+    if (!d || !rows.getResult().hasOneUse() || !d.getResult().hasOneUse())
+      return nullptr;
+    auto t = cast<RankedTensorType>(rows.getType());
+    int64_t block = d.getInput().getType().getCodec().getBlock();
+    if (t.getRank() != 2 || block != t.getDimSize(1) || block % 8 != 0 ||
+        cast<RankedTensorType>(r.getType()).getNumElements() != block)
+      return nullptr;
+    return d;
+  }
+
+  /// The inputs of a concatenation their producers can write in place: the
+  /// dimensions before the concatenated one are of size 1, so each input is
+  /// one contiguous range; the input (or the reshape it goes through) is
+  /// read by the concatenation alone and made by an op of the block that
+  /// allocates its result (not a load, call, view, constant or concat).
+  void planConcat(ConcatOp c) {
+    auto out = cast<RankedTensorType>(c.getType());
+    int64_t dim = int64_t(c.getDim()) < 0 ? int64_t(c.getDim()) + out.getRank() : c.getDim();
+    if (isHostMemory(out))
+      return;
+    int64_t inner = 1;
+    for (int64_t d = 0; d < out.getRank(); ++d) {
+      if (d < dim && out.getDimSize(d) != 1)
+        return;
+      if (d > dim)
+        inner *= out.getDimSize(d);
+    }
+    int64_t es = int64_t(storageBytes(out.getElementType())), off = 0;
+    for (Value in : c.getInputs()) {
+      Value src = in;
+      if (auto rs = in.getDefiningOp<ReshapeOp>(); rs && in.hasOneUse())
+        src = rs.getInput();
+      Operation *d = src.getDefiningOp();
+      if (d && src.hasOneUse() && in.hasOneUse() && d->getBlock() == c->getBlock() &&
+          !isa<LoadOp, func::CallOp, ReshapeOp, SliceOp, ShardOp, ConcatOp, arith::ConstantOp>(d) &&
+          !isHostMemory(src.getType()))
+        intoConcat[src] = {c, off * es};
+      off += cast<RankedTensorType>(in.getType()).getDimSize(dim) * inner;
+    }
+  }
+
   void analyse(func::FuncOp fn) {
     for (Operation &op : fn.getBody().front()) {
       if (auto adam = dyn_cast<AdamOp>(op)) {
@@ -187,6 +246,13 @@ struct Plan {
       } else if (auto copy = dyn_cast<CopyOp>(op)) {
         if (StoreOp st = storedWhole(copy.getResult()))
           elided.insert(st);
+      } else if (auto r = dyn_cast<ReduceOp>(op)) {
+        if (Operation *d = averagedDecompress(r)) {
+          average[r] = d;
+          averaged.insert(d);
+        }
+      } else if (auto c = dyn_cast<ConcatOp>(op)) {
+        planConcat(c);
       }
     }
   }
@@ -416,6 +482,19 @@ struct Emit {
 
   /// A fresh buffer for `v` (pinned host memory from the host arena).
   Value alloc(Value v) {
+    // A concatenation's input: a view of its range of the concatenation.
+    if (auto it = plan.intoConcat.find(v); it != plan.intoConcat.end()) {
+      auto [concat, offset] = it->second;
+      Value &buf = plan.concatBuffer[concat];
+      if (!buf)
+        buf = rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(),
+                                  bytesOf(concat->getResult(0)), false);
+      Value view = offset ? rt::ViewOp::create(rw, loc, rw.getType<rt::BufferType>(), buf, offset)
+                                .getResult()
+                          : buf;
+      plan.concatView[v] = view;
+      return view;
+    }
     if (auto packed = dyn_cast<PackedType>(v.getType()))
       return rt::AllocOp::create(rw, loc, rw.getType<rt::BufferType>(), packed.getStorageBytes(),
                                  isHostMemory(packed.getLogical()));
@@ -548,6 +627,9 @@ LogicalResult lower(CompressOp o, CompressOp::Adaptor a, Emit &e) {
   return e.done(packed);
 }
 LogicalResult lower(DecompressOp o, DecompressOp::Adaptor a, Emit &e) {
+  // Averaged where it is read (Plan::average): the payload passes through.
+  if (e.plan.averaged.contains(o))
+    return e.done(a.getInput());
   Value out = e.alloc(o.getResult());
   int64_t n = numel(o.getResult()), block = o.getInput().getType().getCodec().getBlock();
   int64_t chunk = block > 0 ? block : n;
@@ -775,6 +857,13 @@ LogicalResult lower(CumsumOp o, CumsumOp::Adaptor a, Emit &e) {
 /// One single-dimension reduction per reduced dimension (reduceSteps); the
 /// last step's buffer is the result.
 LogicalResult lower(ReduceOp o, ReduceOp::Adaptor a, Emit &e) {
+  if (e.plan.average.count(o)) {
+    auto rows = tt(o.getInput());
+    Value out = e.alloc(o.getResult());
+    rt::OnebitAverageOp::create(e.rw, e.loc, e.f.s, a.getInput(), out, rows.getDimSize(1),
+                                rows.getDimSize(0));
+    return e.done(out);
+  }
   Value cur = a.getInput();
   int64_t es = int64_t(storageBytes(tt(o.getInput()).getElementType()));
   for (const ReduceStep &st : reduceSteps(o)) {
@@ -844,10 +933,20 @@ LogicalResult lower(ConcatOp o, ConcatOp::Adaptor a, Emit &e) {
   if (dim < 0)
     dim += outType.getRank();
   auto ds = rowMajorStrides(outType.getShape());
-  Value out = e.alloc(o.getResult());
+  // The buffer its producers wrote into (Plan::intoConcat), if any did.
+  Value out = e.plan.concatBuffer.lookup(o);
+  if (!out)
+    out = e.alloc(o.getResult());
   int64_t es = int64_t(storageBytes(outType.getElementType())), offset = 0;
   for (auto [orig, in] : llvm::zip(o.getInputs(), a.getInputs())) {
     auto sh = tt(orig).getShape();
+    Value src = orig;
+    if (auto rs = orig.getDefiningOp<ReshapeOp>())
+      src = rs.getInput();
+    if (Value view = e.plan.concatView.lookup(src); view && view == in) {
+      offset += sh[dim];
+      continue;
+    }
     Value dst = offset ? rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), out,
                                             offset * ds[dim] * es)
                        : out;

@@ -211,7 +211,12 @@ double OnebitCompressOp::getBytesMoved() {
   // Reads x and error twice (norm, then signs), writes error and the signs.
   return double(getN()) * (4 * 4 + 4 + 0.125);
 }
-double OnebitDecompressOp::getBytesMoved() { return double(getN()) * (4 + 0.125); }
+double OnebitDecompressOp::getBytesMoved() {
+  return double(getN()) * double(getChunks()) * (4 + 0.125);
+}
+double OnebitAverageOp::getBytesMoved() {
+  return double(getN()) * (4 + 0.125 * double(getWorld()));
+}
 double DropoutOp::getBytesMoved() { return 2.0 * double(getN()) * es(getDtype()); }
 double UnaryGradOp::getBytesMoved() { return 3.0 * double(getN()) * es(getDtype()); }
 double BinaryOp::getBytesMoved() {

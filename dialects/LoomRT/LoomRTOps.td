@@ -359,6 +359,18 @@ def LoomRT_OnebitDecompressOp : LoomRT_CallOp<"onebit_decompress",
   }];
 }
 
+def LoomRT_OnebitAverageOp : LoomRT_CallOp<"onebit_average",
+    (ins LoomRT_Buffer:$packed, LoomRT_Buffer:$out, NonNegI64:$n,
+         ConfinedAttr<I64Attr, [IntPositive]>:$world),
+    "$packed `->` $out `,` $n `of` $world"> {
+  let summary = "the mean of `world` `sign_scale` chunks (loomrt_onebit_average)";
+  let description = [{
+    1-bit Adam's server step: `out[i]` is the mean over the `world` chunks
+    of n elements of scale · sign, read from the payload (the scales first,
+    then the signs of every chunk) without decompressing it whole.
+  }];
+}
+
 def LoomRT_UnaryGradOp : LoomRT_CallOp<"unary_grad",
     (ins LoomRT_UnaryKind:$kind, LoomRT_DType:$dtype, LoomRT_Buffer:$dy,
          LoomRT_Buffer:$x, LoomRT_Buffer:$dx, NonNegI64:$n),

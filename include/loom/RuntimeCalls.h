@@ -76,6 +76,14 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.template ptr<float>(o.getOut(), "float *"), b.i(o.getChunks()),
                       b.i(o.getN()));
       })
+      .Case([&](rt::OnebitAverageOp o) {
+        return b.call("loomrt_onebit_average", loomrt_onebit_average, b.stream(o.getStream()),
+                      b.template ptrAt<const uint8_t>(o.getPacked(), 4 * int64_t(o.getWorld()),
+                                                      "const uint8_t *"),
+                      b.template ptr<const float>(o.getPacked(), "const float *"),
+                      b.template ptr<float>(o.getOut(), "float *"), b.i(o.getWorld()),
+                      b.i(o.getN()));
+      })
       .Case([&](rt::UnaryGradOp o) {
         return b.call("loomrt_unary_grad", loomrt_unary_grad, b.stream(o.getStream()),
                       b.unary(o.getKind()), b.dtype(o.getDtype()), b.buf(o.getDy()),

@@ -9,6 +9,7 @@
 // RUN: loom-opt %s --loom-lower-to-runtime=entry=roundtrip | FileCheck %s
 // RUN: loom-run %s --function=roundtrip | FileCheck %s --check-prefix=EXEC
 // RUN: not loom-opt %s --loom-lower-to-runtime=entry=blocks 2>&1 | FileCheck %s --check-prefix=BLOCKS
+// RUN: loom-opt %s --loom-lower-to-runtime=entry=average | FileCheck %s --check-prefix=AVERAGE
 
 // CHECK-LABEL: func.func @roundtrip
 // The incoming error is a constant only the compression reads: updated in
@@ -39,4 +40,19 @@ func.func @blocks(%x: tensor<16xf32>) -> tensor<16xf32> {
   %p = loom.compress %x : tensor<16xf32> -> !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 8>>
   %y = loom.decompress %p : !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 8>> -> tensor<16xf32>
   return %y : tensor<16xf32>
+}
+
+// 1-bit Adam's server step: the W chunks of an exchanged payload
+// decompressed, viewed as [W, C] and averaged over the workers is one
+// loomrt.onebit_average on the payload (the W·C floats are never written).
+// AVERAGE-LABEL: func.func @average(
+// AVERAGE-NOT: loomrt.onebit_decompress
+// AVERAGE-NOT: loomrt.reduce
+// AVERAGE: loomrt.onebit_average %arg0 -> %{{.+}}, 8 of 2 on
+// AVERAGE-NOT: loomrt.reduce
+func.func @average(%p: !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 8>>) -> tensor<8xf32> {
+  %all = loom.decompress %p : !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, block = 8>> -> tensor<16xf32>
+  %rows = loom.reshape %all : tensor<16xf32> to tensor<2x8xf32>
+  %avg = loom.reduce mean %rows [0] : tensor<2x8xf32> to tensor<8xf32>
+  return %avg : tensor<8xf32>
 }

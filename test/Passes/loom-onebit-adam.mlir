@@ -61,6 +61,7 @@
 // RT-LABEL: func.func @train_step_frozen(
 // RT: loomrt.onebit_compress
 // RT: loomrt.all_to_all %{{.*}} -> %{{.*}}, 1 bytes over
+// RT: loomrt.onebit_average %{{.*}} -> %{{.*}}, 8 of 2 on
 // RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 4 bytes over
 // RT: loomrt.onebit_decompress %{{.*}} -> %{{.*}}, 8 chunks 2
 // The update runs in place on the globals (the momentum's load also feeds
