@@ -8,6 +8,7 @@
 #   obb   the same with --onebit-bucket-size=16777216 (consecutive
 #         parameters share a compressed all-reduce and a scale)
 #   one   one GPU with one rank's batch (8 x 1024): the compute alone
+#   obbM  1-bit Adam with M-million-element buckets (M = 4, 64, 256)
 #   bench/gen-onebit-gpu.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,10 @@ common=(--target=cuda --precision=bf16 --compile-to=cpp)
 "$BIN/loomc" --model "$gpt2,batch=16" "${common[@]}" --topology=gpu=2 --optimizer=onebit-adam \
   --freeze-step=5 --onebit-bucket-size=16777216 -o "$GEN/obb.cpp"
 "$BIN/loomc" --model "$gpt2,batch=8" "${common[@]}" -o "$GEN/one.cpp"
+# Bucket sizes for bench/run-onebit-sweep.sh: 4M, 64M and 256M elements (the
+# last one bucket for the whole model).
+for m in 4 64 256; do
+  "$BIN/loomc" --model "$gpt2,batch=16" "${common[@]}" --topology=gpu=2 \
+    --optimizer=onebit-adam --freeze-step=5 --onebit-bucket-size=$((m << 20)) -o "$GEN/obb$m.cpp"
+done
 ls -la "$GEN"
