@@ -215,6 +215,17 @@ template <typename T>
 __global__ void lerpKernel(const T *a, const T *b, T *y, size_t n, float w) {
   GRID_STRIDE(i, n) y[i] = store<T>(lerpOp(load(a[i]), load(b[i]), w));
 }
+template <typename T>
+__global__ void lerpWordKernel(const T *a, const T *b, T *y, size_t words, float w) {
+  constexpr int W = Word<T>::W;
+  GRID_STRIDE(i, words) {
+    Word<T> va = loadWord(a + i * W), vb = loadWord(b + i * W);
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+      va.v[k] = store<T>(lerpOp(load(va.v[k]), load(vb.v[k]), w));
+    storeWord(y + i * W, va);
+  }
+}
 template <typename T> __global__ void castFromIntKernel(const int64_t *x, T *y, size_t n) {
   GRID_STRIDE(i, n) y[i] = store<T>(float(x[i]));
 }
@@ -387,7 +398,74 @@ __global__ void onebitSumSquares(const float *x, const float *error, float *sum,
   if (threadIdx.x == 0)
     atomicAdd(sum, acc);
 }
+// The same over float4 words (x and error 16-byte aligned, n a multiple
+// of 8: every 1-bit payload is).
+__global__ void onebitSumSquares4(const float4 *x, const float4 *error, float *sum, size_t words) {
+  float acc = 0.0f;
+  GRID_STRIDE(i, words) {
+    float4 a = x[i], e = error[i];
+    float c0 = a.x + e.x, c1 = a.y + e.y, c2 = a.z + e.z, c3 = a.w + e.w;
+    acc += c0 * c0 + c1 * c1 + c2 * c2 + c3 * c3;
+  }
+  acc = blockReduce<false>(acc);
+  if (threadIdx.x == 0)
+    atomicAdd(sum, acc);
+}
 __global__ void onebitScale(float *scale, size_t n) { *scale = sqrtf(*scale / float(n)); }
+// One byte of signs a thread from two float4 words of x and of the error
+// (onebitPackByte's arithmetic, element 8j+k in bit 7-k).
+__device__ __forceinline__ uint8_t packHalf(float4 x, float4 &e, float s, int shift) {
+  float c[4] = {x.x + e.x, x.y + e.y, x.z + e.z, x.w + e.w};
+  uint8_t bits = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    bits = uint8_t(bits | (c[k] >= 0.0f ? 0x80u >> (shift + k) : 0u));
+  e = make_float4(c[0] - (c[0] >= 0.0f ? s : -s), c[1] - (c[1] >= 0.0f ? s : -s),
+                  c[2] - (c[2] >= 0.0f ? s : -s), c[3] - (c[3] >= 0.0f ? s : -s));
+  return bits;
+}
+__global__ void onebitSigns4(const float4 *x, float4 *error, uint8_t *packed, const float *scale,
+                             size_t bytes) {
+  const float s = *scale;
+  GRID_STRIDE(j, bytes) {
+    float4 e0 = error[2 * j], e1 = error[2 * j + 1];
+    uint8_t b = uint8_t(packHalf(x[2 * j], e0, s, 0) | packHalf(x[2 * j + 1], e1, s, 4));
+    error[2 * j] = e0;
+    error[2 * j + 1] = e1;
+    packed[j] = b;
+  }
+}
+// Decompression and the server's average a byte (8 elements) a thread,
+// written as two float4 words (out 16-byte aligned).
+__device__ __forceinline__ void signsOf(uint8_t b, float scale, float4 &lo, float4 &hi) {
+  auto sg = [&](int k) { return (b >> (7 - k)) & 1 ? scale : -scale; };
+  lo = make_float4(sg(0), sg(1), sg(2), sg(3));
+  hi = make_float4(sg(4), sg(5), sg(6), sg(7));
+}
+__global__ void onebitDecompress8(const uint8_t *packed, const float *scales, float4 *out,
+                                  size_t bytes, size_t n) {
+  GRID_STRIDE(j, bytes) {
+    float4 lo, hi;
+    signsOf(packed[j], scales[8 * j / n], lo, hi);
+    out[2 * j] = lo;
+    out[2 * j + 1] = hi;
+  }
+}
+__global__ void onebitAverage8(const uint8_t *packed, const float *scales, float4 *out,
+                               size_t world, size_t n) {
+  const float inv = 1.0f / float(world);
+  GRID_STRIDE(j, n / 8) {
+    float4 lo = make_float4(0, 0, 0, 0), hi = lo;
+    for (size_t w = 0; w < world; ++w) {
+      float4 l, h;
+      signsOf(packed[w * (n / 8) + j], scales[w], l, h);
+      lo = make_float4(lo.x + l.x, lo.y + l.y, lo.z + l.z, lo.w + l.w);
+      hi = make_float4(hi.x + h.x, hi.y + h.y, hi.z + h.z, hi.w + h.w);
+    }
+    out[2 * j] = make_float4(lo.x * inv, lo.y * inv, lo.z * inv, lo.w * inv);
+    out[2 * j + 1] = make_float4(hi.x * inv, hi.y * inv, hi.z * inv, hi.w * inv);
+  }
+}
 __global__ void onebitSigns(const float *x, float *error, uint8_t *packed, const float *scale,
                             size_t bytes) {
   const float s = *scale;
@@ -444,19 +522,37 @@ loomrt_status dropoutG(void *, void *st, loomrt_dtype dt, const void *x, void *y
 loomrt_status onebitCompressG(void *, void *st, const float *x, float *error, uint8_t *packed,
                               float *scale, size_t n) {
   onebitZero<<<1, 1, 0, S(st)>>>(scale);
-  onebitSumSquares<<<gridFor(n), kThreads, 0, S(st)>>>(x, error, scale, n);
+  bool words = wordAligned({x, error});
+  if (words)
+    onebitSumSquares4<<<gridFor(n / 4), kThreads, 0, S(st)>>>(
+        reinterpret_cast<const float4 *>(x), reinterpret_cast<const float4 *>(error), scale, n / 4);
+  else
+    onebitSumSquares<<<gridFor(n), kThreads, 0, S(st)>>>(x, error, scale, n);
   onebitScale<<<1, 1, 0, S(st)>>>(scale, n);
-  onebitSigns<<<gridFor(n / 8), kThreads, 0, S(st)>>>(x, error, packed, scale, n / 8);
+  if (words)
+    onebitSigns4<<<gridFor(n / 8), kThreads, 0, S(st)>>>(reinterpret_cast<const float4 *>(x),
+                                                        reinterpret_cast<float4 *>(error), packed,
+                                                        scale, n / 8);
+  else
+    onebitSigns<<<gridFor(n / 8), kThreads, 0, S(st)>>>(x, error, packed, scale, n / 8);
   return launched("onebit_compress");
 }
 loomrt_status onebitDecompressG(void *, void *st, const uint8_t *packed, const float *scales,
                                 float *out, size_t chunks, size_t n) {
-  onebitDecompress<<<gridFor(chunks * n), kThreads, 0, S(st)>>>(packed, scales, out, chunks * n, n);
+  if (wordAligned({out}))
+    onebitDecompress8<<<gridFor(chunks * n / 8), kThreads, 0, S(st)>>>(
+        packed, scales, reinterpret_cast<float4 *>(out), chunks * n / 8, n);
+  else
+    onebitDecompress<<<gridFor(chunks * n), kThreads, 0, S(st)>>>(packed, scales, out, chunks * n, n);
   return launched("onebit_decompress");
 }
 loomrt_status onebitAverageG(void *, void *st, const uint8_t *packed, const float *scales,
                              float *out, size_t world, size_t n) {
-  onebitAverage<<<gridFor(n), kThreads, 0, S(st)>>>(packed, scales, out, world, n);
+  if (wordAligned({out}))
+    onebitAverage8<<<gridFor(n / 8), kThreads, 0, S(st)>>>(packed, scales,
+                                                           reinterpret_cast<float4 *>(out), world, n);
+  else
+    onebitAverage<<<gridFor(n), kThreads, 0, S(st)>>>(packed, scales, out, world, n);
   return launched("onebit_average");
 }
 loomrt_status unaryGradG(void *, void *st, loomrt_unary_op op,
@@ -575,8 +671,13 @@ loomrt_status lerpG(void *, void *st, loomrt_dtype dt, const void *a, const void
                     size_t n, float w) {
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
-    lerpKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
-        static_cast<const T *>(a), static_cast<const T *>(b), static_cast<T *>(y), n, w);
+    constexpr int W = Word<T>::W;
+    if (n % W == 0 && wordAligned({a, b, y}))
+      lerpWordKernel<T><<<gridFor(n / W), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(a), static_cast<const T *>(b), static_cast<T *>(y), n / W, w);
+    else
+      lerpKernel<T><<<gridFor(n), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(a), static_cast<const T *>(b), static_cast<T *>(y), n, w);
   });
   return launched("lerp");
 }
