@@ -278,7 +278,8 @@ struct LoomcOptions {
       cl::desc("--optimizer=onebit-adam: 0 (default) compresses each parameter alone, with "
                "its own scale (DeepSpeed OnebitAdam's numerics); N lets consecutive "
                "parameters up to N elements share one compressed all-reduce and one scale "
-               "(fewer, larger collectives)"),
+               "(fewer, larger collectives; 16777216 is the fast choice on GPUs, "
+               "docs/compression.md)"),
       cl::cat(cat)};
   cl::opt<std::string> onebitVariance{
       "onebit-variance", cl::init("sharded"), cl::value_desc("sharded|replicated"),
