@@ -485,10 +485,13 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     Value mS = LoadOp::create(b, loc, shardType, mSym);
     Value vS = LoadOp::create(b, loc, shardType, vSym);
     AdamOp first = adams.front();
+    // One statement each: the IR's order must not depend on the compiler's
+    // order of evaluating arguments.
+    Value pShard = shardOf(b, loc, flatten(b, loc, params, bk.padded), shard);
+    Value momShard = shardOf(b, loc, flatten(b, loc, moms, bk.padded), shard);
     auto adam = AdamOp::create(
-        b, loc, TypeRange{shardType, shardType, shardType},
-        shardOf(b, loc, flatten(b, loc, params, bk.padded), shard),
-        shardOf(b, loc, flatten(b, loc, moms, bk.padded), shard), mS, vS, first.getStep(),
+        b, loc, TypeRange{shardType, shardType, shardType}, pShard, momShard, mS, vS,
+        first.getStep(),
         first.getLrAttr(), first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
         first.getWeightDecayAttr(), first.getDecoupledAttr(), FlatSymbolRefAttr(),
         first.getFreezeStepAttr());

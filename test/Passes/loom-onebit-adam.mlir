@@ -113,8 +113,8 @@
 // Z1: loom.all_gather {{.*}} -> !loom.packed
 // Z1: %[[MS:.*]] = loom.load @zero.bucket0.exp_avg : tensor<5xf32>
 // Z1: %[[VS:.*]] = loom.load @zero.bucket0.exp_avg_sq : tensor<5xf32>
-// Z1: %[[MOM:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
 // Z1: %[[PS:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
+// Z1: %[[MOM:.*]] = loom.shard over {{.*}} : tensor<10xf32> -> tensor<5xf32>
 // Z1: %[[NP:.*]], %[[NM:.*]], %{{.*}} = loom.adam %[[PS]], %[[MOM]], %[[MS]], %[[VS]] step {{.*}}freeze_step = 5 : i64
 // Z1: loom.store %[[NM]] to @zero.bucket0.exp_avg
 // Z1: loom.all_gather %[[NP]] {{.*}} : tensor<5xf32> -> tensor<10xf32>
