@@ -302,10 +302,17 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
     return op->emitError() << "code generation: zero-sized tensors are not supported (" << t << ")";
   auto isLastDim = [](int64_t dim, Value v) { return dim == tt(v).getRank() - 1 || dim == -1; };
   auto wholeWorld = [&](GroupAttr g) -> LogicalResult {
-    // The binary has one communicator, the world's: a group must span every
-    // level of its topology (sub-groups need loomrt_comm_split, not wired).
+    // The binary has one communicator, the world's: a group must span
+    // every level of its topology (sub-groups need loomrt_comm_split, not
+    // wired), or leave out only levels of size 1 (DiLoCo's replica level
+    // over replicas of one rank).
     auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
-    if (!topo || g.getLevels().size() != topo.getLevels().size())
+    if (!topo)
+      return refuse("supports collectives over the whole topology only");
+    int64_t spanned = 1;
+    for (Attribute level : g.getLevels())
+      spanned *= topo.getLevelSize(llvm::cast<StringAttr>(level).getValue());
+    if (spanned != topo.getWorldSize())
       return refuse("supports collectives over the whole topology only");
     return success();
   };
@@ -1295,6 +1302,12 @@ struct Lowering {
     auto enter = module.lookupSymbol<func::FuncOp>("enter_frozen");
     if (frozen && enter && entry == "train_step")
       visit(enter);
+    // Streaming DiLoCo's start and outer steps (loom-diloco): entries too.
+    if (entry == "train_step")
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn.getName() == "diloco_start" ||
+            fn->hasAttr(LoomDialect::DilocoAttrHelper::getNameStr()))
+          visit(fn);
     if (bad)
       return failure();
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
@@ -1472,6 +1485,19 @@ struct Lowering {
               program.getValue(),
               ArrayRef<NamedAttribute>{b.getNamedAttr("freeze_step",
                                                       b.getI64IntegerAttr(freezeStep))})));
+    // Streaming DiLoCo's outer steps, each with its period and offset.
+    SmallVector<Attribute> outer;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (auto d = fn->getAttrOfType<DictionaryAttr>(LoomDialect::DilocoAttrHelper::getNameStr()))
+        outer.push_back(b.getDictionaryAttr({b.getNamedAttr("name", fn.getSymNameAttr()),
+                                             b.getNamedAttr("every", d.get("every")),
+                                             b.getNamedAttr("offset", d.get("offset"))}));
+    if (!outer.empty())
+      program = DictionaryAttr::get(
+          module.getContext(),
+          llvm::to_vector(llvm::concat<const NamedAttribute>(
+              program.getValue(),
+              ArrayRef<NamedAttribute>{b.getNamedAttr("outer", b.getArrayAttr(outer))})));
     return program;
   }
 

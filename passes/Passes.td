@@ -304,6 +304,71 @@ def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def Diloco : Pass<"loom-diloco", "ModuleOp"> {
+  let summary = "Streaming DiLoCo: replicas that train alone and average fragments rarely";
+  let description = [{
+    Runs after `loom-attach-optimizer`, in place of `loom-data-parallel`,
+    on a module whose `loom.topology`'s outermost level is `replica`
+    (Douillard et al. 2025, Streaming DiLoCo, Algorithm 1). Each replica
+    runs `@train_step` (its inner AdamW) on its own slice of the global
+    batch; the reported loss is the mean over replicas. The trained
+    parameters are split into `fragments` fragments, strided over the
+    model's blocks (a name with `.h.i.`, `.layers.i.` or `.blocks.i.` goes
+    to fragment i mod P; parameters before the first block, the
+    embeddings, to fragment 0; after the last, the final norm and head, to
+    fragment P − 1). For each fragment f the pass writes
+    `@diloco_outer_f` (`loom.diloco = {every = H, offset = ⌊H/P·(f+1)⌋}`),
+    which the training binary runs after the inner step t with
+    (t + 1) mod H = offset mod H:
+
+    * Δ = global − local for each parameter, flattened, cast to the
+      `quant` type, all-reduced (mean) over the replica level, cast back;
+    * `loom.sgd` on the global copy with Δ̄ (outer lr and momentum,
+      Nesterov when the momentum is above 0);
+    * local = lerp(global, local, α).
+
+    `@diloco_start` copies the initial parameters into the global copies
+    (`@P.diloco.global`, role `master`; the outer momentum is
+    `@P.diloco.momentum`); the binary runs it before a fresh run's first
+    step. Not built yet: `overlap` > 0, `quant` fp8 and fp4, data
+    parallelism inside a replica.
+
+    After (one parameter @w, 2 replicas, inner-steps=4):
+
+    ```mlir
+    loom.state @w.diloco.global : tensor<3xf32> role master of @w init #loom.init<zeros>
+    func.func @diloco_outer_0() attributes {loom.diloco = {every = 4 : i64, offset = 4 : i64}} {
+      %w = loom.load @w : tensor<3xf32>
+      %g = loom.load @w.diloco.global : tensor<3xf32>
+      %d = loom.sub %g, %w : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+      %a, %t = loom.all_reduce %d over #loom.group<@world, ["replica"]> reduce mean on comm : ...
+      loom.wait %t
+      %g2, %b2 = loom.sgd %g, %a, %b {lr = 0.7, momentum = 0.9, nesterov} : tensor<3xf32>
+      %w2 = loom.lerp %g2, %w weight 5.000000e-01 : tensor<3xf32>
+      loom.store %w2 to @w : tensor<3xf32>
+      ...
+    ```
+  }];
+  let options = [
+    Option<"innerSteps", "inner-steps", "int64_t", /*default=*/"100",
+           "H: inner steps between two synchronisations of a fragment">,
+    Option<"fragments", "fragments", "int64_t", /*default=*/"1",
+           "P: fragments synchronised in turn (1: DiLoCo)">,
+    Option<"overlap", "overlap", "int64_t", /*default=*/"0",
+           "tau: inner steps the exchange overlaps (only 0 so far)">,
+    Option<"alpha", "alpha", "double", /*default=*/"0.5",
+           "The merge: local = lerp(global, local, alpha)">,
+    Option<"outerLr", "outer-lr", "double", /*default=*/"0.7", "Outer SGD learning rate">,
+    Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
+           "Outer Nesterov momentum (0: plain SGD)">,
+    Option<"quant", "quant", "std::string", /*default=*/"\"bf16\"",
+           "Type of the outer all-reduce: fp32 or bf16 (fp8, fp4 not built yet)">,
+    Option<"topology", "topology", "std::string", /*default=*/"",
+           "The loom.topology to span (default: the module's only one)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
   let summary = "Data parallelism with ZeRO stages 0-3 over a topology";
   let description = [{

@@ -67,7 +67,11 @@ def Loom_Dialect : Dialect {
     "::mlir::ArrayAttr":$input_names,
     // On @train_step_frozen (loom-onebit-adam): the run step from which the
     // binary runs it instead of @train_step (1-bit Adam's freeze step).
-    "::mlir::IntegerAttr":$freeze_step
+    "::mlir::IntegerAttr":$freeze_step,
+    // On a Streaming DiLoCo outer step (loom-diloco's @diloco_outer_F):
+    // {every = H, offset = O}, run after the inner step t with
+    // (t + 1) mod H = O mod H.
+    "::mlir::DictionaryAttr":$diloco
   );
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{

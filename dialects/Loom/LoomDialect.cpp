@@ -74,6 +74,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   }
   if (name == LoomDialect::DataParallelAttrHelper::getNameStr())
     return integers({"world", "zero_stage"}, {1, 0}, {int64_t(1) << 20, 3});
+  if (name == LoomDialect::DilocoAttrHelper::getNameStr())
+    return integers({"every", "offset"}, {1, 1}, {kMax, kMax});
   if (name == LoomDialect::OffloadPlanAttrHelper::getNameStr())
     return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
   if (name == LoomDialect::ModelAttrHelper::getNameStr() || name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr())

@@ -70,6 +70,13 @@ struct PipelineOptions {
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket
   std::string onebitVariance = "sharded"; // loom-data-parallel's frozen-variance
+  /// Streaming DiLoCo (loom-diloco in place of loom-data-parallel).
+  struct Diloco {
+    int64_t innerSteps = 100, fragments = 1, overlap = 0;
+    double alpha = 0.5, outerLr = 0.7, outerMomentum = 0.9;
+    std::string quant = "bf16";
+  };
+  std::optional<Diloco> diloco;
 };
 
 /// Adds the passes of the phases after `from` up to `to` to `pm`: mixed

@@ -175,6 +175,23 @@ public:
     // With ZeRO 1 and 2, the function the driver runs once before the
     // first frozen step (loom-data-parallel's @enter_frozen).
     bool enter = freezeStep && module.lookupSymbol("enter_frozen");
+    // Streaming DiLoCo: its start and its outer steps, a table for the
+    // driver.
+    bool dilocoStart = module.lookupSymbol("diloco_start") != nullptr;
+    std::string outerTable, outerEntries;
+    size_t numOuter = 0;
+    if (auto outer = program.getAs<ArrayAttr>("outer"))
+      for (Attribute a : outer) {
+        auto d = cast<DictionaryAttr>(a);
+        StringRef name = d.getAs<StringAttr>("name").getValue();
+        std::string wrapper = cppIdentifier("entry_", name);
+        outerEntries += "loomrt_status " + wrapper + "(loomrt_step_ctx c, void **G) {\n  return " +
+                        cppIdentifier("fn_", name) + "(c, G);\n}\n\n";
+        outerTable += "    {" + cppStringLiteral(name) + ", " + wrapper + ", " +
+                      std::to_string(d.getAs<IntegerAttr>("every").getInt()) + ", " +
+                      std::to_string(d.getAs<IntegerAttr>("offset").getInt()) + "},\n";
+        ++numOuter;
+      }
     // The step's inputs, for the driver's data loaders.
     std::string inputTable, entryArgs;
     auto inputs = program.getAs<ArrayAttr>("inputs");
@@ -332,6 +349,12 @@ public:
         << (enter ? "loomrt_status entry_enter_frozen(loomrt_step_ctx c, void **G) {\n  return " +
                         cppIdentifier("fn_", "enter_frozen") + "(c, G);\n}\n\n"
                   : std::string())
+        << (dilocoStart ? "loomrt_status entry_diloco_start(loomrt_step_ctx c, void **G) {\n"
+                          "  return " + cppIdentifier("fn_", "diloco_start") + "(c, G);\n}\n\n"
+                        : std::string())
+        << outerEntries
+        << (numOuter ? "const loomrt_outer_desc kOuter[] = {\n" + outerTable + "};\n\n"
+                     : std::string())
         << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
         << table << "};\n\n"
         << "const loomrt_input_desc kInputs[] = {\n" << inputTable << "};\n\n"
@@ -348,6 +371,8 @@ public:
         << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs,\n      "
         << (freezeStep ? "entry_frozen, " + std::to_string(freezeStep) : std::string("nullptr, 0"))
         << (enter ? ", entry_enter_frozen" : ", nullptr")
+        << (dilocoStart ? ", entry_diloco_start" : ", nullptr")
+        << (numOuter ? ", sizeof(kOuter) / sizeof(kOuter[0]), kOuter" : ", 0, nullptr")
         << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();

@@ -168,6 +168,68 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
   return 0;
 }
 
+/// --diloco's keys (key=value,...) over the defaults; an error names the
+/// key and what it takes.
+std::optional<std::string> parseDiloco(StringRef text,
+                                       std::optional<PipelineOptions::Diloco> &out) {
+  PipelineOptions::Diloco d;
+  SmallVector<StringRef> items;
+  text.split(items, ',', -1, false);
+  for (StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    value = value.trim();
+    int64_t i = 0;
+    double x = 0;
+    auto integer = [&](int64_t &to, int64_t lo) -> std::optional<std::string> {
+      if (value.getAsInteger(10, i) || i < lo)
+        return ("--diloco: " + key + " takes an integer >= " + Twine(lo) + ", got '" + value +
+                "'").str();
+      to = i;
+      return std::nullopt;
+    };
+    auto real = [&](double &to, double lo, double hi, StringRef range) -> std::optional<std::string> {
+      if (value.getAsDouble(x) || !(x >= lo && x <= hi))
+        return ("--diloco: " + key + " takes a number " + range + ", got '" + value + "'").str();
+      to = x;
+      return std::nullopt;
+    };
+    std::optional<std::string> err;
+    if (key == "inner-steps")
+      err = integer(d.innerSteps, 1);
+    else if (key == "fragments")
+      err = integer(d.fragments, 1);
+    else if (key == "overlap")
+      err = integer(d.overlap, 0);
+    else if (key == "alpha")
+      err = real(d.alpha, 0, 1, "in [0, 1]");
+    else if (key == "outer-lr")
+      err = real(d.outerLr, 1e-12, 1e6, "above 0");
+    else if (key == "outer-momentum")
+      err = real(d.outerMomentum, 0, 0.999999, "in [0, 1)");
+    else if (key == "quant")
+      d.quant = value.str();
+    else
+      err = ("--diloco: unknown key '" + key +
+             "' (inner-steps, fragments, overlap, alpha, outer-lr, outer-momentum, quant)")
+                .str();
+    if (err)
+      return err;
+  }
+  if (d.fragments > d.innerSteps)
+    return std::string("--diloco: fragments must not exceed inner-steps (each fragment "
+                       "synchronises once every inner-steps steps)");
+  if (d.quant != "fp32" && d.quant != "bf16")
+    return "--diloco: quant=" + d.quant +
+           (d.quant == "fp8" || d.quant == "fp4" ? " is not built yet: use fp32 or bf16"
+                                                  : " is not a quantisation (fp32, bf16)");
+  if (d.overlap != 0)
+    return std::string("--diloco: overlap > 0 is not built yet (the exchange runs between "
+                       "two inner steps)");
+  out = d;
+  return std::nullopt;
+}
+
 /// --topology's levels (a line level=N,... or a file holding it), innermost
 /// first; a one-line message on a malformed entry.
 static std::optional<std::string>
@@ -280,6 +342,16 @@ struct LoomcOptions {
                "parameters up to N elements share one compressed all-reduce and one scale "
                "(fewer, larger collectives; 16777216 is the fast choice on GPUs, "
                "docs/compression.md)"),
+      cl::cat(cat)};
+  cl::opt<std::string> diloco{
+      "diloco", cl::init(""),
+      cl::value_desc("inner-steps=H,fragments=P,overlap=T,alpha=A,outer-lr=LR,"
+                     "outer-momentum=MU,quant=fp32|bf16"),
+      cl::desc("Streaming DiLoCo over --topology=replica=M,...: each replica trains alone "
+               "(its own AdamW) and every H steps a fragment's pseudo-gradient is averaged "
+               "across replicas, stepped by outer Nesterov SGD into a global copy and merged "
+               "back with lerp(global, local, alpha). Defaults: H 100, P 1, overlap 0, alpha "
+               "0.5, outer-lr 0.7, outer-momentum 0.9, quant bf16 (docs/diloco.md)"),
       cl::cat(cat)};
   cl::opt<std::string> onebitVariance{
       "onebit-variance", cl::init("sharded"), cl::value_desc("sharded|replicated"),
@@ -481,6 +553,22 @@ int loomcMain(int argc, char **argv) {
                  "'");
   if (o.onebitVariance != "sharded" && !(onebit && o.zeroStage >= 1))
     return error("--onebit-variance applies to --optimizer=onebit-adam with --zero-stage 1 or 2");
+  std::optional<PipelineOptions::Diloco> diloco;
+  if (!o.diloco.empty()) {
+    if (std::optional<std::string> err = parseDiloco(o.diloco, diloco))
+      return error(*err);
+    if (levels.empty() || levels.back().first != "replica")
+      return error("--diloco needs --topology whose first (outermost) level is replica, "
+                   "e.g. --topology=replica=2,gpu=1");
+    if (world != levels.back().second)
+      return error("--diloco: data parallelism inside a replica is not built yet: every "
+                   "--topology level but replica must be 1");
+    if (levels.back().second < 2)
+      return error("--diloco needs at least 2 replicas");
+    if (onebit || o.zeroStage >= 0)
+      return error("--diloco runs each replica's own AdamW: not with --optimizer=onebit-adam "
+                   "or --zero-stage (data parallelism inside a replica is not built yet)");
+  }
   if (onebit && o.zeroStage > 2)
     return error("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage 3's "
                  "sharded parameters are not built for its frozen step)");
@@ -575,6 +663,7 @@ int loomcMain(int argc, char **argv) {
   po.onebitFreezeStep = onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
   po.onebitVariance = o.onebitVariance;
+  po.diloco = diloco;
   po.optimizer.lr = o.lr;
   po.optimizer.weightDecay = o.weightDecay;
   po.optimizer.beta1 = o.beta1;

@@ -59,7 +59,17 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     ob.bucketSize = o.onebitBucketSize;
     pm.addPass(mlir::loom::createOnebitAdam(ob));
   }
-  if (runs(Phase::Distribute) && o.dataParallel) {
+  if (runs(Phase::Distribute) && o.dataParallel && o.diloco) {
+    mlir::loom::DilocoOptions d;
+    d.innerSteps = o.diloco->innerSteps;
+    d.fragments = o.diloco->fragments;
+    d.overlap = o.diloco->overlap;
+    d.alpha = o.diloco->alpha;
+    d.outerLr = o.diloco->outerLr;
+    d.outerMomentum = o.diloco->outerMomentum;
+    d.quant = o.diloco->quant;
+    pm.addPass(mlir::loom::createDiloco(d));
+  } else if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;
     dp.zeroStage = o.zeroStage;
     dp.bucketSize = o.bucketSize;

@@ -608,6 +608,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (p->abi != LOOMRT_TRAIN_ABI)
     return die("this binary was generated for another version of the runtime "
                "(libloomrt.so was rebuilt since); compile the model again with loomc");
+  for (size_t k = 0; k < p->num_outer; ++k)
+    if (!p->outer || !p->outer[k].fn || p->outer[k].every < 1)
+      return die("the program's DiLoCo outer step " + std::to_string(k) +
+                 " has no function or a period below 1");
   // CPU binaries: OpenMP threads that spin after each kernel fight
   // OpenBLAS's threads for the cores (steps of 12 ms took 60-180 ms on the
   // 2-core CI machine). libgomp reads OMP_WAIT_POLICY only at start-up, so
@@ -839,8 +843,15 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     bool frozen = p->train_step_frozen && step >= p->freeze_step;
     if (frozen && step == p->freeze_step && p->enter_frozen)
       TRY(p->enter_frozen(&ctx, G.data()), "gathering the momentum for 1-bit Adam's frozen steps");
+    if (step == 0 && p->outer_start)
+      TRY(p->outer_start(&ctx, G.data()), "DiLoCo: the global copy of the parameters");
     TRY((frozen ? p->train_step_frozen : p->train_step)(&ctx, G.data(), dIn.data(), &dLoss),
         frozen ? "training step (1-bit Adam, after the freeze)" : "training step");
+    for (size_t k = 0; k < p->num_outer; ++k) {
+      const loomrt_outer_desc &o = p->outer[k];
+      if ((step + 1) % o.every == o.offset % o.every)
+        TRY(o.fn(&ctx, G.data()), std::string("DiLoCo outer step ") + o.name);
+    }
     if (trace) {
       TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
       TRY(loomrt_trace_end(trace, s, span), "trace");

@@ -149,10 +149,13 @@ def compare_losses(name, ours, ref32, ref64, steps):
 
 
 
-def parse_args():
+def parse_args(*switches):
+    """--bin and --tmp (made), and boolean --SWITCHES."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="folder with loomc and loom-run")
     ap.add_argument("--tmp", required=True)
+    for s in switches:
+        ap.add_argument(f"--{s}", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.tmp, exist_ok=True)
     return a
@@ -175,6 +178,34 @@ def binary_losses(train, data, log, *flags):
 
 def spec_config(keys):
     return {k: int(v) for k, v in (kv.split("=") for kv in keys.split(","))}
+
+
+def gpt_run_setup(keys, *switches):
+    """The start of the multi-rank GPT tests: --bin, --tmp (and boolean
+    --SWITCHES) parsed, the noisy token file written in --tmp, the
+    generator's initial weights. Returns (args, config, token file, tokens,
+    parameters)."""
+    from mpitest import noisy_pattern
+    a = parse_args(*switches)
+    cfg = spec_config(keys)
+    data = os.path.join(a.tmp, "tokens.bin")
+    tokens = noisy_pattern(data, cfg["vocab"], 6000)
+    return a, cfg, data, tokens, generator_params(a.bin, a.tmp, keys)
+
+
+def generator_params(bin_dir, tmp, keys):
+    """The initial weights of `loomc --model gpt:KEYS` (--seed 0), as loom-run
+    draws them: the same stream as the binary's (loomrt.h)."""
+    mlir = os.path.join(tmp, "model.mlir")
+    tool(bin_dir, "loomc", "--model", f"gpt:{keys}", "--compile-to=optimizer", "-o", mlir)
+    cfg = spec_config(keys)
+    fin, fpar = (os.path.join(tmp, f) for f in ("in.safetensors", "params.safetensors"))
+    shape = (cfg["batch"], cfg["seq"])
+    write_st(fin, {"arg0": torch.zeros(shape, dtype=torch.int64),
+                   "arg1": torch.zeros(shape, dtype=torch.int64)})
+    tool(bin_dir, "loom-run", mlir, "--function=train_step", f"--inputs={fin}", "--seed=0",
+         f"--dump-params={fpar}", "--steps=1")
+    return read_st(fpar)
 
 
 def tool(bin_dir, name, *args, capture=False):

@@ -1,9 +1,43 @@
 """Shared pieces of the multi-rank tests (standard library only): Open MPI's
-launcher as the tests start it, and finding a job's rank processes."""
+launcher as the tests start it, running a training binary on ranks, a token
+file, and finding a job's rank processes."""
+import json
 import os
+import random
+import subprocess
+import sys
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def run(cmd):
+    """Runs `cmd` under ENV; exits with its output when it fails."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if p.returncode:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    return p
+
+
+def train(exe, ranks, data, steps, log, *extra):
+    """`steps` steps of a training binary on `ranks` MPI ranks; its JSON log."""
+    if os.path.exists(log):
+        os.remove(log)
+    run(MPIRUN + ["-np", str(ranks), exe, "--data", data, "--steps", str(steps),
+                  "--log-json", log, *extra])
+    return [json.loads(line) for line in open(log)]
+
+
+def noisy_pattern(path, vocab, n):
+    """A token file (uint16): a 29-token phrase repeated, 10% of tokens
+    replaced at random (seeded), so a small model learns it but not
+    exactly. Returns the tokens."""
+    rnd = random.Random(5)
+    phrase = [rnd.randrange(vocab) for _ in range(29)]
+    toks = [phrase[i % 29] if rnd.random() > 0.1 else rnd.randrange(vocab) for i in range(n)]
+    with open(path, "wb") as f:
+        f.write(b"".join(t.to_bytes(2, "little") for t in toks))
+    return toks
 
 
 def rank_pids(binary, rank=None):

@@ -32,29 +32,19 @@ Then, with --converge, 300 steps on the GPL-3 text, 3 seeds: the mean final
 loss (the last 20 steps) within 1% of the uncompressed AdamW runs'.
     onebit_adam.py --bin BIN --tmp TMP [--converge]
 """
-import argparse
-import json
 import math
 import os
-import subprocess
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from loomtest import gpt, read_st, spec_config, write_st  # noqa: E402
-from mpitest import ENV, MPIRUN  # noqa: E402
+from loomtest import gpt, gpt_run_setup, read_st  # noqa: E402
+from mpitest import run, train  # noqa: E402
 
 KEYS = "layers=2,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 LR, B1, B2, EPS = 3e-3, 0.9, 0.999, 1e-8
 FREEZE, STEPS = 4, 12
-
-
-def run(cmd, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
-    if p.returncode:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    return p
 
 
 def compile_(a, name, ranks, *flags, keys=KEYS):
@@ -62,30 +52,6 @@ def compile_(a, name, ranks, *flags, keys=KEYS):
     run([os.path.join(a.bin, "loomc"), "--model", f"gpt:{keys}", f"--lr={LR}",
          "--weight-decay=0", f"--topology=rank={ranks}", *flags, "-o", exe])
     return exe
-
-
-def train(exe, ranks, data, steps, log, *extra):
-    if os.path.exists(log):
-        os.remove(log)
-    run(MPIRUN + ["-np", str(ranks), exe, "--data", data, "--steps", str(steps),
-                  "--log-json", log, *extra])
-    return [json.loads(line) for line in open(log)]
-
-
-def initial_params(a, keys):
-    """The generator's initial weights (--seed 0), as loom-run draws them:
-    the same stream as the binary's (loomrt.h)."""
-    mlir = os.path.join(a.tmp, "model.mlir")
-    run([os.path.join(a.bin, "loomc"), "--model", f"gpt:{keys}", "--compile-to=optimizer",
-         "-o", mlir])
-    cfg = spec_config(keys)
-    fin, fpar = (os.path.join(a.tmp, f) for f in ("in.safetensors", "params.safetensors"))
-    shape = (cfg["batch"], cfg["seq"])
-    write_st(fin, {"arg0": torch.zeros(shape, dtype=torch.int64),
-                   "arg1": torch.zeros(shape, dtype=torch.int64)})
-    run([os.path.join(a.bin, "loom-run"), mlir, "--function=train_step", f"--inputs={fin}",
-         "--seed=0", f"--dump-params={fpar}", "--steps=1"])
-    return read_st(fpar)
 
 
 def sign(x):
@@ -159,27 +125,8 @@ def reference(params, tokens, ranks, steps, freeze, cfg, dtype=torch.float64):
     return losses, state
 
 
-def pattern(path, vocab, n):
-    import random
-    rnd = random.Random(5)
-    phrase = [rnd.randrange(vocab) for _ in range(29)]
-    toks = [phrase[i % 29] if rnd.random() > 0.1 else rnd.randrange(vocab) for i in range(n)]
-    with open(path, "wb") as f:
-        f.write(b"".join(t.to_bytes(2, "little") for t in toks))
-    return toks
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--tmp", required=True)
-    ap.add_argument("--converge", action="store_true")
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
-    cfg = spec_config(KEYS)
-    data = os.path.join(a.tmp, "tokens.bin")
-    tokens = pattern(data, cfg["vocab"], 6000)
-    params = initial_params(a, KEYS)
+    a, cfg, data, tokens, params = gpt_run_setup(KEYS, "converge")
     bad = []
     for ranks in (2, 4):
         adam = compile_(a, f"adamw-np{ranks}", ranks, "--optimizer=adamw")

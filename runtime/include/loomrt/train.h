@@ -74,7 +74,15 @@ typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loom
  * value it was compiled with; the runtime refuses a binary built against
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
-#define LOOMRT_TRAIN_ABI 9
+/* A Streaming DiLoCo outer step (loomc --diloco): run after the inner step
+ * numbered t (from 0) when (t + 1) mod every = offset mod every. */
+typedef struct loomrt_outer_desc {
+  const char *name;
+  loomrt_status (*fn)(loomrt_step_ctx c, void **globals);
+  int64_t every, offset;
+} loomrt_outer_desc;
+
+#define LOOMRT_TRAIN_ABI 10
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -111,6 +119,13 @@ typedef struct loomrt_program {
    * frozen steps; a run resumed past it has them from its checkpoint).
    * NULL otherwise. */
   loomrt_status (*enter_frozen)(loomrt_step_ctx c, void **globals);
+  /* Streaming DiLoCo: outer_start runs before the first step of a fresh run
+   * (the global copy starts as the initial parameters; a resumed run has it
+   * from its checkpoint), the outer steps after the inner steps they name.
+   * NULL and 0 otherwise. */
+  loomrt_status (*outer_start)(loomrt_step_ctx c, void **globals);
+  size_t num_outer;
+  const loomrt_outer_desc *outer;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is

@@ -1,0 +1,253 @@
+//===- Diloco.cpp - loom-diloco -------------------------------------------===//
+//
+// Streaming DiLoCo (Douillard et al., "Streaming DiLoCo with overlapping
+// communication", 2025, Algorithm 1; DiLoCo, Douillard et al. 2023): M
+// replicas train alone with their inner optimizer (@train_step's AdamW) and
+// synchronise rarely. The model is split into P fragments; fragment f
+// synchronises every H steps, offset by ⌊H/P·(f+1)⌋ steps:
+//   Δ = θ_global − θ_local               (pseudo-gradient; sign as torchft's
+//                                         after its PR #233)
+//   Δ̄ = mean over replicas of Δ           (one all-reduce over the replica
+//                                         level, in fp32 or bf16)
+//   θ_global, b = SGD(θ_global, Δ̄, b)     (Nesterov, outer lr and momentum)
+//   θ_local = lerp(θ_global, θ_local, α) (α = 0: the replicas restart from
+//                                         the global copy)
+// This pass writes each fragment's outer step as a function of its own,
+// @diloco_outer_F (attribute loom.diloco = {every = H, offset = O}: the
+// driver runs it after the inner step numbered t when (t + 1) mod H =
+// O mod H), and @diloco_start, which copies the initial parameters into the
+// global copy before a fresh run's first step. The global copy and the outer
+// momentum are loom.state (roles master and momentum): checkpoints hold
+// them with each replica's own parameters and Adam state.
+//
+// Fragments are strided over the model's blocks: a parameter whose name
+// holds a block index (".h.3.", ".layers.3.", ".blocks.3.") goes to fragment
+// index mod P; the ones before the first block (embeddings) to fragment 0,
+// the ones after the last (final norm, head) to fragment P − 1, others to
+// the fragment of the block before them.
+//
+// Not built yet (loom-diloco refuses them): overlapping the exchange with
+// the next τ inner steps, fp8/fp4 quantisation of the exchange, and data
+// parallelism inside a replica (it needs a communicator per level).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Regex.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_DILOCO
+#include "passes/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
+  using Base::Base;
+
+  LogicalResult fail(Operation *at, const Twine &msg) {
+    at->emitError() << "loom-diloco: " << msg;
+    return failure();
+  }
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  /// The fragment of each parameter (in loom.grad_params order).
+  SmallVector<int64_t> fragmentsOf(ArrayRef<StringRef> names) {
+    llvm::Regex block("(^|\\.)(h|layers|layer|blocks|block)\\.([0-9]+)\\.");
+    SmallVector<int64_t> out(names.size(), -1);
+    int64_t firstBlock = -1, lastBlock = -1;
+    for (auto [i, n] : llvm::enumerate(names)) {
+      SmallVector<StringRef, 4> m;
+      if (!block.match(n, &m))
+        continue;
+      out[i] = std::stoll(m[3].str()) % fragments;
+      if (firstBlock < 0)
+        firstBlock = int64_t(i);
+      lastBlock = int64_t(i);
+    }
+    for (size_t i = 0; i < names.size(); ++i)
+      if (out[i] < 0)
+        out[i] = firstBlock < 0 || int64_t(i) < firstBlock ? 0
+                 : int64_t(i) > lastBlock                  ? fragments - 1
+                                                           : out[i - 1];
+    return out;
+  }
+
+  LogicalResult run(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    if (innerSteps < 1 || fragments < 1 || fragments > innerSteps)
+      return fail(module, "needs inner-steps >= 1 and 1 <= fragments <= inner-steps");
+    if (overlap != 0)
+      return fail(module, "overlap (tau) > 0 is not built yet: the exchange runs between "
+                          "two inner steps");
+    if (alpha < 0 || alpha > 1 || outerLr <= 0 || outerMomentum < 0 || outerMomentum >= 1)
+      return fail(module, "needs 0 <= alpha <= 1, outer-lr > 0 and 0 <= outer-momentum < 1");
+    if (quant != "fp32" && quant != "bf16")
+      return fail(module, "quant=" + quant +
+                              (quant == "fp8" || quant == "fp4"
+                                   ? " is not built yet (fp32 or bf16)"
+                                   : " is not a quantisation (fp32, bf16; fp8 and fp4 later)"));
+    FailureOr<TopologyOp> found = findTopology(module, topology, "loom-diloco");
+    if (failed(found))
+      return failure();
+    TopologyOp topo = *found;
+    if (!topo || topo.getLevels().empty() ||
+        cast<StringAttr>(topo.getLevels()[topo.getLevels().size() - 1]).getValue() != "replica")
+      return fail(topo ? topo.getOperation() : module.getOperation(),
+                  "needs a loom.topology whose outermost level is 'replica' (loomc "
+                  "--topology=replica=M,...)");
+    int64_t world = topo.getWorldSize(), replicas = topo.getLevelSize("replica");
+    if (world != replicas)
+      return fail(topo, "data parallelism inside a replica is not built yet: every level "
+                        "but 'replica' must have size 1");
+    if (replicas < 2)
+      return fail(topo, "needs at least 2 replicas");
+    auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
+                                ArrayAttr::get(ctx, {topo.getLevels()[topo.getLevels().size() - 1]}));
+    auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
+
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    if (!step || !fb || !step.getBody().hasOneBlock())
+      return fail(module, "needs @train_step and @forward_backward (run loom-attach-optimizer)");
+    if (getDataParallel(step))
+      return fail(step, "@train_step is data-parallel already");
+    if (module.lookupSymbol("diloco_start"))
+      return fail(step, "@diloco_start exists already");
+    auto gradNames = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
+    func::CallOp call = findCall(step, "forward_backward");
+    if (!gradNames || !call)
+      return fail(step, "@train_step must call @forward_backward, whose loom.grad_params "
+                        "names the trained parameters");
+    // Every replica reports the mean loss over the replicas (4 bytes a
+    // step) and takes its own slice of each global batch, as data
+    // parallelism does: runs with and without replicas see the same tokens.
+    setDataParallel(step, {world, 0});
+    OpBuilder b(ctx);
+    Location loc = step.getLoc();
+    b.setInsertionPointAfter(call);
+    Value loss = call.getResult(0);
+    auto tok = TokenType::get(ctx);
+    auto mean = AllReduceOp::create(b, loc, loss.getType(), tok, loss, ValueRange{}, group,
+                                    ReduceKind::mean, comm);
+    WaitOp::create(b, loc, ValueRange{mean.getToken()});
+    loss.replaceUsesWithIf(mean.getResult(),
+                           [&](OpOperand &u) { return isa<func::ReturnOp>(u.getOwner()); });
+
+    SmallVector<ParamOp> params;
+    SmallVector<StringRef> names;
+    for (Attribute a : gradNames) {
+      auto p = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
+      if (!p)
+        return fail(fb, "'" + cast<FlatSymbolRefAttr>(a).getValue() + "' is not a loom.param");
+      if (!cast<RankedTensorType>(p.getType()).getElementType().isF32())
+        return fail(p, "the outer step keeps fp32 parameters");
+      params.push_back(p);
+      names.push_back(p.getSymName());
+    }
+    SmallVector<int64_t> fragmentOf = fragmentsOf(names);
+
+    // The global copy and the outer momentum of each parameter.
+    auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
+    for (ParamOp p : params) {
+      OpBuilder mb(ctx);
+      mb.setInsertionPointAfter(p);
+      auto of = FlatSymbolRefAttr::get(p.getSymNameAttr());
+      StateOp::create(mb, loc, mb.getStringAttr(p.getSymName() + ".diloco.momentum"),
+                      TypeAttr::get(p.getType()), StateRoleAttr::get(ctx, StateRole::momentum), of,
+                      zeros);
+      StateOp::create(mb, loc, mb.getStringAttr(p.getSymName() + ".diloco.global"),
+                      TypeAttr::get(p.getType()), StateRoleAttr::get(ctx, StateRole::master), of,
+                      zeros);
+    }
+
+    // @diloco_start: the global copy starts as the initial parameters.
+    b.setInsertionPointAfter(step);
+    auto start = func::FuncOp::create(b, loc, "diloco_start", FunctionType::get(ctx, {}, {}));
+    b.setInsertionPointToStart(start.addEntryBlock());
+    for (ParamOp p : params)
+      StoreOp::create(b, loc, LoadOp::create(b, loc, p.getType(), p.getSymName()),
+                      (p.getSymName() + ".diloco.global").str());
+    func::ReturnOp::create(b, loc);
+
+    auto f32 = b.getF32Type();
+    Type wire = quant == "bf16" ? Type(b.getBF16Type()) : Type(f32);
+    b.setInsertionPointAfter(start);
+    for (int64_t f = 0; f < fragments; ++f) {
+      SmallVector<ParamOp> mine;
+      for (auto [p, frag] : llvm::zip(params, fragmentOf))
+        if (frag == f)
+          mine.push_back(p);
+      if (mine.empty())
+        continue;
+      int64_t offset = innerSteps * (f + 1) / fragments;
+      auto fn = func::FuncOp::create(b, loc, "diloco_outer_" + std::to_string(f),
+                                     FunctionType::get(ctx, {}, {}));
+      fn->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
+                  b.getDictionaryAttr({b.getNamedAttr("every", b.getI64IntegerAttr(innerSteps)),
+                                       b.getNamedAttr("offset", b.getI64IntegerAttr(offset))}));
+      OpBuilder fb2(ctx);
+      fb2.setInsertionPointToStart(fn.addEntryBlock());
+      // The pseudo-gradients, flattened into one buffer (one all-reduce a
+      // fragment).
+      SmallVector<Value> locals, globals, parts;
+      int64_t n = 0;
+      for (ParamOp p : mine) {
+        auto type = cast<RankedTensorType>(p.getType());
+        locals.push_back(LoadOp::create(fb2, loc, type, p.getSymName()));
+        globals.push_back(LoadOp::create(fb2, loc, type, (p.getSymName() + ".diloco.global").str()));
+        Value delta = SubOp::create(fb2, loc, type, globals.back(), locals.back());
+        int64_t k = type.getNumElements();
+        parts.push_back(ReshapeOp::create(fb2, loc, RankedTensorType::get({k}, f32), delta));
+        n += k;
+      }
+      auto flatT = RankedTensorType::get({n}, f32);
+      Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(fb2, loc, flatT, parts, 0);
+      auto wireT = RankedTensorType::get({n}, wire);
+      if (wire != f32)
+        flat = CastOp::create(fb2, loc, wireT, flat);
+      auto avg = AllReduceOp::create(fb2, loc, wireT, tok, flat, ValueRange{}, group,
+                                     ReduceKind::mean, comm);
+      WaitOp::create(fb2, loc, ValueRange{avg.getToken()});
+      Value mean = avg.getResult();
+      if (wire != f32)
+        mean = CastOp::create(fb2, loc, flatT, mean);
+      int64_t off = 0;
+      for (auto [p, local, global] : llvm::zip(mine, locals, globals)) {
+        auto type = cast<RankedTensorType>(p.getType());
+        int64_t k = type.getNumElements();
+        Value g = mean;
+        if (k != n)
+          g = SliceOp::create(fb2, loc, RankedTensorType::get({k}, f32), mean,
+                              fb2.getDenseI64ArrayAttr({off}), fb2.getDenseI64ArrayAttr({off + k}),
+                              fb2.getDenseI64ArrayAttr({1}));
+        off += k;
+        g = ReshapeOp::create(fb2, loc, type, g);
+        std::string mom = (p.getSymName() + ".diloco.momentum").str();
+        auto sgd = SgdOp::create(fb2, loc, TypeRange{type, type}, global, g,
+                                 LoadOp::create(fb2, loc, type, mom), fb2.getF64FloatAttr(outerLr),
+                                 fb2.getF64FloatAttr(outerMomentum),
+                                 outerMomentum > 0 ? fb2.getUnitAttr() : UnitAttr());
+        StoreOp::create(fb2, loc, sgd.getNewParam(), (p.getSymName() + ".diloco.global").str());
+        StoreOp::create(fb2, loc, sgd.getNewMomentumBuf(), mom);
+        // The merge: lerp(global, local, α) = global + α(local − global).
+        Value merged = LerpOp::create(fb2, loc, type, sgd.getNewParam(), local,
+                                      fb2.getF64FloatAttr(alpha));
+        StoreOp::create(fb2, loc, merged, p.getSymName());
+      }
+      func::ReturnOp::create(fb2, loc);
+      b.setInsertionPointAfter(fn);
+    }
+    return success();
+  }
+};
+
+} // namespace

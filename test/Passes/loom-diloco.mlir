@@ -1,0 +1,94 @@
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2" | FileCheck %s
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant=fp32 outer-momentum=0" | FileCheck %s --check-prefix=FP32
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2" --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
+// RUN: not loom-opt %s --loom-diloco="quant=fp4" 2>&1 | FileCheck %s --check-prefix=FP4
+// RUN: not loom-opt %s --loom-diloco="overlap=1" 2>&1 | FileCheck %s --check-prefix=OVERLAP
+// RUN: not loom-opt %s --loom-diloco="inner-steps=2 fragments=3" 2>&1 | FileCheck %s --check-prefix=FRAGS
+// RUN: sed 's/"replica" = 2/"rank" = 2/' %s | not loom-opt --loom-diloco 2>&1 | FileCheck %s --check-prefix=NOREPLICA
+
+// Two replicas of one rank; the embedding @wte goes to fragment 0 (before
+// the first block), @h.0.w to 0 and @h.1.w to 1 (block index mod 2), @ln_f
+// to 1 (after the last block). Each has a global copy and an outer momentum.
+// CHECK: loom.param @wte
+// CHECK-NEXT: loom.state @wte.diloco.momentum : tensor<4xf32> role momentum of @wte init #loom.init<zeros>
+// CHECK-NEXT: loom.state @wte.diloco.global : tensor<4xf32> role master of @wte init #loom.init<zeros>
+// The loss reported is the mean over the replicas.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: loom.data_parallel = {world = 2 : i64, zero_stage = 0 : i64}
+// CHECK: loom.all_reduce {{.*}} over #loom.group<@world, ["replica"]> reduce mean on comm : tensor<f32> -> tensor<f32>
+// The global copy starts as the parameters.
+// CHECK-LABEL: func.func @diloco_start()
+// CHECK: %[[W:.*]] = loom.load @wte
+// CHECK-NEXT: loom.store %[[W]] to @wte.diloco.global
+// Fragment 0 synchronises after steps t with (t + 1) mod 4 = 2.
+// CHECK-LABEL: func.func @diloco_outer_0()
+// CHECK-SAME: loom.diloco = {every = 4 : i64, offset = 2 : i64}
+// The pseudo-gradient: global minus local.
+// CHECK: %[[L:.*]] = loom.load @wte : tensor<4xf32>
+// CHECK-NEXT: %[[G:.*]] = loom.load @wte.diloco.global : tensor<4xf32>
+// CHECK-NEXT: loom.sub %[[G]], %[[L]]
+// CHECK: loom.load @h.0.w
+// CHECK-NOT: loom.load @h.1.w
+// CHECK: loom.concat {{.*}} -> tensor<10xf32>
+// CHECK-NEXT: loom.cast {{.*}} : tensor<10xf32> to tensor<10xbf16>
+// CHECK-NEXT: loom.all_reduce {{.*}} over #loom.group<@world, ["replica"]> reduce mean on comm : tensor<10xbf16> -> tensor<10xbf16>
+// The outer Nesterov step on the global copy, then the merge
+// lerp(global, local, 0.5) into the parameter.
+// CHECK: %[[NG:.*]], %[[NB:.*]] = loom.sgd %[[G]], %{{.*}}, %{{.*}} {lr = 0.69{{.*}}, momentum = 9.000000e-01 : f64, nesterov}
+// CHECK-NEXT: loom.store %[[NG]] to @wte.diloco.global
+// CHECK-NEXT: loom.store %[[NB]] to @wte.diloco.momentum
+// CHECK-NEXT: %[[M:.*]] = loom.lerp %[[NG]], %[[L]] weight 5.000000e-01
+// CHECK-NEXT: loom.store %[[M]] to @wte
+// CHECK-LABEL: func.func @diloco_outer_1()
+// CHECK-SAME: loom.diloco = {every = 4 : i64, offset = 4 : i64}
+// CHECK: loom.load @h.1.w
+// CHECK: loom.load @ln_f
+// CHECK-NOT: loom.load @wte
+
+// FP32: loom.all_reduce {{.*}} : tensor<10xf32> -> tensor<10xf32>
+// FP32-NOT: nesterov
+
+// The lowering keeps the start and the outer steps and lists them.
+// RT: loomrt.program = {{{.*}}outer = [{every = 4 : i64, name = "diloco_outer_0", offset = 2 : i64}, {every = 4 : i64, name = "diloco_outer_1", offset = 4 : i64}]
+// RT-LABEL: func.func @diloco_start(
+// RT-LABEL: func.func @diloco_outer_0(
+// RT: loomrt.all_reduce mean bf16
+// RT: loomrt.sgd
+// RT: loomrt.lerp
+
+// FP4: loom-diloco: quant=fp4 is not built yet (fp32 or bf16)
+// OVERLAP: loom-diloco: overlap (tau) > 0 is not built yet
+// FRAGS: loom-diloco: needs inner-steps >= 1 and 1 <= fragments <= inner-steps
+// NOREPLICA: loom-diloco: needs a loom.topology whose outermost level is 'replica'
+loom.topology @world ["gpu" = 1, "replica" = 2]
+loom.param @wte : tensor<4xf32> init #loom.init<ones>
+loom.state @wte.exp_avg : tensor<4xf32> role adam_m of @wte init #loom.init<zeros>
+loom.state @wte.exp_avg_sq : tensor<4xf32> role adam_v of @wte init #loom.init<zeros>
+loom.param @h.0.w : tensor<6xf32> init #loom.init<ones>
+loom.state @h.0.w.exp_avg : tensor<6xf32> role adam_m of @h.0.w init #loom.init<zeros>
+loom.state @h.0.w.exp_avg_sq : tensor<6xf32> role adam_v of @h.0.w init #loom.init<zeros>
+loom.param @h.1.w : tensor<6xf32> init #loom.init<ones>
+loom.state @h.1.w.exp_avg : tensor<6xf32> role adam_m of @h.1.w init #loom.init<zeros>
+loom.state @h.1.w.exp_avg_sq : tensor<6xf32> role adam_v of @h.1.w init #loom.init<zeros>
+loom.param @ln_f : tensor<4xf32> init #loom.init<ones>
+loom.state @ln_f.exp_avg : tensor<4xf32> role adam_m of @ln_f init #loom.init<zeros>
+loom.state @ln_f.exp_avg_sq : tensor<4xf32> role adam_v of @ln_f init #loom.init<zeros>
+loom.state @optimizer.step : tensor<i64> role step init #loom.init<zeros>
+func.func @forward_backward(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> (tensor<f32>, tensor<4xf32>, tensor<6xf32>, tensor<6xf32>, tensor<4xf32>) attributes {loom.grad_params = [@wte, @h.0.w, @h.1.w, @ln_f]} {
+  %a = loom.load @wte : tensor<4xf32>
+  %b = loom.load @h.0.w : tensor<6xf32>
+  %c = loom.load @h.1.w : tensor<6xf32>
+  %d = loom.load @ln_f : tensor<4xf32>
+  %s = loom.mul %x, %a : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  %t = loom.sub %s, %y : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %l = loom.reduce mean %t [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l, %a, %b, %c, %d : tensor<f32>, tensor<4xf32>, tensor<6xf32>, tensor<6xf32>, tensor<4xf32>
+}
+func.func @train_step(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
+  %r:5 = call @forward_backward(%x, %y) : (tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<f32>, tensor<4xf32>, tensor<6xf32>, tensor<6xf32>, tensor<4xf32>)
+  %s0 = loom.load @optimizer.step : tensor<i64>
+  %c1 = arith.constant dense<1> : tensor<i64>
+  %s = arith.addi %s0, %c1 : tensor<i64>
+  loom.store %s to @optimizer.step : tensor<i64>
+  return %r#0 : tensor<f32>
+}
