@@ -101,6 +101,11 @@ struct KernelOps {
                                      const float *scales, float *out, size_t chunks, size_t n);
   loomrt_status (*onebit_average)(void *state, void *stream, const uint8_t *packed,
                                   const float *scales, float *out, size_t world, size_t n);
+  /// loomrt_block_compress / _decompress (kernel_math.h: e4m3Code, e2m1Code).
+  loomrt_status (*block_compress)(void *state, void *stream, loomrt_block_codec codec,
+                                  const float *x, void *packed, size_t n, size_t block);
+  loomrt_status (*block_decompress)(void *state, void *stream, loomrt_block_codec codec,
+                                    const void *packed, float *out, size_t n, size_t block);
   /// loomrt_dropout (kernel_math.h: dropoutKeep).
   loomrt_status (*dropout)(void *state, void *stream, loomrt_dtype dt,
                            const void *x, void *y, size_t n, float ratio,

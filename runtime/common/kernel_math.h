@@ -62,6 +62,55 @@ LOOMRT_HD float onebitSign(const uint8_t *packed, size_t i) {
   return (packed[i >> 3] >> (7 - (i & 7))) & 1 ? 1.0f : -1.0f;
 }
 
+/// Block-scaled narrow floats (loomrt_block_compress): the largest
+/// magnitude of each codec, a code's value, and the code of a value
+/// (round to nearest, ties to even, saturating; the caller divides by the
+/// block's scale first).
+LOOMRT_HD float blockCodecMax(loomrt_block_codec c) {
+  return c == LOOMRT_CODEC_FP8_E4M3 ? 448.0f : 6.0f;
+}
+/// OCP FP8 E4M3: bias 7, 3 mantissa bits, subnormals 2^-9 apart, no
+/// infinities (0x7F and 0xFF are NaN; never produced here).
+LOOMRT_HD float e4m3Value(uint8_t code) {
+  int e = (code >> 3) & 15, m = code & 7;
+  float mag = e == 0 ? float(m) * 0x1p-9f : ldexpf(1.0f + float(m) / 8.0f, e - 7);
+  return code & 0x80 ? -mag : mag;
+}
+LOOMRT_HD uint8_t e4m3Code(float v) {
+  uint8_t sign = v < 0.0f ? 0x80 : 0;
+  float a = fabsf(v);
+  uint8_t mag;
+  if (!(a < 448.0f)) {
+    mag = 0x7E; // 448, saturated (NaN inputs too: the scale is NaN then anyway)
+  } else if (a < 0x1p-6f) {
+    // Subnormal: a multiple of 2^-9; 8 of them is the smallest normal, code 8.
+    mag = uint8_t(rintf(a * 0x1p9f));
+  } else {
+    int k;
+    float f = frexpf(a, &k); // a = f * 2^k, f in [0.5, 1)
+    int e = k - 1 + 7, m = int(rintf((2.0f * f - 1.0f) * 8.0f));
+    if (m == 8) {
+      m = 0;
+      ++e;
+    }
+    mag = e > 15 || (e == 15 && m == 7) ? uint8_t(0x7E) : uint8_t(e << 3 | m);
+  }
+  return mag ? uint8_t(sign | mag) : 0;
+}
+/// OCP MX FP4 E2M1: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 (codes 0-7), the
+/// sign in bit 3.
+LOOMRT_HD float e2m1Value(uint8_t code) {
+  const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return code & 8 ? -mags[code & 7] : mags[code & 7];
+}
+LOOMRT_HD uint8_t e2m1Code(float v) {
+  float a = fabsf(v);
+  // The midpoints; at a tie the even code (mantissa bit 0) wins.
+  uint8_t mag = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+              : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
+  return mag && v < 0.0f ? uint8_t(8 | mag) : mag;
+}
+
 LOOMRT_HD float unaryOp(loomrt_unary_op op, float x) {
   switch (op) {
   case LOOMRT_NEG: return -x;

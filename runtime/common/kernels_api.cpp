@@ -136,6 +136,46 @@ loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
   return K(s).onebit_decompress(ST(s), s->impl, packed, scales, out, chunks, n);
 }
 
+size_t loomrt_block_packed_bytes(loomrt_block_codec codec, size_t n, size_t block) {
+  return (block ? 4 * (n / block) : 0) + (codec == LOOMRT_CODEC_FP4_E2M1 ? n / 2 : n);
+}
+
+static loomrt_status blockCheck(const char *fn, loomrt_stream s, loomrt_block_codec codec,
+                                size_t n, size_t block, std::initializer_list<const void *> bufs) {
+  if (!s)
+    return bad(fn, "null stream");
+  if (codec != LOOMRT_CODEC_FP8_E4M3 && codec != LOOMRT_CODEC_FP4_E2M1)
+    return bad(fn, "unknown codec " + std::to_string(int(codec)));
+  if (block == 0 || block % 2 || n % block)
+    return bad(fn, "n (" + std::to_string(n) + ") must be a multiple of the block (" +
+                       std::to_string(block) + "), an even number above 0");
+  if (n)
+    for (const void *b : bufs)
+      if (!b)
+        return bad(fn, "null buffer");
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_block_compress(loomrt_stream s, loomrt_block_codec codec, const float *x,
+                                    void *packed, size_t n, size_t block) {
+  LOOMRT_TRY(blockCheck("block_compress", s, codec, n, block, {x, packed}));
+  if (!n)
+    return LOOMRT_OK;
+  if (!K(s).block_compress)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "block_compress: no kernel on this backend");
+  return K(s).block_compress(ST(s), s->impl, codec, x, packed, n, block);
+}
+
+loomrt_status loomrt_block_decompress(loomrt_stream s, loomrt_block_codec codec,
+                                      const void *packed, float *out, size_t n, size_t block) {
+  LOOMRT_TRY(blockCheck("block_decompress", s, codec, n, block, {packed, out}));
+  if (!n)
+    return LOOMRT_OK;
+  if (!K(s).block_decompress)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "block_decompress: no kernel on this backend");
+  return K(s).block_decompress(ST(s), s->impl, codec, packed, out, n, block);
+}
+
 loomrt_status loomrt_onebit_average(loomrt_stream s, const uint8_t *packed,
                                     const float *scales, float *out, size_t world, size_t n) {
   LOOMRT_TRY(onebitCheck("onebit_average", s, n, {packed, scales, out}));

@@ -677,6 +677,49 @@ loomrt_status onebitAverageK(void *, void *, const uint8_t *packed, const float 
   return LOOMRT_OK;
 }
 
+// Block-scaled narrow floats: one block a task; the codes from
+// kernel_math.h, shared with the CUDA kernels.
+loomrt_status blockCompressK(void *, void *, loomrt_block_codec codec, const float *x,
+                             void *packed, size_t n, size_t block) {
+  auto *scales = static_cast<float *>(packed);
+  uint8_t *codes = static_cast<uint8_t *>(packed) + 4 * (n / block);
+  const float top = blockCodecMax(codec);
+  const int64_t blocks = int64_t(n / block);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float *xb = x + size_t(b) * block;
+    float amax = 0.0f;
+    for (size_t i = 0; i < block; ++i)
+      amax = std::max(amax, std::fabs(xb[i]));
+    float scale = amax > 0.0f ? amax / top : 1.0f;
+    scales[b] = scale;
+    size_t base = size_t(b) * block;
+    if (codec == LOOMRT_CODEC_FP8_E4M3) {
+      for (size_t i = 0; i < block; ++i)
+        codes[base + i] = e4m3Code(xb[i] / scale);
+    } else {
+      for (size_t i = 0; i < block; i += 2)
+        codes[(base + i) / 2] =
+            uint8_t(e2m1Code(xb[i] / scale) | e2m1Code(xb[i + 1] / scale) << 4);
+    }
+  }
+  return LOOMRT_OK;
+}
+loomrt_status blockDecompressK(void *, void *, loomrt_block_codec codec, const void *packed,
+                               float *out, size_t n, size_t block) {
+  const auto *scales = static_cast<const float *>(packed);
+  const uint8_t *codes = static_cast<const uint8_t *>(packed) + 4 * (n / block);
+  const int64_t total = int64_t(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < total; ++i) {
+    float s = scales[size_t(i) / block];
+    out[i] = codec == LOOMRT_CODEC_FP8_E4M3
+                 ? e4m3Value(codes[i]) * s
+                 : e2m1Value(uint8_t(codes[i / 2] >> (4 * (i & 1)) & 15)) * s;
+  }
+  return LOOMRT_OK;
+}
+
 const KernelOps kCpuKernels = {
     unary,       unaryGradK,    binary,       castK,      lerpK,      cumsumK,    fillK,
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
@@ -684,6 +727,7 @@ const KernelOps kCpuKernels = {
     crossEntropy, crossEntropyGrad, spmmK,    sgdK,
     nullptr,     nullptr, // attention: composed (common/attention.cpp)
     onebitCompressK, onebitDecompressK, onebitAverageK,
+    blockCompressK, blockDecompressK,
     dropoutK,
 };
 

@@ -486,6 +486,38 @@ __global__ void onebitAverage(const uint8_t *packed, const float *scales, float 
   }
 }
 
+// Block-scaled narrow floats: a thread a block of the codec (the exchange
+// runs every few hundred steps, so simple beats coalesced here).
+__global__ void blockCompressKernel(loomrt_block_codec codec, const float *x, float *scales,
+                                    uint8_t *codes, size_t blocks, size_t block) {
+  const float top = blockCodecMax(codec);
+  GRID_STRIDE(b, blocks) {
+    const float *xb = x + b * block;
+    float amax = 0.0f;
+    for (size_t i = 0; i < block; ++i)
+      amax = fmaxf(amax, fabsf(xb[i]));
+    float scale = amax > 0.0f ? amax / top : 1.0f;
+    scales[b] = scale;
+    if (codec == LOOMRT_CODEC_FP8_E4M3) {
+      for (size_t i = 0; i < block; ++i)
+        codes[b * block + i] = e4m3Code(xb[i] / scale);
+    } else {
+      for (size_t i = 0; i < block; i += 2)
+        codes[(b * block + i) / 2] =
+            uint8_t(e2m1Code(xb[i] / scale) | e2m1Code(xb[i + 1] / scale) << 4);
+    }
+  }
+}
+__global__ void blockDecompressKernel(loomrt_block_codec codec, const float *scales,
+                                      const uint8_t *codes, float *out, size_t n, size_t block) {
+  GRID_STRIDE(i, n) {
+    float s = scales[i / block];
+    out[i] = codec == LOOMRT_CODEC_FP8_E4M3
+                 ? e4m3Value(codes[i]) * s
+                 : e2m1Value(uint8_t(codes[i / 2] >> (4 * (i & 1)) & 15)) * s;
+  }
+}
+
 __global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
                           const float *g, float *buf, size_t n) {
   GRID_STRIDE(i, n) {
@@ -545,6 +577,21 @@ loomrt_status onebitDecompressG(void *, void *st, const uint8_t *packed, const f
   else
     onebitDecompress<<<gridFor(chunks * n), kThreads, 0, S(st)>>>(packed, scales, out, chunks * n, n);
   return launched("onebit_decompress");
+}
+loomrt_status blockCompressG(void *, void *st, loomrt_block_codec codec, const float *x,
+                             void *packed, size_t n, size_t block) {
+  size_t blocks = n / block;
+  blockCompressKernel<<<gridFor(blocks), kThreads, 0, S(st)>>>(
+      codec, x, static_cast<float *>(packed), static_cast<uint8_t *>(packed) + 4 * blocks, blocks,
+      block);
+  return launched("block_compress");
+}
+loomrt_status blockDecompressG(void *, void *st, loomrt_block_codec codec, const void *packed,
+                               float *out, size_t n, size_t block) {
+  blockDecompressKernel<<<gridFor(n), kThreads, 0, S(st)>>>(
+      codec, static_cast<const float *>(packed),
+      static_cast<const uint8_t *>(packed) + 4 * (n / block), out, n, block);
+  return launched("block_decompress");
 }
 loomrt_status onebitAverageG(void *, void *st, const uint8_t *packed, const float *scales,
                              float *out, size_t world, size_t n) {
@@ -1474,6 +1521,7 @@ const KernelOps kGpuKernels = {
     nullptr,       nullptr,
 #endif
     onebitCompressG, onebitDecompressG, onebitAverageG,
+    blockCompressG, blockDecompressG,
     dropoutG,
 };
 

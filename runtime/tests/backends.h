@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #define LOOMRT_ASSERT_OK(expr)                                                 \
   do {                                                                         \
@@ -30,6 +31,34 @@ protected:
   }
   loomrt_device dev = nullptr;
   loomrt_stream stream = nullptr;
+};
+
+// BackendTest with device buffers freed at the end of the test, and
+// copies to and from them (synchronised).
+class BufferTest : public BackendTest {
+protected:
+  template <typename T> T *dev(size_t count) {
+    void *p = nullptr;
+    EXPECT_EQ(LOOMRT_OK, loomrt_alloc(BackendTest::dev, LOOMRT_MEM_DEVICE,
+                                      count * sizeof(T) > 8 ? count * sizeof(T) : 8, &p));
+    owned.push_back(p);
+    return static_cast<T *>(p);
+  }
+  template <typename T> void put(T *d, const std::vector<T> &h) {
+    ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, d, h.data(), h.size() * sizeof(T)));
+  }
+  template <typename T> std::vector<T> get(const T *d, size_t count) {
+    std::vector<T> h(count);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, h.data(), d, count * sizeof(T)));
+    EXPECT_EQ(LOOMRT_OK, loomrt_stream_synchronize(stream));
+    return h;
+  }
+  void TearDown() override {
+    for (void *p : owned)
+      loomrt_free(BackendTest::dev, LOOMRT_MEM_DEVICE, p);
+    BackendTest::TearDown();
+  }
+  std::vector<void *> owned;
 };
 
 inline std::string backendName(

@@ -60,31 +60,7 @@ double refCompress(const D &x, D &err, std::vector<int> &sign) {
   return scale;
 }
 
-class OneBit : public BackendTest {
-protected:
-  template <typename T> T *dev(size_t count) {
-    void *p = nullptr;
-    EXPECT_EQ(LOOMRT_OK, loomrt_alloc(this->dev_(), LOOMRT_MEM_DEVICE, std::max<size_t>(count * sizeof(T), 8), &p));
-    owned.push_back(p);
-    return static_cast<T *>(p);
-  }
-  loomrt_device dev_() { return BackendTest::dev; }
-  template <typename T> void put(T *d, const std::vector<T> &h) {
-    ASSERT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, d, h.data(), h.size() * sizeof(T)));
-  }
-  template <typename T> std::vector<T> get(const T *d, size_t count) {
-    std::vector<T> h(count);
-    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(stream, h.data(), d, count * sizeof(T)));
-    EXPECT_EQ(LOOMRT_OK, loomrt_stream_synchronize(stream));
-    return h;
-  }
-  void TearDown() override {
-    for (void *p : owned)
-      loomrt_free(BackendTest::dev, LOOMRT_MEM_DEVICE, p);
-    BackendTest::TearDown();
-  }
-  std::vector<void *> owned;
-};
+class OneBit : public BufferTest {};
 
 TEST_P(OneBit, CompressPacksSignsAndKeepsTheError) {
   const size_t n = 8 * 1237;

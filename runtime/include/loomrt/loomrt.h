@@ -142,6 +142,12 @@ typedef LOOMRT_ENUM(loomrt_dtype) {
   LOOMRT_I64 = 2
 } loomrt_dtype;
 
+/* Narrow float codecs with one fp32 scale per block of elements. */
+typedef LOOMRT_ENUM(loomrt_block_codec) {
+  LOOMRT_CODEC_FP8_E4M3 = 0, /* OCP FP8 E4M3, a byte an element, at most 448 */
+  LOOMRT_CODEC_FP4_E2M1 = 1  /* OCP MX FP4 E2M1, half a byte, at most 6 */
+} loomrt_block_codec;
+
 typedef LOOMRT_ENUM(loomrt_unary_op) {
   LOOMRT_NEG, LOOMRT_EXP, LOOMRT_LOG, LOOMRT_SQRT, LOOMRT_RSQRT, LOOMRT_TANH,
   LOOMRT_ERF, LOOMRT_SIN, LOOMRT_COS, LOOMRT_SIGMOID, LOOMRT_RELU,
@@ -218,6 +224,21 @@ loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
 loomrt_status loomrt_onebit_average(loomrt_stream s, const uint8_t *packed,
                                     const float *scales, float *out,
                                     size_t world, size_t n);
+/* Block-scaled narrow floats (Streaming DiLoCo's quantised exchange): n
+ * elements (a multiple of block, block even) in blocks of `block`:
+ *   scale_b = max |x_i| over block b / M (M the codec's largest value; 1
+ *   for a block of zeros), code_i = x_i / scale_b rounded to the nearest
+ *   value of the codec (ties to even, saturating at +-M).
+ * packed holds the n/block fp32 scales, then the codes: a byte each (E4M3)
+ * or two a byte (E2M1, element 2j in the low nibble). Inputs must be
+ * finite. Decompression writes code value * scale. */
+loomrt_status loomrt_block_compress(loomrt_stream s, loomrt_block_codec codec, const float *x,
+                                    void *packed, size_t n, size_t block);
+loomrt_status loomrt_block_decompress(loomrt_stream s, loomrt_block_codec codec,
+                                      const void *packed, float *out, size_t n, size_t block);
+/* The packed size of n elements in blocks of `block`: 4·n/block bytes of
+ * scales, then n (E4M3) or n/2 (E2M1) bytes of codes. */
+size_t loomrt_block_packed_bytes(loomrt_block_codec codec, size_t n, size_t block);
 /* y = a + weight * (b - a) over n elements, as torch.lerp computes it:
  * b - (b - a) * (1 - weight) when weight >= 0.5. */
 loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,
