@@ -26,9 +26,11 @@
 // the ones after the last (final norm, head) to fragment P − 1, others to
 // the fragment of the block before them.
 //
+// The exchange: an all-reduce in fp32 or bf16, or block-scaled fp8 (E4M3)
+// or fp4 (E2M1) through an all-to-all, an fp32 mean and an all-gather.
 // Not built yet (loom-diloco refuses them): overlapping the exchange with
-// the next τ inner steps, fp8/fp4 quantisation of the exchange, and data
-// parallelism inside a replica (it needs a communicator per level).
+// the next τ inner steps, and data parallelism inside a replica (it needs a
+// communicator per level).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -81,6 +83,31 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     return out;
   }
 
+  /// The mean over the replicas of a flat fp32 buffer sent as block-scaled
+  /// fp8 or fp4 (Streaming DiLoCo §2.3): quantised, reduce-scattered by an
+  /// all-to-all (replica j receives every replica's chunk j), averaged in
+  /// fp32, quantised again and all-gathered.
+  Value narrowMean(OpBuilder &b, Location loc, Value flat, CodecAttr codec, int64_t replicas,
+                   GroupAttr group, StreamAttr comm) {
+    MLIRContext *ctx = b.getContext();
+    auto flatT = cast<RankedTensorType>(flat.getType());
+    int64_t n = flatT.getNumElements(), chunk = n / replicas;
+    auto chunkT = RankedTensorType::get({chunk}, flatT.getElementType());
+    auto tok = TokenType::get(ctx);
+    auto whole = PackedType::get(ctx, flatT, codec), part = PackedType::get(ctx, chunkT, codec);
+    Value q = CompressOp::create(b, loc, whole, Type(), flat, Value()).getResult();
+    auto a2a = AllToAllOp::create(b, loc, whole, tok, q, ValueRange{}, group, comm);
+    WaitOp::create(b, loc, ValueRange{a2a.getToken()});
+    Value rows = ReshapeOp::create(b, loc, RankedTensorType::get({replicas, chunk}, flatT.getElementType()),
+                                   DecompressOp::create(b, loc, flatT, a2a.getResult()));
+    Value avg = ReduceOp::create(b, loc, chunkT, ReduceKindAttr::get(ctx, ReduceKind::mean), rows,
+                                 b.getDenseI64ArrayAttr({0}), UnitAttr());
+    Value q2 = CompressOp::create(b, loc, part, Type(), avg, Value()).getResult();
+    auto gather = AllGatherOp::create(b, loc, whole, tok, q2, ValueRange{}, group, comm);
+    WaitOp::create(b, loc, ValueRange{gather.getToken()});
+    return DecompressOp::create(b, loc, flatT, gather.getResult());
+  }
+
   LogicalResult run(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
     if (innerSteps < 1 || fragments < 1 || fragments > innerSteps)
@@ -90,11 +117,10 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
                           "two inner steps");
     if (alpha < 0 || alpha > 1 || outerLr <= 0 || outerMomentum < 0 || outerMomentum >= 1)
       return fail(module, "needs 0 <= alpha <= 1, outer-lr > 0 and 0 <= outer-momentum < 1");
-    if (quant != "fp32" && quant != "bf16")
-      return fail(module, "quant=" + quant +
-                              (quant == "fp8" || quant == "fp4"
-                                   ? " is not built yet (fp32 or bf16)"
-                                   : " is not a quantisation (fp32, bf16; fp8 and fp4 later)"));
+    if (quant != "fp32" && quant != "bf16" && quant != "fp8" && quant != "fp4")
+      return fail(module, "quant=" + quant + " is not a quantisation (fp32, bf16, fp8, fp4)");
+    if (quantBlock < 2 || quantBlock % 2)
+      return fail(module, "quant-block must be an even number of elements, at least 2");
     FailureOr<TopologyOp> found = findTopology(module, topology, "loom-diloco");
     if (failed(found))
       return failure();
@@ -180,6 +206,9 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
 
     auto f32 = b.getF32Type();
     Type wire = quant == "bf16" ? Type(b.getBF16Type()) : Type(f32);
+    bool narrow = quant == "fp8" || quant == "fp4";
+    auto codec = CodecAttr::get(ctx, quant == "fp8" ? CodecKind::fp8_e4m3 : CodecKind::fp4_e2m1,
+                                quantBlock);
     b.setInsertionPointAfter(start);
     for (int64_t f = 0; f < fragments; ++f) {
       SmallVector<ParamOp> mine;
@@ -206,31 +235,46 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
         globals.push_back(LoadOp::create(fb2, loc, type, (p.getSymName() + ".diloco.global").str()));
         Value delta = SubOp::create(fb2, loc, type, globals.back(), locals.back());
         int64_t k = type.getNumElements();
-        parts.push_back(ReshapeOp::create(fb2, loc, RankedTensorType::get({k}, f32), delta));
+        parts.push_back(type.getRank() == 1
+                            ? delta
+                            : ReshapeOp::create(fb2, loc, RankedTensorType::get({k}, f32), delta)
+                                  .getResult());
         n += k;
       }
-      auto flatT = RankedTensorType::get({n}, f32);
+      // fp8/fp4: padded so that every replica's chunk is whole blocks.
+      int64_t unit = narrow ? replicas * quantBlock : 1, padded = (n + unit - 1) / unit * unit;
+      if (padded > n) {
+        auto zt = RankedTensorType::get({padded - n}, f32);
+        parts.push_back(arith::ConstantOp::create(fb2, loc, zt, DenseElementsAttr::get(zt, 0.0f)));
+      }
+      auto flatT = RankedTensorType::get({padded}, f32);
       Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(fb2, loc, flatT, parts, 0);
-      auto wireT = RankedTensorType::get({n}, wire);
-      if (wire != f32)
-        flat = CastOp::create(fb2, loc, wireT, flat);
-      auto avg = AllReduceOp::create(fb2, loc, wireT, tok, flat, ValueRange{}, group,
-                                     ReduceKind::mean, comm);
-      WaitOp::create(fb2, loc, ValueRange{avg.getToken()});
-      Value mean = avg.getResult();
-      if (wire != f32)
-        mean = CastOp::create(fb2, loc, flatT, mean);
+      Value mean;
+      if (narrow) {
+        mean = narrowMean(fb2, loc, flat, codec, replicas, group, comm);
+      } else {
+        auto wireT = RankedTensorType::get({n}, wire);
+        if (wire != f32)
+          flat = CastOp::create(fb2, loc, wireT, flat);
+        auto avg = AllReduceOp::create(fb2, loc, wireT, tok, flat, ValueRange{}, group,
+                                       ReduceKind::mean, comm);
+        WaitOp::create(fb2, loc, ValueRange{avg.getToken()});
+        mean = avg.getResult();
+        if (wire != f32)
+          mean = CastOp::create(fb2, loc, flatT, mean);
+      }
       int64_t off = 0;
       for (auto [p, local, global] : llvm::zip(mine, locals, globals)) {
         auto type = cast<RankedTensorType>(p.getType());
         int64_t k = type.getNumElements();
         Value g = mean;
-        if (k != n)
+        if (k != padded)
           g = SliceOp::create(fb2, loc, RankedTensorType::get({k}, f32), mean,
                               fb2.getDenseI64ArrayAttr({off}), fb2.getDenseI64ArrayAttr({off + k}),
                               fb2.getDenseI64ArrayAttr({1}));
         off += k;
-        g = ReshapeOp::create(fb2, loc, type, g);
+        if (type.getRank() != 1)
+          g = ReshapeOp::create(fb2, loc, type, g);
         std::string mom = (p.getSymName() + ".diloco.momentum").str();
         auto sgd = SgdOp::create(fb2, loc, TypeRange{type, type}, global, g,
                                  LoadOp::create(fb2, loc, type, mom), fb2.getF64FloatAttr(outerLr),

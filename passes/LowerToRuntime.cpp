@@ -78,6 +78,26 @@ rt::ReduceKind reduceOf(ReduceKind k) {
   }
 }
 
+/// fp8_e4m3 and fp4_e2m1: block-scaled codecs with runtime kernels.
+bool isBlockCodec(PackedType p) {
+  CodecKind k = p.getCodec().getKind();
+  return k == CodecKind::fp8_e4m3 || k == CodecKind::fp4_e2m1;
+}
+rt::BlockCodec blockCodecOf(PackedType p) {
+  return p.getCodec().getKind() == CodecKind::fp8_e4m3 ? rt::BlockCodec::fp8_e4m3
+                                                       : rt::BlockCodec::fp4_e2m1;
+}
+/// The ranks an all-to-all exchanges with: its group's size.
+int64_t chunksOf(Operation *o) {
+  auto a2a = cast<AllToAllOp>(o);
+  auto module = o->getParentOfType<ModuleOp>();
+  auto topo = module.lookupSymbol<TopologyOp>(a2a.getGroup().getTopology());
+  int64_t n = 1;
+  for (Attribute level : a2a.getGroup().getLevels())
+    n *= topo.getLevelSize(cast<StringAttr>(level).getValue());
+  return n;
+}
+
 //===----------------------------------------------------------------------===//
 // The plan: decisions taken on the loom IR before it is rewritten
 //===----------------------------------------------------------------------===//
@@ -185,7 +205,8 @@ struct Plan {
       return nullptr;
     auto rows = r.getInput().getDefiningOp<ReshapeOp>();
     auto d = rows ? rows.getInput().getDefiningOp<DecompressOp>() : DecompressOp();
-    if (!d || !rows.getResult().hasOneUse() || !d.getResult().hasOneUse())
+    if (!d || !rows.getResult().hasOneUse() || !d.getResult().hasOneUse() ||
+        d.getInput().getType().getCodec().getKind() != CodecKind::sign_scale)
       return nullptr;
     auto t = cast<RankedTensorType>(rows.getType());
     int64_t block = d.getInput().getType().getCodec().getBlock();
@@ -379,8 +400,17 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
                                           : llvm::cast<DecompressOp>(o).getInput().getType();
         RankedTensorType t = p.getLogical();
         int64_t n = t.getNumElements(), block = p.getCodec().getBlock();
+        if (isBlockCodec(p)) {
+          if (!t.getElementType().isF32() || block <= 0 || block % 2 || n % block)
+            return refuse(": fp8_e4m3 and fp4_e2m1 take f32 tensors in blocks (an even block "
+                          "size that divides the element count), got " + llvm::Twine(n) +
+                          " elements, block " + llvm::Twine(block));
+          if (isa<CompressOp>(o) && llvm::cast<CompressOp>(o).getError())
+            return refuse(": fp8_e4m3 and fp4_e2m1 have no error feedback");
+          return success();
+        }
         if (p.getCodec().getKind() != CodecKind::sign_scale)
-          return refuse(": only the sign_scale codec has runtime kernels so far");
+          return refuse(": the runtime has kernels for sign_scale, fp8_e4m3 and fp4_e2m1 only");
         if (!t.getElementType().isF32())
           return refuse(": sign_scale has runtime kernels for f32 tensors only");
         // Decompression also takes the chunks a packed all_to_all or
@@ -404,6 +434,18 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
         }
         auto out = llvm::cast<PackedType>(o->getResult(0).getType());
         int64_t chunk = out.getCodec().getBlock();
+        // Block codecs: every chunk (an all-to-all's, or the gathered
+        // payload) whole blocks, so scales and codes split per rank.
+        if (isBlockCodec(in)) {
+          int64_t world = out.getLogical().getNumElements() / in.getLogical().getNumElements();
+          int64_t part = isa<AllToAllOp>(o) ? in.getLogical().getNumElements() /
+                                                  std::max<int64_t>(1, chunksOf(o))
+                                            : in.getLogical().getNumElements();
+          if (in.getCodec() != out.getCodec() || part % in.getCodec().getBlock() != 0 ||
+              (isa<AllGatherOp>(o) && world < 1))
+            return refuse(": packed fp8/fp4 collectives exchange whole blocks of one codec");
+          return success();
+        }
         if (in.getCodec().getKind() != CodecKind::sign_scale || in.getCodec().getBlock() != 0 ||
             !in.getLogical().getElementType().isF32() || chunk <= 0 || chunk % 8)
           return refuse(": packed collectives take f32 sign_scale payloads with one scale, in "
@@ -621,6 +663,11 @@ SmallVector<Value> updateBuffers(Emit &e, ValueRange ins, ArrayRef<Value> outs);
 LogicalResult lower(CompressOp o, CompressOp::Adaptor a, Emit &e) {
   Value packed = e.alloc(o.getResult());
   int64_t n = numel(o.getInput());
+  if (isBlockCodec(o.getResult().getType())) {
+    rt::BlockCompressOp::create(e.rw, e.loc, e.f.s, blockCodecOf(o.getResult().getType()),
+                                a.getInput(), packed, n, o.getResult().getType().getCodec().getBlock());
+    return e.done(packed);
+  }
   Value err;
   if (o.getError()) {
     err = updateBuffers(e, {a.getError()}, {o.getNewError()})[0];
@@ -637,6 +684,13 @@ LogicalResult lower(DecompressOp o, DecompressOp::Adaptor a, Emit &e) {
   // Averaged where it is read (Plan::average): the payload passes through.
   if (e.plan.averaged.contains(o))
     return e.done(a.getInput());
+  if (isBlockCodec(o.getInput().getType())) {
+    Value out = e.alloc(o.getResult());
+    rt::BlockDecompressOp::create(e.rw, e.loc, e.f.s, blockCodecOf(o.getInput().getType()),
+                                  a.getInput(), out, numel(o.getResult()),
+                                  o.getInput().getType().getCodec().getBlock());
+    return e.done(out);
+  }
   Value out = e.alloc(o.getResult());
   int64_t n = numel(o.getResult()), block = o.getInput().getType().getCodec().getBlock();
   int64_t chunk = block > 0 ? block : n;
@@ -1076,7 +1130,33 @@ LogicalResult lower(ReduceScatterOp o, ReduceScatterOp::Adaptor a, Emit &e) {
 Value packedView(Emit &e, Value buf, int64_t offset) {
   return rt::ViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), buf, offset);
 }
+/// A block-codec payload of n elements (the scales, then the codes) sent as
+/// `world` parts, each part's scales and codes: the all-to-all sends part j
+/// of both regions to rank j, the all-gather puts rank j's part j; either
+/// way the result is the payload of world parts laid out as one.
+Value blockCollective(Emit &e, Value in, Value out, PackedType whole, int64_t world,
+                      bool gather) {
+  int64_t n = whole.getLogical().getNumElements(), block = whole.getCodec().getBlock();
+  int64_t part = n / world, bits = whole.getCodec().getBitsPerElement();
+  int64_t scaleBytes = 4 * (part / block), codeBytes = part * bits / 8;
+  int64_t inScales = gather ? 4 * (part / block) : 4 * (n / block);
+  return e.async(e.f.cs, [&] {
+    if (gather) {
+      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, in, out, scaleBytes);
+      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, in, inScales),
+                                   packedView(e, out, 4 * (n / block)), codeBytes);
+    } else {
+      rt::AllToAllOp::create(e.rw, e.loc, e.f.comm, e.f.cs, in, out, scaleBytes);
+      rt::AllToAllOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, in, inScales),
+                             packedView(e, out, 4 * (n / block)), codeBytes);
+    }
+  });
+}
 LogicalResult lower(AllToAllOp o, AllToAllOp::Adaptor a, Emit &e) {
+  if (auto in = cast<PackedType>(o.getInput().getType()); isBlockCodec(in)) {
+    Value buf = e.alloc(o.getResult());
+    return e.done({buf, blockCollective(e, a.getInput(), buf, in, chunksOf(o), false)});
+  }
   auto out = cast<PackedType>(o.getResult().getType());
   int64_t n = out.getLogical().getNumElements(), chunk = out.getCodec().getBlock();
   int64_t world = n / chunk;
@@ -1089,6 +1169,12 @@ LogicalResult lower(AllToAllOp o, AllToAllOp::Adaptor a, Emit &e) {
   return e.done({buf, token});
 }
 LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
+  if (auto in = dyn_cast<PackedType>(o.getInput().getType()); in && isBlockCodec(in)) {
+    auto whole = cast<PackedType>(o.getResult().getType());
+    Value buf = e.alloc(o.getResult());
+    int64_t world = whole.getLogical().getNumElements() / in.getLogical().getNumElements();
+    return e.done({buf, blockCollective(e, a.getInput(), buf, whole, world, true)});
+  }
   if (auto in = dyn_cast<PackedType>(o.getInput().getType())) {
     int64_t chunk = in.getLogical().getNumElements();
     int64_t world = cast<PackedType>(o.getResult().getType()).getLogical().getNumElements() / chunk;

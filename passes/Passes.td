@@ -361,8 +361,11 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     Option<"outerLr", "outer-lr", "double", /*default=*/"0.7", "Outer SGD learning rate">,
     Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
            "Outer Nesterov momentum (0: plain SGD)">,
-    Option<"quant", "quant", "std::string", /*default=*/"\"bf16\"",
-           "Type of the outer all-reduce: fp32 or bf16 (fp8, fp4 not built yet)">,
+    Option<"quant", "quant", "std::string", /*default=*/"\"fp4\"",
+           "The outer exchange's type: fp32, bf16 (an all-reduce), or fp8 (E4M3), fp4 "
+           "(E2M1) with a scale a block (all-to-all, fp32 mean, all-gather)">,
+    Option<"quantBlock", "quant-block", "int64_t", /*default=*/"128",
+           "Elements per scale of fp8 and fp4">,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
   ];

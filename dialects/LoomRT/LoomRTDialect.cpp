@@ -214,6 +214,13 @@ double OnebitCompressOp::getBytesMoved() {
 double OnebitDecompressOp::getBytesMoved() {
   return double(getN()) * double(getChunks()) * (4 + 0.125);
 }
+double BlockCompressOp::getBytesMoved() {
+  // Reads x twice (the block's largest value, then the codes).
+  return double(getN()) * (8 + (getCodec() == BlockCodec::fp8_e4m3 ? 1 : 0.5));
+}
+double BlockDecompressOp::getBytesMoved() {
+  return double(getN()) * (4 + (getCodec() == BlockCodec::fp8_e4m3 ? 1 : 0.5));
+}
 double OnebitAverageOp::getBytesMoved() {
   return double(getN()) * (4 + 0.125 * double(getWorld()));
 }

@@ -94,6 +94,11 @@ def LoomRT_ReduceKind : I32EnumAttr<"ReduceKind", "loomrt_reduce_op", [
   ]> {
   let cppNamespace = "::mlir::loomrt";
 }
+def LoomRT_BlockCodec : I32EnumAttr<"BlockCodec", "loomrt_block_codec", [
+    I32EnumAttrCase<"fp8_e4m3", 0>, I32EnumAttrCase<"fp4_e2m1", 1>
+  ]> {
+  let cppNamespace = "::mlir::loomrt";
+}
 def LoomRT_StreamRole : I32EnumAttr<"StreamRole", "one of the step's streams", [
     I32EnumAttrCase<"compute", 0>, I32EnumAttrCase<"comm", 1>, I32EnumAttrCase<"host", 2>,
     I32EnumAttrCase<"h2d", 3>, I32EnumAttrCase<"d2h", 4>
@@ -346,6 +351,24 @@ def LoomRT_OnebitCompressOp : LoomRT_CallOp<"onebit_compress",
     Writes a `sign_scale` payload to `packed`: its fp32 scale in the first
     4 bytes, the n/8 bytes of signs after it; updates `error` in place.
   }];
+}
+
+def LoomRT_BlockCompressOp : LoomRT_CallOp<"block_compress",
+    (ins LoomRT_BlockCodec:$codec, LoomRT_Buffer:$x, LoomRT_Buffer:$packed, NonNegI64:$n,
+         ConfinedAttr<I64Attr, [IntPositive]>:$block),
+    "$codec $x `->` $packed `,` $n `block` $block"> {
+  let summary = "block-scaled FP8 / FP4 compression (loomrt_block_compress)";
+  let description = [{
+    Writes the n/block fp32 scales, then the codes (a byte each for
+    fp8_e4m3, two a byte for fp4_e2m1).
+  }];
+}
+
+def LoomRT_BlockDecompressOp : LoomRT_CallOp<"block_decompress",
+    (ins LoomRT_BlockCodec:$codec, LoomRT_Buffer:$packed, LoomRT_Buffer:$out, NonNegI64:$n,
+         ConfinedAttr<I64Attr, [IntPositive]>:$block),
+    "$codec $packed `->` $out `,` $n `block` $block"> {
+  let summary = "code value · scale of a block-scaled payload (loomrt_block_decompress)";
 }
 
 def LoomRT_OnebitDecompressOp : LoomRT_CallOp<"onebit_decompress",

@@ -72,9 +72,9 @@ struct PipelineOptions {
   std::string onebitVariance = "sharded"; // loom-data-parallel's frozen-variance
   /// Streaming DiLoCo (loom-diloco in place of loom-data-parallel).
   struct Diloco {
-    int64_t innerSteps = 100, fragments = 1, overlap = 0;
+    int64_t innerSteps = 100, fragments = 1, overlap = 0, quantBlock = 128;
     double alpha = 0.5, outerLr = 0.7, outerMomentum = 0.9;
-    std::string quant = "bf16";
+    std::string quant = "fp4";
   };
   std::optional<Diloco> diloco;
 };

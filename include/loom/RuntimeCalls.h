@@ -10,7 +10,7 @@
 // A builder B provides, each returning the argument in its own currency
 // (std::string for text, the C value for calls):
 //   stream(v) comm(v) buf(v) ptr<T>(v, "T *") i(int64) flag(bool) f(double)
-//   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind)
+//   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind) codec(BlockCodec)
 //   reduce(ReduceKind) shape(name, ArrayRef<int64_t>) gemm(loomrt_gemm)
 //   adam(AdamOp): &config
 //   ptrAt<T>(v, bytes, "T *"): a buffer `bytes` into v, as T *
@@ -75,6 +75,17 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.template ptr<const float>(o.getPacked(), "const float *"),
                       b.template ptr<float>(o.getOut(), "float *"), b.i(o.getChunks()),
                       b.i(o.getN()));
+      })
+      .Case([&](rt::BlockCompressOp o) {
+        return b.call("loomrt_block_compress", loomrt_block_compress, b.stream(o.getStream()),
+                      b.codec(o.getCodec()), b.template ptr<const float>(o.getX(), "const float *"),
+                      b.buf(o.getPacked()), b.i(o.getN()), b.i(o.getBlock()));
+      })
+      .Case([&](rt::BlockDecompressOp o) {
+        return b.call("loomrt_block_decompress", loomrt_block_decompress, b.stream(o.getStream()),
+                      b.codec(o.getCodec()), b.buf(o.getPacked()),
+                      b.template ptr<float>(o.getOut(), "float *"), b.i(o.getN()),
+                      b.i(o.getBlock()));
       })
       .Case([&](rt::OnebitAverageOp o) {
         return b.call("loomrt_onebit_average", loomrt_onebit_average, b.stream(o.getStream()),

@@ -117,6 +117,9 @@ struct TextCall {
   std::string unary(rt::UnaryKind k) const { return unaryName(k); }
   std::string binary(rt::BinaryKind k) const { return binaryName(k); }
   std::string reduce(rt::ReduceKind k) const { return reduceName(k); }
+  std::string codec(rt::BlockCodec k) const {
+    return k == rt::BlockCodec::fp8_e4m3 ? "LOOMRT_CODEC_FP8_E4M3" : "LOOMRT_CODEC_FP4_E2M1";
+  }
   std::string shape(const char *n, ArrayRef<int64_t> v) {
     shapes[n] = std::string(n) + "[] = {" + join(v) + "}";
     return n;

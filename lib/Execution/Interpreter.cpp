@@ -400,6 +400,7 @@ public:
     loomrt_unary_op unary(rt::UnaryKind k) const { return loomrt_unary_op(k); }
     loomrt_binary_op binary(rt::BinaryKind k) const { return loomrt_binary_op(k); }
     loomrt_reduce_op reduce(rt::ReduceKind k) const { return loomrt_reduce_op(k); }
+    loomrt_block_codec codec(rt::BlockCodec k) const { return loomrt_block_codec(k); }
     const int64_t *shape(const char *, ArrayRef<int64_t> v) {
       shapes.emplace_back(v.begin(), v.end());
       return shapes.back().data();

@@ -209,9 +209,12 @@ std::optional<std::string> parseDiloco(StringRef text,
       err = real(d.outerMomentum, 0, 0.999999, "in [0, 1)");
     else if (key == "quant")
       d.quant = value.str();
+    else if (key == "quant-block")
+      err = integer(d.quantBlock, 2);
     else
       err = ("--diloco: unknown key '" + key +
-             "' (inner-steps, fragments, overlap, alpha, outer-lr, outer-momentum, quant)")
+             "' (inner-steps, fragments, overlap, alpha, outer-lr, outer-momentum, quant, "
+             "quant-block)")
                 .str();
     if (err)
       return err;
@@ -219,10 +222,10 @@ std::optional<std::string> parseDiloco(StringRef text,
   if (d.fragments > d.innerSteps)
     return std::string("--diloco: fragments must not exceed inner-steps (each fragment "
                        "synchronises once every inner-steps steps)");
-  if (d.quant != "fp32" && d.quant != "bf16")
-    return "--diloco: quant=" + d.quant +
-           (d.quant == "fp8" || d.quant == "fp4" ? " is not built yet: use fp32 or bf16"
-                                                  : " is not a quantisation (fp32, bf16)");
+  if (d.quant != "fp32" && d.quant != "bf16" && d.quant != "fp8" && d.quant != "fp4")
+    return "--diloco: quant=" + d.quant + " is not a quantisation (fp32, bf16, fp8, fp4)";
+  if (d.quantBlock % 2)
+    return std::string("--diloco: quant-block must be even (fp4 packs two elements a byte)");
   if (d.overlap != 0)
     return std::string("--diloco: overlap > 0 is not built yet (the exchange runs between "
                        "two inner steps)");
@@ -346,12 +349,13 @@ struct LoomcOptions {
   cl::opt<std::string> diloco{
       "diloco", cl::init(""),
       cl::value_desc("inner-steps=H,fragments=P,overlap=T,alpha=A,outer-lr=LR,"
-                     "outer-momentum=MU,quant=fp32|bf16"),
+                     "outer-momentum=MU,quant=fp32|bf16|fp8|fp4,quant-block=B"),
       cl::desc("Streaming DiLoCo over --topology=replica=M,...: each replica trains alone "
                "(its own AdamW) and every H steps a fragment's pseudo-gradient is averaged "
                "across replicas, stepped by outer Nesterov SGD into a global copy and merged "
                "back with lerp(global, local, alpha). Defaults: H 100, P 1, overlap 0, alpha "
-               "0.5, outer-lr 0.7, outer-momentum 0.9, quant bf16 (docs/diloco.md)"),
+               "0.5, outer-lr 0.7, outer-momentum 0.9, quant fp4 with a scale every 128 "
+               "elements (docs/diloco.md)"),
       cl::cat(cat)};
   cl::opt<std::string> onebitVariance{
       "onebit-variance", cl::init("sharded"), cl::value_desc("sharded|replicated"),

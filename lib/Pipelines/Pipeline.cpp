@@ -68,6 +68,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     d.outerLr = o.diloco->outerLr;
     d.outerMomentum = o.diloco->outerMomentum;
     d.quant = o.diloco->quant;
+    d.quantBlock = o.diloco->quantBlock;
     pm.addPass(mlir::loom::createDiloco(d));
   } else if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;

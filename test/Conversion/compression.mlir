@@ -10,6 +10,8 @@
 // RUN: loom-run %s --function=roundtrip | FileCheck %s --check-prefix=EXEC
 // RUN: not loom-opt %s --loom-lower-to-runtime=entry=blocks 2>&1 | FileCheck %s --check-prefix=BLOCKS
 // RUN: loom-opt %s --loom-lower-to-runtime=entry=average | FileCheck %s --check-prefix=AVERAGE
+// RUN: loom-opt %s --loom-lower-to-runtime=entry=fp4 | FileCheck %s --check-prefix=FP4
+// RUN: loom-run %s --function=fp4 | FileCheck %s --check-prefix=FP4-EXEC
 
 // CHECK-LABEL: func.func @roundtrip
 // The incoming error is a constant only the compression reads: updated in
@@ -55,4 +57,23 @@ func.func @average(%p: !loom.packed<tensor<16xf32>, #loom.codec<sign_scale, bloc
   %rows = loom.reshape %all : tensor<16xf32> to tensor<2x8xf32>
   %avg = loom.reduce mean %rows [0] : tensor<2x8xf32> to tensor<8xf32>
   return %avg : tensor<8xf32>
+}
+
+// Block-scaled FP4 (E2M1, blocks of 2): [3, -6] has scale 1 and is exact;
+// [2.6, -0.3] has scale 2.6/6, so -0.3 becomes the nearest code, -0.5,
+// times the scale: -0.21667; [1, 0.5] is exact at scale 1/6. Weighted by
+// [1..6]: 3 - 12 + 7.8 - 0.86667 + 5 + 3 = 5.93333 (by hand from the
+// format: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6).
+// FP4-LABEL: func.func @fp4
+// FP4: loomrt.block_compress fp4_e2m1 %{{.+}} -> %{{.+}}, 6 block 2 on
+// FP4: loomrt.block_decompress fp4_e2m1 %{{.+}} -> %{{.+}}, 6 block 2 on
+// FP4-EXEC: out0 = 5.9333{{[0-9]*}}
+func.func @fp4() -> tensor<f32> {
+  %x = arith.constant dense<[3.0, -6.0, 2.6, -0.3, 1.0, 0.5]> : tensor<6xf32>
+  %w = arith.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]> : tensor<6xf32>
+  %p = loom.compress %x : tensor<6xf32> -> !loom.packed<tensor<6xf32>, #loom.codec<fp4_e2m1, block = 2>>
+  %y = loom.decompress %p : !loom.packed<tensor<6xf32>, #loom.codec<fp4_e2m1, block = 2>> -> tensor<6xf32>
+  %yw = loom.mul %y, %w : tensor<6xf32>, tensor<6xf32> -> tensor<6xf32>
+  %s = loom.reduce sum %yw [0] : tensor<6xf32> to tensor<f32>
+  return %s : tensor<f32>
 }

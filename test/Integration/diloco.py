@@ -65,7 +65,37 @@ def fragment_of(names, P):
     return dict(zip(names, out))
 
 
-def reference(params, tokens, steps, cfg, H, P, alpha, olr, mu, M=2, dtype=torch.float64):
+def codec_magnitudes(kind, dtype):
+    """Every magnitude of the format, from its definition: OCP FP8 E4M3
+    (bias 7, 3 mantissa bits, no infinities, the all-ones code NaN) or OCP
+    MX FP4 E2M1."""
+    if kind == "fp8":
+        mags = [(m / 8 * 2.0 ** -6) if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+                for e in range(16) for m in range(8) if not (e == 15 and m == 7)]
+    else:
+        mags = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    return torch.tensor(sorted(mags), dtype=dtype)
+
+
+def quantise(x, kind, block):
+    """Block-scaled quantisation as decoded values: scale = max|x| / the
+    largest magnitude (1 for a block of zeros), each x/scale to the nearest
+    magnitude by search (ties to the even code), saturating."""
+    mags = codec_magnitudes(kind, x.dtype)
+    xb = x.view(-1, block)
+    amax = xb.abs().max(dim=1, keepdim=True).values
+    scale = torch.where(amax > 0, amax / mags[-1], torch.ones_like(amax))
+    v = xb / scale
+    a = v.abs().clamp(max=mags[-1].item())
+    hi = torch.searchsorted(mags, a.contiguous()).clamp(min=1, max=len(mags) - 1)
+    lo = hi - 1
+    dl, dh = a - mags[lo], mags[hi] - a
+    pick = torch.where(dl < dh, lo, torch.where(dh < dl, hi, torch.where(lo % 2 == 0, lo, hi)))
+    return (torch.sign(v) * mags[pick] * scale).flatten()
+
+
+def reference(params, tokens, steps, cfg, H, P, alpha, olr, mu, M=2, dtype=torch.float64,
+              quant=None, block=0):
     """Returns the mean loss of each step and, per replica, the state after
     the last step."""
     names = list(params)
@@ -96,10 +126,28 @@ def reference(params, tokens, steps, cfg, H, P, alpha, olr, mu, M=2, dtype=torch
             for f in range(P):
                 if (s + 1) % H != (H * (f + 1) // P) % H:
                     continue
-                for k in names:
-                    if frag[k] != f:
-                        continue
-                    delta = sum(glob[k] - local[r][k] for r in range(M)) / M
+                mine = [k for k in names if frag[k] == f]
+                if quant:
+                    # Each replica's pseudo-gradients, flattened and padded to
+                    # whole blocks for every replica, quantised; replica j
+                    # averages chunk j in full precision and quantises it
+                    # again; everyone decodes the gathered chunks.
+                    flats = [torch.cat([(glob[k] - local[r][k]).flatten() for k in mine])
+                             for r in range(M)]
+                    n = flats[0].numel()
+                    unit = M * block
+                    N = (n + unit - 1) // unit * unit
+                    qs = [quantise(torch.cat([x, torch.zeros(N - n, dtype=dtype)]), quant, block)
+                          for x in flats]
+                    C = N // M
+                    avg = torch.cat([quantise(sum(q[j * C:(j + 1) * C] for q in qs) / M, quant,
+                                              block) for j in range(M)])
+                    off, deltas = 0, {}
+                    for k in mine:
+                        deltas[k] = avg[off:off + glob[k].numel()].view_as(glob[k])
+                        off += glob[k].numel()
+                for k in mine:
+                    delta = deltas[k] if quant else sum(glob[k] - local[r][k] for r in range(M)) / M
                     # torch.optim.SGD(nesterov=True), dampening 0.
                     mom[k] = mu * mom[k] + delta
                     glob[k] -= olr * (delta + mu * mom[k] if mu > 0 else mom[k])
@@ -177,6 +225,32 @@ def main():
     ok = err <= 1e-2
     print(f"quant=bf16: losses {err:.1e} from fp32's (bound 1e-2) {'ok' if ok else 'FAIL'}")
     bad += [] if ok else ["bf16"]
+
+    # 6. fp8 and fp4 on the wire (blocks of 32), against the same reference
+    # with the quantisation written above: within 3x the float32
+    # reference's own distance from the float64 one (a value at a midpoint
+    # between two codes rounds either way), at least 1e-4; bytes a step.
+    for quant in ("fp8", "fp4"):
+        exeq = compile_(a, f"frag-{quant}", flags + f",quant={quant},quant-block=32")
+        logq = train(exeq, 2, data, STEPS, exeq + ".jsonl")
+        gotq = [x["loss"] for x in logq]
+        r64, _ = reference(params, tokens, STEPS, cfg, 4, 2, 0.5, 0.7, 0.9, quant=quant, block=32)
+        r32, _ = reference(params, tokens, STEPS, cfg, 4, 2, 0.5, 0.7, 0.9,
+                           dtype=torch.float32, quant=quant, block=32)
+        err = max(rel(x, y) for x, y in zip(gotq, r64))
+        err32 = max(rel(x, y) for x, y in zip(r32, r64))
+        bits = 8 if quant == "fp8" else 4
+        padded = [(s + 63) // 64 * 64 for s in size]  # whole blocks of 32 for 2 replicas
+        # all-to-all and all-gather: each sends the other replica half the
+        # codes and half the scales.
+        wire = [p // 2 * bits // 8 + 4 * (p // 2 // 32) for p in padded]
+        wantq = [4 + (2 * wire[0] if (t + 1) % 4 == 2 else 2 * wire[1] if (t + 1) % 4 == 0
+                      else 0) for t in range(STEPS)]
+        ok = err <= max(1e-4, 3 * err32) and [x["comm_bytes"] for x in logq] == wantq
+        print(f"quant={quant} (blocks of 32): losses {err:.1e} from the float64 reference "
+              f"(float32 reference {err32:.1e}); outer bytes {max(wantq)} against fp32's "
+              f"{max(want_bytes)} {'ok' if ok else 'FAIL'}")
+        bad += [] if ok else [quant]
 
     # 5. Resume after step 5 (fragment 0 synchronised at 2, fragment 1 at 4).
     ck = os.path.join(a.tmp, "ck-resume")

@@ -1,7 +1,9 @@
-// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2" | FileCheck %s
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant=bf16" | FileCheck %s
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant=fp32 outer-momentum=0" | FileCheck %s --check-prefix=FP32
-// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2" --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
-// RUN: not loom-opt %s --loom-diloco="quant=fp4" 2>&1 | FileCheck %s --check-prefix=FP4
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant=bf16" --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" | FileCheck %s --check-prefix=FP4
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" --loom-lower-to-runtime | FileCheck %s --check-prefix=FP4-RT
+// RUN: not loom-opt %s --loom-diloco="quant=int3" 2>&1 | FileCheck %s --check-prefix=BADQUANT
 // RUN: not loom-opt %s --loom-diloco="overlap=1" 2>&1 | FileCheck %s --check-prefix=OVERLAP
 // RUN: not loom-opt %s --loom-diloco="inner-steps=2 fragments=3" 2>&1 | FileCheck %s --check-prefix=FRAGS
 // RUN: sed 's/"replica" = 2/"rank" = 2/' %s | not loom-opt --loom-diloco 2>&1 | FileCheck %s --check-prefix=NOREPLICA
@@ -56,7 +58,31 @@
 // RT: loomrt.sgd
 // RT: loomrt.lerp
 
-// FP4: loom-diloco: quant=fp4 is not built yet (fp32 or bf16)
+// The default exchange, fp4 (E2M1) with a scale every quant-block
+// elements: fragment 0's 10 elements padded to whole blocks for both
+// replicas (16), quantised, reduce-scattered by an all-to-all, averaged in
+// fp32, quantised again, all-gathered.
+// FP4-LABEL: func.func @diloco_outer_0()
+// FP4: loom.concat {{.*}} -> tensor<16xf32>
+// FP4-NEXT: %[[Q:.*]] = loom.compress {{.*}} : tensor<16xf32> -> !loom.packed<tensor<16xf32>, #loom.codec<fp4_e2m1, block = 4>>
+// FP4-NEXT: loom.all_to_all %[[Q]] over #loom.group<@world, ["replica"]> on comm
+// FP4: loom.decompress
+// FP4-NEXT: loom.reshape {{.*}} : tensor<16xf32> to tensor<2x8xf32>
+// FP4-NEXT: loom.reduce mean {{.*}} [0] : tensor<2x8xf32> to tensor<8xf32>
+// FP4-NEXT: loom.compress {{.*}} : tensor<8xf32> -> !loom.packed<tensor<8xf32>, #loom.codec<fp4_e2m1, block = 4>>
+// FP4-NEXT: loom.all_gather {{.*}} -> !loom.packed<tensor<16xf32>, #loom.codec<fp4_e2m1, block = 4>>
+// Lowered: the scales and the codes of each replica's part move separately
+// (2 scales and 4 bytes of codes a part).
+// FP4-RT-LABEL: func.func @diloco_outer_0(
+// FP4-RT: loomrt.block_compress fp4_e2m1 %{{.*}} -> %{{.*}}, 16 block 4
+// FP4-RT: loomrt.all_to_all %{{.*}} -> %{{.*}}, 8 bytes over
+// FP4-RT: loomrt.all_to_all %{{.*}} -> %{{.*}}, 4 bytes over
+// FP4-RT: loomrt.block_decompress fp4_e2m1
+// FP4-RT: loomrt.block_compress fp4_e2m1 %{{.*}} -> %{{.*}}, 8 block 4
+// FP4-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 8 bytes over
+// FP4-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 4 bytes over
+// FP4-RT: loomrt.block_decompress fp4_e2m1 %{{.*}} -> %{{.*}}, 16 block 4
+// BADQUANT: loom-diloco: quant=int3 is not a quantisation (fp32, bf16, fp8, fp4)
 // OVERLAP: loom-diloco: overlap (tau) > 0 is not built yet
 // FRAGS: loom-diloco: needs inner-steps >= 1 and 1 <= fragments <= inner-steps
 // NOREPLICA: loom-diloco: needs a loom.topology whose outermost level is 'replica'
