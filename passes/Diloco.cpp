@@ -14,8 +14,8 @@
 //                                         the global copy)
 // This pass writes each fragment's outer step as a function of its own,
 // @diloco_outer_F (attribute loom.diloco = {every = H, offset = O}: the
-// driver runs it after the inner step numbered t when (t + 1) mod H =
-// O mod H), and @diloco_start, which copies the initial parameters into the
+// driver runs it after the inner step numbered t when t + 1 >= O and
+// t + 1 - O is a multiple of H), and @diloco_start, which copies the initial parameters into the
 // global copy before a fresh run's first step. The global copy and the outer
 // momentum are loom.state (roles master and momentum): checkpoints hold
 // them with each replica's own parameters and Adam state.
@@ -28,9 +28,13 @@
 //
 // The exchange: an all-reduce in fp32 or bf16, or block-scaled fp8 (E4M3)
 // or fp4 (E2M1) through an all-to-all, an fp32 mean and an all-gather.
-// Not built yet (loom-diloco refuses them): overlapping the exchange with
-// the next τ inner steps, and data parallelism inside a replica (it needs a
-// communicator per level).
+// With overlap τ > 0 the outer step is split (Streaming DiLoCo §2.2): the
+// exchange at O (@diloco_outer_F, its result kept in @diloco.pending_F),
+// the outer SGD and the merge at O + τ (@diloco_apply_F), with the local
+// parameters as the τ inner steps between left them. The numerics are the
+// overlapped algorithm's; the exchange itself still runs between two inner
+// steps (hiding it behind them is not built). Not built either: data
+// parallelism inside a replica (it needs a communicator per level).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -108,13 +112,45 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     return DecompressOp::create(b, loc, flatT, gather.getResult());
   }
 
+  /// The outer step of a fragment from the replicas' mean pseudo-gradient
+  /// (flat, `padded` elements): outer SGD on each global copy, then the
+  /// merge lerp(global, local, α) into the parameter.
+  void applyOuter(OpBuilder &bb, Location loc, MutableArrayRef<ParamOp> mine, Value mean,
+                  ArrayRef<Value> locals, ArrayRef<Value> globals, int64_t padded) {
+    auto f32 = bb.getF32Type();
+    int64_t off = 0;
+    for (auto [p, local, global] : llvm::zip(mine, locals, globals)) {
+      auto type = cast<RankedTensorType>(p.getType());
+      int64_t k = type.getNumElements();
+      Value g = mean;
+      if (k != padded)
+        g = SliceOp::create(bb, loc, RankedTensorType::get({k}, f32), mean,
+                            bb.getDenseI64ArrayAttr({off}), bb.getDenseI64ArrayAttr({off + k}),
+                            bb.getDenseI64ArrayAttr({1}));
+      off += k;
+      if (type.getRank() != 1)
+        g = ReshapeOp::create(bb, loc, type, g);
+      std::string mom = (p.getSymName() + ".diloco.momentum").str();
+      auto sgd = SgdOp::create(bb, loc, TypeRange{type, type}, global, g,
+                               LoadOp::create(bb, loc, type, mom), bb.getF64FloatAttr(outerLr),
+                               bb.getF64FloatAttr(outerMomentum),
+                               outerMomentum > 0 ? bb.getUnitAttr() : UnitAttr());
+      StoreOp::create(bb, loc, sgd.getNewParam(), (p.getSymName() + ".diloco.global").str());
+      StoreOp::create(bb, loc, sgd.getNewMomentumBuf(), mom);
+      // The merge: lerp(global, local, α) = global + α(local − global).
+      Value merged = LerpOp::create(bb, loc, type, sgd.getNewParam(), local,
+                                    bb.getF64FloatAttr(alpha));
+      StoreOp::create(bb, loc, merged, p.getSymName());
+    }
+  }
+
   LogicalResult run(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
     if (innerSteps < 1 || fragments < 1 || fragments > innerSteps)
       return fail(module, "needs inner-steps >= 1 and 1 <= fragments <= inner-steps");
-    if (overlap != 0)
-      return fail(module, "overlap (tau) > 0 is not built yet: the exchange runs between "
-                          "two inner steps");
+    if (overlap < 0 || overlap * fragments >= innerSteps)
+      return fail(module, "overlap (tau) must be at least 0 and below inner-steps / fragments "
+                          "(a fragment's exchange ends before its next one starts)");
     if (alpha < 0 || alpha > 1 || outerLr <= 0 || outerMomentum < 0 || outerMomentum >= 1)
       return fail(module, "needs 0 <= alpha <= 1, outer-lr > 0 and 0 <= outer-momentum < 1");
     if (quant != "fp32" && quant != "bf16" && quant != "fp8" && quant != "fp4")
@@ -263,29 +299,43 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
         if (wire != f32)
           mean = CastOp::create(fb2, loc, flatT, mean);
       }
-      int64_t off = 0;
-      for (auto [p, local, global] : llvm::zip(mine, locals, globals)) {
-        auto type = cast<RankedTensorType>(p.getType());
-        int64_t k = type.getNumElements();
-        Value g = mean;
-        if (k != padded)
-          g = SliceOp::create(fb2, loc, RankedTensorType::get({k}, f32), mean,
-                              fb2.getDenseI64ArrayAttr({off}), fb2.getDenseI64ArrayAttr({off + k}),
-                              fb2.getDenseI64ArrayAttr({1}));
-        off += k;
-        if (type.getRank() != 1)
-          g = ReshapeOp::create(fb2, loc, type, g);
-        std::string mom = (p.getSymName() + ".diloco.momentum").str();
-        auto sgd = SgdOp::create(fb2, loc, TypeRange{type, type}, global, g,
-                                 LoadOp::create(fb2, loc, type, mom), fb2.getF64FloatAttr(outerLr),
-                                 fb2.getF64FloatAttr(outerMomentum),
-                                 outerMomentum > 0 ? fb2.getUnitAttr() : UnitAttr());
-        StoreOp::create(fb2, loc, sgd.getNewParam(), (p.getSymName() + ".diloco.global").str());
-        StoreOp::create(fb2, loc, sgd.getNewMomentumBuf(), mom);
-        // The merge: lerp(global, local, α) = global + α(local − global).
-        Value merged = LerpOp::create(fb2, loc, type, sgd.getNewParam(), local,
-                                      fb2.getF64FloatAttr(alpha));
-        StoreOp::create(fb2, loc, merged, p.getSymName());
+      if (overlap == 0) {
+        applyOuter(fb2, loc, mine, mean, locals, globals, padded);
+      } else {
+        // Streaming DiLoCo's overlap: the exchange's result waits in
+        // @diloco.pending_F while τ more inner steps run; @diloco_apply_F
+        // then steps the global copy and merges it into the parameters as
+        // they are by then.
+        std::string pending = "diloco.pending_" + std::to_string(f);
+        OpBuilder mb(ctx);
+        mb.setInsertionPoint(module.getBody(), module.getBody()->begin());
+        for (Operation &op : module.getBody()->getOperations())
+          if (isa<TopologyOp>(op))
+            mb.setInsertionPointAfter(&op);
+        StateOp::create(mb, loc, mb.getStringAttr(pending), TypeAttr::get(mean.getType()),
+                        StateRoleAttr::get(ctx, StateRole::other), FlatSymbolRefAttr(), zeros);
+        StoreOp::create(fb2, loc, mean, pending);
+        func::ReturnOp::create(fb2, loc);
+        b.setInsertionPointAfter(fn);
+        auto apply = func::FuncOp::create(b, loc, "diloco_apply_" + std::to_string(f),
+                                          FunctionType::get(ctx, {}, {}));
+        apply->setAttr(
+            LoomDialect::DilocoAttrHelper::getNameStr(),
+            b.getDictionaryAttr({b.getNamedAttr("every", b.getI64IntegerAttr(innerSteps)),
+                                 b.getNamedAttr("offset", b.getI64IntegerAttr(offset + overlap))}));
+        OpBuilder ab(ctx);
+        ab.setInsertionPointToStart(apply.addEntryBlock());
+        SmallVector<Value> nowLocal, nowGlobal;
+        for (ParamOp p : mine) {
+          nowLocal.push_back(LoadOp::create(ab, loc, p.getType(), p.getSymName()));
+          nowGlobal.push_back(
+              LoadOp::create(ab, loc, p.getType(), (p.getSymName() + ".diloco.global").str()));
+        }
+        Value waited = LoadOp::create(ab, loc, mean.getType(), pending);
+        applyOuter(ab, loc, mine, waited, nowLocal, nowGlobal, padded);
+        func::ReturnOp::create(ab, loc);
+        b.setInsertionPointAfter(apply);
+        continue;
       }
       func::ReturnOp::create(fb2, loc);
       b.setInsertionPointAfter(fn);

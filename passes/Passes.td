@@ -318,8 +318,8 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     embeddings, to fragment 0; after the last, the final norm and head, to
     fragment P − 1). For each fragment f the pass writes
     `@diloco_outer_f` (`loom.diloco = {every = H, offset = ⌊H/P·(f+1)⌋}`),
-    which the training binary runs after the inner step t with
-    (t + 1) mod H = offset mod H:
+    which the training binary runs after the inner step t with t + 1 ≥
+    offset and t + 1 − offset a multiple of H:
 
     * Δ = global − local for each parameter, flattened, cast to the
       `quant` type, all-reduced (mean) over the replica level, cast back;
@@ -330,8 +330,11 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     `@diloco_start` copies the initial parameters into the global copies
     (`@P.diloco.global`, role `master`; the outer momentum is
     `@P.diloco.momentum`); the binary runs it before a fresh run's first
-    step. Not built yet: `overlap` > 0, `quant` fp8 and fp4, data
-    parallelism inside a replica.
+    step. `quant` fp8 and fp4 exchange block-scaled codes by all-to-all
+    (each replica averages its chunk in fp32), requantise and all-gather.
+    With `overlap` τ > 0 the mean waits in `@diloco.pending_f` and
+    `@diloco_apply_f` (offset + τ) runs the outer step and the merge. Not
+    built yet: data parallelism inside a replica.
 
     After (one parameter @w, 2 replicas, inner-steps=4):
 
@@ -355,7 +358,8 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     Option<"fragments", "fragments", "int64_t", /*default=*/"1",
            "P: fragments synchronised in turn (1: DiLoCo)">,
     Option<"overlap", "overlap", "int64_t", /*default=*/"0",
-           "tau: inner steps the exchange overlaps (only 0 so far)">,
+           "tau: inner steps between a fragment's exchange and its outer step and merge "
+           "(tau * fragments < inner-steps)">,
     Option<"alpha", "alpha", "double", /*default=*/"0.5",
            "The merge: local = lerp(global, local, alpha)">,
     Option<"outerLr", "outer-lr", "double", /*default=*/"0.7", "Outer SGD learning rate">,

@@ -69,8 +69,8 @@ def Loom_Dialect : Dialect {
     // binary runs it instead of @train_step (1-bit Adam's freeze step).
     "::mlir::IntegerAttr":$freeze_step,
     // On a Streaming DiLoCo outer step (loom-diloco's @diloco_outer_F):
-    // {every = H, offset = O}, run after the inner step t with
-    // (t + 1) mod H = O mod H.
+    // {every = H, offset = O}, run after the inner step t with t + 1 >= O
+    // and t + 1 - O a multiple of H.
     "::mlir::DictionaryAttr":$diloco
   );
   let hasConstantMaterializer = 0;

@@ -226,9 +226,9 @@ std::optional<std::string> parseDiloco(StringRef text,
     return "--diloco: quant=" + d.quant + " is not a quantisation (fp32, bf16, fp8, fp4)";
   if (d.quantBlock % 2)
     return std::string("--diloco: quant-block must be even (fp4 packs two elements a byte)");
-  if (d.overlap != 0)
-    return std::string("--diloco: overlap > 0 is not built yet (the exchange runs between "
-                       "two inner steps)");
+  if (d.overlap * d.fragments >= d.innerSteps)
+    return std::string("--diloco: overlap must be below inner-steps / fragments (a fragment's "
+                       "exchange ends before its next one starts)");
   out = d;
   return std::nullopt;
 }

@@ -849,7 +849,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
         frozen ? "training step (1-bit Adam, after the freeze)" : "training step");
     for (size_t k = 0; k < p->num_outer; ++k) {
       const loomrt_outer_desc &o = p->outer[k];
-      if ((step + 1) % o.every == o.offset % o.every)
+      if (step + 1 >= o.offset && (step + 1 - o.offset) % o.every == 0)
         TRY(o.fn(&ctx, G.data()), std::string("DiLoCo outer step ") + o.name);
     }
     if (trace) {

@@ -4,7 +4,8 @@
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" | FileCheck %s --check-prefix=FP4
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" --loom-lower-to-runtime | FileCheck %s --check-prefix=FP4-RT
 // RUN: not loom-opt %s --loom-diloco="quant=int3" 2>&1 | FileCheck %s --check-prefix=BADQUANT
-// RUN: not loom-opt %s --loom-diloco="overlap=1" 2>&1 | FileCheck %s --check-prefix=OVERLAP
+// RUN: not loom-opt %s --loom-diloco="inner-steps=4 fragments=2 overlap=2" 2>&1 | FileCheck %s --check-prefix=OVERLAP
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 overlap=1 quant=fp32" | FileCheck %s --check-prefix=TAU
 // RUN: not loom-opt %s --loom-diloco="inner-steps=2 fragments=3" 2>&1 | FileCheck %s --check-prefix=FRAGS
 // RUN: sed 's/"replica" = 2/"rank" = 2/' %s | not loom-opt --loom-diloco 2>&1 | FileCheck %s --check-prefix=NOREPLICA
 
@@ -83,7 +84,22 @@
 // FP4-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 4 bytes over
 // FP4-RT: loomrt.block_decompress fp4_e2m1 %{{.*}} -> %{{.*}}, 16 block 4
 // BADQUANT: loom-diloco: quant=int3 is not a quantisation (fp32, bf16, fp8, fp4)
-// OVERLAP: loom-diloco: overlap (tau) > 0 is not built yet
+// OVERLAP: loom-diloco: overlap (tau) must be at least 0 and below inner-steps / fragments
+// overlap=1: the exchange at offset 2 keeps its result in a state; the
+// outer step and the merge run one step later, on the parameters as they
+// are then.
+// TAU: loom.state @diloco.pending_0 : tensor<10xf32> role other
+// TAU-LABEL: func.func @diloco_outer_0()
+// TAU-SAME: {every = 4 : i64, offset = 2 : i64}
+// TAU: loom.all_reduce
+// TAU: loom.store %{{.*}} to @diloco.pending_0
+// TAU-NOT: loom.sgd
+// TAU-LABEL: func.func @diloco_apply_0()
+// TAU-SAME: {every = 4 : i64, offset = 3 : i64}
+// TAU: %[[L:.*]] = loom.load @wte : tensor<4xf32>
+// TAU: %[[P:.*]] = loom.load @diloco.pending_0
+// TAU: loom.sgd
+// TAU: loom.lerp %{{.*}}, %[[L]]
 // FRAGS: loom-diloco: needs inner-steps >= 1 and 1 <= fragments <= inner-steps
 // NOREPLICA: loom-diloco: needs a loom.topology whose outermost level is 'replica'
 loom.topology @world ["gpu" = 1, "replica" = 2]

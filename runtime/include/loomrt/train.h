@@ -75,7 +75,8 @@ typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loom
  * another layout (binaries link libloomrt.so, which may be rebuilt under
  * them) instead of misreading it. Bump on any change to these structs. */
 /* A Streaming DiLoCo outer step (loomc --diloco): run after the inner step
- * numbered t (from 0) when (t + 1) mod every = offset mod every. */
+ * numbered t (from 0) when t + 1 >= offset and t + 1 - offset is a
+ * multiple of every. */
 typedef struct loomrt_outer_desc {
   const char *name;
   loomrt_status (*fn)(loomrt_step_ctx c, void **globals);
