@@ -72,9 +72,12 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     int64_t firstBlock = -1, lastBlock = -1;
     for (auto [i, n] : llvm::enumerate(names)) {
       SmallVector<StringRef, 4> m;
-      if (!block.match(n, &m))
+      uint64_t index = 0;
+      // Names come from the model file: an index too large for 64 bits is
+      // no block index (StringRef parses it without overflowing).
+      if (!block.match(n, &m) || m[3].getAsInteger(10, index))
         continue;
-      out[i] = std::stoll(m[3].str()) % fragments;
+      out[i] = int64_t(index % uint64_t(fragments));
       if (firstBlock < 0)
         firstBlock = int64_t(i);
       lastBlock = int64_t(i);
