@@ -87,15 +87,20 @@ rt::BlockCodec blockCodecOf(PackedType p) {
   return p.getCodec().getKind() == CodecKind::fp8_e4m3 ? rt::BlockCodec::fp8_e4m3
                                                        : rt::BlockCodec::fp4_e2m1;
 }
-/// The ranks an all-to-all exchanges with: its group's size.
-int64_t chunksOf(Operation *o) {
-  auto a2a = cast<AllToAllOp>(o);
-  auto module = o->getParentOfType<ModuleOp>();
-  auto topo = module.lookupSymbol<TopologyOp>(a2a.getGroup().getTopology());
+/// The ranks of a group (the product of its levels' sizes), or 0 when its
+/// topology is not in the module.
+int64_t groupSize(ModuleOp module, GroupAttr g) {
+  auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
+  if (!topo)
+    return 0;
   int64_t n = 1;
-  for (Attribute level : a2a.getGroup().getLevels())
+  for (Attribute level : g.getLevels())
     n *= topo.getLevelSize(cast<StringAttr>(level).getValue());
   return n;
+}
+/// The ranks an all-to-all exchanges with.
+int64_t chunksOf(AllToAllOp o) {
+  return groupSize(o->getParentOfType<ModuleOp>(), o.getGroup());
 }
 
 //===----------------------------------------------------------------------===//
@@ -328,12 +333,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
     // wired), or leave out only levels of size 1 (DiLoCo's replica level
     // over replicas of one rank).
     auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
-    if (!topo)
-      return refuse("supports collectives over the whole topology only");
-    int64_t spanned = 1;
-    for (Attribute level : g.getLevels())
-      spanned *= topo.getLevelSize(llvm::cast<StringAttr>(level).getValue());
-    if (spanned != topo.getWorldSize())
+    if (!topo || groupSize(module, g) != topo.getWorldSize())
       return refuse("supports collectives over the whole topology only");
     return success();
   };
@@ -437,12 +437,10 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
         // Block codecs: every chunk (an all-to-all's, or the gathered
         // payload) whole blocks, so scales and codes split per rank.
         if (isBlockCodec(in)) {
-          int64_t world = out.getLogical().getNumElements() / in.getLogical().getNumElements();
-          int64_t part = isa<AllToAllOp>(o) ? in.getLogical().getNumElements() /
-                                                  std::max<int64_t>(1, chunksOf(o))
-                                            : in.getLogical().getNumElements();
-          if (in.getCodec() != out.getCodec() || part % in.getCodec().getBlock() != 0 ||
-              (isa<AllGatherOp>(o) && world < 1))
+          // (wholeWorld above: the group has at least one rank.)
+          int64_t n = in.getLogical().getNumElements();
+          int64_t part = isa<AllToAllOp>(o) ? n / chunksOf(llvm::cast<AllToAllOp>(o)) : n;
+          if (in.getCodec() != out.getCodec() || part % in.getCodec().getBlock() != 0)
             return refuse(": packed fp8/fp4 collectives exchange whole blocks of one codec");
           return success();
         }

@@ -181,15 +181,24 @@ public:
     // Streaming DiLoCo: its start and its outer steps, a table for the
     // driver.
     bool dilocoStart = module.lookupSymbol("diloco_start") != nullptr;
-    std::string outerTable, outerEntries;
+    // The entries that take only the globals (@enter_frozen, DiLoCo's):
+    // each a wrapper named entry_<function>, defined in `globalsEntries`.
+    std::string globalsEntries;
+    auto globalsEntry = [&](StringRef name) {
+      std::string wrapper = cppIdentifier("entry_", name);
+      globalsEntries += "loomrt_status " + wrapper + "(loomrt_step_ctx c, void **G) {\n  return " +
+                        cppIdentifier("fn_", name) + "(c, G);\n}\n\n";
+      return wrapper;
+    };
+    std::string enterEntry = enter ? globalsEntry("enter_frozen") : "nullptr";
+    std::string startEntry = dilocoStart ? globalsEntry("diloco_start") : "nullptr";
+    std::string outerTable;
     size_t numOuter = 0;
     if (auto outer = program.getAs<ArrayAttr>("outer"))
       for (Attribute a : outer) {
         auto d = cast<DictionaryAttr>(a);
         StringRef name = d.getAs<StringAttr>("name").getValue();
-        std::string wrapper = cppIdentifier("entry_", name);
-        outerEntries += "loomrt_status " + wrapper + "(loomrt_step_ctx c, void **G) {\n  return " +
-                        cppIdentifier("fn_", name) + "(c, G);\n}\n\n";
+        std::string wrapper = globalsEntry(name);
         outerTable += "    {" + cppStringLiteral(name) + ", " + wrapper + ", " +
                       std::to_string(d.getAs<IntegerAttr>("every").getInt()) + ", " +
                       std::to_string(d.getAs<IntegerAttr>("offset").getInt()) + "},\n";
@@ -349,13 +358,7 @@ public:
                              cppIdentifier("fn_", "train_step_frozen") + "(c, G" + entryArgs +
                              ", loss);\n}\n\n"
                        : std::string())
-        << (enter ? "loomrt_status entry_enter_frozen(loomrt_step_ctx c, void **G) {\n  return " +
-                        cppIdentifier("fn_", "enter_frozen") + "(c, G);\n}\n\n"
-                  : std::string())
-        << (dilocoStart ? "loomrt_status entry_diloco_start(loomrt_step_ctx c, void **G) {\n"
-                          "  return " + cppIdentifier("fn_", "diloco_start") + "(c, G);\n}\n\n"
-                        : std::string())
-        << outerEntries
+        << globalsEntries
         << (numOuter ? "const loomrt_outer_desc kOuter[] = {\n" + outerTable + "};\n\n"
                      : std::string())
         << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
@@ -373,8 +376,7 @@ public:
         << (prog("task") ? "LOOMRT_TASK_ARRAYS" : "LOOMRT_TASK_TOKENS")
         << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs,\n      "
         << (freezeStep ? "entry_frozen, " + std::to_string(freezeStep) : std::string("nullptr, 0"))
-        << (enter ? ", entry_enter_frozen" : ", nullptr")
-        << (dilocoStart ? ", entry_diloco_start" : ", nullptr")
+        << ", " << enterEntry << ", " << startEntry
         << (numOuter ? ", sizeof(kOuter) / sizeof(kOuter[0]), kOuter" : ", 0, nullptr")
         << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";

@@ -155,29 +155,13 @@ __global__ void adamKernel(AdamScalars s, float *__restrict__ p,
                  (reinterpret_cast<uintptr_t>(g) & (4 * sizeof(G) - 1)) == 0 &&
                  (reinterpret_cast<uintptr_t>(pOut) & 7) == 0;
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (aligned && s.frozen) {
-    // 1-bit Adam after the freeze: m becomes g and v stays, so neither the
-    // old momentum is read nor the variance written (8 bytes an element).
+  if (aligned) {
+    // 1-bit Adam after the freeze: m becomes g and v stays, so the old
+    // momentum is not read nor the variance written (8 bytes an element).
     for (size_t i = tid; i < nvec; i += stride) {
       float4 pp = reinterpret_cast<float4 *>(p)[i];
       typename V::T gg = reinterpret_cast<const typename V::T *>(g)[i];
-      float4 vv = reinterpret_cast<const float4 *>(v)[i], mm;
-      adamElement(s, pp.x, V::get(gg, 0), mm.x, vv.x);
-      adamElement(s, pp.y, V::get(gg, 1), mm.y, vv.y);
-      adamElement(s, pp.z, V::get(gg, 2), mm.z, vv.z);
-      adamElement(s, pp.w, V::get(gg, 3), mm.w, vv.w);
-      reinterpret_cast<float4 *>(p)[i] = pp;
-      reinterpret_cast<float4 *>(m)[i] = mm;
-      if (pOut)
-        reinterpret_cast<ushort4 *>(pOut)[i] =
-            make_ushort4(floatToBf16(pp.x), floatToBf16(pp.y),
-                         floatToBf16(pp.z), floatToBf16(pp.w));
-    }
-  } else if (aligned) {
-    for (size_t i = tid; i < nvec; i += stride) {
-      float4 pp = reinterpret_cast<float4 *>(p)[i];
-      typename V::T gg = reinterpret_cast<const typename V::T *>(g)[i];
-      float4 mm = reinterpret_cast<float4 *>(m)[i];
+      float4 mm = s.frozen ? float4{} : reinterpret_cast<float4 *>(m)[i];
       float4 vv = reinterpret_cast<float4 *>(v)[i];
       adamElement(s, pp.x, V::get(gg, 0), mm.x, vv.x);
       adamElement(s, pp.y, V::get(gg, 1), mm.y, vv.y);
@@ -185,7 +169,8 @@ __global__ void adamKernel(AdamScalars s, float *__restrict__ p,
       adamElement(s, pp.w, V::get(gg, 3), mm.w, vv.w);
       reinterpret_cast<float4 *>(p)[i] = pp;
       reinterpret_cast<float4 *>(m)[i] = mm;
-      reinterpret_cast<float4 *>(v)[i] = vv;
+      if (!s.frozen)
+        reinterpret_cast<float4 *>(v)[i] = vv;
       if (pOut)
         reinterpret_cast<ushort4 *>(pOut)[i] =
             make_ushort4(floatToBf16(pp.x), floatToBf16(pp.y),
