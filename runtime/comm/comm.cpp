@@ -1,16 +1,22 @@
 // comm.cpp: communicators and collectives.
 //
-// Three transports behind one C interface:
+// Four transports behind one C interface:
 //   * self: the one-rank world (every collective is a copy or nothing);
 //   * MPI (Open MPI, Debian's libopenmpi-dev) for CPU devices, so CI runs
 //     several ranks on one machine under mpirun;
 //   * NCCL for CUDA devices, bootstrapped through MPI when mpirun started
 //     the job, otherwise through a TCP rendezvous at MASTER_ADDR:MASTER_PORT
-//     (the torchrun variables).
+//     (the torchrun variables);
+//   * elastic TCP (comm/tcp.h): CPU ranks started torchrun-style (RANK,
+//     WORLD_SIZE, MASTER_ADDR, MASTER_PORT) without mpirun, or any device
+//     with LOOMRT_TRANSPORT=tcp (GPU buffers are staged through the host).
+//     A rank that dies leaves the group and the others go on, which MPI and
+//     NCCL as Debian and CUDA 13 ship them cannot do (no ULFM).
 // A watchdog thread turns a collective that does not finish within the
 // timeout (LOOMRT_COMM_TIMEOUT seconds, default 300; a rank died or hangs)
 // into a one-line error and an exit, so no rank waits forever; the launcher
 // (mpirun, torchrun) then tears down the rest.
+#include "comm/tcp.h"
 #include "common/backend.h"
 
 #include <algorithm>
@@ -36,20 +42,15 @@
 #include <mpi.h>
 #endif
 #ifdef LOOMRT_HAVE_NCCL
-#include <arpa/inet.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #endif
 
 using loomrt::fail;
 
 namespace {
 
-enum class Transport { Self, Mpi, Nccl };
+enum class Transport { Self, Mpi, Nccl, Tcp };
 
 size_t esize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : 4; }
 
@@ -248,76 +249,37 @@ MPI_Op mpiOp(loomrt_dtype dt, loomrt_reduce_op op) {
 /// MASTER_PORT, as torchrun sets them), retrying connects until the
 /// watchdog's timeout.
 loomrt_status tcpExchangeId(int rank, int size, ncclUniqueId &id) {
-  const char *addr = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT");
-  if (!addr || !port)
-    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                "comm_init: NCCL ranks started without mpirun need MASTER_ADDR and "
-                "MASTER_PORT (as torchrun sets them)");
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(addr, port, &hints, &res) != 0 || !res)
-    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                std::string("comm_init: cannot resolve MASTER_ADDR=") + addr + ":" + port);
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(Watchdog::get().timeout());
-  auto sendAll = [](int fd, const void *p, size_t n) {
-    for (size_t k = 0; k < n;) {
-      ssize_t w = send(fd, static_cast<const char *>(p) + k, n - k, 0);
-      if (w <= 0)
-        return false;
-      k += size_t(w);
-    }
-    return true;
-  };
-  loomrt_status st = LOOMRT_OK;
-  if (rank == 0) {
-    ncclGetUniqueId(&id);
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    any.sin_port = reinterpret_cast<sockaddr_in *>(res->ai_addr)->sin_port;
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (bind(ls, reinterpret_cast<sockaddr *>(&any), sizeof any) != 0 || listen(ls, size) != 0) {
-      st = fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen on port ") + port +
-                                        ": " + std::strerror(errno));
-    } else {
-      for (int k = 1; k < size && st == LOOMRT_OK; ++k) {
-        int fd = accept(ls, nullptr, nullptr);
-        if (fd < 0 || !sendAll(fd, &id, sizeof id))
-          st = fail(LOOMRT_ERR_BACKEND, "comm_init: handing the NCCL id to a rank failed");
-        if (fd >= 0)
-          close(fd);
-      }
-    }
-    close(ls);
-  } else {
-    for (;;) {
-      int fd = socket(AF_INET, SOCK_STREAM, 0);
-      if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-        size_t got = 0;
-        while (got < sizeof id) {
-          ssize_t r = recv(fd, reinterpret_cast<char *>(&id) + got, sizeof id - got, 0);
-          if (r <= 0)
-            break;
-          got += size_t(r);
-        }
-        close(fd);
-        if (got != sizeof id)
-          st = fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 closed the rendezvous early");
-        break;
-      }
+  namespace tcp = loomrt::tcp;
+  sockaddr_in master{};
+  if (loomrt_status st = tcp::resolveMaster("NCCL ranks started without mpirun", &master))
+    return st;
+  tcp::Deadline deadline = tcp::deadlineIn(Watchdog::get().timeout());
+  const char *where = std::getenv("MASTER_PORT");
+  if (rank != 0) {
+    int fd = tcp::connectBefore(master, deadline);
+    bool ok = fd >= 0 && tcp::recvAll(fd, &id, sizeof id);
+    if (fd >= 0)
       close(fd);
-      if (std::chrono::steady_clock::now() > deadline) {
-        st = fail(LOOMRT_ERR_BACKEND, std::string("comm_init: rank 0 never listened at ") +
-                                          addr + ":" + port);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    return ok ? LOOMRT_OK
+              : fail(LOOMRT_ERR_BACKEND, fd < 0 ? std::string("comm_init: rank 0 never "
+                                                              "listened at port ") + where
+                                                : "comm_init: rank 0 closed the rendezvous early");
   }
-  freeaddrinfo(res);
+  ncclGetUniqueId(&id);
+  uint16_t bound;
+  int ls = tcp::listenOn(master.sin_port, size, &bound);
+  if (ls < 0)
+    return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen on port ") + where +
+                                        ": " + std::strerror(errno));
+  loomrt_status st = LOOMRT_OK;
+  for (int k = 1; k < size && st == LOOMRT_OK; ++k) {
+    int fd = tcp::acceptBefore(ls, deadline);
+    if (fd < 0 || !tcp::sendAll(fd, &id, sizeof id))
+      st = fail(LOOMRT_ERR_BACKEND, "comm_init: handing the NCCL id to a rank failed");
+    if (fd >= 0)
+      close(fd);
+  }
+  close(ls);
   return st;
 }
 
@@ -346,6 +308,7 @@ struct loomrt_comm_t {
     if (size > 1)
       sent[kind] += uint64_t(bytes);
   }
+  loomrt::tcp::Group *tcp = nullptr;
 #ifdef LOOMRT_HAVE_MPI
   MPI_Comm mpi = MPI_COMM_NULL;
 #endif
@@ -381,6 +344,29 @@ loomrt_status localCopy(loomrt_stream s, void *dst, const void *src,
 std::string describe(const char *fn, size_t count, loomrt_dtype dt) {
   return std::string(fn) + " of " + std::to_string(count) +
          (dt == LOOMRT_BF16 ? " bf16" : " fp32") + " elements";
+}
+
+/// Runs one collective of the elastic TCP transport under the watchdog,
+/// after the stream's earlier work, on host copies of the buffers when they
+/// live on a GPU (the CPU backend's are host memory). `f(send, recv)`.
+template <typename F>
+loomrt_status tcpCall(loomrt_comm c, loomrt_stream s, const std::string &what, const void *send,
+                      size_t sendBytes, void *recv, size_t recvBytes, F &&f) {
+  if (loomrt_status st = loomrt_stream_synchronize(s))
+    return st;
+  Guard g(what);
+  if (c->dev->kind == LOOMRT_BACKEND_CPU)
+    return f(send, recv);
+  std::vector<char> hs(sendBytes), hr(recvBytes);
+  if (loomrt_status st = loomrt_memcpy_async(s, hs.data(), send, sendBytes))
+    return st;
+  if (loomrt_status st = loomrt_stream_synchronize(s))
+    return st;
+  if (loomrt_status st = f(static_cast<const void *>(hs.data()), static_cast<void *>(hr.data())))
+    return st;
+  if (loomrt_status st = loomrt_memcpy_async(s, recv, hr.data(), recvBytes))
+    return st;
+  return loomrt_stream_synchronize(s);
 }
 
 #ifdef LOOMRT_HAVE_MPI
@@ -500,14 +486,35 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
   termRank = rank;
   std::signal(SIGTERM, onTerm);
   auto *c = new loomrt_comm_t{dev, rank, size, Transport::Self};
+  const char *forced = std::getenv("LOOMRT_TRANSPORT");
+  if (forced && std::strcmp(forced, "tcp") != 0 && std::strcmp(forced, "auto") != 0) {
+    delete c;
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                std::string("comm_init: LOOMRT_TRANSPORT='") + forced +
+                    "' is not a transport (tcp, or auto: MPI for CPU ranks under mpirun, NCCL "
+                    "for GPUs, TCP for CPU ranks started with MASTER_ADDR)");
+  }
+  if ((forced && std::strcmp(forced, "tcp") == 0) ||
+      (dev->kind == LOOMRT_BACKEND_CPU && !launchedByMpirun() && std::getenv("MASTER_ADDR"))) {
+    if (loomrt_status st = loomrt::tcp::join(rank, size, Watchdog::get().timeout(), &c->tcp)) {
+      delete c;
+      return st;
+    }
+    c->transport = Transport::Tcp;
+    Watchdog::get().setIdentity(rank, size, nullptr);
+    *out = c;
+    return LOOMRT_OK;
+  }
   if (dev->kind == LOOMRT_BACKEND_CPU) {
 #ifdef LOOMRT_HAVE_MPI
     if (!launchedByMpirun()) {
       delete c;
       return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                   "comm_init: " + sizeVar + "=" + std::to_string(size) +
-                      ": CPU ranks communicate over MPI; start them with mpirun -np " +
-                      std::to_string(size));
+                      ": CPU ranks communicate over MPI (start them with mpirun -np " +
+                      std::to_string(size) +
+                      ") or, started torchrun-style, over TCP (set MASTER_ADDR and "
+                      "MASTER_PORT)");
     }
     if (loomrt_status st = mpiInit(size)) {
       delete c;
@@ -618,12 +625,17 @@ loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key, loomrt_comm *
   }
 #endif
   (void)color, (void)key;
+  if (c->transport == Transport::Tcp)
+    return fail(LOOMRT_ERR_UNSUPPORTED,
+                "comm_split: the elastic TCP transport has no sub-groups yet (one level: "
+                "DiLoCo's replicas of one rank each)");
   return fail(LOOMRT_ERR_UNSUPPORTED, "comm_split: unknown transport");
 }
 
 void loomrt_comm_destroy(loomrt_comm c) {
   if (!c)
     return;
+  loomrt::tcp::destroy(c->tcp);
 #ifdef LOOMRT_HAVE_MPI
   if (c->mpi != MPI_COMM_NULL)
     MPI_Comm_free(&c->mpi);
@@ -643,6 +655,11 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
   c->count(LOOMRT_COLL_ALL_REDUCE, 2.0 * (c->size - 1) / c->size * double(count * esize(dt)));
   if (c->transport == Transport::Self || count == 0)
     return localCopy(s, recv, send, count * esize(dt));
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, describe("all_reduce", count, dt), send, count * esize(dt), recv,
+                   count * esize(dt), [&](const void *in, void *o) {
+                     return loomrt::tcp::allReduce(c->tcp, dt, in, o, count, op);
+                   });
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi) {
     loomrt_status st = mpiCall(s, describe("all_reduce", count, dt), [&] {
@@ -674,6 +691,12 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
   c->count(LOOMRT_COLL_REDUCE_SCATTER, double(c->size - 1) * double(recvCount * esize(dt)));
   if (c->transport == Transport::Self || recvCount == 0)
     return localCopy(s, recv, send, recvCount * esize(dt));
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, describe("reduce_scatter", recvCount * c->size, dt), send,
+                   recvCount * esize(dt) * size_t(c->size), recv, recvCount * esize(dt),
+                   [&](const void *in, void *o) {
+                     return loomrt::tcp::reduceScatter(c->tcp, dt, in, o, recvCount, op);
+                   });
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi) {
     loomrt_status st = mpiCall(s, describe("reduce_scatter", recvCount * c->size, dt), [&] {
@@ -704,6 +727,12 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
   c->count(LOOMRT_COLL_ALL_GATHER, double(c->size - 1) * double(sendCount * esize(dt)));
   if (c->transport == Transport::Self || sendCount == 0)
     return localCopy(s, recv, send, sendCount * esize(dt));
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, describe("all_gather", sendCount * c->size, dt), send,
+                   sendCount * esize(dt), recv, sendCount * esize(dt) * size_t(c->size),
+                   [&](const void *in, void *o) {
+                     return loomrt::tcp::allGather(c->tcp, in, o, sendCount * esize(dt));
+                   });
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi)
     return mpiCall(s, describe("all_gather", sendCount * c->size, dt), [&] {
@@ -726,6 +755,11 @@ loomrt_status loomrt_all_gather_bytes(loomrt_comm c, loomrt_stream s, const void
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_gather of " + std::to_string(bytes) + " bytes per rank";
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, what, send, bytes, recv, bytes * size_t(c->size),
+                   [&](const void *in, void *o) {
+                     return loomrt::tcp::allGather(c->tcp, in, o, bytes);
+                   });
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi)
     return mpiCall(s, what, [&] {
@@ -746,6 +780,11 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_to_all of " + std::to_string(bytes) + " bytes per rank";
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, what, send, bytes * size_t(c->size), recv, bytes * size_t(c->size),
+                   [&](const void *in, void *o) {
+                     return loomrt::tcp::allToAll(c->tcp, in, o, bytes);
+                   });
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi)
     return mpiCall(s, what, [&] {
@@ -777,6 +816,12 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
   if (c->transport == Transport::Self || bytes == 0)
     return LOOMRT_OK;
   std::string what = "broadcast of " + std::to_string(bytes) + " bytes";
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, what, buf, bytes, buf, bytes, [&](const void *in, void *o) {
+      if (in != o)
+        std::memcpy(o, in, bytes);
+      return loomrt::tcp::broadcast(c->tcp, o, bytes, root);
+    });
 #ifdef LOOMRT_HAVE_MPI
   if (c->transport == Transport::Mpi)
     return mpiCall(s, what, [&] { return MPI_Bcast(buf, int(bytes), MPI_BYTE, root, c->mpi); },

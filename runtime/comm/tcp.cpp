@@ -1,0 +1,644 @@
+// tcp.cpp: the elastic TCP transport (see tcp.h).
+//
+// Protocol. Every message is a 24-byte header (magic, type, sequence
+// number, payload length) and its payload. A collective is one exchange of
+// DATA messages with every peer still in the group, all at once (poll), then
+// a decision: each rank sends rank 0 an ACK naming the peers whose data it
+// received whole; rank 0 keeps the ranks that answered and that every
+// member received (repeated until it holds), and sends that set back
+// (DECISION). Every survivor computes the collective's result from the same
+// members' data, so replicas stay identical through a loss wherever it
+// happens. A peer is lost when its connection closes or fails (a killed
+// process's sockets close); one that hangs is the watchdog's (comm.cpp).
+// Rank 0 is the single point that must survive, as torchft's lighthouse;
+// its loss ends the job with a message that says so.
+#include "comm/tcp.h"
+
+#include "common/adam_math.h"
+#include "common/backend.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+using loomrt::fail;
+using Clock = std::chrono::steady_clock;
+
+namespace loomrt::tcp {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x4d4f4f4c; // "LOOM"
+enum MsgType : uint32_t { kData = 1, kAck = 2, kDecision = 3 };
+struct Header {
+  uint32_t magic, type;
+  uint64_t seq, len;
+};
+static_assert(sizeof(Header) == 24, "the wire header is 24 bytes");
+
+void noDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/// What each rank tells rank 0 when it joins, and rank 0 tells everyone.
+struct Card {
+  int32_t rank;
+  uint32_t ip;   // network order
+  uint16_t port; // network order
+  uint16_t pad;
+};
+
+} // namespace
+
+struct Group {
+  int rank = 0, size = 1;
+  std::vector<int> fd;    // per peer; -1 for this rank and lost peers
+  std::vector<char> live; // members
+  uint64_t seq = 0;
+  double bytesPerS = 0; // 0: no cap
+  Clock::time_point nextSend = Clock::now();
+
+  ~Group() {
+    for (int f : fd)
+      if (f >= 0)
+        close(f);
+  }
+  int members() const { return int(std::count(live.begin(), live.end(), 1)); }
+  void drop(int p, const char *why) {
+    if (fd[size_t(p)] >= 0)
+      close(fd[size_t(p)]);
+    fd[size_t(p)] = -1;
+    if (live[size_t(p)]) {
+      live[size_t(p)] = 0;
+      std::fprintf(stderr,
+                   "loomrt: rank %d of %d: lost rank %d (%s); the group continues with %d "
+                   "ranks\n",
+                   rank, size, p, why, members());
+      std::fflush(stderr);
+    }
+  }
+};
+
+namespace {
+
+/// One direction pair with one peer during an exchange.
+struct Io {
+  const char *send = nullptr;
+  size_t sendLen = 0;
+  char *recv = nullptr;
+  size_t recvLen = 0;
+  // progress
+  Header out{}, in{};
+  size_t sent = 0, got = 0; // header + payload bytes
+  bool broken = false;
+  bool done() const { return broken || (sent == sizeof(Header) + sendLen && got == sizeof(Header) + recvLen); }
+};
+
+/// DATA with every live peer at once. ok[p]: p's data arrived whole. A
+/// malformed message (not a lost peer: a bug or a stranger) fails.
+loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
+  const size_t kChunk = 1 << 16;
+  for (int p = 0; p < g.size; ++p)
+    if (p != g.rank && g.live[size_t(p)])
+      io[size_t(p)].out = Header{kMagic, kData, g.seq, io[size_t(p)].sendLen};
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  for (;;) {
+    fds.clear(), who.clear();
+    auto now = Clock::now();
+    bool mayWrite = g.bytesPerS <= 0 || now >= g.nextSend;
+    int timeoutMs = -1;
+    for (int p = 0; p < g.size; ++p) {
+      Io &x = io[size_t(p)];
+      if (p == g.rank || !g.live[size_t(p)] || g.fd[size_t(p)] < 0 || x.done())
+        continue;
+      short ev = 0;
+      if (x.got < sizeof(Header) + x.recvLen)
+        ev |= POLLIN;
+      if (x.sent < sizeof(Header) + x.sendLen) {
+        if (mayWrite)
+          ev |= POLLOUT;
+        else
+          timeoutMs = std::max<int>(1, int(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               g.nextSend - now).count()));
+      }
+      fds.push_back({g.fd[size_t(p)], ev, 0});
+      who.push_back(p);
+    }
+    if (fds.empty())
+      break;
+    int n = poll(fds.data(), fds.size(), timeoutMs);
+    if (n < 0 && errno != EINTR)
+      return fail(LOOMRT_ERR_BACKEND, std::string("tcp: poll failed: ") + std::strerror(errno));
+    for (size_t k = 0; n > 0 && k < fds.size(); ++k) {
+      int p = who[k];
+      Io &x = io[size_t(p)];
+      short re = fds[k].revents;
+      if (re & (POLLIN | POLLHUP | POLLERR)) {
+        if (x.got < sizeof(Header) + x.recvLen) {
+          char *dst = x.got < sizeof(Header) ? reinterpret_cast<char *>(&x.in) + x.got
+                                              : x.recv + (x.got - sizeof(Header));
+          size_t want = x.got < sizeof(Header) ? sizeof(Header) - x.got
+                                               : sizeof(Header) + x.recvLen - x.got;
+          ssize_t r = ::recv(fds[k].fd, dst, want, MSG_DONTWAIT);
+          if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            x.broken = true;
+            g.drop(p, r == 0 ? "its connection closed" : std::strerror(errno));
+            continue;
+          }
+          if (r > 0) {
+            bool hadHeader = x.got >= sizeof(Header);
+            x.got += size_t(r);
+            if (!hadHeader && x.got >= sizeof(Header) &&
+                (x.in.magic != kMagic || x.in.type != kData || x.in.seq != g.seq ||
+                 x.in.len != x.recvLen))
+              return fail(LOOMRT_ERR_BACKEND,
+                          "tcp: rank " + std::to_string(p) + " sent an unexpected message " +
+                              "(type " + std::to_string(x.in.type) + ", collective " +
+                              std::to_string(x.in.seq) + " of " + std::to_string(x.in.len) +
+                              " bytes) where collective " + std::to_string(g.seq) + " of " +
+                              std::to_string(x.recvLen) +
+                              " bytes was expected: the ranks run different programs");
+          }
+        } else if (re & (POLLHUP | POLLERR)) {
+          // Everything from it arrived; what we still send may not.
+          if (x.sent < sizeof(Header) + x.sendLen) {
+            x.broken = true;
+            g.drop(p, "its connection closed");
+            continue;
+          }
+        }
+      }
+      if ((re & POLLOUT) && x.sent < sizeof(Header) + x.sendLen) {
+        const char *src = x.sent < sizeof(Header) ? reinterpret_cast<const char *>(&x.out) + x.sent
+                                                  : x.send + (x.sent - sizeof(Header));
+        size_t want = x.sent < sizeof(Header) ? sizeof(Header) - x.sent
+                                              : sizeof(Header) + x.sendLen - x.sent;
+        if (g.bytesPerS > 0)
+          want = std::min(want, kChunk);
+        ssize_t w = ::send(fds[k].fd, src, want, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          x.broken = true;
+          g.drop(p, std::strerror(errno));
+          continue;
+        }
+        if (w > 0) {
+          x.sent += size_t(w);
+          if (g.bytesPerS > 0) {
+            auto base = std::max(g.nextSend, Clock::now());
+            g.nextSend = base + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(double(w) / g.bytesPerS));
+            break; // re-plan the poll: the cap holds writes back
+          }
+        }
+      }
+    }
+  }
+  for (int p = 0; p < g.size; ++p)
+    ok[size_t(p)] = p == g.rank || (g.live[size_t(p)] && !io[size_t(p)].broken &&
+                                    io[size_t(p)].got == sizeof(Header) + io[size_t(p)].recvLen);
+  return LOOMRT_OK;
+}
+
+/// The members whose data every member received, as rank 0 decides them;
+/// the group keeps only those.
+loomrt_status decide(Group &g, const std::vector<char> &ok) {
+  size_t n = size_t(g.size);
+  std::vector<char> members(n, 0);
+  if (g.rank == 0) {
+    std::vector<std::vector<char>> masks(n);
+    masks[0] = ok;
+    members[0] = 1;
+    for (int p = 1; p < g.size; ++p) {
+      if (!g.live[size_t(p)] || g.fd[size_t(p)] < 0)
+        continue;
+      Header h{};
+      masks[size_t(p)].assign(n, 0);
+      if (!recvAll(g.fd[size_t(p)], &h, sizeof h) ||
+          !(h.magic == kMagic && h.type == kAck && h.seq == g.seq && h.len == n) ||
+          !recvAll(g.fd[size_t(p)], masks[size_t(p)].data(), n)) {
+        g.drop(p, "its connection closed");
+        continue;
+      }
+      members[size_t(p)] = 1;
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t q = 0; q < n; ++q)
+        for (size_t r = 0; r < n && members[q]; ++r)
+          if (members[r] && !masks[r][q])
+            members[q] = 0, changed = true;
+    }
+    for (int p = 1; p < g.size; ++p) {
+      if (!g.live[size_t(p)] || g.fd[size_t(p)] < 0)
+        continue;
+      Header h{kMagic, kDecision, g.seq, n};
+      // A rank left out is told so (it exits); one that cannot be told is
+      // found lost by the next collective.
+      if (!sendAll(g.fd[size_t(p)], &h, sizeof h) ||
+          !sendAll(g.fd[size_t(p)], members.data(), n))
+        g.drop(p, "its connection closed");
+    }
+  } else {
+    Header h{kMagic, kAck, g.seq, n};
+    int f = g.fd[0];
+    if (f < 0 || !sendAll(f, &h, sizeof h) || !sendAll(f, ok.data(), n) ||
+        !recvAll(f, &h, sizeof h) ||
+        !(h.magic == kMagic && h.type == kDecision && h.seq == g.seq && h.len == n) ||
+        !recvAll(f, members.data(), n))
+      return fail(LOOMRT_ERR_BACKEND,
+                  "tcp: rank " + std::to_string(g.rank) + " of " + std::to_string(g.size) +
+                      " lost rank 0, the group's coordinator: the elastic transport survives "
+                      "the loss of any rank but the first");
+    if (!members[size_t(g.rank)])
+      return fail(LOOMRT_ERR_BACKEND,
+                  "tcp: rank " + std::to_string(g.rank) + " was dropped from the group: a rank "
+                      "that remains could not exchange data with it");
+  }
+  for (int p = 0; p < g.size; ++p)
+    if (g.live[size_t(p)] && !members[size_t(p)])
+      g.drop(p, "another rank lost it");
+  ++g.seq;
+  return LOOMRT_OK;
+}
+
+/// Runs one collective's exchange and decision; a send block that overlaps
+/// the receive buffer was copied by the caller.
+loomrt_status collective(Group &g, std::vector<Io> &io) {
+  std::vector<char> ok(size_t(g.size), 0);
+  if (loomrt_status st = exchange(g, io, ok))
+    return st;
+  return decide(g, ok);
+}
+
+bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + nb && y < x + na;
+}
+
+size_t esize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : dt == LOOMRT_I64 ? 8 : 4; }
+
+/// out = op over the members' blocks (rank order; MEAN divides by their
+/// number). fp32 and bf16 accumulate in fp32 (bf16 rounds once).
+void reduceBlocks(const Group &g, loomrt_dtype dt, const char *blocks, size_t count,
+                  loomrt_reduce_op op, void *out) {
+  size_t stride = count * esize(dt);
+  std::vector<int> m;
+  for (int p = 0; p < g.size; ++p)
+    if (g.live[size_t(p)])
+      m.push_back(p);
+  auto combine = [op](auto a, auto b) {
+    return op == LOOMRT_REDUCE_MAX ? std::max(a, b) : op == LOOMRT_REDUCE_MIN ? std::min(a, b)
+                                                                              : a + b;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    if (dt == LOOMRT_I64) {
+      int64_t acc = 0;
+      for (size_t k = 0; k < m.size(); ++k) {
+        int64_t v;
+        std::memcpy(&v, blocks + size_t(m[k]) * stride + i * 8, 8);
+        acc = k ? combine(acc, v) : v;
+      }
+      if (op == LOOMRT_REDUCE_MEAN)
+        acc /= int64_t(m.size());
+      std::memcpy(static_cast<char *>(out) + i * 8, &acc, 8);
+      continue;
+    }
+    float acc = 0;
+    for (size_t k = 0; k < m.size(); ++k) {
+      float v;
+      if (dt == LOOMRT_BF16) {
+        uint16_t h;
+        std::memcpy(&h, blocks + size_t(m[k]) * stride + i * 2, 2);
+        v = bf16ToFloat(h);
+      } else {
+        std::memcpy(&v, blocks + size_t(m[k]) * stride + i * 4, 4);
+      }
+      acc = k ? combine(acc, v) : v;
+    }
+    if (op == LOOMRT_REDUCE_MEAN)
+      acc /= float(m.size());
+    if (dt == LOOMRT_BF16) {
+      uint16_t h = floatToBf16(acc);
+      std::memcpy(static_cast<char *>(out) + i * 2, &h, 2);
+    } else {
+      std::memcpy(static_cast<char *>(out) + i * 4, &acc, 4);
+    }
+  }
+}
+
+/// Blocks of ranks that are not members become zeros.
+void zeroLost(const Group &g, char *recv, size_t bytes) {
+  for (int p = 0; p < g.size; ++p)
+    if (!g.live[size_t(p)])
+      std::memset(recv + size_t(p) * bytes, 0, bytes);
+}
+
+} // namespace
+
+Deadline deadlineIn(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
+}
+
+loomrt_status resolveMaster(const char *who, sockaddr_in *out) {
+  const char *addr = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT");
+  if (!addr || !port)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: ") + who +
+                                                 " need MASTER_ADDR and MASTER_PORT (as "
+                                                 "torchrun sets them)");
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(addr, port, &hints, &res) != 0 || !res)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                std::string("comm_init: cannot resolve MASTER_ADDR=") + addr + ":" + port);
+  *out = *reinterpret_cast<sockaddr_in *>(res->ai_addr);
+  freeaddrinfo(res);
+  return LOOMRT_OK;
+}
+
+int listenOn(uint16_t port, int backlog, uint16_t *bound) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+  if (ls < 0)
+    return -1;
+  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_port = port;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof any;
+  if (bind(ls, reinterpret_cast<sockaddr *>(&any), sizeof any) != 0 || listen(ls, backlog) != 0 ||
+      getsockname(ls, reinterpret_cast<sockaddr *>(&any), &len) != 0) {
+    close(ls);
+    return -1;
+  }
+  *bound = any.sin_port;
+  return ls;
+}
+
+int acceptBefore(int ls, Deadline d) {
+  for (;;) {
+    int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now()).count());
+    if (left <= 0)
+      return -1;
+    pollfd p{ls, POLLIN, 0};
+    if (poll(&p, 1, left) > 0)
+      return accept(ls, nullptr, nullptr);
+  }
+}
+
+int connectBefore(const sockaddr_in &to, Deadline d) {
+  for (;;) {
+    int f = socket(AF_INET, SOCK_STREAM, 0);
+    if (f >= 0 && connect(f, reinterpret_cast<const sockaddr *>(&to), sizeof to) == 0)
+      return f;
+    if (f >= 0)
+      close(f);
+    if (Clock::now() > d)
+      return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+bool sendAll(int fd, const void *p, size_t n) {
+  for (size_t k = 0; k < n;) {
+    ssize_t w = ::send(fd, static_cast<const char *>(p) + k, n - k, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    k += size_t(w);
+  }
+  return true;
+}
+bool recvAll(int fd, void *p, size_t n) {
+  for (size_t k = 0; k < n;) {
+    ssize_t r = ::recv(fd, static_cast<char *>(p) + k, n - k, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    k += size_t(r);
+  }
+  return true;
+}
+loomrt_status join(int rank, int size, double timeoutS, Group **out) {
+  double mbits = 0;
+  if (const char *v = std::getenv("LOOMRT_TCP_MBITS")) {
+    char *end = nullptr;
+    mbits = std::strtod(v, &end);
+    if (!end || *end || !(mbits > 0))
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string("comm_init: LOOMRT_TCP_MBITS='") + v +
+                      "' is not a rate in megabits per second above 0");
+  }
+  sockaddr_in master{};
+  if (loomrt_status st = resolveMaster("ranks started without mpirun", &master))
+    return st;
+  const char *addr = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT");
+  Deadline deadline = deadlineIn(timeoutS);
+  auto g = std::make_unique<Group>();
+  g->rank = rank, g->size = size;
+  g->fd.assign(size_t(size), -1);
+  g->live.assign(size_t(size), 1);
+  g->bytesPerS = mbits * 1e6 / 8;
+  std::vector<Card> cards(static_cast<size_t>(size));
+  int mine = -1;
+  uint16_t minePort = 0;
+  if (rank == 0) {
+    uint16_t bound;
+    int ls = listenOn(master.sin_port, size, &bound);
+    if (ls < 0)
+      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: rank 0 cannot listen on port ") +
+                                          port + ": " + std::strerror(errno));
+    for (int k = 1; k < size; ++k) {
+      int f = acceptBefore(ls, deadline);
+      Card c{};
+      if (f < 0 || !recvAll(f, &c, sizeof c) || c.rank < 1 || c.rank >= size ||
+          g->fd[size_t(c.rank)] >= 0) {
+        if (f >= 0)
+          close(f);
+        close(ls);
+        return fail(LOOMRT_ERR_BACKEND,
+                    f < 0 ? "comm_init: only " + std::to_string(k) + " of " +
+                                std::to_string(size) + " ranks joined at port " + port +
+                                " before the timeout"
+                          : std::string("comm_init: a rank joined with a bad or repeated rank "
+                                        "number"));
+      }
+      noDelay(f);
+      g->fd[size_t(c.rank)] = f;
+      cards[size_t(c.rank)] = c;
+    }
+    close(ls);
+    for (int p = 1; p < size; ++p)
+      if (!sendAll(g->fd[size_t(p)], cards.data(), cards.size() * sizeof(Card)))
+        return fail(LOOMRT_ERR_BACKEND, "comm_init: rank " + std::to_string(p) +
+                                            " left while the ranks were joining");
+  } else {
+    mine = listenOn(0, size, &minePort);
+    if (mine < 0)
+      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen: ") +
+                                          std::strerror(errno));
+    int f = connectBefore(master, deadline);
+    if (f < 0) {
+      close(mine);
+      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: rank 0 never listened at ") +
+                                          addr + ":" + port);
+    }
+    noDelay(f);
+    sockaddr_in self{};
+    socklen_t len = sizeof self;
+    getsockname(f, reinterpret_cast<sockaddr *>(&self), &len);
+    Card c{rank, self.sin_addr.s_addr, minePort, 0};
+    g->fd[0] = f;
+    if (!sendAll(f, &c, sizeof c) || !recvAll(f, cards.data(), cards.size() * sizeof(Card))) {
+      close(mine);
+      return fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 closed the rendezvous early");
+    }
+    // Connect to every lower rank but 0, then take the higher ranks' calls
+    // (the listener's backlog holds them meanwhile).
+    for (int p = 1; p < rank; ++p) {
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_addr.s_addr = cards[size_t(p)].ip;
+      to.sin_port = cards[size_t(p)].port;
+      int q = connectBefore(to, deadline);
+      int32_t me = rank;
+      if (q < 0 || !sendAll(q, &me, sizeof me)) {
+        close(mine);
+        return fail(LOOMRT_ERR_BACKEND, "comm_init: cannot reach rank " + std::to_string(p));
+      }
+      noDelay(q);
+      g->fd[size_t(p)] = q;
+    }
+    for (int k = rank + 1; k < size; ++k) {
+      int q = acceptBefore(mine, deadline);
+      int32_t who = -1;
+      if (q < 0 || !recvAll(q, &who, sizeof who) || who <= rank || who >= size ||
+          g->fd[size_t(who)] >= 0) {
+        if (q >= 0)
+          close(q);
+        close(mine);
+        return fail(LOOMRT_ERR_BACKEND, "comm_init: a higher rank did not connect to rank " +
+                                            std::to_string(rank));
+      }
+      noDelay(q);
+      g->fd[size_t(who)] = q;
+    }
+    close(mine);
+  }
+  *out = g.release();
+  return LOOMRT_OK;
+}
+
+void destroy(Group *g) { delete g; }
+int live(const Group *g) { return g ? g->members() : 0; }
+
+loomrt_status allGather(Group *g, const void *send, void *recv, size_t bytes) {
+  char *r = static_cast<char *>(recv);
+  std::vector<char> copy;
+  if (overlaps(send, bytes, recv, bytes * size_t(g->size))) {
+    copy.assign(static_cast<const char *>(send), static_cast<const char *>(send) + bytes);
+    send = copy.data();
+  }
+  std::vector<Io> io(size_t(g->size));
+  for (int p = 0; p < g->size; ++p)
+    io[size_t(p)].send = static_cast<const char *>(send), io[size_t(p)].sendLen = bytes,
+    io[size_t(p)].recv = r + size_t(p) * bytes, io[size_t(p)].recvLen = bytes;
+  if (loomrt_status st = collective(*g, io))
+    return st;
+  std::memmove(r + size_t(g->rank) * bytes, send, bytes);
+  zeroLost(*g, r, bytes);
+  return LOOMRT_OK;
+}
+
+loomrt_status allToAll(Group *g, const void *send, void *recv, size_t bytes) {
+  size_t total = bytes * size_t(g->size);
+  char *r = static_cast<char *>(recv);
+  std::vector<char> copy;
+  if (overlaps(send, total, recv, total)) {
+    copy.assign(static_cast<const char *>(send), static_cast<const char *>(send) + total);
+    send = copy.data();
+  }
+  const char *s = static_cast<const char *>(send);
+  std::vector<Io> io(size_t(g->size));
+  for (int p = 0; p < g->size; ++p)
+    io[size_t(p)].send = s + size_t(p) * bytes, io[size_t(p)].sendLen = bytes,
+    io[size_t(p)].recv = r + size_t(p) * bytes, io[size_t(p)].recvLen = bytes;
+  if (loomrt_status st = collective(*g, io))
+    return st;
+  std::memmove(r + size_t(g->rank) * bytes, s + size_t(g->rank) * bytes, bytes);
+  zeroLost(*g, r, bytes);
+  return LOOMRT_OK;
+}
+
+loomrt_status allReduce(Group *g, loomrt_dtype dt, const void *send, void *recv, size_t count,
+                        loomrt_reduce_op op) {
+  size_t bytes = count * esize(dt);
+  std::vector<char> all(bytes * size_t(g->size));
+  std::memcpy(all.data() + size_t(g->rank) * bytes, send, bytes);
+  std::vector<Io> io(size_t(g->size));
+  for (int p = 0; p < g->size; ++p)
+    io[size_t(p)].send = static_cast<const char *>(send), io[size_t(p)].sendLen = bytes,
+    io[size_t(p)].recv = all.data() + size_t(p) * bytes, io[size_t(p)].recvLen = bytes;
+  if (loomrt_status st = collective(*g, io))
+    return st;
+  reduceBlocks(*g, dt, all.data(), count, op, recv);
+  return LOOMRT_OK;
+}
+
+loomrt_status reduceScatter(Group *g, loomrt_dtype dt, const void *send, void *recv,
+                            size_t recvCount, loomrt_reduce_op op) {
+  size_t bytes = recvCount * esize(dt);
+  const char *s = static_cast<const char *>(send);
+  std::vector<char> all(bytes * size_t(g->size));
+  std::memcpy(all.data() + size_t(g->rank) * bytes, s + size_t(g->rank) * bytes, bytes);
+  std::vector<Io> io(size_t(g->size));
+  for (int p = 0; p < g->size; ++p)
+    io[size_t(p)].send = s + size_t(p) * bytes, io[size_t(p)].sendLen = bytes,
+    io[size_t(p)].recv = all.data() + size_t(p) * bytes, io[size_t(p)].recvLen = bytes;
+  if (loomrt_status st = collective(*g, io))
+    return st;
+  reduceBlocks(*g, dt, all.data(), recvCount, op, recv);
+  return LOOMRT_OK;
+}
+
+loomrt_status broadcast(Group *g, void *buf, size_t bytes, int root) {
+  if (!g->live[size_t(root)])
+    return fail(LOOMRT_ERR_BACKEND, "tcp: broadcast from rank " + std::to_string(root) +
+                                        ", which has left the group");
+  std::vector<Io> io(size_t(g->size));
+  for (int p = 0; p < g->size; ++p) {
+    if (g->rank == root)
+      io[size_t(p)].send = static_cast<const char *>(buf), io[size_t(p)].sendLen = bytes;
+    else if (p == root)
+      io[size_t(p)].recv = static_cast<char *>(buf), io[size_t(p)].recvLen = bytes;
+  }
+  if (loomrt_status st = collective(*g, io))
+    return st;
+  if (!g->live[size_t(root)])
+    return fail(LOOMRT_ERR_BACKEND, "tcp: the broadcast's root, rank " + std::to_string(root) +
+                                        ", left the group during it");
+  return LOOMRT_OK;
+}
+
+} // namespace loomrt::tcp

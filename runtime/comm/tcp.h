@@ -1,0 +1,64 @@
+// tcp.h: the elastic TCP transport (comm/tcp.cpp), internal to comm.cpp.
+//
+// Ranks started without a launcher that ties them together (torchrun-style
+// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) join a full mesh of TCP
+// connections. A rank whose connections close (it died) leaves the group:
+// the collective in flight and every later one complete over the ranks that
+// remain, decided by rank 0 (the group's coordinator) so that every
+// survivor uses the same members. Streaming DiLoCo's replicas use it so that
+// losing a replica does not stop the others (docs/diloco.md).
+//
+// Every collective sends each rank's whole contribution to each peer (a
+// gather), so that the ranks that remain hold everything they need whatever
+// rank is lost: an all-reduce sends (W-1) buffers where a ring sends
+// 2(W-1)/W; the same for W = 2. Buffers are host memory.
+#ifndef LOOMRT_COMM_TCP_H
+#define LOOMRT_COMM_TCP_H
+
+#include "loomrt/loomrt.h"
+
+#include <netinet/in.h>
+
+#include <chrono>
+#include <cstddef>
+
+namespace loomrt::tcp {
+
+// Pieces of a rendezvous, shared with NCCL's bootstrap (comm.cpp).
+using Deadline = std::chrono::steady_clock::time_point;
+Deadline deadlineIn(double seconds);
+/// MASTER_ADDR:MASTER_PORT; `who` names the ranks in the message when unset.
+loomrt_status resolveMaster(const char *who, sockaddr_in *out);
+/// A listening socket on `port` (network order; 0: any), its port in *bound.
+int listenOn(uint16_t port, int backlog, uint16_t *bound);
+/// -1 when the deadline passes first.
+int acceptBefore(int listener, Deadline d);
+int connectBefore(const sockaddr_in &to, Deadline d);
+bool sendAll(int fd, const void *p, size_t n);
+bool recvAll(int fd, void *p, size_t n);
+
+struct Group;
+
+/// Joins `size` ranks through rank 0 listening at MASTER_ADDR:MASTER_PORT,
+/// waiting up to `timeoutS` for the others. LOOMRT_TCP_MBITS (megabits per
+/// second) caps what this rank sends, to emulate a slower link.
+loomrt_status join(int rank, int size, double timeoutS, Group **out);
+void destroy(Group *g);
+/// The ranks still in the group.
+int live(const Group *g);
+
+/// The collectives of loomrt.h on host memory. A rank that has left
+/// contributes nothing: its block of an all-gather or all-to-all is zeros,
+/// reductions run over the remaining ranks in rank order (MEAN divides by
+/// their number), and a broadcast from it fails.
+loomrt_status allGather(Group *g, const void *send, void *recv, size_t bytes);
+loomrt_status allToAll(Group *g, const void *send, void *recv, size_t bytes);
+loomrt_status allReduce(Group *g, loomrt_dtype dt, const void *send, void *recv, size_t count,
+                        loomrt_reduce_op op);
+loomrt_status reduceScatter(Group *g, loomrt_dtype dt, const void *send, void *recv,
+                            size_t recvCount, loomrt_reduce_op op);
+loomrt_status broadcast(Group *g, void *buf, size_t bytes, int root);
+
+} // namespace loomrt::tcp
+
+#endif

@@ -1,0 +1,226 @@
+// tcp_test.cpp: the elastic TCP transport (comm/tcp.h) with real processes:
+// each test forks three ranks on the CPU backend, started torchrun-style
+// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and checks every rank's
+// results against values computed here; then ranks die before, during and
+// as the coordinator of a collective. A child reports through its exit
+// code (0: every check held), and prints what failed.
+#include "loomrt/loomrt.h"
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <netinet/in.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+int freePort() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+/// The world one child sees.
+struct Rank {
+  int rank;
+  loomrt_device dev = nullptr;
+  loomrt_stream s = nullptr;
+  loomrt_comm c = nullptr;
+  int bad = 0;
+  void check(bool ok, const std::string &what) {
+    if (!ok) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+      ++bad;
+    }
+  }
+  std::vector<float> allGather(const std::vector<float> &x) {
+    std::vector<float> out(x.size() * size_t(loomrt_comm_size(c)), -1);
+    check(loomrt_all_gather(c, s, LOOMRT_F32, x.data(), out.data(), x.size()) == LOOMRT_OK,
+          std::string("all_gather: ") + loomrt_last_error());
+    return out;
+  }
+  float mean(float x) {
+    float out = -1;
+    check(loomrt_all_reduce(c, s, LOOMRT_F32, &x, &out, 1, LOOMRT_REDUCE_MEAN) == LOOMRT_OK,
+          std::string("all_reduce: ") + loomrt_last_error());
+    return out;
+  }
+};
+
+/// Forks `n` ranks running `body`; returns each one's exit status (-sig
+/// when a signal ended it). `env(rank)` runs in the child before joining.
+std::vector<int> forkRanks(int n, const std::function<void(Rank &)> &body,
+                           const std::function<void(int)> &env = [](int) {},
+                           const std::function<void(std::vector<pid_t> &)> &parent =
+                               [](std::vector<pid_t> &) {}) {
+  std::string port = std::to_string(freePort());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      setenv("LOOMRT_COMM_TIMEOUT", "60", 1);
+      unsetenv("OMPI_COMM_WORLD_SIZE");
+      unsetenv("OMPI_COMM_WORLD_RANK");
+      env(r);
+      Rank k{r};
+      if (loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &k.dev) || loomrt_stream_create(k.dev, &k.s) ||
+          loomrt_comm_init_from_env(k.dev, &k.c)) {
+        std::fprintf(stderr, "rank %d: setup: %s\n", r, loomrt_last_error());
+        _exit(2);
+      }
+      body(k);
+      std::fflush(stderr);
+      _exit(k.bad ? 1 : 0);
+    }
+    pids.push_back(pid);
+  }
+  parent(pids);
+  std::vector<int> out;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    out.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+  }
+  return out;
+}
+
+TEST(Tcp, CollectivesOnThreeRanks) {
+  auto st = forkRanks(3, [](Rank &k) {
+    int r = k.rank;
+    k.check(loomrt_comm_size(k.c) == 3 && loomrt_comm_rank(k.c) == r, "rank and size");
+    // all_reduce: sum, mean, max of fp32; bf16; i64.
+    std::vector<float> x = {float(r), 1.5f * float(r + 1), -float(r * r)}, y(3);
+    k.check(!loomrt_all_reduce(k.c, k.s, LOOMRT_F32, x.data(), y.data(), 3, LOOMRT_REDUCE_SUM),
+            "sum");
+    k.check(y == std::vector<float>{3, 9, -5}, "sum values");
+    k.check(!loomrt_all_reduce(k.c, k.s, LOOMRT_F32, x.data(), x.data(), 3, LOOMRT_REDUCE_MAX),
+            "max in place");
+    k.check(x == std::vector<float>{2, 4.5f, 0}, "max values");
+    uint16_t hb = uint16_t(0x3f80 + r * 0x80), hbOut = 0; // 1, 2, 4... as bf16 bits: 1, 2, 4
+    k.check(!loomrt_all_reduce(k.c, k.s, LOOMRT_BF16, &hb, &hbOut, 1, LOOMRT_REDUCE_SUM), "bf16");
+    k.check(hbOut == 0x40e0, "bf16 1 + 2 + 4 = 7");
+    int64_t i = int64_t(r) << 40, iOut = 0;
+    k.check(!loomrt_all_reduce(k.c, k.s, LOOMRT_I64, &i, &iOut, 1, LOOMRT_REDUCE_SUM), "i64");
+    k.check(iOut == int64_t(3) << 40, "i64 values");
+    // reduce_scatter: rank q's block is the sum of every rank's block q.
+    std::vector<float> rs(6), mine(2);
+    for (int j = 0; j < 6; ++j)
+      rs[size_t(j)] = float(10 * r + j);
+    k.check(!loomrt_reduce_scatter(k.c, k.s, LOOMRT_F32, rs.data(), mine.data(), 2,
+                                   LOOMRT_REDUCE_SUM), "reduce_scatter");
+    k.check(mine == std::vector<float>{float(30 + 6 * r), float(33 + 6 * r)}, "scatter values");
+    // all_gather and all_to_all (bytes).
+    auto g = k.allGather({float(r), float(-r)});
+    k.check(g == std::vector<float>{0, 0, 1, -1, 2, -2}, "gather values");
+    std::vector<char> a2a(3), back(3);
+    for (int j = 0; j < 3; ++j)
+      a2a[size_t(j)] = char(10 * r + j);
+    k.check(!loomrt_all_to_all(k.c, k.s, a2a.data(), back.data(), 1), "all_to_all");
+    k.check(back == std::vector<char>{char(r), char(10 + r), char(20 + r)}, "a2a values");
+    // broadcast from rank 1; a large buffer, in place.
+    std::vector<float> big(1 << 20, float(r));
+    k.check(!loomrt_broadcast(k.c, k.s, big.data(), big.size() * 4, 1), "broadcast");
+    k.check(big.front() == 1 && big.back() == 1, "broadcast values");
+    loomrt_comm sub = nullptr;
+    k.check(loomrt_comm_split(k.c, 0, r, &sub) == LOOMRT_ERR_UNSUPPORTED, "split says no");
+    loomrt_comm_destroy(k.c);
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+// Rank 2 leaves between two collectives: the others go on over ranks 0 and
+// 1, its all-gather block zeros, the mean over two.
+TEST(Tcp, RankLostBetweenCollectives) {
+  auto st = forkRanks(3, [](Rank &k) {
+    k.check(k.mean(float(k.rank)) == 1.0f, "mean of 0, 1, 2");
+    if (k.rank == 2)
+      _exit(0); // its sockets close
+    for (int round = 0; round < 3; ++round) {
+      k.check(k.mean(float(k.rank)) == 0.5f, "mean of 0, 1 after the loss");
+      auto g = k.allGather({float(k.rank + 1)});
+      k.check(g == std::vector<float>{1, 2, 0}, "the lost rank's block is zeros");
+    }
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+// Rank 2 is killed while it sends 4 MB at 8 Mbit/s (half a second in): the
+// others have part of its data and drop all of it, as one.
+TEST(Tcp, RankKilledDuringCollective) {
+  auto st = forkRanks(
+      3,
+      [](Rank &k) {
+        std::vector<float> x(1 << 20, float(k.rank + 1));
+        auto g = k.allGather(x);
+        k.check(g[0] == 1 && g[(1 << 20) - 1] == 1 && g[1 << 20] == 2 &&
+                    g[(2 << 20) - 1] == 2 && g[2 << 20] == 0 && g[(3 << 20) - 1] == 0,
+                "ranks 0 and 1 whole, rank 2 zeros");
+        k.check(k.mean(float(k.rank)) == 0.5f, "the group is ranks 0 and 1");
+      },
+      [](int r) {
+        if (r == 2)
+          setenv("LOOMRT_TCP_MBITS", "8", 1);
+      },
+      [](std::vector<pid_t> &pids) {
+        usleep(700 * 1000);
+        kill(pids[2], SIGKILL);
+      });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, -SIGKILL}));
+}
+
+// Rank 0 coordinates: when it is lost the others stop with a message that
+// says so, instead of hanging or diverging.
+TEST(Tcp, CoordinatorLostIsAnError) {
+  auto st = forkRanks(3, [](Rank &k) {
+    k.mean(1);
+    if (k.rank == 0)
+      _exit(0);
+    float x = 0, y = 0;
+    loomrt_status s = loomrt_all_reduce(k.c, k.s, LOOMRT_F32, &x, &y, 1, LOOMRT_REDUCE_SUM);
+    k.check(s != LOOMRT_OK && std::strstr(loomrt_last_error(), "lost rank 0") != nullptr,
+            std::string("expected the coordinator's loss, got: ") + loomrt_last_error());
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+TEST(Tcp, BadRateIsRefused) {
+  std::string port = std::to_string(freePort());
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port.c_str(), 1);
+  setenv("LOOMRT_TCP_MBITS", "fast", 1);
+  loomrt_device dev;
+  ASSERT_EQ(LOOMRT_OK, loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &dev));
+  loomrt_comm c = nullptr;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("LOOMRT_TCP_MBITS"), std::string::npos);
+  setenv("LOOMRT_TCP_MBITS", "100", 1);
+  setenv("LOOMRT_TRANSPORT", "carrier-pigeon", 1);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("not a transport"), std::string::npos);
+  for (const char *v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOOMRT_TCP_MBITS",
+                        "LOOMRT_TRANSPORT"})
+    unsetenv(v);
+  loomrt_device_close(dev);
+}
+
+} // namespace
