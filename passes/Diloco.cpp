@@ -115,6 +115,50 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     return DecompressOp::create(b, loc, flatT, gather.getResult());
   }
 
+  /// The mean over the replicas that remain (elastic: the runtime's TCP
+  /// transport drops a lost replica, whose all-gather block arrives as
+  /// zeros): each replica's whole fragment, quantised with a block of ones
+  /// after it, is all-gathered; the sum of the dequantised rows holds the
+  /// number of replicas present in that block (a block of ones quantises
+  /// exactly: scale 1/6 or 1/448, code 6 or 448), and divides the rest.
+  /// Atomic by construction: a replica's data and its count travel in the
+  /// same collective, which every survivor completes with the same members.
+  Value elasticMean(OpBuilder &b, Location loc, Value flat, CodecAttr codec, int64_t replicas,
+                    GroupAttr group, StreamAttr comm) {
+    MLIRContext *ctx = b.getContext();
+    auto f32 = b.getF32Type();
+    auto flatT = cast<RankedTensorType>(flat.getType());
+    int64_t n = flatT.getNumElements(), k = n + quantBlock;
+    auto onesT = RankedTensorType::get({quantBlock}, f32);
+    Value ones = arith::ConstantOp::create(b, loc, onesT, DenseElementsAttr::get(onesT, 1.0f));
+    auto withT = RankedTensorType::get({k}, f32), allT = RankedTensorType::get({replicas * k}, f32);
+    // One concatenation: the fragment's pieces, then the ones.
+    SmallVector<Value> pieces{flat};
+    auto cat = flat.getDefiningOp<ConcatOp>();
+    bool fold = cat && flat.use_empty();
+    if (fold)
+      pieces.assign(cat.getInputs().begin(), cat.getInputs().end());
+    pieces.push_back(ones);
+    Value with = ConcatOp::create(b, loc, withT, pieces, 0);
+    if (fold)
+      cat.erase();
+    Value q = CompressOp::create(b, loc, PackedType::get(ctx, withT, codec), Type(), with, Value())
+                  .getResult();
+    auto gather = AllGatherOp::create(b, loc, PackedType::get(ctx, allT, codec),
+                                      TokenType::get(ctx), q, ValueRange{}, group, comm);
+    WaitOp::create(b, loc, ValueRange{gather.getToken()});
+    Value all = DecompressOp::create(b, loc, allT, gather.getResult());
+    Value rows = ReshapeOp::create(b, loc, RankedTensorType::get({replicas, k}, f32), all);
+    Value sum = ReduceOp::create(b, loc, withT, ReduceKindAttr::get(ctx, ReduceKind::sum), rows,
+                                 b.getDenseI64ArrayAttr({0}), UnitAttr());
+    Value data = SliceOp::create(b, loc, flatT, sum, b.getDenseI64ArrayAttr({0}),
+                                 b.getDenseI64ArrayAttr({n}), b.getDenseI64ArrayAttr({1}));
+    Value count = SliceOp::create(b, loc, RankedTensorType::get({1}, f32), sum,
+                                  b.getDenseI64ArrayAttr({n}), b.getDenseI64ArrayAttr({n + 1}),
+                                  b.getDenseI64ArrayAttr({1}));
+    return DivOp::create(b, loc, flatT, data, count);
+  }
+
   /// The outer step of a fragment from the replicas' mean pseudo-gradient
   /// (flat, `padded` elements): outer SGD on each global copy, then the
   /// merge lerp(global, local, α) into the parameter.
@@ -280,8 +324,10 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
                                   .getResult());
         n += k;
       }
-      // fp8/fp4: padded so that every replica's chunk is whole blocks.
-      int64_t unit = narrow ? replicas * quantBlock : 1, padded = (n + unit - 1) / unit * unit;
+      // fp8/fp4: padded so that every replica's chunk is whole blocks
+      // (elastic: the fragment is, each replica sending all of it).
+      int64_t unit = !narrow ? 1 : elastic ? quantBlock : replicas * quantBlock;
+      int64_t padded = (n + unit - 1) / unit * unit;
       if (padded > n) {
         auto zt = RankedTensorType::get({padded - n}, f32);
         parts.push_back(arith::ConstantOp::create(fb2, loc, zt, DenseElementsAttr::get(zt, 0.0f)));
@@ -289,7 +335,9 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
       auto flatT = RankedTensorType::get({padded}, f32);
       Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(fb2, loc, flatT, parts, 0);
       Value mean;
-      if (narrow) {
+      if (narrow && elastic) {
+        mean = elasticMean(fb2, loc, flat, codec, replicas, group, comm);
+      } else if (narrow) {
         mean = narrowMean(fb2, loc, flat, codec, replicas, group, comm);
       } else {
         auto wireT = RankedTensorType::get({n}, wire);

@@ -370,6 +370,11 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
            "(E2M1) with a scale a block (all-to-all, fp32 mean, all-gather)">,
     Option<"quantBlock", "quant-block", "int64_t", /*default=*/"128",
            "Elements per scale of fp8 and fp4">,
+    Option<"elastic", "elastic", "bool", /*default=*/"false",
+           "Replicas may be lost mid-run (the runtime's elastic TCP transport): fp8 and fp4 "
+           "all-gather every replica's whole fragment with a block of ones, whose sum "
+           "counts the replicas that remain, in place of the all-to-all (which would lose "
+           "a lost replica's chunk)">,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
   ];

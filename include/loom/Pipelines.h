@@ -75,6 +75,7 @@ struct PipelineOptions {
     int64_t innerSteps = 100, fragments = 1, overlap = 0, quantBlock = 128;
     double alpha = 0.5, outerLr = 0.7, outerMomentum = 0.9;
     std::string quant = "fp4";
+    bool elastic = false;
   };
   std::optional<Diloco> diloco;
 };

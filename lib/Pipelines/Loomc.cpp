@@ -211,10 +211,15 @@ std::optional<std::string> parseDiloco(StringRef text,
       d.quant = value.str();
     else if (key == "quant-block")
       err = integer(d.quantBlock, 2);
+    else if (key == "elastic" && (value == "1" || value == "true" || value == "0" ||
+                                  value == "false"))
+      d.elastic = value == "1" || value == "true";
+    else if (key == "elastic")
+      err = ("--diloco: elastic takes true or false (1 or 0), got '" + value + "'").str();
     else
       err = ("--diloco: unknown key '" + key +
              "' (inner-steps, fragments, overlap, alpha, outer-lr, outer-momentum, quant, "
-             "quant-block)")
+             "quant-block, elastic)")
                 .str();
     if (err)
       return err;
@@ -349,7 +354,7 @@ struct LoomcOptions {
   cl::opt<std::string> diloco{
       "diloco", cl::init(""),
       cl::value_desc("inner-steps=H,fragments=P,overlap=T,alpha=A,outer-lr=LR,"
-                     "outer-momentum=MU,quant=fp32|bf16|fp8|fp4,quant-block=B"),
+                     "outer-momentum=MU,quant=fp32|bf16|fp8|fp4,quant-block=B,elastic=0|1"),
       cl::desc("Streaming DiLoCo over --topology=replica=M,...: each replica trains alone "
                "(its own AdamW) and every H steps a fragment's pseudo-gradient is averaged "
                "across replicas, stepped by outer Nesterov SGD into a global copy and merged "

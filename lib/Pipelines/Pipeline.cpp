@@ -69,6 +69,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     d.outerMomentum = o.diloco->outerMomentum;
     d.quant = o.diloco->quant;
     d.quantBlock = o.diloco->quantBlock;
+    d.elastic = o.diloco->elastic;
     pm.addPass(mlir::loom::createDiloco(d));
   } else if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;

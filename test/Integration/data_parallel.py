@@ -11,7 +11,6 @@ Uses only the standard library (no torch): the reference is our own
 single-rank binary, whose numerics binary_vs_torch.py checks against
 PyTorch.
 """
-import argparse
 import json
 import os
 import signal
@@ -21,7 +20,7 @@ import time
 
 GPT = "gpt:layers=2,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 STEPS = 8
-from mpitest import ENV, MPIRUN, rank_pids
+from mpitest import ENV, MPIRUN, parse_args, rank_pids
 
 
 def losses(log):
@@ -99,11 +98,7 @@ def fault(binary, sig, timeout, bound):
 
 def main():
     global DATA
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
+    a = parse_args()
     DATA = os.path.join(a.tmp, "tokens.bin")
     # Structured tokens (a repeating phrase with noise), so the loss falls.
     import random

@@ -1,7 +1,6 @@
 """Shared pieces of the numerical tests: safetensors I/O (the format, so no
 package is needed), the tools' command lines, inputs for the built-in
 models, and independent PyTorch implementations of those models."""
-import argparse
 import json
 import math
 import os
@@ -11,6 +10,9 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from mpitest import parse_args  # noqa: E402,F401 (the tests import it from here)
 
 DTYPES = {"F32": (torch.float32, 4), "I64": (torch.int64, 8)}
 
@@ -147,18 +149,6 @@ def compare_losses(name, ours, ref32, ref64, steps):
     return e32
 
 
-
-
-def parse_args(*switches):
-    """--bin and --tmp (made), and boolean --SWITCHES."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="folder with loomc and loom-run")
-    ap.add_argument("--tmp", required=True)
-    for s in switches:
-        ap.add_argument(f"--{s}", action="store_true")
-    a = ap.parse_args()
-    os.makedirs(a.tmp, exist_ok=True)
-    return a
 
 
 def pattern_tokens(path, vocab, n):

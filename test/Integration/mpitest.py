@@ -1,6 +1,7 @@
 """Shared pieces of the multi-rank tests (standard library only): Open MPI's
 launcher as the tests start it, running a training binary on ranks, a token
 file, and finding a job's rank processes."""
+import argparse
 import json
 import os
 import random
@@ -9,6 +10,18 @@ import sys
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def parse_args(*switches):
+    """--bin and --tmp (made), and boolean --SWITCHES."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="folder with loomc and loom-run")
+    ap.add_argument("--tmp", required=True)
+    for s in switches:
+        ap.add_argument(f"--{s}", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.tmp, exist_ok=True)
+    return a
 
 
 def run(cmd):

@@ -3,6 +3,8 @@
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant=bf16" --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" | FileCheck %s --check-prefix=FP4
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" --loom-lower-to-runtime | FileCheck %s --check-prefix=FP4-RT
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4 elastic=true" | FileCheck %s --check-prefix=ELASTIC
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4 elastic=true" --loom-lower-to-runtime | FileCheck %s --check-prefix=ELASTIC-RT
 // RUN: not loom-opt %s --loom-diloco="quant=int3" 2>&1 | FileCheck %s --check-prefix=BADQUANT
 // RUN: not loom-opt %s --loom-diloco="inner-steps=4 fragments=2 overlap=2" 2>&1 | FileCheck %s --check-prefix=OVERLAP
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 overlap=1 quant=fp32" | FileCheck %s --check-prefix=TAU
@@ -83,6 +85,31 @@
 // FP4-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 8 bytes over
 // FP4-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 4 bytes over
 // FP4-RT: loomrt.block_decompress fp4_e2m1 %{{.*}} -> %{{.*}}, 16 block 4
+// elastic: every replica all-gathers its whole fragment (10 elements padded
+// to 12, whole blocks of 4) and a block of ones; the sum over the rows that
+// arrived divides by the ones' sum, the replicas present (a lost replica's
+// row is zeros).
+// ELASTIC-LABEL: func.func @diloco_outer_0()
+// ELASTIC: %[[ONES:.*]] = arith.constant dense<1.000000e+00> : tensor<4xf32>
+// ELASTIC-NEXT: %[[W:.*]] = loom.concat %{{.*}}, %{{.*}}, %{{.*}}, %[[ONES]] dim 0 : tensor<4xf32>, tensor<6xf32>, tensor<2xf32>, tensor<4xf32> -> tensor<16xf32>
+// ELASTIC-NEXT: %[[Q:.*]] = loom.compress %[[W]] : tensor<16xf32> -> !loom.packed<tensor<16xf32>, #loom.codec<fp4_e2m1, block = 4>>
+// ELASTIC-NEXT: %[[G:.*]], %[[T:.*]] = loom.all_gather %[[Q]] over #loom.group<@world, ["replica"]> on comm : {{.*}} -> !loom.packed<tensor<32xf32>, #loom.codec<fp4_e2m1, block = 4>>
+// ELASTIC-NEXT: loom.wait %[[T]]
+// ELASTIC-NEXT: %[[D:.*]] = loom.decompress %[[G]]
+// ELASTIC-NEXT: %[[R:.*]] = loom.reshape %[[D]] : tensor<32xf32> to tensor<2x16xf32>
+// ELASTIC-NEXT: %[[S:.*]] = loom.reduce sum %[[R]] [0] : tensor<2x16xf32> to tensor<16xf32>
+// ELASTIC-NEXT: %[[X:.*]] = loom.slice %[[S]] [0] [12] [1] : tensor<16xf32> to tensor<12xf32>
+// ELASTIC-NEXT: %[[N:.*]] = loom.slice %[[S]] [12] [13] [1] : tensor<16xf32> to tensor<1xf32>
+// ELASTIC-NEXT: loom.div %[[X]], %[[N]] : tensor<12xf32>, tensor<1xf32> -> tensor<12xf32>
+// ELASTIC-NOT: loom.all_to_all
+// ELASTIC-LABEL: func.func @diloco_outer_1()
+// Lowered: 4 scales then 8 bytes of codes a replica, gathered.
+// ELASTIC-RT-LABEL: func.func @diloco_outer_0(
+// ELASTIC-RT: loomrt.block_compress fp4_e2m1 %{{.*}} -> %{{.*}}, 16 block 4
+// ELASTIC-RT-NOT: loomrt.all_to_all
+// ELASTIC-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 16 bytes over
+// ELASTIC-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 8 bytes over
+// ELASTIC-RT: loomrt.block_decompress fp4_e2m1 %{{.*}} -> %{{.*}}, 32 block 4
 // BADQUANT: loom-diloco: quant=int3 is not a quantisation (fp32, bf16, fp8, fp4)
 // OVERLAP: loom-diloco: overlap (tau) must be at least 0 and below inner-steps / fragments
 // overlap=1: the exchange at offset 2 keeps its result in a state; the

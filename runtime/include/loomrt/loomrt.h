@@ -366,11 +366,13 @@ loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
  * A communicator is a group of ranks; collectives are ordered on a stream
  * like kernels. loomrt_comm_init_from_env bootstraps from mpirun's
  * OMPI_COMM_WORLD_RANK/SIZE or the usual RANK/WORLD_SIZE variables; with
- * neither set, the world is this process alone. This runtime implements the
- * one-rank world (every collective is then a copy or nothing), so generated
- * binaries run unchanged on one rank; several ranks need the NCCL / MPI
- * transports of the data-parallel work (LOOMRT_ERR_UNSUPPORTED until then,
- * with a message that says so). */
+ * neither set, the world is this process alone (every collective is then a
+ * copy or nothing). Several ranks: MPI for CPU ranks under mpirun, NCCL for
+ * GPUs, and elastic TCP for CPU ranks started with MASTER_ADDR and
+ * MASTER_PORT (or any device with LOOMRT_TRANSPORT=tcp), where a rank that
+ * dies leaves the group: its blocks of later all-gathers and all-to-alls
+ * are zeros and reductions (MEAN included) run over the ranks that remain.
+ * A transport the build lacks is LOOMRT_ERR_UNSUPPORTED with a message. */
 typedef struct loomrt_comm_t *loomrt_comm;
 loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out);
 /* This process's rank on its node (LOCAL_RANK, else mpirun's
