@@ -29,12 +29,13 @@
 // The exchange: an all-reduce in fp32 or bf16, or block-scaled fp8 (E4M3)
 // or fp4 (E2M1) through an all-to-all, an fp32 mean and an all-gather.
 // With overlap τ > 0 the outer step is split (Streaming DiLoCo §2.2): the
-// exchange at O (@diloco_outer_F, its result kept in @diloco.pending_F),
-// the outer SGD and the merge at O + τ (@diloco_apply_F), with the local
-// parameters as the τ inner steps between left them. The numerics are the
-// overlapped algorithm's; the exchange itself still runs between two inner
-// steps (hiding it behind them is not built). Not built either: data
-// parallelism inside a replica (it needs a communicator per level).
+// pseudo-gradients' snapshot at O (@diloco_outer_F, into @diloco.delta_F),
+// the exchange (@diloco_exchange_F, marked async: the driver runs it
+// beside the next inner steps on a communicator of its own; its result in
+// @diloco.pending_F), the outer SGD and the merge at O + τ
+// (@diloco_apply_F), with the local parameters as the τ inner steps
+// between left them. Not built: data parallelism inside a replica (it
+// needs a communicator per level).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -334,62 +335,80 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
       }
       auto flatT = RankedTensorType::get({padded}, f32);
       Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(fb2, loc, flatT, parts, 0);
-      Value mean;
-      if (narrow && elastic) {
-        mean = elasticMean(fb2, loc, flat, codec, replicas, group, comm);
-      } else if (narrow) {
-        mean = narrowMean(fb2, loc, flat, codec, replicas, group, comm);
-      } else {
+      // The mean over the replicas of a flat buffer, built by `eb`.
+      auto exchange = [&](OpBuilder &eb, Value x) -> Value {
+        if (narrow && elastic)
+          return elasticMean(eb, loc, x, codec, replicas, group, comm);
+        if (narrow)
+          return narrowMean(eb, loc, x, codec, replicas, group, comm);
         auto wireT = RankedTensorType::get({n}, wire);
         if (wire != f32)
-          flat = CastOp::create(fb2, loc, wireT, flat);
-        auto avg = AllReduceOp::create(fb2, loc, wireT, tok, flat, ValueRange{}, group,
+          x = CastOp::create(eb, loc, wireT, x);
+        auto avg = AllReduceOp::create(eb, loc, wireT, tok, x, ValueRange{}, group,
                                        ReduceKind::mean, comm);
-        WaitOp::create(fb2, loc, ValueRange{avg.getToken()});
-        mean = avg.getResult();
-        if (wire != f32)
-          mean = CastOp::create(fb2, loc, flatT, mean);
-      }
+        WaitOp::create(eb, loc, ValueRange{avg.getToken()});
+        Value m = avg.getResult();
+        return wire != f32 ? Value(CastOp::create(eb, loc, flatT, m)) : m;
+      };
       if (overlap == 0) {
-        applyOuter(fb2, loc, mine, mean, locals, globals, padded);
-      } else {
-        // Streaming DiLoCo's overlap: the exchange's result waits in
-        // @diloco.pending_F while τ more inner steps run; @diloco_apply_F
-        // then steps the global copy and merges it into the parameters as
-        // they are by then.
-        std::string pending = "diloco.pending_" + std::to_string(f);
+        applyOuter(fb2, loc, mine, exchange(fb2, flat), locals, globals, padded);
+        func::ReturnOp::create(fb2, loc);
+        b.setInsertionPointAfter(fn);
+        continue;
+      }
+      // Streaming DiLoCo's overlap, in three functions: @diloco_outer_F
+      // keeps the pseudo-gradients in @diloco.delta_F (a snapshot at the
+      // offset step); @diloco_exchange_F (attribute `async`: the driver may
+      // run it beside the next inner steps, on its own streams and
+      // communicator) averages them into @diloco.pending_F; τ steps later
+      // @diloco_apply_F steps the global copy and merges it into the
+      // parameters as they are by then.
+      std::string delta = "diloco.delta_" + std::to_string(f);
+      std::string pending = "diloco.pending_" + std::to_string(f);
+      auto addState = [&](StringRef name, Type type) {
         OpBuilder mb(ctx);
         mb.setInsertionPoint(module.getBody(), module.getBody()->begin());
         for (Operation &op : module.getBody()->getOperations())
           if (isa<TopologyOp>(op))
             mb.setInsertionPointAfter(&op);
-        StateOp::create(mb, loc, mb.getStringAttr(pending), TypeAttr::get(mean.getType()),
+        StateOp::create(mb, loc, mb.getStringAttr(name), TypeAttr::get(type),
                         StateRoleAttr::get(ctx, StateRole::other), FlatSymbolRefAttr(), zeros);
-        StoreOp::create(fb2, loc, mean, pending);
-        func::ReturnOp::create(fb2, loc);
-        b.setInsertionPointAfter(fn);
-        auto apply = func::FuncOp::create(b, loc, "diloco_apply_" + std::to_string(f),
-                                          FunctionType::get(ctx, {}, {}));
-        apply->setAttr(
-            LoomDialect::DilocoAttrHelper::getNameStr(),
-            b.getDictionaryAttr({b.getNamedAttr("every", b.getI64IntegerAttr(innerSteps)),
-                                 b.getNamedAttr("offset", b.getI64IntegerAttr(offset + overlap))}));
-        OpBuilder ab(ctx);
-        ab.setInsertionPointToStart(apply.addEntryBlock());
-        SmallVector<Value> nowLocal, nowGlobal;
-        for (ParamOp p : mine) {
-          nowLocal.push_back(LoadOp::create(ab, loc, p.getType(), p.getSymName()));
-          nowGlobal.push_back(
-              LoadOp::create(ab, loc, p.getType(), (p.getSymName() + ".diloco.global").str()));
-        }
-        Value waited = LoadOp::create(ab, loc, mean.getType(), pending);
-        applyOuter(ab, loc, mine, waited, nowLocal, nowGlobal, padded);
-        func::ReturnOp::create(ab, loc);
-        b.setInsertionPointAfter(apply);
-        continue;
-      }
+      };
+      addState(pending, flatT);
+      addState(delta, flatT);
+      StoreOp::create(fb2, loc, flat, delta);
       func::ReturnOp::create(fb2, loc);
+      auto schedule = [&](func::FuncOp g, int64_t at, bool async) {
+        SmallVector<NamedAttribute> keys{b.getNamedAttr("every", b.getI64IntegerAttr(innerSteps)),
+                                         b.getNamedAttr("offset", b.getI64IntegerAttr(at))};
+        if (async)
+          keys.push_back(b.getNamedAttr("async", b.getUnitAttr()));
+        g->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(), b.getDictionaryAttr(keys));
+      };
       b.setInsertionPointAfter(fn);
+      auto ex = func::FuncOp::create(b, loc, "diloco_exchange_" + std::to_string(f),
+                                     FunctionType::get(ctx, {}, {}));
+      schedule(ex, offset, true);
+      OpBuilder xb(ctx);
+      xb.setInsertionPointToStart(ex.addEntryBlock());
+      StoreOp::create(xb, loc, exchange(xb, LoadOp::create(xb, loc, flatT, delta)), pending);
+      func::ReturnOp::create(xb, loc);
+      b.setInsertionPointAfter(ex);
+      auto apply = func::FuncOp::create(b, loc, "diloco_apply_" + std::to_string(f),
+                                        FunctionType::get(ctx, {}, {}));
+      schedule(apply, offset + overlap, false);
+      OpBuilder ab(ctx);
+      ab.setInsertionPointToStart(apply.addEntryBlock());
+      SmallVector<Value> nowLocal, nowGlobal;
+      for (ParamOp p : mine) {
+        nowLocal.push_back(LoadOp::create(ab, loc, p.getType(), p.getSymName()));
+        nowGlobal.push_back(
+            LoadOp::create(ab, loc, p.getType(), (p.getSymName() + ".diloco.global").str()));
+      }
+      Value waited = LoadOp::create(ab, loc, flatT, pending);
+      applyOuter(ab, loc, mine, waited, nowLocal, nowGlobal, padded);
+      func::ReturnOp::create(ab, loc);
+      b.setInsertionPointAfter(apply);
     }
     return success();
   }

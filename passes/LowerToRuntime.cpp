@@ -1573,9 +1573,10 @@ struct Lowering {
     SmallVector<Attribute> outer;
     for (auto fn : module.getOps<func::FuncOp>())
       if (auto d = fn->getAttrOfType<DictionaryAttr>(LoomDialect::DilocoAttrHelper::getNameStr()))
-        outer.push_back(b.getDictionaryAttr({b.getNamedAttr("name", fn.getSymNameAttr()),
-                                             b.getNamedAttr("every", d.get("every")),
-                                             b.getNamedAttr("offset", d.get("offset"))}));
+        outer.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr("name", fn.getSymNameAttr()), b.getNamedAttr("every", d.get("every")),
+             b.getNamedAttr("offset", d.get("offset")),
+             b.getNamedAttr("async", b.getBoolAttr(d.contains("async")))}));
     if (!outer.empty())
       program = DictionaryAttr::get(
           module.getContext(),

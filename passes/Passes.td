@@ -332,8 +332,11 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     `@P.diloco.momentum`); the binary runs it before a fresh run's first
     step. `quant` fp8 and fp4 exchange block-scaled codes by all-to-all
     (each replica averages its chunk in fp32), requantise and all-gather.
-    With `overlap` τ > 0 the mean waits in `@diloco.pending_f` and
-    `@diloco_apply_f` (offset + τ) runs the outer step and the merge. Not
+    With `overlap` τ > 0, `@diloco_outer_f` keeps the pseudo-gradients in
+    `@diloco.delta_f`, `@diloco_exchange_f` (`async` in its `loom.diloco`:
+    the binary may run it beside the next inner steps) averages them into
+    `@diloco.pending_f`, and `@diloco_apply_f` (offset + τ) runs the outer
+    step and the merge. Not
     built yet: data parallelism inside a replica.
 
     After (one parameter @w, 2 replicas, inner-steps=4):

@@ -201,7 +201,11 @@ public:
         std::string wrapper = globalsEntry(name);
         outerTable += "    {" + cppStringLiteral(name) + ", " + wrapper + ", " +
                       std::to_string(d.getAs<IntegerAttr>("every").getInt()) + ", " +
-                      std::to_string(d.getAs<IntegerAttr>("offset").getInt()) + "},\n";
+                      std::to_string(d.getAs<IntegerAttr>("offset").getInt()) + ", " +
+                      (d.getAs<BoolAttr>("async") && d.getAs<BoolAttr>("async").getValue()
+                           ? "1"
+                           : "0") +
+                      "},\n";
         ++numOuter;
       }
     // The step's inputs, for the driver's data loaders.

@@ -185,12 +185,14 @@ bool launchedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
 
 #ifdef LOOMRT_HAVE_MPI
 bool mpiStartedHere = false;
+/// MPI_THREAD_MULTIPLE where the library gives it: two threads may then
+/// run collectives on two communicators (loomrt_comm_concurrent).
+int mpiThreads = MPI_THREAD_SINGLE;
 loomrt_status mpiInit(int expectSize) {
   int inited = 0;
   MPI_Initialized(&inited);
   if (!inited) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &mpiThreads) != MPI_SUCCESS)
       return fail(LOOMRT_ERR_BACKEND, "comm_init: MPI_Init failed");
     mpiStartedHere = true;
     std::atexit([] {
@@ -630,6 +632,53 @@ loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key, loomrt_comm *
                 "comm_split: the elastic TCP transport has no sub-groups yet (one level: "
                 "DiLoCo's replicas of one rank each)");
   return fail(LOOMRT_ERR_UNSUPPORTED, "comm_split: unknown transport");
+}
+
+loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out) {
+  if (!c || !out)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_dup: null argument");
+  auto *d = new loomrt_comm_t{c->dev, c->rank, c->size, c->transport};
+  loomrt_status st = LOOMRT_OK;
+  if (c->transport == Transport::Tcp)
+    st = loomrt::tcp::dup(c->tcp, Watchdog::get().timeout(), &d->tcp);
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi && MPI_Comm_dup(c->mpi, &d->mpi) != MPI_SUCCESS)
+    st = fail(LOOMRT_ERR_BACKEND, "comm_dup: MPI_Comm_dup failed");
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  if (c->transport == Transport::Nccl) {
+    ncclResult_t r = ncclCommSplit(c->nccl, 0, c->rank, &d->nccl, nullptr);
+    if (r != ncclSuccess)
+      st = fail(LOOMRT_ERR_BACKEND, std::string("comm_dup: ") + ncclGetErrorString(r));
+  }
+#endif
+  if (st != LOOMRT_OK) {
+    delete d;
+    return st;
+  }
+  *out = d;
+  return LOOMRT_OK;
+}
+
+int loomrt_comm_concurrent(loomrt_comm c) {
+  if (!c)
+    return 0;
+  switch (c->transport) {
+  case Transport::Self:
+  case Transport::Tcp:
+    return 1;
+  case Transport::Mpi:
+#ifdef LOOMRT_HAVE_MPI
+    return mpiThreads == MPI_THREAD_MULTIPLE;
+#else
+    return 0;
+#endif
+  case Transport::Nccl:
+    // Two communicators' kernels on one GPU may wait on each other in
+    // different orders on different ranks (NCCL's documentation).
+    return 0;
+  }
+  return 0;
 }
 
 void loomrt_comm_destroy(loomrt_comm c) {

@@ -440,35 +440,22 @@ bool recvAll(int fd, void *p, size_t n) {
   }
   return true;
 }
-loomrt_status join(int rank, int size, double timeoutS, Group **out) {
-  double mbits = 0;
-  if (const char *v = std::getenv("LOOMRT_TCP_MBITS")) {
-    char *end = nullptr;
-    mbits = std::strtod(v, &end);
-    if (!end || *end || !(mbits > 0))
-      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                  std::string("comm_init: LOOMRT_TCP_MBITS='") + v +
-                      "' is not a rate in megabits per second above 0");
-  }
-  sockaddr_in master{};
-  if (loomrt_status st = resolveMaster("ranks started without mpirun", &master))
-    return st;
-  const char *addr = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT");
-  Deadline deadline = deadlineIn(timeoutS);
+namespace {
+
+/// The full mesh: rank 0 takes every other rank's card on `ls` (its
+/// listener at `master`) and hands out the table; every other rank connects
+/// to the lower ranks and takes the higher ones' calls.
+loomrt_status mesh(int rank, int size, double bytesPerS, sockaddr_in master, int ls,
+                   Deadline deadline, Group **out) {
   auto g = std::make_unique<Group>();
   g->rank = rank, g->size = size;
   g->fd.assign(size_t(size), -1);
   g->live.assign(size_t(size), 1);
-  g->bytesPerS = mbits * 1e6 / 8;
+  g->bytesPerS = bytesPerS;
   std::vector<Card> cards(static_cast<size_t>(size));
   int mine = -1;
   uint16_t minePort = 0;
   if (rank == 0) {
-    uint16_t bound;
-    int ls = listenOn(master.sin_port, size, &bound);
-    if (ls < 0)
-      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: rank 0 cannot listen on port ") +
-                                          port + ": " + std::strerror(errno));
     for (int k = 1; k < size; ++k) {
       int f = acceptBefore(ls, deadline);
       Card c{};
@@ -479,7 +466,7 @@ loomrt_status join(int rank, int size, double timeoutS, Group **out) {
         close(ls);
         return fail(LOOMRT_ERR_BACKEND,
                     f < 0 ? "comm_init: only " + std::to_string(k) + " of " +
-                                std::to_string(size) + " ranks joined at port " + port +
+                                std::to_string(size) + " ranks joined at port " + std::to_string(ntohs(master.sin_port)) +
                                 " before the timeout"
                           : std::string("comm_init: a rank joined with a bad or repeated rank "
                                         "number"));
@@ -501,8 +488,8 @@ loomrt_status join(int rank, int size, double timeoutS, Group **out) {
     int f = connectBefore(master, deadline);
     if (f < 0) {
       close(mine);
-      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: rank 0 never listened at ") +
-                                          addr + ":" + port);
+      return fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 never listened at port " +
+                                          std::to_string(ntohs(master.sin_port)));
     }
     noDelay(f);
     sockaddr_in self{};
@@ -548,6 +535,55 @@ loomrt_status join(int rank, int size, double timeoutS, Group **out) {
   }
   *out = g.release();
   return LOOMRT_OK;
+}
+
+} // namespace
+
+loomrt_status join(int rank, int size, double timeoutS, Group **out) {
+  double mbits = 0;
+  if (const char *v = std::getenv("LOOMRT_TCP_MBITS")) {
+    char *end = nullptr;
+    mbits = std::strtod(v, &end);
+    if (!end || *end || !(mbits > 0))
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string("comm_init: LOOMRT_TCP_MBITS='") + v +
+                      "' is not a rate in megabits per second above 0");
+  }
+  sockaddr_in master{};
+  if (loomrt_status st = resolveMaster("ranks started without mpirun", &master))
+    return st;
+  Deadline deadline = deadlineIn(timeoutS);
+  int ls = -1;
+  if (rank == 0) {
+    uint16_t bound;
+    ls = listenOn(master.sin_port, size, &bound);
+    if (ls < 0)
+      return fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 cannot listen on port " +
+                                          std::to_string(ntohs(master.sin_port)) + ": " +
+                                          std::strerror(errno));
+  }
+  return mesh(rank, size, mbits * 1e6 / 8, master, ls, deadline, out);
+}
+
+loomrt_status dup(Group *g, double timeoutS, Group **out) {
+  if (g->members() != g->size)
+    return fail(LOOMRT_ERR_UNSUPPORTED,
+                "comm_dup: the group has lost ranks; a copy would have to leave them out too");
+  sockaddr_in master{};
+  if (loomrt_status st = resolveMaster("ranks started without mpirun", &master))
+    return st;
+  uint16_t port = 0;
+  int ls = g->rank == 0 ? listenOn(0, g->size, &port) : -1;
+  // Rank 0's new port, to every rank (0: it could not listen).
+  if (loomrt_status st = broadcast(g, &port, sizeof port, 0)) {
+    if (ls >= 0)
+      close(ls);
+    return st;
+  }
+  if (port == 0)
+    return fail(LOOMRT_ERR_BACKEND, "comm_dup: rank 0 could not open a second listener");
+  master.sin_port = port;
+  return mesh(g->rank, g->size, g->bytesPerS, master, ls, deadlineIn(timeoutS), out);
 }
 
 void destroy(Group *g) { delete g; }

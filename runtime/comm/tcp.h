@@ -43,6 +43,9 @@ struct Group;
 /// waiting up to `timeoutS` for the others. LOOMRT_TCP_MBITS (megabits per
 /// second) caps what this rank sends, to emulate a slower link.
 loomrt_status join(int rank, int size, double timeoutS, Group **out);
+/// A second group of the same ranks with connections of its own, so two
+/// threads can run collectives at once (one on each).
+loomrt_status dup(Group *g, double timeoutS, Group **out);
 void destroy(Group *g);
 /// The ranks still in the group.
 int live(const Group *g);

@@ -26,6 +26,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <thread>
 #include <vector>
 
 /// The step's buffers in one memory space: blocks allocated once and
@@ -80,8 +81,8 @@ struct Arena {
 };
 
 struct loomrt_step_ctx_t {
-  loomrt_device dev;
-  loomrt_stream stream;
+  loomrt_device dev = nullptr;
+  loomrt_stream stream = nullptr;
   loomrt_comm comm = nullptr;
   // Collectives and copies run on their own streams, ordered against the
   // compute stream by events from a pool that every step reuses; work on
@@ -91,7 +92,7 @@ struct loomrt_step_ctx_t {
   loomrt_device hostDev = nullptr; // a CPU device when the step runs on a GPU
   std::vector<loomrt_event> events;
   size_t nextEvent = 0;
-  float lrOverride; // < 0: none
+  float lrOverride = -1; // < 0: none
   uint64_t seed = 0; // --seed
   int64_t step = 0;  // the step being run, from 0 (dropout keys)
   Arena device, host; // step buffers on the device and in pinned host memory
@@ -107,6 +108,26 @@ struct loomrt_step_ctx_t {
   double hostFirstMs = -1, hostTotalMs = 0;
   int64_t hostSpan = -1;
   bool hostOpen = false;
+
+  /// The streams of a context on `d` (hostDev set first where the host is
+  /// another device) with communicator `cm`.
+  loomrt_status open(loomrt_device d, loomrt_comm cm) {
+    dev = d;
+    device.dev = host.dev = d;
+    host.space = LOOMRT_MEM_PINNED;
+    comm = cm;
+    for (loomrt_stream *st : {&stream, &commStream, &copyStreams[0], &copyStreams[1]})
+      if (loomrt_status e = loomrt_stream_create(d, st))
+        return e;
+    return loomrt_stream_create(hostDev ? hostDev : d, &hostStream);
+  }
+  /// Streams back; the devices are the caller's.
+  void closeStreams() {
+    for (loomrt_stream st : {hostStream, copyStreams[0], copyStreams[1], commStream, stream})
+      if (st)
+        loomrt_stream_destroy(st);
+    hostStream = copyStreams[0] = copyStreams[1] = commStream = stream = nullptr;
+  }
 
   void *alloc(size_t bytes) { return device.alloc(bytes); }
   void free(void *p) {
@@ -686,21 +707,53 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   const char *unit = arrays ? "samples" : "tokens";
 
   loomrt_step_ctx_t ctx;
-  ctx.dev = dev;
-  ctx.device.dev = ctx.host.dev = dev;
-  ctx.host.space = LOOMRT_MEM_PINNED;
-  ctx.comm = comm;
   ctx.lrOverride = float(f.lr);
-  TRY(loomrt_stream_create(dev, &ctx.stream), "creating a stream");
-  TRY(loomrt_stream_create(dev, &ctx.commStream), "creating a stream");
-  for (loomrt_stream &cs : ctx.copyStreams)
-    TRY(loomrt_stream_create(dev, &cs), "creating a stream");
   // Host work runs on the CPU backend; on a CPU target that is this device.
   if (p->backend != LOOMRT_BACKEND_CPU)
     TRY(loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &ctx.hostDev), "opening the host device");
-  TRY(loomrt_stream_create(ctx.hostDev ? ctx.hostDev : dev, &ctx.hostStream),
-      "creating a stream");
+  TRY(ctx.open(dev, comm), "creating the step's streams");
   loomrt_stream s = ctx.stream;
+  // Streaming DiLoCo's async exchanges run on a thread of their own with a
+  // step context of their own (streams, events, arena) and a duplicate of
+  // the communicator, beside the inner steps that follow them, where the
+  // transport allows two threads at once (loomrt_comm_concurrent); else
+  // between two steps, as the other outer entries.
+  bool anyAsync = false;
+  for (size_t k = 0; k < p->num_outer; ++k)
+    anyAsync = anyAsync || p->outer[k].async;
+  loomrt_step_ctx_t side;
+  loomrt_comm sideComm = nullptr;
+  std::thread inflight;
+  // An early return (an error) waits for the exchange in flight, which
+  // uses `side`, instead of ending the program (a joinable std::thread).
+  struct Joiner {
+    std::thread &t;
+    ~Joiner() {
+      if (t.joinable())
+        t.join();
+    }
+  } joiner{inflight};
+  loomrt_status inflightSt = LOOMRT_OK;
+  std::string inflightWhat;
+  uint64_t sideSent = 0;
+  if (anyAsync && loomrt_comm_concurrent(comm)) {
+    TRY(loomrt_comm_dup(comm, &sideComm), "DiLoCo: a second communicator for the exchanges");
+    side.lrOverride = ctx.lrOverride;
+    side.hostDev = ctx.hostDev;
+    TRY(side.open(dev, sideComm), "DiLoCo: the exchanges' streams");
+  } else if (anyAsync) {
+    std::printf("DiLoCo: the outer exchanges run between inner steps (this transport cannot "
+                "run two collectives at once: NCCL, or MPI without MPI_THREAD_MULTIPLE)\n");
+  }
+  // Waits for the exchange in flight; its bytes count from now.
+  auto joinSide = [&]() -> int {
+    if (!inflight.joinable())
+      return 0;
+    inflight.join();
+    if (inflightSt != LOOMRT_OK)
+      return die(inflightWhat);
+    return 0;
+  };
   TRY(loomrt_event_create(dev, &ctx.phaseStart), "creating an event");
   TRY(loomrt_event_create(dev, &ctx.backwardDone), "creating an event");
 
@@ -757,6 +810,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
 
   auto saveCheckpoint = [&](long stepDone) -> int {
+    if (int rc = joinSide())
+      return rc;
     for (size_t i = 0; i < p->num_globals; ++i)
       if (host[i].data() != G[i])
         TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
@@ -847,10 +902,41 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(p->outer_start(&ctx, G.data()), "DiLoCo: the global copy of the parameters");
     TRY((frozen ? p->train_step_frozen : p->train_step)(&ctx, G.data(), dIn.data(), &dLoss),
         frozen ? "training step (1-bit Adam, after the freeze)" : "training step");
+    uint64_t sideBytes = 0;
     for (size_t k = 0; k < p->num_outer; ++k) {
       const loomrt_outer_desc &o = p->outer[k];
-      if (step + 1 >= o.offset && (step + 1 - o.offset) % o.every == 0)
+      if (step + 1 < o.offset || (step + 1 - o.offset) % o.every != 0)
+        continue;
+      if (!o.async || !sideComm) {
+        if (!o.async) {
+          // What it reads (an exchange's result) must be complete.
+          if (int rc = joinSide())
+            return rc;
+          uint64_t now = loomrt_comm_bytes_sent(sideComm, -1);
+          sideBytes += now - sideSent;
+          sideSent = now;
+        }
         TRY(o.fn(&ctx, G.data()), std::string("DiLoCo outer step ") + o.name);
+        continue;
+      }
+      if (int rc = joinSide())
+        return rc;
+      // The exchange reads what the compute stream wrote (the snapshot).
+      TRY(loomrt_stream_synchronize(s), "DiLoCo: the snapshot before an exchange");
+      side.reset(std::chrono::steady_clock::now());
+      side.seed = f.seed;
+      side.step = step;
+      inflightWhat = std::string("DiLoCo exchange ") + o.name;
+      inflight = std::thread([&side, &inflightSt, &inflightWhat, &G, fn = o.fn] {
+        loomrt_status st = fn(&side, G.data());
+        if (st == LOOMRT_OK)
+          st = loomrt_stream_synchronize(side.stream);
+        if (st == LOOMRT_OK)
+          st = loomrt_stream_synchronize(side.commStream);
+        if (st != LOOMRT_OK)
+          inflightWhat += std::string(": ") + loomrt_last_error();
+        inflightSt = st;
+      });
     }
     if (trace) {
       TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
@@ -879,11 +965,14 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     }
     if (log)
       logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
-              world > 1 ? (long long)(loomrt_comm_bytes_sent(comm, -1) - sentBefore) : -1);
+              world > 1 ? (long long)(loomrt_comm_bytes_sent(comm, -1) - sentBefore + sideBytes)
+                        : -1);
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
         return rc;
   }
+  if (int rc = joinSide())
+    return rc;
   if (trace) {
     TRY(loomrt_trace_write(trace, f.trace.c_str()), "writing the trace");
     loomrt_trace_destroy(trace);
@@ -896,14 +985,13 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   for (size_t i = 0; i < G.size(); ++i)
     loomrt_free(dev, p->globals[i].space, G[i]);
   ctx.release();
+  side.release();
+  loomrt_comm_destroy(sideComm);
   loomrt_comm_destroy(comm);
-  loomrt_stream_destroy(ctx.hostStream);
-  for (loomrt_stream cs : ctx.copyStreams)
-    loomrt_stream_destroy(cs);
+  side.closeStreams();
+  ctx.closeStreams();
   if (ctx.hostDev)
     loomrt_device_close(ctx.hostDev);
-  loomrt_stream_destroy(ctx.commStream);
-  loomrt_stream_destroy(s);
   loomrt_device_close(dev);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -142,6 +143,37 @@ TEST(Tcp, CollectivesOnThreeRanks) {
     loomrt_comm sub = nullptr;
     k.check(loomrt_comm_split(k.c, 0, r, &sub) == LOOMRT_ERR_UNSUPPORTED, "split says no");
     loomrt_comm_destroy(k.c);
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+// A duplicate has connections of its own: one thread all-reduces on the
+// original while another all-gathers on the copy, as the driver runs
+// DiLoCo's exchange beside the inner steps.
+TEST(Tcp, DuplicateRunsBesideTheOriginal) {
+  auto st = forkRanks(3, [](Rank &k) {
+    loomrt_comm d = nullptr;
+    k.check(loomrt_comm_dup(k.c, &d) == LOOMRT_OK, std::string("dup: ") + loomrt_last_error());
+    k.check(loomrt_comm_concurrent(k.c) == 1, "concurrent");
+    if (!d)
+      return;
+    loomrt_stream s2 = nullptr;
+    loomrt_stream_create(k.dev, &s2);
+    int badGather = 0;
+    std::thread side([&] {
+      for (int i = 0; i < 50; ++i) {
+        std::vector<float> x(1000, float(k.rank + i)), out(3000);
+        if (loomrt_all_gather(d, s2, LOOMRT_F32, x.data(), out.data(), 1000) != LOOMRT_OK ||
+            out[0] != float(i) || out[1999] != float(1 + i) || out[2000] != float(2 + i))
+          ++badGather;
+      }
+    });
+    for (int i = 0; i < 50; ++i)
+      k.check(k.mean(float(k.rank * i)) == float(i), "mean on the original");
+    side.join();
+    k.check(badGather == 0, "gathers on the duplicate");
+    loomrt_comm_destroy(d);
+    loomrt_stream_destroy(s2);
   });
   EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
 }

@@ -54,7 +54,7 @@
 // FP32-NOT: nesterov
 
 // The lowering keeps the start and the outer steps and lists them.
-// RT: loomrt.program = {{{.*}}outer = [{every = 4 : i64, name = "diloco_outer_0", offset = 2 : i64}, {every = 4 : i64, name = "diloco_outer_1", offset = 4 : i64}]
+// RT: loomrt.program = {{{.*}}outer = [{async = false, every = 4 : i64, name = "diloco_outer_0", offset = 2 : i64}, {async = false, every = 4 : i64, name = "diloco_outer_1", offset = 4 : i64}]
 // RT-LABEL: func.func @diloco_start(
 // RT-LABEL: func.func @diloco_outer_0(
 // RT: loomrt.all_reduce mean bf16
@@ -112,13 +112,20 @@
 // ELASTIC-RT: loomrt.block_decompress fp4_e2m1 %{{.*}} -> %{{.*}}, 32 block 4
 // BADQUANT: loom-diloco: quant=int3 is not a quantisation (fp32, bf16, fp8, fp4)
 // OVERLAP: loom-diloco: overlap (tau) must be at least 0 and below inner-steps / fragments
-// overlap=1: the exchange at offset 2 keeps its result in a state; the
+// overlap=1: a snapshot of the pseudo-gradients at offset 2, an exchange
+// (async: the binary may run it beside the next step) into a state; the
 // outer step and the merge run one step later, on the parameters as they
 // are then.
-// TAU: loom.state @diloco.pending_0 : tensor<10xf32> role other
+// TAU: loom.state @diloco.delta_0 : tensor<10xf32> role other
+// TAU-NEXT: loom.state @diloco.pending_0 : tensor<10xf32> role other
 // TAU-LABEL: func.func @diloco_outer_0()
 // TAU-SAME: {every = 4 : i64, offset = 2 : i64}
-// TAU: loom.all_reduce
+// TAU: loom.store %{{.*}} to @diloco.delta_0
+// TAU-NOT: loom.all_reduce
+// TAU-LABEL: func.func @diloco_exchange_0()
+// TAU-SAME: {async, every = 4 : i64, offset = 2 : i64}
+// TAU: %[[D:.*]] = loom.load @diloco.delta_0
+// TAU-NEXT: loom.all_reduce %[[D]]
 // TAU: loom.store %{{.*}} to @diloco.pending_0
 // TAU-NOT: loom.sgd
 // TAU-LABEL: func.func @diloco_apply_0()

@@ -385,6 +385,13 @@ int loomrt_comm_size(loomrt_comm c);
  * (MPI_Comm_split): how topology levels become groups. */
 loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key,
                                 loomrt_comm *out);
+/* A communicator of the same ranks that works independently of c
+ * (collective over c's ranks, like a split with one color). */
+loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out);
+/* 1 when two host threads may run collectives at the same time on c and on
+ * a duplicate of it: the one-rank world, elastic TCP, MPI with
+ * MPI_THREAD_MULTIPLE; not NCCL. */
+int loomrt_comm_concurrent(loomrt_comm c);
 void loomrt_comm_destroy(loomrt_comm c);
 /* recv = op over ranks of send (count elements each). MEAN divides by size. */
 loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s,

@@ -76,14 +76,19 @@ typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loom
  * them) instead of misreading it. Bump on any change to these structs. */
 /* A Streaming DiLoCo outer step (loomc --diloco): run after the inner step
  * numbered t (from 0) when t + 1 >= offset and t + 1 - offset is a
- * multiple of every. */
+ * multiple of every, in table order. An async one (the exchange of an
+ * overlapped fragment) may run beside the inner steps that follow, with a
+ * step context of its own (its streams, arena and communicator); it must
+ * be complete before the next entry of the table that is not async runs,
+ * before a checkpoint and at the end. */
 typedef struct loomrt_outer_desc {
   const char *name;
   loomrt_status (*fn)(loomrt_step_ctx c, void **globals);
   int64_t every, offset;
+  int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 10
+#define LOOMRT_TRAIN_ABI 11
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
