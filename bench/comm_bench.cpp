@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
         double factor = op == 0 ? 2.0 * (n - 1) / n : double(n - 1) / n;
         if (rank == 0)
           std::printf("{\"impl\": \"loomrt\", \"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %zu, "
-                      "\"ranks\": %d, \"ms\": %.4f, \"busbw_gbs\": %.1f}\n",
+                      "\"ranks\": %d, \"ms\": %.4f, \"busbw_gbs\": %.4f}\n",
                       op == 0 ? "all_reduce" : "reduce_scatter",
                       dt == LOOMRT_BF16 ? "bf16" : "fp32", bytes, n, med,
                       double(bytes) * factor / (med * 1e-3) / 1e9);

@@ -124,7 +124,10 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
     fds.clear(), who.clear();
     auto now = Clock::now();
     bool mayWrite = g.bytesPerS <= 0 || now >= g.nextSend;
-    int timeoutMs = -1;
+    // The rate cap's wait, to the nanosecond (poll's milliseconds would
+    // round a 64 KiB chunk's half millisecond at 1 Gbit/s up to one).
+    bool wait = false;
+    timespec until{};
     for (int p = 0; p < g.size; ++p) {
       Io &x = io[size_t(p)];
       if (p == g.rank || !g.live[size_t(p)] || g.fd[size_t(p)] < 0 || x.done())
@@ -133,18 +136,21 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
       if (x.got < sizeof(Header) + x.recvLen)
         ev |= POLLIN;
       if (x.sent < sizeof(Header) + x.sendLen) {
-        if (mayWrite)
+        if (mayWrite) {
           ev |= POLLOUT;
-        else
-          timeoutMs = std::max<int>(1, int(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               g.nextSend - now).count()));
+        } else {
+          auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(g.nextSend - now).count();
+          wait = true;
+          until.tv_sec = time_t(ns / 1000000000);
+          until.tv_nsec = long(ns % 1000000000);
+        }
       }
       fds.push_back({g.fd[size_t(p)], ev, 0});
       who.push_back(p);
     }
     if (fds.empty())
       break;
-    int n = poll(fds.data(), fds.size(), timeoutMs);
+    int n = ppoll(fds.data(), fds.size(), wait ? &until : nullptr, nullptr);
     if (n < 0 && errno != EINTR)
       return fail(LOOMRT_ERR_BACKEND, std::string("tcp: poll failed: ") + std::strerror(errno));
     for (size_t k = 0; n > 0 && k < fds.size(); ++k) {
@@ -202,7 +208,9 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
         if (w > 0) {
           x.sent += size_t(w);
           if (g.bytesPerS > 0) {
-            auto base = std::max(g.nextSend, Clock::now());
+            // A token bucket of 2 ms: a late wake-up is caught up on, so
+            // the long-run rate is the cap's.
+            auto base = std::max(g.nextSend, Clock::now() - std::chrono::milliseconds(2));
             g.nextSend = base + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(double(w) / g.bytesPerS));
             break; // re-plan the poll: the cap holds writes back
@@ -304,44 +312,61 @@ void reduceBlocks(const Group &g, loomrt_dtype dt, const char *blocks, size_t co
   for (int p = 0; p < g.size; ++p)
     if (g.live[size_t(p)])
       m.push_back(p);
-  auto combine = [op](auto a, auto b) {
-    return op == LOOMRT_REDUCE_MAX ? std::max(a, b) : op == LOOMRT_REDUCE_MIN ? std::min(a, b)
-                                                                              : a + b;
+  // acc[i] = op(acc[i], x[i]) over the members after the first, a loop the
+  // compiler vectorises.
+  auto fold = [&](auto *acc, auto load) {
+    for (size_t k = 1; k < m.size(); ++k) {
+      const char *blk = blocks + size_t(m[k]) * stride;
+      if (op == LOOMRT_REDUCE_MAX)
+        for (size_t i = 0; i < count; ++i)
+          acc[i] = std::max(acc[i], load(blk, i));
+      else if (op == LOOMRT_REDUCE_MIN)
+        for (size_t i = 0; i < count; ++i)
+          acc[i] = std::min(acc[i], load(blk, i));
+      else
+        for (size_t i = 0; i < count; ++i)
+          acc[i] += load(blk, i);
+    }
   };
-  for (size_t i = 0; i < count; ++i) {
-    if (dt == LOOMRT_I64) {
-      int64_t acc = 0;
-      for (size_t k = 0; k < m.size(); ++k) {
-        int64_t v;
-        std::memcpy(&v, blocks + size_t(m[k]) * stride + i * 8, 8);
-        acc = k ? combine(acc, v) : v;
-      }
-      if (op == LOOMRT_REDUCE_MEAN)
-        acc /= int64_t(m.size());
-      std::memcpy(static_cast<char *>(out) + i * 8, &acc, 8);
-      continue;
-    }
-    float acc = 0;
-    for (size_t k = 0; k < m.size(); ++k) {
-      float v;
-      if (dt == LOOMRT_BF16) {
-        uint16_t h;
-        std::memcpy(&h, blocks + size_t(m[k]) * stride + i * 2, 2);
-        v = bf16ToFloat(h);
-      } else {
-        std::memcpy(&v, blocks + size_t(m[k]) * stride + i * 4, 4);
-      }
-      acc = k ? combine(acc, v) : v;
-    }
+  const char *first = blocks + size_t(m[0]) * stride;
+  if (dt == LOOMRT_I64) {
+    std::vector<int64_t> acc(count);
+    std::memcpy(acc.data(), first, stride);
+    fold(acc.data(), [](const char *b, size_t i) {
+      int64_t v;
+      std::memcpy(&v, b + i * 8, 8);
+      return v;
+    });
     if (op == LOOMRT_REDUCE_MEAN)
-      acc /= float(m.size());
-    if (dt == LOOMRT_BF16) {
-      uint16_t h = floatToBf16(acc);
-      std::memcpy(static_cast<char *>(out) + i * 2, &h, 2);
-    } else {
-      std::memcpy(static_cast<char *>(out) + i * 4, &acc, 4);
-    }
+      for (int64_t &v : acc)
+        v /= int64_t(m.size());
+    std::memcpy(out, acc.data(), stride);
+    return;
   }
+  std::vector<float> acc(count);
+  auto loadF = [dt](const char *b, size_t i) {
+    if (dt == LOOMRT_BF16) {
+      uint16_t h;
+      std::memcpy(&h, b + i * 2, 2);
+      return bf16ToFloat(h);
+    }
+    float v;
+    std::memcpy(&v, b + i * 4, 4);
+    return v;
+  };
+  for (size_t i = 0; i < count; ++i)
+    acc[i] = loadF(first, i);
+  fold(acc.data(), loadF);
+  if (op == LOOMRT_REDUCE_MEAN)
+    for (float &v : acc)
+      v /= float(m.size());
+  if (dt == LOOMRT_BF16)
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t h = floatToBf16(acc[i]);
+      std::memcpy(static_cast<char *>(out) + i * 2, &h, 2);
+    }
+  else
+    std::memcpy(out, acc.data(), stride);
 }
 
 /// Blocks of ranks that are not members become zeros.
