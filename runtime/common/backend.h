@@ -143,6 +143,9 @@ struct BackendOps {
                                  float *p, const uint16_t *g, float *m,
                                  float *v, uint16_t *pOut, size_t n);
   loomrt_status (*memory_info)(void *state, size_t *free, size_t *total);
+  /// Makes the device the calling thread's (GPU runtimes keep a current
+  /// device per thread).
+  loomrt_status (*bind)(void *state);
   const KernelOps *kernels;
 };
 

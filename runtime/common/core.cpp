@@ -83,6 +83,12 @@ loomrt_status loomrt_device_memory(loomrt_device dev, size_t *freeBytes,
   return dev->ops->memory_info(dev->state, freeBytes, total);
 }
 
+loomrt_status loomrt_device_bind(loomrt_device dev) {
+  if (!dev)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "device_bind: null device");
+  return dev->ops->bind(dev->state);
+}
+
 loomrt_status loomrt_alloc(loomrt_device dev, loomrt_mem_space space,
                            size_t bytes, void **out) {
   if (!dev || !out)

@@ -120,7 +120,8 @@ const BackendOps kCpuOps = {
     cpuAlloc,       cpuFree,        cpuStreamCreate, cpuStreamDestroy,
     cpuStreamSync,  cpuMemcpy,      cpuEventCreate,  cpuEventDestroy,
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
-    cpuAdam,        cpuAdamBf16,    cpuMemoryInfo,   cpuKernels(),
+    cpuAdam,        cpuAdamBf16,    cpuMemoryInfo,   [](void *) { return LOOMRT_OK; },
+    cpuKernels(),
 };
 
 } // namespace

@@ -928,7 +928,9 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       side.step = step;
       inflightWhat = std::string("DiLoCo exchange ") + o.name;
       inflight = std::thread([&side, &inflightSt, &inflightWhat, &G, fn = o.fn] {
-        loomrt_status st = fn(&side, G.data());
+        loomrt_status st = loomrt_device_bind(side.dev);
+        if (st == LOOMRT_OK)
+          st = fn(&side, G.data());
         if (st == LOOMRT_OK)
           st = loomrt_stream_synchronize(side.stream);
         if (st == LOOMRT_OK)

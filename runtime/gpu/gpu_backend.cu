@@ -214,6 +214,10 @@ loomrt_status gpuAdamBf16(void *stream, const loomrt_adam_config *cfg,
   return launchAdam<uint16_t>(stream, cfg, p, g, m, v, pOut, n);
 }
 
+loomrt_status gpuBind(void *state) {
+  return check(gpuSetDevice(static_cast<GpuState *>(state)->ordinal), "set device");
+}
+
 loomrt_status gpuMemoryInfo(void *state, size_t *freeBytes, size_t *total) {
   gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   return check(gpuMemGetInfo(freeBytes, total), "device memory");
@@ -226,7 +230,7 @@ const BackendOps kGpuOps = {
     gpuMemcpyImpl,      gpuEventCreateImpl, gpuEventDestroyImpl,
     gpuEventRecordImpl, gpuWaitEventImpl,  gpuEventSyncImpl,
     gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
-    gpuMemoryInfo,      cudaKernels(),
+    gpuMemoryInfo,      gpuBind,           cudaKernels(),
 };
 
 } // namespace

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -95,6 +96,34 @@ TEST(Devices, MissingDeviceIsUnsupportedNotACrash) {
 }
 
 // Capacity for the cost model (loom-calibrate): some memory, free <= total.
+// Another host thread binds the device before it enqueues work (the driver
+// runs DiLoCo's exchange so): a fill on a stream made there comes back.
+TEST_P(Conformance, AnotherThreadBindsTheDevice) {
+  void *d = nullptr;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, 64 * 4, &d));
+  loomrt_status st = LOOMRT_ERR_BACKEND;
+  std::thread t([&] {
+    loomrt_stream s2 = nullptr;
+    st = loomrt_device_bind(dev);
+    if (st == LOOMRT_OK)
+      st = loomrt_stream_create(dev, &s2);
+    if (st == LOOMRT_OK)
+      st = loomrt_fill(s2, LOOMRT_F32, d, 2.5f, 64);
+    if (st == LOOMRT_OK)
+      st = loomrt_stream_synchronize(s2);
+    if (s2)
+      loomrt_stream_destroy(s2);
+  });
+  t.join();
+  ASSERT_EQ(LOOMRT_OK, st) << loomrt_last_error();
+  std::vector<float> back(64);
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, back.data(), d, 64 * 4));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  EXPECT_EQ(std::vector<float>(64, 2.5f), back);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_device_bind(nullptr));
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, d);
+}
+
 TEST_P(Conformance, ReportsDeviceMemory) {
   size_t freeBytes = 0, total = 0;
   LOOMRT_ASSERT_OK(loomrt_device_memory(dev, &freeBytes, &total));

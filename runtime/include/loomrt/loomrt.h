@@ -72,6 +72,10 @@ loomrt_backend loomrt_device_backend(loomrt_device dev);
 /* Device memory (the CPU backend: physical host memory): free now, total. */
 loomrt_status loomrt_device_memory(loomrt_device dev, size_t *free_bytes,
                                    size_t *total_bytes);
+/* Makes dev the calling thread's device: a thread other than the one that
+ * opened it calls this before it enqueues work (a GPU runtime keeps a
+ * current device per thread, and a stream of another device is refused). */
+loomrt_status loomrt_device_bind(loomrt_device dev);
 
 /* --- memory ------------------------------------------------------------- */
 loomrt_status loomrt_alloc(loomrt_device dev, loomrt_mem_space space,

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On a host with two GPUs: Streaming DiLoCo's step time on a 1 Gbit/s link
+# between the replicas (issue 18), sources from bench/gen-diloco-gpu.sh.
+# The link: the runtime's elastic TCP transport (LOOMRT_TRANSPORT=tcp) over
+# the loopback with each rank's sending capped at 1000 Mbit/s
+# (LOOMRT_TCP_MBITS; no tc here: the device machines give no NET_ADMIN),
+# measured first with comm_bench. Then, on that link, 200 steps of DiLoCo
+# (H=100, P=2, tau=10, fp4: four exchanges, each beside the ten inner steps
+# that follow it), 200 steps of the same binary with no outer step, and 4
+# steps of ZeRO-0 data parallelism. Prints a table last: mean step time over
+# steps 21-200 (DP: 2-4), the slowest step, bytes across the link.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+GEN=.carry/dlgpu
+export MASTER_ADDR=127.0.0.1 LOOMRT_TRANSPORT=tcp LOOMRT_TCP_MBITS=1000
+source bench/gpu-runtime.sh
+build_runtime all -DLOOMRT_NCCL_ROOT="$(nccl_root)" -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DLOOM_GTEST_SOURCE_DIR="$PWD/.carry/googletest"
+for f in dl none dp; do
+  link_binary "$GEN/$f.cpp" "/tmp/dl_$f" 2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
+done
+T=$(find build-bench -name loomrt-tests -type f | head -1)
+$T --gtest_filter='*uda*:Tcp*' --gtest_brief=1 > "$OUT/gtest.txt" 2>&1
+tail -3 "$OUT/gtest.txt"
+wait
+source bench/launch.sh
+launch 2 "$OUT/bw" build-bench/bin/comm_bench cuda --iters 3 --max-mib 64 || tail -3 "$OUT/bw".0
+for f in none dl; do
+  rm -f "$OUT/$f.jsonl"
+  launch 2 "$OUT/$f" /tmp/dl_$f --data "$GEN/gpl3.bin" --steps 200 --log-json "$OUT/$f.jsonl" ||
+    { echo "$f failed:"; tail -3 "$OUT/$f".{0,1}; }
+done
+rm -f "$OUT/dp.jsonl"
+launch 2 "$OUT/dp" /tmp/dl_dp --data "$GEN/gpl3.bin" --steps 4 --log-json "$OUT/dp.jsonl" ||
+  { echo "dp failed:"; tail -3 "$OUT/dp".{0,1}; }
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+def steps(name):
+    try:
+        return [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
+    except OSError:
+        return []
+bw = [json.loads(l) for l in open(f"{out}/bw.0") if l.startswith("{")]
+for r in bw:
+    if r["dtype"] == "fp32" and r["bytes"] >= 1 << 24:
+        print(f"link: {r['op']} of {r['bytes'] >> 20} MiB fp32 in {r['ms']:.0f} ms: "
+              f"{r['busbw_gbs'] * 8:.3f} Gbit/s bus")
+rows = {}
+for name, what, first in (("none", "no outer step (compute alone)", 20),
+                          ("dl", "DiLoCo H=100 P=2 tau=10 fp4", 20),
+                          ("dp", "data parallelism (ZeRO-0)", 1)):
+    s = steps(name)[first:]
+    if not s:
+        print(f"{what}: no steps logged")
+        continue
+    ms = [x["step_ms"] for x in s]
+    rows[name] = (what, sum(ms) / len(ms), max(ms), sum(x.get("comm_bytes", 0) for x in s), len(s),
+                  s[-1]["loss"])
+base = rows.get("none", (0, float("nan")))[1]
+print(f"{'run':34} {'mean step':>10} {'slowest':>9} {'vs none':>8} {'bytes/step':>12} {'loss':>7}")
+for name, (what, mean, mx, b, n, loss) in rows.items():
+    print(f"{what:34} {mean:7.1f} ms {mx:6.0f} ms {mean / base:7.3f}x {b / n:12.0f} {loss:7.3f}")
+PY
