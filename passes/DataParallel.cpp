@@ -218,8 +218,23 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(module, topology.empty() ? "no loom.topology (loomc --topology)"
                                            : "no loom.topology @" + topology);
     MLIRContext *ctx = module.getContext();
-    group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()), topo.getLevels());
-    world = topo.getWorldSize();
+    // Every level but `exclude` (loom-diloco's replicas each run data
+    // parallelism inside): the group's collectives get a communicator of
+    // their own, split from the world's.
+    SmallVector<Attribute> levels;
+    world = 1;
+    for (auto [name, size] : llvm::zip(topo.getLevels(), topo.getSizes()))
+      if (cast<StringAttr>(name).getValue() != exclude) {
+        levels.push_back(name);
+        world *= size;
+      }
+    if (!exclude.empty() && topo.getLevelSize(exclude) < 0)
+      return fail(topo, "exclude=" + exclude + " is not a level of the topology");
+    // Nothing to do inside groups of one rank.
+    if (!exclude.empty() && world == 1)
+      return success();
+    group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
+                           ArrayAttr::get(ctx, levels));
     comm = StreamAttr::get(ctx, StreamKind::comm, 0);
 
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -245,7 +260,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                           "parameters are not built for its frozen step");
     if (frozen && module.lookupSymbol("enter_frozen"))
       return fail(frozen, "@enter_frozen exists already");
-    setDataParallel(step, {world, zeroStage});
+    // The driver's world: every rank of the topology.
+    setDataParallel(step, {topo.getWorldSize(), zeroStage});
 
     OpBuilder b(ctx);
     Location loc = call.getLoc();
@@ -304,7 +320,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   /// returning the full gradients, so each dies at its bucket's flatten
   /// instead of living until the backward ends (ZeRO-2's gradient memory).
   /// Its results become (loss, bucket 0, bucket 1, ...), which
-  /// loom.grad_params no longer describes: the attribute goes.
+  /// loom.grad_params no longer describes: the attribute moves to the
+  /// calling step (the trained parameters, for loom-diloco after it).
   LogicalResult dropFullGradients(func::FuncOp fb, func::CallOp call, size_t grads) {
     for (size_t i = 1; i <= grads; ++i)
       if (!call.getResult(i).use_empty())
@@ -316,7 +333,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     ret->setOperands(results);
     fb.setFunctionType(FunctionType::get(fb.getContext(), fb.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    fb->removeAttr(LoomDialect::GradParamsAttrHelper::getNameStr());
+    StringRef key = LoomDialect::GradParamsAttrHelper::getNameStr();
+    if (Attribute names = fb->getAttr(key))
+      call->getParentOfType<func::FuncOp>()->setAttr(key, names);
+    fb->removeAttr(key);
     OpBuilder b(call);
     auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());
     call.getResult(0).replaceAllUsesWith(newCall.getResult(0));

@@ -215,9 +215,6 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
                   "needs a loom.topology whose outermost level is 'replica' (loomc "
                   "--topology=replica=M,...)");
     int64_t world = topo.getWorldSize(), replicas = topo.getLevelSize("replica");
-    if (world != replicas)
-      return fail(topo, "data parallelism inside a replica is not built yet: every level "
-                        "but 'replica' must have size 1");
     if (replicas < 2)
       return fail(topo, "needs at least 2 replicas");
     auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
@@ -228,11 +225,24 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!step || !fb || !step.getBody().hasOneBlock())
       return fail(module, "needs @train_step and @forward_backward (run loom-attach-optimizer)");
-    if (getDataParallel(step))
-      return fail(step, "@train_step is data-parallel already");
+    // Data parallelism inside each replica (loom-data-parallel
+    // exclude=replica, run before): its ranks keep whole parameters (ZeRO
+    // 0-2), which the outer step reads and merges; each rank exchanges with
+    // its counterparts in the other replicas.
+    std::optional<DataParallelInfo> inner = getDataParallel(step);
+    if (world != replicas && !inner)
+      return fail(step, "replicas of several ranks need data parallelism inside them first "
+                        "(loom-data-parallel exclude=replica)");
+    if (inner && (inner->world != world || inner->zeroStage == 3))
+      return fail(step, "data parallelism inside the replicas must span the other levels "
+                        "with ZeRO 0-2 (stage 3 shards the parameters the outer step reads)");
     if (module.lookupSymbol("diloco_start"))
       return fail(step, "@diloco_start exists already");
+    // The trained parameters: @forward_backward's gradients, or, once data
+    // parallelism has made them buckets, as it left them on the step.
     auto gradNames = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
+    if (!gradNames)
+      gradNames = step->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
     func::CallOp call = findCall(step, "forward_backward");
     if (!gradNames || !call)
       return fail(step, "@train_step must call @forward_backward, whose loom.grad_params "
@@ -240,11 +250,21 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     // Every replica reports the mean loss over the replicas (4 bytes a
     // step) and takes its own slice of each global batch, as data
     // parallelism does: runs with and without replicas see the same tokens.
-    setDataParallel(step, {world, 0});
+    if (!inner)
+      setDataParallel(step, {world, 0});
     OpBuilder b(ctx);
     Location loc = step.getLoc();
-    b.setInsertionPointAfter(call);
-    Value loss = call.getResult(0);
+    // The loss the step returns (data parallelism inside a replica has
+    // averaged it over the replica already), averaged over the replicas.
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    Value loss = ret.getOperand(0);
+    if (Operation *def = loss.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointAfter(call);
+    if (auto w = dyn_cast_or_null<WaitOp>(loss.getDefiningOp() ? loss.getDefiningOp()->getNextNode()
+                                                                 : nullptr))
+      b.setInsertionPointAfter(w);
     auto tok = TokenType::get(ctx);
     auto mean = AllReduceOp::create(b, loc, loss.getType(), tok, loss, ValueRange{}, group,
                                     ReduceKind::mean, comm);

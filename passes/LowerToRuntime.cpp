@@ -151,6 +151,9 @@ enum class UpdateIn { place, scratch, copies };
 /// The streams and communicator of one function, made at its entry.
 struct FuncCtx {
   Value s, cs, hs, xs, ys, comm;
+  /// The communicators of groups smaller than the world, made once a
+  /// function (loomrt.comm levels [...]).
+  llvm::DenseMap<Attribute, Value> groups;
 };
 
 struct Plan {
@@ -327,14 +330,13 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
   if (RankedTensorType t = zeroSizedTensor(op))
     return op->emitError() << "code generation: zero-sized tensors are not supported (" << t << ")";
   auto isLastDim = [](int64_t dim, Value v) { return dim == tt(v).getRank() - 1 || dim == -1; };
-  auto wholeWorld = [&](GroupAttr g) -> LogicalResult {
-    // The binary has one communicator, the world's: a group must span
-    // every level of its topology (sub-groups need loomrt_comm_split, not
-    // wired), or leave out only levels of size 1 (DiLoCo's replica level
-    // over replicas of one rank).
+  // A group of the module's topology: the world, or the ranks of some of
+  // its levels (a communicator split from the world's, loomrt.comm levels).
+  auto knownGroup = [&](GroupAttr g) -> LogicalResult {
     auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
-    if (!topo || groupSize(module, g) != topo.getWorldSize())
-      return refuse("supports collectives over the whole topology only");
+    if (!topo || groupSize(module, g) < 1 || topo.getLevels().size() > 16)
+      return refuse("needs each collective's group on a loom.topology of the module (at "
+                    "most 16 levels)");
     return success();
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -423,7 +425,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
         return success();
       })
       .Case<AllToAllOp, AllGatherOp>([&](Operation *o) -> LogicalResult {
-        if (failed(wholeWorld(isa<AllToAllOp>(o) ? llvm::cast<AllToAllOp>(o).getGroup()
+        if (failed(knownGroup(isa<AllToAllOp>(o) ? llvm::cast<AllToAllOp>(o).getGroup()
                                                  : llvm::cast<AllGatherOp>(o).getGroup())))
           return failure();
         auto in = dyn_cast<PackedType>(o->getOperand(0).getType());
@@ -437,7 +439,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
         // Block codecs: every chunk (an all-to-all's, or the gathered
         // payload) whole blocks, so scales and codes split per rank.
         if (isBlockCodec(in)) {
-          // (wholeWorld above: the group has at least one rank.)
+          // (knownGroup above: the group has at least one rank.)
           int64_t n = in.getLogical().getNumElements();
           int64_t part = isa<AllToAllOp>(o) ? n / chunksOf(llvm::cast<AllToAllOp>(o)) : n;
           if (in.getCodec() != out.getCodec() || part % in.getCodec().getBlock() != 0)
@@ -473,9 +475,9 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
           return refuse("copies tensors only (not packed payloads)");
         return success();
       })
-      .Case([&](AllReduceOp o) { return wholeWorld(o.getGroup()); })
-      .Case([&](ReduceScatterOp o) { return wholeWorld(o.getGroup()); })
-      .Case([&](ShardOp o) { return wholeWorld(o.getGroup()); })
+      .Case([&](AllReduceOp o) { return knownGroup(o.getGroup()); })
+      .Case([&](ReduceScatterOp o) { return knownGroup(o.getGroup()); })
+      .Case([&](ShardOp o) { return knownGroup(o.getGroup()); })
       .Default([&](Operation *other) -> LogicalResult {
         if (lowered.contains(other->getName()))
           return success();
@@ -526,6 +528,28 @@ struct Emit {
       : plan(plan), rw(rw), op(op),
         loc(NameLoc::get(rw.getStringAttr(op->getName().getStringRef()), op->getLoc())),
         f(plan.ctx(op)) {}
+
+  /// The communicator of a group: the world's when it spans every rank,
+  /// else one over its levels, made at the function's start.
+  Value comm(GroupAttr g) {
+    auto module = f.comm.getDefiningOp()->getParentOfType<ModuleOp>();
+    auto topo = module.lookupSymbol<TopologyOp>(g.getTopology());
+    if (!topo || groupSize(module, g) == topo.getWorldSize())
+      return f.comm;
+    Value &slot = f.groups[g];
+    if (slot)
+      return slot;
+    SmallVector<int64_t> levels;
+    ArrayAttr names = topo.getLevels();
+    for (auto [i, name] : llvm::enumerate(names))
+      if (llvm::is_contained(g.getLevels(), name))
+        levels.push_back(int64_t(i));
+    OpBuilder::InsertionGuard guard(rw);
+    rw.setInsertionPointAfter(f.comm.getDefiningOp());
+    slot = rt::CommOp::create(rw, f.comm.getLoc(), rw.getType<rt::CommType>(),
+                              rw.getDenseI64ArrayAttr(levels), topo.getSizesAttr());
+    return slot;
+  }
 
   /// A fresh buffer for `v` (pinned host memory from the host arena).
   Value alloc(Value v) {
@@ -1110,7 +1134,7 @@ template <typename RtOp, typename OpT>
 LogicalResult lowerReduction(OpT o, Value in, int64_t n, Emit &e) {
   Value out = e.alloc(o.getResult());
   Value token = e.async(e.f.cs, [&] {
-    RtOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), in, out, n,
+    RtOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.cs, dt(o.getInput()), in, out, n,
                  reduceOf(o.getReduce()));
   });
   return e.done({out, token});
@@ -1132,7 +1156,7 @@ Value packedView(Emit &e, Value buf, int64_t offset) {
 /// `world` parts, each part's scales and codes: the all-to-all sends part j
 /// of both regions to rank j, the all-gather puts rank j's part j; either
 /// way the result is the payload of world parts laid out as one.
-Value blockCollective(Emit &e, Value in, Value out, PackedType whole, int64_t world,
+Value blockCollective(Emit &e, Value comm, Value in, Value out, PackedType whole, int64_t world,
                       bool gather) {
   int64_t n = whole.getLogical().getNumElements(), block = whole.getCodec().getBlock();
   int64_t part = n / world, bits = whole.getCodec().getBitsPerElement();
@@ -1140,12 +1164,12 @@ Value blockCollective(Emit &e, Value in, Value out, PackedType whole, int64_t wo
   int64_t inScales = gather ? 4 * (part / block) : 4 * (n / block);
   return e.async(e.f.cs, [&] {
     if (gather) {
-      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, in, out, scaleBytes);
-      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, in, inScales),
+      rt::AllGatherBytesOp::create(e.rw, e.loc, comm, e.f.cs, in, out, scaleBytes);
+      rt::AllGatherBytesOp::create(e.rw, e.loc, comm, e.f.cs, packedView(e, in, inScales),
                                    packedView(e, out, 4 * (n / block)), codeBytes);
     } else {
-      rt::AllToAllOp::create(e.rw, e.loc, e.f.comm, e.f.cs, in, out, scaleBytes);
-      rt::AllToAllOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, in, inScales),
+      rt::AllToAllOp::create(e.rw, e.loc, comm, e.f.cs, in, out, scaleBytes);
+      rt::AllToAllOp::create(e.rw, e.loc, comm, e.f.cs, packedView(e, in, inScales),
                              packedView(e, out, 4 * (n / block)), codeBytes);
     }
   });
@@ -1153,16 +1177,16 @@ Value blockCollective(Emit &e, Value in, Value out, PackedType whole, int64_t wo
 LogicalResult lower(AllToAllOp o, AllToAllOp::Adaptor a, Emit &e) {
   if (auto in = cast<PackedType>(o.getInput().getType()); isBlockCodec(in)) {
     Value buf = e.alloc(o.getResult());
-    return e.done({buf, blockCollective(e, a.getInput(), buf, in, chunksOf(o), false)});
+    return e.done({buf, blockCollective(e, e.comm(o.getGroup()), a.getInput(), buf, in, chunksOf(o), false)});
   }
   auto out = cast<PackedType>(o.getResult().getType());
   int64_t n = out.getLogical().getNumElements(), chunk = out.getCodec().getBlock();
   int64_t world = n / chunk;
   Value buf = e.alloc(o.getResult());
   Value token = e.async(e.f.cs, [&] {
-    rt::AllToAllOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, a.getInput(), 4),
+    rt::AllToAllOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.cs, packedView(e, a.getInput(), 4),
                            packedView(e, buf, 4 * world), chunk / 8);
-    rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, a.getInput(), buf, 4);
+    rt::AllGatherBytesOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.cs, a.getInput(), buf, 4);
   });
   return e.done({buf, token});
 }
@@ -1171,22 +1195,22 @@ LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
     auto whole = cast<PackedType>(o.getResult().getType());
     Value buf = e.alloc(o.getResult());
     int64_t world = whole.getLogical().getNumElements() / in.getLogical().getNumElements();
-    return e.done({buf, blockCollective(e, a.getInput(), buf, whole, world, true)});
+    return e.done({buf, blockCollective(e, e.comm(o.getGroup()), a.getInput(), buf, whole, world, true)});
   }
   if (auto in = dyn_cast<PackedType>(o.getInput().getType())) {
     int64_t chunk = in.getLogical().getNumElements();
     int64_t world = cast<PackedType>(o.getResult().getType()).getLogical().getNumElements() / chunk;
     Value buf = e.alloc(o.getResult());
     Value token = e.async(e.f.cs, [&] {
-      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, a.getInput(), buf, 4);
-      rt::AllGatherBytesOp::create(e.rw, e.loc, e.f.comm, e.f.cs, packedView(e, a.getInput(), 4),
+      rt::AllGatherBytesOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.cs, a.getInput(), buf, 4);
+      rt::AllGatherBytesOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.cs, packedView(e, a.getInput(), 4),
                                    packedView(e, buf, 4 * world), chunk / 8);
     });
     return e.done({buf, token});
   }
   Value out = e.alloc(o.getResult());
   Value token = e.async(e.f.cs, [&] {
-    rt::AllGatherOp::create(e.rw, e.loc, e.f.comm, e.f.cs, dt(o.getInput()), a.getInput(), out,
+    rt::AllGatherOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.cs, dt(o.getInput()), a.getInput(), out,
                             numel(o.getInput()));
   });
   return e.done({out, token});
@@ -1194,7 +1218,7 @@ LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
 /// A view: this rank's block of the input.
 LogicalResult lower(ShardOp o, ShardOp::Adaptor a, Emit &e) {
   return e.done(rt::RankViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), a.getInput(),
-                                       e.f.comm, bytesOf(o.getResult()))
+                                       e.comm(o.getGroup()), bytesOf(o.getResult()))
                     .getResult());
 }
 /// A copy into host memory is waited by the host (the CPU reads it next);
@@ -1489,7 +1513,7 @@ struct Lowering {
       };
       FuncCtx &f = plan.funcs[fn];
       f.s = streamOf(rt::StreamRole::compute);
-      f.comm = rt::CommOp::create(b, loc, rt::CommType::get(ctx));
+      f.comm = rt::CommOp::create(b, loc, rt::CommType::get(ctx), DenseI64ArrayAttr(), DenseI64ArrayAttr());
       f.cs = streamOf(rt::StreamRole::comm);
       f.hs = streamOf(rt::StreamRole::host);
       f.xs = streamOf(rt::StreamRole::h2d);

@@ -390,7 +390,10 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     Runs on `@train_step` after `loom-attach-optimizer`. Every rank runs
     `@forward_backward` on its own slice of the global batch (the model's
     shapes are the per-rank batch: `loomc` divides a generator's batch by
-    the world size); the loss is averaged over ranks. Gradients are
+    the world size); the loss is averaged over ranks. With `exclude`, the
+    collectives span every level but that one (data parallelism inside
+    each of its groups, as loom-diloco's replicas run it); the lowering
+    gives such a group a communicator of its own (`loomrt.comm levels`). Gradients are
     flattened into buckets of at most `bucket-size` elements (zero-padded
     to a multiple of the world size), then, after ZeRO (Rajbhandari et al.
     2020, §5):
@@ -466,6 +469,10 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "every parameter and only the 1-bit momenta cross the link)">,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
+    Option<"exclude", "exclude", "std::string", /*default=*/"\"\"",
+           "A level the data parallelism does not span: it runs inside each of its "
+           "groups (loom-diloco's 'replica'); nothing happens when those groups have "
+           "one rank">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

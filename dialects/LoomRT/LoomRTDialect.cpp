@@ -78,6 +78,22 @@ LogicalResult GlobalOp::verifySymbolUses(SymbolTableCollection &tables) {
   return success();
 }
 
+LogicalResult CommOp::verify() {
+  if (!getLevels() && !getSizes())
+    return success();
+  if (!getLevels() || !getSizes())
+    return emitOpError("takes levels and sizes together");
+  ArrayRef<int64_t> levels = *getLevels(), sizes = *getSizes();
+  if (sizes.empty() || sizes.size() > 16 || llvm::any_of(sizes, [](int64_t s) { return s < 1; }))
+    return emitOpError("sizes must be 1 to 16 positive level sizes");
+  if (levels.empty())
+    return emitOpError("levels must name at least one level");
+  for (auto [i, l] : llvm::enumerate(levels))
+    if (l < 0 || l >= int64_t(sizes.size()) || (i && l <= levels[i - 1]))
+      return emitOpError("levels must be increasing indices into sizes");
+  return success();
+}
+
 LogicalResult WriteConstOp::verify() {
   auto dense = dyn_cast<DenseElementsAttr>(getValue());
   Type t = dense ? dense.getElementType() : Type();

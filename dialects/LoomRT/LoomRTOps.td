@@ -173,10 +173,26 @@ def LoomRT_StreamOp : LoomRT_Op<"stream", [Pure]> {
 }
 
 def LoomRT_CommOp : LoomRT_Op<"comm", [Pure]> {
-  let summary = "the step's communicator over every rank";
-  let arguments = (ins);
+  let summary = "the step's communicator over every rank, or over some levels";
+  let description = [{
+    Without `levels`, the world's communicator. With them, the group of the
+    ranks that differ only in those levels (indices into the topology's
+    levels, innermost first; `sizes` are the topology's): the binary splits
+    it from the world once, the first time a step needs it, and keeps it.
+
+    ```mlir
+    %w = loomrt.comm
+    // ["gcd" = 2, "gpu" = 2, "node" = 2]: the two GCDs of a GPU, and the
+    // four ranks of a node.
+    %g = loomrt.comm levels [0] of [2, 2, 2]
+    %n = loomrt.comm levels [0, 1] of [2, 2, 2]
+    ```
+  }];
+  let arguments = (ins OptionalAttr<DenseI64ArrayAttr>:$levels,
+                       OptionalAttr<DenseI64ArrayAttr>:$sizes);
   let results = (outs LoomRT_Comm:$result);
-  let assemblyFormat = "attr-dict";
+  let assemblyFormat = "(`levels` $levels^ `of` $sizes)? attr-dict";
+  let hasVerifier = 1;
 }
 
 def LoomRT_AllocOp : LoomRT_Op<"alloc"> {

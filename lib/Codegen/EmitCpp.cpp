@@ -460,8 +460,24 @@ private:
           names[o.getResult()] = role[int(o.getRole())];
           return success();
         })
-        .Case([&](rt::CommOp o) {
-          names[o.getResult()] = "comm";
+        .Case([&](rt::CommOp o) -> LogicalResult {
+          if (!o.getLevels()) {
+            names[o.getResult()] = "comm";
+            return success();
+          }
+          // A group of some levels: split from the world's communicator the
+          // first time (the driver keeps it in the step context).
+          std::string v = define(o.getResult(), "g");
+          // (Named: a range-for over *o.getLevels() would outlive the
+          // optional holding the ArrayRef.)
+          ArrayRef<int64_t> levels = *o.getLevels(), sizes = *o.getSizes();
+          uint64_t mask = 0;
+          for (int64_t l : levels)
+            mask |= uint64_t(1) << l;
+          *os << "  static const int64_t " << v << "_sizes[] = {" << join(sizes) << "};\n"
+              << "  loomrt_comm " << v << " = loomrt_step_group(c, " << mask << "u, "
+              << sizes.size() << ", " << v << "_sizes);\n"
+              << "  if (!" << v << ")\n    return LOOMRT_ERR_BACKEND;\n";
           return success();
         })
         .Case([&](rt::AllocOp o) {

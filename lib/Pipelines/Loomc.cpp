@@ -569,14 +569,16 @@ int loomcMain(int argc, char **argv) {
     if (levels.empty() || levels.back().first != "replica")
       return error("--diloco needs --topology whose first (outermost) level is replica, "
                    "e.g. --topology=replica=2,gpu=1");
-    if (world != levels.back().second)
-      return error("--diloco: data parallelism inside a replica is not built yet: every "
-                   "--topology level but replica must be 1");
     if (levels.back().second < 2)
       return error("--diloco needs at least 2 replicas");
-    if (onebit || o.zeroStage >= 0)
-      return error("--diloco runs each replica's own AdamW: not with --optimizer=onebit-adam "
-                   "or --zero-stage (data parallelism inside a replica is not built yet)");
+    if (onebit)
+      return error("--diloco runs each replica's own AdamW: not with --optimizer=onebit-adam");
+    if (world == levels.back().second && o.zeroStage >= 0)
+      return error("--diloco: --zero-stage applies to data parallelism inside a replica; "
+                   "these replicas are one rank each");
+    if (o.zeroStage > 2)
+      return error("--diloco: ZeRO 0-2 inside a replica (stage 3 shards the parameters that "
+                   "the outer step reads and merges)");
   }
   if (onebit && o.zeroStage > 2)
     return error("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage 3's "

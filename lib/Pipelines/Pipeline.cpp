@@ -60,6 +60,13 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     pm.addPass(mlir::loom::createOnebitAdam(ob));
   }
   if (runs(Phase::Distribute) && o.dataParallel && o.diloco) {
+    // Data parallelism inside each replica (nothing when a replica is one
+    // rank), then the outer steps across them.
+    mlir::loom::DataParallelOptions inner;
+    inner.zeroStage = o.zeroStage;
+    inner.bucketSize = o.bucketSize;
+    inner.exclude = "replica";
+    pm.addPass(mlir::loom::createDataParallel(inner));
     mlir::loom::DilocoOptions d;
     d.innerSteps = o.diloco->innerSteps;
     d.fragments = o.diloco->fragments;

@@ -6,6 +6,7 @@
 // reads rows (s*B + r) mod N of every input's file, r < B (the whole world's
 // batch; rank k takes rows [k*B, (k+1)*B) of it).
 #include "loomrt/train.h"
+#include "common/backend.h"
 #include "common/adam_math.h"
 #include "common/arena_policy.h"
 #include "common/file_util.h"
@@ -102,6 +103,9 @@ struct loomrt_step_ctx_t {
   bool backwardMarked = false;
   loomrt_trace trace = nullptr;
   int64_t phaseSpan = -1;
+  // Communicators of groups smaller than the world (loomrt_step_group), by
+  // the mask of their levels; made the first time a step asks.
+  std::map<uint64_t, loomrt_comm> groups;
   // Host updates of this step (loomrt_step_host_begin/end): the step's start
   // on the host's clock, the first update's start after it, their sum.
   std::chrono::steady_clock::time_point stepStart, hostBegin;
@@ -155,8 +159,19 @@ struct loomrt_step_ctx_t {
     device.reset();
     host.reset();
   }
-  /// Frees the arenas and the events; must run before the device is closed.
+  /// Bytes sent through the world's communicator and the groups'.
+  uint64_t sent() const {
+    uint64_t b = loomrt_comm_bytes_sent(comm, -1);
+    for (auto &[mask, g] : groups)
+      b += loomrt_comm_bytes_sent(g, -1);
+    return b;
+  }
+  /// Frees the arenas, the events and the groups' communicators; must run
+  /// before the device is closed and the world's communicator destroyed.
   void release() {
+    for (auto &[mask, g] : groups)
+      loomrt_comm_destroy(g);
+    groups.clear();
     for (loomrt_event e : {phaseStart, backwardDone})
       if (e)
         loomrt_event_destroy(e);
@@ -173,6 +188,38 @@ void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes
 void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
+loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int numLevels,
+                              const int64_t *sizes) {
+  auto it = c->groups.find(levels);
+  if (it != c->groups.end())
+    return it->second;
+  // Ranks are numbered with the innermost level fastest: the group's
+  // levels' digits order a rank in its group (key), the other levels'
+  // digits name the group (color).
+  int rank = loomrt_comm_rank(c->comm);
+  int64_t world = 1, stride = 1, color = 0, key = 0, cStride = 1, kStride = 1;
+  for (int i = 0; i < numLevels; ++i)
+    world *= sizes[i];
+  if (world != loomrt_comm_size(c->comm) || numLevels > 64) {
+    loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                 "step_group: the topology's " + std::to_string(world) + " ranks are not the " +
+                     std::to_string(loomrt_comm_size(c->comm)) + " the job has");
+    return nullptr;
+  }
+  for (int i = 0; i < numLevels; ++i) {
+    int64_t d = (rank / stride) % sizes[i];
+    stride *= sizes[i];
+    if (levels >> i & 1)
+      key += d * kStride, kStride *= sizes[i];
+    else
+      color += d * cStride, cStride *= sizes[i];
+  }
+  loomrt_comm g = nullptr;
+  if (loomrt_comm_split(c->comm, int(color), int(key), &g) != LOOMRT_OK)
+    return nullptr;
+  c->groups[levels] = g;
+  return g;
+}
 loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c) { return c->commStream; }
 loomrt_event loomrt_step_event(loomrt_step_ctx c) { return c->event(); }
 void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes) { return c->host.alloc(bytes); }
@@ -581,7 +628,8 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 
 /// One line of --log-json for a finished step.
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
-             float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes) {
+             float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
+             const std::string &byGroup) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -599,8 +647,10 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // (loomrt_comm_bytes_sent's accounting).
   if (commBytes >= 0)
     std::snprintf(phases + n, sizeof phases - size_t(n), ", \"comm_bytes\": %lld", commBytes);
-  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s}\n",
-               step, lossText, ms, unit, tps, phases);
+  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
+               step, lossText, ms, unit, tps, phases,
+               byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
+               byGroup.empty() ? "" : "}");
   std::fflush(log);
 }
 
@@ -894,7 +944,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(loomrt_trace_begin(trace, s, "compute", "forward_backward", &ctx.phaseSpan), "trace");
     }
     void *dLoss = nullptr;
-    uint64_t sentBefore = loomrt_comm_bytes_sent(comm, -1);
+    uint64_t sentBefore = ctx.sent();
+    std::map<uint64_t, uint64_t> groupBefore;
+    for (auto &[mask, g] : ctx.groups)
+      groupBefore[mask] = loomrt_comm_bytes_sent(g, -1);
     bool frozen = p->train_step_frozen && step >= p->freeze_step;
     if (frozen && step == p->freeze_step && p->enter_frozen)
       TRY(p->enter_frozen(&ctx, G.data()), "gathering the momentum for 1-bit Adam's frozen steps");
@@ -912,7 +965,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
           // What it reads (an exchange's result) must be complete.
           if (int rc = joinSide())
             return rc;
-          uint64_t now = loomrt_comm_bytes_sent(sideComm, -1);
+          uint64_t now = sideComm ? side.sent() : 0;
           sideBytes += now - sideSent;
           sideSent = now;
         }
@@ -965,10 +1018,21 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                    "diverged (a lower --lr may help)\n", step + 1);
       warnedNonFinite = true;
     }
-    if (log)
+    if (log) {
+      // Bytes by group: the levels' indices (innermost 0) of each group
+      // smaller than the world, e.g. {"0": ..., "0,1": ...}.
+      std::string byGroup;
+      for (auto &[mask, g] : ctx.groups) {
+        std::string levels;
+        for (int i = 0; i < 64; ++i)
+          if (mask >> i & 1)
+            levels += (levels.empty() ? "" : ",") + std::to_string(i);
+        byGroup += std::string(byGroup.empty() ? "" : ", ") + "\"" + levels + "\": " +
+                   std::to_string(loomrt_comm_bytes_sent(g, -1) - groupBefore[mask]);
+      }
       logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
-              world > 1 ? (long long)(loomrt_comm_bytes_sent(comm, -1) - sentBefore + sideBytes)
-                        : -1);
+              world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup);
+    }
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
         return rc;

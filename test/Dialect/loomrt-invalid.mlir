@@ -77,3 +77,27 @@ func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 0, vocab 
 func.func @f() attributes {loomrt.other = 1} {
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{levels must be increasing indices into sizes}}
+  %g = loomrt.comm levels [1, 0] of [2, 2]
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{levels must be increasing indices into sizes}}
+  %g = loomrt.comm levels [2] of [2, 2]
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{sizes must be 1 to 16 positive level sizes}}
+  %g = loomrt.comm levels [0] of [0, 2]
+  return
+}

@@ -15,6 +15,9 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer {
   %xs = loomrt.stream h2d
   // CHECK: %[[C:.+]] = loomrt.comm
   %c = loomrt.comm
+  // A group of some levels: here the second of ["gpu" = 2, "node" = 4].
+  // CHECK: loomrt.comm levels [1] of [2, 4]
+  %g = loomrt.comm levels [1] of [2, 4]
   // CHECK: loomrt.comment "what follows"
   loomrt.comment "what follows"
   // CHECK: %[[A:.+]] = loomrt.alloc 64

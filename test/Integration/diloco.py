@@ -44,10 +44,10 @@ LR, B1, B2, EPS = 3e-3, 0.9, 0.999, 1e-8
 STEPS = 10
 
 
-def compile_(a, name, diloco):
+def compile_(a, name, diloco, topology="replica=2,gpu=1"):
     exe = os.path.join(a.tmp, name)
     run([os.path.join(a.bin, "loomc"), "--model", f"gpt:{KEYS}", f"--lr={LR}",
-         "--weight-decay=0", "--topology=replica=2,gpu=1", f"--diloco={diloco}", "-o", exe])
+         "--weight-decay=0", f"--topology={topology}", f"--diloco={diloco}", "-o", exe])
     return exe
 
 
@@ -293,6 +293,25 @@ def main():
     ok = [x["loss"] for x in p1 + p2] == got
     print(f"checkpoint after step 5 + resume: {'bitwise equal' if ok else 'DIFFERS'}")
     bad += [] if ok else ["resume"]
+
+    # 6. Data parallelism inside each replica: 2 replicas of 2 ranks (4 in
+    # all, the replica's two ranks each half its rows) against 2 replicas of
+    # one rank over the same global batch; each level's collectives on a
+    # communicator of its own, split from the world's.
+    exe4 = compile_(a, "frag-dp", flags + ",quant=fp32", "replica=2,gpu=2")
+    log4 = train(exe4, 4, data, STEPS, exe4 + ".jsonl")
+    err = max(rel(x["loss"], y["loss"]) for x, y in zip(log4, log))
+    by = [x.get("comm_bytes_by_group", {}) for x in log4]
+    # Level 0 (gpu): the gradients all-reduced every step (and the loss);
+    # level 1 (replica): exactly what one-rank replicas send.
+    outer = [b.get("1") for b in by] == [x["comm_bytes"] for x in log]
+    inner = len({b.get("0") for b in by}) == 1 and by[0].get("0", 0) > 4 * sum(v.numel() for v in params.values())
+    ok = err <= 1e-4 and outer and inner
+    print(f"2 replicas of 2 ranks (data parallelism inside each): losses {err:.1e} from 2 "
+          f"replicas of 1 rank (bound 1e-4); bytes a step over the replica level "
+          f"{'equal' if outer else 'DIFFER'}, over the gpu level {by[0].get('0')} every step "
+          f"{'ok' if ok else 'FAIL'}")
+    bad += [] if ok else ["data parallelism inside replicas"]
     if a.converge:
         bad += converge(a)
     if bad:

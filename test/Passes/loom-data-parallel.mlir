@@ -3,6 +3,20 @@
 // RUN: loom-opt %s --loom-data-parallel=zero-stage=2 | FileCheck %s --check-prefixes=ALL,Z2
 // RUN: loom-opt %s --loom-data-parallel=zero-stage=3 | FileCheck %s --check-prefixes=ALL,Z3
 // RUN: loom-opt %s --loom-data-parallel="zero-stage=1 bucket-size=6" | FileCheck %s --check-prefix=BUCKETS
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "replica" = 3]/' %s | loom-opt --loom-data-parallel="zero-stage=0 exclude=replica" --loom-lower-to-runtime | FileCheck %s --check-prefix=GROUP
+// RUN: sed 's/\["rank" = 2\]/["rank" = 1, "replica" = 3]/' %s | loom-opt --loom-data-parallel="zero-stage=0 exclude=replica" | FileCheck %s --check-prefix=NOTHING
+
+// exclude=replica: data parallelism inside each replica, over the "rank"
+// level only; its collectives get the communicator of that level (index 0
+// of the topology's 2 levels, sizes [2, 3]), split from the world's. The
+// driver's world stays all 6 ranks.
+// GROUP: func.func @train_step(
+// GROUP-SAME: loom.data_parallel = {world = 6 : i64, zero_stage = 0 : i64}
+// GROUP: %[[G:.*]] = loomrt.comm levels [0] of [2, 3]
+// GROUP: loomrt.all_reduce mean f32 {{.*}} over %[[G]]
+// Replicas of one rank: nothing to do.
+// NOTHING-NOT: loom.all_reduce
+// NOTHING-NOT: loom.data_parallel
 
 // Two parameters (6 + 3 elements) in one bucket over 2 ranks: padded to 10,
 // a shard of 5 per rank at stages 1-3.

@@ -144,6 +144,12 @@ loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
  * collectives run on, and an event valid for the current step (from a pool
  * the driver reuses every step; NULL when none can be created). */
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c);
+/* The communicator of the ranks that differ only in the levels of the mask
+ * `levels` (bit i: level i of a topology of num_levels levels, innermost
+ * first, of the given sizes), split from the world's the first time and
+ * kept in the context; NULL with loomrt_last_error set on failure. */
+loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int num_levels,
+                              const int64_t *sizes);
 loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c);
 loomrt_event loomrt_step_event(loomrt_step_ctx c);
 /* Pinned host memory valid until the end of the step (freed with
