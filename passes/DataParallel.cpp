@@ -61,6 +61,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   GroupAttr group;
   int64_t world = 1;
   StreamAttr comm;
+  /// hpZ (ZeRO++, Wang et al. 2023, §3.2): the group of the secondary
+  /// partition and its size (null: none).
+  GroupAttr secondaryGroup;
+  int64_t secondarySize = 1;
 
   LogicalResult fail(Operation *at, const Twine &msg) {
     at->emitError() << "loom-data-parallel: " << msg;
@@ -194,9 +198,12 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     return op.getResult();
   }
   Value allGather(OpBuilder &b, Location loc, Value v, int64_t full) {
+    return allGatherOver(b, loc, v, full, group);
+  }
+  Value allGatherOver(OpBuilder &b, Location loc, Value v, int64_t full, GroupAttr over) {
     auto t = cast<RankedTensorType>(v.getType());
     auto op = AllGatherOp::create(b, loc, flatType(t, full), TokenType::get(b.getContext()), v,
-                                  ValueRange{}, group, comm);
+                                  ValueRange{}, over, comm);
     WaitOp::create(b, loc, ValueRange{op.getToken()});
     return op.getResult();
   }
@@ -233,6 +240,30 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     // Nothing to do inside groups of one rank.
     if (!exclude.empty() && world == 1)
       return success();
+    if (!secondary.empty()) {
+      if (zeroStage != 3)
+        return fail(module, "secondary (hpZ) partitions ZeRO-3's parameters: it needs "
+                            "zero-stage=3");
+      SmallVector<StringRef> names;
+      StringRef(secondary).split(names, ',', -1, false);
+      SmallVector<Attribute> sec;
+      for (auto [name, size] : llvm::zip(topo.getLevels(), topo.getSizes())) {
+        StringRef n = cast<StringAttr>(name).getValue();
+        if (llvm::is_contained(names, n)) {
+          if (!llvm::is_contained(levels, name))
+            return fail(topo, "secondary level '" + n + "' is not one data parallelism spans");
+          sec.push_back(name);
+          secondarySize *= size;
+        }
+      }
+      if (sec.size() != names.size())
+        return fail(topo, "secondary=" + secondary + " names a level the topology lacks");
+      if (sec.size() == levels.size())
+        return fail(topo, "secondary=" + secondary + " spans every level: hpZ's secondary "
+                          "partition is a part of the world (e.g. the ranks of a node)");
+      secondaryGroup = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
+                                      ArrayAttr::get(ctx, sec));
+    }
     group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
                            ArrayAttr::get(ctx, levels));
     comm = StreamAttr::get(ctx, StreamKind::comm, 0);
@@ -605,6 +636,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
           (backward ? bwdUses : fwdUses)[it->second].push_back(&u);
         }
       });
+      Value secondaryKept; // hpZ: this rank's block within the secondary group
       auto gatherAt = [&](SmallVector<SmallVector<OpOperand *>> &uses) {
         Operation *firstUser = nullptr;
         for (auto &list : uses)
@@ -618,14 +650,28 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         b.setInsertionPoint(firstUser);
         Location loc = firstUser->getLoc();
         auto shardType = RankedTensorType::get({shard}, b.getF32Type());
-        Value mine = LoadOp::create(b, loc, shardType, pSym);
-        SmallVector<Value> pieces = unflatten(b, loc, allGather(b, loc, mine, bk.padded), types);
+        Value full;
+        if (&uses == &bwdUses && secondaryKept) {
+          // hpZ: the backward gathers inside the secondary group, from the
+          // block the forward kept.
+          full = allGatherOver(b, loc, secondaryKept, bk.padded, secondaryGroup);
+        } else {
+          full = allGather(b, loc, LoadOp::create(b, loc, shardType, pSym), bk.padded);
+          if (secondaryGroup && &uses == &fwdUses)
+            secondaryKept = ShardOp::create(b, loc, flatType(shardType, bk.padded / secondarySize),
+                                            full, secondaryGroup);
+        }
+        SmallVector<Value> pieces = unflatten(b, loc, full, types);
         for (auto [i, list] : llvm::enumerate(uses))
           for (OpOperand *u : list)
             u->set(pieces[i]);
       };
       gatherAt(fwdUses);
       gatherAt(bwdUses);
+      // A backward that gathers nothing (bf16: the forward's casts serve
+      // it) leaves hpZ's block unused.
+      if (secondaryKept && secondaryKept.use_empty())
+        secondaryKept.getDefiningOp()->erase();
       for (LoadOp l : loads) {
         if (!l.getResult().use_empty())
           return fail(l, "a use of a sharded parameter was not rewritten");

@@ -473,6 +473,10 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "A level the data parallelism does not span: it runs inside each of its "
            "groups (loom-diloco's 'replica'); nothing happens when those groups have "
            "one rank">,
+    Option<"secondary", "secondary", "std::string", /*default=*/"\"\"",
+           "hpZ (ZeRO++): levels (comma-separated) of a secondary partition of ZeRO-3's "
+           "parameters: the forward's all-gather keeps this rank's block within them, "
+           "and the backward gathers inside them instead of over the world">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

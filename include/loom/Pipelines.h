@@ -66,6 +66,9 @@ struct PipelineOptions {
   std::string hardwareName = "h100";
   bool dataParallel = false; // needs a loom.topology @world in the module
   int64_t zeroStage = 0, bucketSize = 16777216;
+  /// hpZ's secondary partition (loom-data-parallel secondary=): levels,
+  /// comma-separated; empty: none.
+  std::string hpzLevels;
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket

@@ -438,6 +438,13 @@ struct LoomcOptions {
                "state, 2 also reduce-scatters gradients, 3 also partitions "
                "parameters"),
       cl::cat(cat)};
+  cl::opt<std::string> zeropp{
+      "zeropp", cl::init(""), cl::value_desc("hpz"),
+      cl::desc("ZeRO++ (Wang et al. 2023) with --zero-stage=3: hpz keeps a secondary "
+               "partition of the parameters inside the levels below the outermost (a node) "
+               "so that the backward's all-gathers stay there. qwz and qgz are not built "
+               "yet"),
+      cl::cat(cat)};
   cl::opt<int64_t> bucketSize{
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
       cl::desc("Most elements per gradient communication bucket"), cl::cat(cat)};
@@ -546,6 +553,25 @@ int loomcMain(int argc, char **argv) {
   if (o.zeroStage >= 0 && levels.empty())
     return error("--zero-stage needs --topology (the ranks to partition over)");
   bool dataParallel = !levels.empty();
+  std::string hpzLevels;
+  if (!o.zeropp.empty()) {
+    SmallVector<StringRef> parts;
+    StringRef(o.zeropp).split(parts, ',', -1, false);
+    for (StringRef p : parts) {
+      if (p == "qwz" || p == "qgz")
+        return error("--zeropp=" + p.str() + " is not built yet (hpz is)");
+      if (p != "hpz")
+        return error("--zeropp: unknown technique '" + p.str() + "' (hpz; qwz, qgz later)");
+    }
+    if (o.zeroStage != 3)
+      return error("--zeropp=hpz partitions ZeRO-3's parameters: give --zero-stage=3");
+    if (levels.size() < 2)
+      return error("--zeropp=hpz needs a --topology of at least two levels (e.g. "
+                   "node=2,gpu=4): its secondary partition spans all but the outermost");
+    // Levels are innermost first: all but the last.
+    for (size_t i = 0; i + 1 < levels.size(); ++i)
+      hpzLevels += (i ? "," : "") + levels[i].first;
+  }
   bool onebit = o.optimizer == "onebit-adam";
   if (onebit && !dataParallel)
     return error("--optimizer=onebit-adam averages momenta across ranks: give --topology");
@@ -688,6 +714,7 @@ int loomcMain(int argc, char **argv) {
   po.dataParallel = dataParallel;
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
+  po.hpzLevels = hpzLevels;
   Phase reached = reachedPhase(*module);
   // loomrt IR names raw buffers and byte offsets whose bounds no verifier
   // can check (a buffer's size is not in its type), so a hand-edited

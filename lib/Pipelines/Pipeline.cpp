@@ -83,6 +83,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     dp.zeroStage = o.zeroStage;
     dp.bucketSize = o.bucketSize;
     dp.frozenVariance = o.onebitVariance;
+    dp.secondary = o.hpzLevels;
     pm.addPass(mlir::loom::createDataParallel(dp));
   }
   if (to == Phase::Schedule && runs(Phase::Schedule))

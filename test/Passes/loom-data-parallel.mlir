@@ -5,6 +5,22 @@
 // RUN: loom-opt %s --loom-data-parallel="zero-stage=1 bucket-size=6" | FileCheck %s --check-prefix=BUCKETS
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "replica" = 3]/' %s | loom-opt --loom-data-parallel="zero-stage=0 exclude=replica" --loom-lower-to-runtime | FileCheck %s --check-prefix=GROUP
 // RUN: sed 's/\["rank" = 2\]/["rank" = 1, "replica" = 3]/' %s | loom-opt --loom-data-parallel="zero-stage=0 exclude=replica" | FileCheck %s --check-prefix=NOTHING
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | loom-opt --loom-data-parallel="zero-stage=3 secondary=rank" | FileCheck %s --check-prefix=HPZ
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | not loom-opt --loom-data-parallel="zero-stage=2 secondary=rank" 2>&1 | FileCheck %s --check-prefix=HPZ-STAGE
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | not loom-opt --loom-data-parallel="zero-stage=3 secondary=rank,node" 2>&1 | FileCheck %s --check-prefix=HPZ-ALL
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | not loom-opt --loom-data-parallel="zero-stage=3 secondary=gcd" 2>&1 | FileCheck %s --check-prefix=HPZ-LEVEL
+
+// hpZ (secondary=rank over ["rank" = 2, "node" = 2]): the forward gathers
+// the bucket over all 4 ranks and keeps this rank's block within its node
+// (12 / 2 = 6); the backward gathers that block over the node's 2 ranks.
+// HPZ-LABEL: func.func @forward_backward(
+// HPZ: %[[P:.*]] = loom.load @zero.bucket0.params : tensor<3xf32>
+// HPZ-NEXT: %[[F:.*]], %{{.*}} = loom.all_gather %[[P]] over #loom.group<@world, ["rank", "node"]> on comm : tensor<3xf32> -> tensor<12xf32>
+// HPZ: %[[K:.*]] = loom.shard over #loom.group<@world, ["rank"]> %[[F]] : tensor<12xf32> -> tensor<6xf32>
+// HPZ: loom.all_gather %[[K]] over #loom.group<@world, ["rank"]> on comm : tensor<6xf32> -> tensor<12xf32>
+// HPZ-STAGE: secondary (hpZ) partitions ZeRO-3's parameters: it needs zero-stage=3
+// HPZ-ALL: spans every level: hpZ's secondary partition is a part of the world
+// HPZ-LEVEL: secondary=gcd names a level the topology lacks
 
 // exclude=replica: data parallelism inside each replica, over the "rank"
 // level only; its collectives get the communicator of that level (index 0
