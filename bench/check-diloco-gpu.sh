@@ -17,7 +17,6 @@ $T --gtest_filter='*uda*' --gtest_brief=1 2>&1 | tail -3
 source bench/launch.sh
 for q in fp32 fp4; do
   link_binary ".carry/diloco/dl_$q.cpp" "/tmp/dl_$q" 2> "$OUT/dl_$q.compile.log" || tail -5 "$OUT/dl_$q.compile.log"
-  launch 2 "$OUT/dl_$q" "/tmp/dl_$q" --data .carry/diloco/tok.bin --steps 12 \
-    --log-json "$OUT/dl_$q.jsonl" || tail -3 "$OUT/dl_$q".{0,1}
+  run_logged 2 dl_$q "/tmp/dl_$q" --data .carry/diloco/tok.bin --steps 12
   python3 -c "import json,sys; print('$q', ' '.join(f\"{json.loads(l)['loss']:.4f}\" for l in open(sys.argv[1])), 'bytes', [json.loads(l)['comm_bytes'] for l in open(sys.argv[1])][:4])" "$OUT/dl_$q.jsonl"
 done

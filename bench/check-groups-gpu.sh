@@ -17,20 +17,15 @@ for f in dl21 dl22 z3 hpz; do
 done
 wait
 source bench/launch.sh
-run() { # name ranks
-  rm -f "$OUT/$1.jsonl"
-  launch "$2" "$OUT/$1" "/tmp/g_$1" --data "$GEN/gpl3.bin" --steps 10 --log-json "$OUT/$1.jsonl" ||
-    { echo "$1 failed:"; tail -3 "$OUT/$1".{0,1}; }
-}
-run dl21 2; run dl22 4; run z3 4; run hpz 4
+for run in dl21:2 dl22:4 z3:4 hpz:4; do
+  run_logged "${run#*:}" "${run%:*}" "/tmp/g_${run%:*}" --data "$GEN/gpl3.bin" --steps 10
+done
 python3 - "$OUT" <<'PY'
-import json, sys
+import sys
+sys.path.insert(0, "bench")
+import jsonlog
 out = sys.argv[1]
-def log(n):
-    try:
-        return [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
-    except OSError:
-        return []
+log = lambda name: jsonlog.steps(out, name)
 for a, b in (("dl21", "dl22"), ("z3", "hpz")):
     x, y = log(a), log(b)
     d = max((abs(p["loss"] - q["loss"]) for p, q in zip(x, y)), default=float("nan"))

@@ -14,3 +14,12 @@ launch() {
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   return $rc
 }
+# run_logged N NAME cmd...: N ranks of cmd with --log-json $OUT/NAME.jsonl
+# (a stale log removed first), the ranks' output in $OUT/NAME.r; when a rank
+# fails, says so with the last lines of ranks 0 and 1 (the script goes on).
+run_logged() {
+  local n=$1 name=$2; shift 2
+  rm -f "$OUT/$name.jsonl"
+  launch "$n" "$OUT/$name" "$@" --log-json "$OUT/$name.jsonl" ||
+    { echo "$name failed:"; tail -n 3 "$OUT/$name".{0,1}; }
+}

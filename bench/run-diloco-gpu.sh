@@ -28,21 +28,15 @@ wait
 source bench/launch.sh
 launch 2 "$OUT/bw" build-bench/bin/comm_bench cuda --iters 3 --max-mib 64 || tail -3 "$OUT/bw".0
 for f in none dl; do
-  rm -f "$OUT/$f.jsonl"
-  launch 2 "$OUT/$f" /tmp/dl_$f --data "$GEN/gpl3.bin" --steps 200 --log-json "$OUT/$f.jsonl" ||
-    { echo "$f failed:"; tail -3 "$OUT/$f".{0,1}; }
+  run_logged 2 $f /tmp/dl_$f --data "$GEN/gpl3.bin" --steps 200
 done
-rm -f "$OUT/dp.jsonl"
-launch 2 "$OUT/dp" /tmp/dl_dp --data "$GEN/gpl3.bin" --steps 4 --log-json "$OUT/dp.jsonl" ||
-  { echo "dp failed:"; tail -3 "$OUT/dp".{0,1}; }
+run_logged 2 dp /tmp/dl_dp --data "$GEN/gpl3.bin" --steps 4
 python3 - "$OUT" <<'PY'
 import json, sys
+sys.path.insert(0, "bench")
+import jsonlog
 out = sys.argv[1]
-def steps(name):
-    try:
-        return [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
-    except OSError:
-        return []
+steps = lambda name: jsonlog.steps(out, name)
 bw = [json.loads(l) for l in open(f"{out}/bw.0") if l.startswith("{")]
 for r in bw:
     if r["dtype"] == "fp32" and r["bytes"] >= 1 << 24:

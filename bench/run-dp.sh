@@ -54,9 +54,7 @@ python3 examples/make_tokens.py /usr/share/common-licenses/GPL-3 /tmp/gpl3.bin >
   cp "$GEN/gpl3.bin" /tmp/gpl3.bin
 /tmp/dp_small_1gpu_cuda --data "$GEN/gpl3.bin" --steps 20 --log-json "$OUT/dp_1gpu.jsonl" > "$OUT/dp_1gpu.txt" 2>&1
 for z in 0 3; do
-  rm -f "$OUT/dp_z$z.jsonl"
-  launch 2 "$OUT/dp_z$z" /tmp/dp_small_z${z}_cuda --data "$GEN/gpl3.bin" --steps 20 \
-    --log-json "$OUT/dp_z$z.jsonl" || { echo "  zero-stage $z failed:"; tail -3 "$OUT/dp_z$z".{0,1}; }
+  run_logged 2 dp_z$z /tmp/dp_small_z${z}_cuda --data "$GEN/gpl3.bin" --steps 20
 done
 python3 - "$OUT" <<'PY'
 import json, sys
@@ -77,9 +75,7 @@ np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin'
     /tmp/gpt2_124m_b16_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1.jsonl" > "$OUT/g1.txt" 2>&1; }
 /tmp/gpt2_124m_b8_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1b8.jsonl" > "$OUT/g1b8.txt" 2>&1
 for z in 0 3; do
-  rm -f "$OUT/g2_z$z.jsonl"
-  launch 2 "$OUT/g2_z$z" /tmp/dp_gpt2_z${z}_cuda --data /tmp/tok50k.bin --steps 8 \
-    --log-json "$OUT/g2_z$z.jsonl" || { echo "  gpt2 zero-stage $z failed:"; tail -3 "$OUT/g2_z$z".{0,1}; }
+  run_logged 2 g2_z$z /tmp/dp_gpt2_z${z}_cuda --data /tmp/tok50k.bin --steps 8
 done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys

@@ -29,19 +29,15 @@ for link in nvlink socket; do
   launch 2 "$OUT/bw_$link" build-bench/bin/comm_bench cuda --iters 5 --max-mib 512 ||
     tail -3 "$OUT/bw_$link".0
   for f in z0 ob obb; do
-    rm -f "$OUT/${f}_$link.jsonl"
-    launch 2 "$OUT/${f}_$link" /tmp/ob_$f --data "$GEN/gpl3.bin" --steps 12 \
-      --log-json "$OUT/${f}_$link.jsonl" || { echo "$f on $link failed:"; tail -3 "$OUT/${f}_$link".{0,1}; }
+    run_logged 2 "${f}_$link" /tmp/ob_$f --data "$GEN/gpl3.bin" --steps 12
   done
 done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "bench")
+import jsonlog
 out = sys.argv[1]
-def steps(name):
-    try:
-        return [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
-    except OSError:
-        return []
+steps = lambda name: jsonlog.steps(out, name)
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 one = med([s["step_ms"] for s in steps("one")[2:]])
 print(f"one GPU, 8 x 1024 (one rank's compute): {one:.1f} ms a step")

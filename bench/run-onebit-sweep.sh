@@ -19,9 +19,7 @@ done
 wait
 source bench/launch.sh
 for f in "${runs[@]}"; do
-  rm -f "$OUT/$f.jsonl"
-  launch 2 "$OUT/$f" /tmp/ob_$f --data "$GEN/gpl3.bin" --steps 12 --log-json "$OUT/$f.jsonl" ||
-    { echo "$f failed:"; tail -3 "$OUT/$f".{0,1}; }
+  run_logged 2 $f /tmp/ob_$f --data "$GEN/gpl3.bin" --steps 12
 done
 python3 - "$OUT" "${runs[@]}" <<'PY'
 import json, statistics, sys
