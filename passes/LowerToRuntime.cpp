@@ -78,14 +78,20 @@ rt::ReduceKind reduceOf(ReduceKind k) {
   }
 }
 
-/// fp8_e4m3 and fp4_e2m1: block-scaled codecs with runtime kernels.
+/// fp8_e4m3, fp4_e2m1, int8 and int4: block-scaled codecs with runtime
+/// kernels.
 bool isBlockCodec(PackedType p) {
   CodecKind k = p.getCodec().getKind();
-  return k == CodecKind::fp8_e4m3 || k == CodecKind::fp4_e2m1;
+  return k == CodecKind::fp8_e4m3 || k == CodecKind::fp4_e2m1 || k == CodecKind::int8 ||
+         k == CodecKind::int4;
 }
 rt::BlockCodec blockCodecOf(PackedType p) {
-  return p.getCodec().getKind() == CodecKind::fp8_e4m3 ? rt::BlockCodec::fp8_e4m3
-                                                       : rt::BlockCodec::fp4_e2m1;
+  switch (p.getCodec().getKind()) {
+  case CodecKind::fp8_e4m3: return rt::BlockCodec::fp8_e4m3;
+  case CodecKind::fp4_e2m1: return rt::BlockCodec::fp4_e2m1;
+  case CodecKind::int8: return rt::BlockCodec::int8;
+  default: return rt::BlockCodec::int4;
+  }
 }
 /// The ranks of a group (the product of its levels' sizes), or 0 when its
 /// topology is not in the module.
@@ -404,15 +410,17 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
         int64_t n = t.getNumElements(), block = p.getCodec().getBlock();
         if (isBlockCodec(p)) {
           if (!t.getElementType().isF32() || block <= 0 || block % 2 || n % block)
-            return refuse(": fp8_e4m3 and fp4_e2m1 take f32 tensors in blocks (an even block "
+            return refuse(": block codecs (fp8_e4m3, fp4_e2m1, int8, int4) take f32 tensors in "
+                          "blocks (an even block "
                           "size that divides the element count), got " + llvm::Twine(n) +
                           " elements, block " + llvm::Twine(block));
           if (isa<CompressOp>(o) && llvm::cast<CompressOp>(o).getError())
-            return refuse(": fp8_e4m3 and fp4_e2m1 have no error feedback");
+            return refuse(": block codecs have no error feedback");
           return success();
         }
         if (p.getCodec().getKind() != CodecKind::sign_scale)
-          return refuse(": the runtime has kernels for sign_scale, fp8_e4m3 and fp4_e2m1 only");
+          return refuse(": the runtime has kernels for sign_scale, fp8_e4m3, fp4_e2m1, int8 and "
+                        "int4 only");
         if (!t.getElementType().isF32())
           return refuse(": sign_scale has runtime kernels for f32 tensors only");
         // Decompression also takes the chunks a packed all_to_all or
@@ -443,7 +451,7 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
           int64_t n = in.getLogical().getNumElements();
           int64_t part = isa<AllToAllOp>(o) ? n / chunksOf(llvm::cast<AllToAllOp>(o)) : n;
           if (in.getCodec() != out.getCodec() || part % in.getCodec().getBlock() != 0)
-            return refuse(": packed fp8/fp4 collectives exchange whole blocks of one codec");
+            return refuse(": packed block-codec collectives exchange whole blocks of one codec");
           return success();
         }
         if (in.getCodec().getKind() != CodecKind::sign_scale || in.getCodec().getBlock() != 0 ||

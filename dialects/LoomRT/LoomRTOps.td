@@ -95,7 +95,8 @@ def LoomRT_ReduceKind : I32EnumAttr<"ReduceKind", "loomrt_reduce_op", [
   let cppNamespace = "::mlir::loomrt";
 }
 def LoomRT_BlockCodec : I32EnumAttr<"BlockCodec", "loomrt_block_codec", [
-    I32EnumAttrCase<"fp8_e4m3", 0>, I32EnumAttrCase<"fp4_e2m1", 1>
+    I32EnumAttrCase<"fp8_e4m3", 0>, I32EnumAttrCase<"fp4_e2m1", 1>,
+    I32EnumAttrCase<"int8", 2>, I32EnumAttrCase<"int4", 3>
   ]> {
   let cppNamespace = "::mlir::loomrt";
 }
@@ -373,10 +374,10 @@ def LoomRT_BlockCompressOp : LoomRT_CallOp<"block_compress",
     (ins LoomRT_BlockCodec:$codec, LoomRT_Buffer:$x, LoomRT_Buffer:$packed, NonNegI64:$n,
          ConfinedAttr<I64Attr, [IntPositive]>:$block),
     "$codec $x `->` $packed `,` $n `block` $block"> {
-  let summary = "block-scaled FP8 / FP4 compression (loomrt_block_compress)";
+  let summary = "block-scaled FP8 / FP4 / int8 / int4 compression (loomrt_block_compress)";
   let description = [{
     Writes the n/block fp32 scales, then the codes (a byte each for
-    fp8_e4m3, two a byte for fp4_e2m1).
+    fp8_e4m3 and int8, two a byte for fp4_e2m1 and int4).
   }];
 }
 

@@ -118,7 +118,7 @@ struct TextCall {
   std::string binary(rt::BinaryKind k) const { return binaryName(k); }
   std::string reduce(rt::ReduceKind k) const { return reduceName(k); }
   std::string codec(rt::BlockCodec k) const {
-    return k == rt::BlockCodec::fp8_e4m3 ? "LOOMRT_CODEC_FP8_E4M3" : "LOOMRT_CODEC_FP4_E2M1";
+    return "LOOMRT_CODEC_" + llvm::StringRef(rt::stringifyBlockCodec(k)).upper();
   }
   std::string shape(const char *n, ArrayRef<int64_t> v) {
     shapes[n] = std::string(n) + "[] = {" + join(v) + "}";

@@ -67,7 +67,15 @@ LOOMRT_HD float onebitSign(const uint8_t *packed, size_t i) {
 /// (round to nearest, ties to even, saturating; the caller divides by the
 /// block's scale first).
 LOOMRT_HD float blockCodecMax(loomrt_block_codec c) {
-  return c == LOOMRT_CODEC_FP8_E4M3 ? 448.0f : 6.0f;
+  return c == LOOMRT_CODEC_FP8_E4M3 ? 448.0f
+       : c == LOOMRT_CODEC_FP4_E2M1 ? 6.0f
+       : c == LOOMRT_CODEC_INT8     ? 127.0f
+                                    : 7.0f;
+}
+/// Whether a codec packs two codes a byte (element i in the low nibble of
+/// byte i/2 when i is even, the high one when odd).
+LOOMRT_HD bool blockCodecNibbles(loomrt_block_codec c) {
+  return c == LOOMRT_CODEC_FP4_E2M1 || c == LOOMRT_CODEC_INT4;
 }
 /// OCP FP8 E4M3: bias 7, 3 mantissa bits, subnormals 2^-9 apart, no
 /// infinities (0x7F and 0xFF are NaN; never produced here).
@@ -109,6 +117,37 @@ LOOMRT_HD uint8_t e2m1Code(float v) {
   uint8_t mag = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
               : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
   return mag && v < 0.0f ? uint8_t(8 | mag) : mag;
+}
+
+/// Symmetric integers (ZeRO++'s qwZ and qgZ, Wang et al. 2023, §3.1 and
+/// §3.3): the scaled value rounded to nearest (ties to even) and clamped to
+/// ±127 (int8) or ±7 (int4, two's complement in a nibble).
+LOOMRT_HD uint8_t intCode(float v, float top) {
+  float r = rintf(fminf(fmaxf(v, -top), top));
+  return uint8_t(int(r) & (top > 7.0f ? 0xFF : 0x0F));
+}
+/// The code of a value already divided by its block's scale, and a code's
+/// value, for every block codec.
+LOOMRT_HD uint8_t blockCode(loomrt_block_codec c, float v) {
+  switch (c) {
+  case LOOMRT_CODEC_FP8_E4M3: return e4m3Code(v);
+  case LOOMRT_CODEC_FP4_E2M1: return e2m1Code(v);
+  case LOOMRT_CODEC_INT8: return intCode(v, 127.0f);
+  default: return intCode(v, 7.0f);
+  }
+}
+LOOMRT_HD float blockValue(loomrt_block_codec c, uint8_t code) {
+  switch (c) {
+  case LOOMRT_CODEC_FP8_E4M3: return e4m3Value(code);
+  case LOOMRT_CODEC_FP4_E2M1: return e2m1Value(code);
+  case LOOMRT_CODEC_INT8: return float(int8_t(code));
+  default: return float(code & 8 ? int(code) - 16 : int(code));
+  }
+}
+/// Element i of a block codec's codes.
+LOOMRT_HD float blockElement(loomrt_block_codec c, const uint8_t *codes, size_t i) {
+  return blockCodecNibbles(c) ? blockValue(c, uint8_t(codes[i / 2] >> (4 * (i & 1)) & 15))
+                              : blockValue(c, codes[i]);
 }
 
 LOOMRT_HD float unaryOp(loomrt_unary_op op, float x) {

@@ -137,14 +137,14 @@ loomrt_status loomrt_onebit_decompress(loomrt_stream s, const uint8_t *packed,
 }
 
 size_t loomrt_block_packed_bytes(loomrt_block_codec codec, size_t n, size_t block) {
-  return (block ? 4 * (n / block) : 0) + (codec == LOOMRT_CODEC_FP4_E2M1 ? n / 2 : n);
+  return (block ? 4 * (n / block) : 0) + (loomrt::blockCodecNibbles(codec) ? n / 2 : n);
 }
 
 static loomrt_status blockCheck(const char *fn, loomrt_stream s, loomrt_block_codec codec,
                                 size_t n, size_t block, std::initializer_list<const void *> bufs) {
   if (!s)
     return bad(fn, "null stream");
-  if (codec != LOOMRT_CODEC_FP8_E4M3 && codec != LOOMRT_CODEC_FP4_E2M1)
+  if (codec < LOOMRT_CODEC_FP8_E4M3 || codec > LOOMRT_CODEC_INT4)
     return bad(fn, "unknown codec " + std::to_string(int(codec)));
   if (block == 0 || block % 2 || n % block)
     return bad(fn, "n (" + std::to_string(n) + ") must be a multiple of the block (" +

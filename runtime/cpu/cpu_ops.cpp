@@ -677,13 +677,14 @@ loomrt_status onebitAverageK(void *, void *, const uint8_t *packed, const float 
   return LOOMRT_OK;
 }
 
-// Block-scaled narrow floats: one block a task; the codes from
-// kernel_math.h, shared with the CUDA kernels.
+// Block-scaled codecs: one block a task; the codes from kernel_math.h,
+// shared with the CUDA kernels.
 loomrt_status blockCompressK(void *, void *, loomrt_block_codec codec, const float *x,
                              void *packed, size_t n, size_t block) {
   auto *scales = static_cast<float *>(packed);
   uint8_t *codes = static_cast<uint8_t *>(packed) + 4 * (n / block);
   const float top = blockCodecMax(codec);
+  const bool nibbles = blockCodecNibbles(codec);
   const int64_t blocks = int64_t(n / block);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -694,13 +695,13 @@ loomrt_status blockCompressK(void *, void *, loomrt_block_codec codec, const flo
     float scale = amax > 0.0f ? amax / top : 1.0f;
     scales[b] = scale;
     size_t base = size_t(b) * block;
-    if (codec == LOOMRT_CODEC_FP8_E4M3) {
+    if (!nibbles) {
       for (size_t i = 0; i < block; ++i)
-        codes[base + i] = e4m3Code(xb[i] / scale);
+        codes[base + i] = blockCode(codec, xb[i] / scale);
     } else {
       for (size_t i = 0; i < block; i += 2)
-        codes[(base + i) / 2] =
-            uint8_t(e2m1Code(xb[i] / scale) | e2m1Code(xb[i + 1] / scale) << 4);
+        codes[(base + i) / 2] = uint8_t(blockCode(codec, xb[i] / scale) |
+                                        blockCode(codec, xb[i + 1] / scale) << 4);
     }
   }
   return LOOMRT_OK;
@@ -711,12 +712,8 @@ loomrt_status blockDecompressK(void *, void *, loomrt_block_codec codec, const v
   const uint8_t *codes = static_cast<const uint8_t *>(packed) + 4 * (n / block);
   const int64_t total = int64_t(n);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < total; ++i) {
-    float s = scales[size_t(i) / block];
-    out[i] = codec == LOOMRT_CODEC_FP8_E4M3
-                 ? e4m3Value(codes[i]) * s
-                 : e2m1Value(uint8_t(codes[i / 2] >> (4 * (i & 1)) & 15)) * s;
-  }
+  for (int64_t i = 0; i < total; ++i)
+    out[i] = blockElement(codec, codes, size_t(i)) * scales[size_t(i) / block];
   return LOOMRT_OK;
 }
 

@@ -486,36 +486,38 @@ __global__ void onebitAverage(const uint8_t *packed, const float *scales, float 
   }
 }
 
-// Block-scaled narrow floats: a thread a block of the codec (the exchange
-// runs every few hundred steps, so simple beats coalesced here).
+// Block-scaled codecs: a warp a block of the codec (ZeRO++'s qwZ and qgZ
+// quantise every step, so the loads are coalesced: lane l reads elements l,
+// l+32, ...); the block's largest magnitude by shuffles, so the scale is
+// the CPU backend's bit for bit (max is exact in any order).
 __global__ void blockCompressKernel(loomrt_block_codec codec, const float *x, float *scales,
                                     uint8_t *codes, size_t blocks, size_t block) {
   const float top = blockCodecMax(codec);
-  GRID_STRIDE(b, blocks) {
+  const bool nibbles = blockCodecNibbles(codec);
+  const unsigned lane = threadIdx.x & 31;
+  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
+  for (size_t b = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < blocks; b += warps) {
     const float *xb = x + b * block;
     float amax = 0.0f;
-    for (size_t i = 0; i < block; ++i)
+    for (size_t i = lane; i < block; i += 32)
       amax = fmaxf(amax, fabsf(xb[i]));
+    amax = warpMax(amax);
     float scale = amax > 0.0f ? amax / top : 1.0f;
-    scales[b] = scale;
-    if (codec == LOOMRT_CODEC_FP8_E4M3) {
-      for (size_t i = 0; i < block; ++i)
-        codes[b * block + i] = e4m3Code(xb[i] / scale);
+    if (lane == 0)
+      scales[b] = scale;
+    if (!nibbles) {
+      for (size_t i = lane; i < block; i += 32)
+        codes[b * block + i] = blockCode(codec, xb[i] / scale);
     } else {
-      for (size_t i = 0; i < block; i += 2)
+      for (size_t i = 2 * lane; i < block; i += 64)
         codes[(b * block + i) / 2] =
-            uint8_t(e2m1Code(xb[i] / scale) | e2m1Code(xb[i + 1] / scale) << 4);
+            uint8_t(blockCode(codec, xb[i] / scale) | blockCode(codec, xb[i + 1] / scale) << 4);
     }
   }
 }
 __global__ void blockDecompressKernel(loomrt_block_codec codec, const float *scales,
                                       const uint8_t *codes, float *out, size_t n, size_t block) {
-  GRID_STRIDE(i, n) {
-    float s = scales[i / block];
-    out[i] = codec == LOOMRT_CODEC_FP8_E4M3
-                 ? e4m3Value(codes[i]) * s
-                 : e2m1Value(uint8_t(codes[i / 2] >> (4 * (i & 1)) & 15)) * s;
-  }
+  GRID_STRIDE(i, n) out[i] = blockElement(codec, codes, i) * scales[i / block];
 }
 
 __global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
@@ -581,7 +583,7 @@ loomrt_status onebitDecompressG(void *, void *st, const uint8_t *packed, const f
 loomrt_status blockCompressG(void *, void *st, loomrt_block_codec codec, const float *x,
                              void *packed, size_t n, size_t block) {
   size_t blocks = n / block;
-  blockCompressKernel<<<gridFor(blocks), kThreads, 0, S(st)>>>(
+  blockCompressKernel<<<gridFor(blocks * 32), kThreads, 0, S(st)>>>(
       codec, x, static_cast<float *>(packed), static_cast<uint8_t *>(packed) + 4 * blocks, blocks,
       block);
   return launched("block_compress");

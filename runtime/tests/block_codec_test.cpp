@@ -1,5 +1,5 @@
-// block_codec_test.cpp: the block-scaled narrow floats of
-// loomrt_block_compress (OCP FP8 E4M3 and MX FP4 E2M1) against references
+// block_codec_test.cpp: the block-scaled codecs of loomrt_block_compress
+// (OCP FP8 E4M3, MX FP4 E2M1, symmetric int8 and int4) against references
 // written here from the formats' definitions, by another method than the
 // runtime's: every code's value from its fields, and the code of a value
 // by searching all codes for the nearest (ties to the even code, beyond
@@ -16,7 +16,12 @@ namespace {
 
 /// A code's value from the format's definition (sign, exponent field,
 /// mantissa field, bias): E4M3 bias 7, 3 mantissa bits; E2M1 bias 1, 1 bit.
+/// Integers: two's complement in 8 or 4 bits.
 double defined(loomrt_block_codec c, unsigned code) {
+  if (c == LOOMRT_CODEC_INT8)
+    return double(code >= 128 ? int(code) - 256 : int(code));
+  if (c == LOOMRT_CODEC_INT4)
+    return double(code >= 8 ? int(code) - 16 : int(code));
   int mbits = c == LOOMRT_CODEC_FP8_E4M3 ? 3 : 1, ebits = c == LOOMRT_CODEC_FP8_E4M3 ? 4 : 2;
   int bias = c == LOOMRT_CODEC_FP8_E4M3 ? 7 : 1;
   unsigned m = code & ((1u << mbits) - 1), e = (code >> mbits) & ((1u << ebits) - 1);
@@ -26,13 +31,22 @@ double defined(loomrt_block_codec c, unsigned code) {
   return neg ? -mag : mag;
 }
 
-unsigned codes(loomrt_block_codec c) { return c == LOOMRT_CODEC_FP8_E4M3 ? 256 : 16; }
+unsigned codes(loomrt_block_codec c) {
+  return c == LOOMRT_CODEC_FP8_E4M3 || c == LOOMRT_CODEC_INT8 ? 256 : 16;
+}
+/// The largest magnitude of each codec.
+double top(loomrt_block_codec c) {
+  return c == LOOMRT_CODEC_FP8_E4M3 ? 448.0 : c == LOOMRT_CODEC_FP4_E2M1 ? 6.0
+       : c == LOOMRT_CODEC_INT8     ? 127.0 : 7.0;
+}
 bool isNaNCode(loomrt_block_codec c, unsigned code) {
   return c == LOOMRT_CODEC_FP8_E4M3 && (code & 0x7F) == 0x7F;
 }
 
-/// The nearest code by search: ties to the even code (mantissa bit 0);
-/// zero has one code (0).
+/// The nearest code by search: ties to the even code (mantissa bit 0, or
+/// an even integer); zero has one code (0). Code codes/2 is negative zero
+/// for the floats and -128 / -8 for the integers, outside the symmetric
+/// range: never produced.
 unsigned nearest(loomrt_block_codec c, double v) {
   unsigned best = 0;
   double bestErr = std::fabs(v);
@@ -48,25 +62,30 @@ unsigned nearest(loomrt_block_codec c, double v) {
   return best;
 }
 
+const loomrt_block_codec kCodecs[] = {LOOMRT_CODEC_FP8_E4M3, LOOMRT_CODEC_FP4_E2M1,
+                                       LOOMRT_CODEC_INT8, LOOMRT_CODEC_INT4};
+
 TEST(BlockCodec, CodeValuesAreTheFormatsDefinitions) {
   using namespace loomrt;
-  for (unsigned code = 0; code < 256; ++code)
-    if (!isNaNCode(LOOMRT_CODEC_FP8_E4M3, code))
-      EXPECT_EQ(double(e4m3Value(uint8_t(code))), defined(LOOMRT_CODEC_FP8_E4M3, code)) << code;
-  for (unsigned code = 0; code < 16; ++code)
-    EXPECT_EQ(double(e2m1Value(uint8_t(code))), defined(LOOMRT_CODEC_FP4_E2M1, code)) << code;
+  for (loomrt_block_codec c : kCodecs)
+    for (unsigned code = 0; code < codes(c); ++code)
+      if (!isNaNCode(c, code) && code != codes(c) / 2)
+        EXPECT_EQ(double(blockValue(c, uint8_t(code))), defined(c, code))
+            << "codec " << int(c) << ", code " << code;
   EXPECT_EQ(e4m3Value(0x7E), 448.0f);
   EXPECT_EQ(e4m3Value(0x01), 0x1p-9f);
   EXPECT_EQ(e2m1Value(0x7), 6.0f);
+  EXPECT_EQ(blockValue(LOOMRT_CODEC_INT8, 0x81), -127.0f);
+  EXPECT_EQ(blockValue(LOOMRT_CODEC_INT4, 0x9), -7.0f);
 }
 
 TEST(BlockCodec, EncodingIsTheNearestCodeTiesToEven) {
   using namespace loomrt;
   std::vector<float> values = {0.0f, -0.0f, 1e-30f, 0x1p-10f, 3 * 0x1p-10f, 0x1p-6f,
                                448.0f, 460.0f, 464.0f, 1e6f, -1e6f, 0.25f, 0.75f, 1.25f,
-                               1.75f, 2.5f, 3.5f, 5.0f, 7.0f};
+                               1.75f, 2.5f, 3.5f, 5.0f, 7.0f, 7.5f, 126.5f, 127.5f, 200.0f};
   // Every midpoint between neighbouring codes, and points just beside it.
-  for (loomrt_block_codec c : {LOOMRT_CODEC_FP8_E4M3, LOOMRT_CODEC_FP4_E2M1})
+  for (loomrt_block_codec c : kCodecs)
     for (unsigned code = 0; code + 1 < codes(c) / 2; ++code) {
       if (isNaNCode(c, code + 1))
         continue;
@@ -79,24 +98,23 @@ TEST(BlockCodec, EncodingIsTheNearestCodeTiesToEven) {
   std::normal_distribution<float> N(0.f, 1.f);
   for (int i = 0; i < 20000; ++i)
     values.push_back(U(rng)), values.push_back(N(rng)), values.push_back(N(rng) * 0.01f);
-  size_t bad8 = 0, bad4 = 0;
-  for (float v : values) {
-    unsigned want8 = nearest(LOOMRT_CODEC_FP8_E4M3, v), want4 = nearest(LOOMRT_CODEC_FP4_E2M1, v);
-    bad8 += e4m3Code(v) != want8;
-    bad4 += e2m1Code(v) != want4;
-    if (e4m3Code(v) != want8 && bad8 < 5)
-      ADD_FAILURE() << "e4m3(" << v << ") = " << unsigned(e4m3Code(v)) << ", nearest " << want8;
-    if (e2m1Code(v) != want4 && bad4 < 5)
-      ADD_FAILURE() << "e2m1(" << v << ") = " << unsigned(e2m1Code(v)) << ", nearest " << want4;
+  for (loomrt_block_codec c : kCodecs) {
+    size_t bad = 0;
+    for (float v : values) {
+      unsigned want = nearest(c, v), got = blockCode(c, v);
+      bad += got != want;
+      if (got != want && bad < 5)
+        ADD_FAILURE() << "codec " << int(c) << ": code(" << v << ") = " << got << ", nearest "
+                      << want;
+    }
+    EXPECT_EQ(bad, 0u) << "codec " << int(c);
   }
-  EXPECT_EQ(bad8, 0u);
-  EXPECT_EQ(bad4, 0u);
 }
 
 class BlockCodecs : public BufferTest {};
 
 TEST_P(BlockCodecs, CompressDecompressMatchTheReference) {
-  for (loomrt_block_codec c : {LOOMRT_CODEC_FP8_E4M3, LOOMRT_CODEC_FP4_E2M1})
+  for (loomrt_block_codec c : kCodecs)
     for (size_t block : {size_t(32), size_t(128)}) {
       SCOPED_TRACE("codec " + std::to_string(int(c)) + ", block " + std::to_string(block));
       const size_t n = block * 37;
@@ -108,7 +126,7 @@ TEST_P(BlockCodecs, CompressDecompressMatchTheReference) {
       for (size_t i = 0; i < block; ++i)
         x[3 * block + i] = 0.0f; // a block of zeros: scale 1, codes 0
       size_t bytes = loomrt_block_packed_bytes(c, n, block);
-      ASSERT_EQ(bytes, 4 * (n / block) + (c == LOOMRT_CODEC_FP8_E4M3 ? n : n / 2));
+      ASSERT_EQ(bytes, 4 * (n / block) + (codes(c) == 256 ? n : n / 2));
       float *dx = dev<float>(n), *dout = dev<float>(n);
       uint8_t *dp = dev<uint8_t>(bytes);
       put(dx, x);
@@ -117,13 +135,12 @@ TEST_P(BlockCodecs, CompressDecompressMatchTheReference) {
       std::vector<uint8_t> packed = get(dp, bytes);
       std::vector<float> out = get(dout, n);
       const float *scales = reinterpret_cast<const float *>(packed.data());
-      const double top = c == LOOMRT_CODEC_FP8_E4M3 ? 448.0 : 6.0;
       size_t wrong = 0;
       for (size_t b = 0; b < n / block; ++b) {
         float amax = 0;
         for (size_t i = 0; i < block; ++i)
           amax = std::max(amax, std::fabs(x[b * block + i]));
-        float scale = amax > 0 ? float(amax / top) : 1.0f;
+        float scale = amax > 0 ? float(amax / top(c)) : 1.0f;
         EXPECT_EQ(scales[b], scale) << "block " << b;
         for (size_t i = b * block; i < (b + 1) * block; ++i) {
           unsigned code = nearest(c, double(x[i] / scale));
@@ -134,7 +151,7 @@ TEST_P(BlockCodecs, CompressDecompressMatchTheReference) {
       EXPECT_EQ(wrong, 0u);
       // The quantisation error: at most half a step of the codec at the
       // block's top (relative to the block's largest value: 1/16 for E4M3's
-      // top binade, 1/6 for E2M1's).
+      // top binade, 1/6 for E2M1's, half an integer step for int8 and int4).
       double worst = 0;
       for (size_t i = 0; i < n; ++i) {
         size_t b = i / block;
@@ -144,7 +161,10 @@ TEST_P(BlockCodecs, CompressDecompressMatchTheReference) {
         if (amax > 0)
           worst = std::max(worst, std::fabs(double(out[i]) - x[i]) / amax);
       }
-      EXPECT_LE(worst, c == LOOMRT_CODEC_FP8_E4M3 ? 1.0 / 28 + 1e-6 : 1.0 / 6 + 1e-6);
+      const double bound = c == LOOMRT_CODEC_FP8_E4M3   ? 1.0 / 28
+                           : c == LOOMRT_CODEC_FP4_E2M1 ? 1.0 / 6
+                                                        : 0.5 / top(c);
+      EXPECT_LE(worst, bound + 1e-6);
     }
 }
 

@@ -146,10 +146,13 @@ typedef LOOMRT_ENUM(loomrt_dtype) {
   LOOMRT_I64 = 2
 } loomrt_dtype;
 
-/* Narrow float codecs with one fp32 scale per block of elements. */
+/* Narrow float and symmetric integer codecs with one fp32 scale per block
+ * of elements (scale = the block's largest magnitude / the codec's top). */
 typedef LOOMRT_ENUM(loomrt_block_codec) {
   LOOMRT_CODEC_FP8_E4M3 = 0, /* OCP FP8 E4M3, a byte an element, at most 448 */
-  LOOMRT_CODEC_FP4_E2M1 = 1  /* OCP MX FP4 E2M1, half a byte, at most 6 */
+  LOOMRT_CODEC_FP4_E2M1 = 1, /* OCP MX FP4 E2M1, half a byte, at most 6 */
+  LOOMRT_CODEC_INT8 = 2,     /* symmetric int8, a byte, -127..127 (ZeRO++ qwZ) */
+  LOOMRT_CODEC_INT4 = 3      /* symmetric int4, half a byte, -7..7 (ZeRO++ qgZ) */
 } loomrt_block_codec;
 
 typedef LOOMRT_ENUM(loomrt_unary_op) {
