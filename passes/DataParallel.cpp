@@ -77,24 +77,32 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       signalPassFailure();
   }
 
-  /// Flatten each value to 1-D and concatenate, padding with zeros to `to`.
+  /// A member's elements in a bucket: rounded up to member-align.
+  int64_t aligned(int64_t n) { return (n + memberAlign - 1) / memberAlign * memberAlign; }
+
+  /// Flatten each value to 1-D and concatenate, each starting at a multiple
+  /// of member-align, padding with zeros to `to`.
   Value flatten(OpBuilder &b, Location loc, ArrayRef<Value> vals, int64_t to) {
     SmallVector<Value> parts;
     int64_t n = 0;
     Type elt;
+    auto zeros = [&](int64_t count) {
+      auto zt = RankedTensorType::get({count}, elt);
+      parts.push_back(arith::ConstantOp::create(
+          b, loc, zt, DenseElementsAttr::get(zt, b.getZeroAttr(elt))));
+    };
     for (Value v : vals) {
       auto t = cast<RankedTensorType>(v.getType());
       elt = t.getElementType();
-      n += t.getNumElements();
+      if (aligned(n) > n)
+        zeros(aligned(n) - n);
+      n = aligned(n) + t.getNumElements();
       parts.push_back(t.getRank() == 1 ? v
                                        : ReshapeOp::create(b, loc, flatType(t, t.getNumElements()), v)
                                              .getResult());
     }
-    if (to > n) {
-      auto zt = RankedTensorType::get({to - n}, elt);
-      parts.push_back(arith::ConstantOp::create(
-          b, loc, zt, DenseElementsAttr::get(zt, b.getZeroAttr(elt))));
-    }
+    if (to > n)
+      zeros(to - n);
     if (parts.size() == 1)
       return parts[0];
     return ConcatOp::create(b, loc, RankedTensorType::get({to}, elt), parts, 0);
@@ -114,7 +122,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       if (t.getRank() != 1)
         piece = ReshapeOp::create(b, loc, t, piece);
       out.push_back(piece);
-      off += n;
+      off = aligned(off + n);
     }
     return out;
   }
@@ -217,6 +225,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(module, "zero-stage must be 0, 1, 2 or 3");
     if (bucketSize < 1)
       return fail(module, "bucket-size must be positive");
+    if (shardMultiple < 1 || memberAlign < 1)
+      return fail(module, "shard-multiple and member-align must be positive");
     FailureOr<TopologyOp> found = findTopology(module, topology, "loom-data-parallel");
     if (failed(found))
       return failure();
@@ -332,10 +342,11 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       if (buckets.empty() || buckets.back().numel + m.numel > bucketSize)
         buckets.emplace_back();
       buckets.back().members.push_back(m);
-      buckets.back().numel += m.numel;
+      buckets.back().numel = aligned(buckets.back().numel) + m.numel;
     }
+    int64_t multiple = world * shardMultiple;
     for (Bucket &bk : buckets)
-      bk.padded = (bk.numel + world - 1) / world * world;
+      bk.padded = (bk.numel + multiple - 1) / multiple * multiple;
 
     FailureOr<SmallVector<Value>> reduced = reduceInBackward(fb, call, buckets);
     if (failed(reduced))
@@ -426,6 +437,9 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                                  TypeAttr::get(shardType), zeros, DenseElementsAttr());
         p->setAttr(LoomDialect::ShardOfAttrHelper::getNameStr(), ArrayAttr::get(ctx, of));
         p->setAttr(LoomDialect::PaddedAttrHelper::getNameStr(), mb.getI64IntegerAttr(bk.padded));
+        if (memberAlign > 1)
+          p->setAttr(LoomDialect::MemberAlignAttrHelper::getNameStr(),
+                     mb.getI64IntegerAttr(memberAlign));
         pSym = FlatSymbolRefAttr::get(ctx, p.getSymName());
         for (Member &m : bk.members)
           m.param->setAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr(), pSym);

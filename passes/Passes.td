@@ -477,6 +477,107 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "hpZ (ZeRO++): levels (comma-separated) of a secondary partition of ZeRO-3's "
            "parameters: the forward's all-gather keeps this rank's block within them, "
            "and the backward gathers inside them instead of over the world">,
+    Option<"shardMultiple", "shard-multiple", "int64_t", /*default=*/"1",
+           "Pad each bucket so that every rank's shard is a multiple of this many "
+           "elements (ZeRO++'s qwZ and qgZ quantise shards in whole blocks)">,
+    Option<"memberAlign", "member-align", "int64_t", /*default=*/"1",
+           "Start each tensor of a bucket at a multiple of this many elements "
+           "(zeros between): a quantisation block then never spans two tensors, "
+           "whose ranges differ (a layer norm's gain of 1 beside weights of 0.02)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def QuantizeWeights : Pass<"loom-quantize-weights", "ModuleOp"> {
+  let summary = "ZeRO++ qwZ: int8 block-quantised weights before ZeRO-3's all-gathers";
+  let description = [{
+    Runs after `loom-data-parallel` at stage 3 (Wang et al., ZeRO++, 2023,
+    §3.1). Every all-gather in `@forward_backward` of a parameter shard
+    (`loom.load` of a `loom.shard_of` parameter) sends int8 codes with one
+    fp32 scale per `block` elements instead of fp32: the shard is
+    compressed (symmetric, scale = the block's largest magnitude / 127),
+    the packed payload gathered, and the whole bucket decompressed after
+    the wait. The forward and the backward decode the same codes, so the
+    gradients are of the weights the forward used. hpZ's secondary gathers
+    (of a `loom.shard` of the gathered bucket, inside a node) stay
+    full-precision, as in ZeRO++. A shard that is not a whole number of
+    blocks keeps its fp32 gather and says why in `loom.note`
+    (`loom-data-parallel shard-multiple=` pads shards to whole blocks).
+
+    Before:
+
+    ```mlir
+    %s = loom.load @zero.bucket0.params : tensor<4096xf32>
+    %f, %t = loom.all_gather %s over #loom.group<@world, ["gpu", "node"]> on comm
+        : tensor<4096xf32> -> tensor<16384xf32>
+    loom.wait %t
+    ```
+
+    After (`block=2048`):
+
+    ```mlir
+    %s = loom.load @zero.bucket0.params : tensor<4096xf32>
+    %q = loom.compress %s : tensor<4096xf32>
+        -> !loom.packed<tensor<4096xf32>, #loom.codec<int8, block = 2048>>
+    %g, %t = loom.all_gather %q over #loom.group<@world, ["gpu", "node"]> on comm
+        : !loom.packed<...4096...> -> !loom.packed<tensor<16384xf32>, #loom.codec<int8, block = 2048>>
+    loom.wait %t
+    %f = loom.decompress %g : ... -> tensor<16384xf32>
+    ```
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", /*default=*/"2048",
+           "Elements per fp32 scale (even; ZeRO++ uses blocks of a few thousand)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def QuantizeGradients : Pass<"loom-quantize-gradients", "ModuleOp"> {
+  let summary = "ZeRO++ qgZ: int4 hierarchical gradient reduce-scatter by all-to-all";
+  let description = [{
+    Runs after `loom-data-parallel` at stages 2-3 (Wang et al., ZeRO++,
+    2023, §3.3). Each gradient reduce-scatter (mean, fp32) over a group of
+    several levels becomes two quantised all-to-alls: the bucket's chunks
+    are reordered so that the chunks bound for one inner rank (the group's
+    levels but its outermost: a node) lie together, quantised to int4 in
+    blocks of `block` elements, exchanged by an all-to-all inside the node,
+    dequantised and averaged over the node, quantised again and exchanged
+    by an all-to-all over the outermost level, then dequantised and
+    averaged: each rank ends with its shard of the mean, as the
+    reduce-scatter gave, and only int4 codes and fp32 scales cross the
+    node. Over one level it is one stage. The second stage is issued where
+    the next bucket's reduction is (or at the end of the backward), so the
+    first all-to-all overlaps the backward; the last decode follows the
+    backward's final wait.
+
+    Falls back to the plain reduce-scatter, with `loom.note` saying why,
+    for a shard that is not a whole number of blocks, a non-f32 payload or
+    a reduction other than mean.
+
+    Before (`["gcd" = 2, "gpu" = 2, "node" = 2]`, a shard of 4096):
+
+    ```mlir
+    %r, %t = loom.reduce_scatter %g over #loom.group<@world, ["gcd", "gpu", "node"]>
+        reduce mean on comm : tensor<32768xf32> -> tensor<4096xf32>
+    ```
+
+    After (abridged):
+
+    ```mlir
+    %o = loom.transpose %g3 [1, 0, 2] : tensor<2x4x4096xf32> to tensor<4x2x4096xf32>
+    %q = loom.compress %of : tensor<32768xf32> -> !loom.packed<..., #loom.codec<int4, block = 512>>
+    %a, %t1 = loom.all_to_all %q over #loom.group<@world, ["gcd", "gpu"]> on comm : ...
+    loom.wait %t1
+    %m = loom.reduce mean %a2 [0] : tensor<4x8192xf32> to tensor<8192xf32>
+    %q2 = loom.compress %m : ...
+    %b, %t2 = loom.all_to_all %q2 over #loom.group<@world, ["node"]> on comm : ...
+    loom.wait %t2
+    %r = loom.reduce mean %b2 [0] : tensor<2x4096xf32> to tensor<4096xf32>
+    ```
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", /*default=*/"512",
+           "Elements per fp32 scale (even)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -53,6 +53,9 @@ def Loom_Dialect : Dialect {
     "::mlir::FlatSymbolRefAttr":$mirror_of,
     // On a shard: its elements after padding to a multiple of the ranks.
     "::mlir::IntegerAttr":$padded,
+    // On a shard: each member starts at a multiple of this many elements of
+    // the bucket (loom-data-parallel member-align; absent: packed).
+    "::mlir::IntegerAttr":$member_align,
     // On @train_step: {world, zero_stage} (loom-data-parallel).
     "::mlir::DictionaryAttr":$data_parallel,
     // On the module: the interleaved plan {gpu, stream, cpu, ...}.
@@ -71,7 +74,11 @@ def Loom_Dialect : Dialect {
     // On a Streaming DiLoCo outer step (loom-diloco's @diloco_outer_F):
     // {every = H, offset = O}, run after the inner step t with t + 1 >= O
     // and t + 1 - O a multiple of H.
-    "::mlir::DictionaryAttr":$diloco
+    "::mlir::DictionaryAttr":$diloco,
+    // On any op: why a pass left it as it was where it rewrites its kind
+    // (a fallback, e.g. qgZ's plain reduce-scatter for a shard that is not
+    // whole blocks), so the IR says what was not done and why.
+    "::mlir::StringAttr":$note
   );
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{

@@ -72,13 +72,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0,
                   "a non-negative integer");
   }
+  if (name == LoomDialect::MemberAlignAttrHelper::getNameStr()) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1 &&
+                      v.getInt() <= (int64_t(1) << 30),
+                  "an integer in [1, 2^30]");
+  }
   if (name == LoomDialect::DataParallelAttrHelper::getNameStr())
     return integers({"world", "zero_stage"}, {1, 0}, {int64_t(1) << 20, 3});
   if (name == LoomDialect::DilocoAttrHelper::getNameStr())
     return integers({"every", "offset"}, {1, 1}, {kMax, kMax});
   if (name == LoomDialect::OffloadPlanAttrHelper::getNameStr())
     return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
-  if (name == LoomDialect::ModelAttrHelper::getNameStr() || name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr())
+  if (name == LoomDialect::ModelAttrHelper::getNameStr() ||
+      name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr() ||
+      name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);

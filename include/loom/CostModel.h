@@ -33,6 +33,13 @@ struct CacheLevel {
 struct LinkLevel {
   std::string name;
   double bandwidth = 0; // bytes/s
+  double latency = 0;   // seconds a ring step (a message's start-up)
+};
+
+/// What a collective over some topology levels runs at: the slowest
+/// link among them.
+struct GroupLink {
+  double bandwidth = 0, latency = 0;
 };
 
 /// Rates are per second, sizes in bytes. A zero rate means "not measured"
@@ -79,6 +86,13 @@ struct Hardware {
   /// the nearest end outside them.
   double gpuBf16Rate(double flops) const;
 };
+
+/// `levels` are the names of a group's levels with more than one rank;
+/// `topology` every level's name, innermost first. A level takes the link
+/// of its name in `hw.links`, else the link at its position (innermost
+/// first, the last link for any level beyond); bandwidth 0 without links.
+GroupLink groupLink(const Hardware &hw, const std::vector<std::string> &topology,
+                    const std::vector<std::string> &levels);
 
 /// The built-in descriptions: "h100" (the project's H100 host, measured in
 /// docs/cost-model.md's sources) and "cpu-host" (a small CPU-only machine).

@@ -69,6 +69,9 @@ struct PipelineOptions {
   /// hpZ's secondary partition (loom-data-parallel secondary=): levels,
   /// comma-separated; empty: none.
   std::string hpzLevels;
+  /// ZeRO++ qwZ / qgZ (loom-quantize-weights / -gradients): elements per
+  /// scale; 0: off.
+  int64_t qwzBlock = 0, qgzBlock = 0;
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket

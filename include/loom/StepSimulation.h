@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ struct StepPrediction {
   double peakStepBytes = 0;         // the step arena's size (fragmentation included)
   double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }
   std::vector<SimSpan> spans;
+  /// Bytes this rank sends a step (loomrt_comm_bytes_sent's count), and per
+  /// communicator: the sum of their collectives' bytes and link time, keyed
+  /// as the binary's JSON log keys comm_bytes_by_group (the group's level
+  /// indices, "0,1"; the world's communicator under "").
+  double commBytes = 0;
+  struct Comm {
+    double bytes = 0, seconds = 0;
+  };
+  std::map<std::string, Comm> comm;
 };
 
 /// Simulates @train_step (or `function`: 1-bit Adam's @train_step_frozen)

@@ -322,6 +322,12 @@ public:
       auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());
       if (!padded)
         return op.emitError() << "code generation: a loom.shard_of parameter needs loom.padded";
+      // The members' alignment in the bucket (loom-data-parallel
+      // member-align): the gaps between them in the gathered bucket.
+      int64_t align = 1;
+      if (auto a = op.getAttrOfType<IntegerAttr>(LoomDialect::MemberAlignAttrHelper::getNameStr()))
+        align = a.getInt();
+      tail.insert(tail.size() - 3, ", " + std::to_string(align));
       tos << "    " << entry << ", " << members.size() << ", " << mt << ", "
           << padded.getInt() << tail;
     }

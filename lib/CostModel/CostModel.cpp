@@ -180,6 +180,16 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
       Elem l;
       l.name = name->str();
       l.bandwidth = *bw;
+      if constexpr (std::is_same_v<Elem, LinkLevel>) {
+        if (lo->get("latency")) {
+          auto lat = lo->getNumber("latency");
+          if (!lat || *lat < 0 || !std::isfinite(*lat)) {
+            fail("link '" + l.name + "': 'latency' must be a non-negative number of seconds");
+            return false;
+          }
+          l.latency = *lat;
+        }
+      }
       if constexpr (std::is_same_v<Elem, CacheLevel>) {
         auto bytes = lo->getNumber("bytes");
         if (!bytes || !positive(*bytes)) {
@@ -224,7 +234,7 @@ std::string toJson(const Hardware &h) {
   for (const CacheLevel &c : h.caches)
     caches.push_back(llvm::json::Object{{"name", c.name}, {"bytes", c.bytes}, {"bandwidth", c.bandwidth}});
   for (const LinkLevel &l : h.links)
-    links.push_back(llvm::json::Object{{"name", l.name}, {"bandwidth", l.bandwidth}});
+    links.push_back(llvm::json::Object{{"name", l.name}, {"bandwidth", l.bandwidth}, {"latency", l.latency}});
   o["caches"] = std::move(caches);
   o["links"] = std::move(links);
   if (!h.gpuMatmulBf16BySize.empty()) {
@@ -352,6 +362,31 @@ std::pair<double, UpdateEstimate> bestUpdateSplit(const Hardware &hw, double par
       best = {f, e};
   }
   return best;
+}
+
+GroupLink groupLink(const Hardware &hw, const std::vector<std::string> &topology,
+                    const std::vector<std::string> &levels) {
+  GroupLink g;
+  if (hw.links.empty())
+    return g;
+  bool first = true;
+  for (const std::string &level : levels) {
+    const LinkLevel *link = nullptr;
+    for (const LinkLevel &l : hw.links)
+      if (l.name == level)
+        link = &l;
+    if (!link) {
+      size_t pos = 0;
+      while (pos < topology.size() && topology[pos] != level)
+        ++pos;
+      link = &hw.links[std::min(pos, hw.links.size() - 1)];
+    }
+    if (first || link->bandwidth < g.bandwidth)
+      g.bandwidth = link->bandwidth;
+    g.latency = std::max(g.latency, link->latency);
+    first = false;
+  }
+  return g;
 }
 
 } // namespace loom::cost

@@ -94,6 +94,8 @@ struct Simulator {
   const cost::Hardware &hw;
   bool keep;
   int64_t world;
+  /// The module's topology: each level's name and size, innermost first.
+  std::vector<std::pair<std::string, int64_t>> topology;
   StepPrediction p;
   double host = 0, gpu = 0, h2d = 0, d2h = 0, comm = 0, lastBackward = 0;
   llvm::DenseMap<Value, Lane> lanes;     // stream -> its lane
@@ -398,29 +400,69 @@ struct Simulator {
     return success();
   }
 
-  /// A collective: the bytes each rank sends at the first link level's bus
-  /// bandwidth (the input of an all-reduce or reduce-scatter, the shard of
-  /// an all-gather).
+  /// A collective: the bytes this rank sends (loomrt_collective_bytes_sent,
+  /// the runtime's own count) over the group's slowest link, plus one
+  /// latency per ring step (docs/cost-model.md, "Collectives").
   LogicalResult collective(Operation *op) {
-    double bytes = 0;
+    uint64_t bytes = 0;
+    loomrt_collective_kind kind = LOOMRT_COLL_ALL_GATHER;
     if (auto c = dyn_cast<rt::AllReduceOp>(op))
-      bytes = double(c.getN()) * double(rt::dtypeBytes(c.getDtype()));
+      kind = LOOMRT_COLL_ALL_REDUCE, bytes = uint64_t(c.getN()) * rt::dtypeBytes(c.getDtype());
     else if (auto c = dyn_cast<rt::ReduceScatterOp>(op))
-      bytes = double(c.getN()) * double(world) * double(rt::dtypeBytes(c.getDtype()));
+      kind = LOOMRT_COLL_REDUCE_SCATTER, bytes = uint64_t(c.getN()) * rt::dtypeBytes(c.getDtype());
     else if (auto c = dyn_cast<rt::AllGatherOp>(op))
-      bytes = double(c.getN()) * double(rt::dtypeBytes(c.getDtype()));
+      bytes = uint64_t(c.getN()) * rt::dtypeBytes(c.getDtype());
     else if (auto c = dyn_cast<rt::AllToAllOp>(op))
-      bytes = double(c.getBytes()) * double(world);
+      kind = LOOMRT_COLL_ALL_TO_ALL, bytes = uint64_t(c.getBytes());
     else if (auto c = dyn_cast<rt::AllGatherBytesOp>(op))
-      bytes = double(c.getBytes());
-    double bw = !hw.links.empty() ? hw.links.front().bandwidth : deviceBandwidth();
+      bytes = uint64_t(c.getBytes());
+    // The group: a communicator over some levels, or the world.
+    SmallVector<int64_t> levels;
+    auto commOp = op->getOperand(0).getDefiningOp<rt::CommOp>();
+    if (commOp && commOp.getLevels())
+      levels.assign(commOp.getLevels()->begin(), commOp.getLevels()->end());
+    else
+      for (int64_t i = 0; i < int64_t(topology.size()); ++i)
+        levels.push_back(i);
+    int64_t ranks = 1;
+    for (int64_t l : levels)
+      ranks *= l < int64_t(topology.size()) ? topology[l].second : 1;
+    if (topology.empty())
+      ranks = world;
+    double sent = double(loomrt_collective_bytes_sent(kind, bytes, int(ranks)));
+    cost::GroupLink link = groupLink(levels);
+    std::string key;
+    if (commOp && commOp.getLevels())
+      for (auto [i, l] : llvm::enumerate(levels))
+        key += (i ? "," : "") + std::to_string(l);
+    p.commBytes += sent;
     Lane l = laneOf(op->getOperand(1));
     double &lane = clock(l);
     host += launch();
     double s = std::max(lane, host);
-    lane = s + bytes / bw;
+    double seconds = ranks > 1 ? double(ranks - 1) * link.latency + sent / link.bandwidth : 0;
+    lane = s + seconds;
+    p.comm[key].bytes += sent;
+    p.comm[key].seconds += seconds;
     span("comm", op, s, lane);
     return success();
+  }
+
+  /// The slowest link among a group's levels that have more than one rank
+  /// (by the levels' names in the description, else by position); without
+  /// links, the device's copy bandwidth.
+  cost::GroupLink groupLink(ArrayRef<int64_t> levels) {
+    SmallVector<std::string> names;
+    for (int64_t l : levels)
+      if (l < int64_t(topology.size()) && topology[l].second > 1)
+        names.push_back(topology[l].first);
+    std::vector<std::string> all;
+    for (auto &t : topology)
+      all.push_back(t.first);
+    cost::GroupLink g = cost::groupLink(hw, all, std::vector<std::string>(names.begin(), names.end()));
+    if (g.bandwidth <= 0)
+      g.bandwidth = deviceBandwidth();
+    return g;
   }
 };
 
@@ -462,6 +504,11 @@ FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardw
   if (std::optional<DataParallelInfo> dp = getDataParallel(main))
     world = dp->world;
   Simulator sim(hw, keepSpans, world);
+  for (TopologyOp t : module.getOps<TopologyOp>()) {
+    for (auto [name, size] : llvm::zip(t.getLevels(), t.getSizes()))
+      sim.topology.push_back({cast<StringAttr>(name).str(), size});
+    break;
+  }
   // Parameters and state in device memory stay for the whole run.
   for (Operation &op : module.getBody()->getOperations()) {
     Type t;

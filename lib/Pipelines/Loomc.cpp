@@ -439,11 +439,12 @@ struct LoomcOptions {
                "parameters"),
       cl::cat(cat)};
   cl::opt<std::string> zeropp{
-      "zeropp", cl::init(""), cl::value_desc("hpz"),
-      cl::desc("ZeRO++ (Wang et al. 2023) with --zero-stage=3: hpz keeps a secondary "
-               "partition of the parameters inside the levels below the outermost (a node) "
-               "so that the backward's all-gathers stay there. qwz and qgz are not built "
-               "yet"),
+      "zeropp", cl::init(""), cl::value_desc("qwz[:BLOCK],hpz,qgz[:BLOCK]"),
+      cl::desc("ZeRO++ (Wang et al. 2023): qwz gathers ZeRO-3's parameter shards as int8 "
+               "blocks (default 2048 elements a scale); hpz keeps a secondary partition of "
+               "the parameters inside the levels below the outermost (a node) so that the "
+               "backward's all-gathers stay there; qgz reduces gradients (ZeRO 2-3) by int4 "
+               "all-to-alls inside the node, then across (default 512 elements a scale)"),
       cl::cat(cat)};
   cl::opt<int64_t> bucketSize{
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
@@ -554,23 +555,39 @@ int loomcMain(int argc, char **argv) {
     return error("--zero-stage needs --topology (the ranks to partition over)");
   bool dataParallel = !levels.empty();
   std::string hpzLevels;
+  int64_t qwzBlock = 0, qgzBlock = 0;
   if (!o.zeropp.empty()) {
     SmallVector<StringRef> parts;
     StringRef(o.zeropp).split(parts, ',', -1, false);
     for (StringRef p : parts) {
-      if (p == "qwz" || p == "qgz")
-        return error("--zeropp=" + p.str() + " is not built yet (hpz is)");
-      if (p != "hpz")
-        return error("--zeropp: unknown technique '" + p.str() + "' (hpz; qwz, qgz later)");
+      auto [name, blockText] = p.split(':');
+      int64_t *block = name == "qwz" ? &qwzBlock : name == "qgz" ? &qgzBlock : nullptr;
+      if (name == "hpz" && blockText.empty() && !p.contains(':')) {
+        if (o.zeroStage != 3)
+          return error("--zeropp=hpz partitions ZeRO-3's parameters: give --zero-stage=3");
+        if (levels.size() < 2)
+          return error("--zeropp=hpz needs a --topology of at least two levels (e.g. "
+                       "node=2,gpu=4): its secondary partition spans all but the outermost");
+        // Levels are innermost first: all but the last.
+        hpzLevels.clear();
+        for (size_t i = 0; i + 1 < levels.size(); ++i)
+          hpzLevels += (i ? "," : "") + levels[i].first;
+        continue;
+      }
+      if (!block)
+        return error("--zeropp: unknown technique '" + p.str() +
+                     "' (qwz[:BLOCK], hpz, qgz[:BLOCK])");
+      *block = name == "qwz" ? 2048 : 512;
+      if (p.contains(':') && (blockText.getAsInteger(10, *block) || *block < 2 || *block % 2 ||
+                              *block > (int64_t(1) << 24)))
+        return error("--zeropp=" + p.str() + ": the block is an even number of elements from 2 "
+                     "to 16777216");
+      if (name == "qwz" && o.zeroStage != 3)
+        return error("--zeropp=qwz quantises ZeRO-3's parameter gathers: give --zero-stage=3");
+      if (name == "qgz" && o.zeroStage < 2)
+        return error("--zeropp=qgz quantises the gradients' reduce-scatter: give "
+                     "--zero-stage=2 or 3");
     }
-    if (o.zeroStage != 3)
-      return error("--zeropp=hpz partitions ZeRO-3's parameters: give --zero-stage=3");
-    if (levels.size() < 2)
-      return error("--zeropp=hpz needs a --topology of at least two levels (e.g. "
-                   "node=2,gpu=4): its secondary partition spans all but the outermost");
-    // Levels are innermost first: all but the last.
-    for (size_t i = 0; i + 1 < levels.size(); ++i)
-      hpzLevels += (i ? "," : "") + levels[i].first;
   }
   bool onebit = o.optimizer == "onebit-adam";
   if (onebit && !dataParallel)
@@ -606,6 +623,9 @@ int loomcMain(int argc, char **argv) {
       return error("--diloco: ZeRO 0-2 inside a replica (stage 3 shards the parameters that "
                    "the outer step reads and merges)");
   }
+  if (!o.zeropp.empty() && (diloco || onebit))
+    return error("--zeropp composes with plain ZeRO (AdamW or Adam) only, not yet with "
+                 "--diloco or --optimizer=onebit-adam");
   if (onebit && o.zeroStage > 2)
     return error("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage 3's "
                  "sharded parameters are not built for its frozen step)");
@@ -715,6 +735,8 @@ int loomcMain(int argc, char **argv) {
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
   po.hpzLevels = hpzLevels;
+  po.qwzBlock = qwzBlock;
+  po.qgzBlock = qgzBlock;
   Phase reached = reachedPhase(*module);
   // loomrt IR names raw buffers and byte offsets whose bounds no verifier
   // can check (a buffer's size is not in its type), so a hand-edited

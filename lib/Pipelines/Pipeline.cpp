@@ -4,6 +4,7 @@
 // `--loom-pipeline`, by loom-opt (docs/cli.md).
 //
 //===----------------------------------------------------------------------===//
+#include <numeric>
 #include "loom/Pipelines.h"
 
 #include "passes/Offload.h"
@@ -84,7 +85,15 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     dp.bucketSize = o.bucketSize;
     dp.frozenVariance = o.onebitVariance;
     dp.secondary = o.hpzLevels;
+    // qwZ and qgZ quantise whole blocks of each shard, and no block spans
+    // two tensors.
+    dp.shardMultiple = std::lcm(std::max<int64_t>(o.qwzBlock, 1), std::max<int64_t>(o.qgzBlock, 1));
+    dp.memberAlign = dp.shardMultiple;
     pm.addPass(mlir::loom::createDataParallel(dp));
+    if (o.qwzBlock > 0)
+      pm.addPass(mlir::loom::createQuantizeWeights({o.qwzBlock}));
+    if (o.qgzBlock > 0)
+      pm.addPass(mlir::loom::createQuantizeGradients({o.qgzBlock}));
   }
   if (to == Phase::Schedule && runs(Phase::Schedule))
     pm.addPass(mlir::loom::createPrintSchedule());

@@ -304,11 +304,9 @@ struct loomrt_comm_t {
   int size;
   Transport transport;
   uint64_t sent[LOOMRT_COLL_KIND_COUNT] = {}; // loomrt_comm_bytes_sent
-  /// Counts what a collective of `bytes` (its per-rank accounting, see
-  /// loomrt.h) sends, on a communicator of more than one rank.
-  void count(loomrt_collective_kind kind, double bytes) {
-    if (size > 1)
-      sent[kind] += uint64_t(bytes);
+  /// Counts what a collective of `bytes` sends (loomrt_collective_bytes_sent).
+  void count(loomrt_collective_kind kind, uint64_t bytes) {
+    sent[kind] += loomrt_collective_bytes_sent(kind, bytes, size);
   }
   loomrt::tcp::Group *tcp = nullptr;
 #ifdef LOOMRT_HAVE_MPI
@@ -701,7 +699,7 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
                                 loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("all_reduce", c, s, count, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_REDUCE, 2.0 * (c->size - 1) / c->size * double(count * esize(dt)));
+  c->count(LOOMRT_COLL_ALL_REDUCE, uint64_t(count * esize(dt)));
   if (c->transport == Transport::Self || count == 0)
     return localCopy(s, recv, send, count * esize(dt));
   if (c->transport == Transport::Tcp)
@@ -737,7 +735,7 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
                                     loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("reduce_scatter", c, s, recvCount, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_REDUCE_SCATTER, double(c->size - 1) * double(recvCount * esize(dt)));
+  c->count(LOOMRT_COLL_REDUCE_SCATTER, uint64_t(recvCount * esize(dt)));
   if (c->transport == Transport::Self || recvCount == 0)
     return localCopy(s, recv, send, recvCount * esize(dt));
   if (c->transport == Transport::Tcp)
@@ -773,7 +771,7 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
                                 const void *send, void *recv, size_t sendCount) {
   if (loomrt_status st = checkCall("all_gather", c, s, sendCount, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_GATHER, double(c->size - 1) * double(sendCount * esize(dt)));
+  c->count(LOOMRT_COLL_ALL_GATHER, uint64_t(sendCount * esize(dt)));
   if (c->transport == Transport::Self || sendCount == 0)
     return localCopy(s, recv, send, sendCount * esize(dt));
   if (c->transport == Transport::Tcp)
@@ -800,7 +798,7 @@ loomrt_status loomrt_all_gather_bytes(loomrt_comm c, loomrt_stream s, const void
                                       void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_gather_bytes", c, s, bytes, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_GATHER, double(c->size - 1) * double(bytes));
+  c->count(LOOMRT_COLL_ALL_GATHER, uint64_t(bytes));
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_gather of " + std::to_string(bytes) + " bytes per rank";
@@ -825,7 +823,7 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
                                 void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_to_all", c, s, bytes, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_TO_ALL, double(c->size - 1) * double(bytes));
+  c->count(LOOMRT_COLL_ALL_TO_ALL, uint64_t(bytes));
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_to_all of " + std::to_string(bytes) + " bytes per rank";
@@ -861,7 +859,7 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "broadcast: root " + std::to_string(root) +
                     " is not a rank of a communicator of " + std::to_string(c->size));
-  c->count(LOOMRT_COLL_BROADCAST, double(bytes));
+  c->count(LOOMRT_COLL_BROADCAST, uint64_t(bytes));
   if (c->transport == Transport::Self || bytes == 0)
     return LOOMRT_OK;
   std::string what = "broadcast of " + std::to_string(bytes) + " bytes";

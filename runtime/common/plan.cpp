@@ -41,6 +41,19 @@ int loomrt_gpu_attention_commands(loomrt_dtype dt, int64_t t, int64_t s, int64_t
   return backward ? (fused ? 3 : 7) : (fused ? 1 : 3);
 }
 
+uint64_t loomrt_collective_bytes_sent(loomrt_collective_kind kind, uint64_t bytes, int ranks) {
+  if (ranks <= 1)
+    return 0;
+  switch (kind) {
+  case LOOMRT_COLL_ALL_REDUCE:
+    return uint64_t(2.0 * (ranks - 1) / ranks * double(bytes));
+  case LOOMRT_COLL_BROADCAST:
+    return bytes;
+  default: // reduce-scatter, all-gather, all-to-all: W-1 blocks
+    return uint64_t(ranks - 1) * bytes;
+  }
+}
+
 loomrt_arena_model loomrt_arena_model_create(void) { return new loomrt_arena_model_t(); }
 
 void loomrt_arena_model_destroy(loomrt_arena_model m) { delete m; }

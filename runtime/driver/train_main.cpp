@@ -562,9 +562,13 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     const loomrt_global_desc &g = p->globals[i];
     if (g.num_members) {
       full[i].assign(size_t(g.padded_numel), 0.0f);
-      size_t off = 0;
+      size_t off = 0, align = size_t(std::max<int64_t>(g.member_align, 1));
       for (size_t k = 0; k < g.num_members; ++k) {
         const loomrt_global_desc &m = g.members[k];
+        off = (off + align - 1) / align * align;
+        if (off + numel(m) > size_t(g.padded_numel))
+          return die(std::string("shard ") + g.name + ": its members do not fit its " +
+                     std::to_string(g.padded_numel) + " elements");
         TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, full[i].data() + off, numel(m)),
             std::string("initialising ") + m.name);
         if (m.from_weights == 1)

@@ -10,11 +10,12 @@
 // (2 GFLOP at 1 TFLOP/s beats 12 MB at 10 GB/s). The host waits for the
 // copy (1.008 ms), runs the CPU Adam of 1000 parameters (1 ms, to
 // 2.008 ms), records on the compute stream (4 us) and issues the
-// all-reduce (4 us): it starts at 2.016 ms and moves 4 MB at 1 GB/s, so
-// the step ends at 6.016 ms. Persistent: @m's 1 MB (the pinned @w is host
+// all-reduce (4 us): it starts at 2.016 ms and, over two ranks, sends
+// 2·(2-1)/2 of its 4 MB at 1 GB/s, so the step ends at 6.016 ms. Persistent: @m's 1 MB (the pinned @w is host
 // memory); the arena holds both 100 MB buffers at once.
 // CHECK: @train_step on 'slow': step 6.016e-03 s, last gradient 2.012e-03 s, cpu updates 1.000e-03 s, gpu updates 0.000e+00 s, h2d 0.000e+00 s, d2h 1.000e-03 s; device memory 201000000 B (1000000 B persistent, 200000000 B step arena)
 module {
+  loom.topology @world ["rank" = 2]
   loom.param @w : tensor<1000xf32, #loom.mem<pinned>> init #loom.init<zeros>
   loom.state @m : tensor<250000xf32> role other init #loom.init<zeros>
   func.func @train_step() {

@@ -434,6 +434,12 @@ typedef LOOMRT_ENUM(loomrt_collective_kind) {
   LOOMRT_COLL_ALL_TO_ALL, LOOMRT_COLL_BROADCAST, LOOMRT_COLL_KIND_COUNT
 } loomrt_collective_kind;
 uint64_t loomrt_comm_bytes_sent(loomrt_comm c, int kind);
+/* What one collective adds to loomrt_comm_bytes_sent on a communicator of
+ * `ranks` ranks, `bytes` being the buffer of an all-reduce or broadcast,
+ * a rank's block of a reduce-scatter or all-gather, or the bytes to each
+ * rank of an all-to-all (the runtime counts with this; loomc's step
+ * simulation predicts the bytes per level with it too). */
+uint64_t loomrt_collective_bytes_sent(loomrt_collective_kind kind, uint64_t bytes, int ranks);
 
 /* --- parameter initialisation ----------------------------------------------
  * One random stream per run (seeded), drawn in declaration order, so the

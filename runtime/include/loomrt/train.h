@@ -47,6 +47,10 @@ typedef struct loomrt_global_desc {
    * the weights file, so a small model file cannot make loomc write
    * gigabytes. */
   double splat;
+  /* A shard's members each start at a multiple of this many elements of
+   * the bucket (zeros between; 0 or 1: packed), so that ZeRO++'s
+   * quantisation blocks never span two tensors. */
+  int64_t member_align;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -88,7 +92,7 @@ typedef struct loomrt_outer_desc {
   int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 11
+#define LOOMRT_TRAIN_ABI 12
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
