@@ -565,7 +565,7 @@ def QuantizeGradients : Pass<"loom-quantize-gradients", "ModuleOp"> {
 
     ```mlir
     %o = loom.transpose %g3 [1, 0, 2] : tensor<2x4x4096xf32> to tensor<4x2x4096xf32>
-    %q = loom.compress %of : tensor<32768xf32> -> !loom.packed<..., #loom.codec<int4, block = 512>>
+    %q = loom.compress %of : tensor<32768xf32> -> !loom.packed<..., #loom.codec<int4, block = 128>>
     %a, %t1 = loom.all_to_all %q over #loom.group<@world, ["gcd", "gpu"]> on comm : ...
     loom.wait %t1
     %m = loom.reduce mean %a2 [0] : tensor<4x8192xf32> to tensor<8192xf32>
@@ -576,8 +576,10 @@ def QuantizeGradients : Pass<"loom-quantize-gradients", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"block", "block", "int64_t", /*default=*/"512",
-           "Elements per fp32 scale (even)">,
+    Option<"block", "block", "int64_t", /*default=*/"128",
+           "Elements per fp32 scale (even; 128 costs a quarter bit an element in "
+           "scales: with 512 a 2-layer GPT on text ended 1.1% above flat ZeRO-3 after "
+           "300 steps, with 128 0.2%)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -103,6 +103,87 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   return 0;
 }
 
+/// A communicator's name for people: its levels joined by '+' ("gcd+gpu"),
+/// or "world" (the JSON log's comm_bytes_by_group keys are the indices).
+static std::string groupName(llvm::StringRef key, ArrayRef<std::pair<std::string, int64_t>> levels) {
+  if (key.empty())
+    return "world";
+  SmallVector<llvm::StringRef> idx;
+  key.split(idx, ',');
+  std::string name;
+  for (llvm::StringRef i : idx) {
+    unsigned k = 0;
+    if (i.getAsInteger(10, k) || k >= levels.size())
+      return key.str();
+    name += (name.empty() ? "" : "+") + levels[k].first;
+  }
+  return name;
+}
+
+/// One candidate of the hierarchy plan: hpZ's secondary levels ("" none).
+struct HierarchyCandidate {
+  std::string secondary;
+  mlir::loom::StepPrediction pred;
+};
+
+/// --hierarchy=auto: compiles the step once per candidate secondary
+/// partition (none, then the innermost 1, 2, ... levels short of the
+/// outermost), prices each with the step simulation and keeps the fastest
+/// that fits the device (hpZ trades memory for traffic between levels).
+/// Prints the plan; returns the chosen secondary levels, or nullopt after
+/// an error.
+static std::optional<std::string>
+planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
+              const cost::Hardware &hw, ArrayRef<std::pair<std::string, int64_t>> levels) {
+  std::vector<HierarchyCandidate> cands;
+  for (size_t k = 0; k < levels.size(); ++k) {
+    std::string sec;
+    for (size_t i = 0; i < k; ++i)
+      sec += (i ? "," : "") + levels[i].first;
+    if (k > 0 && levels[k - 1].second == 1)
+      continue; // the same ranks as the candidate before
+    cands.push_back({sec, {}});
+  }
+  for (HierarchyCandidate &c : cands) {
+    po.hpzLevels = c.secondary;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    buildPipeline(pm, reached, Phase::Lowered, po);
+    if (failed(pm.run(*copy)))
+      return std::nullopt;
+    FailureOr<mlir::loom::StepPrediction> p = mlir::loom::simulateStep(*copy, hw, false);
+    if (failed(p))
+      return std::nullopt;
+    c.pred = std::move(*p);
+  }
+  const HierarchyCandidate *best = nullptr;
+  auto fits = [&](const HierarchyCandidate &c) {
+    return !hw.hasGpu || c.pred.peakDeviceBytes() <= mlir::loom::usableDeviceBytes(hw);
+  };
+  for (const HierarchyCandidate &c : cands)
+    if (!best || (fits(c) && !fits(*best)) ||
+        (fits(c) == fits(*best) && c.pred.stepSeconds < best->pred.stepSeconds))
+      best = &c;
+  constexpr double GiB = double(1ull << 30);
+  std::string topo;
+  for (auto &l : llvm::reverse(levels))
+    topo += (topo.empty() ? "" : " x ") + l.first + "=" + std::to_string(l.second);
+  llvm::errs() << "loomc: hierarchy plan (auto) for ZeRO-3 over " << topo << " on '" << hw.name
+               << "': bytes this rank sends a step and their link time, per communicator\n";
+  for (const HierarchyCandidate &c : cands) {
+    std::string name = c.secondary.empty() ? "flat" : "hpZ inside " + c.secondary;
+    std::replace(name.begin(), name.end(), ',', '+');
+    llvm::errs() << llvm::formatv("loomc:   {0,-24} step {1:F4} s, device memory {2:F2} GiB:", name,
+                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB);
+    for (auto &[key, comm] : c.pred.comm)
+      llvm::errs() << llvm::formatv(" {0} {1} B {2:F4} s;", groupName(key, levels),
+                                    uint64_t(comm.bytes), comm.seconds);
+    llvm::errs() << (&c == best ? "  <- chosen" : "") << (fits(c) ? "" : "  (does not fit)")
+                 << "\n";
+  }
+  return best->secondary;
+}
+
 /// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
 /// `output` ("-": stdout); imported weights beside it. Returns the exit code.
 static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
@@ -444,7 +525,15 @@ struct LoomcOptions {
                "blocks (default 2048 elements a scale); hpz keeps a secondary partition of "
                "the parameters inside the levels below the outermost (a node) so that the "
                "backward's all-gathers stay there; qgz reduces gradients (ZeRO 2-3) by int4 "
-               "all-to-alls inside the node, then across (default 512 elements a scale)"),
+               "all-to-alls inside the node, then across (default 128 elements a scale)"),
+      cl::cat(cat)};
+  cl::opt<std::string> hierarchy{
+      "hierarchy", cl::init(""), cl::value_desc("auto|flat"),
+      cl::desc("ZeRO-3 over a topology of several levels: auto (the default there) lets the "
+               "cost model choose hpZ's secondary partition (none, or the innermost levels) "
+               "by the predicted step on --hardware, printing the plan with bytes and time "
+               "per communicator; flat keeps every collective over the world unless "
+               "--zeropp=hpz asks"),
       cl::cat(cat)};
   cl::opt<int64_t> bucketSize{
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
@@ -577,7 +666,7 @@ int loomcMain(int argc, char **argv) {
       if (!block)
         return error("--zeropp: unknown technique '" + p.str() +
                      "' (qwz[:BLOCK], hpz, qgz[:BLOCK])");
-      *block = name == "qwz" ? 2048 : 512;
+      *block = name == "qwz" ? 2048 : 128;
       if (p.contains(':') && (blockText.getAsInteger(10, *block) || *block < 2 || *block % 2 ||
                               *block > (int64_t(1) << 24)))
         return error("--zeropp=" + p.str() + ": the block is an even number of elements from 2 "
@@ -623,6 +712,16 @@ int loomcMain(int argc, char **argv) {
       return error("--diloco: ZeRO 0-2 inside a replica (stage 3 shards the parameters that "
                    "the outer step reads and merges)");
   }
+  // --hierarchy: auto by default for ZeRO-3 over several levels (without
+  // an explicit --zeropp=hpz).
+  if (o.hierarchy != "" && o.hierarchy != "auto" && o.hierarchy != "flat")
+    return error("unknown --hierarchy '" + o.hierarchy + "': expected auto or flat");
+  bool multiLevel = llvm::count_if(levels, [](auto &l) { return l.second > 1; }) >= 2;
+  if (o.hierarchy == "auto" && (o.zeroStage != 3 || !multiLevel || diloco))
+    return error("--hierarchy=auto plans ZeRO-3's partitions over a --topology of at least two "
+                 "levels (give --zero-stage=3)");
+  bool planHpz = o.hierarchy != "flat" && o.zeroStage == 3 && multiLevel && !diloco && !onebit &&
+                 hpzLevels.empty();
   if (!o.zeropp.empty() && (diloco || onebit))
     return error("--zeropp composes with plain ZeRO (AdamW or Adam) only, not yet with "
                  "--diloco or --optimizer=onebit-adam");
@@ -690,7 +789,8 @@ int loomcMain(int argc, char **argv) {
                  "phase");
   // The machine the cost model plans and predicts for, read before any work.
   std::optional<cost::Hardware> hw;
-  if (o.offload != "none" || !o.timeline.empty() || !o.whatIf.empty()) {
+  planHpz = planHpz && *phase >= Phase::Distribute;
+  if (o.offload != "none" || !o.timeline.empty() || !o.whatIf.empty() || planHpz) {
     std::string herr;
     hw = mlir::loom::loadHardware(o.hardware, herr);
     if (!hw)
@@ -745,6 +845,14 @@ int loomcMain(int argc, char **argv) {
   if (reached >= Phase::Lowered)
     return error("the input is already lowered (loomrt IR): loomc builds binaries from loom IR, "
                  "whose every access it can check; give the module before --compile-to=lowered");
+  if (planHpz) {
+    if (failed(verify(*module)))
+      return 1;
+    std::optional<std::string> chosen = planHierarchy(*module, reached, po, *hw, levels);
+    if (!chosen)
+      return 1;
+    po.hpzLevels = *chosen;
+  }
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
