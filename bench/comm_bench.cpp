@@ -5,7 +5,9 @@
 //   reduce-scatter busbw = bytes * (n-1)/n / time   (bytes: the full input)
 // Median of --iters timed calls after 5 warm-ups, timed on the host around
 // a stream synchronisation. Rank 0 prints one JSON object per size.
-//   comm_bench cuda|cpu [--iters N] [--max-mib M]
+// --shape G holds the world's collectives to an emulated G GB/s link
+// (loomrt_comm_shape, as LOOMRT_SLOW_LINK does in training binaries).
+//   comm_bench cuda|cpu [--iters N] [--max-mib M] [--shape G]
 #include "loomrt/loomrt.h"
 
 #include <algorithm>
@@ -27,13 +29,15 @@ int main(int argc, char **argv) {
   loomrt_backend be = argc > 1 && std::string(argv[1]) == "cpu" ? LOOMRT_BACKEND_CPU
                                                                 : LOOMRT_BACKEND_CUDA;
   int iters = 20;
-  double maxMiB = 1024;
+  double maxMiB = 1024, shapeGBps = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--iters")
       iters = std::atoi(argv[i + 1]);
     else if (a == "--max-mib")
       maxMiB = std::atof(argv[i + 1]);
+    else if (a == "--shape")
+      shapeGBps = std::atof(argv[i + 1]);
   }
   loomrt_device dev;
   OK(loomrt_device_open(be, be == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank(), &dev));
@@ -41,6 +45,8 @@ int main(int argc, char **argv) {
   OK(loomrt_stream_create(dev, &s));
   loomrt_comm c;
   OK(loomrt_comm_init_from_env(dev, &c));
+  if (shapeGBps > 0)
+    OK(loomrt_comm_shape(c, shapeGBps * 1e9));
   int n = loomrt_comm_size(c), rank = loomrt_comm_rank(c);
   size_t maxBytes = size_t(maxMiB * (1 << 20));
   void *a, *b;

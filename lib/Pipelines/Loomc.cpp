@@ -58,6 +58,23 @@ static int loomcError(const llvm::Twine &msg) {
   return 1;
 }
 
+/// A communicator's name for people: its levels joined by '+' ("gcd+gpu"),
+/// or "world" (the JSON log's comm_bytes_by_group keys are the indices).
+static std::string groupName(llvm::StringRef key, ArrayRef<std::pair<std::string, int64_t>> levels) {
+  if (key.empty())
+    return "world";
+  SmallVector<llvm::StringRef> idx;
+  key.split(idx, ',');
+  std::string name;
+  for (llvm::StringRef i : idx) {
+    unsigned k = 0;
+    if (i.getAsInteger(10, k) || k >= levels.size())
+      return key.str();
+    name += (name.empty() ? "" : "+") + levels[k].first;
+  }
+  return name;
+}
+
 /// The cost model's prediction of the step (stderr) and, with `timeline`,
 /// the whole predicted schedule as a Chrome trace. Returns the exit code.
 static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
@@ -75,6 +92,19 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   if (hw.hasGpu)
     llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(hw) / GiB);
   llvm::errs() << "\n";
+  if (!pred->comm.empty()) {
+    std::vector<std::pair<std::string, int64_t>> levels;
+    for (mlir::loom::TopologyOp t : module.getOps<mlir::loom::TopologyOp>()) {
+      for (auto [name, size] : llvm::zip(t.getLevels(), t.getSizes()))
+        levels.push_back({cast<StringAttr>(name).str(), size});
+      break;
+    }
+    llvm::errs() << "loomc: predicted bytes this rank sends a step, per communicator:";
+    for (auto &[key, comm] : pred->comm)
+      llvm::errs() << llvm::formatv(" {0} {1} B {2:F4} s;", groupName(key, levels),
+                                    uint64_t(comm.bytes), comm.seconds);
+    llvm::errs() << "\n";
+  }
   // 1-bit Adam: the step after the freeze is another function.
   if (module.lookupSymbol("train_step_frozen")) {
     FailureOr<mlir::loom::StepPrediction> frozen =
@@ -101,23 +131,6 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
     tf->keep();
   }
   return 0;
-}
-
-/// A communicator's name for people: its levels joined by '+' ("gcd+gpu"),
-/// or "world" (the JSON log's comm_bytes_by_group keys are the indices).
-static std::string groupName(llvm::StringRef key, ArrayRef<std::pair<std::string, int64_t>> levels) {
-  if (key.empty())
-    return "world";
-  SmallVector<llvm::StringRef> idx;
-  key.split(idx, ',');
-  std::string name;
-  for (llvm::StringRef i : idx) {
-    unsigned k = 0;
-    if (i.getAsInteger(10, k) || k >= levels.size())
-      return key.str();
-    name += (name.empty() ? "" : "+") + levels[k].first;
-  }
-  return name;
 }
 
 /// One candidate of the hierarchy plan: hpZ's secondary levels ("" none).
@@ -790,7 +803,8 @@ int loomcMain(int argc, char **argv) {
   // The machine the cost model plans and predicts for, read before any work.
   std::optional<cost::Hardware> hw;
   planHpz = planHpz && *phase >= Phase::Distribute;
-  if (o.offload != "none" || !o.timeline.empty() || !o.whatIf.empty() || planHpz) {
+  if (o.offload != "none" || !o.timeline.empty() || !o.whatIf.empty() || planHpz ||
+      o.hardware.getNumOccurrences() > 0) {
     std::string herr;
     hw = mlir::loom::loadHardware(o.hardware, herr);
     if (!hw)

@@ -19,6 +19,7 @@
 #include "comm/tcp.h"
 #include "common/backend.h"
 
+#include <cmath>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -304,9 +305,42 @@ struct loomrt_comm_t {
   int size;
   Transport transport;
   uint64_t sent[LOOMRT_COLL_KIND_COUNT] = {}; // loomrt_comm_bytes_sent
-  /// Counts what a collective of `bytes` sends (loomrt_collective_bytes_sent).
-  void count(loomrt_collective_kind kind, uint64_t bytes) {
-    sent[kind] += loomrt_collective_bytes_sent(kind, bytes, size);
+  /// loomrt_comm_shape: the emulated link's bytes per second (0: none) and
+  /// the device word its stamps go to.
+  double shapeRate = 0;
+  int64_t *shapeSlot = nullptr;
+  /// A collective's link shaping: stamps the stream before the transfer is
+  /// queued, and on destruction (after it) holds the stream until the
+  /// bytes it sent would have crossed the emulated link.
+  struct Shaped {
+    loomrt_stream s = nullptr;
+    const int64_t *slot = nullptr;
+    int64_t ns = 0;
+    Shaped() = default;
+    Shaped(Shaped &&o) : s(o.s), slot(o.slot), ns(o.ns) { o.ns = 0; }
+    Shaped(const Shaped &) = delete;
+    ~Shaped() {
+      if (ns > 0)
+        s->dev->ops->shape_hold(s->impl, slot, ns);
+    }
+  };
+  /// Counts what a collective of `bytes` sends (loomrt_collective_bytes_sent)
+  /// and shapes it on stream `s`.
+  Shaped count(loomrt_collective_kind kind, uint64_t bytes, loomrt_stream s) {
+    uint64_t b = loomrt_collective_bytes_sent(kind, bytes, size);
+    sent[kind] += b;
+    Shaped sh;
+    if (shapeRate > 0 && b > 0 && s && s->dev->ops->shape_stamp) {
+      if (!shapeSlot && s->dev->ops->alloc(s->dev->state, LOOMRT_MEM_DEVICE, sizeof(int64_t),
+                                           reinterpret_cast<void **>(&shapeSlot)) != LOOMRT_OK)
+        shapeSlot = nullptr;
+      if (shapeSlot && s->dev->ops->shape_stamp(s->impl, shapeSlot) == LOOMRT_OK) {
+        sh.s = s;
+        sh.slot = shapeSlot;
+        sh.ns = int64_t(double(b) / shapeRate * 1e9);
+      }
+    }
+    return sh;
   }
   loomrt::tcp::Group *tcp = nullptr;
 #ifdef LOOMRT_HAVE_MPI
@@ -581,6 +615,15 @@ int loomrt_local_rank(void) {
 }
 
 int loomrt_comm_rank(loomrt_comm c) { return c ? c->rank : -1; }
+loomrt_status loomrt_comm_shape(loomrt_comm c, double bytes_per_second) {
+  if (!c || !(bytes_per_second >= 0) || !std::isfinite(bytes_per_second))
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_shape: a rate of 0 or more bytes a second");
+  if (bytes_per_second > 0 && !c->dev->ops->shape_stamp)
+    return fail(LOOMRT_ERR_UNSUPPORTED, "comm_shape: this backend cannot shape links");
+  c->shapeRate = bytes_per_second;
+  return LOOMRT_OK;
+}
+
 uint64_t loomrt_comm_bytes_sent(loomrt_comm c, int kind) {
   if (!c || kind >= LOOMRT_COLL_KIND_COUNT)
     return 0;
@@ -654,6 +697,7 @@ loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out) {
     delete d;
     return st;
   }
+  d->shapeRate = c->shapeRate; // the same link
   *out = d;
   return LOOMRT_OK;
 }
@@ -683,6 +727,8 @@ void loomrt_comm_destroy(loomrt_comm c) {
   if (!c)
     return;
   loomrt::tcp::destroy(c->tcp);
+  if (c->shapeSlot)
+    c->dev->ops->free(c->dev->state, LOOMRT_MEM_DEVICE, c->shapeSlot);
 #ifdef LOOMRT_HAVE_MPI
   if (c->mpi != MPI_COMM_NULL)
     MPI_Comm_free(&c->mpi);
@@ -699,7 +745,7 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
                                 loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("all_reduce", c, s, count, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_REDUCE, uint64_t(count * esize(dt)));
+  auto shaped = c->count(LOOMRT_COLL_ALL_REDUCE, uint64_t(count * esize(dt)), s);
   if (c->transport == Transport::Self || count == 0)
     return localCopy(s, recv, send, count * esize(dt));
   if (c->transport == Transport::Tcp)
@@ -735,7 +781,7 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
                                     loomrt_reduce_op op) {
   if (loomrt_status st = checkCall("reduce_scatter", c, s, recvCount, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_REDUCE_SCATTER, uint64_t(recvCount * esize(dt)));
+  auto shaped = c->count(LOOMRT_COLL_REDUCE_SCATTER, uint64_t(recvCount * esize(dt)), s);
   if (c->transport == Transport::Self || recvCount == 0)
     return localCopy(s, recv, send, recvCount * esize(dt));
   if (c->transport == Transport::Tcp)
@@ -771,7 +817,7 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
                                 const void *send, void *recv, size_t sendCount) {
   if (loomrt_status st = checkCall("all_gather", c, s, sendCount, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_GATHER, uint64_t(sendCount * esize(dt)));
+  auto shaped = c->count(LOOMRT_COLL_ALL_GATHER, uint64_t(sendCount * esize(dt)), s);
   if (c->transport == Transport::Self || sendCount == 0)
     return localCopy(s, recv, send, sendCount * esize(dt));
   if (c->transport == Transport::Tcp)
@@ -798,7 +844,7 @@ loomrt_status loomrt_all_gather_bytes(loomrt_comm c, loomrt_stream s, const void
                                       void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_gather_bytes", c, s, bytes, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_GATHER, uint64_t(bytes));
+  auto shaped = c->count(LOOMRT_COLL_ALL_GATHER, uint64_t(bytes), s);
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_gather of " + std::to_string(bytes) + " bytes per rank";
@@ -823,7 +869,7 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
                                 void *recv, size_t bytes) {
   if (loomrt_status st = checkCall("all_to_all", c, s, bytes, {send, recv}))
     return st;
-  c->count(LOOMRT_COLL_ALL_TO_ALL, uint64_t(bytes));
+  auto shaped = c->count(LOOMRT_COLL_ALL_TO_ALL, uint64_t(bytes), s);
   if (c->transport == Transport::Self || bytes == 0)
     return localCopy(s, recv, send, bytes);
   std::string what = "all_to_all of " + std::to_string(bytes) + " bytes per rank";
@@ -859,7 +905,7 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "broadcast: root " + std::to_string(root) +
                     " is not a rank of a communicator of " + std::to_string(c->size));
-  c->count(LOOMRT_COLL_BROADCAST, uint64_t(bytes));
+  auto shaped = c->count(LOOMRT_COLL_BROADCAST, uint64_t(bytes), s);
   if (c->transport == Transport::Self || bytes == 0)
     return LOOMRT_OK;
   std::string what = "broadcast of " + std::to_string(bytes) + " bytes";

@@ -146,6 +146,11 @@ struct BackendOps {
   /// Makes the device the calling thread's (GPU runtimes keep a current
   /// device per thread).
   loomrt_status (*bind)(void *state);
+  /// Link shaping (loomrt_comm_shape): `stamp` writes the stream's clock
+  /// (ns) to *slot when the stream reaches it; `hold` keeps the stream busy
+  /// until `ns` after that stamp.
+  loomrt_status (*shape_stamp)(void *stream, int64_t *slot);
+  loomrt_status (*shape_hold)(void *stream, const int64_t *slot, int64_t ns);
   const KernelOps *kernels;
 };
 

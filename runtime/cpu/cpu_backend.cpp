@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <unistd.h>
 #include <omp.h>
 
@@ -115,12 +116,31 @@ loomrt_status cpuMemoryInfo(void *, size_t *freeBytes, size_t *total) {
   return LOOMRT_OK;
 }
 
+// Link shaping on the CPU: collectives run on the calling thread, so the
+// stamp is the host's clock and the hold a sleep until its end.
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+loomrt_status cpuShapeStamp(void *, int64_t *slot) {
+  *slot = nowNs();
+  return LOOMRT_OK;
+}
+loomrt_status cpuShapeHold(void *, const int64_t *slot, int64_t ns) {
+  int64_t left = *slot + ns - nowNs();
+  if (left > 0)
+    std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+  return LOOMRT_OK;
+}
+
 const BackendOps kCpuOps = {
     "cpu",          cpuDeviceCount, cpuInit,         cpuFini,
     cpuAlloc,       cpuFree,        cpuStreamCreate, cpuStreamDestroy,
     cpuStreamSync,  cpuMemcpy,      cpuEventCreate,  cpuEventDestroy,
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
     cpuAdam,        cpuAdamBf16,    cpuMemoryInfo,   [](void *) { return LOOMRT_OK; },
+    cpuShapeStamp,  cpuShapeHold,
     cpuKernels(),
 };
 

@@ -188,6 +188,35 @@ void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes
 void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
+/// LOOMRT_SLOW_LINK=RANKS:GBPS: this host stands for nodes of RANKS
+/// consecutive ranks joined by a link of GBPS GB/s (10^9 bytes a second);
+/// every communicator spanning two of them is shaped to it
+/// (loomrt_comm_shape). rate 0: not set.
+struct SlowLink {
+  int64_t ranksPerNode = 0;
+  double rate = 0;
+};
+SlowLink slowLink() {
+  SlowLink l;
+  const char *v = std::getenv("LOOMRT_SLOW_LINK");
+  if (!v || !*v)
+    return l;
+  char *end = nullptr;
+  long long ranks = std::strtoll(v, &end, 10);
+  double gbps = end && *end == ':' ? std::strtod(end + 1, &end) : 0;
+  if (ranks < 1 || !(gbps > 0) || !end || *end) {
+    static bool told = false;
+    if (!told)
+      std::fprintf(stderr, "loomrt: LOOMRT_SLOW_LINK='%s' is not RANKS:GBPS (e.g. 2:12.5); "
+                           "ignored\n", v);
+    told = true;
+    return l;
+  }
+  l.ranksPerNode = ranks;
+  l.rate = gbps * 1e9;
+  return l;
+}
+
 loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int numLevels,
                               const int64_t *sizes) {
   auto it = c->groups.find(levels);
@@ -217,6 +246,24 @@ loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int numLevels,
   loomrt_comm g = nullptr;
   if (loomrt_comm_split(c->comm, int(color), int(key), &g) != LOOMRT_OK)
     return nullptr;
+  // LOOMRT_SLOW_LINK: a group whose ranks lie on several "nodes" crosses
+  // the emulated link. Its members share this rank's color.
+  if (SlowLink link = slowLink(); link.rate > 0) {
+    int64_t lo = INT64_MAX, hi = -1;
+    for (int64_t r = 0; r < world; ++r) {
+      int64_t st = 1, col = 0, cs = 1;
+      for (int i = 0; i < numLevels; ++i) {
+        int64_t d = (r / st) % sizes[i];
+        st *= sizes[i];
+        if (!(levels >> i & 1))
+          col += d * cs, cs *= sizes[i];
+      }
+      if (col == color)
+        lo = std::min(lo, r / link.ranksPerNode), hi = std::max(hi, r / link.ranksPerNode);
+    }
+    if (hi > lo && loomrt_comm_shape(g, link.rate) != LOOMRT_OK)
+      return nullptr;
+  }
   c->groups[levels] = g;
   return g;
 }
@@ -738,6 +785,13 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   TRY(loomrt_device_open(p->backend, ordinal, &dev), "opening the device");
   loomrt_comm comm = nullptr;
   TRY(loomrt_comm_init_from_env(dev, &comm), "joining the ranks");
+  if (SlowLink link = slowLink(); link.rate > 0 && loomrt_comm_size(comm) > link.ranksPerNode) {
+    TRY(loomrt_comm_shape(comm, link.rate), "LOOMRT_SLOW_LINK");
+    if (loomrt_comm_rank(comm) == 0)
+      std::fprintf(stderr, "loomrt: nodes of %lld ranks joined by an emulated %.3g GB/s link "
+                           "(LOOMRT_SLOW_LINK): collectives spanning nodes are held to it\n",
+                   (long long)link.ranksPerNode, link.rate / 1e9);
+  }
   int rank = loomrt_comm_rank(comm), ranks = loomrt_comm_size(comm);
   if (ranks != world)
     return die(world == 1

@@ -218,6 +218,29 @@ loomrt_status gpuBind(void *state) {
   return check(gpuSetDevice(static_cast<GpuState *>(state)->ordinal), "set device");
 }
 
+// Link shaping: the stream's clock is the GPU's global timer (ns); the
+// hold is one thread spinning until the stamp plus the link's time, so the
+// stream (the comm stream) is busy that long and the SMs are free.
+__device__ int64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return int64_t(t);
+}
+__global__ void shapeStampKernel(int64_t *slot) { *slot = globalTimerNs(); }
+__global__ void shapeHoldKernel(const int64_t *slot, int64_t ns) {
+  const int64_t until = *slot + ns;
+  while (globalTimerNs() < until)
+    __nanosleep(1000);
+}
+loomrt_status gpuShapeStamp(void *stream, int64_t *slot) {
+  shapeStampKernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(slot);
+  return check(gpuGetLastError(), "shape stamp launch");
+}
+loomrt_status gpuShapeHold(void *stream, const int64_t *slot, int64_t ns) {
+  shapeHoldKernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(slot, ns);
+  return check(gpuGetLastError(), "shape hold launch");
+}
+
 loomrt_status gpuMemoryInfo(void *state, size_t *freeBytes, size_t *total) {
   gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   return check(gpuMemGetInfo(freeBytes, total), "device memory");
@@ -230,7 +253,8 @@ const BackendOps kGpuOps = {
     gpuMemcpyImpl,      gpuEventCreateImpl, gpuEventDestroyImpl,
     gpuEventRecordImpl, gpuWaitEventImpl,  gpuEventSyncImpl,
     gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
-    gpuMemoryInfo,      gpuBind,           cudaKernels(),
+    gpuMemoryInfo,      gpuBind,           gpuShapeStamp,
+    gpuShapeHold,       cudaKernels(),
 };
 
 } // namespace

@@ -400,6 +400,15 @@ loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out);
  * MPI_THREAD_MULTIPLE; not NCCL. */
 int loomrt_comm_concurrent(loomrt_comm c);
 void loomrt_comm_destroy(loomrt_comm c);
+/* Emulates a slower link under c (bench runs on one host standing for
+ * several): each collective's stream is held until the bytes the rank sends
+ * (loomrt_comm_bytes_sent's count) would have crossed a link of
+ * `bytes_per_second`, from when the stream reached the collective; a
+ * faster real transfer ends early and waits, a slower one is not slowed
+ * further. 0 turns it off. GPU (the comm stream held by one spinning
+ * thread) and CPU (a sleep) backends; the driver sets it from
+ * LOOMRT_SLOW_LINK. */
+loomrt_status loomrt_comm_shape(loomrt_comm c, double bytes_per_second);
 /* recv = op over ranks of send (count elements each). MEAN divides by size. */
 loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s,
                                 loomrt_dtype dt, const void *send, void *recv,
