@@ -92,6 +92,37 @@ Hardware cpuHost() {
   return h;
 }
 
+Hardware frontier() {
+  // One GCD of a Frontier node (OLCF Frontier User Guide, "System
+  // Overview": 4 AMD MI250X, each two GCDs, and a 64-core EPYC 7A53 per
+  // node; docs/cost-model.md lists every number and its source). A rank is
+  // a GCD; the host's share is an eighth of the node.
+  Hardware h;
+  h.name = "frontier";
+  h.cpuCores = 7; // 56 of the 64 cores are usable, an eighth each
+  h.cpuClockHz = 2.0 * G;
+  h.cpuFlopsPerCycle = 32; // Zen 3, AVX2
+  h.dramReadBandwidth = 204.8 * G / 8; // DDR4-3200 x 8 channels, shared by 8 GCDs
+  h.dramCopyBandwidth = 150 * G / 8;   // assumed
+  h.caches = {{"L2", 3.5 * MiB, 400 * G}, {"L3", 32 * MiB, 200 * G}}; // assumed
+  h.h2dPinned = 36 * G; // CPU-GCD Infinity Fabric, 36 GB/s each way
+  h.d2hPinned = 36 * G;
+  h.bidirPinned = 72 * G;
+  h.hasGpu = true;
+  h.gpuMemoryBytes = 64 * GiB;     // HBM2e per GCD
+  h.hbmBandwidth = 1.6 * T;        // per GCD
+  h.gpuFlopsF32 = 47.9 * T;        // matrix fp32 per GCD
+  h.gpuFlopsBF16 = 191.5 * T;      // matrix bf16 per GCD
+  h.gpuAdamParamsPerSec = 50 * G;  // assumed: HBM-bound, 32 bytes a parameter
+  h.gpuKernelEfficiency = 0.5;     // assumed, not fitted (no MI250X here)
+  // The levels of --topology=node=N,gpu=4,gcd=2, innermost first: the two
+  // GCDs of one MI250X (4 Infinity Fabric links, 200 GB/s), the GPUs of a
+  // node (50 GB/s, one link; some pairs have two), the nodes (4 Slingshot
+  // NICs of 25 GB/s for 8 GCDs: 12.5 GB/s a GCD when all send at once).
+  h.links = {{"gcd", 200 * G, 1e-6}, {"gpu", 50 * G, 2e-6}, {"node", 12.5 * G, 5e-6}};
+  return h;
+}
+
 bool positive(double x) { return x > 0 && x < std::numeric_limits<double>::infinity(); }
 
 } // namespace
@@ -101,10 +132,12 @@ std::optional<Hardware> preset(llvm::StringRef name) {
     return h100();
   if (name == "cpu-host")
     return cpuHost();
+  if (name == "frontier")
+    return frontier();
   return std::nullopt;
 }
 
-std::string presetNames() { return "h100, cpu-host"; }
+std::string presetNames() { return "h100, cpu-host, frontier"; }
 
 std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) {
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
