@@ -18,7 +18,7 @@ namespace {
 Hardware h100() { return *preset("h100"); }
 
 TEST(Hardware, PresetsRoundTripThroughJson) {
-  for (const char *name : {"h100", "cpu-host"}) {
+  for (const char *name : {"h100", "cpu-host", "frontier"}) {
     Hardware h = *preset(name);
     std::string err;
     auto back = parseHardware(toJson(h), err);
@@ -94,6 +94,40 @@ TEST(Hardware, ErrorsNameTheKey) {
   EXPECT_NE(err.find("missing 'pcie_h2d_pinned'"), std::string::npos) << err;
   EXPECT_FALSE(parseHardware(std::string(base) + R"(, "caches": [{"name": "L2"}]})", err));
   EXPECT_NE(err.find("'caches'"), std::string::npos) << err;
+}
+
+// Links per topology level: a level takes the link of its name, else the
+// one at its position (the last for levels beyond); a group runs at its
+// slowest level's bandwidth and the largest latency.
+TEST(Hardware, GroupsRunAtTheirSlowestLink) {
+  Hardware f = *preset("frontier");
+  std::vector<std::string> topo = {"gcd", "gpu", "node"};
+  GroupLink pair = groupLink(f, topo, {"gcd"});
+  EXPECT_EQ(pair.bandwidth, 200e9);
+  EXPECT_EQ(pair.latency, 1e-6);
+  GroupLink nodeWide = groupLink(f, topo, {"gcd", "gpu"});
+  EXPECT_EQ(nodeWide.bandwidth, 50e9);
+  EXPECT_EQ(nodeWide.latency, 2e-6);
+  GroupLink world = groupLink(f, topo, {"gcd", "gpu", "node"});
+  EXPECT_EQ(world.bandwidth, 12.5e9);
+  EXPECT_EQ(world.latency, 5e-6);
+  // By position: h100's links are named after transports, not levels.
+  Hardware h = h100();
+  GroupLink inner = groupLink(h, {"gpu", "node", "rack", "row"}, {"gpu"});
+  EXPECT_EQ(inner.bandwidth, h.links[0].bandwidth);
+  GroupLink beyond = groupLink(h, {"gpu", "node", "rack", "row"}, {"row"});
+  EXPECT_EQ(beyond.bandwidth, h.links.back().bandwidth);
+  Hardware none = *preset("cpu-host");
+  EXPECT_EQ(groupLink(none, topo, {"gcd"}).bandwidth, 0);
+  // The latency is read and checked.
+  std::string err, j = toJson(h);
+  auto at = j.find("\"latency\": 0");
+  ASSERT_NE(at, std::string::npos) << j;
+  std::string bad = j;
+  bad.replace(at, std::string("\"latency\": 0").size(), "\"latency\": -1");
+  EXPECT_FALSE(parseHardware(bad, err));
+  EXPECT_NE(err.find("'latency' must be a non-negative number of seconds"), std::string::npos)
+      << err;
 }
 
 TEST(Hardware, StepEfficienciesAreFractions) {
