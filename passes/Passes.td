@@ -576,6 +576,9 @@ def QuantizeGradients : Pass<"loom-quantize-gradients", "ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"innerLevels", "inner", "std::string", /*default=*/"\"\"",
+           "Levels (comma-separated, the group's innermost) of the first stage; the rest "
+           "form the second. Default: every level of the group but its outermost">,
     Option<"block", "block", "int64_t", /*default=*/"128",
            "Elements per fp32 scale (even; 128 costs a quarter bit an element in "
            "scales: with 512 a 2-layer GPT on text ended 1.1% above flat ZeRO-3 after "

@@ -195,14 +195,31 @@ struct QuantizeGradients : public mlir::loom::impl::QuantizeGradientsBase<Quanti
     if (failed(sizes))
       return r.emitError("loom-quantize-gradients: the group's topology or levels are unknown");
     ArrayRef<Attribute> levels = r.getGroup().getLevels().getValue();
-    // Inner: every level of the group but its outermost (a node's ranks);
-    // outer: the outermost. One level: a single all-to-all over it.
-    int64_t world = 1;
-    for (int64_t s : *sizes)
+    // Inner: the first stage's levels, the group's innermost (by default
+    // all but its outermost: a node's ranks); outer: the rest. One level:
+    // a single all-to-all over it.
+    size_t k = levels.size() >= 2 ? levels.size() - 1 : levels.size();
+    if (!innerLevels.empty()) {
+      SmallVector<StringRef> names;
+      StringRef(innerLevels).split(names, ',', -1, false);
+      size_t prefix = 0;
+      while (prefix < levels.size() &&
+             llvm::is_contained(names, cast<StringAttr>(levels[prefix]).getValue()))
+        ++prefix;
+      if (prefix != names.size() || prefix == 0 || prefix == levels.size())
+        return r.emitError("loom-quantize-gradients: inner=") << innerLevels << " must name the "
+               << "group's innermost levels, not all of them";
+      k = prefix;
+    }
+    int64_t world = 1, innerRanks = 1;
+    for (auto [i, s] : llvm::enumerate(*sizes)) {
       world *= s;
-    bool twoStage = levels.size() >= 2;
-    int64_t outer = twoStage ? sizes->back() : 1, inner = world / outer;
-    ArrayRef<Attribute> innerLevels = twoStage ? levels.drop_back() : levels;
+      if (i < k)
+        innerRanks *= s;
+    }
+    bool twoStage = k < levels.size();
+    int64_t outer = world / innerRanks, inner = innerRanks;
+    ArrayRef<Attribute> firstStage = levels.take_front(k);
     Location loc = r.getLoc();
     Type f32 = Float32Type::get(ctx);
     OpBuilder b(r);
@@ -217,7 +234,7 @@ struct QuantizeGradients : public mlir::loom::impl::QuantizeGradientsBase<Quanti
                                      b.getDenseI64ArrayAttr({1, 0, 2}));
       g = ReshapeOp::create(b, loc, vec(f32, world * c), t3);
     }
-    auto [a1, t1] = exchange(b, loc, g, r, innerLevels);
+    auto [a1, t1] = exchange(b, loc, g, r, firstStage);
     Value result, lastToken;
     if (twoStage) {
       // Stage two: where the next bucket's reduction is issued, or just
@@ -225,7 +242,7 @@ struct QuantizeGradients : public mlir::loom::impl::QuantizeGradientsBase<Quanti
       b.setInsertionPoint(next ? next : finalWait.getOperation());
       WaitOp::create(b, loc, ValueRange{t1});
       Value local = average(b, loc, a1, inner, outer * c); // this node's mean, [outer × c]
-      auto [a2, t2] = exchange(b, loc, local, r, levels.take_back());
+      auto [a2, t2] = exchange(b, loc, local, r, levels.drop_front(k));
       b.setInsertionPointAfter(finalWait);
       result = average(b, loc, a2, outer, c);
       lastToken = t2;

@@ -72,6 +72,8 @@ struct PipelineOptions {
   /// ZeRO++ qwZ / qgZ (loom-quantize-weights / -gradients): elements per
   /// scale; 0: off.
   int64_t qwzBlock = 0, qgzBlock = 0;
+  /// qgZ's first stage (loom-quantize-gradients inner=); empty: a node.
+  std::string qgzInner;
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket

@@ -133,32 +133,44 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   return 0;
 }
 
-/// One candidate of the hierarchy plan: hpZ's secondary levels ("" none).
+/// One candidate of the hierarchy plan: hpZ's secondary levels ("" none)
+/// and qgZ's first stage ("" when qgZ is off).
 struct HierarchyCandidate {
-  std::string secondary;
+  std::string secondary, qgzInner;
   mlir::loom::StepPrediction pred;
 };
 
-/// --hierarchy=auto: compiles the step once per candidate secondary
-/// partition (none, then the innermost 1, 2, ... levels short of the
-/// outermost), prices each with the step simulation and keeps the fastest
-/// that fits the device (hpZ trades memory for traffic between levels).
-/// Prints the plan; returns the chosen secondary levels, or nullopt after
-/// an error.
-static std::optional<std::string>
+/// --hierarchy=auto: compiles the step once per candidate — hpZ's
+/// secondary partition (none, then the innermost 1, 2, ... levels short of
+/// the world) and, with qgZ, its first stage (the innermost 1, 2, ...
+/// levels short of the world) — prices each with the step simulation and
+/// keeps the fastest that fits the device (hpZ trades memory for traffic
+/// between levels). Prints the plan; returns the chosen candidate, or
+/// nullopt after an error.
+static std::optional<HierarchyCandidate>
 planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
               const cost::Hardware &hw, ArrayRef<std::pair<std::string, int64_t>> levels) {
-  std::vector<HierarchyCandidate> cands;
+  // The innermost k levels, k = 0 .. L-1, skipping a k whose last level
+  // has one rank (the same ranks as k-1).
+  std::vector<std::string> prefixes;
   for (size_t k = 0; k < levels.size(); ++k) {
+    if (k > 0 && levels[k - 1].second == 1)
+      continue;
     std::string sec;
     for (size_t i = 0; i < k; ++i)
       sec += (i ? "," : "") + levels[i].first;
-    if (k > 0 && levels[k - 1].second == 1)
-      continue; // the same ranks as the candidate before
-    cands.push_back({sec, {}});
+    prefixes.push_back(sec);
   }
+  std::vector<HierarchyCandidate> cands;
+  for (const std::string &sec : prefixes)
+    for (const std::string &inner : prefixes) {
+      if (po.qgzBlock > 0 ? inner.empty() : !inner.empty())
+        continue;
+      cands.push_back({sec, inner, {}});
+    }
   for (HierarchyCandidate &c : cands) {
     po.hpzLevels = c.secondary;
+    po.qgzInner = c.qgzInner;
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager pm(module.getContext());
     buildPipeline(pm, reached, Phase::Lowered, po);
@@ -185,8 +197,12 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
                << "': bytes this rank sends a step and their link time, per communicator\n";
   for (const HierarchyCandidate &c : cands) {
     std::string name = c.secondary.empty() ? "flat" : "hpZ inside " + c.secondary;
+    if (!c.qgzInner.empty())
+      name += ", qgZ first inside " + c.qgzInner;
     std::replace(name.begin(), name.end(), ',', '+');
-    llvm::errs() << llvm::formatv("loomc:   {0,-24} step {1:F4} s, device memory {2:F2} GiB:", name,
+    if (size_t at = name.find("+ qgZ"); at != std::string::npos)
+      name[at] = ',';
+    llvm::errs() << llvm::formatv("loomc:   {0,-44} step {1:F4} s, device memory {2:F2} GiB:", name,
                                   c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB);
     for (auto &[key, comm] : c.pred.comm)
       llvm::errs() << llvm::formatv(" {0} {1} B {2:F4} s;", groupName(key, levels),
@@ -194,7 +210,7 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
     llvm::errs() << (&c == best ? "  <- chosen" : "") << (fits(c) ? "" : "  (does not fit)")
                  << "\n";
   }
-  return best->secondary;
+  return *best;
 }
 
 /// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
@@ -862,10 +878,11 @@ int loomcMain(int argc, char **argv) {
   if (planHpz) {
     if (failed(verify(*module)))
       return 1;
-    std::optional<std::string> chosen = planHierarchy(*module, reached, po, *hw, levels);
+    std::optional<HierarchyCandidate> chosen = planHierarchy(*module, reached, po, *hw, levels);
     if (!chosen)
       return 1;
-    po.hpzLevels = *chosen;
+    po.hpzLevels = chosen->secondary;
+    po.qgzInner = chosen->qgzInner;
   }
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))

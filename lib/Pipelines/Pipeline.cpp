@@ -92,8 +92,12 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     pm.addPass(mlir::loom::createDataParallel(dp));
     if (o.qwzBlock > 0)
       pm.addPass(mlir::loom::createQuantizeWeights({o.qwzBlock}));
-    if (o.qgzBlock > 0)
-      pm.addPass(mlir::loom::createQuantizeGradients({o.qgzBlock}));
+    if (o.qgzBlock > 0) {
+      mlir::loom::QuantizeGradientsOptions q;
+      q.block = o.qgzBlock;
+      q.innerLevels = o.qgzInner;
+      pm.addPass(mlir::loom::createQuantizeGradients(q));
+    }
   }
   if (to == Phase::Schedule && runs(Phase::Schedule))
     pm.addPass(mlir::loom::createPrintSchedule());

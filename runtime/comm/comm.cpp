@@ -675,6 +675,50 @@ loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key, loomrt_comm *
   return fail(LOOMRT_ERR_UNSUPPORTED, "comm_split: unknown transport");
 }
 
+loomrt_status loomrt_comm_split_levels(loomrt_comm c, uint64_t levels, int numLevels,
+                                       const int64_t *sizes, int64_t outerRanks, int *spansOuter,
+                                       loomrt_comm *out) {
+  if (!c || !out || (numLevels > 0 && !sizes))
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_split_levels: null argument");
+  int64_t world = 1;
+  for (int i = 0; i < numLevels; ++i) {
+    if (sizes[i] < 1)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_split_levels: a level of no ranks");
+    world *= sizes[i];
+  }
+  if (world != c->size || numLevels > 64)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "comm_split_levels: the topology's " + std::to_string(world) +
+                    " ranks are not the " + std::to_string(c->size) + " the job has");
+  // A rank's color (the other levels' digits) and key (the group's).
+  auto split = [&](int64_t rank, int64_t &color, int64_t &key) {
+    int64_t stride = 1, cStride = 1, kStride = 1;
+    color = key = 0;
+    for (int i = 0; i < numLevels; ++i) {
+      int64_t d = (rank / stride) % sizes[i];
+      stride *= sizes[i];
+      if (levels >> i & 1)
+        key += d * kStride, kStride *= sizes[i];
+      else
+        color += d * cStride, cStride *= sizes[i];
+    }
+  };
+  int64_t color = 0, key = 0;
+  split(c->rank, color, key);
+  if (spansOuter) {
+    // The group's members are the ranks of this color.
+    int64_t lo = INT64_MAX, hi = -1;
+    for (int64_t r = 0; r < world && outerRanks > 0; ++r) {
+      int64_t col = 0, k = 0;
+      split(r, col, k);
+      if (col == color)
+        lo = std::min(lo, r / outerRanks), hi = std::max(hi, r / outerRanks);
+    }
+    *spansOuter = hi > lo;
+  }
+  return loomrt_comm_split(c, int(color), int(key), out);
+}
+
 loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out) {
   if (!c || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_dup: null argument");

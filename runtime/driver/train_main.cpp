@@ -222,48 +222,16 @@ loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int numLevels,
   auto it = c->groups.find(levels);
   if (it != c->groups.end())
     return it->second;
-  // Ranks are numbered with the innermost level fastest: the group's
-  // levels' digits order a rank in its group (key), the other levels'
-  // digits name the group (color).
-  int rank = loomrt_comm_rank(c->comm);
-  int64_t world = 1, stride = 1, color = 0, key = 0, cStride = 1, kStride = 1;
-  for (int i = 0; i < numLevels; ++i)
-    world *= sizes[i];
-  if (world != loomrt_comm_size(c->comm) || numLevels > 64) {
-    loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                 "step_group: the topology's " + std::to_string(world) + " ranks are not the " +
-                     std::to_string(loomrt_comm_size(c->comm)) + " the job has");
-    return nullptr;
-  }
-  for (int i = 0; i < numLevels; ++i) {
-    int64_t d = (rank / stride) % sizes[i];
-    stride *= sizes[i];
-    if (levels >> i & 1)
-      key += d * kStride, kStride *= sizes[i];
-    else
-      color += d * cStride, cStride *= sizes[i];
-  }
-  loomrt_comm g = nullptr;
-  if (loomrt_comm_split(c->comm, int(color), int(key), &g) != LOOMRT_OK)
-    return nullptr;
   // LOOMRT_SLOW_LINK: a group whose ranks lie on several "nodes" crosses
-  // the emulated link. Its members share this rank's color.
-  if (SlowLink link = slowLink(); link.rate > 0) {
-    int64_t lo = INT64_MAX, hi = -1;
-    for (int64_t r = 0; r < world; ++r) {
-      int64_t st = 1, col = 0, cs = 1;
-      for (int i = 0; i < numLevels; ++i) {
-        int64_t d = (r / st) % sizes[i];
-        st *= sizes[i];
-        if (!(levels >> i & 1))
-          col += d * cs, cs *= sizes[i];
-      }
-      if (col == color)
-        lo = std::min(lo, r / link.ranksPerNode), hi = std::max(hi, r / link.ranksPerNode);
-    }
-    if (hi > lo && loomrt_comm_shape(g, link.rate) != LOOMRT_OK)
-      return nullptr;
-  }
+  // the emulated link.
+  SlowLink link = slowLink();
+  loomrt_comm g = nullptr;
+  int spans = 0;
+  if (loomrt_comm_split_levels(c->comm, levels, numLevels, sizes, link.ranksPerNode,
+                               &spans, &g) != LOOMRT_OK)
+    return nullptr;
+  if (link.rate > 0 && spans && loomrt_comm_shape(g, link.rate) != LOOMRT_OK)
+    return nullptr;
   c->groups[levels] = g;
   return g;
 }

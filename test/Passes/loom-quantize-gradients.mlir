@@ -11,6 +11,11 @@
 // communicators.
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %S/loom-data-parallel.mlir | loom-opt --loom-data-parallel="zero-stage=2 shard-multiple=2" --loom-quantize-gradients=block=2 --loom-lower-to-runtime | FileCheck %s --check-prefix=LOWER
 // RUN: not loom-opt %S/loom-data-parallel.mlir --loom-quantize-gradients=block=3 2>&1 | FileCheck %s --check-prefix=BLOCK
+// Three levels, the first stage inside "rank" only (the plan's choice on a
+// machine whose innermost link is the fast one): the second stage spans
+// the other two levels.
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "gpu" = 2, "node" = 2]/' %S/loom-data-parallel.mlir | loom-opt --loom-data-parallel="zero-stage=2 shard-multiple=2" --loom-quantize-gradients="block=2 inner=rank" | FileCheck %s --check-prefix=INNER
+// RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %S/loom-data-parallel.mlir | not loom-opt --loom-data-parallel="zero-stage=2 shard-multiple=2" --loom-quantize-gradients="block=2 inner=node" 2>&1 | FileCheck %s --check-prefix=NOTINNER
 
 // CHECK-LABEL: func.func @forward_backward(
 // Chunks n·2 + l reordered so inner rank l's lie together.
@@ -57,3 +62,13 @@
 // LOWER: loomrt.block_decompress int4 {{.*}}, 8 block 2
 
 // BLOCK: loom-quantize-gradients: block must be even and at least 2, got 3
+
+// 16 elements over 8 ranks, shards of 2: [4 (gpu, node), 2 (rank), 2].
+// INNER: loom.reshape %{{.*}} : tensor<16xf32> to tensor<4x2x2xf32>
+// INNER-NEXT: loom.transpose %{{.*}} [1, 0, 2] : tensor<4x2x2xf32> to tensor<2x4x2xf32>
+// INNER: loom.all_to_all %{{.*}} over #loom.group<@world, ["rank"]> on comm
+// INNER: loom.reduce mean %{{.*}} [0] : tensor<2x8xf32> to tensor<8xf32>
+// INNER: loom.all_to_all %{{.*}} over #loom.group<@world, ["gpu", "node"]> on comm
+// INNER: loom.reduce mean %{{.*}} [0] : tensor<4x2xf32> to tensor<2xf32>
+
+// NOTINNER: loom-quantize-gradients: inner=node must name the group's innermost levels, not all of them

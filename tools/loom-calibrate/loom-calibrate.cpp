@@ -27,6 +27,13 @@
 //     device, capacity,
 //     and the launch queue: how many commands the host issues ahead of a
 //     busy GPU before an issue call blocks (launchQueueDepth).
+//   * links (--links node=N,gpu=G,..., one process per rank under mpirun or
+//     torchrun-style variables): for each level, every group of ranks that
+//     differ only in it (loomrt_comm_split_levels; all groups at once, as a
+//     hierarchical collective runs them) times a large fp32 all-reduce (bus
+//     bandwidth 2(n-1)/n x bytes / time) and a one-float all-reduce (the
+//     latency: its time over the ring's 2(n-1) steps). Rank 0 then
+//     measures the rest and writes the file.
 //
 //===----------------------------------------------------------------------===//
 #include "loomrt/loomrt.h"
@@ -50,6 +57,7 @@ namespace {
 struct Options {
   std::string out;
   bool quick = false, noGpu = false;
+  std::string links; // --links: the topology, outermost level first
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -411,6 +419,91 @@ Gpu measureGpu(bool quick) {
   return g;
 }
 
+struct Link {
+  std::string name;
+  double bandwidth = 0, latency = 0;
+};
+
+/// --links: each level's all-reduce bus bandwidth and latency, measured by
+/// every rank over its group of that level. Returns rank 0's result (the
+/// other ranks' is empty) after every rank has finished.
+std::vector<Link> measureLinks(const Options &o, int *rankOut) {
+  // name=size,... outermost first, as loomc's --topology.
+  std::vector<std::pair<std::string, int64_t>> levels;
+  std::stringstream spec(o.links);
+  for (std::string item; std::getline(spec, item, ',');) {
+    size_t eq = item.find('=');
+    char *end = nullptr;
+    long long n = eq == std::string::npos ? 0 : std::strtoll(item.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || n < 1 || !end || *end)
+      die("--links: '" + item + "' is not LEVEL=SIZE (e.g. --links node=2,gpu=4)");
+    levels.insert(levels.begin(), {item.substr(0, eq), n}); // innermost first
+  }
+  if (levels.empty())
+    die("--links: give the topology, e.g. --links node=2,gpu=4");
+  bool gpu = !o.noGpu && loomrt_backend_available(LOOMRT_BACKEND_CUDA);
+  loomrt_device dev;
+  OK(loomrt_device_open(gpu ? LOOMRT_BACKEND_CUDA : LOOMRT_BACKEND_CPU,
+                        gpu ? loomrt_local_rank() : 0, &dev));
+  loomrt_stream s;
+  OK(loomrt_stream_create(dev, &s));
+  loomrt_comm world;
+  OK(loomrt_comm_init_from_env(dev, &world));
+  int rank = loomrt_comm_rank(world);
+  *rankOut = rank;
+  std::vector<int64_t> sizes;
+  for (auto &l : levels)
+    sizes.push_back(l.second);
+  size_t bytes = o.quick ? (4u << 20) : (256u << 20);
+  void *a, *b;
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes, &a));
+  OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes, &b));
+  OK(loomrt_fill(s, LOOMRT_F32, a, 1.0f, bytes / 4));
+  auto median = [&](loomrt_comm g, size_t count) {
+    std::vector<double> t;
+    int reps = o.quick ? 5 : 20;
+    for (int i = 0; i < reps + 3; ++i) {
+      OK(loomrt_stream_synchronize(s));
+      auto t0 = std::chrono::steady_clock::now();
+      OK(loomrt_all_reduce(g, s, LOOMRT_F32, a, b, count, LOOMRT_REDUCE_SUM));
+      OK(loomrt_stream_synchronize(s));
+      if (i >= 3)
+        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  std::vector<Link> out;
+  if (rank == 0)
+    std::printf("links (%d ranks, %s)\n", loomrt_comm_size(world), gpu ? "GPUs" : "CPU ranks");
+  for (size_t i = 0; i < levels.size(); ++i) {
+    loomrt_comm g;
+    OK(loomrt_comm_split_levels(world, uint64_t(1) << i, int(sizes.size()), sizes.data(), 0,
+                                nullptr, &g));
+    int n = loomrt_comm_size(g);
+    if (n > 1) {
+      double big = median(g, bytes / 4), small = median(g, 1);
+      Link l{levels[i].first, 2.0 * (n - 1) / n * double(bytes) / big, small / (2.0 * (n - 1))};
+      if (rank == 0) {
+        std::printf("  %-40s %10.2f GB/s, latency %.2f us\n",
+                    ("level " + l.name + " (" + std::to_string(n) + " ranks a group)").c_str(),
+                    l.bandwidth / 1e9, l.latency * 1e6);
+        out.push_back(l);
+      }
+    } else if (rank == 0) {
+      std::printf("  level %s: one rank a group, nothing to measure\n", levels[i].first.c_str());
+    }
+    loomrt_comm_destroy(g);
+  }
+  OK(loomrt_stream_synchronize(s));
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, a);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, b);
+  loomrt_comm_destroy(world);
+  loomrt_stream_destroy(s);
+  loomrt_device_close(dev);
+  return out;
+}
+
 std::string num(double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", x);
@@ -431,13 +524,20 @@ int main(int argc, char **argv) {
       o.quick = true;
     else if (a == "--no-gpu")
       o.noGpu = true;
+    else if (a == "--links" && i + 1 < argc)
+      o.links = argv[++i];
+    else if (a.rfind("--links=", 0) == 0)
+      o.links = a.substr(8);
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu]\n\n"
+      std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu] [--links TOPOLOGY]\n\n"
                   "Measures this machine (host DRAM and caches, CPU Adam, and the GPU\n"
                   "when present: PCIe, HBM, GEMM, Adam, capacity) and writes the\n"
                   "hardware description the cost model reads (docs/cost-model.md).\n"
                   "  --quick    small buffers and few repetitions (seconds, for tests)\n"
-                  "  --no-gpu   describe the host only\n");
+                  "  --no-gpu   describe the host only\n"
+                  "  --links node=N,gpu=G,...  (one process a rank: mpirun -np N*G ...)\n"
+                  "             each level's all-reduce bandwidth and latency, measured\n"
+                  "             by every group of it at once; rank 0 writes the file\n");
       return 0;
     } else
       die("unknown argument '" + a + "' (see --help)");
@@ -448,6 +548,13 @@ int main(int argc, char **argv) {
   if (!test)
     die("cannot write '" + o.out + "'");
   test.close();
+  std::vector<Link> links;
+  if (!o.links.empty()) {
+    int rank = 0;
+    links = measureLinks(o, &rank);
+    if (rank != 0)
+      return 0; // rank 0 measures the rest alone
+  }
 
   int cores = omp_get_max_threads();
   std::printf("loom-calibrate: %d threads%s\n", cores, o.quick ? ", quick sizes" : "");
@@ -530,6 +637,13 @@ int main(int argc, char **argv) {
   }
   if (gpu && g.launchQueue > 0)
     js << ",\n  \"gpu_launch_queue\": " << num(g.launchQueue);
+  if (!links.empty()) {
+    js << ",\n  \"links\": [";
+    for (size_t i = 0; i < links.size(); ++i)
+      js << (i ? ", " : "") << "{\"name\": \"" << links[i].name << "\", \"bandwidth\": "
+         << num(links[i].bandwidth) << ", \"latency\": " << num(links[i].latency) << "}";
+    js << "]";
+  }
   js << "\n}\n";
   std::ofstream out(o.out);
   out << js.str();

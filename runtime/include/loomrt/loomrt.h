@@ -392,6 +392,17 @@ int loomrt_comm_size(loomrt_comm c);
  * (MPI_Comm_split): how topology levels become groups. */
 loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key,
                                 loomrt_comm *out);
+/* The group of the ranks that differ from this one only in the levels of
+ * `levels` (bit i: level i) of a topology of `num_levels` levels of the
+ * given sizes, innermost first (ranks number with the innermost level
+ * fastest), split from c (collective over c): the levels' digits order a
+ * rank in its group, the other levels' digits name the group. The sizes'
+ * product must be c's size. *spans_outer, when not null, is set to 1 when
+ * the group's ranks span more than one block of `outer_ranks` consecutive
+ * ranks (a "node" of that many), else 0. */
+loomrt_status loomrt_comm_split_levels(loomrt_comm c, uint64_t levels, int num_levels,
+                                       const int64_t *sizes, int64_t outer_ranks,
+                                       int *spans_outer, loomrt_comm *out);
 /* A communicator of the same ranks that works independently of c
  * (collective over c's ranks, like a split with one color). */
 loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out);
