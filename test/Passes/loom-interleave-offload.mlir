@@ -30,7 +30,7 @@
 // RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
 // TIGHT: loom-interleave-offload: the step needs 0.1 GiB of device memory with every update on the CPU, more than the 0.1 GiB usable
 // RUN: not loom-opt %s --loom-interleave-offload=hardware=no-such-machine 2>&1 | FileCheck %s --check-prefix=HW
-// HW: loom-interleave-offload: hardware 'no-such-machine' is neither a preset (h100, cpu-host) nor a readable file
+// HW: loom-interleave-offload: hardware 'no-such-machine' is neither a preset (h100, cpu-host, frontier) nor a readable file
 //
 // The plan applied: @b's state comes to the device as soon as its gradient
 // exists (during the backward), Adam runs on the device after the
