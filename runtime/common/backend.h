@@ -110,6 +110,10 @@ struct KernelOps {
   loomrt_status (*dropout)(void *state, void *stream, loomrt_dtype dt,
                            const void *x, void *y, size_t n, float ratio,
                            uint64_t key, uint64_t offset);
+  /// loomrt_gather_rows (indices already checked on the CPU backend).
+  loomrt_status (*gather_rows)(void *state, void *stream, const void *table, size_t numRows,
+                               size_t rowBytes, const int64_t *rows, size_t n, void *out,
+                               int flags);
 };
 
 const KernelOps *cpuKernels();

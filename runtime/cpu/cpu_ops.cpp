@@ -717,6 +717,17 @@ loomrt_status blockDecompressK(void *, void *, loomrt_block_codec codec, const v
   return LOOMRT_OK;
 }
 
+// The order of the reads does not matter on the host (flags ignored).
+loomrt_status gatherRowsK(void *, void *, const void *table, size_t, size_t rowBytes,
+                          const int64_t *rows, size_t n, void *out, int) {
+  const auto *t = static_cast<const char *>(table);
+  auto *o = static_cast<char *>(out);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < int64_t(n); ++i)
+    std::memcpy(o + size_t(i) * rowBytes, t + size_t(rows[i]) * rowBytes, rowBytes);
+  return LOOMRT_OK;
+}
+
 const KernelOps kCpuKernels = {
     unary,       unaryGradK,    binary,       castK,      lerpK,      cumsumK,    fillK,
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
@@ -725,7 +736,7 @@ const KernelOps kCpuKernels = {
     nullptr,     nullptr, // attention: composed (common/attention.cpp)
     onebitCompressK, onebitDecompressK, onebitAverageK,
     blockCompressK, blockDecompressK,
-    dropoutK,
+    dropoutK,      gatherRowsK,
 };
 
 } // namespace

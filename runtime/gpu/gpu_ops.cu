@@ -5,6 +5,9 @@
 // hipBLAS with fp32 accumulation. Scratch memory is stream-ordered
 // (gpuMallocAsync), so kernels never synchronise the host.
 #include "common/kernel_math.h"
+#if defined(__CUDACC__) && !defined(__HIP__)
+#include <cub/cub.cuh>
+#endif
 #include "common/launch_rules.h"
 #include "gpu/gpu_state.h"
 
@@ -518,6 +521,74 @@ __global__ void blockCompressKernel(loomrt_block_codec codec, const float *x, fl
 __global__ void blockDecompressKernel(loomrt_block_codec codec, const float *scales,
                                       const uint8_t *codes, float *out, size_t n, size_t block) {
   GRID_STRIDE(i, n) out[i] = blockElement(codec, codes, i) * scales[i / block];
+}
+
+// Zero-copy row gather (Min et al. 2021, §4.1, DGL's kernel): a warp a
+// row; the warp's first word is at the 128-byte boundary at or below the
+// row's start, so each of its requests covers whole 128-byte segments
+// (PCIe read requests), and the words before the row are read and dropped.
+// Word: 16 bytes where the table and row size allow, else 4, else 1. With
+// `place`, row r goes to out[place[r]] (the sorted order's scatter).
+template <typename Word>
+__global__ void gatherRowsKernel(const char *table, size_t rowBytes, const int64_t *rows,
+                                 const int64_t *place, size_t n, char *out) {
+  const unsigned lane = threadIdx.x & 31;
+  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
+  for (size_t r = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < n; r += warps) {
+    const char *start = table + size_t(rows[r]) * rowBytes;
+    const char *base = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(start) &
+                                                      ~uintptr_t(127));
+    char *dst = out + (place ? size_t(place[r]) : r) * rowBytes;
+    for (const char *p = base + lane * sizeof(Word); p < start + rowBytes; p += 32 * sizeof(Word))
+      if (p >= start)
+        *reinterpret_cast<Word *>(dst + (p - start)) = *reinterpret_cast<const Word *>(p);
+  }
+}
+__global__ void iotaKernel(int64_t *v, size_t n) { GRID_STRIDE(i, n) v[i] = int64_t(i); }
+
+loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, size_t rowBytes,
+                          const int64_t *rows, size_t n, void *out, int flags) {
+  auto aligned = [&](size_t w) {
+    return rowBytes % w == 0 && reinterpret_cast<uintptr_t>(table) % w == 0 &&
+           reinterpret_cast<uintptr_t>(out) % w == 0;
+  };
+  const int64_t *order = rows, *place = nullptr;
+  void *scratch = nullptr;
+#if defined(__CUDACC__) && !defined(__HIP__)
+  if (flags & LOOMRT_GATHER_SORTED) {
+    // Sort (index, place) pairs by index: only the bits an index can have.
+    int bits = 1;
+    while (bits < 63 && (uint64_t(1) << bits) < numRows)
+      ++bits;
+    size_t temp = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp, rows, (int64_t *)nullptr, (int64_t *)nullptr,
+                                    (int64_t *)nullptr, int(n), 0, bits, S(st));
+    size_t pairs = 3 * n * sizeof(int64_t); // sorted keys, places in and out
+    if (loomrt_status e = gpuCheck(gpuMallocAsync(&scratch, pairs + temp, S(st)),
+                                   "gather_rows sort scratch"))
+      return e;
+    auto *keys = static_cast<int64_t *>(scratch), *in = keys + n, *outPlace = in + n;
+    iotaKernel<<<gridFor(n), kThreads, 0, S(st)>>>(in, n);
+    cub::DeviceRadixSort::SortPairs(outPlace + n, temp, rows, keys, in, outPlace, int(n), 0, bits,
+                                    S(st));
+    order = keys;
+    place = outPlace;
+  }
+#else
+  (void)flags, (void)numRows;
+#endif
+  const char *t = static_cast<const char *>(table);
+  char *o = static_cast<char *>(out);
+  unsigned grid = gridFor(n * 32);
+  if (aligned(16))
+    gatherRowsKernel<uint4><<<grid, kThreads, 0, S(st)>>>(t, rowBytes, order, place, n, o);
+  else if (aligned(4))
+    gatherRowsKernel<uint32_t><<<grid, kThreads, 0, S(st)>>>(t, rowBytes, order, place, n, o);
+  else
+    gatherRowsKernel<uint8_t><<<grid, kThreads, 0, S(st)>>>(t, rowBytes, order, place, n, o);
+  if (scratch)
+    gpuFreeAsync(scratch, S(st));
+  return launched("gather_rows");
 }
 
 __global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
@@ -1524,7 +1595,7 @@ const KernelOps kGpuKernels = {
 #endif
     onebitCompressG, onebitDecompressG, onebitAverageG,
     blockCompressG, blockDecompressG,
-    dropoutG,
+    dropoutG,       gatherRowsG,
 };
 
 } // namespace
