@@ -183,11 +183,7 @@ struct loomrt_step_ctx_t {
   }
 };
 
-extern "C" {
-void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
-void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
-loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
-loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
+namespace {
 /// LOOMRT_SLOW_LINK=RANKS:GBPS: this host stands for nodes of RANKS
 /// consecutive ranks joined by a link of GBPS GB/s (10^9 bytes a second);
 /// every communicator spanning two of them is shaped to it
@@ -217,6 +213,13 @@ SlowLink slowLink() {
   return l;
 }
 
+} // namespace
+
+extern "C" {
+void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
+void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
+loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
+loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }
 loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int numLevels,
                               const int64_t *sizes) {
   auto it = c->groups.find(levels);
