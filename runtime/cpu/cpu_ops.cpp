@@ -478,22 +478,31 @@ loomrt_status softmaxGrad(void *, void *, loomrt_dtype dt, const void *dy,
   return LOOMRT_OK;
 }
 
+/// Row gather of `rowBytes`-byte rows, out[i] = table[idx[i]], after
+/// checking every index against [0, limit) (an error "WHAT: NOUN i at k is
+/// outside [0, limit)" for the first bad one): loomrt_embedding's forward
+/// and loomrt_gather_rows.
+loomrt_status gatherRows(const char *what, const char *noun, const void *table,
+                         const int64_t *idx, int64_t n, int64_t limit, size_t rowBytes,
+                         void *out) {
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= limit)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string(what) + ": " + noun + " " + std::to_string(idx[i]) + " at " +
+                      std::to_string(i) + " is outside [0, " + std::to_string(limit) + ")");
+  const char *T = static_cast<const char *>(table);
+  char *O = static_cast<char *>(out);
+#pragma omp parallel for schedule(static) if (size_t(n) * rowBytes > 262144)
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(O + size_t(i) * rowBytes, T + size_t(idx[i]) * rowBytes, rowBytes);
+  return LOOMRT_OK;
+}
+
 loomrt_status embeddingK(void *, void *, loomrt_dtype dt, const void *table,
                          const int64_t *idx, void *out, int64_t n, int64_t d,
                          int64_t vocab) {
-  for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= vocab)
-      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
-                  "embedding: index " + std::to_string(idx[i]) + " at " +
-                      std::to_string(i) + " is outside [0, " +
-                      std::to_string(vocab) + ")");
-  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
-  const char *T = static_cast<const char *>(table);
-  char *O = static_cast<char *>(out);
-#pragma omp parallel for schedule(static) if (n * d > 65536)
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(O + i * d * es, T + idx[i] * d * es, d * es);
-  return LOOMRT_OK;
+  return gatherRows("embedding", "index", table, idx, n, vocab, size_t(d) * (dt == LOOMRT_BF16 ? 2 : 4),
+                    out);
 }
 
 loomrt_status embeddingGrad(void *, void *, loomrt_dtype dt, const void *dy,
@@ -718,14 +727,10 @@ loomrt_status blockDecompressK(void *, void *, loomrt_block_codec codec, const v
 }
 
 // The order of the reads does not matter on the host (flags ignored).
-loomrt_status gatherRowsK(void *, void *, const void *table, size_t, size_t rowBytes,
+loomrt_status gatherRowsK(void *, void *, const void *table, size_t numRows, size_t rowBytes,
                           const int64_t *rows, size_t n, void *out, int) {
-  const auto *t = static_cast<const char *>(table);
-  auto *o = static_cast<char *>(out);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < int64_t(n); ++i)
-    std::memcpy(o + size_t(i) * rowBytes, t + size_t(rows[i]) * rowBytes, rowBytes);
-  return LOOMRT_OK;
+  return gatherRows("gather_rows", "row index", table, rows, int64_t(n), int64_t(numRows),
+                    rowBytes, out);
 }
 
 const KernelOps kCpuKernels = {
