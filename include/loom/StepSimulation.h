@@ -48,6 +48,11 @@ struct StepPrediction {
     double bytes = 0, seconds = 0;
   };
   std::map<std::string, Comm> comm;
+  /// The module's topology levels, innermost first (the keys' indices).
+  std::vector<std::string> levels;
+  /// A key of `comm` for people: its levels joined by '+' ("gcd+gpu"), or
+  /// "world".
+  std::string groupName(llvm::StringRef key) const;
 };
 
 /// Simulates @train_step (or `function`: 1-bit Adam's @train_step_frozen)

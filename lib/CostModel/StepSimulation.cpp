@@ -94,8 +94,9 @@ struct Simulator {
   const cost::Hardware &hw;
   bool keep;
   int64_t world;
-  /// The module's topology: each level's name and size, innermost first.
-  std::vector<std::pair<std::string, int64_t>> topology;
+  /// The size of each level of the module's topology, innermost first
+  /// (their names: p.levels).
+  std::vector<int64_t> levelSizes;
   StepPrediction p;
   double host = 0, gpu = 0, h2d = 0, d2h = 0, comm = 0, lastBackward = 0;
   llvm::DenseMap<Value, Lane> lanes;     // stream -> its lane
@@ -422,12 +423,12 @@ struct Simulator {
     if (commOp && commOp.getLevels())
       levels.assign(commOp.getLevels()->begin(), commOp.getLevels()->end());
     else
-      for (int64_t i = 0; i < int64_t(topology.size()); ++i)
+      for (int64_t i = 0; i < int64_t(levelSizes.size()); ++i)
         levels.push_back(i);
     int64_t ranks = 1;
     for (int64_t l : levels)
-      ranks *= l < int64_t(topology.size()) ? topology[l].second : 1;
-    if (topology.empty())
+      ranks *= l < int64_t(levelSizes.size()) ? levelSizes[l] : 1;
+    if (levelSizes.empty())
       ranks = world;
     double sent = double(loomrt_collective_bytes_sent(kind, bytes, int(ranks)));
     cost::GroupLink link = groupLink(levels);
@@ -452,14 +453,11 @@ struct Simulator {
   /// (by the levels' names in the description, else by position); without
   /// links, the device's copy bandwidth.
   cost::GroupLink groupLink(ArrayRef<int64_t> levels) {
-    SmallVector<std::string> names;
+    std::vector<std::string> names;
     for (int64_t l : levels)
-      if (l < int64_t(topology.size()) && topology[l].second > 1)
-        names.push_back(topology[l].first);
-    std::vector<std::string> all;
-    for (auto &t : topology)
-      all.push_back(t.first);
-    cost::GroupLink g = cost::groupLink(hw, all, std::vector<std::string>(names.begin(), names.end()));
+      if (l < int64_t(levelSizes.size()) && levelSizes[l] > 1)
+        names.push_back(p.levels[l]);
+    cost::GroupLink g = cost::groupLink(hw, p.levels, names);
     if (g.bandwidth <= 0)
       g.bandwidth = deviceBandwidth();
     return g;
@@ -492,6 +490,21 @@ std::optional<cost::Hardware> loadHardware(llvm::StringRef nameOrFile, std::stri
   return hw;
 }
 
+std::string StepPrediction::groupName(llvm::StringRef key) const {
+  if (key.empty())
+    return "world";
+  SmallVector<llvm::StringRef> idx;
+  key.split(idx, ',');
+  std::string name;
+  for (llvm::StringRef i : idx) {
+    unsigned k = 0;
+    if (i.getAsInteger(10, k) || k >= levels.size())
+      return key.str();
+    name += (name.empty() ? "" : "+") + levels[k];
+  }
+  return name;
+}
+
 FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardware &hw,
                                               bool keepSpans, StringRef function) {
   auto main = module.lookupSymbol<func::FuncOp>("train_step");
@@ -505,8 +518,10 @@ FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardw
     world = dp->world;
   Simulator sim(hw, keepSpans, world);
   for (TopologyOp t : module.getOps<TopologyOp>()) {
-    for (auto [name, size] : llvm::zip(t.getLevels(), t.getSizes()))
-      sim.topology.push_back({cast<StringAttr>(name).str(), size});
+    for (auto [name, size] : llvm::zip(t.getLevels(), t.getSizes())) {
+      sim.p.levels.push_back(cast<StringAttr>(name).str());
+      sim.levelSizes.push_back(size);
+    }
     break;
   }
   // Parameters and state in device memory stay for the whole run.

@@ -58,21 +58,14 @@ static int loomcError(const llvm::Twine &msg) {
   return 1;
 }
 
-/// A communicator's name for people: its levels joined by '+' ("gcd+gpu"),
-/// or "world" (the JSON log's comm_bytes_by_group keys are the indices).
-static std::string groupName(llvm::StringRef key, ArrayRef<std::pair<std::string, int64_t>> levels) {
-  if (key.empty())
-    return "world";
-  SmallVector<llvm::StringRef> idx;
-  key.split(idx, ',');
-  std::string name;
-  for (llvm::StringRef i : idx) {
-    unsigned k = 0;
-    if (i.getAsInteger(10, k) || k >= levels.size())
-      return key.str();
-    name += (name.empty() ? "" : "+") + levels[k].first;
-  }
-  return name;
+/// " NAME BYTES B SECONDS s;" for each communicator of a prediction.
+static std::string commSummary(const mlir::loom::StepPrediction &p) {
+  std::string out;
+  for (auto &[key, comm] : p.comm)
+    out += llvm::formatv(" {0} {1} B {2:F4} s;", p.groupName(key), uint64_t(comm.bytes),
+                         comm.seconds)
+               .str();
+  return out;
 }
 
 /// The cost model's prediction of the step (stderr) and, with `timeline`,
@@ -92,19 +85,9 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   if (hw.hasGpu)
     llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(hw) / GiB);
   llvm::errs() << "\n";
-  if (!pred->comm.empty()) {
-    std::vector<std::pair<std::string, int64_t>> levels;
-    for (mlir::loom::TopologyOp t : module.getOps<mlir::loom::TopologyOp>()) {
-      for (auto [name, size] : llvm::zip(t.getLevels(), t.getSizes()))
-        levels.push_back({cast<StringAttr>(name).str(), size});
-      break;
-    }
-    llvm::errs() << "loomc: predicted bytes this rank sends a step, per communicator:";
-    for (auto &[key, comm] : pred->comm)
-      llvm::errs() << llvm::formatv(" {0} {1} B {2:F4} s;", groupName(key, levels),
-                                    uint64_t(comm.bytes), comm.seconds);
-    llvm::errs() << "\n";
-  }
+  if (!pred->comm.empty())
+    llvm::errs() << "loomc: predicted bytes this rank sends a step, per communicator:"
+                 << commSummary(*pred) << "\n";
   // 1-bit Adam: the step after the freeze is another function.
   if (module.lookupSymbol("train_step_frozen")) {
     FailureOr<mlir::loom::StepPrediction> frozen =
@@ -195,20 +178,19 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
     topo += (topo.empty() ? "" : " x ") + l.first + "=" + std::to_string(l.second);
   llvm::errs() << "loomc: hierarchy plan (auto) for ZeRO-3 over " << topo << " on '" << hw.name
                << "': bytes this rank sends a step and their link time, per communicator\n";
+  // Levels as the plan's rows name them: "gcd,gpu" -> "gcd+gpu".
+  auto joined = [](std::string levels) {
+    std::replace(levels.begin(), levels.end(), ',', '+');
+    return levels;
+  };
   for (const HierarchyCandidate &c : cands) {
-    std::string name = c.secondary.empty() ? "flat" : "hpZ inside " + c.secondary;
+    std::string name = c.secondary.empty() ? "flat" : "hpZ inside " + joined(c.secondary);
     if (!c.qgzInner.empty())
-      name += ", qgZ first inside " + c.qgzInner;
-    std::replace(name.begin(), name.end(), ',', '+');
-    if (size_t at = name.find("+ qgZ"); at != std::string::npos)
-      name[at] = ',';
+      name += ", qgZ first inside " + joined(c.qgzInner);
     llvm::errs() << llvm::formatv("loomc:   {0,-44} step {1:F4} s, device memory {2:F2} GiB:", name,
-                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB);
-    for (auto &[key, comm] : c.pred.comm)
-      llvm::errs() << llvm::formatv(" {0} {1} B {2:F4} s;", groupName(key, levels),
-                                    uint64_t(comm.bytes), comm.seconds);
-    llvm::errs() << (&c == best ? "  <- chosen" : "") << (fits(c) ? "" : "  (does not fit)")
-                 << "\n";
+                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
+                 << commSummary(c.pred) << (&c == best ? "  <- chosen" : "")
+                 << (fits(c) ? "" : "  (does not fit)") << "\n";
   }
   return *best;
 }
@@ -680,7 +662,7 @@ int loomcMain(int argc, char **argv) {
     for (StringRef p : parts) {
       auto [name, blockText] = p.split(':');
       int64_t *block = name == "qwz" ? &qwzBlock : name == "qgz" ? &qgzBlock : nullptr;
-      if (name == "hpz" && blockText.empty() && !p.contains(':')) {
+      if (p == "hpz") {
         if (o.zeroStage != 3)
           return error("--zeropp=hpz partitions ZeRO-3's parameters: give --zero-stage=3");
         if (levels.size() < 2)
