@@ -41,6 +41,13 @@ WaitOp waitOf(Value token) {
   return nullptr;
 }
 
+/// A quantisation block: even (int4 packs two codes a byte) and at least 2.
+LogicalResult checkBlock(ModuleOp module, StringRef pass, int64_t block) {
+  if (block >= 2 && block % 2 == 0)
+    return success();
+  return module.emitError() << pass << ": block must be even and at least 2, got " << block;
+}
+
 RankedTensorType vec(Type elt, int64_t n) { return RankedTensorType::get({n}, elt); }
 
 /// The size of each level of `g` (innermost first), from its topology.
@@ -63,11 +70,8 @@ struct QuantizeWeights : public mlir::loom::impl::QuantizeWeightsBase<QuantizeWe
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (block < 2 || block % 2) {
-      module.emitError() << "loom-quantize-weights: block must be even and at least 2, got "
-                         << int64_t(block);
+    if (failed(checkBlock(module, "loom-quantize-weights", block)))
       return signalPassFailure();
-    }
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!fb)
       return;
@@ -127,11 +131,8 @@ struct QuantizeGradients : public mlir::loom::impl::QuantizeGradientsBase<Quanti
   void runOnOperation() override {
     module = getOperation();
     ctx = module.getContext();
-    if (block < 2 || block % 2) {
-      module.emitError() << "loom-quantize-gradients: block must be even and at least 2, got "
-                         << int64_t(block);
+    if (failed(checkBlock(module, "loom-quantize-gradients", block)))
       return signalPassFailure();
-    }
     codec = CodecAttr::get(ctx, CodecKind::int4, block);
     auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
     if (!fb)
