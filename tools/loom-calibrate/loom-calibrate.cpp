@@ -39,6 +39,7 @@
 #include "loomrt/loomrt.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -437,6 +438,10 @@ std::vector<Link> measureLinks(const Options &o, int *rankOut) {
     long long n = eq == std::string::npos ? 0 : std::strtoll(item.c_str() + eq + 1, &end, 10);
     if (eq == std::string::npos || eq == 0 || n < 1 || !end || *end)
       die("--links: '" + item + "' is not LEVEL=SIZE (e.g. --links node=2,gpu=4)");
+    // The name goes into the JSON as it is: letters, digits, '_', '-', '.'.
+    for (char c : item.substr(0, eq))
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+        die("--links: level names are letters, digits, '_', '-' and '.'");
     levels.insert(levels.begin(), {item.substr(0, eq), n}); // innermost first
   }
   if (levels.empty())
