@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loomrt/loomrt.h"
+#include "loomrt/train.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
@@ -329,8 +330,8 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
   auto cast = dyn_cast<CastOp>(op);
   auto adam = cast ? cast.getInput().getDefiningOp<AdamOp>() : AdamOp();
   bool fused = adam && fusedRefreshCast(adam) == cast;
-  if (onHost && !fused && !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp>(op))
-    return refuse("runs only loom.adam and copies on host memory");
+  if (onHost && !fused && !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, EmbeddingOp, ZeroCopyOp>(op))
+    return refuse("runs only loom.adam, row gathers and copies on host memory");
   // A zero-sized tensor has no rows to normalise or multiply: the sizes
   // divide by its dimensions (found by fuzz-onnx-proto).
   if (RankedTensorType t = zeroSizedTensor(op))
@@ -856,13 +857,28 @@ LogicalResult lower(SoftmaxGradOp o, SoftmaxGradOp::Adaptor a, Emit &e) {
                             rowsOf(o.getOutput()), lastDim(o.getOutput()), o.getLog());
   return e.done(dx);
 }
+/// A gather: from a table the GPU reads in pinned host memory (a mapped
+/// table, loom-place-features' zero-copy) the runtime's row gather, its
+/// indices sorted on the GPU first (the sort costs less than the address
+/// translation misses it saves at every row size measured,
+/// bench/RESULTS.md); from host memory on the host stream (the CPU's
+/// gather); else the embedding kernel.
 LogicalResult lower(EmbeddingOp o, EmbeddingOp::Adaptor a, Emit &e) {
   auto t = tt(o.getTable());
   Value y = e.alloc(o.getResult());
-  rt::EmbeddingOp::create(e.rw, e.loc, e.f.s, dt(o.getTable()), a.getTable(), a.getIndices(), y,
-                          numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0));
+  if (getMemSpace(t) == MemSpace::mapped && t.getElementType().isF32()) {
+    rt::GatherRowsOp::create(e.rw, e.loc, e.f.s, a.getTable(), a.getIndices(), y,
+                             t.getDimSize(0), t.getDimSize(1) * 4, numel(o.getIndices()),
+                             /*sorted=*/true, /*zero_copy=*/true);
+    return e.done(y);
+  }
+  rt::EmbeddingOp::create(e.rw, e.loc, e.stream(), dt(o.getTable()), a.getTable(), a.getIndices(),
+                          y, numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0));
   return e.done(y);
 }
+/// A view: the GPU reads the pinned buffer through the same address (the
+/// runtime allocates pinned memory mapped and portable).
+LogicalResult lower(ZeroCopyOp, ZeroCopyOp::Adaptor a, Emit &e) { return e.done(a.getInput()); }
 LogicalResult lower(EmbeddingGradOp o, EmbeddingGradOp::Adaptor a, Emit &e) {
   auto t = tt(o.getResult());
   Value y = e.alloc(o.getResult());
@@ -1462,7 +1478,7 @@ struct Lowering {
     addPatterns<ReshapeOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, LoadOp, StoreOp,
                 arith::AddIOp, AdamOp, SgdOp, CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp,
                 AllToAllOp,
-                ShardOp, WaitOp>(patterns, tc, plan);
+                ShardOp, WaitOp, ZeroCopyOp>(patterns, tc, plan);
     llvm::DenseSet<OperationName> lowered;
     for (const std::unique_ptr<RewritePattern> &p : patterns.getNativePatterns())
       if (std::optional<OperationName> root = p->getRootKind())
@@ -1554,12 +1570,15 @@ struct Lowering {
     auto ty = step.getFunctionType();
     if (ty.getNumInputs() == 0 || ty.getNumResults() != 1)
       return std::nullopt;
+    // A graph model's inputs differ in their leading dimension (the tree's
+    // depths); each has a role named by its input name.
+    auto graph = module->getAttrOfType<DictionaryAttr>(LoomDialect::GraphAttrHelper::getNameStr());
     SmallVector<RankedTensorType> ins;
     for (Type t : ty.getInputs()) {
       auto r = dyn_cast<RankedTensorType>(t);
       if (!r || r.getRank() < 1 || r.getRank() > LOOMRT_MAX_RANK ||
           !(r.getElementType().isF32() || r.getElementType().isInteger(64)) ||
-          r.getDimSize(0) != cast<RankedTensorType>(ty.getInput(0)).getDimSize(0))
+          (!graph && r.getDimSize(0) != cast<RankedTensorType>(ty.getInput(0)).getDimSize(0)))
         return std::nullopt;
       ins.push_back(r);
     }
@@ -1576,18 +1595,35 @@ struct Lowering {
     Builder b(module.getContext());
     int64_t freezeStep = freezeStepOf(module, step);
     SmallVector<Attribute> inputs;
+    int64_t batch = ins[0].getDimSize(0);
     for (auto [i, r] : llvm::enumerate(ins)) {
       std::string name = names ? cast<StringAttr>(names[i]).str() : "input" + std::to_string(i);
       int64_t limit = r.getElementType().isInteger(64) ? indexLimit(step.getArgument(i)) : 0;
-      inputs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("name", b.getStringAttr(name)),
-           b.getNamedAttr("dtype", b.getI64IntegerAttr(int64_t(dt(step.getArgument(i))))),
-           b.getNamedAttr("shape", b.getDenseI64ArrayAttr(r.getShape())),
-           b.getNamedAttr("limit", b.getI64IntegerAttr(limit))}));
+      SmallVector<NamedAttribute> fields{
+          b.getNamedAttr("name", b.getStringAttr(name)),
+          b.getNamedAttr("dtype", b.getI64IntegerAttr(int64_t(dt(step.getArgument(i))))),
+          b.getNamedAttr("shape", b.getDenseI64ArrayAttr(r.getShape())),
+          b.getNamedAttr("limit", b.getI64IntegerAttr(limit))};
+      if (graph) {
+        std::optional<std::pair<int64_t, int64_t>> role = graphRole(name);
+        if (!role)
+          return std::nullopt;
+        if (role->first == LOOMRT_INPUT_NODE_LABELS)
+          batch = r.getDimSize(0);
+        std::optional<MemSpace> space = getMemSpace(r);
+        fields.push_back(b.getNamedAttr("role", b.getI64IntegerAttr(role->first)));
+        fields.push_back(b.getNamedAttr("depth", b.getI64IntegerAttr(role->second)));
+        fields.push_back(b.getNamedAttr(
+            "space", b.getI64IntegerAttr(space == MemSpace::pinned ? LOOMRT_MEM_PINNED
+                                                                   : LOOMRT_MEM_DEVICE)));
+      }
+      inputs.push_back(b.getDictionaryAttr(fields));
     }
     DictionaryAttr program = b.getDictionaryAttr(
-        {b.getNamedAttr("task", b.getI64IntegerAttr(tokens ? 0 : 1)),
-         b.getNamedAttr("batch", b.getI64IntegerAttr(ins[0].getDimSize(0))),
+        {b.getNamedAttr("task", b.getI64IntegerAttr(graph ? LOOMRT_TASK_GRAPH
+                                                    : tokens ? LOOMRT_TASK_TOKENS
+                                                             : LOOMRT_TASK_ARRAYS)),
+         b.getNamedAttr("batch", b.getI64IntegerAttr(batch)),
          b.getNamedAttr("seq", b.getI64IntegerAttr(tokens ? ins[0].getDimSize(1) : 0)),
          b.getNamedAttr("vocab", b.getI64IntegerAttr(tokens ? vocabOf(module) : 0)),
          b.getNamedAttr("world", b.getI64IntegerAttr(world)),
@@ -1601,6 +1637,17 @@ struct Lowering {
               program.getValue(),
               ArrayRef<NamedAttribute>{b.getNamedAttr("freeze_step",
                                                       b.getI64IntegerAttr(freezeStep))})));
+    if (graph)
+      program = DictionaryAttr::get(
+          module.getContext(),
+          llvm::to_vector(llvm::concat<const NamedAttribute>(
+              program.getValue(),
+              ArrayRef<NamedAttribute>{
+                  b.getNamedAttr("fanouts", graph.get("fanouts")),
+                  b.getNamedAttr("norm", b.getI64IntegerAttr(
+                                             graph.getAs<StringAttr>("norm").getValue() == "gcn"
+                                                 ? LOOMRT_GRAPH_GCN
+                                                 : LOOMRT_GRAPH_MEAN))})));
     // Streaming DiLoCo's outer steps, each with its period and offset.
     SmallVector<Attribute> outer;
     for (auto fn : module.getOps<func::FuncOp>())
@@ -1616,6 +1663,24 @@ struct Lowering {
               program.getValue(),
               ArrayRef<NamedAttribute>{b.getNamedAttr("outer", b.getArrayAttr(outer))})));
     return program;
+  }
+
+  /// A graph model's input role (train.h, loomrt_input_role) and depth from
+  /// its name: features, nodes<d>, weights<d>, self<d>, labels.
+  static std::optional<std::pair<int64_t, int64_t>> graphRole(StringRef name) {
+    if (name == "features")
+      return std::pair<int64_t, int64_t>{LOOMRT_INPUT_NODE_TABLE, 0};
+    if (name == "labels")
+      return std::pair<int64_t, int64_t>{LOOMRT_INPUT_NODE_LABELS, 0};
+    for (auto [prefix, role] : {std::pair<StringRef, int64_t>{"nodes", LOOMRT_INPUT_NODES},
+                                {"weights", LOOMRT_INPUT_SLOT_WEIGHTS},
+                                {"self", LOOMRT_INPUT_SELF_WEIGHTS}}) {
+      int64_t depth;
+      if (name.starts_with(prefix) && !name.drop_front(prefix.size()).getAsInteger(10, depth) &&
+          depth >= 0 && depth < 64)
+        return std::pair<int64_t, int64_t>{role, depth};
+    }
+    return std::nullopt;
   }
 
   /// 1-bit Adam's freeze step: @train_step_frozen, with the arguments of

@@ -71,24 +71,36 @@ struct MixedPrecision
     };
     // Replace the uses of an fp32 source (argument, load, constant) by one
     // bf16 cast of it, except embedding tables, which stay fp32.
+    // A table read only by gathers (a graph's feature table, placed in host
+    // memory by loom-place-features) gets no cast at all, and host memory
+    // is never cast here (the CPU runs no casts): its rows are cast where a
+    // copy brings them to the device.
     auto narrowSource = [&](Value v) {
-      if (!retype(v.getType(), f32, bf16))
+      if (!retype(v.getType(), f32, bf16) || isHostMemory(v.getType()))
+        return;
+      auto narrowed = [&](OpOperand &u) {
+        auto emb = dyn_cast<EmbeddingOp>(u.getOwner());
+        return !(emb && u.get() == emb.getTable()) && !isa<ZeroCopyOp>(u.getOwner());
+      };
+      if (llvm::none_of(v.getUses(), narrowed))
         return;
       Value c = castTo(v, bf16);
-      v.replaceUsesWithIf(c, [&](OpOperand &u) {
-        if (u.getOwner() == c.getDefiningOp())
-          return false;
-        auto emb = dyn_cast<EmbeddingOp>(u.getOwner());
-        return !(emb && u.get() == emb.getTable());
-      });
+      v.replaceUsesWithIf(c, [&](OpOperand &u) { return u.getOwner() != c.getDefiningOp() && narrowed(u); });
     };
 
     b.setInsertionPointToStart(&body);
     for (BlockArgument a : body.getArguments())
       narrowSource(a);
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      if (isa<func::ReturnOp, CastOp>(op))
+      if (isa<func::ReturnOp, CastOp, ZeroCopyOp, WaitOp>(op))
         continue;
+      if (auto copy = dyn_cast<CopyOp>(op)) { // host-gathered rows arriving:
+        for (Operation *u : copy.getToken().getUsers()) // cast once waited
+          if (isa<WaitOp>(u) && u->getBlock() == &body)
+            b.setInsertionPointAfter(u);
+        narrowSource(copy.getResult());
+        continue;
+      }
       b.setInsertionPointAfter(&op);
       if (isa<LoadOp>(op)) {
         narrowSource(op.getResult(0));

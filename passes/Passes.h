@@ -34,7 +34,6 @@ FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pa
 /// distribution passes find @train_step's call to @forward_backward so.
 func::CallOp findCall(func::FuncOp fn, StringRef callee);
 
-
 } // namespace mlir::loom
 
 #endif // LOOM_PASSES_PASSES_H

@@ -792,6 +792,54 @@ def ReinitParams : Pass<"loom-reinit-params", "ModuleOp"> {
   ];
 }
 
+def PlaceFeatures : Pass<"loom-place-features", "ModuleOp"> {
+  let summary = "Place a graph model's feature table: device, zero-copy or host gather";
+  let description = [{
+    A graph model (`loom.graph` on the module) reads its node features from
+    the `@forward` argument named `features`, only through `loom.embedding`.
+    The table stays in device memory when it fits beside the step (the
+    step's own memory bounded by twice the forward's values plus four copies
+    of the parameters, under 90% of the device); otherwise it goes to pinned
+    host memory and the pass picks the faster gather for the step's rows by
+    the cost model (`cost::gatherTime`, docs/cost-model.md "Row gathers"):
+
+    * `zero-copy`: a `loom.zero_copy` view the GPU reads itself (Min et al.,
+      "Large GCN training with GPU-oriented data communication", §4; the
+      runtime's gather sorts the indices on the GPU and reads 128-byte
+      aligned segments);
+    * `host-gather`: the CPU gathers the rows into pinned memory (its
+      indices are pinned inputs too) and a copy on `h2d` uploads them, the
+      path of PyG's NeighborLoader.
+
+    `placement=` forces one. The choice is recorded as `placement` in
+    `loom.graph`; on a machine without a GPU `auto` keeps the table where
+    it is (the host's memory either way). Before (a 2 GB table, an H100
+    with a 1 GiB limit):
+
+    ```mlir
+    func.func @forward(%f: tensor<4000000x128xf32>, %ids: tensor<4096xi64>, ...) {
+      %x = loom.embedding %f[%ids] : tensor<4000000x128xf32>, tensor<4096xi64> -> tensor<4096x128xf32>
+    ```
+
+    after (`zero-copy`):
+
+    ```mlir
+    func.func @forward(%f: tensor<4000000x128xf32, #loom.mem<pinned>>, %ids: tensor<4096xi64>, ...) {
+      %m = loom.zero_copy %f : tensor<4000000x128xf32, #loom.mem<pinned>> -> tensor<4000000x128xf32, #loom.mem<mapped>>
+      %x = loom.embedding %m[%ids] : tensor<4000000x128xf32, #loom.mem<mapped>>, tensor<4096xi64> -> tensor<4096x128xf32>
+    ```
+  }];
+  let options = [
+    Option<"placement", "placement", "std::string", /*default=*/"\"auto\"",
+           "auto (the cost model decides), device, zero-copy or host-gather">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
+           "A hardware preset (h100, cpu-host) or a description file from "
+           "loom-calibrate">,
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The function whose features argument is placed">,
+  ];
+}
+
 def SimulateStep : Pass<"loom-simulate-step", "ModuleOp"> {
   let summary = "Predict one training step on a machine (the cost model's step simulation)";
   let description = [{

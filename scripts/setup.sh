@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache git python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  googletest libgtest-dev libopenblas-dev python3-torch
+  googletest libgtest-dev libopenblas-dev python3-torch python3-networkx
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin
   # The sanitizer and fuzzing job (scripts/sanitize.sh): clang with its

@@ -68,6 +68,12 @@ def Loom_Dialect : Dialect {
     // model's inputs and the loss's labels; the training binary's
     // --input NAME=FILE.npy).
     "::mlir::ArrayAttr":$input_names,
+    // On the module of a graph model on sampled mini-batches (--model sage
+    // and gcn): {fanouts = array<i64: ...>, the neighbours sampled per hop,
+    // hop 1 first; norm = "mean" (GraphSAGE) or "gcn" (symmetric, self
+    // loops)}, how the training binary's sampler fills and weights the
+    // step's inputs, named features, nodes<d>, weights<d>, self<d>, labels.
+    "::mlir::DictionaryAttr":$graph,
     // On @train_step_frozen (loom-onebit-adam): the run step from which the
     // binary runs it instead of @train_step (1-bit Adam's freeze step).
     "::mlir::IntegerAttr":$freeze_step,

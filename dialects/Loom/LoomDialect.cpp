@@ -93,6 +93,24 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1,
                   "a positive integer");
   }
+  if (name == LoomDialect::GraphAttrHelper::getNameStr()) {
+    auto d = dyn_cast<DictionaryAttr>(value);
+    auto fanouts = d ? dyn_cast_or_null<DenseI64ArrayAttr>(d.get("fanouts")) : nullptr;
+    auto norm = d ? dyn_cast_or_null<StringAttr>(d.get("norm")) : nullptr;
+    auto placement = d ? d.get("placement") : Attribute();
+    auto where = dyn_cast_or_null<StringAttr>(placement);
+    bool placed = !placement || (where && (where.getValue() == "device" ||
+                                           where.getValue() == "zero-copy" ||
+                                           where.getValue() == "host-gather"));
+    return expect(d && d.size() == 2u + (placement ? 1 : 0) && placed && fanouts &&
+                      !fanouts.empty() &&
+                      llvm::all_of(fanouts.asArrayRef(),
+                                   [](int64_t f) { return f >= 1 && f <= 4096; }) &&
+                      norm && (norm.getValue() == "mean" || norm.getValue() == "gcn"),
+                  "{fanouts = array<i64: ...> (each in [1, 4096]), norm = \"mean\" or "
+                  "\"gcn\", optional placement = \"device\", \"zero-copy\" or "
+                  "\"host-gather\"}");
+  }
   if (name == LoomDialect::InputNamesAttrHelper::getNameStr()) {
     auto names = dyn_cast<ArrayAttr>(value);
     return expect(names && llvm::all_of(names, [](Attribute a) {

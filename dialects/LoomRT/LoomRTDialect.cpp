@@ -40,10 +40,11 @@ LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttrib
   for (StringRef k : {"batch", "seq", "vocab", "world", "zero_stage", "task"}) {
     auto v = dict ? dict.getAs<IntegerAttr>(k) : IntegerAttr();
     if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < (k == "zero_stage" ? -1 : 0) ||
-        (k == "task" && v.getInt() > 1))
+        (k == "task" && v.getInt() > 2))
       return op->emitError() << "'" << kProgramAttr << "' must be a dictionary with integers "
                              << "batch, seq, vocab, world (>= 0), zero_stage (>= -1) and task "
-                             << "(0 or 1); '" << k << "' is missing or out of range";
+                             << "(0 tokens, 1 arrays or 2 graph); '" << k
+                             << "' is missing or out of range";
   }
   // The step's arguments: {name, dtype (f32 0 or i64 2), shape, limit}.
   auto inputs = dict.getAs<ArrayAttr>("inputs");
@@ -65,6 +66,22 @@ LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttrib
         limit.getInt() < 0)
       return bad("each must be {name (a string), dtype (f32 0 or i64 2), shape (1 to 8 sizes "
                  ">= 0), limit (>= 0)}");
+    // A graph program's inputs also say what they hold (train.h,
+    // loomrt_input_role: 0 to 5) at which depth, and where the driver keeps
+    // them (loomrt_mem_space: 0 device, 1 pinned).
+    for (auto [k, hi] : {std::pair<StringRef, int64_t>{"role", 5}, {"depth", 63}, {"space", 1}})
+      if (auto v = in.getAs<IntegerAttr>(k); v && (v.getInt() < 0 || v.getInt() > hi))
+        return bad(Twine("'") + k + "' must be in [0, " + Twine(hi) + "]");
+  }
+  if (dict.getAs<IntegerAttr>("task").getInt() == 2) {
+    auto fanouts = dict.getAs<DenseI64ArrayAttr>("fanouts");
+    auto norm = dict.getAs<IntegerAttr>("norm");
+    if (!fanouts || fanouts.empty() ||
+        llvm::any_of(fanouts.asArrayRef(), [](int64_t f) { return f < 1 || f > 4096; }) ||
+        !norm || norm.getInt() < 0 || norm.getInt() > 1)
+      return op->emitError() << "'" << kProgramAttr
+                             << "' of a graph program (task 2) needs fanouts (1 to 4096 "
+                                "each) and norm (0 mean, 1 gcn)";
   }
   return success();
 }
@@ -283,6 +300,9 @@ double SoftmaxGradOp::getBytesMoved() {
 // Rows of the table are read and written out; the indices are i64.
 double EmbeddingOp::getBytesMoved() {
   return double(getN()) * (8 + 2 * double(getD()) * es(getDtype()));
+}
+double GatherRowsOp::getBytesMoved() { // indices read, rows read and written
+  return double(getN()) * (8 + 2 * double(getRowBytes()));
 }
 // The f32 table gradient is zeroed whole, then rows are added into it.
 double EmbeddingGradOp::getBytesMoved() {

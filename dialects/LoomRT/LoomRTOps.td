@@ -504,6 +504,26 @@ def LoomRT_EmbeddingOp : LoomRT_CallOp<"embedding",
   let summary = "rows of a table (i64 indices, checked against `vocab`)";
 }
 
+def LoomRT_GatherRowsOp : LoomRT_CallOp<"gather_rows",
+    (ins LoomRT_Buffer:$table, LoomRT_Buffer:$rows, LoomRT_Buffer:$out,
+         NonNegI64:$num_rows, NonNegI64:$row_bytes, NonNegI64:$n, UnitAttr:$sorted,
+         UnitAttr:$zero_copy),
+    "$table `[` $rows `]` `->` $out `rows` $num_rows `row_bytes` $row_bytes `count` $n "
+    "(`sorted` $sorted^)? (`zero_copy` $zero_copy^)?"> {
+  let summary = "rows of a table by i64 index (loomrt_gather_rows)";
+  let description = [{
+    `out[i] = table[rows[i]]` for `i < n`, rows of `row_bytes` bytes. With
+    `zero_copy` the table is pinned host memory the GPU reads across PCIe
+    (a `loom.embedding` of a `#loom.mem<mapped>` table; the step simulation
+    prices it by `cost::gatherTime`); `sorted` passes
+    `LOOMRT_GATHER_SORTED` (indices sorted on the GPU first).
+
+    ```mlir
+    loomrt.gather_rows %table[%ids] -> %out rows 1000000 row_bytes 512 count 4096 sorted zero_copy on %s
+    ```
+  }];
+}
+
 def LoomRT_EmbeddingGradOp : LoomRT_CallOp<"embedding_grad",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dy, LoomRT_Buffer:$indices,
          LoomRT_Buffer:$dtable, NonNegI64:$n, NonNegI64:$d, NonNegI64:$vocab),

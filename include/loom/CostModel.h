@@ -79,6 +79,15 @@ struct Hardware {
   // host memory with them.
   double gpuKernelEfficiency = 1;
   double cpuUpdateEfficiency = 1;
+  // Row gathers from a table in pinned host memory (graph features), each
+  // a fixed cost a row plus its bytes over a bandwidth (fitted on
+  // bench/gather_bench: docs/cost-model.md, "Row gathers"). Zero-copy: the
+  // GPU reads the rows itself, indices sorted on the GPU first. Host
+  // gather: the CPU's cores copy the rows into a pinned buffer, which a
+  // copy then uploads (priced as any copy). 0: derived from the PCIe and
+  // DRAM rates (zeroCopyRate, hostGatherRate).
+  double zeroCopyGatherBandwidth = 0, zeroCopyRowSeconds = 0;
+  double hostGatherBandwidth = 0, hostGatherRowSeconds = 0;
 
   double cpuFlops() const { return cpuCores * cpuClockHz * cpuFlopsPerCycle; }
   /// The bf16 rate a product of `flops` reaches: the measured curve at the
@@ -124,6 +133,19 @@ enum class DType { F32, BF16 };
 /// faster cores help only while the op is compute-bound at that level).
 double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
               double workingSet);
+
+/// Where a gathered table lives (graph features): on the GPU, in pinned
+/// host memory read by the GPU (zero-copy), or in host memory gathered by
+/// the CPU into a pinned buffer and then uploaded.
+enum class GatherPlacement { Device, ZeroCopy, HostGather };
+const char *placementName(GatherPlacement p);
+
+/// Seconds to gather `rows` rows of `rowBytes` bytes: on the device, HBM
+/// traffic; zero-copy, the fitted PCIe read (indices sorted on the GPU
+/// first); host gather, the CPU's gather plus the upload of its result.
+double gatherTime(const Hardware &hw, GatherPlacement p, double rows, double rowBytes);
+/// The CPU's part of a host gather (rows copied into a pinned buffer).
+double hostGatherCpuTime(const Hardware &hw, double rows, double rowBytes);
 
 /// Host<->GPU copies running at once: each direction at its own rate and
 /// both together under the bidirectional limit. Pageable copies have no

@@ -56,6 +56,9 @@ Phase lastImplementedPhase();
 struct PipelineOptions {
   bool reinitParams = false;     // --init=random: initialisers for imported values
   std::string precision = "fp32"; // bf16: loom-mixed-precision before autodiff
+  /// A graph model's feature table (loom-place-features placement=): auto,
+  /// device, zero-copy or host-gather; empty: the pass does not run.
+  std::string graphFeatures;
   bool recompute = false;
   mlir::loom::AttachOptimizerOptions optimizer;
   std::string offload = "none"; // cpu, static:R, interleaved

@@ -175,6 +175,13 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.template ptr<const int64_t>(o.getIndices(), "const int64_t *"),
                       b.buf(o.getOut()), b.i(o.getN()), b.i(o.getD()), b.i(o.getVocab()));
       })
+      .Case([&](rt::GatherRowsOp o) {
+        return b.call("loomrt_gather_rows", loomrt_gather_rows, b.stream(o.getStream()),
+                      b.buf(o.getTable()), b.i(o.getNumRows()), b.i(o.getRowBytes()),
+                      b.template ptr<const int64_t>(o.getRows(), "const int64_t *"),
+                      b.i(o.getN()), b.buf(o.getOut()),
+                      b.i(o.getSorted() ? LOOMRT_GATHER_SORTED : 0));
+      })
       .Case([&](rt::EmbeddingGradOp o) {
         return b.call("loomrt_embedding_grad", loomrt_embedding_grad, b.stream(o.getStream()),
                       b.dtype(o.getDtype()), b.buf(o.getDy()),

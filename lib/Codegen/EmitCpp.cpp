@@ -208,16 +208,25 @@ public:
                       "},\n";
         ++numOuter;
       }
+    // A graph model's sampler: its fan-outs (norm is read by prog()).
+    SmallVector<int64_t> fanouts;
+    if (auto fa = program.getAs<DenseI64ArrayAttr>("fanouts"))
+      fanouts.assign(fa.asArrayRef().begin(), fa.asArrayRef().end());
     // The step's inputs, for the driver's data loaders.
     std::string inputTable, entryArgs;
     auto inputs = program.getAs<ArrayAttr>("inputs");
     for (auto [i, a] : llvm::enumerate(inputs)) {
       auto in = cast<DictionaryAttr>(a);
       ArrayRef<int64_t> shape = in.getAs<DenseI64ArrayAttr>("shape").asArrayRef();
+      auto field = [&](StringRef key) {
+        auto v = in.getAs<IntegerAttr>(key);
+        return std::to_string(v ? v.getInt() : 0);
+      };
       inputTable += "    {" + cppStringLiteral(in.getAs<StringAttr>("name").getValue()) + ", " +
                     dtypeName(rt::DType(in.getAs<IntegerAttr>("dtype").getInt())) + ", " +
                     std::to_string(shape.size()) + ", {" + join(shape) + "}, " +
-                    std::to_string(in.getAs<IntegerAttr>("limit").getInt()) + "},\n";
+                    field("limit") + ", loomrt_input_role(" + field("role") + "), " +
+                    field("depth") + ", loomrt_mem_space(" + field("space") + ")},\n";
       entryArgs += ", in[" + std::to_string(i) + "]";
     }
 
@@ -374,6 +383,8 @@ public:
         << memberTables << "const loomrt_global_desc kGlobals[] = {\n"
         << table << "};\n\n"
         << "const loomrt_input_desc kInputs[] = {\n" << inputTable << "};\n\n"
+        << (fanouts.empty() ? std::string()
+                            : "const int64_t kFanouts[] = {" + join(fanouts) + "};\n\n")
         << "} // namespace\n\n"
         << "int main(int argc, char **argv) {\n"
         << "  static const loomrt_program program = {\n"
@@ -383,11 +394,16 @@ public:
         << prog("batch") << ", " << prog("seq") << ", " << prog("vocab") << ",\n      "
         << (anyWeights ? cppStringLiteral(opts.weightsFile) : std::string("nullptr"))
         << ", entry, " << prog("world") << ", " << prog("zero_stage") << ",\n      "
-        << (prog("task") ? "LOOMRT_TASK_ARRAYS" : "LOOMRT_TASK_TOKENS")
+        << (prog("task") == 2   ? "LOOMRT_TASK_GRAPH"
+            : prog("task") == 1 ? "LOOMRT_TASK_ARRAYS"
+                                : "LOOMRT_TASK_TOKENS")
         << ", sizeof(kInputs) / sizeof(kInputs[0]), kInputs,\n      "
         << (freezeStep ? "entry_frozen, " + std::to_string(freezeStep) : std::string("nullptr, 0"))
         << ", " << enterEntry << ", " << startEntry
         << (numOuter ? ", sizeof(kOuter) / sizeof(kOuter[0]), kOuter" : ", 0, nullptr")
+        << (fanouts.empty() ? std::string(", 0, nullptr, LOOMRT_GRAPH_MEAN")
+                            : ", " + std::to_string(fanouts.size()) + ", kFanouts, " +
+                                  (prog("norm") ? "LOOMRT_GRAPH_GCN" : "LOOMRT_GRAPH_MEAN"))
         << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();

@@ -42,6 +42,10 @@ const Field kFields[] = {
     {"gpu_launch_queue", &Hardware::gpuLaunchQueue, false},
     {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false},
     {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false},
+    {"zero_copy_gather_bandwidth", &Hardware::zeroCopyGatherBandwidth, false},
+    {"zero_copy_row_seconds", &Hardware::zeroCopyRowSeconds, false},
+    {"host_gather_bandwidth", &Hardware::hostGatherBandwidth, false},
+    {"host_gather_row_seconds", &Hardware::hostGatherRowSeconds, false},
 };
 // With a GPU these must be known too.
 const char *const kGpuRequired[] = {"pcie_h2d_pinned", "pcie_d2h_pinned",
@@ -74,6 +78,15 @@ Hardware h100() {
   h.gpuAdamParamsPerSec = 80 * G;
   h.gpuLaunchQueue = 1015; // loom-calibrate, 2026-11-26 (per stream)
   h.links = {{"nvlink", 271 * G}, {"shared-memory", 27 * G}, {"socket", 3.7 * G}};
+  // Row gathers from a 4 GiB pinned table, fitted to bench/RESULTS.md
+  // (2026-11-27, gather_bench) as a cost a row plus bytes over a rate: the
+  // sorted zero-copy column (64 B 31.8 GB/s ... 4 KiB 48.6 GB/s) and the
+  // CPU gather's share of "CPU gather + copy" (that column less a 52.5 GB/s
+  // upload: 64 B 6.6 GB/s ... 4 KiB 20.2 GB/s combined).
+  h.zeroCopyGatherBandwidth = 49 * G;
+  h.zeroCopyRowSeconds = 0.70e-9;
+  h.hostGatherBandwidth = 34.7 * G;
+  h.hostGatherRowSeconds = 6.6e-9;
   return h;
 }
 
@@ -353,6 +366,49 @@ double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
       break;
     }
   return std::max(flops / hw.cpuFlops(), bytes / bw);
+}
+
+const char *placementName(GatherPlacement p) {
+  switch (p) {
+  case GatherPlacement::Device:
+    return "device";
+  case GatherPlacement::ZeroCopy:
+    return "zero-copy";
+  case GatherPlacement::HostGather:
+    return "host-gather";
+  }
+  return "?";
+}
+
+double gatherTime(const Hardware &hw, GatherPlacement p, double rows, double rowBytes) {
+  double bytes = rows * rowBytes;
+  if (!hw.hasGpu) // the CPU gathers whatever the placement: host memory is all there is
+    return hostGatherCpuTime(hw, rows, rowBytes);
+  switch (p) {
+  case GatherPlacement::Device: // read the rows and the indices, write the rows
+    return (2 * bytes + 8 * rows) / (hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth);
+  case GatherPlacement::ZeroCopy: {
+    // Without a fitted rate: 93% of the pinned upload rate (the sorted
+    // gather's measured share of the copy engine at 512 B and up) and
+    // 0.7 ns a row (the H100 fit).
+    double bw = hw.zeroCopyGatherBandwidth > 0 ? hw.zeroCopyGatherBandwidth
+                                                : 0.93 * hw.h2dPinned;
+    double row = hw.zeroCopyRowSeconds > 0 ? hw.zeroCopyRowSeconds : 0.7e-9;
+    return rows * row + bytes / bw;
+  }
+  case GatherPlacement::HostGather: // then one upload
+    return hostGatherCpuTime(hw, rows, rowBytes) +
+           (hw.hasGpu && hw.h2dPinned > 0 ? bytes / hw.h2dPinned : 0);
+  }
+  return 0;
+}
+
+double hostGatherCpuTime(const Hardware &hw, double rows, double rowBytes) {
+  // Without a fitted rate: the cores copy at half the host's copy
+  // bandwidth, 6.6 ns a row (the H100 host's fit).
+  double bw = hw.hostGatherBandwidth > 0 ? hw.hostGatherBandwidth : hw.dramCopyBandwidth / 2;
+  double row = hw.hostGatherRowSeconds > 0 ? hw.hostGatherRowSeconds : 6.6e-9;
+  return rows * row + rows * rowBytes / bw;
 }
 
 double transferTime(const Hardware &hw, double h2d, double d2h, bool pinned) {

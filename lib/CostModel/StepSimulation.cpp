@@ -331,6 +331,20 @@ struct Simulator {
     cost::DType dt = w.getWorkDType() == rt::DType::bf16 ? cost::DType::BF16 : cost::DType::F32;
     // Constants and fills are copies: bytes over bandwidth.
     bool isFill = isa<rt::WriteConstOp, rt::FillOp>(op);
+    // Row gathers of a graph's features from host memory: the fitted rates
+    // (docs/cost-model.md, "Row gathers"), not the roofline of HBM or DRAM.
+    if (auto g = dyn_cast<rt::GatherRowsOp>(op); g && g.getZeroCopy() && l == Lane::compute) {
+      gpuOp(op, cost::gatherTime(hw, hw.hasGpu ? cost::GatherPlacement::ZeroCopy
+                                               : cost::GatherPlacement::Device,
+                                 double(g.getN()), double(g.getRowBytes())),
+            commandsOf(op));
+      return success();
+    }
+    if (auto e = dyn_cast<rt::EmbeddingOp>(op); e && l == Lane::host) {
+      hostOp(op, cost::hostGatherCpuTime(hw, double(e.getN()),
+                                         double(e.getD()) * rt::dtypeBytes(e.getDtype())));
+      return success();
+    }
     if (l == Lane::host) {
       if (!isFill) // host constants are written when the program starts
         hostOp(op, cost::opTime(hw, cost::Device::CPU, cost::DType::F32, flops, bytes, bytes));

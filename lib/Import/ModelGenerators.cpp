@@ -9,7 +9,8 @@
 // positions, pre-LayerNorm, tanh GELU, biases, LM head tied to the token
 // embedding); Llama follows the Llama architecture (RMSNorm, rotary position
 // embeddings in the rotate-half form, SwiGLU MLP, no biases, untied head);
-// MLP is a classifier (Linear+GELU layers, cross-entropy against labels).
+// MLP is a classifier (Linear+GELU layers, cross-entropy against labels);
+// sage and gcn are graph models on sampled mini-batches (buildGraph).
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Import.h"
@@ -34,7 +35,19 @@ namespace {
 struct Spec {
   std::string family;
   llvm::StringMap<int64_t> values;
+  /// Graph models: the neighbours sampled per hop, hop 1 (the seeds'
+  /// neighbours) first; `layers` of them.
+  std::vector<int64_t> fanouts;
 };
+
+bool isGraphFamily(StringRef family) { return family == "sage" || family == "gcn"; }
+
+std::string joinFanouts(ArrayRef<int64_t> f) {
+  std::string s;
+  for (int64_t v : f)
+    s += (s.empty() ? "" : "-") + std::to_string(v);
+  return s;
+}
 
 struct Family {
   const char *name;
@@ -49,6 +62,12 @@ const std::vector<Family> &families() {
                  {"seq", 32}, {"batch", 4}, {"ffn", 0}}},
       {"mlp", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 10},
                {"batch", 16}}},
+      // Graph models over a node table of `nodes` rows of `in` features;
+      // `fanout` (e.g. 15-10, one number a layer) is parsed apart.
+      {"sage", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 8},
+                {"batch", 64}, {"nodes", 1000}, {"fanout", 0}}},
+      {"gcn", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 8},
+               {"batch", 64}, {"nodes", 1000}, {"fanout", 0}}},
   };
   return f;
 }
@@ -61,7 +80,7 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
       fam = &f;
   if (!fam) {
     error = "unknown model family '" + name.str() +
-            "': expected gpt, llama or mlp (e.g. --model gpt:layers=2,d_model=64)";
+            "': expected gpt, llama, mlp, sage or gcn (e.g. --model gpt:layers=2,d_model=64)";
     return false;
   }
   spec.family = fam->name;
@@ -69,9 +88,14 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
     spec.values[k] = v;
   SmallVector<StringRef> items;
   rest.split(items, ',', -1, /*KeepEmpty=*/false);
+  std::string fanout;
   for (StringRef item : items) {
     auto [key, value] = item.split('=');
     key = key.trim();
+    if (key == "fanout" && isGraphFamily(spec.family)) {
+      fanout = value.trim().str();
+      continue;
+    }
     if (!spec.values.count(key)) {
       std::string known;
       for (auto &[k, v] : fam->keys)
@@ -87,6 +111,29 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
       return false;
     }
     spec.values[key] = n;
+  }
+  if (isGraphFamily(spec.family)) {
+    // Default fan-outs: 10 for the seeds' neighbours, 5 a hop after that
+    // (GraphSAGE's paper samples 25-10; small defaults keep examples quick).
+    if (fanout.empty())
+      for (int64_t i = 0; i < spec.values["layers"]; ++i)
+        fanout += i ? "-5" : "10";
+    SmallVector<StringRef> parts;
+    StringRef(fanout).split(parts, '-', -1, /*KeepEmpty=*/true);
+    for (StringRef part : parts) {
+      int64_t n;
+      if (part.trim().getAsInteger(10, n) || n < 1 || n > 4096)
+        return error = "fanout needs one positive number a layer joined by '-' "
+                       "(e.g. fanout=15-10), each at most 4096; got '" + fanout + "'",
+               false;
+      spec.fanouts.push_back(n);
+    }
+    spec.values["fanout"] = 1; // parsed above; not a count
+    if (int64_t(spec.fanouts.size()) != spec.values["layers"])
+      return error = "fanout '" + fanout + "' names " + std::to_string(spec.fanouts.size()) +
+                     " hops but the model has layers=" +
+                     std::to_string(spec.values["layers"]) + ": give one fan-out a layer",
+             false;
   }
   for (auto &[k, v] : fam->keys)
     if (spec.values[k] < 1 && !(spec.family == "llama" && StringRef(k) == "ffn"))
@@ -378,6 +425,99 @@ void buildMlp(GraphBuilder &g, const Spec &s) {
   g.endForward(g.crossEntropy(linear(x, L, C), labels));
 }
 
+/// GraphSAGE (mean aggregation as PyG's SAGEConv: lin_l with a bias on the
+/// neighbours' mean plus lin_r without one on the node itself) or GCN (Kipf
+/// and Welling's symmetric normalisation with self loops, PyG's GCNConv:
+/// glorot weight, zero bias added after the aggregation) on a sampled
+/// mini-batch laid out as a tree so every shape is static: depth 0 holds
+/// the B seeds, depth d the N_d = N_{d-1} * fanout_d slots of neighbours
+/// sampled for depth d-1 (a node's slots consecutive). The training
+/// binary's sampler fills the slots and weights each one (weights<d>,
+/// [N_d, 1]): SAGE 1/c_v for each of the c_v neighbours sampled for v and 0
+/// for padding; GCN (d_v/c_v) / sqrt((d_v+1)(d_u+1)) with each node's own
+/// weight (self<d>) 1/(d_v+1), which is exactly the full graph's (ÂH)_v
+/// when all of v's d_v neighbours were taken and an unbiased estimate
+/// otherwise. A layer's aggregation is then a weighted sum over each
+/// node's slots: mul, reshape [N_d, fanout, width], reduce over the slots.
+void buildGraph(GraphBuilder &g, const Spec &s) {
+  int64_t L = s.values.lookup("layers"), F = s.values.lookup("in"),
+          Hd = s.values.lookup("hidden"), C = s.values.lookup("classes"),
+          B = s.values.lookup("batch"), Nn = s.values.lookup("nodes");
+  bool gcn = s.family == "gcn";
+  auto i64 = IntegerType::get(&g.ctx, 64);
+  SmallVector<int64_t> count{B};
+  for (int64_t f : s.fanouts)
+    count.push_back(count.back() * f);
+  // @forward(features, nodes0..L, weights1..L, [self0..L-1], labels).
+  SmallVector<Type> ins{g.t({Nn, F})};
+  for (int64_t d = 0; d <= L; ++d)
+    ins.push_back(g.t({count[d]}, i64));
+  for (int64_t d = 1; d <= L; ++d)
+    ins.push_back(g.t({count[d], 1}));
+  if (gcn)
+    for (int64_t d = 0; d < L; ++d)
+      ins.push_back(g.t({count[d], 1}));
+  ins.push_back(g.t({B}, i64));
+  g.b.setInsertionPointToEnd(g.module.getBody());
+  g.func = func::FuncOp::create(g.b, g.loc, "forward", g.b.getFunctionType(ins, {g.t({})}));
+  Block *entry = g.func.addEntryBlock();
+  g.b.setInsertionPointToStart(entry);
+  auto arg = [&](int64_t i) -> Value { return entry->getArgument(i); };
+  Value features = arg(0);
+  auto nodes = [&](int64_t d) { return arg(1 + d); };
+  auto weights = [&](int64_t d) { return arg(1 + L + d); }; // d >= 1
+  auto self = [&](int64_t d) { return arg(2 + 2 * L + d); }; // gcn only
+  Value labels = arg(int64_t(ins.size()) - 1);
+
+  SmallVector<Value> h;
+  for (int64_t d = 0; d <= L; ++d)
+    h.push_back(g.embedding(features, nodes(d)));
+  int64_t width = F;
+  for (int64_t k = 1; k <= L; ++k) {
+    int64_t out = k == L ? C : Hd;
+    std::string p = "convs." + std::to_string(k - 1) + ".";
+    Value wl, bl, wr;
+    if (gcn) {
+      double bound = std::sqrt(6.0 / double(width + out)); // glorot
+      wl = g.param(p + "lin.weight", {out, width}, InitKind::uniform, -bound, bound);
+      bl = g.zeros(p + "bias", {out});
+    } else {
+      double bound = 1.0 / std::sqrt(double(width)); // torch.nn.Linear's
+      wl = g.param(p + "lin_l.weight", {out, width}, InitKind::uniform, -bound, bound);
+      bl = g.param(p + "lin_l.bias", {out}, InitKind::uniform, -bound, bound);
+      wr = g.param(p + "lin_r.weight", {out, width}, InitKind::uniform, -bound, bound);
+    }
+    SmallVector<Value> next;
+    for (int64_t d = 0; d + k <= L; ++d) {
+      Value slots = g.reshape(g.mul(h[d + 1], weights(d + 1)),
+                              {count[d], s.fanouts[d], width});
+      Value agg = ReduceOp::create(g.b, g.loc, g.t({count[d], width}), ReduceKind::sum, slots,
+                                   g.b.getDenseI64ArrayAttr({1}), false);
+      Value y = gcn ? g.linear(g.add(g.mul(h[d], self(d)), agg), wl, bl)
+                    : g.add(g.linear(agg, wl, bl), g.linear(h[d], wr));
+      next.push_back(k < L ? Value(ReluOp::create(g.b, g.loc, y.getType(), y)) : y);
+    }
+    h = next;
+    width = out;
+  }
+  g.endForward(g.crossEntropy(h[0], labels));
+}
+
+/// The names of a graph model's inputs, in @forward's order.
+SmallVector<std::string> graphInputNames(const Spec &s) {
+  int64_t L = s.values.lookup("layers");
+  SmallVector<std::string> names{"features"};
+  for (int64_t d = 0; d <= L; ++d)
+    names.push_back("nodes" + std::to_string(d));
+  for (int64_t d = 1; d <= L; ++d)
+    names.push_back("weights" + std::to_string(d));
+  if (s.family == "gcn")
+    for (int64_t d = 0; d < L; ++d)
+      names.push_back("self" + std::to_string(d));
+  names.push_back("labels");
+  return names;
+}
+
 } // namespace
 
 namespace loom {
@@ -389,8 +529,17 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   // The largest tensors each family builds must have a representable size
   // (a d_model of 2^32 made every shape computation overflow).
   auto v = [&](const char *k) { return spec.values.lookup(k); };
+  bool graph = isGraphFamily(spec.family);
+  std::vector<int64_t> sampled{v("batch")}; // the deepest hop's slots
+  for (int64_t f : spec.fanouts)
+    sampled.push_back(f);
   std::vector<std::vector<int64_t>> largest =
-      spec.family == "mlp"
+      graph ? std::vector<std::vector<int64_t>>{{v("nodes"), v("in")},
+                                                 sampled,
+                                                 {v("in"), v("hidden")},
+                                                 {v("hidden"), v("hidden")},
+                                                 {v("hidden"), v("classes")}}
+      : spec.family == "mlp"
           ? std::vector<std::vector<int64_t>>{{v("batch"), v("in")}, {v("in"), v("hidden")},
                                               {v("hidden"), v("hidden")},
                                               {v("batch"), v("hidden")},
@@ -414,7 +563,19 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
                      " elements, more than 2^40",
              nullptr;
   }
-  if (spec.family != "mlp") {
+  if (graph) {
+    // The deepest hop's slots times the widest layer's width.
+    std::vector<int64_t> rows = sampled;
+    rows.push_back(std::max({v("in"), v("hidden"), v("classes")}));
+    int64_t n = 1;
+    for (int64_t d : rows)
+      if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 40))
+        return error = "model '" + text.str() + "' samples too many nodes: batch " +
+                       std::to_string(v("batch")) + " times the fan-outs " +
+                       joinFanouts(spec.fanouts) + " times the layer width is more than 2^40",
+               nullptr;
+  }
+  if (spec.family == "gpt" || spec.family == "llama") {
     int64_t D = spec.values["d_model"], H = spec.values["heads"];
     if (D % H)
       return error = "d_model (" + std::to_string(D) +
@@ -428,15 +589,31 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
   (*module)->setAttr(LoomDialect::ModelAttrHelper::getNameStr(), StringAttr::get(&ctx, text));
-  bool lm = spec.family != "mlp";
+  bool lm = spec.family == "gpt" || spec.family == "llama";
+  SmallVector<Attribute> names;
+  if (graph) {
+    for (const std::string &n : graphInputNames(spec))
+      names.push_back(StringAttr::get(&ctx, n));
+    Builder b(&ctx);
+    (*module)->setAttr(LoomDialect::GraphAttrHelper::getNameStr(),
+                       b.getDictionaryAttr(
+                           {b.getNamedAttr("fanouts", b.getDenseI64ArrayAttr(spec.fanouts)),
+                            b.getNamedAttr("norm", b.getStringAttr(spec.family == "gcn"
+                                                                       ? "gcn"
+                                                                       : "mean"))}));
+  } else {
+    names = {StringAttr::get(&ctx, lm ? "tokens" : "x"),
+             StringAttr::get(&ctx, lm ? "targets" : "labels")};
+  }
   (*module)->setAttr(LoomDialect::InputNamesAttrHelper::getNameStr(),
-                     ArrayAttr::get(&ctx, {StringAttr::get(&ctx, lm ? "tokens" : "x"),
-                                           StringAttr::get(&ctx, lm ? "targets" : "labels")}));
+                     ArrayAttr::get(&ctx, names));
   GraphBuilder g(ctx, *module);
   if (spec.family == "gpt")
     buildGpt(g, spec);
   else if (spec.family == "llama")
     buildLlama(g, spec);
+  else if (graph)
+    buildGraph(g, spec);
   else
     buildMlp(g, spec);
   if (failed(verify(*module))) {
@@ -462,9 +639,11 @@ bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error) {
     if (spec.family == f.name)
       for (auto [i, kv] : llvm::enumerate(f.keys))
         out += (i ? "," : "") + std::string(kv.first) + "=" +
-               std::to_string(kv.first == StringRef("batch")
-                                  ? batch / ranks
-                                  : spec.values.lookup(kv.first));
+               (kv.first == StringRef("fanout")
+                    ? joinFanouts(spec.fanouts)
+                    : std::to_string(kv.first == StringRef("batch")
+                                         ? batch / ranks
+                                         : spec.values.lookup(kv.first)));
   text = out;
   return true;
 }
@@ -475,7 +654,7 @@ std::string modelSpecHelp() {
     s += "  " + std::string(f.name) + ":";
     for (auto [i, kv] : llvm::enumerate(f.keys))
       s += (i ? "," : "") + std::string(kv.first) + "=" +
-           std::to_string(kv.second);
+           (kv.first == StringRef("fanout") ? std::string("10-5") : std::to_string(kv.second));
     s += "\n";
   }
   return s;

@@ -13,6 +13,7 @@
 #include "loom/Pipelines.h"
 #include "passes/Offload.h"
 #include "passes/Passes.h"
+#include "loom/FeaturePlacement.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -561,6 +562,13 @@ struct LoomcOptions {
                "device, streamed to it or updated by the CPU, as the cost "
                "model plans for --hardware: loom-interleave-offload)"),
       cl::cat(cat)};
+  cl::opt<std::string> graphFeatures{
+      "graph-features", cl::init("auto"),
+      cl::value_desc("auto|device|zero-copy|host-gather"),
+      cl::desc("Graph models: where the feature table lives. auto: on the GPU when it fits, "
+               "else in pinned host memory read by zero-copy or gathered by the CPU, "
+               "whichever the cost model predicts faster on --hardware (loom-place-features)"),
+      cl::cat(cat)};
   cl::opt<std::string> hardware{
       "hardware", cl::init("h100"), cl::value_desc("preset|FILE"),
       cl::desc("The machine the cost model plans for: a preset (h100, "
@@ -795,6 +803,10 @@ int loomcMain(int argc, char **argv) {
     return error("--optimizer-offload with --topology is not supported yet");
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
+  if (o.graphFeatures != "auto" && o.graphFeatures != "device" &&
+      o.graphFeatures != "zero-copy" && o.graphFeatures != "host-gather")
+    return error("unknown --graph-features '" + o.graphFeatures +
+                 "': expected auto, device, zero-copy or host-gather");
   if (!o.timeline.empty() && *phase < Phase::Optimizer)
     return error("--timeline predicts a training step: use --compile-to=optimizer or a later "
                  "phase");
@@ -850,6 +862,32 @@ int loomcMain(int argc, char **argv) {
   po.qwzBlock = qwzBlock;
   po.qgzBlock = qgzBlock;
   Phase reached = reachedPhase(*module);
+  // A graph model's feature table: planned here to print the decision (on
+  // --hardware, the H100 preset by default; a CPU target has no GPU, so
+  // auto keeps the table in the host's memory), applied by the pipeline.
+  if (reached < Phase::Autodiff && *phase >= Phase::Autodiff) {
+    std::string herr;
+    std::optional<cost::Hardware> placeHw =
+        hw ? hw
+           : mlir::loom::loadHardware(o.target == "cpu" && !o.hardware.getNumOccurrences()
+                                          ? "cpu-host"
+                                          : std::string(o.hardware),
+                                      herr);
+    if (!placeHw)
+      return error(herr);
+    if (o.target == "cpu")
+      placeHw->hasGpu = false;
+    FailureOr<mlir::loom::FeaturePlacementPlan> plan =
+        mlir::loom::planFeaturePlacement(*module, *placeHw, o.graphFeatures);
+    if (failed(plan))
+      return 1;
+    if (plan->any) {
+      std::printf("%s\n", plan->describe().c_str());
+      po.graphFeatures = cost::placementName(plan->chosen);
+    } else if (o.graphFeatures.getNumOccurrences()) {
+      return error("--graph-features is for graph models (--model sage or gcn)");
+    }
+  }
   // loomrt IR names raw buffers and byte offsets whose bounds no verifier
   // can check (a buffer's size is not in its type), so a hand-edited
   // lowering could make a binary write out of bounds: loomc builds from

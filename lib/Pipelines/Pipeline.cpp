@@ -27,6 +27,14 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // anything else sees the composed form (the backward of a recognised
     // op is its own fused rule).
     pm.addPass(mlir::loom::createRecognizeOps());
+    // The feature table's placement first: mixed precision then casts the
+    // gathered rows wherever they land.
+    if (!o.graphFeatures.empty()) {
+      mlir::loom::PlaceFeaturesOptions pf;
+      pf.placement = o.graphFeatures;
+      pf.hardware = o.hardwareName;
+      pm.addPass(mlir::loom::createPlaceFeatures(pf));
+    }
     if (o.precision == "bf16")
       pm.addPass(mlir::loom::createMixedPrecision());
     mlir::loom::AutodiffOptions ad;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sys/stat.h>
 
 namespace loomrt {
@@ -43,8 +44,8 @@ std::string shapeText(const std::vector<int64_t> &s) {
 
 } // namespace
 
-bool loadNpy(const std::string &path, const loomrt_input_desc &in, ArrayInput &out,
-             std::string &error) {
+bool readNpy(const std::string &path, const loomrt_input_desc &in, int64_t exactRows,
+             const std::function<void *(size_t)> &alloc, int64_t &rows, std::string &error) {
   auto fail = [&](const std::string &why) {
     error = "input '" + std::string(in.name) + "' from '" + path + "': " + why;
     return false;
@@ -122,13 +123,14 @@ bool loadNpy(const std::string &path, const loomrt_input_desc &in, ArrayInput &o
     i = size_t(end - shapeT.c_str());
   }
   std::vector<int64_t> want(in.shape, in.shape + in.rank);
-  want[0] = -1;
-  bool match = int(shape.size()) == in.rank && !shape.empty() && shape[0] >= 1;
+  want[0] = exactRows >= 0 ? exactRows : -1;
+  bool match = int(shape.size()) == in.rank && !shape.empty() &&
+               (exactRows >= 0 ? shape[0] == exactRows : shape[0] >= 1);
   for (int d = 1; match && d < in.rank; ++d)
     match = shape[size_t(d)] == in.shape[d];
   if (!match)
     return fail("shape " + shapeText(shape) + "; expected " + shapeText(want) +
-                " (N >= 1 rows of the model's input)");
+                (exactRows >= 0 ? "" : " (N >= 1 rows of the model's input)"));
   // Sizes from the header are trusted only once they agree with the file.
   size_t rowElems = 1;
   for (int d = 1; d < in.rank; ++d)
@@ -138,44 +140,68 @@ bool loadNpy(const std::string &path, const loomrt_input_desc &in, ArrayInput &o
       size_t(shape[0]) * rowElems * kind->bytes != avail)
     return fail("holds " + std::to_string(avail) + " bytes of data; its header says " +
                 shapeText(shape) + " of " + std::to_string(kind->bytes) + "-byte values");
-  std::vector<uint8_t> raw(avail);
-  if (!f.read(reinterpret_cast<char *>(raw.data()), std::streamsize(avail)))
-    return fail("cannot read the data");
 
   size_t n = size_t(shape[0]) * rowElems, outBytes = wantFloat ? 4 : 8;
-  out.path = path;
-  out.rows = shape[0];
-  out.rowBytes = rowElems * outBytes;
-  out.bytes.assign(n * outBytes, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t *p = raw.data() + i * kind->bytes;
-    if (wantFloat) {
-      double v;
-      if (kind->bytes == 4) {
-        float x;
-        std::memcpy(&x, p, 4);
-        v = x;
+  auto *out = static_cast<uint8_t *>(alloc(n * outBytes));
+  if (!out)
+    return fail("cannot allocate " + std::to_string(n * outBytes) + " bytes for it");
+  rows = shape[0];
+  // Read and convert in chunks: a feature table of tens of gigabytes is
+  // never held twice.
+  constexpr size_t kChunk = size_t(1) << 24;
+  std::vector<uint8_t> raw;
+  for (size_t first = 0; first < n; first += kChunk) {
+    size_t count = std::min(kChunk, n - first);
+    raw.resize(count * kind->bytes);
+    if (!f.read(reinterpret_cast<char *>(raw.data()), std::streamsize(raw.size())))
+      return fail("cannot read the data");
+    for (size_t j = 0; j < count; ++j) {
+      size_t i = first + j;
+      const uint8_t *p = raw.data() + j * kind->bytes;
+      if (wantFloat) {
+        double v;
+        if (kind->bytes == 4) {
+          float x;
+          std::memcpy(&x, p, 4);
+          v = x;
+        } else {
+          std::memcpy(&v, p, 8);
+        }
+        if (!std::isfinite(v))
+          return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
+                      " is not finite");
+        float x = float(v);
+        std::memcpy(out + i * 4, &x, 4);
       } else {
-        std::memcpy(&v, p, 8);
+        uint64_t u = 0;
+        std::memcpy(&u, p, kind->bytes); // little-endian
+        int64_t v = int64_t(u);
+        if (kind->isSigned && kind->bytes < 8 && (u >> (8 * kind->bytes - 1)) & 1)
+          v = int64_t(u | (~uint64_t(0) << (8 * kind->bytes))); // sign-extend
+        if (in.index_limit > 0 && (v < 0 || v >= in.index_limit))
+          return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
+                      " is outside [0, " + std::to_string(in.index_limit) + ")");
+        std::memcpy(out + i * 8, &v, 8);
       }
-      if (!std::isfinite(v))
-        return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
-                    " is not finite");
-      float x = float(v);
-      std::memcpy(out.bytes.data() + i * 4, &x, 4);
-    } else {
-      uint64_t u = 0;
-      std::memcpy(&u, p, kind->bytes); // little-endian
-      int64_t v = int64_t(u);
-      if (kind->isSigned && kind->bytes < 8 && (u >> (8 * kind->bytes - 1)) & 1)
-        v = int64_t(u | (~uint64_t(0) << (8 * kind->bytes))); // sign-extend
-      if (in.index_limit > 0 && (v < 0 || v >= in.index_limit))
-        return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
-                    " is outside [0, " + std::to_string(in.index_limit) + ")");
-      std::memcpy(out.bytes.data() + i * 8, &v, 8);
     }
   }
   return true;
+}
+
+bool loadNpy(const std::string &path, const loomrt_input_desc &in, ArrayInput &out,
+             std::string &error) {
+  size_t rowElems = 1;
+  for (int d = 1; d < in.rank; ++d)
+    rowElems *= size_t(in.shape[d]);
+  out.path = path;
+  out.rowBytes = rowElems * (in.dtype == LOOMRT_F32 ? 4 : 8);
+  return readNpy(
+      path, in, -1,
+      [&](size_t bytes) -> void * {
+        out.bytes.assign(bytes, 0);
+        return out.bytes.data();
+      },
+      out.rows, error);
 }
 
 } // namespace loomrt

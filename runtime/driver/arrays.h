@@ -7,6 +7,7 @@
 #include "loomrt/train.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ struct ArrayInput {
 /// message naming the file and what was expected.
 bool loadNpy(const std::string &path, const loomrt_input_desc &in, ArrayInput &out,
              std::string &error);
+
+/// The reader under loadNpy: checks the file as loadNpy does (with
+/// exactRows >= 0 it must have exactly that many rows), then converts it
+/// in chunks into the buffer alloc(bytes) returns (null: refused), so a
+/// table bigger than half the host's memory is read straight to where it
+/// stays (pinned memory for a zero-copy feature table).
+bool readNpy(const std::string &path, const loomrt_input_desc &in, int64_t exactRows,
+             const std::function<void *(size_t)> &alloc, int64_t &rows, std::string &error);
 
 } // namespace loomrt
 

@@ -12,6 +12,7 @@
 #include "common/file_util.h"
 #include "driver/checkpoint_set.h"
 #include "driver/arrays.h"
+#include "driver/graph.h"
 #include "driver/tokens.h"
 
 #include <chrono>
@@ -20,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
+#include <optional>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -288,6 +291,7 @@ namespace {
 
 struct Flags {
   std::string data, logJson, ckptDir, trace, weights, init = "model", sample = "sequential";
+  std::string graph, dumpSamples; // graph models: --graph DIR, --dump-samples DIR
   long steps = 10, ckptEvery = 0;
   double commTimeout = 0; // seconds; 0: LOOMRT_COMM_TIMEOUT or the default
   double lr = -1;
@@ -315,6 +319,21 @@ std::string inputFlags(const loomrt_program *p) {
   return s;
 }
 
+/// A graph program's feature table input.
+const loomrt_input_desc &graphTable(const loomrt_program *p) {
+  for (size_t i = 0; i < p->num_inputs; ++i)
+    if (p->inputs[i].role == LOOMRT_INPUT_NODE_TABLE)
+      return p->inputs[i];
+  return p->inputs[0];
+}
+
+std::string fanoutText(const loomrt_program *p) {
+  std::string s;
+  for (size_t i = 0; i < p->num_fanouts; ++i)
+    s += (i ? "-" : "") + std::to_string(p->fanouts[i]);
+  return s;
+}
+
 std::string inputShape(const loomrt_input_desc &in) {
   std::string s = std::string(in.dtype == LOOMRT_I64 ? "int" : "float") + " [N";
   for (int d = 1; d < in.rank; ++d)
@@ -323,7 +342,7 @@ std::string inputShape(const loomrt_input_desc &in) {
 }
 
 void usage(const char *argv0, const loomrt_program *p) {
-  bool arrays = p->task == LOOMRT_TASK_ARRAYS;
+  bool arrays = p->task == LOOMRT_TASK_ARRAYS, graph = p->task == LOOMRT_TASK_GRAPH;
   std::string inputsHelp;
   for (size_t i = 0; arrays && i < p->num_inputs; ++i)
     inputsHelp += "                         " + std::string(p->inputs[i].name) + ": " +
@@ -358,10 +377,21 @@ void usage(const char *argv0, const loomrt_program *p) {
       "                         after S seconds (a rank died or hangs) ends the run\n"
       "                         with an error (default 300, or LOOMRT_COMM_TIMEOUT)\n"
       "%s",
-      argv0, arrays ? inputFlags(p).c_str() : "--data FILE", p->model, (long long)p->batch,
-      arrays ? " rows" : (" x " + std::to_string(p->seq) + " tokens").c_str(),
+      argv0, graph ? "--graph DIR" : arrays ? inputFlags(p).c_str() : "--data FILE", p->model,
+      (long long)p->batch,
+      graph ? " seed nodes" : arrays ? " rows" : (" x " + std::to_string(p->seq) + " tokens").c_str(),
       loomrt_backend_name(p->backend),
-      arrays ? ("  --input NAME=FILE      each input's data: a NumPy .npy file (numpy.save) of\n"
+      graph ? ("  --graph DIR            the graph: DIR/indptr.npy and indices.npy (CSR),\n"
+               "                         features.npy [" + std::to_string(graphTable(p).shape[0]) +
+               ", " + std::to_string(graphTable(p).shape[1]) + "] floats, labels.npy (a class\n"
+               "                         or -1 a node), optional train.npy (the seed nodes);\n"
+               "                         see docs/graphs.md. Each step samples fan-outs " +
+               fanoutText(p) + "\n"
+               "                         around its seeds, drawn from --seed and the step\n"
+               "  --dump-samples DIR     also write each step's sampled node ids (padding -1)\n"
+               "                         to DIR/step<S>_nodes<D>.npy (rank R: rank<R>_step...)\n")
+                  .c_str()
+      : arrays ? ("  --input NAME=FILE      each input's data: a NumPy .npy file (numpy.save) of\n"
                 "                         N rows; step s reads rows (s*batch + r) mod N\n" +
                 inputsHelp)
                    .c_str()
@@ -430,6 +460,12 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
     } else if (a == "--data") {
       if (!value(f.data))
         return false;
+    } else if (a == "--graph") {
+      if (!value(f.graph))
+        return false;
+    } else if (a == "--dump-samples") {
+      if (!value(f.dumpSamples))
+        return false;
     } else if (a == "--input") {
       std::string v;
       if (!value(v))
@@ -484,7 +520,23 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       return err = "unknown flag '" + a + "' (see --help)", false;
     }
   }
-  if (p->task == LOOMRT_TASK_ARRAYS) {
+  if (p->task == LOOMRT_TASK_GRAPH) {
+    if (!f.data.empty() || !f.inputs.empty())
+      return err = "this graph model reads a graph folder: give --graph DIR instead of " +
+                   std::string(f.data.empty() ? "--input" : "--data") + " (see --help)",
+             false;
+    if (f.graph.empty())
+      return err = "no graph: give --graph DIR (indptr.npy, indices.npy, features.npy, "
+                   "labels.npy; see --help)",
+             false;
+    if (f.sample != "sequential")
+      return err = "--sample is for array and token data; a graph model's seeds are "
+                   "shuffled every epoch from --seed",
+             false;
+  } else if (!f.graph.empty() || !f.dumpSamples.empty()) {
+    return err = "--graph and --dump-samples are for graph models (loomc --model sage or gcn)",
+           false;
+  } else if (p->task == LOOMRT_TASK_ARRAYS) {
     if (!f.data.empty())
       return err = "this model takes arrays, not a token file: give " + inputFlags(p) +
                    " instead of --data (see --help)",
@@ -730,10 +782,18 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   }
 
   // The data: tokens for the whole world's batch, or every input's rows.
-  bool arrays = p->task == LOOMRT_TASK_ARRAYS;
+  bool arrays = p->task == LOOMRT_TASK_ARRAYS, graphTask = p->task == LOOMRT_TASK_GRAPH;
   std::vector<uint16_t> tokens;
   std::vector<loomrt::ArrayInput> data(arrays ? p->num_inputs : 0);
-  if (!arrays && !loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq,
+  loomrt::Graph graph;
+  if (graphTask && (p->num_fanouts < 1 || !p->fanouts))
+    return die("this graph program has no fan-outs; compile it again with loomc");
+  if (graphTask && !loomrt::loadGraph(f.graph, *p, graph, err))
+    return die(err);
+  if (graphTask && !f.dumpSamples.empty())
+    if (int e = loomrt::folderWriteError(f.dumpSamples, "samples"))
+      return die("cannot write samples to '" + f.dumpSamples + "': " + std::strerror(e));
+  if (!arrays && !graphTask && !loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq,
                                      tokens, err))
     return die(err);
   for (size_t i = 0; i < data.size(); ++i) {
@@ -780,10 +840,12 @@ extern "C" int loomrt_train_main(int argc, char **argv,
 
   // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch.
   // bt: what one rank's step takes (tokens, or rows of arrays).
-  int64_t bt = arrays ? p->batch : p->batch * p->seq;
-  int64_t n = arrays ? data[0].rows : int64_t(tokens.size());
+  int64_t bt = arrays || graphTask ? p->batch : p->batch * p->seq;
+  int64_t n = graphTask ? int64_t(graph.train.size())
+              : arrays  ? data[0].rows
+                        : int64_t(tokens.size());
   int64_t gbt = bt * world, mine = bt * rank;
-  const char *unit = arrays ? "samples" : "tokens";
+  const char *unit = graphTask ? "seeds" : arrays ? "samples" : "tokens";
 
   loomrt_step_ctx_t ctx;
   ctx.lrOverride = float(f.lr);
@@ -906,15 +968,79 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (lead && !f.trace.empty())
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
 
-  // One device buffer per input of the step, filled from host staging.
+  // One device buffer per input of the step, filled from host staging
+  // (a graph model's sampler fills one set while the step before runs on
+  // the other); a graph's feature table is read once into the memory the
+  // compiler placed it in and given to every step as it is.
   size_t nIn = p->num_inputs;
-  std::vector<std::vector<uint8_t>> hIn(nIn);
+  std::vector<std::vector<uint8_t>> hSets[2];
   std::vector<void *> dIn(nIn, nullptr);
+  std::vector<loomrt_mem_space> dSpace(nIn, LOOMRT_MEM_DEVICE);
+  for (auto &hIn : hSets)
+    hIn.resize(nIn);
   for (size_t i = 0; i < nIn; ++i) {
-    hIn[i].resize(arrays ? size_t(p->batch) * data[i].rowBytes : size_t(bt) * 8);
-    TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, std::max<size_t>(hIn[i].size(), 8), &dIn[i]),
-        std::string("allocating input ") + p->inputs[i].name);
+    const loomrt_input_desc &in = p->inputs[i];
+    if (in.role == LOOMRT_INPUT_NODE_TABLE) {
+      dSpace[i] = in.space;
+      std::printf("reading %s/features.npy (%.3g GB) into %s memory\n", f.graph.c_str(),
+                  double(in.shape[0]) * double(in.shape[1]) * 4 / 1e9,
+                  in.space == LOOMRT_MEM_PINNED ? "pinned host" : "device");
+      std::fflush(stdout);
+      // Pinned (and the CPU backend's) tables are read in place; a device
+      // table through a host copy.
+      bool direct = in.space == LOOMRT_MEM_PINNED || p->backend == LOOMRT_BACKEND_CPU;
+      std::vector<uint8_t> staging;
+      size_t tableBytes = 0;
+      loomrt_status st = LOOMRT_OK;
+      bool ok = loomrt::loadFeatures(
+          f.graph, in,
+          [&](size_t bytes) -> void * {
+            tableBytes = bytes;
+            st = loomrt_alloc(dev, in.space, std::max<size_t>(bytes, 8), &dIn[i]);
+            if (st != LOOMRT_OK)
+              return nullptr;
+            if (direct)
+              return dIn[i];
+            staging.resize(bytes);
+            return staging.data();
+          },
+          err);
+      if (st != LOOMRT_OK)
+        return die("allocating the feature table: " + std::string(loomrt_last_error()));
+      if (!ok)
+        return die(err);
+      if (!direct) {
+        TRY(loomrt_memcpy_async(s, dIn[i], staging.data(), tableBytes), "uploading the features");
+        TRY(loomrt_stream_synchronize(s), "uploading the features");
+      }
+      continue;
+    }
+    size_t bytes = size_t(bt) * 8;
+    if (arrays)
+      bytes = size_t(p->batch) * data[i].rowBytes;
+    if (graphTask) {
+      bytes = in.dtype == LOOMRT_I64 ? 8 : 4;
+      for (int d = 0; d < in.rank; ++d)
+        bytes *= size_t(in.shape[d]);
+    }
+    for (auto &hIn : hSets)
+      hIn[i].resize(bytes);
+    // Pinned: node ids the CPU gathers features by (host-gather placement).
+    dSpace[i] = in.space;
+    TRY(loomrt_alloc(dev, in.space, std::max<size_t>(bytes, 8), &dIn[i]),
+        std::string("allocating input ") + in.name);
   }
+  std::optional<loomrt::Sampler> sampler;
+  if (graphTask)
+    sampler.emplace(*p, graph, f.seed);
+  // The sampler runs one step ahead on a thread of its own (declared after
+  // what it writes, so an early return waits for it before those go).
+  std::vector<std::vector<int64_t>> padded[2];
+  std::future<void> nextSample;
+  bool dump = !f.dumpSamples.empty();
+  auto sampleInto = [&](long step) {
+    sampler->fill(step, rank, world, hSets[step & 1], dump ? &padded[step & 1] : nullptr);
+  };
   // --sample random: a counter-based draw (splitmix64 of seed, step and the
   // row's place in the world's batch), so every rank and a resumed run
   // agree without state.
@@ -930,7 +1056,23 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   long last = firstStep + f.steps;
   bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
-    if (arrays) {
+    std::vector<std::vector<uint8_t>> &hIn = hSets[graphTask ? step & 1 : 0];
+    if (graphTask) {
+      if (nextSample.valid())
+        nextSample.get();
+      else
+        sampleInto(step);
+      if (dump)
+        for (size_t d = 0; d < padded[step & 1].size(); ++d) {
+          std::string name = f.dumpSamples + "/" +
+                             (world > 1 ? "rank" + std::to_string(rank) + "_" : "") + "step" +
+                             std::to_string(step) + "_nodes" + std::to_string(d) + ".npy";
+          if (!loomrt::writeNpyI64(name, padded[step & 1][d], err))
+            return die(err);
+        }
+      if (step + 1 < last)
+        nextSample = std::async(std::launch::async, sampleInto, step + 1);
+    } else if (arrays) {
       for (int64_t r = 0; r < bt; ++r) {
         int64_t row = f.sample == "random" ? draw(step, mine + r, uint64_t(n))
                                            : (int64_t(step) * gbt + mine + r) % n;
@@ -960,8 +1102,16 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       }
     }
     auto t0 = std::chrono::steady_clock::now();
+    // Device inputs are copied on the compute stream; pinned ones (read by
+    // the CPU on the host stream, which does not wait for that copy) are
+    // written here: the step before, which read them, has finished.
     for (size_t i = 0; i < nIn; ++i)
-      TRY(loomrt_memcpy_async(s, dIn[i], hIn[i].data(), hIn[i].size()), p->inputs[i].name);
+      if (p->inputs[i].role == LOOMRT_INPUT_NODE_TABLE)
+        continue;
+      else if (dSpace[i] == LOOMRT_MEM_PINNED)
+        std::memcpy(dIn[i], hIn[i].data(), hIn[i].size());
+      else
+        TRY(loomrt_memcpy_async(s, dIn[i], hIn[i].data(), hIn[i].size()), p->inputs[i].name);
     int64_t span = 0;
     ctx.reset(t0); // the step's time (step_ms) counts from t0 too
     ctx.seed = f.seed;
@@ -1075,8 +1225,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (log)
     std::fclose(log);
   reportMemory(p, host, ctx, world);
-  for (void *d : dIn)
-    loomrt_free(dev, LOOMRT_MEM_DEVICE, d);
+  if (nextSample.valid())
+    nextSample.get();
+  for (size_t i = 0; i < nIn; ++i)
+    loomrt_free(dev, dSpace[i], dIn[i]);
   for (size_t i = 0; i < G.size(); ++i)
     loomrt_free(dev, p->globals[i].space, G[i]);
   ctx.release();

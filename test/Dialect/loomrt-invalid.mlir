@@ -52,7 +52,7 @@ func.func @f(%x: !loomrt.buffer, %t: i64) {
 
 // -----
 
-// expected-error @+1 {{'loomrt.program' must be a dictionary with integers batch, seq, vocab, world (>= 0), zero_stage (>= -1) and task (0 or 1); 'vocab' is missing or out of range}}
+// expected-error @+1 {{'loomrt.program' must be a dictionary with integers batch, seq, vocab, world (>= 0), zero_stage (>= -1) and task (0 tokens, 1 arrays or 2 graph); 'vocab' is missing or out of range}}
 func.func @train_step() attributes {loomrt.program = {batch = 2, seq = 8, world = 1, zero_stage = -1, task = 0}} {
   return
 }

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
-from loomtest import compare_losses, parse_args, tool  # noqa: E402
+from loomtest import run_binary, compare_losses, parse_args, tool  # noqa: E402
 from make_onnx import GCN, MLP, normalised_adjacency  # noqa: E402
 
 STEPS, LR, WD = 12, 1e-2, 0.01
@@ -54,10 +54,7 @@ def run(train, files, log, *flags, check=True):
     args = [train, "--log-json", log, "--steps", str(STEPS), *flags]
     for name, path in files.items():
         args += ["--input", f"{name}={path}"]
-    p = subprocess.run(args, capture_output=True, text=True)
-    if check and p.returncode:
-        sys.exit(f"{train} failed: {p.stderr.strip()}")
-    return p
+    return run_binary(args, check)
 
 
 def main():

@@ -198,6 +198,15 @@ def generator_params(bin_dir, tmp, keys):
     return read_st(fpar)
 
 
+def run_binary(args, check=True):
+    """Runs a training binary, its output captured; exits with its message
+    when it fails and `check` is set. Returns the CompletedProcess."""
+    p = subprocess.run(args, capture_output=True, text=True)
+    if check and p.returncode:
+        sys.exit(f"{args[0]} failed: {p.stderr.strip()}")
+    return p
+
+
 def tool(bin_dir, name, *args, capture=False):
     """Runs loomc or loom-run; raises on failure."""
     return subprocess.run([os.path.join(bin_dir, name), *args], check=True,

@@ -59,12 +59,32 @@ typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
  * rows of this rank. An integer input (labels, token ids) indexes a table
  * of index_limit rows or classes: every value must be in [0, index_limit)
  * (0: not an index, not checked). */
+/* What a graph model's input holds (LOOMRT_TASK_GRAPH; every input of the
+ * other tasks is ROWS). The sampled mini-batch is a tree: depth 0 the
+ * batch's seed nodes, depth d fanouts[d-1] slots of sampled neighbours for
+ * each node of depth d-1 (padded slots repeat the parent's id with weight
+ * 0). */
+typedef enum loomrt_input_role {
+  LOOMRT_INPUT_ROWS = 0,         /* rows of the data files */
+  LOOMRT_INPUT_NODE_TABLE = 1,   /* the whole feature table [nodes, F], in `space` */
+  LOOMRT_INPUT_NODES = 2,        /* node ids of depth `depth` */
+  LOOMRT_INPUT_SLOT_WEIGHTS = 3, /* [N_d, 1]: each slot's weight in its parent's sum */
+  LOOMRT_INPUT_SELF_WEIGHTS = 4, /* [N_d, 1]: each node's weight of itself (GCN) */
+  LOOMRT_INPUT_NODE_LABELS = 5   /* the seeds' labels */
+} loomrt_input_role;
+
 typedef struct loomrt_input_desc {
   const char *name;
   loomrt_dtype dtype; /* LOOMRT_F32 or LOOMRT_I64 */
   int rank;
   int64_t shape[LOOMRT_MAX_RANK];
   int64_t index_limit;
+  loomrt_input_role role;
+  int depth;
+  /* Where the driver keeps it: the step's inputs are device buffers except
+   * a NODE_TABLE the compiler placed in pinned host memory (read by
+   * zero-copy or gathered by the CPU). */
+  loomrt_mem_space space;
 } loomrt_input_desc;
 
 /* Where the step's inputs come from. TOKENS: a language model, (tokens,
@@ -72,7 +92,21 @@ typedef struct loomrt_input_desc {
  * ARRAYS: any other model (classifiers, graph models): each input from its
  * own .npy file of N rows (--input NAME=FILE.npy), shape [N, ...] with the
  * input's shape after the batch dimension. */
-typedef enum loomrt_task { LOOMRT_TASK_TOKENS = 0, LOOMRT_TASK_ARRAYS = 1 } loomrt_task;
+/* GRAPH: a graph model on sampled mini-batches (loomc --model sage / gcn):
+ * the driver reads a graph folder (--graph DIR: CSR, features, labels; see
+ * docs/graphs.md), samples each step's tree of neighbours with the
+ * program's fan-outs and fills the inputs by their roles. */
+typedef enum loomrt_task {
+  LOOMRT_TASK_TOKENS = 0,
+  LOOMRT_TASK_ARRAYS = 1,
+  LOOMRT_TASK_GRAPH = 2
+} loomrt_task;
+
+/* How a graph model's sampler weights the slots (loomrt_input_role). */
+typedef enum loomrt_graph_norm {
+  LOOMRT_GRAPH_MEAN = 0, /* GraphSAGE: 1/c over the c neighbours sampled */
+  LOOMRT_GRAPH_GCN = 1   /* (d_v/c_v)/sqrt((d_v+1)(d_u+1)); self 1/(d_v+1) */
+} loomrt_graph_norm;
 
 /* The layout of loomrt_program and loomrt_global_desc. A binary records the
  * value it was compiled with; the runtime refuses a binary built against
@@ -92,7 +126,7 @@ typedef struct loomrt_outer_desc {
   int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 12
+#define LOOMRT_TRAIN_ABI 13
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -136,6 +170,11 @@ typedef struct loomrt_program {
   loomrt_status (*outer_start)(loomrt_step_ctx c, void **globals);
   size_t num_outer;
   const loomrt_outer_desc *outer;
+  /* LOOMRT_TASK_GRAPH: the neighbours sampled per hop (hop 1, the seeds'
+   * neighbours, first) and how slots are weighted. 0, NULL otherwise. */
+  size_t num_fanouts;
+  const int64_t *fanouts;
+  loomrt_graph_norm graph_norm;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is

@@ -1,0 +1,263 @@
+// graph.cpp: the graph folder and the neighbour sampler (see graph.h).
+#include "driver/graph.h"
+
+#include "driver/arrays.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <unordered_set>
+
+namespace loomrt {
+namespace {
+
+uint64_t mix(uint64_t z) { // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// A draw in [0, range) keyed by the run's seed and up to four counters.
+uint64_t draw(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t range) {
+  uint64_t z = mix(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+  z = mix(z ^ (a + 0x9E3779B97F4A7C15ull));
+  z = mix(z ^ (b + 0xBF58476D1CE4E5B9ull));
+  z = mix(z ^ (c + 0x94D049BB133111EBull));
+  z = mix(z ^ (d + 0xD6E8FEB86659FD93ull));
+  return z % range;
+}
+
+loomrt_input_desc vector1(const char *name, int64_t n, int64_t limit) {
+  loomrt_input_desc d{};
+  d.name = name;
+  d.dtype = LOOMRT_I64;
+  d.rank = 1;
+  d.shape[0] = n;
+  d.index_limit = limit;
+  return d;
+}
+
+bool readInts(const std::string &path, const char *name, int64_t exact, int64_t limit,
+              std::vector<int64_t> &out, std::string &error) {
+  loomrt_input_desc d = vector1(name, exact, limit);
+  int64_t rows = 0;
+  return readNpy(
+      path, d, exact,
+      [&](size_t bytes) -> void * {
+        out.assign(bytes / 8, 0);
+        return out.empty() ? static_cast<void *>(&rows) : out.data();
+      },
+      rows, error);
+}
+
+int64_t tableRows(const loomrt_program &p) {
+  for (size_t i = 0; i < p.num_inputs; ++i)
+    if (p.inputs[i].role == LOOMRT_INPUT_NODE_TABLE)
+      return p.inputs[i].shape[0];
+  return 0;
+}
+
+int64_t classes(const loomrt_program &p) {
+  for (size_t i = 0; i < p.num_inputs; ++i)
+    if (p.inputs[i].role == LOOMRT_INPUT_NODE_LABELS)
+      return p.inputs[i].index_limit;
+  return 0;
+}
+
+} // namespace
+
+bool loadGraph(const std::string &dir, const loomrt_program &p, Graph &g, std::string &error) {
+  int64_t n = tableRows(p), c = classes(p);
+  g.nodes = n;
+  std::string at = dir + "/";
+  // CSR offsets: [N+1], starting at 0, never decreasing; the last is E.
+  if (!readInts(at + "indptr.npy", "indptr", n + 1, 0, g.indptr, error))
+    return false;
+  for (int64_t v = 0; v < n; ++v)
+    if (g.indptr[size_t(v)] > g.indptr[size_t(v + 1)] || g.indptr[0] != 0)
+      return error = "'" + at + "indptr.npy': offsets must start at 0 and never decrease "
+                     "(row " + std::to_string(v) + " has " +
+                     std::to_string(g.indptr[size_t(v)]) + " then " +
+                     std::to_string(g.indptr[size_t(v + 1)]) + ")",
+             false;
+  int64_t edges = g.indptr[size_t(n)];
+  if (!readInts(at + "indices.npy", "indices", edges, n, g.indices, error))
+    return error += error.find("shape") != std::string::npos
+                        ? " (indptr.npy's last offset is the number of edges)"
+                        : "",
+           false;
+  if (!readInts(at + "labels.npy", "labels", n, 0, g.labels, error))
+    return false;
+  for (int64_t v = 0; v < n; ++v)
+    if (g.labels[size_t(v)] < -1 || g.labels[size_t(v)] >= c)
+      return error = "'" + at + "labels.npy': label " + std::to_string(g.labels[size_t(v)]) +
+                     " of node " + std::to_string(v) + " is outside [0, " + std::to_string(c) +
+                     ") (the model's classes; -1 marks a node without a label)",
+             false;
+  std::string trainPath = at + "train.npy";
+  if (FILE *t = std::fopen(trainPath.c_str(), "rb")) {
+    std::fclose(t);
+    loomrt_input_desc d = vector1("train", -1, n);
+    ArrayInput a;
+    if (!loadNpy(trainPath, d, a, error))
+      return false;
+    g.train.assign(reinterpret_cast<const int64_t *>(a.bytes.data()),
+                   reinterpret_cast<const int64_t *>(a.bytes.data()) + a.rows);
+    for (int64_t v : g.train)
+      if (g.labels[size_t(v)] < 0)
+        return error = "'" + trainPath + "': node " + std::to_string(v) +
+                       " is a training node but its label is -1",
+               false;
+  } else {
+    for (int64_t v = 0; v < n; ++v)
+      if (g.labels[size_t(v)] >= 0)
+        g.train.push_back(v);
+  }
+  if (g.train.empty())
+    return error = "'" + dir + "': no training nodes (every label is -1 and there is no "
+                   "train.npy)",
+           false;
+  return true;
+}
+
+bool loadFeatures(const std::string &dir, const loomrt_input_desc &table,
+                  const std::function<void *(size_t)> &alloc, std::string &error) {
+  int64_t rows = 0;
+  return readNpy(dir + "/features.npy", table, table.shape[0], alloc, rows, error);
+}
+
+bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::string &error) {
+  std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (" +
+                       std::to_string(v.size()) + ",), }";
+  header.append(63 - (10 + header.size()) % 64, ' '); // the data 64-byte aligned
+  header += '\n';
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  bool ok = f != nullptr;
+  if (ok) {
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                             (unsigned char)(header.size() & 0xff),
+                             (unsigned char)(header.size() >> 8)};
+    ok = std::fwrite(pre, 1, 10, f) == 10 &&
+         std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+         std::fwrite(v.data(), 8, v.size(), f) == v.size();
+    ok = std::fclose(f) == 0 && ok;
+  }
+  if (!ok)
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+  return ok;
+}
+
+Sampler::Sampler(const loomrt_program &p, const Graph &g, uint64_t seed)
+    : p(p), g(g), seed(seed), fanouts(p.fanouts, p.fanouts + p.num_fanouts) {
+  count.push_back(p.batch);
+  for (int64_t f : fanouts)
+    count.push_back(count.back() * f);
+}
+
+int64_t Sampler::seedAt(int64_t position) const {
+  int64_t t = int64_t(g.train.size()), e = position / t;
+  if (e != epoch) { // Fisher-Yates keyed by the epoch
+    order = g.train;
+    for (int64_t i = t - 1; i > 0; --i)
+      std::swap(order[size_t(i)],
+                order[size_t(draw(seed, ~uint64_t(0), uint64_t(e), uint64_t(i), 0, uint64_t(i + 1)))]);
+    epoch = e;
+  }
+  return order[size_t(position % t)];
+}
+
+void Sampler::fill(long step, int rank, int world, std::vector<std::vector<uint8_t>> &host,
+                   std::vector<std::vector<int64_t>> *padded) const {
+  size_t depths = fanouts.size() + 1;
+  std::vector<int64_t *> ids(depths, nullptr);
+  std::vector<float *> slotW(depths, nullptr), selfW(depths, nullptr);
+  int64_t *labels = nullptr;
+  for (size_t i = 0; i < p.num_inputs; ++i) {
+    const loomrt_input_desc &in = p.inputs[i];
+    auto *at = host[i].data();
+    size_t d = size_t(in.depth);
+    if (in.role == LOOMRT_INPUT_NODES && d < depths)
+      ids[d] = reinterpret_cast<int64_t *>(at);
+    else if (in.role == LOOMRT_INPUT_SLOT_WEIGHTS && d < depths)
+      slotW[d] = reinterpret_cast<float *>(at);
+    else if (in.role == LOOMRT_INPUT_SELF_WEIGHTS && d < depths)
+      selfW[d] = reinterpret_cast<float *>(at);
+    else if (in.role == LOOMRT_INPUT_NODE_LABELS)
+      labels = reinterpret_cast<int64_t *>(at);
+  }
+  if (padded)
+    padded->assign(depths, {});
+  std::vector<int64_t> level(static_cast<size_t>(count[0]));
+  int64_t first = int64_t(step) * count[0] * world + int64_t(rank) * count[0];
+  for (int64_t i = 0; i < count[0]; ++i)
+    level[size_t(i)] = seedAt(first + i);
+  if (labels)
+    for (int64_t i = 0; i < count[0]; ++i)
+      labels[i] = g.labels[size_t(level[size_t(i)])];
+  auto degree = [&](int64_t v) { return g.indptr[size_t(v + 1)] - g.indptr[size_t(v)]; };
+  bool gcn = p.graph_norm == LOOMRT_GRAPH_GCN;
+  std::vector<int64_t> picks;
+  std::unordered_set<int64_t> taken;
+  for (size_t d = 0;; ++d) {
+    if (ids[d])
+      std::copy(level.begin(), level.end(), ids[d]);
+    if (padded && (*padded)[d].empty())
+      (*padded)[d] = level;
+    if (d + 1 == depths)
+      break;
+    if (selfW[d])
+      for (size_t j = 0; j < level.size(); ++j)
+        selfW[d][j] = gcn ? float(1.0 / double(degree(level[j]) + 1)) : 1.0f;
+    int64_t f = fanouts[d];
+    std::vector<int64_t> next(level.size() * size_t(f));
+    std::vector<int64_t> shown(padded ? next.size() : 0, -1);
+    float *w = slotW[d + 1];
+    for (size_t j = 0; j < level.size(); ++j) {
+      int64_t v = level[j], deg = degree(v), base = g.indptr[size_t(v)];
+      // The parent's place in the world's tree keys its draws.
+      uint64_t where = uint64_t(int64_t(rank) * int64_t(level.size()) + int64_t(j));
+      picks.clear();
+      if (deg <= f) {
+        for (int64_t k = 0; k < deg; ++k)
+          picks.push_back(k);
+      } else { // Floyd's: f distinct positions of [0, deg)
+        taken.clear();
+        for (int64_t k = deg - f; k < deg; ++k) {
+          int64_t t = int64_t(draw(seed, uint64_t(step), d, where, uint64_t(k), uint64_t(k + 1)));
+          bool seen = f <= 32 ? std::find(picks.begin(), picks.end(), t) != picks.end()
+                              : taken.count(t) != 0;
+          int64_t pick = seen ? k : t;
+          picks.push_back(pick);
+          if (f > 32)
+            taken.insert(pick);
+        }
+        std::sort(picks.begin(), picks.end());
+      }
+      int64_t c = int64_t(picks.size());
+      for (int64_t k = 0; k < f; ++k) {
+        size_t slot = j * size_t(f) + size_t(k);
+        if (k < c) {
+          int64_t u = g.indices[size_t(base + picks[size_t(k)])];
+          next[slot] = u;
+          if (padded)
+            shown[slot] = u;
+          if (w)
+            w[slot] = gcn ? float((double(deg) / double(c)) /
+                                  std::sqrt(double(deg + 1) * double(degree(u) + 1)))
+                          : float(1.0 / double(c));
+        } else {
+          next[slot] = v; // a valid row, weighted 0
+          if (w)
+            w[slot] = 0.0f;
+        }
+      }
+    }
+    if (padded)
+      (*padded)[d + 1] = std::move(shown);
+    level = std::move(next);
+  }
+}
+
+} // namespace loomrt
