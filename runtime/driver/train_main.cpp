@@ -703,7 +703,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 /// One line of --log-json for a finished step.
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
-             const std::string &byGroup) {
+             const std::string &byGroup, double dataWaitMs) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -720,7 +720,11 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // Data-parallel runs: the bytes this rank sent in the step's collectives
   // (loomrt_comm_bytes_sent's accounting).
   if (commBytes >= 0)
-    std::snprintf(phases + n, sizeof phases - size_t(n), ", \"comm_bytes\": %lld", commBytes);
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"comm_bytes\": %lld", commBytes);
+  // Graph models: how long the step waited for its sampled batch (the
+  // sampler runs one step ahead; step_ms starts after the wait).
+  if (dataWaitMs >= 0)
+    std::snprintf(phases + n, sizeof phases - size_t(n), ", \"data_wait_ms\": %.4f", dataWaitMs);
   std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
                step, lossText, ms, unit, tps, phases,
                byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
@@ -1057,11 +1061,15 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
     std::vector<std::vector<uint8_t>> &hIn = hSets[graphTask ? step & 1 : 0];
+    double dataWaitMs = -1;
     if (graphTask) {
+      auto w0 = std::chrono::steady_clock::now();
       if (nextSample.valid())
         nextSample.get();
       else
         sampleInto(step);
+      dataWaitMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0)
+                       .count();
       if (dump)
         for (size_t d = 0; d < padded[step & 1].size(); ++d) {
           std::string name = f.dumpSamples + "/" +
@@ -1210,7 +1218,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                    std::to_string(loomrt_comm_bytes_sent(g, -1) - groupBefore[mask]);
       }
       logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
-              world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup);
+              world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup,
+              dataWaitMs);
     }
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
