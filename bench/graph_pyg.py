@@ -48,6 +48,7 @@ def main():
     g = a.graph
     indptr = torch.from_numpy(np.load(os.path.join(g, "indptr.npy")))
     indices = torch.from_numpy(np.load(os.path.join(g, "indices.npy")).astype(np.int64))
+    torch.set_num_threads(os.cpu_count())
     x = torch.from_numpy(np.load(os.path.join(g, "features.npy")))
     y = torch.from_numpy(np.load(os.path.join(g, "labels.npy")))
     train = torch.from_numpy(np.load(os.path.join(g, "train.npy")))
@@ -76,10 +77,84 @@ def main():
                     x = F.relu(x)
             return x
 
+    try:  # NeighborLoader's sampling needs pyg-lib or torch-sparse
+        import torch_geometric.typing as pygt
+        have_sampler = pygt.WITH_PYG_LIB or pygt.WITH_TORCH_SPARSE
+    except Exception:
+        have_sampler = False
+    if not have_sampler:
+        print("NeighborLoader cannot sample here (neither pyg-lib nor torch-sparse is "
+              "installed): the same path with a torch sampler instead", file=sys.stderr)
+
+    def torch_batches(where):
+        """NeighborLoader's work without it: seeds shuffled each epoch, each
+        hop's neighbours drawn uniformly with replacement (NeighborLoader's
+        replace=True) by vectorised torch ops on the CPU, the subgraph's
+        nodes deduplicated (torch.unique), their features gathered on the
+        CPU (or on the GPU from a CUDA table), pinned and moved."""
+        xs = x.to(where)
+        while True:
+            for seeds in train[torch.randperm(len(train))].split(a.batch):
+                if len(seeds) < a.batch:
+                    break
+                frontier, src_all, dst_all = seeds, [], []
+                for f in fan:
+                    start = indptr[frontier]
+                    deg = indptr[frontier + 1] - start
+                    pick = (torch.rand(len(frontier), f) * deg[:, None]).long()
+                    nbr = indices[(start[:, None] + pick).clamp_max(len(indices) - 1)]
+                    keep = (deg > 0)[:, None].expand(-1, f)
+                    src_all.append(nbr[keep])
+                    dst_all.append(frontier[:, None].expand(-1, f)[keep])
+                    frontier = torch.unique(src_all[-1])
+                n_id, inv = torch.unique(torch.cat([seeds] + src_all + dst_all),
+                                         return_inverse=True)
+                nsrc = sum(len(t) for t in src_all)
+                src = inv[len(seeds):len(seeds) + nsrc]
+                dst = inv[len(seeds) + nsrc:]
+                if where == "cpu":
+                    xb = xs[n_id].pin_memory().to("cuda", non_blocking=True)
+                else:
+                    xb = xs[n_id.to("cuda")]
+                yield (xb, torch.stack([src, dst]).to("cuda", non_blocking=True),
+                       inv[:len(seeds)].to("cuda", non_blocking=True),
+                       y[seeds].to("cuda", non_blocking=True), len(n_id), len(src))
+
     for where in a.features_on.split(","):
         for workers in [int(w) for w in a.workers.split(",")]:
             if where == "cuda" and workers:
                 continue  # a CUDA table is not shared with worker processes
+            if not have_sampler:
+                if workers:
+                    continue
+                it = torch_batches(where)
+                torch.manual_seed(0)
+                model = Sage(x.shape[1], a.hidden, classes, len(fan)).cuda()
+                opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, fused=True)
+                times, nodes, edges, losses = [], [], [], []
+                torch.cuda.synchronize()
+                last = time.perf_counter()
+                for step in range(a.warmup + a.steps):
+                    xb, ei, seeds_local, yb, nn, ne = next(it)
+                    opt.zero_grad(set_to_none=True)
+                    out = model(xb, ei)[seeds_local]
+                    loss = F.cross_entropy(out, yb)
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss.item())
+                    now = time.perf_counter()
+                    if step >= a.warmup:
+                        times.append(now - last)
+                        nodes.append(nn)
+                        edges.append(ne)
+                    last = now
+                ms = 1e3 * float(np.mean(times))
+                print(json.dumps({"peer": "pyg-sageconv+torch-sampler", "features_on": where,
+                                  "workers": 0, "step_ms": ms, "seeds_per_s": a.batch / ms * 1e3,
+                                  "nodes_per_batch": float(np.mean(nodes)),
+                                  "edges_per_batch": float(np.mean(edges)),
+                                  "loss_first": losses[0], "loss_last": losses[-1]}), flush=True)
+                continue
             data = Data(x=x.to(where), edge_index=edge_index, y=y)
             data.num_nodes = n
             loader = NeighborLoader(data, num_neighbors=fan, batch_size=a.batch,

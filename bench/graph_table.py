@@ -50,7 +50,9 @@ if os.path.exists(path):
         r = json.loads(l)
         name = f"pyg x on {r['features_on']}, {r['workers']} workers"
         rows[name] = r["step_ms"]
-        print(f"| PyG NeighborLoader, x on {r['features_on']}, {r['workers']} workers | "
+        what = ("PyG NeighborLoader" if r["peer"] == "pyg"
+                else "PyG SAGEConv, torch CPU sampler")
+        print(f"| {what}, x on {r['features_on']}, {r['workers']} workers | "
               f"{r['step_ms']:.2f} | | {r['seeds_per_s']:.0f} | | "
               f"{r['loss_first']:.3f} -> {r['loss_last']:.3f} (nodes/batch {r['nodes_per_batch']:.0f}) |")
 if rows:
