@@ -1147,23 +1147,16 @@ LogicalResult lower(CopyOp o, CopyOp::Adaptor a, Emit &e) {
   // host memory): no second copy.
   Value st = o.getStream().getKind() == StreamKind::d2h ? e.f.ys : e.f.xs;
   Value out = e.allocOrGlobal(o.getResult());
-  // Rows the CPU gathered (loom-place-features' host-gather) are written on
-  // the host stream: the copy waits for it, and the host stream for the
-  // copy (the gather's pinned buffer goes back to the host arena once
-  // uploaded, and the next gather may reuse it). (Offloaded state comes
-  // from copies and updates the offload schedule orders with its tokens.)
-  auto gather = o.getInput().getDefiningOp<EmbeddingOp>();
-  bool hostRows = gather && isHostMemory(gather.getType());
-  auto event = [&](Value stream) {
-    return rt::RecordOp::create(e.rw, e.loc, rt::EventType::get(e.rw.getContext()), stream);
-  };
-  if (hostRows)
-    rt::WaitOp::create(e.rw, e.loc, st, event(e.f.hs));
   Value token = e.async(st, [&] {
     rt::MemcpyOp::create(e.rw, e.loc, st, out, a.getInput(), bytesOf(o.getResult()));
   });
-  if (hostRows)
-    rt::WaitOp::create(e.rw, e.loc, e.f.hs, token);
+  // Rows the CPU gathered (loom-place-features' host-gather): the host
+  // stream runs as it is issued, so they are there before the copy is
+  // queued; the host then waits for the upload, since the gather's pinned
+  // buffer goes back to the host arena and the next gather may reuse it.
+  auto gather = o.getInput().getDefiningOp<EmbeddingOp>();
+  if (gather && isHostMemory(gather.getType()))
+    rt::SyncOp::create(e.rw, e.loc, token);
   return e.done({out, token});
 }
 /// A reduction over the communicator: `n` elements of the input
