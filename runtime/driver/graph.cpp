@@ -168,7 +168,7 @@ int64_t Sampler::seedAt(int64_t position) const {
   return order[size_t(position % t)];
 }
 
-void Sampler::fill(long step, int rank, int world, std::vector<std::vector<uint8_t>> &host,
+void Sampler::fill(long step, int rank, int world, const std::vector<uint8_t *> &host,
                    std::vector<std::vector<int64_t>> *padded) const {
   size_t depths = fanouts.size() + 1;
   std::vector<int64_t *> ids(depths, nullptr);
@@ -176,7 +176,7 @@ void Sampler::fill(long step, int rank, int world, std::vector<std::vector<uint8
   int64_t *labels = nullptr;
   for (size_t i = 0; i < p.num_inputs; ++i) {
     const loomrt_input_desc &in = p.inputs[i];
-    auto *at = host[i].data();
+    uint8_t *at = host[i];
     size_t d = size_t(in.depth);
     if (in.role == LOOMRT_INPUT_NODES && d < depths)
       ids[d] = reinterpret_cast<int64_t *>(at);

@@ -53,9 +53,9 @@ public:
   Sampler(const loomrt_program &p, const Graph &g, uint64_t seed);
   /// Writes the inputs of `step` for rank `rank` of `world` into `host`
   /// (one buffer per program input, sized as the input; the feature table's
-  /// entry is left alone). With `padded` non-null, also the node ids of
+  /// entry, null, is left alone). With `padded` non-null, also the node ids of
   /// each depth with -1 in padded slots (for --dump-samples).
-  void fill(long step, int rank, int world, std::vector<std::vector<uint8_t>> &host,
+  void fill(long step, int rank, int world, const std::vector<uint8_t *> &host,
             std::vector<std::vector<int64_t>> *padded) const;
 
 private:

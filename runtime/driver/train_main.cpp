@@ -978,8 +978,13 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   // compiler placed it in and given to every step as it is.
   size_t nIn = p->num_inputs;
   std::vector<std::vector<uint8_t>> hSets[2];
+  // A graph model's staging is pinned (its uploads are asynchronous and run
+  // at the copy engine's rate: 2 MB of ids and weights a step at batch
+  // 1024, 15-10), one set the step reads and one the sampler writes.
+  std::vector<uint8_t *> gSets[2];
   std::vector<void *> dIn(nIn, nullptr);
   std::vector<loomrt_mem_space> dSpace(nIn, LOOMRT_MEM_DEVICE);
+  std::vector<size_t> inBytes(nIn, 0);
   for (auto &hIn : hSets)
     hIn.resize(nIn);
   for (size_t i = 0; i < nIn; ++i) {
@@ -1027,8 +1032,20 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       for (int d = 0; d < in.rank; ++d)
         bytes *= size_t(in.shape[d]);
     }
+    if (graphTask) {
+      for (auto &g : gSets) {
+        void *pinned = nullptr;
+        TRY(loomrt_alloc(dev, LOOMRT_MEM_PINNED, std::max<size_t>(bytes, 8), &pinned),
+            std::string("allocating the staging of input ") + in.name);
+        g.resize(nIn, nullptr);
+        g[i] = static_cast<uint8_t *>(pinned);
+      }
+      hSets[0][i].resize(0);
+    }
     for (auto &hIn : hSets)
-      hIn[i].resize(bytes);
+      if (!graphTask)
+        hIn[i].resize(bytes);
+    inBytes[i] = bytes;
     // Pinned: node ids the CPU gathers features by (host-gather placement).
     dSpace[i] = in.space;
     TRY(loomrt_alloc(dev, in.space, std::max<size_t>(bytes, 8), &dIn[i]),
@@ -1043,7 +1060,7 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   std::future<void> nextSample;
   bool dump = !f.dumpSamples.empty();
   auto sampleInto = [&](long step) {
-    sampler->fill(step, rank, world, hSets[step & 1], dump ? &padded[step & 1] : nullptr);
+    sampler->fill(step, rank, world, gSets[step & 1], dump ? &padded[step & 1] : nullptr);
   };
   // --sample random: a counter-based draw (splitmix64 of seed, step and the
   // row's place in the world's batch), so every rank and a resumed run
@@ -1116,10 +1133,11 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     for (size_t i = 0; i < nIn; ++i)
       if (p->inputs[i].role == LOOMRT_INPUT_NODE_TABLE)
         continue;
-      else if (dSpace[i] == LOOMRT_MEM_PINNED)
-        std::memcpy(dIn[i], hIn[i].data(), hIn[i].size());
+      else if (const uint8_t *src = graphTask ? gSets[step & 1][i] : hIn[i].data();
+               dSpace[i] == LOOMRT_MEM_PINNED)
+        std::memcpy(dIn[i], src, inBytes[i]);
       else
-        TRY(loomrt_memcpy_async(s, dIn[i], hIn[i].data(), hIn[i].size()), p->inputs[i].name);
+        TRY(loomrt_memcpy_async(s, dIn[i], src, inBytes[i]), p->inputs[i].name);
     int64_t span = 0;
     ctx.reset(t0); // the step's time (step_ms) counts from t0 too
     ctx.seed = f.seed;
@@ -1238,6 +1256,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     nextSample.get();
   for (size_t i = 0; i < nIn; ++i)
     loomrt_free(dev, dSpace[i], dIn[i]);
+  for (auto &g : gSets)
+    for (uint8_t *b : g)
+      if (b)
+        loomrt_free(dev, LOOMRT_MEM_PINNED, b);
   for (size_t i = 0; i < G.size(); ++i)
     loomrt_free(dev, p->globals[i].space, G[i]);
   ctx.release();
