@@ -39,14 +39,20 @@ for p in device zero-copy host-gather; do
     { echo "sage $p failed"; tail -3 "$OUT/loom-$p.txt"; }
   tail -2 "$OUT/loom-$p.txt"
 done
-# Where the step's time goes: the sampler's OpenMP threads spinning beside
-# the launching thread (passive waits), or the sampler itself (one thread).
-for v in "OMP_WAIT_POLICY=passive" "OMP_NUM_THREADS=1"; do
-  rm -f "$OUT/loom-device-$v.jsonl"
-  env "$v" /tmp/sage-device --graph $G --steps "${STEPS:-60}" --log-json "$OUT/loom-device-$v.jsonl" \
-    > "$OUT/loom-device-$v.txt" 2>&1 || { echo "sage device $v failed"; tail -3 "$OUT/loom-device-$v.txt"; }
-  python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][10:]; print(sys.argv[2], 'step_ms %.2f data_wait_ms %.2f' % (sum(x['step_ms'] for x in r)/len(r), sum(x['data_wait_ms'] for x in r)/len(r)))" "$OUT/loom-device-$v.jsonl" "$v"
-done
+# The device step split by --trace: GPU time of the step (events) and the rest.
+/tmp/sage-device --graph $G --steps 30 --trace "$OUT/trace.json" > /dev/null 2>&1 &&
+python3 - "$OUT/trace.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+by = {}
+for e in ev:
+    if e.get("ph") == "X":
+        by.setdefault(e["name"], []).append(e["dur"])
+for k, v in by.items():
+    v = v[10:] or v
+    print(f"device placement, GPU span {k}: {sum(v) / len(v) / 1e3:.3f} ms (mean of {len(v)})")
+PY
+rm -f "$OUT/trace.json"
 python3 bench/graph_pyg.py --graph $G --steps 50 --warmup 10 > "$OUT/pyg.jsonl" 2> "$OUT/pyg.err" ||
   { echo "pyg failed"; tail -5 "$OUT/pyg.err"; }
 python3 bench/graph_table.py "$OUT" "$C/karate-cpu-losses.txt"
