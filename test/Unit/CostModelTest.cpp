@@ -258,6 +258,33 @@ TEST(CostModel, CpuOnlyHostUpdatesOnTheCpu) {
   EXPECT_NEAR(best.total, 1e9 / 2.6e9, 1e-9);
 }
 
+// The H100 preset's gather rates against bench/RESULTS.md (2026-11-27,
+// gather_bench over a 4 GiB pinned table): zero-copy with the indices
+// sorted on the GPU, and the CPU's gather followed by one upload (the
+// measured "CPU gather + copy" used a 52.5 GB/s copy; the preset's is 55).
+TEST(CostModel, GathersMatchTheMeasuredRates) {
+  Hardware hw = *preset("h100");
+  struct Row {
+    double bytes, zeroCopyGBs, hostGBs;
+  };
+  for (Row r : {Row{64, 31.8, 6.6}, Row{512, 47.1, 16.5}, Row{4096, 48.6, 20.2}}) {
+    double rows = 1e6;
+    double zc = rows * r.bytes / gatherTime(hw, GatherPlacement::ZeroCopy, rows, r.bytes) / 1e9;
+    double host = rows * r.bytes / gatherTime(hw, GatherPlacement::HostGather, rows, r.bytes) / 1e9;
+    EXPECT_NEAR(zc / r.zeroCopyGBs, 1.0, 0.05) << r.bytes << " B rows, zero-copy";
+    EXPECT_NEAR(host / r.hostGBs, 1.0, 0.05) << r.bytes << " B rows, host gather";
+    // A table in HBM is far faster than either.
+    EXPECT_LT(gatherTime(hw, GatherPlacement::Device, rows, r.bytes) * 10,
+              gatherTime(hw, GatherPlacement::ZeroCopy, rows, r.bytes));
+  }
+  // Without a GPU every placement is the CPU's gather, with no upload.
+  Hardware cpu = *preset("cpu-host");
+  EXPECT_EQ(gatherTime(cpu, GatherPlacement::ZeroCopy, 1000, 512),
+            gatherTime(cpu, GatherPlacement::Device, 1000, 512));
+  EXPECT_EQ(gatherTime(cpu, GatherPlacement::HostGather, 1000, 512),
+            hostGatherCpuTime(cpu, 1000, 512));
+}
+
 TEST(WhatIf, FasterCoresHelpOnlyWhileComputeBound) {
   Hardware h = h100();
   std::string err;
