@@ -155,6 +155,9 @@ struct BackendOps {
   /// until `ns` after that stamp.
   loomrt_status (*shape_stamp)(void *stream, int64_t *slot);
   loomrt_status (*shape_hold)(void *stream, const int64_t *slot, int64_t ns);
+  /// loomrt_host_register: pin (and map) host memory the caller owns.
+  loomrt_status (*host_register)(void *state, void *ptr, size_t bytes);
+  loomrt_status (*host_unregister)(void *state, void *ptr);
   const KernelOps *kernels;
 };
 

@@ -101,6 +101,18 @@ loomrt_status loomrt_alloc(loomrt_device dev, loomrt_mem_space space,
   return dev->ops->alloc(dev->state, space, bytes, out);
 }
 
+loomrt_status loomrt_host_register(loomrt_device dev, void *ptr, size_t bytes) {
+  if (!dev || (!ptr && bytes))
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "host_register: null device or memory");
+  return bytes ? dev->ops->host_register(dev->state, ptr, bytes) : LOOMRT_OK;
+}
+
+loomrt_status loomrt_host_unregister(loomrt_device dev, void *ptr) {
+  if (!dev)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "host_unregister: null device");
+  return ptr ? dev->ops->host_unregister(dev->state, ptr) : LOOMRT_OK;
+}
+
 loomrt_status loomrt_free(loomrt_device dev, loomrt_mem_space space,
                           void *ptr) {
   if (!dev)

@@ -141,6 +141,8 @@ const BackendOps kCpuOps = {
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
     cpuAdam,        cpuAdamBf16,    cpuMemoryInfo,   [](void *) { return LOOMRT_OK; },
     cpuShapeStamp,  cpuShapeHold,
+    // Host memory is the CPU's own: nothing to pin.
+    [](void *, void *, size_t) { return LOOMRT_OK; }, [](void *, void *) { return LOOMRT_OK; },
     cpuKernels(),
 };
 

@@ -17,6 +17,8 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuHostAlloc(p, n) cudaHostAlloc((p), (n), cudaHostAllocPortable | cudaHostAllocMapped)
+#define gpuHostRegister(p, n) cudaHostRegister((p), (n), cudaHostRegisterPortable | cudaHostRegisterMapped)
+#define gpuHostUnregister cudaHostUnregister
 #define gpuFreeHost cudaFreeHost
 #define gpuMemcpyAsync(d, s, n, st) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDefault, (st))
 #define gpuStreamCreate(s) cudaStreamCreateWithFlags((s), cudaStreamNonBlocking)

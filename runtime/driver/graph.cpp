@@ -4,6 +4,15 @@
 #include "driver/arrays.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -126,6 +135,127 @@ bool loadFeatures(const std::string &dir, const loomrt_input_desc &table,
                   const std::function<void *(size_t)> &alloc, std::string &error) {
   int64_t rows = 0;
   return readNpy(dir + "/features.npy", table, table.shape[0], alloc, rows, error);
+}
+
+namespace {
+/// The shared object's first page; the table follows it.
+struct SharedHeader {
+  std::atomic<uint64_t> state; // kReady or kFailed once rank 0 is done
+  std::atomic<int64_t> attached;
+};
+constexpr uint64_t kReady = 0x4c4f4f4d52454459ull, kFailed = 0x4c4f4f4d4641494cull;
+constexpr size_t kHeaderBytes = 4096;
+
+std::string sharedName(const std::string &path, size_t bytes) {
+  char real[PATH_MAX];
+  std::string key = realpath(path.c_str(), real) ? real : path;
+  uint64_t h = 1469598103934665603ull; // FNV-1a of the file, its size, parent and user
+  for (char c : key + "|" + std::to_string(bytes) + "|" + std::to_string(getppid()) + "|" +
+                    std::to_string(getuid()))
+    h = (h ^ uint64_t(uint8_t(c))) * 1099511628211ull;
+  char name[64];
+  std::snprintf(name, sizeof name, "/loomrt-features-%016llx", (unsigned long long)h);
+  return name;
+}
+
+bool waitFor(const std::function<bool()> &done, double seconds) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+} // namespace
+
+int localRanks() {
+  for (const char *v : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    if (const char *s = std::getenv(v)) {
+      int n = std::atoi(s);
+      if (n >= 1)
+        return n;
+    }
+  return 1;
+}
+
+SharedTable::~SharedTable() {
+  if (map)
+    munmap(map, mapBytes);
+  if (creator)
+    shm_unlink(name.c_str());
+}
+
+bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, int localRank,
+                        int localSize, SharedTable &out, std::string &error,
+                        double timeoutSeconds) {
+  std::string path = dir + "/features.npy";
+  size_t bytes = size_t(table.shape[0]) * size_t(table.shape[1]) * 4;
+  std::string name = sharedName(path, bytes);
+  out.name = name;
+  auto sysFail = [&](const std::string &what) {
+    error = "sharing the feature table (" + name + "): " + what + ": " + std::strerror(errno);
+    return false;
+  };
+  out.bytes = bytes;
+  out.mapBytes = kHeaderBytes + bytes;
+  int fd = -1;
+  if (localRank == 0) {
+    shm_unlink(name.c_str()); // a crashed run's object of the same name
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0)
+      return sysFail("shm_open");
+    out.creator = true;
+    if (ftruncate(fd, off_t(out.mapBytes)) != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      return sysFail("reserving " + std::to_string(out.mapBytes) + " bytes (is /dev/shm big enough?)");
+    }
+  } else if (!waitFor([&] { return (fd = shm_open(name.c_str(), O_RDWR, 0600)) >= 0; },
+                      timeoutSeconds)) {
+    error = "sharing the feature table (" + name + "): local rank 0 did not create it within " +
+            std::to_string(int(timeoutSeconds)) + " s";
+    return false;
+  }
+  struct stat st;
+  if (localRank != 0 &&
+      !waitFor([&] { return fstat(fd, &st) == 0 && size_t(st.st_size) == out.mapBytes; },
+               timeoutSeconds)) {
+    close(fd);
+    error = "sharing the feature table (" + name + "): it never reached its size";
+    return false;
+  }
+  out.map = mmap(nullptr, out.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (out.map == MAP_FAILED) {
+    out.map = nullptr;
+    if (localRank == 0)
+      shm_unlink(name.c_str());
+    return sysFail("mmap");
+  }
+  auto *header = static_cast<SharedHeader *>(out.map);
+  out.data = static_cast<uint8_t *>(out.map) + kHeaderBytes;
+  if (localRank == 0) {
+    bool ok = loadFeatures(
+        dir, table,
+        [&](size_t n) -> void * { return n == bytes ? out.data : nullptr; }, error);
+    header->state.store(ok ? kReady : kFailed, std::memory_order_release);
+    if (!ok) {
+      shm_unlink(name.c_str());
+      return false;
+    }
+  } else if (!waitFor([&] { return header->state.load(std::memory_order_acquire) != 0; },
+                      timeoutSeconds) ||
+             header->state.load(std::memory_order_acquire) != kReady) {
+    error = "sharing the feature table (" + name + "): local rank 0 could not read '" + path +
+            "' (its own error says why)";
+    return false;
+  }
+  // Once every rank of the host has it mapped, the name can go: the pages
+  // live until the last mapping does.
+  if (header->attached.fetch_add(1) + 1 == localSize)
+    shm_unlink(name.c_str());
+  return true;
 }
 
 bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::string &error) {

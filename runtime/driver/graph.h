@@ -40,6 +40,32 @@ bool loadGraph(const std::string &dir, const loomrt_program &p, Graph &g, std::s
 bool loadFeatures(const std::string &dir, const loomrt_input_desc &table,
                   const std::function<void *(size_t)> &alloc, std::string &error);
 
+/// A feature table in POSIX shared memory, one copy for the ranks of a job
+/// on one host (the GCN paper's several GPUs reading one pinned table):
+/// local rank 0 reads DIR/features.npy into it, the others map the same
+/// pages once it is complete, and the object's name goes once all have
+/// mapped it (no file is left in /dev/shm). The job is told apart by the
+/// ranks' common parent (mpirun or torchrun), the user and the file.
+struct SharedTable {
+  void *data = nullptr; // the table, page-aligned
+  size_t bytes = 0;
+  void *map = nullptr;
+  size_t mapBytes = 0;
+  std::string name; // removed by its creator at the end too (a rank that failed never mapped it)
+  bool creator = false;
+  ~SharedTable();
+};
+
+/// This host's ranks of the job (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE;
+/// 1 without either).
+int localRanks();
+
+/// Maps (rank 0 of the host: creates and reads) the shared table. False
+/// with a one-line message; waits at most `timeoutSeconds` for rank 0.
+bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, int localRank,
+                        int localSize, SharedTable &out, std::string &error,
+                        double timeoutSeconds = 600);
+
 /// Writes `v` as a NumPy .npy file of int64 (--dump-samples).
 bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::string &error);
 

@@ -984,11 +984,30 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   std::vector<uint8_t *> gSets[2];
   std::vector<void *> dIn(nIn, nullptr);
   std::vector<loomrt_mem_space> dSpace(nIn, LOOMRT_MEM_DEVICE);
+  // A pinned feature table shared by this host's ranks (one copy in host
+  // memory however many GPUs read it).
+  std::vector<std::unique_ptr<loomrt::SharedTable>> shared(nIn);
   std::vector<size_t> inBytes(nIn, 0);
   for (auto &hIn : hSets)
     hIn.resize(nIn);
   for (size_t i = 0; i < nIn; ++i) {
     const loomrt_input_desc &in = p->inputs[i];
+    if (in.role == LOOMRT_INPUT_NODE_TABLE && in.space == LOOMRT_MEM_PINNED &&
+        loomrt::localRanks() > 1) {
+      int local = loomrt_local_rank(), locals = loomrt::localRanks();
+      std::printf("%s %s/features.npy (%.3g GB) in host memory shared by the %d ranks of "
+                  "this host\n",
+                  local == 0 ? "reading" : "mapping", f.graph.c_str(),
+                  double(in.shape[0]) * double(in.shape[1]) * 4 / 1e9, locals);
+      std::fflush(stdout);
+      shared[i] = std::make_unique<loomrt::SharedTable>();
+      if (!loomrt::loadSharedFeatures(f.graph, in, local, locals, *shared[i], err))
+        return die(err);
+      TRY(loomrt_host_register(dev, shared[i]->data, shared[i]->bytes),
+          "pinning the shared feature table");
+      dIn[i] = shared[i]->data;
+      continue;
+    }
     if (in.role == LOOMRT_INPUT_NODE_TABLE) {
       dSpace[i] = in.space;
       std::printf("reading %s/features.npy (%.3g GB) into %s memory\n", f.graph.c_str(),
@@ -1255,7 +1274,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (nextSample.valid())
     nextSample.get();
   for (size_t i = 0; i < nIn; ++i)
-    loomrt_free(dev, dSpace[i], dIn[i]);
+    if (shared[i])
+      loomrt_host_unregister(dev, dIn[i]);
+    else
+      loomrt_free(dev, dSpace[i], dIn[i]);
   for (auto &g : gSets)
     for (uint8_t *b : g)
       if (b)

@@ -246,6 +246,15 @@ loomrt_status gpuMemoryInfo(void *state, size_t *freeBytes, size_t *total) {
   return check(gpuMemGetInfo(freeBytes, total), "device memory");
 }
 
+loomrt_status gpuHostRegisterImpl(void *state, void *ptr, size_t bytes) {
+  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  return check(gpuHostRegister(ptr, bytes), "host register");
+}
+loomrt_status gpuHostUnregisterImpl(void *state, void *ptr) {
+  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  return check(gpuHostUnregister(ptr), "host unregister");
+}
+
 const BackendOps kGpuOps = {
     LOOMRT_GPU_VENDOR,  gpuCount,          gpuInit,
     gpuFini,            gpuAllocImpl,      gpuFreeImpl,
@@ -254,7 +263,8 @@ const BackendOps kGpuOps = {
     gpuEventRecordImpl, gpuWaitEventImpl,  gpuEventSyncImpl,
     gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
     gpuMemoryInfo,      gpuBind,           gpuShapeStamp,
-    gpuShapeHold,       cudaKernels(),
+    gpuShapeHold,       gpuHostRegisterImpl, gpuHostUnregisterImpl,
+    cudaKernels(),
 };
 
 } // namespace

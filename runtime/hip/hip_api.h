@@ -19,6 +19,8 @@ using gpuEvent_t = hipEvent_t;
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuHostAlloc(p, n) hipHostMalloc((p), (n), hipHostMallocPortable | hipHostMallocMapped)
+#define gpuHostRegister(p, n) hipHostRegister((p), (n), hipHostRegisterPortable | hipHostRegisterMapped)
+#define gpuHostUnregister hipHostUnregister
 #define gpuFreeHost hipHostFree
 #define gpuMemcpyAsync(d, s, n, st) hipMemcpyAsync((d), (s), (n), hipMemcpyDefault, (st))
 #define gpuStreamCreate(s) hipStreamCreateWithFlags((s), hipStreamNonBlocking)

@@ -259,6 +259,25 @@ def main():
     print(f"sage/karate  2 ranks vs 1: max rel error {e:.1e} over {len(dp)} steps")
     if len(dp) != STEPS or e > 1e-5:
         sys.exit(1)
+    # A pinned table is read once per host and shared by its ranks (POSIX
+    # shared memory, nothing left in /dev/shm after the run).
+    shared = folder + "-dp2-zc"
+    tool(a.bin, "loomc", "--model", spec, f"--lr={LR}", f"--weight-decay={WD}",
+         "--topology", "gpu=2", "--graph-features=zero-copy", "-o", shared)
+    if os.path.exists(shared + ".log"):
+        os.remove(shared + ".log")
+    p = subprocess.run(MPIRUN + ["-np", "2", shared, "--graph", folder, "--steps", str(STEPS),
+                                 "--log-json", shared + ".log"], check=True,
+                       capture_output=True, text=True)
+    said = [l for l in p.stdout.splitlines() if "shared by" in l]
+    zc = [json.loads(line)["loss"] for line in open(shared + ".log")]
+    left = [f for f in os.listdir("/dev/shm") if f.startswith("loomrt-features")] \
+        if os.path.isdir("/dev/shm") else []
+    print(f"sage/karate  2 ranks, one shared pinned table: {said[0].split(' (')[0] if said else 'NOT SHARED'}; "
+          f"losses {'identical' if zc == dp else 'DIFFERENT'} to the 2-rank device table; "
+          f"{len(left)} objects left in /dev/shm")
+    if not said or zc != dp or left:
+        sys.exit(1)
 
     # Bad graph folders: one line naming the file and what was expected.
     folder = os.path.join(a.tmp, "sage-karate")

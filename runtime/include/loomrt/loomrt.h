@@ -81,6 +81,13 @@ loomrt_status loomrt_device_bind(loomrt_device dev);
 loomrt_status loomrt_alloc(loomrt_device dev, loomrt_mem_space space,
                            size_t bytes, void **out);
 loomrt_status loomrt_free(loomrt_device dev, loomrt_mem_space space, void *ptr);
+/* Pins host memory the caller owns (e.g. a shared-memory mapping that
+ * several processes hold) and maps it for the device, so copies from it
+ * run at the pinned rate and kernels read it zero-copy, as memory from
+ * loomrt_alloc(LOOMRT_MEM_PINNED); the CPU backend takes it as it is.
+ * Unregister before unmapping it. */
+loomrt_status loomrt_host_register(loomrt_device dev, void *ptr, size_t bytes);
+loomrt_status loomrt_host_unregister(loomrt_device dev, void *ptr);
 
 /* --- streams and events ------------------------------------------------- */
 loomrt_status loomrt_stream_create(loomrt_device dev, loomrt_stream *out);
