@@ -16,6 +16,13 @@ for p in device zero-copy host-gather; do
   python3 -c "import json,sys; print('  \"$p\": %.4f,' % (json.load(open('$C/timeline-$p.json'))['loom_prediction']['step_s'] * 1e3))" >> "$C/predictions.json"
 done
 echo '  "unit": "ms"}' >> "$C/predictions.json"
+# Two GPUs of one host sharing one pinned table (zero-copy), ZeRO-0 data
+# parallelism: the global batch 2048, 1024 seeds a rank (the one-GPU runs'
+# batch), and the karate check of the same program shape.
+"$L" --model "${SAGE/batch=1024/batch=2048}" --target=cuda --hardware=h100 --graph-features=zero-copy \
+  --lr=3e-3 --topology=gpu=2 --compile-to=cpp -o "$C/sage2-zero-copy.cpp" > /dev/null
+"$L" --model sage:nodes=34,in=8,hidden=16,classes=2,batch=8,fanout=3-2 --target=cuda \
+  --graph-features=zero-copy --topology=gpu=2 --compile-to=cpp -o "$C/karate2-zero-copy.cpp" > /dev/null
 # The karate club (networkx) and the CPU backend's losses on it.
 /usr/bin/python3 - "$C" <<'PY'
 import json, os, subprocess, sys
@@ -40,4 +47,11 @@ for p in device zero-copy host-gather; do
   "/tmp/karate-cpu-$p" --graph "$C/karate" --steps 10 --log-json "/tmp/karate-cpu-$p.jsonl" > /dev/null
   echo "$p $(python3 -c "import json; print(json.dumps([json.loads(l)['loss'] for l in open('/tmp/karate-cpu-$p.jsonl')]))")" >> "$C/karate-cpu-losses.txt"
 done
+"$L" --model sage:nodes=34,in=8,hidden=16,classes=2,batch=8,fanout=3-2 --graph-features=zero-copy \
+  --topology=gpu=2 -o /tmp/karate-cpu-2 > /dev/null
+rm -f /tmp/karate-cpu-2.jsonl
+mpirun --allow-run-as-root --oversubscribe -np 2 /tmp/karate-cpu-2 --graph "$C/karate" --steps 10 \
+  --log-json /tmp/karate-cpu-2.jsonl > /dev/null
+echo "$(python3 -c "import json; print(json.dumps([json.loads(l)['loss'] for l in open('/tmp/karate-cpu-2.jsonl')]))")" \
+  > "$C/karate2-cpu-losses.txt"
 cat "$C/predictions.json"

@@ -1,5 +1,5 @@
 # launch.sh: sourced by the multi-GPU bench scripts. Starts ranks
-# torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_PORT; MASTER_ADDR is
+# torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_PORT; MASTER_ADDR is
 # the caller's), one process per GPU, a fresh port per job.
 port=${port:-29600}
 # launch N LOG cmd...: N ranks, rank r's output in LOG.r; fails if any rank does.
@@ -8,7 +8,7 @@ launch() {
   port=$((port + 1))
   local pids=() rc=0
   for r in $(seq 0 $((n - 1))); do
-    RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n MASTER_PORT=$port "$@" > "$log.$r" 2>&1 &
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n MASTER_PORT=$port "$@" > "$log.$r" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
