@@ -330,8 +330,9 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
   auto cast = dyn_cast<CastOp>(op);
   auto adam = cast ? cast.getInput().getDefiningOp<AdamOp>() : AdamOp();
   bool fused = adam && fusedRefreshCast(adam) == cast;
-  if (onHost && !fused && !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, EmbeddingOp, ZeroCopyOp>(op))
-    return refuse("runs only loom.adam, row gathers and copies on host memory");
+  if (onHost && !fused &&
+      !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, EmbeddingOp, ZeroCopyOp, CastOp>(op))
+    return refuse("runs only loom.adam, casts, row gathers and copies on host memory");
   // A zero-sized tensor has no rows to normalise or multiply: the sizes
   // divide by its dimensions (found by fuzz-onnx-proto).
   if (RankedTensorType t = zeroSizedTensor(op))
@@ -795,7 +796,9 @@ LogicalResult lower(CastOp o, CastOp::Adaptor a, Emit &e) {
   if (e.plan.elided.contains(o))
     return e.done(e.plan.refreshBuffer.lookup(o));
   Value y = e.alloc(o.getResult());
-  rt::CastOp::create(e.rw, e.loc, e.f.s, dt(o.getInput()), a.getInput(), dt(o.getResult()), y,
+  // On host memory (the bf16 refresh of an offloaded update whose gradient
+  // arrives in fp32, data parallelism's reduced buckets) the CPU casts.
+  rt::CastOp::create(e.rw, e.loc, e.stream(), dt(o.getInput()), a.getInput(), dt(o.getResult()), y,
                      numel(o.getInput()));
   return e.done(y);
 }

@@ -162,16 +162,45 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   if (!step || !fb)
     return fail(module, "needs @forward_backward and @train_step (run "
                         "loom-attach-optimizer first)");
-  if (step->hasAttr(LoomDialect::DataParallelAttrHelper::getNameStr()))
-    return fail(step, "offloading a data-parallel step is not supported yet");
-  auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
+  // A data-parallel step (loom-data-parallel before this pass): at ZeRO
+  // stage 0 each rank updates every parameter from the averaged gradient,
+  // at stage 3 its shard of each bucket (`@zero.bucketK.params`) from the
+  // reduce-scattered gradient; either way @forward_backward returns one
+  // gradient per update, which is all this pass needs, and each rank
+  // offloads what it updates. Stages 1 and 2 update a slice of parameters
+  // every rank holds whole: not yet.
+  bool dataParallel = step->hasAttr(LoomDialect::DataParallelAttrHelper::getNameStr());
+  if (std::optional<DataParallelInfo> dp = getDataParallel(step);
+      dp && dp->zeroStage != 0 && dp->zeroStage != 3)
+    return fail(step, "offloading composes with ZeRO stages 0 and 3 so far (stage " +
+                          Twine(dp->zeroStage) + " updates slices of parameters every rank "
+                          "holds whole)");
+  if (dataParallel && mode != "cpu")
+    return fail(step, "with data parallelism only mode=cpu is supported so far, got '" + mode +
+                          "'");
   func::CallOp call = findCall(step, "forward_backward");
-  if (!names || !call || call.getNumResults() != names.size() + 1)
-    return fail(fb, "@forward_backward must return the loss and one gradient per "
-                    "loom.grad_params entry, and @train_step must call it");
+  if (!call)
+    return fail(fb, "@train_step must call @forward_backward");
+  // Every update of the step and the symbol its weights are loaded from (a
+  // parameter, or a ZeRO-3 shard of a bucket); its gradient comes from
+  // @forward_backward, directly or as a slice of a reduced bucket.
   SmallVector<FlatSymbolRefAttr> syms;
-  for (Attribute a : names)
-    syms.push_back(cast<FlatSymbolRefAttr>(a));
+  SmallVector<AdamOp> adams;
+  for (Operation &op : step.getBody().front()) {
+    if (isa<SgdOp>(op))
+      return fail(&op, "offloading updates Adam's state; use --optimizer=adam|adamw");
+    auto adam = dyn_cast<AdamOp>(op);
+    if (!adam)
+      continue;
+    auto load = adam.getParam().getDefiningOp<LoadOp>();
+    if (!load || !adam.getGrad().hasOneUse())
+      return fail(adam, "an update's weights must be loaded from their symbol and its gradient "
+                        "used by it alone");
+    syms.push_back(load.getNameAttr());
+    adams.push_back(adam);
+  }
+  if (adams.empty())
+    return fail(step, "has no loom.adam to offload (--optimizer=adam|adamw)");
   FailureOr<SmallVector<UpdatePlace>> where = offloadPlaces(module, mode, syms);
   if (failed(where))
     return failure();
@@ -194,12 +223,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     u.param = module.lookupSymbol<ParamOp>(sym);
     if (!u.param)
       return fail(fb, "'" + sym.getValue() + "' is not a loom.param");
-    Value grad = call.getResult(i + 1);
-    for (Operation *user : grad.getUsers())
-      u.adam = dyn_cast<AdamOp>(user);
-    if (!u.adam || !grad.hasOneUse())
-      return fail(step, "the gradient of '@" + sym.getValue() +
-                            "' must feed one loom.adam (--optimizer=adam|adamw)");
+    u.adam = adams[i];
     if (cast<RankedTensorType>(u.param.getType()).getEncoding())
       return fail(u.param, "is placed already");
     auto it = groupOf.find(sym.getAttr());
@@ -266,18 +290,20 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
 
     // Master weights and Adam state move to pinned host memory.
     u.param.setTypeAttr(TypeAttr::get(pinned(pt)));
-    for (StringRef suffix : {".exp_avg", ".exp_avg_sq"}) {
-      auto s = module.lookupSymbol<StateOp>((u.sym.getValue() + suffix).str());
-      if (!s)
-        return fail(u.param, "has no '" + suffix + "' state");
-      s.setTypeAttr(TypeAttr::get(pinned(s.getType())));
-    }
     Value ins[3] = {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()};
-    for (Value in : ins) {
+    for (Value in : ins)
       if (!in.getDefiningOp<LoadOp>())
         return fail(adam, "Adam's operands must be loaded from their symbols");
-      in.setType(pinned(in.getType()));
+    // The moments are whatever Adam loads (`P.exp_avg`, or a ZeRO bucket's
+    // `zero.bucketK.exp_avg`).
+    for (Value in : {ins[1], ins[2]}) {
+      auto s = module.lookupSymbol<StateOp>(in.getDefiningOp<LoadOp>().getNameAttr());
+      if (!s)
+        return fail(adam, "Adam's moments must be loaded from loom.state symbols");
+      s.setTypeAttr(TypeAttr::get(pinned(s.getType())));
     }
+    for (Value in : ins)
+      in.setType(pinned(in.getType()));
 
     // The gradient leaves the backward as bf16 when it was cast up from
     // bf16 only for the update (the update reads bf16 itself).
@@ -304,8 +330,12 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       return fail(adam, "the updated weights and state must be stored");
 
     if (u.where == UpdatePlace::cpu) {
-      auto copy = CopyOp::create(b, loc, pinned(u.grad.getType()), tok, u.grad,
-                                 ValueRange{}, d2h);
+      // A gradient a collective produced (data parallelism) is copied once
+      // the collective is done: its token orders the copy.
+      SmallVector<Value> after;
+      if (auto async = dyn_cast_or_null<AsyncOpInterface>(u.ready))
+        after.push_back(async.getAsyncToken());
+      auto copy = CopyOp::create(b, loc, pinned(u.grad.getType()), tok, u.grad, after, d2h);
       u.gradTokens.push_back(copy.getToken());
       adam.getGradMutable().assign(copy.getResult());
       for (Value out : adam->getResults())

@@ -799,8 +799,20 @@ int loomcMain(int argc, char **argv) {
   if (o.precision == "bf16" && module->lookupSymbol("forward_backward"))
     return error("--precision=bf16 rewrites the forward before autodiff; this "
                  "input already has @forward_backward (give the forward only)");
-  if (o.offload != "none" && dataParallel)
-    return error("--optimizer-offload with --topology is not supported yet");
+  // Offload with data parallelism: each rank keeps the master weights and
+  // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
+  // of it; stage 3: its shard of each bucket). Stages 1 and 2, the other
+  // modes, and the other distributed optimizers are not built yet.
+  if (o.offload != "none" && dataParallel) {
+    if (o.offload != "cpu")
+      return error("--optimizer-offload=" + o.offload + " with --topology is not supported "
+                   "yet (--optimizer-offload=cpu is)");
+    if (o.zeroStage != 0 && o.zeroStage != 3)
+      return error("--optimizer-offload=cpu with --topology needs --zero-stage=0 or 3 (stages 1 "
+                   "and 2 update slices of parameters every rank holds whole: not supported yet)");
+    if (diloco || onebit || !o.zeropp.empty())
+      return error("--optimizer-offload with --diloco, 1-bit Adam or --zeropp is not supported yet");
+  }
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
   if (o.graphFeatures != "auto" && o.graphFeatures != "device" &&

@@ -43,7 +43,9 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   }
   if (runs(Phase::Optimizer)) {
     pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
-    if (o.offload != "none") {
+    // With data parallelism each rank offloads what it updates: the pass
+    // runs after loom-data-parallel (below).
+    if (o.offload != "none" && !o.dataParallel) {
       mlir::loom::OffloadOptimizerOptions oo;
       oo.mode = o.offload;
       if (o.offload == "interleaved") {
@@ -98,6 +100,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     dp.shardMultiple = std::lcm(std::max<int64_t>(o.qwzBlock, 1), std::max<int64_t>(o.qgzBlock, 1));
     dp.memberAlign = dp.shardMultiple;
     pm.addPass(mlir::loom::createDataParallel(dp));
+    if (o.offload != "none") {
+      mlir::loom::OffloadOptimizerOptions oo;
+      oo.mode = o.offload;
+      pm.addPass(mlir::loom::createOffloadOptimizer(oo));
+    }
     if (o.qwzBlock > 0)
       pm.addPass(mlir::loom::createQuantizeWeights({o.qwzBlock}));
     if (o.qgzBlock > 0) {
