@@ -19,8 +19,8 @@ done
 wait
 python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 50304, 4_000_000).astype(np.uint16).tofile('/tmp/tok.bin')"
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-for p in fp32 bf16; do for o in none cpu; do
-  run_logged 2 "z3-$p-$o" "/tmp/z3-$p-$o" --data /tmp/tok.bin --steps 20
+for prec in fp32 bf16; do for o in none cpu; do
+  run_logged 2 "z3-$prec-$o" "/tmp/z3-$prec-$o" --data /tmp/tok.bin --steps 20
 done; done
 python3 - "$OUT" <<'PY'
 import json, sys
