@@ -1150,6 +1150,11 @@ LogicalResult lower(CopyOp o, CopyOp::Adaptor a, Emit &e) {
   // host memory): no second copy.
   Value st = o.getStream().getKind() == StreamKind::d2h ? e.f.ys : e.f.xs;
   Value out = e.allocOrGlobal(o.getResult());
+  // `after [tokens]`: the copy stream waits for them too (a gradient shard
+  // copied to the host as soon as its reduce-scatter, on the comm stream,
+  // is done: the compute stream has not waited for it yet).
+  for (Value dep : a.getDeps())
+    rt::WaitOp::create(e.rw, e.loc, st, dep);
   Value token = e.async(st, [&] {
     rt::MemcpyOp::create(e.rw, e.loc, st, out, a.getInput(), bytesOf(o.getResult()));
   });
