@@ -1278,6 +1278,11 @@ template <typename OpT>
 LogicalResult Lower<OpT>::matchAndRewrite(OpT op, typename OpT::Adaptor a,
                                           ConversionPatternRewriter &rw) const {
   Emit e(plan, rw, op);
+  // A collective's `after [tokens]`: the comm stream waits for them (a
+  // copy's are waited in its lowering, on its own stream).
+  if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastCommOp>(op.getOperation()))
+    for (Value dep : a.getOperands().drop_front())
+      rt::WaitOp::create(rw, op.getLoc(), e.f.cs, dep);
   return lower(op, a, e);
 }
 
