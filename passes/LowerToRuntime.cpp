@@ -594,6 +594,14 @@ struct Emit {
   }
   /// Ops on host memory run on the host stream (the CPU).
   Value stream() { return llvm::any_of(op->getOperandTypes(), isHostMemory) ? f.hs : f.s; }
+  /// The stream an asynchronous op runs on: a copy's direction (the two on
+  /// their own streams, so they overlap: PCIe is full duplex), else the
+  /// comm stream (collectives).
+  Value asyncStream() {
+    if (auto copy = dyn_cast<CopyOp>(op))
+      return copy.getStream().getKind() == StreamKind::d2h ? f.ys : f.xs;
+    return f.cs;
+  }
   /// `stream` waits for the compute stream, `call` runs on it, and the
   /// returned event (the op's token) marks its end.
   Value async(Value stream, llvm::function_ref<void()> call) {
@@ -1144,17 +1152,11 @@ LogicalResult lower(SgdOp o, SgdOp::Adaptor a, Emit &e) {
 //--- Transfers: copies and collectives, and their waits --------------------//
 
 LogicalResult lower(CopyOp o, CopyOp::Adaptor a, Emit &e) {
-  // The two directions on their own streams, so they overlap (PCIe is full
-  // duplex). A copy whose only use stores it to a global lands in the
-  // global's buffer directly (the offload schedules' state coming back to
-  // host memory): no second copy.
-  Value st = o.getStream().getKind() == StreamKind::d2h ? e.f.ys : e.f.xs;
+  // A copy whose only use stores it to a global lands in the global's
+  // buffer directly (the offload schedules' state coming back to host
+  // memory): no second copy.
+  Value st = e.asyncStream();
   Value out = e.allocOrGlobal(o.getResult());
-  // `after [tokens]`: the copy stream waits for them too (a gradient shard
-  // copied to the host as soon as its reduce-scatter, on the comm stream,
-  // is done: the compute stream has not waited for it yet).
-  for (Value dep : a.getDeps())
-    rt::WaitOp::create(e.rw, e.loc, st, dep);
   Value token = e.async(st, [&] {
     rt::MemcpyOp::create(e.rw, e.loc, st, out, a.getInput(), bytesOf(o.getResult()));
   });
@@ -1278,11 +1280,14 @@ template <typename OpT>
 LogicalResult Lower<OpT>::matchAndRewrite(OpT op, typename OpT::Adaptor a,
                                           ConversionPatternRewriter &rw) const {
   Emit e(plan, rw, op);
-  // A collective's `after [tokens]`: the comm stream waits for them (a
-  // copy's are waited in its lowering, on its own stream).
-  if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, BroadcastCommOp>(op.getOperation()))
-    for (Value dep : a.getOperands().drop_front())
-      rt::WaitOp::create(rw, op.getLoc(), e.f.cs, dep);
+  // An asynchronous op's `after [tokens]` are waited by the stream it runs
+  // on, not only the compute stream's work issued before it (a gradient
+  // shard copied to the host once its reduce-scatter, on the comm stream,
+  // is done).
+  if (isa<AsyncOpInterface>(op.getOperation()))
+    for (auto [orig, dep] : llvm::zip(op->getOperands(), a.getOperands()))
+      if (isa<TokenType>(orig.getType()))
+        rt::WaitOp::create(rw, op.getLoc(), e.asyncStream(), dep);
   return lower(op, a, e);
 }
 

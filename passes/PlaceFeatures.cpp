@@ -54,7 +54,8 @@ FailureOr<FeaturePlacementPlan> mlir::loom::planFeaturePlacement(ModuleOp module
                                                                  StringRef forced,
                                                                  StringRef function) {
   FeaturePlacementPlan plan;
-  if (forced != "auto" && forced != "device" && forced != "zero-copy" && forced != "host-gather")
+  std::optional<GatherPlacement> forcedTo = ::loom::cost::parsePlacement(forced);
+  if (forced != "auto" && !forcedTo)
     return module.emitError() << "loom-place-features: unknown placement '" << forced
                               << "': expected auto, device, zero-copy or host-gather";
   auto fn = module.lookupSymbol<func::FuncOp>(function);
@@ -100,10 +101,8 @@ FailureOr<FeaturePlacementPlan> mlir::loom::planFeaturePlacement(ModuleOp module
   for (GatherPlacement p :
        {GatherPlacement::Device, GatherPlacement::ZeroCopy, GatherPlacement::HostGather})
     plan.seconds[int(p)] = ::loom::cost::gatherTime(hw, p, double(plan.rows), double(plan.rowBytes));
-  if (forced == "device" || forced == "zero-copy" || forced == "host-gather") {
-    plan.chosen = forced == "device"      ? GatherPlacement::Device
-                  : forced == "zero-copy" ? GatherPlacement::ZeroCopy
-                                          : GatherPlacement::HostGather;
+  if (forcedTo) {
+    plan.chosen = *forcedTo;
     plan.why = "forced";
     if (plan.chosen == GatherPlacement::Device && hw.hasGpu &&
         double(plan.tableBytes) > plan.budget)

@@ -139,6 +139,8 @@ double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
 /// the CPU into a pinned buffer and then uploaded.
 enum class GatherPlacement { Device, ZeroCopy, HostGather };
 const char *placementName(GatherPlacement p);
+/// The placement `placementName` calls `name` (none: not a placement).
+std::optional<GatherPlacement> parsePlacement(llvm::StringRef name);
 
 /// Seconds to gather `rows` rows of `rowBytes` bytes: on the device, HBM
 /// traffic; zero-copy, the fitted PCIe read (indices sorted on the GPU

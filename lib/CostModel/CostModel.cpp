@@ -380,6 +380,14 @@ const char *placementName(GatherPlacement p) {
   return "?";
 }
 
+std::optional<GatherPlacement> parsePlacement(llvm::StringRef name) {
+  for (GatherPlacement p :
+       {GatherPlacement::Device, GatherPlacement::ZeroCopy, GatherPlacement::HostGather})
+    if (name == placementName(p))
+      return p;
+  return std::nullopt;
+}
+
 double gatherTime(const Hardware &hw, GatherPlacement p, double rows, double rowBytes) {
   double bytes = rows * rowBytes;
   if (!hw.hasGpu) // the CPU gathers whatever the placement: host memory is all there is

@@ -815,8 +815,7 @@ int loomcMain(int argc, char **argv) {
   }
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
-  if (o.graphFeatures != "auto" && o.graphFeatures != "device" &&
-      o.graphFeatures != "zero-copy" && o.graphFeatures != "host-gather")
+  if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))
     return error("unknown --graph-features '" + o.graphFeatures +
                  "': expected auto, device, zero-copy or host-gather");
   if (!o.timeline.empty() && *phase < Phase::Optimizer)

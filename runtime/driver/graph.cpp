@@ -1,6 +1,7 @@
 // graph.cpp: the graph folder and the neighbour sampler (see graph.h).
 #include "driver/graph.h"
 
+#include "common/npy_header.h"
 #include "driver/arrays.h"
 
 #include <algorithm>
@@ -61,24 +62,19 @@ bool readInts(const std::string &path, const char *name, int64_t exact, int64_t 
       rows, error);
 }
 
-int64_t tableRows(const loomrt_program &p) {
-  for (size_t i = 0; i < p.num_inputs; ++i)
-    if (p.inputs[i].role == LOOMRT_INPUT_NODE_TABLE)
-      return p.inputs[i].shape[0];
-  return 0;
-}
-
-int64_t classes(const loomrt_program &p) {
-  for (size_t i = 0; i < p.num_inputs; ++i)
-    if (p.inputs[i].role == LOOMRT_INPUT_NODE_LABELS)
-      return p.inputs[i].index_limit;
-  return 0;
-}
-
 } // namespace
 
+const loomrt_input_desc *inputWithRole(const loomrt_program &p, loomrt_input_role role) {
+  for (size_t i = 0; i < p.num_inputs; ++i)
+    if (p.inputs[i].role == role)
+      return &p.inputs[i];
+  return nullptr;
+}
+
 bool loadGraph(const std::string &dir, const loomrt_program &p, Graph &g, std::string &error) {
-  int64_t n = tableRows(p), c = classes(p);
+  const loomrt_input_desc *table = inputWithRole(p, LOOMRT_INPUT_NODE_TABLE),
+                          *labels = inputWithRole(p, LOOMRT_INPUT_NODE_LABELS);
+  int64_t n = table ? table->shape[0] : 0, c = labels ? labels->index_limit : 0;
   g.nodes = n;
   std::string at = dir + "/";
   // CSR offsets: [N+1], starting at 0, never decreasing; the last is E.
@@ -259,18 +255,11 @@ bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, 
 }
 
 bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::string &error) {
-  std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (" +
-                       std::to_string(v.size()) + ",), }";
-  header.append(63 - (10 + header.size()) % 64, ' '); // the data 64-byte aligned
-  header += '\n';
+  std::string pre = npyPreamble("<i8", {int64_t(v.size())});
   std::FILE *f = std::fopen(path.c_str(), "wb");
   bool ok = f != nullptr;
   if (ok) {
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                             (unsigned char)(header.size() & 0xff),
-                             (unsigned char)(header.size() >> 8)};
-    ok = std::fwrite(pre, 1, 10, f) == 10 &&
-         std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+    ok = std::fwrite(pre.data(), 1, pre.size(), f) == pre.size() &&
          std::fwrite(v.data(), 8, v.size(), f) == v.size();
     ok = std::fclose(f) == 0 && ok;
   }
@@ -331,8 +320,8 @@ void Sampler::fill(long step, int rank, int world, const std::vector<uint8_t *> 
   for (size_t d = 0;; ++d) {
     if (ids[d])
       std::copy(level.begin(), level.end(), ids[d]);
-    if (padded && (*padded)[d].empty())
-      (*padded)[d] = level;
+    if (padded && d == 0) // deeper levels come from `shown` below
+      (*padded)[0] = level;
     if (d + 1 == depths)
       break;
     if (selfW[d])

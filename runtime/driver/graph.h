@@ -30,6 +30,9 @@ struct Graph {
   std::vector<int64_t> indptr, indices, labels, train;
 };
 
+/// The program's first input with `role` (null: none).
+const loomrt_input_desc *inputWithRole(const loomrt_program &p, loomrt_input_role role);
+
 /// Reads and checks the folder against the program (its node count and
 /// classes). False with a one-line message naming the file and what was
 /// expected.

@@ -319,14 +319,6 @@ std::string inputFlags(const loomrt_program *p) {
   return s;
 }
 
-/// A graph program's feature table input.
-const loomrt_input_desc &graphTable(const loomrt_program *p) {
-  for (size_t i = 0; i < p->num_inputs; ++i)
-    if (p->inputs[i].role == LOOMRT_INPUT_NODE_TABLE)
-      return p->inputs[i];
-  return p->inputs[0];
-}
-
 std::string fanoutText(const loomrt_program *p) {
   std::string s;
   for (size_t i = 0; i < p->num_fanouts; ++i)
@@ -343,6 +335,7 @@ std::string inputShape(const loomrt_input_desc &in) {
 
 void usage(const char *argv0, const loomrt_program *p) {
   bool arrays = p->task == LOOMRT_TASK_ARRAYS, graph = p->task == LOOMRT_TASK_GRAPH;
+  const loomrt_input_desc *table = loomrt::inputWithRole(*p, LOOMRT_INPUT_NODE_TABLE);
   std::string inputsHelp;
   for (size_t i = 0; arrays && i < p->num_inputs; ++i)
     inputsHelp += "                         " + std::string(p->inputs[i].name) + ": " +
@@ -381,9 +374,10 @@ void usage(const char *argv0, const loomrt_program *p) {
       (long long)p->batch,
       graph ? " seed nodes" : arrays ? " rows" : (" x " + std::to_string(p->seq) + " tokens").c_str(),
       loomrt_backend_name(p->backend),
-      graph ? ("  --graph DIR            the graph: DIR/indptr.npy and indices.npy (CSR),\n"
-               "                         features.npy [" + std::to_string(graphTable(p).shape[0]) +
-               ", " + std::to_string(graphTable(p).shape[1]) + "] floats, labels.npy (a class\n"
+      graph && table
+          ? ("  --graph DIR            the graph: DIR/indptr.npy and indices.npy (CSR),\n"
+               "                         features.npy [" + std::to_string(table->shape[0]) +
+               ", " + std::to_string(table->shape[1]) + "] floats, labels.npy (a class\n"
                "                         or -1 a node), optional train.npy (the seed nodes);\n"
                "                         see docs/graphs.md. Each step samples fan-outs " +
                fanoutText(p) + "\n"
@@ -973,11 +967,11 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
 
   // One device buffer per input of the step, filled from host staging
-  // (a graph model's sampler fills one set while the step before runs on
-  // the other); a graph's feature table is read once into the memory the
-  // compiler placed it in and given to every step as it is.
+  // (a graph model's: gSets below); a graph's feature table is read once
+  // into the memory the compiler placed it in and given to every step as it
+  // is.
   size_t nIn = p->num_inputs;
-  std::vector<std::vector<uint8_t>> hSets[2];
+  std::vector<std::vector<uint8_t>> hIn(nIn);
   // A graph model's staging is pinned (its uploads are asynchronous and run
   // at the copy engine's rate: 2 MB of ids and weights a step at batch
   // 1024, 15-10), one set the step reads and one the sampler writes.
@@ -988,8 +982,6 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   // memory however many GPUs read it).
   std::vector<std::unique_ptr<loomrt::SharedTable>> shared(nIn);
   std::vector<size_t> inBytes(nIn, 0);
-  for (auto &hIn : hSets)
-    hIn.resize(nIn);
   for (size_t i = 0; i < nIn; ++i) {
     const loomrt_input_desc &in = p->inputs[i];
     if (in.role == LOOMRT_INPUT_NODE_TABLE && in.space == LOOMRT_MEM_PINNED &&
@@ -1059,11 +1051,9 @@ extern "C" int loomrt_train_main(int argc, char **argv,
         g.resize(nIn, nullptr);
         g[i] = static_cast<uint8_t *>(pinned);
       }
-      hSets[0][i].resize(0);
+    } else {
+      hIn[i].resize(bytes);
     }
-    for (auto &hIn : hSets)
-      if (!graphTask)
-        hIn[i].resize(bytes);
     inBytes[i] = bytes;
     // Pinned: node ids the CPU gathers features by (host-gather placement).
     dSpace[i] = in.space;
@@ -1096,7 +1086,6 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   long last = firstStep + f.steps;
   bool warnedNonFinite = false;
   for (long step = firstStep; step < last; ++step) {
-    std::vector<std::vector<uint8_t>> &hIn = hSets[graphTask ? step & 1 : 0];
     double dataWaitMs = -1;
     if (graphTask) {
       auto w0 = std::chrono::steady_clock::now();

@@ -10,8 +10,8 @@
 // CHECK: %[[YS:.*]] = loomrt.stream d2h
 // CHECK: loomrt.reduce_scatter mean f32 %{{.*}} -> %[[G:.*]], 4 over %{{.*}} on %[[CS]]
 // CHECK-NEXT: %[[RS:.*]] = loomrt.record %[[CS]]
-// CHECK-NEXT: %{{.*}} = loomrt.alloc 16 host
 // CHECK-NEXT: loomrt.wait %[[YS]] for %[[RS]]
+// CHECK-NEXT: %{{.*}} = loomrt.alloc 16 host
 // CHECK: loomrt.memcpy %{{.*}}, %[[G]], 16 on %[[YS]]
 // CHECK-NEXT: %[[C:.*]] = loomrt.record %[[YS]]
 // CHECK-NEXT: loomrt.wait %[[CS]] for %[[RS]]

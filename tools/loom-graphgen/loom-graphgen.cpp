@@ -36,6 +36,8 @@
 
 #include <omp.h>
 
+#include "common/npy_header.h"
+
 namespace {
 
 uint64_t mix(uint64_t z) {
@@ -154,20 +156,10 @@ struct Npy {
   std::FILE *f = nullptr;
   std::string path;
   Npy(const std::string &p, const char *descr, const std::vector<int64_t> &shape) : path(p) {
-    std::string s = "(";
-    for (int64_t d : shape)
-      s += std::to_string(d) + ",";
-    std::string header = std::string("{'descr': '") + descr +
-                         "', 'fortran_order': False, 'shape': " + s + "), }";
-    header.append(63 - (10 + header.size()) % 64, ' ');
-    header += '\n';
     if (!(f = std::fopen(p.c_str(), "wb")))
       fail("cannot write '" + p + "': " + std::strerror(errno));
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                             (unsigned char)(header.size() & 0xff),
-                             (unsigned char)(header.size() >> 8)};
-    write(pre, 10);
-    write(header.data(), header.size());
+    std::string pre = loomrt::npyPreamble(descr, shape);
+    write(pre.data(), pre.size());
   }
   void write(const void *data, size_t bytes) {
     if (bytes && std::fwrite(data, 1, bytes, f) != bytes)
