@@ -155,6 +155,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(fb.getContext());
     SmallVector<Value> reduced, tokens;
+    // Where each reduction's ops start, to bound how many are in flight.
+    SmallVector<std::pair<Operation *, Value>> issued;
     unsigned gi = 1;
     for (Bucket &bk : buckets) {
       SmallVector<Value> grads;
@@ -171,12 +173,33 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       b.setInsertionPointAfter(last);
       Location loc = last->getLoc();
       int64_t to = zeroStage == 0 ? bk.numel : bk.padded;
+      Operation *next = last->getNextNode();
       auto [r, t] = issueReduction(b, loc, flatten(b, loc, grads, to), bk.padded / world);
       reduced.push_back(r);
       tokens.push_back(t);
+      issued.push_back({last->getNextNode() != next ? last->getNextNode() : r.getDefiningOp(), t});
     }
+    // At most `reductions-in-flight` at once, in the order the backward
+    // issues them: the compute stream waits for the oldest before the next
+    // starts, so each bucket's full gradient (the collective reads it until
+    // its token is waited) is freed during the backward, not after it.
+    llvm::DenseSet<Value> early;
+    if (inflight > 0) {
+      llvm::stable_sort(issued, [](auto &x, auto &y) { return x.first->isBeforeInBlock(y.first); });
+      for (size_t i = 0; i + size_t(inflight) < issued.size(); ++i) {
+        b.setInsertionPoint(issued[i + size_t(inflight)].first);
+        WaitOp::create(b, issued[i].first->getLoc(), ValueRange{issued[i].second});
+        early.insert(issued[i].second);
+      }
+    }
+    // The rest before the return (each token is waited once: its
+    // collective's buffers live until that wait).
+    SmallVector<Value> atEnd;
+    for (Value t : tokens)
+      if (!early.contains(t))
+        atEnd.push_back(t);
     b.setInsertionPoint(ret);
-    WaitOp::create(b, ret.getLoc(), tokens);
+    WaitOp::create(b, ret.getLoc(), atEnd);
     SmallVector<Value> results(ret.getOperands());
     results.append(reduced);
     ret->setOperands(results);
@@ -225,6 +248,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(module, "zero-stage must be 0, 1, 2 or 3");
     if (bucketSize < 1)
       return fail(module, "bucket-size must be positive");
+    if (inflight < 0)
+      return fail(module, "reductions-in-flight must be 0 (no bound) or positive");
     if (shardMultiple < 1 || memberAlign < 1)
       return fail(module, "shard-multiple and member-align must be positive");
     FailureOr<TopologyOp> found = findTopology(module, topology, "loom-data-parallel");
@@ -296,6 +321,11 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(module, "frozen-variance must be 'sharded' or 'replicated', not '" +
                               frozenVariance + "'");
     replicated = frozenVariance == "replicated";
+    if (masterShards && zeroStage == 0)
+      return fail(module, "master-shards partitions the optimizer's master weights: it needs "
+                          "zero-stage 1, 2 or 3 (stage 3's parameters are shards already)");
+    if (masterShards && frozen)
+      return fail(module, "master-shards does not compose with 1-bit Adam's frozen step");
     if (frozen && zeroStage == 3)
       return fail(frozen, "1-bit Adam composes with ZeRO stages 0-2; stage 3's sharded "
                           "parameters are not built for its frozen step");
@@ -429,7 +459,11 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       FlatSymbolRefAttr mSym = declareState(".exp_avg", StateRole::adam_m);
       FlatSymbolRefAttr vSym = declareState(".exp_avg_sq", StateRole::adam_v);
       FlatSymbolRefAttr pSym;
-      if (zeroStage == 3) {
+      if (zeroStage == 3 || masterShards) {
+        // At stages 1 and 2 the members stay globals of their own, declared
+        // before their shard (the driver copies its block from them).
+        if (zeroStage != 3)
+          mb.setInsertionPointAfter(bk.members.back().param);
         SmallVector<Attribute> of;
         for (Member &m : bk.members)
           of.push_back(FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
@@ -441,8 +475,9 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
           p->setAttr(LoomDialect::MemberAlignAttrHelper::getNameStr(),
                      mb.getI64IntegerAttr(memberAlign));
         pSym = FlatSymbolRefAttr::get(ctx, p.getSymName());
-        for (Member &m : bk.members)
-          m.param->setAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr(), pSym);
+        if (zeroStage == 3)
+          for (Member &m : bk.members)
+            m.param->setAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr(), pSym);
       }
 
       // The update, after the last member's old Adam op.
@@ -459,7 +494,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       }
       Value gShard = zeroStage == 1 ? shardOf(b, loc, reduced[k], shard) : reduced[k];
       Value pShard;
-      if (zeroStage == 3) {
+      if (pSym) {
         pShard = LoadOp::create(b, loc, shardType, pSym).getResult();
       } else {
         for (Member &m : bk.members)
@@ -476,10 +511,15 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                                  FlatSymbolRefAttr(), first.getFreezeStepAttr());
       StoreOp::create(b, loc, adam.getNewExpAvg(), mSym);
       StoreOp::create(b, loc, adam.getNewExpAvgSq(), vSym);
-      if (zeroStage == 3) {
+      if (pSym)
         StoreOp::create(b, loc, adam.getNewParam(), pSym);
-      } else {
-        Value full = allGather(b, loc, adam.getNewParam(), bk.padded);
+      if (zeroStage != 3) {
+        // With a master shard the gather reads what was stored: the load
+        // is what loom-offload-optimizer redirects to the shard's device
+        // copy.
+        Value fresh = pSym ? LoadOp::create(b, loc, shardType, pSym).getResult()
+                           : adam.getNewParam();
+        Value full = allGather(b, loc, fresh, bk.padded);
         for (auto [m, v] : llvm::zip(bk.members, unflatten(b, loc, full, types)))
           StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
       }
@@ -636,6 +676,43 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         types.push_back(cast<RankedTensorType>(m.param.getType()));
         index[m.param.getSymNameAttr()] = unsigned(i);
       }
+      // A cast of a member in the forward that the backward reads too
+      // (mixed precision: the matmul's backward reads the bf16 weight) is
+      // made again in the backward from a load of its own, so that the
+      // backward gathers the bucket again instead of keeping the forward's
+      // gathered weights alive across the step (ZeRO-3's point).
+      SmallVector<LoadOp> forwardLoads;
+      body.walk([&](LoadOp l) {
+        if (index.count(l.getNameAttr().getAttr()) && l->getBlock() == &body &&
+            l->isBeforeInBlock(lossOp))
+          forwardLoads.push_back(l);
+      });
+      for (LoadOp l : forwardLoads)
+        for (Operation *user : llvm::make_early_inc_range(l->getUsers())) {
+          auto c = dyn_cast<CastOp>(user);
+          if (!c || c->getBlock() != &body || !c->isBeforeInBlock(lossOp))
+            continue;
+          SmallVector<OpOperand *> late;
+          for (OpOperand &u : c.getResult().getUses()) {
+            Operation *o = body.findAncestorOpInBlock(*u.getOwner());
+            if (o != lossOp && lossOp->isBeforeInBlock(o))
+              late.push_back(&u);
+          }
+          if (late.empty())
+            continue;
+          Operation *first = nullptr;
+          for (OpOperand *u : late) {
+            Operation *o = body.findAncestorOpInBlock(*u->getOwner());
+            if (!first || o->isBeforeInBlock(first))
+              first = o;
+          }
+          b.setInsertionPoint(first);
+          auto again = cast<LoadOp>(b.clone(*l));
+          Operation *recast = b.clone(*c);
+          recast->setOperand(0, again.getResult());
+          for (OpOperand *u : late)
+            u->set(recast->getResult(0));
+        }
       // Uses of each member, split into forward and backward.
       SmallVector<SmallVector<OpOperand *>> fwdUses(bk.members.size()), bwdUses(bk.members.size());
       SmallVector<LoadOp> loads;
@@ -682,8 +759,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       };
       gatherAt(fwdUses);
       gatherAt(bwdUses);
-      // A backward that gathers nothing (bf16: the forward's casts serve
-      // it) leaves hpZ's block unused.
+      // A backward that gathers nothing (a member only the forward reads)
+      // leaves hpZ's block unused.
       if (secondaryKept && secondaryKept.use_empty())
         secondaryKept.getDefiningOp()->erase();
       for (LoadOp l : loads) {

@@ -37,6 +37,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mlir::loom {
@@ -122,6 +123,12 @@ struct InterleaveOffload
     Outcome none = evaluate(module, plan(0, 0), *hw);
     if (!none.ok)
       return signalPassFailure();
+    if (!std::isfinite(none.cost())) {
+      module.emitError() << "loom-interleave-offload: the step's predicted time on '" << hw->name
+                         << "' is not finite (a collective over a level whose link the "
+                            "hardware description lacks?): nothing to plan by";
+      return signalPassFailure();
+    }
     if (!fits(none)) {
       module.emitError() << llvm::formatv(
           "loom-interleave-offload: the step needs {0:F1} GiB of device memory with every "

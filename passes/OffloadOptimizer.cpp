@@ -73,6 +73,9 @@ struct Update {
   Value grad;           // what leaves the backward (bf16 when it can)
   Operation *ready = nullptr; // the op after which the gradient exists
   SmallVector<Value> gradTokens;
+  /// Reads of the updated weights after the update (ZeRO 1-2: the
+  /// all-gather that refreshes the whole parameters from the shard).
+  SmallVector<Operation *> readsAfter;
 };
 
 struct OffloadOptimizer
@@ -117,11 +120,20 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mod
     if (mode.drop_front(7).getAsDouble(ratio) || !(ratio >= 0 && ratio <= 1))
       return fail(module, "static:R needs a fraction R in [0, 1], got '" + mode + "'");
     // In declaration order, as DeepSpeed fills its GPU share.
-    int64_t total = 0, kept = 0;
+    // Over what the step updates (with data parallelism: this rank's
+    // shards, not the whole parameters they partition).
+    llvm::DenseSet<StringAttr> updated;
+    for (FlatSymbolRefAttr s : params)
+      updated.insert(s.getAttr());
+    SmallVector<ParamOp> order;
     for (ParamOp p : module.getOps<ParamOp>())
+      if (updated.contains(p.getSymNameAttr()))
+        order.push_back(p);
+    int64_t total = 0, kept = 0;
+    for (ParamOp p : order)
       total += cast<RankedTensorType>(p.getType()).getNumElements();
     llvm::DenseSet<StringAttr> onGpu;
-    for (ParamOp p : module.getOps<ParamOp>()) {
+    for (ParamOp p : order) {
       int64_t n = cast<RankedTensorType>(p.getType()).getNumElements();
       if (double(kept + n) > ratio * double(total) + 0.5)
         break;
@@ -164,20 +176,12 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
                         "loom-attach-optimizer first)");
   // A data-parallel step (loom-data-parallel before this pass): at ZeRO
   // stage 0 each rank updates every parameter from the averaged gradient,
-  // at stage 3 its shard of each bucket (`@zero.bucketK.params`) from the
-  // reduce-scattered gradient; either way @forward_backward returns one
-  // gradient per update, which is all this pass needs, and each rank
-  // offloads what it updates. Stages 1 and 2 update a slice of parameters
-  // every rank holds whole: not yet.
-  bool dataParallel = step->hasAttr(LoomDialect::DataParallelAttrHelper::getNameStr());
-  if (std::optional<DataParallelInfo> dp = getDataParallel(step);
-      dp && dp->zeroStage != 0 && dp->zeroStage != 3)
-    return fail(step, "offloading composes with ZeRO stages 0 and 3 so far (stage " +
-                          Twine(dp->zeroStage) + " updates slices of parameters every rank "
-                          "holds whole)");
-  if (dataParallel && mode != "cpu")
-    return fail(step, "with data parallelism only mode=cpu is supported so far, got '" + mode +
-                          "'");
+  // at stages 1-3 its shard of each bucket (`@zero.bucketK.params`; at
+  // stages 1 and 2 loom-data-parallel's master-shards makes it a symbol,
+  // and an all-gather after the update reads it back) from its slice of
+  // the reduced gradient; either way each update loads its weights from a
+  // symbol and takes one gradient, which is all this pass needs, and each
+  // rank offloads what it updates.
   func::CallOp call = findCall(step, "forward_backward");
   if (!call)
     return fail(fb, "@train_step must call @forward_backward");
@@ -195,7 +199,8 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     auto load = adam.getParam().getDefiningOp<LoadOp>();
     if (!load || !adam.getGrad().hasOneUse())
       return fail(adam, "an update's weights must be loaded from their symbol and its gradient "
-                        "used by it alone");
+                        "used by it alone (ZeRO stages 1 and 2: run loom-data-parallel with "
+                        "master-shards)");
     syms.push_back(load.getNameAttr());
     adams.push_back(adam);
   }
@@ -330,6 +335,12 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       return fail(adam, "the updated weights and state must be stored");
 
     if (u.where == UpdatePlace::cpu) {
+      // The CPU update moves to the end of the step: what reads its result
+      // from the working copy (ZeRO 1-2's all-gather) moves after its
+      // refresh.
+      for (Operation &op : llvm::make_range(std::next(adam->getIterator()), blk.end()))
+        if (auto l = dyn_cast<LoadOp>(op); l && l.getNameAttr() == workSym)
+          u.readsAfter.push_back(l);
       // A gradient a collective produced (data parallelism) is copied once
       // the collective is done: its token orders the copy.
       SmallVector<Value> after;
@@ -351,8 +362,8 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       // Read the state where the copy starts (nothing stores it before the
       // update).
       Operation *load = ins[k].getDefiningOp();
-      load->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
       auto up = CopyOp::create(b, loc, pt, tok, ins[k], ValueRange{}, h2d);
+      load->moveBefore(up); // (the load may be the op the builder inserts before)
       adam->setOperand(k == 0 ? 0 : k + 1, up.getResult());
       upTokens.push_back(up.getToken());
     }
@@ -437,6 +448,26 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     WaitOp::create(b, ret.getLoc(), refreshTokens);
     for (auto &[v, sym] : refreshStores)
       StoreOp::create(b, ret.getLoc(), v, sym);
+  }
+  // Reads of refreshed weights, and everything computed from them, after
+  // the refresh (in their order).
+  llvm::SmallPtrSet<Operation *, 16> moved;
+  for (Update *u : cpu)
+    moved.insert(u->readsAfter.begin(), u->readsAfter.end());
+  if (!moved.empty()) {
+    SmallVector<Operation *> slice;
+    for (Operation &op : blk) {
+      if (&op == ret)
+        break;
+      if (!moved.contains(&op) && llvm::none_of(op.getOperands(), [&](Value v) {
+            return v.getDefiningOp() && moved.contains(v.getDefiningOp());
+          }))
+        continue;
+      moved.insert(&op);
+      slice.push_back(&op);
+    }
+    for (Operation *op : slice)
+      op->moveBefore(ret);
   }
   if (!backTokens.empty()) {
     WaitOp::create(b, ret.getLoc(), backTokens);

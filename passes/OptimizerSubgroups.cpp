@@ -33,7 +33,17 @@ struct OptimizerSubgroups
          llvm::make_early_inc_range(module.getOps<SubgroupOp>()))
       sg.erase();
 
-    SmallVector<ParamOp> params(module.getOps<ParamOp>());
+    // What the step updates: with ZeRO (loom-data-parallel) the shards,
+    // not the parameters they partition (members of a loom.shard_of).
+    llvm::DenseSet<Attribute> members_;
+    for (ParamOp p : module.getOps<ParamOp>())
+      if (auto of = p->getAttrOfType<ArrayAttr>(LoomDialect::ShardOfAttrHelper::getNameStr()))
+        for (Attribute a : of)
+          members_.insert(cast<FlatSymbolRefAttr>(a).getAttr());
+    SmallVector<ParamOp> params;
+    for (ParamOp p : module.getOps<ParamOp>())
+      if (!members_.contains(p.getSymNameAttr()))
+        params.push_back(p);
     if (params.empty())
       return;
     OpBuilder b(module.getContext());

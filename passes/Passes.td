@@ -12,7 +12,10 @@ def OptimizerSubgroups : Pass<"loom-optimizer-subgroups", "ModuleOp"> {
     (DeepSpeed's `sub_group_size` rule; Deep Optimizer States §3.2 uses these
     subgroups as the unit that is updated on the CPU or streamed to the GPU).
     A parameter larger than the limit forms a subgroup of its own; the last
-    subgroup may be smaller. Existing subgroups are replaced.
+    subgroup may be smaller. Existing subgroups are replaced. After
+    `loom-data-parallel` at ZeRO stages 1-3 the units updated are the shards
+    (`@zero.bucketK.params`): the parameters a `loom.shard_of` lists are
+    skipped.
 
     Before (`--loom-optimizer-subgroups=sub-group-size=1000`):
 
@@ -409,9 +412,20 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
       bucket before its first use in the forward and again before its
       first use in the backward.
 
+    With `master-shards` (stages 1 and 2; what `loom-offload-optimizer` moves
+    to the host), each rank's fp32 master weights of a bucket are a
+    parameter of their own, `@zero.bucketK.params` with `loom.shard_of` its
+    members, instead of a slice of the whole parameters: the update reads and
+    writes it, and the all-gather refreshes the whole parameters from it.
+    The arithmetic is the same element for element (the shard starts as its
+    block of the members).
+
     Each bucket's reduction is issued inside `@forward_backward` right after
     the last of its gradients is computed (overlapping the rest of the
-    backward on the `comm` stream) and waited before the return; the reduced
+    backward on the `comm` stream); at most `reductions-in-flight` run at
+    once (the compute stream waits for the oldest before the next is
+    issued, which frees its full gradient during the backward), the rest
+    are waited before the return; the reduced
     buckets replace the full gradients among its results, so each full
     gradient dies at its bucket's flatten. The group spans every level of the
     module's `loom.topology` (or the one named by `topology`).
@@ -480,6 +494,15 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     Option<"shardMultiple", "shard-multiple", "int64_t", /*default=*/"1",
            "Pad each bucket so that every rank's shard is a multiple of this many "
            "elements (ZeRO++'s qwZ and qgZ quantise shards in whole blocks)">,
+    Option<"inflight", "reductions-in-flight", "int64_t", /*default=*/"2",
+           "Gradient reductions the backward keeps in flight: before issuing the next, "
+           "the compute stream waits for the oldest, so its full gradient is freed "
+           "during the backward (0: all waited before @forward_backward returns)">,
+    Option<"masterShards", "master-shards", "bool", /*default=*/"false",
+           "Stages 1 and 2: keep each rank's master weights of a bucket as a shard "
+           "parameter of their own (@zero.bucketK.params) that the update reads and "
+           "writes and the all-gather copies from, instead of a slice of the whole "
+           "parameters (loom-offload-optimizer then moves it to the host)">,
     Option<"memberAlign", "member-align", "int64_t", /*default=*/"1",
            "Start each tensor of a bucket at a multiple of this many elements "
            "(zeros between): a quantisation block then never spans two tensors, "

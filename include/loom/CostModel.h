@@ -89,6 +89,11 @@ struct Hardware {
   double zeroCopyGatherBandwidth = 0, zeroCopyRowSeconds = 0;
   double hostGatherBandwidth = 0, hostGatherRowSeconds = 0;
 
+  // GPUs sharing this host's CPU cores and DRAM (its PCIe rates are each
+  // GPU's own link). The host rates above are the whole host's; a rank's
+  // share is rankShare's.
+  double gpusPerHost = 1;
+
   double cpuFlops() const { return cpuCores * cpuClockHz * cpuFlopsPerCycle; }
   /// The bf16 rate a product of `flops` reaches: the measured curve at the
   /// square product of as many flops (2 n^3), log-linear between points,
@@ -102,6 +107,16 @@ struct Hardware {
 /// first, the last link for any level beyond); bandwidth 0 without links.
 GroupLink groupLink(const Hardware &hw, const std::vector<std::string> &topology,
                     const std::vector<std::string> &levels);
+
+/// How many of `world` data-parallel ranks share one host: with GPUs, as
+/// many as the host has (gpus_per_host), at most the world. A CPU-only
+/// description is taken as each CPU rank's own (1).
+int64_t ranksPerHost(const Hardware &hw, int64_t world);
+/// What one of `ranks` ranks sharing the host gets of it: its cores, DRAM
+/// bandwidth and CPU Adam rate divided evenly (Deep Optimizer States §3:
+/// the CPU updates and the DMA of every GPU on the host compete for the same
+/// memory); each GPU's PCIe link and the GPU rates are its own.
+Hardware rankShare(const Hardware &hw, int64_t ranks);
 
 /// The built-in descriptions: "h100" (the project's H100 host, measured in
 /// docs/cost-model.md's sources) and "cpu-host" (a small CPU-only machine).

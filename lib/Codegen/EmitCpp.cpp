@@ -325,7 +325,19 @@ public:
         std::string me;
         if (!m || failed(describe(m, me)))
           return op.emitError() << "code generation: a member of this shard is not a loom.param";
-        mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, 0, " << splatOf(m) << "},\n";
+        // A member that is a global itself (ZeRO 1-2 master shards,
+        // loom-data-parallel master-shards) is the shard's source: the
+        // driver copies its block from it instead of drawing again.
+        int source = 0;
+        if (!m->hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr())) {
+          auto it = globals.find(m.getSymName());
+          if (it == globals.end())
+            return op.emitError() << "code generation: a shard's member '" << m.getSymName()
+                                  << "' that is a global must be declared before the shard";
+          source = it->second + 1;
+        }
+        mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, " << source << ", "
+            << splatOf(m) << "},\n";
       }
       mos << "};\n";
       auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());

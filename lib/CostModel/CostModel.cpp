@@ -46,6 +46,7 @@ const Field kFields[] = {
     {"zero_copy_row_seconds", &Hardware::zeroCopyRowSeconds, false},
     {"host_gather_bandwidth", &Hardware::hostGatherBandwidth, false},
     {"host_gather_row_seconds", &Hardware::hostGatherRowSeconds, false},
+    {"gpus_per_host", &Hardware::gpusPerHost, false},
 };
 // With a GPU these must be known too.
 const char *const kGpuRequired[] = {"pcie_h2d_pinned", "pcie_d2h_pinned",
@@ -203,6 +204,8 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
       return fail("'" + std::string(f.key) + "' must be a positive number");
     h.*f.member = *x;
   }
+  if (h.gpusPerHost != std::floor(h.gpusPerHost))
+    return fail("'gpus_per_host' must be a whole number");
   for (double e : {h.gpuKernelEfficiency, h.cpuUpdateEfficiency})
     if (e > 1)
       return fail("'gpu_kernel_efficiency' and 'cpu_update_efficiency' are fractions in (0, 1]");
@@ -273,7 +276,8 @@ std::string toJson(const Hardware &h) {
   llvm::json::Object o{{"name", h.name}, {"cpu_cores", h.cpuCores}, {"gpu", h.hasGpu}};
   for (const Field &f : kFields)
     if (h.*f.member > 0 &&
-        !((f.member == &Hardware::gpuKernelEfficiency || f.member == &Hardware::cpuUpdateEfficiency) &&
+        !((f.member == &Hardware::gpuKernelEfficiency || f.member == &Hardware::cpuUpdateEfficiency ||
+           f.member == &Hardware::gpusPerHost) &&
           h.*f.member == 1))
       o[f.key] = h.*f.member;
   llvm::json::Array caches, links;
@@ -334,6 +338,27 @@ std::optional<Hardware> scaled(const Hardware &hw, llvm::StringRef resource,
     return std::nullopt;
   }
   h.name += "*" + resource.str() + "x" + std::to_string(factor);
+  return h;
+}
+
+int64_t ranksPerHost(const Hardware &hw, int64_t world) {
+  world = std::max<int64_t>(world, 1);
+  if (!hw.hasGpu)
+    return 1; // CPU ranks: the description is each rank's own
+  return std::clamp<int64_t>(int64_t(hw.gpusPerHost + 0.5), 1, world);
+}
+
+Hardware rankShare(const Hardware &hw, int64_t ranks) {
+  if (ranks <= 1)
+    return hw;
+  Hardware h = hw;
+  double k = double(ranks);
+  h.cpuCores = std::max(1, int(double(hw.cpuCores) / k));
+  for (double *x : {&h.dramReadBandwidth, &h.dramCopyBandwidth, &h.cpuAdamParamsPerSec,
+                    &h.hostGatherBandwidth})
+    *x /= k;
+  h.gpusPerHost = 1;
+  h.name += "/" + std::to_string(ranks);
   return h;
 }
 

@@ -530,7 +530,10 @@ FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardw
   int64_t world = 1;
   if (std::optional<DataParallelInfo> dp = getDataParallel(main))
     world = dp->world;
-  Simulator sim(hw, keepSpans, world);
+  // A rank's share of the host it shares with the other GPUs on it (the
+  // CPU updates and copies of all of them compete for its DRAM).
+  const cost::Hardware share = cost::rankShare(hw, cost::ranksPerHost(hw, world));
+  Simulator sim(share, keepSpans, world);
   for (TopologyOp t : module.getOps<TopologyOp>()) {
     for (auto [name, size] : llvm::zip(t.getLevels(), t.getSizes())) {
       sim.p.levels.push_back(cast<StringAttr>(name).str());
@@ -538,8 +541,12 @@ FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardw
     }
     break;
   }
-  // Parameters and state in device memory stay for the whole run.
+  // Parameters and state in device memory stay for the whole run (not the
+  // parameters a ZeRO-3 shard holds a block of: they exist only as the
+  // shards).
   for (Operation &op : module.getBody()->getOperations()) {
+    if (op.hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr()))
+      continue;
     Type t;
     if (auto p = dyn_cast<ParamOp>(op))
       t = p.getType();

@@ -801,15 +801,9 @@ int loomcMain(int argc, char **argv) {
                  "input already has @forward_backward (give the forward only)");
   // Offload with data parallelism: each rank keeps the master weights and
   // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
-  // of it; stage 3: its shard of each bucket). Stages 1 and 2, the other
-  // modes, and the other distributed optimizers are not built yet.
+  // of it; stages 1-3: its shard of each bucket). The other distributed
+  // optimizers are not built for it yet.
   if (o.offload != "none" && dataParallel) {
-    if (o.offload != "cpu")
-      return error("--optimizer-offload=" + o.offload + " with --topology is not supported "
-                   "yet (--optimizer-offload=cpu is)");
-    if (o.zeroStage != 0 && o.zeroStage != 3)
-      return error("--optimizer-offload=cpu with --topology needs --zero-stage=0 or 3 (stages 1 "
-                   "and 2 update slices of parameters every rank holds whole: not supported yet)");
     if (diloco || onebit || !o.zeropp.empty())
       return error("--optimizer-offload with --diloco, 1-bit Adam or --zeropp is not supported yet");
   }

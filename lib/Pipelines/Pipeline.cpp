@@ -18,6 +18,31 @@ using namespace mlir;
 
 namespace loom {
 
+namespace {
+/// Where each update runs (loom-offload-optimizer), planned by the cost
+/// model for `interleaved`. With data parallelism this runs after
+/// loom-data-parallel: each rank offloads what it updates, and the subgroups
+/// are made of its shards.
+void addOffload(OpPassManager &pm, const PipelineOptions &o) {
+  mlir::loom::OffloadOptimizerOptions oo;
+  oo.mode = o.offload;
+  if (o.offload == "interleaved") {
+    mlir::loom::OptimizerSubgroupsOptions so;
+    so.subGroupSize = o.subGroupSize;
+    pm.addPass(mlir::loom::createOptimizerSubgroups(so));
+    if (o.hardware) {
+      pm.addPass(mlir::loom::createInterleaveOffloadFor(*o.hardware));
+    } else {
+      mlir::loom::InterleaveOffloadOptions io;
+      io.hardware = o.hardwareName;
+      pm.addPass(mlir::loom::createInterleaveOffload(io));
+    }
+    oo.mode = "subgroups";
+  }
+  pm.addPass(mlir::loom::createOffloadOptimizer(oo));
+}
+} // namespace
+
 void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOptions &o) {
   auto runs = [&](Phase p) { return from < p && p <= to; };
   if (o.reinitParams)
@@ -45,24 +70,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
     // With data parallelism each rank offloads what it updates: the pass
     // runs after loom-data-parallel (below).
-    if (o.offload != "none" && !o.dataParallel) {
-      mlir::loom::OffloadOptimizerOptions oo;
-      oo.mode = o.offload;
-      if (o.offload == "interleaved") {
-        mlir::loom::OptimizerSubgroupsOptions so;
-        so.subGroupSize = o.subGroupSize;
-        pm.addPass(mlir::loom::createOptimizerSubgroups(so));
-        if (o.hardware) {
-          pm.addPass(mlir::loom::createInterleaveOffloadFor(*o.hardware));
-        } else {
-          mlir::loom::InterleaveOffloadOptions io;
-          io.hardware = o.hardwareName;
-          pm.addPass(mlir::loom::createInterleaveOffload(io));
-        }
-        oo.mode = "subgroups";
-      }
-      pm.addPass(mlir::loom::createOffloadOptimizer(oo));
-    }
+    if (o.offload != "none" && !o.dataParallel)
+      addOffload(pm, o);
   }
   if (runs(Phase::Distribute) && o.dataParallel && o.onebitFreezeStep > 0) {
     mlir::loom::OnebitAdamOptions ob;
@@ -99,12 +108,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // two tensors.
     dp.shardMultiple = std::lcm(std::max<int64_t>(o.qwzBlock, 1), std::max<int64_t>(o.qgzBlock, 1));
     dp.memberAlign = dp.shardMultiple;
+    // Stages 1 and 2 offload each rank's master shard: a symbol of its own.
+    dp.masterShards = o.offload != "none" && (o.zeroStage == 1 || o.zeroStage == 2);
     pm.addPass(mlir::loom::createDataParallel(dp));
-    if (o.offload != "none") {
-      mlir::loom::OffloadOptimizerOptions oo;
-      oo.mode = o.offload;
-      pm.addPass(mlir::loom::createOffloadOptimizer(oo));
-    }
+    if (o.offload != "none")
+      addOffload(pm, o);
     if (o.qwzBlock > 0)
       pm.addPass(mlir::loom::createQuantizeWeights({o.qwzBlock}));
     if (o.qgzBlock > 0) {

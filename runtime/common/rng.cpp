@@ -47,9 +47,17 @@ void loomrt_rng_destroy(loomrt_rng r) { delete r; }
 
 loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
                               float *dst, size_t n) {
-  if (!r || (n && !dst))
+  return loomrt_rng_fill_part(r, kind, a, b, dst, n, 0, n);
+}
+
+loomrt_status loomrt_rng_fill_part(loomrt_rng r, int kind, double a, double b, float *dst,
+                                   size_t n, size_t begin, size_t count) {
+  if (!r || (count && !dst))
     return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill: null argument");
-  const uint64_t key = r->seed, first = r->next;
+  if (begin > n || count > n - begin)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill: the part is outside the draw");
+  // Element i of the part is element begin + i of the draw.
+  const uint64_t key = r->seed, first = r->next + begin;
   // Two independent hashes per element: 2k and 2k+1 of the key's stream.
   auto u = [key, first](size_t i, int which) {
     return unit(splitmix64(key ^ splitmix64(2 * (first + i) + uint64_t(which))));
@@ -59,13 +67,13 @@ loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
   case 1:
     // Constants draw nothing: adding a zero-initialised state (an offload
     // schedule's working copy) leaves every parameter's values unchanged.
-    parallelFill(dst, n, [kind](size_t) { return float(kind); });
+    parallelFill(dst, count, [kind](size_t) { return float(kind); });
     return LOOMRT_OK;
   case 2:
     if (!(b > 0))
       return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
                           "rng_fill: normal needs a positive std");
-    parallelFill(dst, n, [&](size_t i) {
+    parallelFill(dst, count, [&](size_t i) {
       double radius = std::sqrt(-2.0 * std::log(u(i, 0)));
       return float(a + b * radius * std::cos(6.283185307179586 * u(i, 1)));
     });
@@ -74,7 +82,7 @@ loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
     if (!(a < b))
       return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
                           "rng_fill: uniform needs low < high");
-    parallelFill(dst, n, [&](size_t i) { return float(a + (b - a) * (1.0 - u(i, 0))); });
+    parallelFill(dst, count, [&](size_t i) { return float(a + (b - a) * (1.0 - u(i, 0))); });
     break;
   default:
     return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,

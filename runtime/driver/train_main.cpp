@@ -622,24 +622,61 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
       t.shape[d] = g.shape[d];
     return t;
   };
+  // Where member k of a shard starts in its bucket.
+  auto memberOffsets = [&](const loomrt_global_desc &g, std::vector<size_t> &offs) -> bool {
+    size_t off = 0, align = size_t(std::max<int64_t>(g.member_align, 1));
+    offs.clear();
+    for (size_t k = 0; k < g.num_members; ++k) {
+      off = (off + align - 1) / align * align;
+      offs.push_back(off);
+      off += numel(g.members[k]);
+    }
+    return off <= size_t(g.padded_numel);
+  };
+  std::vector<size_t> offs;
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
+    // A shard of parameters that are globals themselves (ZeRO 1-2 master
+    // weights): its block is copied from them once they hold their final
+    // values (below), nothing is drawn for it.
+    if (g.num_members && g.members[0].mirror_of > 0)
+      continue;
     if (g.num_members) {
+      if (!memberOffsets(g, offs))
+        return die(std::string("shard ") + g.name + ": its members do not fit its " +
+                   std::to_string(g.padded_numel) + " elements");
+      bool anyImported = false;
+      for (size_t k = 0; k < g.num_members; ++k)
+        anyImported |= g.members[k].from_weights != 0;
+      if (!anyImported) {
+        // Only this rank's block is drawn (the counter-based stream gives
+        // each element the value one rank drawing everything would).
+        size_t lo = numel(g) * size_t(rank), hi = lo + numel(g);
+        float *block = reinterpret_cast<float *>(host[i].data());
+        std::memset(block, 0, host[i].size()); // the padding and the gaps
+        for (size_t k = 0; k < g.num_members; ++k) {
+          const loomrt_global_desc &m = g.members[k];
+          size_t from = std::max(lo, offs[k]), to = std::min(hi, offs[k] + numel(m));
+          size_t count = to > from ? to - from : 0;
+          TRY(loomrt_rng_fill_part(rng.get(), m.init_kind, m.a, m.b,
+                                   count ? block + (from - lo) : nullptr, numel(m),
+                                   count ? from - offs[k] : 0, count),
+              std::string("initialising ") + m.name);
+        }
+        continue;
+      }
       full[i].assign(size_t(g.padded_numel), 0.0f);
-      size_t off = 0, align = size_t(std::max<int64_t>(g.member_align, 1));
+      // Imported values go into the whole bucket (below), then this rank
+      // keeps its block.
       for (size_t k = 0; k < g.num_members; ++k) {
         const loomrt_global_desc &m = g.members[k];
-        off = (off + align - 1) / align * align;
-        if (off + numel(m) > size_t(g.padded_numel))
-          return die(std::string("shard ") + g.name + ": its members do not fit its " +
-                     std::to_string(g.padded_numel) + " elements");
-        TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, full[i].data() + off, numel(m)),
+        float *at = full[i].data() + offs[k];
+        TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, at, numel(m)),
             std::string("initialising ") + m.name);
         if (m.from_weights == 1)
-          fromWeights.push_back(ref(m, full[i].data() + off));
+          fromWeights.push_back(ref(m, at));
         else if (m.from_weights == 2)
-          splats.push_back({full[i].data() + off, &m});
-        off += numel(m);
+          splats.push_back({at, &m});
       }
       continue;
     }
@@ -663,10 +700,30 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     TRY(loomrt_checkpoint_load(file.c_str(), fromWeights.data(), fromWeights.size()),
         "loading the initial weights");
   }
-  for (size_t i = 0; i < p->num_globals; ++i)
-    if (p->globals[i].num_members)
-      std::memcpy(host[i].data(), full[i].data() + numel(p->globals[i]) * size_t(rank),
-                  host[i].size());
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    if (!g.num_members)
+      continue;
+    if (g.members[0].mirror_of > 0) {
+      if (!memberOffsets(g, offs))
+        return die(std::string("shard ") + g.name + ": its members do not fit its " +
+                   std::to_string(g.padded_numel) + " elements");
+      full[i].assign(size_t(g.padded_numel), 0.0f);
+      for (size_t k = 0; k < g.num_members; ++k) {
+        const loomrt_global_desc &m = g.members[k];
+        size_t src = size_t(m.mirror_of - 1);
+        if (m.mirror_of <= 0 || src >= i || p->globals[src].dtype != LOOMRT_F32 ||
+            numel(p->globals[src]) != numel(m))
+          return die(std::string("shard ") + g.name + ": member " + m.name +
+                     " does not match the global it copies");
+        std::memcpy(full[i].data() + offs[k], host[src].data(), numel(m) * sizeof(float));
+      }
+    }
+    if (full[i].empty())
+      continue; // drawn as this rank's block
+    std::memcpy(host[i].data(), full[i].data() + numel(g) * size_t(rank), host[i].size());
+    std::vector<float>().swap(full[i]);
+  }
   // Working copies start as their master weights: the same bytes, or an
   // fp32 master rounded to a bf16 working copy (what the update's
   // mixed-precision refresh writes each step, rounded the same way).

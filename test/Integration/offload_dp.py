@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
-"""Offload composed with data parallelism (issue 20, first part): with
-`--topology gpu=R --zero-stage=0|3 --optimizer-offload=cpu` each rank keeps
+"""Offload composed with data parallelism (issue 20): with
+`--topology gpu=R --zero-stage=S --optimizer-offload=MODE` each rank keeps
 the master weights and Adam state of what it updates in pinned host memory
-(stage 0: every parameter; stage 3: its shard of each bucket), copies its
-gradient (the averaged one, or its reduce-scattered shard) to the host as
-soon as the collective is done, updates on the CPU and refreshes the
-device working copy. On CPU ranks the step must give exactly the losses of
-the same data-parallel step without offload, fp32 and bf16, on 2 and 4
-ranks; a resumed run continues exactly; what is not supported yet is
-refused with one line."""
+(stage 0: every parameter; stages 1-3: its shard of each bucket), moves the
+gradient (the averaged one, or its slice of the reduced bucket) to the host
+as soon as the collective is done, updates on the CPU or streams the state
+to the GPU, and refreshes the device working copy (at stages 1 and 2 the
+whole parameters are then all-gathered from the refreshed shards).
+
+On CPU ranks every mode must give exactly the losses of the same
+data-parallel step without offload, fp32 and bf16, ZeRO 0-3, on 2 and 4
+ranks:
+  * cpu and static:0.5 as loomc plans them;
+  * interleaved as the cost model plans it (a slow-CPU host with fast PCIe);
+  * a hand-written plan with every placement in one step (the subgroups of
+    the ranks' shards gpu, stream, cpu in turn, applied by
+    loom-offload-optimizer mode=subgroups), run through loom-opt so each
+    pass of the composed pipeline is the one loomc runs.
+Resumed runs continue exactly; what is not supported is refused with one
+line."""
 import os
+import re
 import subprocess
 import sys
 
@@ -18,56 +29,93 @@ from mpitest import noisy_pattern, parse_args, train  # noqa: E402
 
 SPEC = "gpt:layers=2,d_model=16,heads=2,vocab=32,seq=8,batch=8"
 STEPS = 8
+HW = os.path.join(os.path.dirname(__file__), "Inputs", "slow-cpu.json")
+
+
+def run(args, stdin=None):
+    p = subprocess.run(args, input=stdin, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"failed ({p.returncode}): {' '.join(args)}\n{p.stderr}")
+    return p.stdout
 
 
 def main():
     a = parse_args()
     loomc = os.path.join(a.bin, "loomc")
+    loomopt = os.path.join(a.bin, "loom-opt")
     data = os.path.join(a.tmp, "tokens.bin")
     noisy_pattern(data, 32, 6000)
 
     def build(name, *flags):
         exe = os.path.join(a.tmp, name)
-        subprocess.run([loomc, "--model", SPEC, "--bucket-size=1000", "-o", exe, *flags],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run([loomc, "--model", SPEC, "--bucket-size=1000", "-o", exe, *flags])
+        return exe
+
+    def hand_planned(name, ranks, stage, precision):
+        """The composed pipeline by hand: the step before distribution,
+        loom-data-parallel (master shards at stages 1 and 2), subgroups of
+        the shards placed gpu, stream, cpu in turn, the offload applied."""
+        step = run([loomc, "--model", SPEC, f"--topology=gpu={ranks}",
+                    f"--precision={precision}", "--compile-to=optimizer"])
+        masters = 1 if stage in (1, 2) else 0
+        grouped = run([loomopt, f"--loom-data-parallel=zero-stage={stage} bucket-size=1000 "
+                       f"master-shards={masters}",
+                       f"--loom-optimizer-subgroups=sub-group-size={2000 // ranks}"], step)
+        places = iter(["gpu", "stream", "cpu"] * 100)
+        planned, n = re.subn(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
+                             lambda m: f'{m.group(1)} {{update = "{next(places)}"}}', grouped)
+        assert n >= 3, "fewer than three subgroups: not every placement is tested"
+        mlir = os.path.join(a.tmp, name + ".mlir")
+        with open(mlir, "w") as f:
+            f.write(run([loomopt, "--loom-offload-optimizer=mode=subgroups"], planned))
+        exe = os.path.join(a.tmp, name)
+        run([loomc, mlir, "-o", exe])
         return exe
 
     bad = 0
     for ranks in (2, 4):
-        for stage in (0, 3):
+        for stage in (0, 1, 2, 3):
             for precision in ("fp32", "bf16"):
                 common = [f"--topology=gpu={ranks}", f"--zero-stage={stage}",
                           f"--precision={precision}"]
                 tag = f"r{ranks}z{stage}{precision}"
                 ref = build(tag, *common)
-                off = build(tag + "-off", *common, "--optimizer-offload=cpu")
                 want = [r["loss"] for r in train(ref, ranks, data, STEPS, ref + ".log")]
-                got = [r["loss"] for r in train(off, ranks, data, STEPS, off + ".log")]
-                same = got == want and len(got) == STEPS and got[-1] < got[0]
-                bad += not same
-                print(f"{ranks} ranks, ZeRO-{stage}, {precision}: offload cpu vs on-device "
-                      f"optimizer: {'identical' if same else 'DIFFERENT'} losses")
-                if not same:
-                    print(f"  {want}\n  {got}")
+                exes = {
+                    "cpu": build(tag + "-cpu", *common, "--optimizer-offload=cpu"),
+                    "static:0.5": build(tag + "-static", *common, "--optimizer-offload=static:0.5"),
+                    "interleaved": build(tag + "-il", *common, "--optimizer-offload=interleaved",
+                                         f"--hardware={HW}", "--sub-group-size=1000"),
+                    "gpu/stream/cpu": hand_planned(tag + "-hand", ranks, stage, precision),
+                }
+                for mode, exe in exes.items():
+                    got = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".log")]
+                    same = got == want and len(got) == STEPS and got[-1] < got[0]
+                    bad += not same
+                    print(f"{ranks} ranks, ZeRO-{stage}, {precision}: offload {mode} vs on-device "
+                          f"optimizer: {'identical' if same else 'DIFFERENT'} losses")
+                    if not same:
+                        print(f"  {want}\n  {got}")
 
-    # Resume: 3 steps, a checkpoint of every rank's offloaded shard and
-    # state, 5 more: the 8 straight steps' losses.
-    off = os.path.join(a.tmp, "r2z3fp32-off")
-    ck = os.path.join(a.tmp, "ck")
-    straight = [r["loss"] for r in train(off, 2, data, STEPS, off + ".log")]
-    first = [r["loss"] for r in train(off, 2, data, 3, off + ".a.log", "--checkpoint-dir", ck,
-                                      "--checkpoint-every", "3")]
-    second = [r["loss"] for r in train(off, 2, data, STEPS - 3, off + ".b.log", "--checkpoint-dir",
-                                       ck, "--resume")]
-    same = first + second == straight
-    bad += not same
-    print(f"2 ranks, ZeRO-3, offload cpu, resumed after 3 steps: "
-          f"{'identical' if same else 'DIFFERENT'} losses")
+    # Resume: 3 steps, a checkpoint of every rank's offloaded shards, state
+    # and working copies, 5 more: the 8 straight steps' losses.
+    for tag in ("r2z1fp32-cpu", "r2z2bf16-hand", "r4z3fp32-cpu"):
+        exe = os.path.join(a.tmp, tag)
+        ranks = int(tag[1])
+        ck = os.path.join(a.tmp, "ck-" + tag)
+        straight = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".s.log")]
+        first = [r["loss"] for r in train(exe, ranks, data, 3, exe + ".a.log", "--checkpoint-dir",
+                                          ck, "--checkpoint-every", "3")]
+        second = [r["loss"] for r in train(exe, ranks, data, STEPS - 3, exe + ".b.log",
+                                           "--checkpoint-dir", ck, "--resume")]
+        same = first + second == straight
+        bad += not same
+        print(f"{tag}, resumed after 3 steps: {'identical' if same else 'DIFFERENT'} losses")
 
-    for flags in (["--zero-stage=2"], ["--zero-stage=3", "--optimizer-offload=interleaved"]):
-        args = [loomc, "--model", SPEC, "--topology=gpu=2", "-o", os.path.join(a.tmp, "x"), *flags]
-        if "--optimizer-offload=interleaved" not in flags:
-            args.append("--optimizer-offload=cpu")
+    for flags in (["--optimizer=onebit-adam", "--freeze-step=2"],
+                  ["--zero-stage=3", "--zeropp=qwz"]):
+        args = [loomc, "--model", SPEC, "--topology=gpu=2", "--optimizer-offload=cpu",
+                "-o", os.path.join(a.tmp, "x"), *flags]
         p = subprocess.run(args, capture_output=True, text=True)
         print(f"refused ({p.returncode}): {p.stderr.strip()}")
     sys.exit(1 if bad else 0)

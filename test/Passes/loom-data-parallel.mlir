@@ -9,6 +9,38 @@
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | not loom-opt --loom-data-parallel="zero-stage=2 secondary=rank" 2>&1 | FileCheck %s --check-prefix=HPZ-STAGE
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | not loom-opt --loom-data-parallel="zero-stage=3 secondary=rank,node" 2>&1 | FileCheck %s --check-prefix=HPZ-ALL
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 2]/' %s | not loom-opt --loom-data-parallel="zero-stage=3 secondary=gcd" 2>&1 | FileCheck %s --check-prefix=HPZ-LEVEL
+// RUN: loom-opt %s --loom-data-parallel="zero-stage=2 bucket-size=6 reductions-in-flight=1" | FileCheck %s --check-prefix=INFLIGHT
+// RUN: not loom-opt %s --loom-data-parallel="reductions-in-flight=-1" 2>&1 | FileCheck %s --check-prefix=INFLIGHT-BAD
+// RUN: loom-opt %s --loom-data-parallel="zero-stage=2 master-shards=1" | FileCheck %s --check-prefix=MASTER
+// RUN: not loom-opt %s --loom-data-parallel="zero-stage=0 master-shards=1" 2>&1 | FileCheck %s --check-prefix=MASTER-STAGE
+
+// reductions-in-flight=1 with two buckets: the compute stream waits for the
+// bias bucket's reduce-scatter (issued first, the backward's first gradient)
+// before the weight bucket's starts, so the bias bucket's full gradient is
+// freed then; only the last is waited before the return, each token once.
+// INFLIGHT-LABEL: func.func @forward_backward(
+// INFLIGHT: %{{.*}}, %[[T0:.*]] = loom.reduce_scatter {{.*}} -> tensor<2xf32>
+// INFLIGHT: loom.wait %[[T0]]
+// INFLIGHT-NEXT: loom.reshape
+// INFLIGHT-NEXT: %{{.*}}, %[[T1:.*]] = loom.reduce_scatter {{.*}} -> tensor<3xf32>
+// INFLIGHT-NEXT: loom.wait %[[T1]]{{$}}
+// INFLIGHT-NEXT: return
+// INFLIGHT-BAD: reductions-in-flight must be 0 (no bound) or positive
+
+// master-shards (stage 2): the update reads and writes a shard of its own,
+// declared after its members (which stay whole parameters), and the
+// all-gather reads the stored shard back.
+// MASTER: loom.param @w : tensor<3x2xf32>
+// MASTER-NEXT: loom.param @b : tensor<3xf32>
+// MASTER-NEXT: loom.param @zero.bucket0.params : tensor<5xf32> init #loom.init<zeros> {loom.padded = 10 : i64, loom.shard_of = [@w, @b]}
+// MASTER-LABEL: func.func @train_step(
+// MASTER: %[[P:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
+// MASTER: %[[NEW:.*]], %{{.*}}, %{{.*}} = loom.adam %[[P]],
+// MASTER: loom.store %[[NEW]] to @zero.bucket0.params : tensor<5xf32>
+// MASTER-NEXT: %[[R:.*]] = loom.load @zero.bucket0.params : tensor<5xf32>
+// MASTER-NEXT: loom.all_gather %[[R]]
+// MASTER: loom.store {{.*}} to @w : tensor<3x2xf32>
+// MASTER-STAGE: master-shards partitions the optimizer's master weights: it needs zero-stage 1, 2 or 3
 
 // hpZ (secondary=rank over ["rank" = 2, "node" = 2]): the forward gathers
 // the bucket over all 4 ranks and keeps this rank's block within its node

@@ -156,6 +156,37 @@ TEST(Hardware, StepEfficienciesAreFractions) {
   EXPECT_NE(err.find("'cpu_update_efficiency' must be a positive number"), std::string::npos) << err;
 }
 
+// A host shared by several GPUs: each data-parallel rank gets its share of
+// the cores, DRAM and CPU Adam rate, never of its own PCIe link or GPU; a
+// CPU-only description is each CPU rank's own.
+TEST(Hardware, RanksShareTheirHost) {
+  std::string err;
+  Hardware h = h100();
+  EXPECT_EQ(h.gpusPerHost, 1);
+  EXPECT_EQ(ranksPerHost(h, 4), 1);
+  h.gpusPerHost = 4;
+  EXPECT_EQ(ranksPerHost(h, 2), 2);
+  EXPECT_EQ(ranksPerHost(h, 8), 4);
+  Hardware s = rankShare(h, ranksPerHost(h, 8));
+  EXPECT_EQ(s.cpuCores, 4);
+  EXPECT_DOUBLE_EQ(s.dramCopyBandwidth, h.dramCopyBandwidth / 4);
+  EXPECT_DOUBLE_EQ(s.dramReadBandwidth, h.dramReadBandwidth / 4);
+  EXPECT_DOUBLE_EQ(s.cpuAdamParamsPerSec, h.cpuAdamParamsPerSec / 4);
+  EXPECT_DOUBLE_EQ(s.h2dPinned, h.h2dPinned);
+  EXPECT_DOUBLE_EQ(s.gpuFlopsBF16, h.gpuFlopsBF16);
+  EXPECT_EQ(rankShare(h, 1).name, h.name);
+  EXPECT_EQ(ranksPerHost(*preset("cpu-host"), 4), 1);
+  // Read and written as gpus_per_host, a whole number.
+  std::optional<Hardware> back = parseHardware(toJson(h), err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->gpusPerHost, 4);
+  EXPECT_EQ(toJson(h100()).find("gpus_per_host"), std::string::npos);
+  const char *base = R"({"name": "x", "cpu_cores": 4, "cpu_clock_hz": 3e9,
+      "cpu_flops_per_cycle": 32, "dram_read_bandwidth": 5e10, "dram_copy_bandwidth": 4e10)";
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "gpus_per_host": 1.5})", err));
+  EXPECT_NE(err.find("'gpus_per_host' must be a whole number"), std::string::npos) << err;
+}
+
 // loom-calibrate's bf16 rates by size: read sorted, interpolated in log n
 // at the square product of the same flops, the ends outside, the peak
 // without a curve; the launch queue is a plain positive number.

@@ -59,6 +59,7 @@ struct Options {
   std::string out;
   bool quick = false, noGpu = false;
   std::string links; // --links: the topology, outermost level first
+  int gpusPerHost = 0; // --gpus-per-host: written as gpus_per_host (0: not)
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -533,8 +534,16 @@ int main(int argc, char **argv) {
       o.links = argv[++i];
     else if (a.rfind("--links=", 0) == 0)
       o.links = a.substr(8);
+    else if (a.rfind("--gpus-per-host=", 0) == 0) {
+      char *end = nullptr;
+      long n = std::strtol(a.c_str() + 16, &end, 10);
+      if (!end || *end || n < 1 || n > 1024)
+        die("--gpus-per-host needs a whole number of GPUs, got '" + a.substr(16) + "'");
+      o.gpusPerHost = int(n);
+    }
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu] [--links TOPOLOGY]\n\n"
+      std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu] [--links TOPOLOGY]\n"
+                  "                      [--gpus-per-host=N]\n\n"
                   "Measures this machine (host DRAM and caches, CPU Adam, and the GPU\n"
                   "when present: PCIe, HBM, GEMM, Adam, capacity) and writes the\n"
                   "hardware description the cost model reads (docs/cost-model.md).\n"
@@ -542,7 +551,10 @@ int main(int argc, char **argv) {
                   "  --no-gpu   describe the host only\n"
                   "  --links node=N,gpu=G,...  (one process a rank: mpirun -np N*G ...)\n"
                   "             each level's all-reduce bandwidth and latency, measured\n"
-                  "             by every group of it at once; rank 0 writes the file\n");
+                  "             by every group of it at once; rank 0 writes the file\n"
+                  "  --gpus-per-host=N  the GPUs sharing this host's cores and DRAM (the\n"
+                  "             host rates measured are the whole host's; the cost model\n"
+                  "             gives each data-parallel rank its share)\n");
       return 0;
     } else
       die("unknown argument '" + a + "' (see --help)");
@@ -640,6 +652,8 @@ int main(int argc, char **argv) {
          << ", \"flops\": " << num(g.bf16BySize[i].second) << "}";
     js << "]";
   }
+  if (o.gpusPerHost > 0)
+    js << ",\n  \"gpus_per_host\": " << o.gpusPerHost;
   if (gpu && g.launchQueue > 0)
     js << ",\n  \"gpu_launch_queue\": " << num(g.launchQueue);
   if (!links.empty()) {

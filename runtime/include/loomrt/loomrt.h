@@ -499,6 +499,11 @@ void loomrt_rng_destroy(loomrt_rng r);
 /* Fills n host floats. */
 loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
                               float *dst, size_t n);
+/* The same draw of n elements, of which only elements [begin, begin +
+ * count) are written to dst[0, count) (a ZeRO-3 rank keeps its block of a
+ * shard without drawing the rest); the stream advances by the whole n. */
+loomrt_status loomrt_rng_fill_part(loomrt_rng r, int kind, double a, double b, float *dst,
+                                   size_t n, size_t begin, size_t count);
 
 /* --- traces --------------------------------------------------------------
  * Spans of work on streams, written as Chrome trace JSON (Perfetto and

@@ -24,7 +24,9 @@ extern "C" {
  * concatenation of its members (each described like a parameter and
  * initialised the same way on every rank, in order), zero-padded to
  * padded_numel elements and split evenly over the ranks; its own shape is
- * the block's. */
+ * the block's. A member with mirror_of > 0 is that global itself (ZeRO 1-2
+ * master shards: the members stay whole parameters): the shard's block is
+ * copied from those globals' initial values instead of drawn. */
 typedef struct loomrt_global_desc {
   const char *name;
   loomrt_dtype dtype;
@@ -126,7 +128,7 @@ typedef struct loomrt_outer_desc {
   int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 13
+#define LOOMRT_TRAIN_ABI 14
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
