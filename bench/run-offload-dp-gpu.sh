@@ -23,22 +23,9 @@ for prec in fp32 bf16; do for o in none cpu; do
   run_logged 2 "z3-$prec-$o" "/tmp/z3-$prec-$o" --data /tmp/tok.bin --steps 20
 done; done
 python3 - "$OUT" <<'PY'
-import json, sys
-out = sys.argv[1]
-def log(n):
-    try:
-        return [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
-    except OSError:
-        return []
-print("| precision | offload | mean step (steps 6-20) | last loss | max rel. loss diff vs no offload |")
-print("|---|---|---|---|---|")
-for p in ("fp32", "bf16"):
-    ref = log(f"z3-{p}-none")
-    for o in ("none", "cpu"):
-        r = log(f"z3-{p}-{o}")
-        if not r:
-            print(f"| {p} | {o} | failed | | |"); continue
-        ms = sum(x["step_ms"] for x in r[5:]) / max(1, len(r[5:]))
-        d = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(r, ref)) if ref else float("nan")
-        print(f"| {p} | {o} | {ms:.1f} ms | {r[-1]['loss']:.4f} | {d:.1e} |")
+import sys
+sys.path.insert(0, "bench")
+from jsonlog import loss_table
+loss_table(sys.argv[1], ["precision", "offload"],
+           [((p, o), f"z3-{p}-{o}", f"z3-{p}-none") for p in ("fp32", "bf16") for o in ("none", "cpu")])
 PY
