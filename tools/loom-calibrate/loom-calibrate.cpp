@@ -236,6 +236,35 @@ double adamRate(loomrt_backend be, size_t n, int reps) {
   return double(n) / t;
 }
 
+/// CPU Adam of `procs` processes at once, each with its share of the cores
+/// (what the ranks sharing a host do; the host's rate then, summed): this
+/// program run again with --adam-worker, each a fresh process that allocates
+/// and first-touches its own buffers. 0 when a worker fails.
+double sharedAdamRate(int procs, int cores, size_t n, int reps) {
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0)
+    return 0;
+  exe[len] = 0;
+  int threads = std::max(1, cores / procs);
+  std::vector<FILE *> workers;
+  for (int i = 0; i < procs; ++i) {
+    std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) + " '" + exe +
+                      "' --adam-worker=" + std::to_string(n) + "," + std::to_string(reps);
+    workers.push_back(popen(cmd.c_str(), "r"));
+  }
+  double sum = 0;
+  bool ok = true;
+  for (FILE *w : workers) {
+    double r = 0;
+    ok = ok && w && std::fscanf(w, "%lf", &r) == 1 && r > 0;
+    if (w)
+      ok = pclose(w) == 0 && ok;
+    sum += r;
+  }
+  return ok ? sum : 0;
+}
+
 // --- GPU --------------------------------------------------------------------
 
 struct Gpu {
@@ -520,6 +549,15 @@ std::string num(double x) {
 
 int main(int argc, char **argv) {
   Options o;
+  // A worker of sharedAdamRate: prints its CPU Adam rate and stops.
+  if (argc == 2 && std::strncmp(argv[1], "--adam-worker=", 14) == 0) {
+    size_t n = 0;
+    int reps = 0;
+    if (std::sscanf(argv[1] + 14, "%zu,%d", &n, &reps) != 2 || n == 0 || reps < 1)
+      die("--adam-worker=N,REPS");
+    std::printf("%.6g\n", adamRate(LOOMRT_BACKEND_CPU, n, reps));
+    return 0;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-o" && i + 1 < argc)
@@ -554,7 +592,8 @@ int main(int argc, char **argv) {
                   "             by every group of it at once; rank 0 writes the file\n"
                   "  --gpus-per-host=N  the GPUs sharing this host's cores and DRAM (the\n"
                   "             host rates measured are the whole host's; the cost model\n"
-                  "             gives each data-parallel rank its share)\n");
+                  "             gives each data-parallel rank its share); CPU Adam is\n"
+                  "             then measured as N processes at once, summed\n");
       return 0;
     } else
       die("unknown argument '" + a + "' (see --help)");
@@ -608,8 +647,21 @@ int main(int argc, char **argv) {
     report((c.name + " read (" + num(c.bytes / 1024) + " KiB)").c_str(), c.bandwidth / 1e9, "GB/s");
     caches.push_back(c);
   }
-  double cpuAdam = adamRate(LOOMRT_BACKEND_CPU, o.quick ? (8u << 20) : (128u << 20), reps);
+  size_t adamN = o.quick ? (8u << 20) : (128u << 20);
+  double cpuAdam = adamRate(LOOMRT_BACKEND_CPU, adamN, reps);
   report("CPU Adam", cpuAdam / 1e9, "G params/s");
+  // With GPUs sharing the host, its CPU Adam rate is what as many processes
+  // reach at once, each on its share of the cores (the cost model divides
+  // it among the ranks): on the 4-GPU H200 host four processes of 4 threads
+  // reached 1.6x one process of 16 (bench/RESULTS.md, 2026-11-27).
+  if (o.gpusPerHost > 1) {
+    double shared = sharedAdamRate(o.gpusPerHost, cores, adamN, reps);
+    if (shared <= 0)
+      die("measuring CPU Adam in " + std::to_string(o.gpusPerHost) + " processes at once failed");
+    report(("CPU Adam, " + std::to_string(o.gpusPerHost) + " processes at once (sum)").c_str(),
+           shared / 1e9, "G params/s");
+    cpuAdam = shared;
+  }
 
   bool gpu = !o.noGpu && loomrt_backend_available(LOOMRT_BACKEND_CUDA);
   Gpu g;
