@@ -18,13 +18,15 @@ OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 MASTER_ADDR=127.0.0.1
 # Four ranks share the host's cores: each rank's OpenMP (CPU Adam, the
 # initialisation) gets its quarter.
-export OMP_NUM_THREADS=$(( $(nproc) / 4 ))
+# (nproc itself answers OMP_NUM_THREADS when it is set: ask without it.)
+CORES=$(env -u OMP_NUM_THREADS nproc)
+export OMP_NUM_THREADS=$(( CORES / 4 ))
 source bench/gpu-runtime.sh
 build_runtime loomrt_shared -DLOOMRT_NCCL_ROOT="$(nccl_root)" -DCMAKE_CUDA_ARCHITECTURES=90
 source bench/launch.sh
 C=.carry/off4
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1
-echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
+echo "host: $CORES cores ($OMP_NUM_THREADS threads a rank), $(free -g | awk '/Mem:/ {print $2}') GiB"
 case "${PART:-small}" in
 small)
   ninja -C build-bench loom-calibrate > "$OUT/ninja-calibrate.log" 2>&1 || tail -5 "$OUT/ninja-calibrate.log"
@@ -34,7 +36,7 @@ small)
   done
   # The links first, by all four ranks; then rank 0 measures the host with
   # every core.
-  OMP_NUM_THREADS=$(nproc) launch 4 "$OUT/calibrate" "$CAL" --links gpu=4 --gpus-per-host=4 \
+  OMP_NUM_THREADS=$CORES launch 4 "$OUT/calibrate" "$CAL" --links gpu=4 --gpus-per-host=4 \
     -o "$OUT/h100x4.json" || { echo "calibrate failed"; tail -5 "$OUT/calibrate.0"; }
   cat "$OUT/calibrate.0" | tail -40
   wait
@@ -57,7 +59,7 @@ PY
   ;;
 big)
   STEPS=${STEPS:-5}
-  for o in cpu interleaved interleaved80; do
+  for o in ${MODES:-cpu interleaved interleaved80}; do
     { gunzip -c "$C/big-$o.cpp.gz" > "/tmp/big-$o.cpp" &&
       link_binary "/tmp/big-$o.cpp" "/tmp/big-$o" -O1 2> "$OUT/big-$o.compile.log" ||
       echo "compiling big-$o failed"; } &
@@ -73,10 +75,12 @@ big)
     bench/fsdp2_offload.py --layers 44 --width 6144 --heads 48 --vocab 50304 --batch 1 --steps 4 \
     > "$OUT/big-fsdp2.txt" 2>&1 || { echo "fsdp2 big failed"; tail -5 "$OUT/big-fsdp2.txt"; }
   python3 - "$OUT" "$C" <<'PY'
-import json, re, statistics, sys
+import json, os, re, statistics, sys
 out, c = sys.argv[1], sys.argv[2]
 rows = {}
 for o in ("cpu", "interleaved", "interleaved80"):
+    if not os.path.exists(f"{out}/big-{o}.jsonl"):
+        continue
     pred = open(f"{c}/big-{o}.predicted.txt").read()
     p = re.search(r"predicted step on .*?: ([0-9.]+) s \(last gradient at ([0-9.]+) s, update ([0-9.]+) s\); device memory ([0-9.]+) GiB", pred)
     try:
@@ -94,7 +98,7 @@ print("| run (20B GPT, ZeRO-3, 4 GPUs, 1 x 1024 a rank) | step | predicted | pre
 print("|---|---|---|---|---|---|")
 for o, (ms, pr, gib) in rows.items():
     f = lambda x: f"{x:.3f} s" if x else "failed"
-    vs = f"{rows['cpu'][0] / ms:.2f}x" if ms and rows["cpu"][0] else ""
+    vs = f"{rows['cpu'][0] / ms:.2f}x" if ms and rows.get("cpu", (None,))[0] else ""
     vt = f"{t['step_s'] / ms:.2f}x" if ms and t else ""
     ratio = f"{pr / ms:.2f}" if ms and pr else ""
     print(f"| Loom {o} | {f(ms)} | {f(pr)} ({gib} GiB) | {ratio} | {vs} | {vt} |")
