@@ -173,11 +173,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       b.setInsertionPointAfter(last);
       Location loc = last->getLoc();
       int64_t to = zeroStage == 0 ? bk.numel : bk.padded;
-      Operation *next = last->getNextNode();
       auto [r, t] = issueReduction(b, loc, flatten(b, loc, grads, to), bk.padded / world);
       reduced.push_back(r);
       tokens.push_back(t);
-      issued.push_back({last->getNextNode() != next ? last->getNextNode() : r.getDefiningOp(), t});
+      issued.push_back({last->getNextNode(), t}); // the first op made just now
     }
     // At most `reductions-in-flight` at once, in the order the backward
     // issues them: the compute stream waits for the oldest before the next

@@ -634,6 +634,13 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     return off <= size_t(g.padded_numel);
   };
   std::vector<size_t> offs;
+  // The part [from, to) of member k (at offs[k]) that lies in this rank's
+  // block of shard g's bucket; empty when from == to.
+  auto inBlock = [&](const loomrt_global_desc &g, size_t k) {
+    size_t lo = numel(g) * size_t(rank), hi = lo + numel(g);
+    size_t from = std::max(lo, offs[k]), to = std::min(hi, offs[k] + numel(g.members[k]));
+    return std::pair<size_t, size_t>{from, std::max(from, to)};
+  };
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
     // A shard of parameters that are globals themselves (ZeRO 1-2 master
@@ -651,16 +658,15 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
       if (!anyImported) {
         // Only this rank's block is drawn (the counter-based stream gives
         // each element the value one rank drawing everything would).
-        size_t lo = numel(g) * size_t(rank), hi = lo + numel(g);
         float *block = reinterpret_cast<float *>(host[i].data());
         std::memset(block, 0, host[i].size()); // the padding and the gaps
         for (size_t k = 0; k < g.num_members; ++k) {
           const loomrt_global_desc &m = g.members[k];
-          size_t from = std::max(lo, offs[k]), to = std::min(hi, offs[k] + numel(m));
-          size_t count = to > from ? to - from : 0;
+          auto [from, to] = inBlock(g, k);
+          size_t count = to - from;
           TRY(loomrt_rng_fill_part(rng.get(), m.init_kind, m.a, m.b,
-                                   count ? block + (from - lo) : nullptr, numel(m),
-                                   count ? from - offs[k] : 0, count),
+                                   count ? block + (from - numel(g) * size_t(rank)) : nullptr,
+                                   numel(m), count ? from - offs[k] : 0, count),
               std::string("initialising ") + m.name);
         }
         continue;
@@ -705,10 +711,12 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     if (!g.num_members)
       continue;
     if (g.members[0].mirror_of > 0) {
+      // This rank's block, straight from the members' final values.
       if (!memberOffsets(g, offs))
         return die(std::string("shard ") + g.name + ": its members do not fit its " +
                    std::to_string(g.padded_numel) + " elements");
-      full[i].assign(size_t(g.padded_numel), 0.0f);
+      float *block = reinterpret_cast<float *>(host[i].data());
+      std::memset(block, 0, host[i].size()); // the padding and the gaps
       for (size_t k = 0; k < g.num_members; ++k) {
         const loomrt_global_desc &m = g.members[k];
         size_t src = size_t(m.mirror_of - 1);
@@ -716,8 +724,12 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
             numel(p->globals[src]) != numel(m))
           return die(std::string("shard ") + g.name + ": member " + m.name +
                      " does not match the global it copies");
-        std::memcpy(full[i].data() + offs[k], host[src].data(), numel(m) * sizeof(float));
+        auto [from, to] = inBlock(g, k);
+        std::memcpy(block + (from - numel(g) * size_t(rank)),
+                    reinterpret_cast<const float *>(host[src].data()) + (from - offs[k]),
+                    (to - from) * sizeof(float));
       }
+      continue;
     }
     if (full[i].empty())
       continue; // drawn as this rank's block
