@@ -1394,6 +1394,251 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers) {
 }
 
 //===----------------------------------------------------------------------===//
+// Host tasks: the CPU's work on the step's host thread
+//===----------------------------------------------------------------------===//
+
+/// The role of the stream an op runs on (its stream operand), if any.
+std::optional<rt::StreamRole> roleOf(Operation *op) {
+  for (Value v : op->getOperands())
+    if (isa<rt::StreamType>(v.getType()))
+      if (auto s = v.getDefiningOp<rt::StreamOp>())
+        return s.getRole();
+  return std::nullopt;
+}
+
+/// What a host task wrote, for the question "does this op touch it": the
+/// globals by symbol (each use takes a fresh `loomrt.global`), the other
+/// buffers by their root.
+struct Written {
+  llvm::DenseSet<Attribute> globals;
+  llvm::DenseSet<Value> roots;
+  void add(Value v) {
+    Value r = rootOf(v);
+    if (auto g = r.getDefiningOp<rt::GlobalOp>())
+      globals.insert(g.getNameAttr());
+    else
+      roots.insert(r);
+  }
+  bool touches(Operation *op) const {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      if (!isa<rt::BufferType>(v.getType()))
+        return false;
+      Value r = rootOf(v);
+      if (auto g = r.getDefiningOp<rt::GlobalOp>())
+        return globals.contains(g.getNameAttr());
+      return roots.contains(r);
+    });
+  }
+};
+
+/// Ops that only name things or order the issuing thread's own work: a
+/// host task may be issued after them without changing what either does.
+bool neutral(Operation *op) {
+  return isa<rt::CommentOp, rt::AllocOp, rt::GlobalOp, rt::ViewOp, rt::RankViewOp, rt::FreeOp,
+             rt::StreamOp, rt::CommOp, rt::RecordOp, rt::WaitOp>(op);
+}
+
+/// Moves the CPU's work of `fn` to host tasks (`loomrt.host_task`), so the
+/// thread that issues the step never blocks on a gradient's copy or runs an
+/// update itself: each run of host-stream calls, with the host's waits for
+/// the copies they read and the copies of what they wrote (the refreshed
+/// weights, with their stream's wait before and event after), becomes one
+/// task, issued where its last op was. The issuing thread keeps what orders
+/// its own work: a device buffer that waited for a moved sync is released
+/// after the compute stream waits for the same event; a host buffer a task
+/// uses goes back after the next `loomrt.join`, which precedes the first
+/// use of a task's event outside tasks, anything else that touches what a
+/// task wrote, and the return.
+void formHostTasks(func::FuncOp fn) {
+  Block &blk = fn.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : blk)
+    ops.push_back(&op);
+  // The optimizer's work on the host: updates and the casts of their
+  // refreshed weights. (A graph's row gathers on the host stay where they
+  // are: the step waits for each one's upload at once.)
+  auto isHostCall = [](Operation *op) {
+    return isa<rt::AdamOp, rt::SgdOp, rt::CastOp>(op) && roleOf(op) == rt::StreamRole::host;
+  };
+  llvm::DenseSet<Operation *> bound;
+  Written written;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (isHostCall(op)) {
+      bound.insert(op);
+      for (Value v : op->getOperands())
+        if (isa<rt::BufferType>(v.getType()))
+          written.add(v);
+      continue;
+    }
+    // The host waits for a copy the CPU reads next: the task waits instead.
+    if (isa<rt::SyncOp>(op)) {
+      for (size_t j = i + 1; j < ops.size(); ++j) {
+        if (isHostCall(ops[j])) {
+          bound.insert(op);
+          break;
+        }
+        if (!neutral(ops[j]) && !isa<rt::SyncOp>(ops[j]))
+          break;
+      }
+      continue;
+    }
+    // A copy of what a task wrote (the refreshed weights to the device):
+    // issued by the task, with its stream's wait before and event after.
+    auto copy = dyn_cast<rt::MemcpyOp>(op);
+    if (!copy || !written.touches(copy))
+      continue;
+    bound.insert(op);
+    if (i > 0)
+      if (auto w = dyn_cast<rt::WaitOp>(ops[i - 1]); w && w.getStream() == copy.getStream())
+        bound.insert(w);
+    if (i + 1 < ops.size())
+      if (auto r = dyn_cast<rt::RecordOp>(ops[i + 1]); r && r.getStream() == copy.getStream())
+        bound.insert(r);
+  }
+  if (bound.empty())
+    return;
+
+  // Runs of bound ops with neutral ops between them, one update each (a
+  // wait for the next gradient starts the next run), so each is queued as
+  // soon as the issuing thread has passed it.
+  SmallVector<SmallVector<Operation *>> runs(1);
+  for (Operation *op : ops) {
+    if (bound.contains(op)) {
+      if (isa<rt::SyncOp>(op) && llvm::any_of(runs.back(), isHostCall))
+        runs.emplace_back();
+      runs.back().push_back(op);
+    } else if (!neutral(op) && !runs.back().empty()) {
+      runs.emplace_back();
+    }
+  }
+  if (runs.back().empty())
+    runs.pop_back();
+
+  MLIRContext *ctx = fn.getContext();
+  OpBuilder b(ctx);
+  Operation *backwardDone = nullptr;
+  for (Operation *op : ops)
+    if (isa<rt::BackwardDoneOp>(op))
+      backwardDone = op;
+  Value compute;
+  for (Operation *op : ops)
+    if (auto s = dyn_cast<rt::StreamOp>(op); s && s.getRole() == rt::StreamRole::compute)
+      compute = s;
+  llvm::DenseSet<Value> taskResults;
+  for (SmallVector<Operation *> &r : runs) {
+    // What leaves the run must be an event (a record the issuing thread
+    // waits for); anything else stays where it is, run by the issuing
+    // thread as before.
+    llvm::DenseSet<Operation *> inRun(r.begin(), r.end());
+    SmallVector<Value> escaping;
+    for (Operation *op : r)
+      for (Value v : op->getResults())
+        if (llvm::any_of(v.getUsers(), [&](Operation *u) { return !inRun.contains(u); }))
+          escaping.push_back(v);
+    if (llvm::any_of(escaping, [](Value v) { return !isa<rt::EventType>(v.getType()); }))
+      continue;
+    // The compute stream waits for a moved sync's event, so the device
+    // buffers released after it (the gradient the copy read) are not
+    // reused before the copy has read them. Within the backward that wait
+    // would stall it behind the copies (PCIe is slower than the backward
+    // makes gradients), so there the wait and the releases move to the
+    // backward's end: device memory as when the host waited there.
+    for (Operation *op : r)
+      if (auto sync = dyn_cast<rt::SyncOp>(op)) {
+        if (!compute) {
+          b.setInsertionPointToStart(&blk);
+          compute = rt::StreamOp::create(b, fn.getLoc(), rt::StreamType::get(ctx),
+                                         rt::StreamRole::compute);
+        }
+        SmallVector<rt::FreeOp> releases;
+        // The releases right after the sync: what waited for it.
+        for (Operation *o = sync->getNextNode(); o && isa<rt::FreeOp, rt::CommentOp>(o);
+             o = o->getNextNode())
+          if (auto f = dyn_cast<rt::FreeOp>(o)) {
+            auto alloc = rootOf(f.getBuffer()).getDefiningOp<rt::AllocOp>();
+            if (alloc && !alloc.getHost())
+              releases.push_back(f);
+          }
+        Operation *at = sync;
+        if (backwardDone && sync->isBeforeInBlock(backwardDone))
+          at = backwardDone->getNextNode();
+        b.setInsertionPoint(at);
+        rt::WaitOp::create(b, sync.getLoc(), compute, sync.getEvent());
+        for (rt::FreeOp f : releases)
+          f->moveBefore(at);
+      }
+    Operation *last = r.back();
+    b.setInsertionPointAfter(last);
+    auto task = rt::HostTaskOp::create(
+        b, last->getLoc(), SmallVector<Type>(escaping.size(), rt::EventType::get(ctx)));
+    Block *body = b.createBlock(&task.getBody());
+    for (Operation *op : r)
+      op->moveBefore(body, body->end());
+    b.setInsertionPointToEnd(body);
+    rt::YieldOp::create(b, last->getLoc(), escaping);
+    for (auto [v, res] : llvm::zip(escaping, task.getResults())) {
+      v.replaceUsesWithIf(res, [&](OpOperand &u) { return u.getOwner()->getParentOp() != task; });
+      taskResults.insert(res);
+    }
+  }
+
+  // Joins, and the host buffers the tasks use released after the join that
+  // follows the last task using them (a release may sit before that task:
+  // the run moved past it).
+  llvm::DenseMap<Value, Operation *> lastTask;
+  for (Operation &op : blk)
+    if (auto t = dyn_cast<rt::HostTaskOp>(op))
+      t.walk([&](Operation *in) {
+        for (Value v : in->getOperands())
+          if (isa<rt::BufferType>(v.getType()))
+            lastTask[rootOf(v)] = t;
+      });
+  llvm::DenseSet<Operation *> seen, joined; // tasks issued; those joined
+  bool pending = false;
+  SmallVector<std::pair<rt::FreeOp, Operation *>> deferred;
+  Written unjoined; // what the tasks issued since the last join use
+  for (Operation &op : llvm::make_early_inc_range(blk)) {
+    if (isa<rt::HostTaskOp>(op)) {
+      pending = true;
+      seen.insert(&op);
+      op.walk([&](Operation *in) {
+        for (Value v : in->getOperands())
+          if (isa<rt::BufferType>(v.getType()))
+            unjoined.add(v);
+      });
+      continue;
+    }
+    if (auto f = dyn_cast<rt::FreeOp>(op)) {
+      Value r = rootOf(f.getBuffer());
+      auto alloc = r.getDefiningOp<rt::AllocOp>();
+      Operation *t = lastTask.lookup(r);
+      if (t && !joined.contains(t) && (!alloc || alloc.getHost()))
+        deferred.push_back({f, t});
+      continue;
+    }
+    if (!pending)
+      continue;
+    bool needs = isa<func::ReturnOp>(op) ||
+                 llvm::any_of(op.getOperands(), [&](Value v) { return taskResults.contains(v); }) ||
+                 (!neutral(&op) && unjoined.touches(&op));
+    if (!needs)
+      continue;
+    b.setInsertionPoint(&op);
+    rt::JoinOp::create(b, op.getLoc());
+    pending = false;
+    unjoined = Written();
+    joined.insert(seen.begin(), seen.end());
+    SmallVector<std::pair<rt::FreeOp, Operation *>> later;
+    for (auto [f, t] : deferred)
+      if (seen.contains(t))
+        f->moveBefore(&op);
+      else
+        later.push_back({f, t});
+    deferred = std::move(later);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -1573,8 +1818,11 @@ struct Lowering {
       return failure();
 
     Transfers transfers;
+    bool hostThread = module->hasAttr(LoomDialect::HostThreadAttrHelper::getNameStr());
     for (func::FuncOp fn : order) {
       insertFrees(fn, module, transfers);
+      if (hostThread)
+        formHostTasks(fn);
       // Streams and the communicator nobody uses go.
       for (Operation &op : llvm::make_early_inc_range(fn.getBody().front()))
         if (isa<rt::StreamOp, rt::CommOp>(op) && op.use_empty())

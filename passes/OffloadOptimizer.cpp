@@ -167,6 +167,77 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mod
   return where;
 }
 
+/// The ops that read a loaded buffer in place: the load's users, through
+/// the ops the lowering makes aliases of their input (reshapes, shards).
+void readersOf(Value v, SmallVectorImpl<Operation *> &out) {
+  for (Operation *user : v.getUsers()) {
+    out.push_back(user);
+    if (isa<ReshapeOp, ShardOp>(user))
+      readersOf(user->getResult(0), out);
+  }
+}
+
+/// Moves each group of CPU-update ops (a wait for its gradients, the
+/// updates, their stores and casts, the refresh copies), in order, to just
+/// after the last op it depends on: what defines its operands (the
+/// gradients' copies; the loads of the master weights and moments move
+/// with it), every reader of the working copies it refreshes (the copy
+/// writes their buffer), and the group before it (the host thread runs
+/// them in order). `late` are reads meant to see the refresh (they stay
+/// after it, at the end).
+void hoistHostUpdates(Block &blk, ArrayRef<SmallVector<Operation *>> groups,
+                      const llvm::SmallPtrSetImpl<Operation *> &late) {
+  // The loads of each symbol, found once (the step is long).
+  llvm::DenseMap<StringAttr, SmallVector<LoadOp>> loadsOf;
+  for (Operation &o : blk)
+    if (auto l = dyn_cast<LoadOp>(o))
+      loadsOf[l.getNameAttr().getAttr()].push_back(l);
+  Operation *prev = nullptr;
+  for (const SmallVector<Operation *> &g : groups) {
+    llvm::SmallPtrSet<Operation *, 16> in(g.begin(), g.end());
+    SmallVector<Operation *> loads; // moved with the group
+    Operation *after = prev;
+    auto later = [&](Operation *op) {
+      if (op && op->getBlock() == &blk && (!after || after->isBeforeInBlock(op)))
+        after = op;
+    };
+    for (Operation *op : g) {
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || in.contains(def))
+          continue;
+        if (auto l = dyn_cast<LoadOp>(def); l && l->hasOneUse()) {
+          loads.push_back(l);
+          continue;
+        }
+        later(def);
+      }
+      if (auto copy = dyn_cast<CopyOp>(op))
+        for (Operation *st : copy.getResult().getUsers())
+          if (auto store = dyn_cast<StoreOp>(st))
+            for (LoadOp l : loadsOf.lookup(store.getNameAttr().getAttr())) {
+                SmallVector<Operation *> readers;
+                readersOf(l.getResult(), readers);
+                for (Operation *r : readers)
+                  if (!late.contains(r) && !in.contains(r))
+                    later(blk.findAncestorOpInBlock(*r));
+              }
+    }
+    if (!after)
+      continue;
+    Operation *at = after;
+    for (Operation *l : loads) {
+      l->moveAfter(at);
+      at = l;
+    }
+    for (Operation *op : g) {
+      op->moveAfter(at);
+      at = op;
+    }
+    prev = at;
+  }
+}
+
 LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   MLIRContext *ctx = module.getContext();
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -410,13 +481,19 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     int64_t ra = groupReady[a->group], rc = groupReady[c->group];
     return ra != rc ? ra < rc : a->group < c->group;
   });
+  // With the step's host thread (loom.host_thread), each group then moves
+  // up to where it can first run: the host thread waits for its gradients
+  // there while the step goes on issuing the backward (Deep Optimizer
+  // States, section 3: CPU updates overlap the backward).
+  SmallVector<SmallVector<Operation *>> groupOps;
   for (size_t i = 0; i < cpu.size();) {
     size_t j = i;
     SmallVector<Value> waitFor;
     while (j < cpu.size() && cpu[j]->group == cpu[i]->group)
       waitFor.append(cpu[j++]->gradTokens);
     b.setInsertionPoint(ret);
-    WaitOp::create(b, ret.getLoc(), waitFor);
+    groupOps.emplace_back();
+    groupOps.back().push_back(WaitOp::create(b, ret.getLoc(), waitFor));
     for (; i < j; ++i) {
       Update &u = *cpu[i];
       AdamOp adam = u.adam;
@@ -427,17 +504,29 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
       adam->moveBefore(ret);
       for (Operation *op : after)
         op->moveBefore(ret);
+      groupOps.back().push_back(adam);
+      groupOps.back().append(after);
       b.setInsertionPoint(ret);
       auto workSym = FlatSymbolRefAttr::get(ctx, (u.sym.getValue() + ".work").str());
       auto workState = module.lookupSymbol<StateOp>(workSym);
       auto workType = cast<RankedTensorType>(workState.getType());
       Value fresh = adam.getNewParam();
-      if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType())
+      if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType()) {
         fresh = CastOp::create(b, loc, pinned(workType), fresh);
+        groupOps.back().push_back(fresh.getDefiningOp());
+      }
       auto up = CopyOp::create(b, loc, workType, tok, fresh, ValueRange{}, h2d);
+      groupOps.back().push_back(up);
       refreshTokens.push_back(up.getToken());
       refreshStores.push_back({up.getResult(), workSym});
     }
+  }
+
+  if (module->hasAttr(LoomDialect::HostThreadAttrHelper::getNameStr())) {
+    llvm::SmallPtrSet<Operation *, 16> late;
+    for (Update *u : cpu)
+      late.insert(u->readsAfter.begin(), u->readsAfter.end());
+    hoistHostUpdates(blk, groupOps, late);
   }
 
   // Before the step returns: the next forward reads the refreshed working

@@ -64,6 +64,10 @@ def Loom_Dialect : Dialect {
     "::mlir::StringAttr":$model,
     // On @train_step: the offload mode applied (cpu, static:R, subgroups).
     "::mlir::StringAttr":$optimizer_offload,
+    // On the module: the CPU's updates run on the step's host thread
+    // (loomrt.host_task) and start when their gradients land (loomc
+    // --host-thread, on for GPU targets).
+    "::mlir::UnitAttr":$host_thread,
     // On the module: the names of @forward's arguments, in order (the
     // model's inputs and the loss's labels; the training binary's
     // --input NAME=FILE.npy).

@@ -88,6 +88,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr() ||
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
+  if (name == LoomDialect::HostThreadAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value) && isa<ModuleOp>(op), "a unit attribute on the module");
   if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1,

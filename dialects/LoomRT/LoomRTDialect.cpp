@@ -95,6 +95,38 @@ LogicalResult GlobalOp::verifySymbolUses(SymbolTableCollection &tables) {
   return success();
 }
 
+LogicalResult HostTaskOp::verify() {
+  Block &body = getBody().front();
+  if (body.empty() || !isa<YieldOp>(body.back()))
+    return emitOpError("body must end in loomrt.yield");
+  auto yield = cast<YieldOp>(body.back());
+  if (yield.getEvents().size() != getNumResults())
+    return emitOpError("yields ") << yield.getEvents().size() << " events but has "
+                                  << getNumResults() << " results";
+  for (Operation &op : body) {
+    // Buffers and events are taken in program order by the issuing thread.
+    if (isa<AllocOp, HostTaskOp, JoinOp>(op))
+      return op.emitOpError("inside loomrt.host_task: allocate, join and nest on the "
+                            "issuing thread, before the task");
+  }
+  // The issuing thread reads an event of the task only after a join.
+  for (Value r : getResults())
+    for (Operation *user : r.getUsers()) {
+      Operation *at = getOperation()->getBlock()->findAncestorOpInBlock(*user);
+      // A later task runs after this one on the same thread.
+      if (at && isa<HostTaskOp>(at) && at != getOperation() &&
+          getOperation()->isBeforeInBlock(at))
+        continue;
+      bool joined = false;
+      for (Operation *o = getOperation()->getNextNode(); o && o != at && !joined;
+           o = o->getNextNode())
+        joined = isa<JoinOp>(o);
+      if (!at || !joined)
+        return user->emitOpError("uses an event of a loomrt.host_task before a loomrt.join");
+    }
+  return success();
+}
+
 LogicalResult CommOp::verify() {
   if (!getLevels() && !getSizes())
     return success();

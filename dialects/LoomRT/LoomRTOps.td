@@ -295,6 +295,63 @@ def LoomRT_SyncOp : LoomRT_Op<"sync"> {
   let assemblyFormat = "$event attr-dict";
 }
 
+def LoomRT_HostTaskOp : LoomRT_Op<"host_task", [SingleBlock,
+    RecursiveMemoryEffects]> {
+  let summary = "work the step's host thread runs, in order, while the step goes on";
+  let description = [{
+    The body runs on the step's host thread after every host task issued
+    before it; the thread that issues the step does not wait for it. That
+    is how a CPU update starts as soon as its gradient has landed, while the
+    issuing thread, held back by the GPU's launch queue, is still issuing
+    the backward (Deep Optimizer States, section 3: updates on the host
+    overlap the backward). The lowering puts in a task each CPU update
+    with the host's wait for its gradient before it and the copy of its
+    refreshed weights to the device after it.
+
+    The body may wait (`loomrt.sync`, `loomrt.wait`), record events, run
+    calls on any stream and free buffers; it may not allocate (buffers and
+    events are taken in program order by the issuing thread, before the
+    task). Its results are events recorded in it, yielded; the issuing
+    thread may use them only after a `loomrt.join`.
+
+    ```mlir
+    %e = loomrt.host_task -> !loomrt.event {
+      loomrt.sync %grad_copied
+      loomrt.adam %w, %g, %m, %v step %t refresh %r grad bf16 on %hs {...}
+      loomrt.free %g
+      loomrt.wait %h2d for %after_last_read
+      loomrt.memcpy %work, %r, 1024 on %h2d
+      %done = loomrt.record %h2d
+      loomrt.yield %done
+    }
+    ...
+    loomrt.join
+    loomrt.wait %compute for %e
+    ```
+  }];
+  let results = (outs Variadic<LoomRT_Event>:$events);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "(`->` type($events)^)? $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def LoomRT_YieldOp : LoomRT_Op<"yield", [Pure, Terminator,
+    HasParent<"HostTaskOp">]> {
+  let summary = "the events a host task hands to the issuing thread";
+  let arguments = (ins Variadic<LoomRT_Event>:$events);
+  let assemblyFormat = "($events^)? attr-dict";
+}
+
+def LoomRT_JoinOp : LoomRT_Op<"join"> {
+  let summary = "the issuing thread waits for every host task issued so far";
+  let description = [{
+    After it, the events the tasks yielded are recorded and the buffers
+    they freed are back in the arena. The lowering joins before the first
+    use of a task's event outside it and before the step returns.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

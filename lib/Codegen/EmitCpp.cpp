@@ -78,6 +78,16 @@ std::string f(const APFloat &x) { return f(x.convertToDouble()); }
 /// larger ones as bytes (writeConst).
 constexpr int64_t kLiteralElements = 4096;
 
+/// The generated program's one C++ helper: a lambda queued as a host task
+/// (loomrt_step_host_task takes a function and its argument).
+constexpr const char *kHostTaskHelper =
+    "template <typename F> loomrt_status loom_host_task(loomrt_step_ctx c, F f) {\n"
+    "  F *p = new F(f);\n"
+    "  return loomrt_step_host_task(\n"
+    "      c, [](void *a) { return (*static_cast<F *>(a))(); }, p,\n"
+    "      [](void *a) { delete static_cast<F *>(a); });\n"
+    "}\n\n";
+
 
 class Emitter;
 
@@ -355,6 +365,8 @@ public:
 
     // The lowered functions, in module order (the lowering keeps callees
     // first: it only removes what @train_step does not reach).
+    hostTasks = module.walk([](rt::HostTaskOp) { return WalkResult::interrupt(); })
+                    .wasInterrupted();
     for (func::FuncOp fn : module.getOps<func::FuncOp>())
       if (failed(emitFunction(fn)))
         return failure();
@@ -378,6 +390,7 @@ public:
         << "  void *v = loomrt_step_alloc_host(c, (bytes));            \\\n"
         << "  if (!v)                                                  \\\n"
         << "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n"
+        << (hostTasks ? kHostTaskHelper : "")
         << "namespace {\n\n"
         << constants << decls << bodies
         << "loomrt_status entry(loomrt_step_ctx c, void **G, const void *const *in, "
@@ -556,9 +569,16 @@ private:
           return success();
         })
         .Case([&](rt::RecordOp o) {
-          std::string e = define(o.getEvent());
-          *os << "  loomrt_event " << e << " = loomrt_step_event(c);\n";
+          // In a host task the event was taken before it (program order).
+          std::string e = inTask ? name(o.getEvent()) : define(o.getEvent());
+          if (!inTask)
+            *os << "  loomrt_event " << e << " = loomrt_step_event(c);\n";
           call("loomrt_event_record(" + e + ", " + name(o.getStream()) + ")");
+          return success();
+        })
+        .Case([&](rt::HostTaskOp o) { return hostTask(o); })
+        .Case([&](rt::JoinOp) {
+          call("loomrt_step_host_join(c)");
           return success();
         })
         .Case([&](rt::WaitOp o) {
@@ -621,6 +641,29 @@ private:
         });
   }
 
+  /// A host task: a lambda queued on the step's host thread. Its events
+  /// are taken here, in program order, and captured with everything else
+  /// by value (handles and pointers).
+  LogicalResult hostTask(rt::HostTaskOp o) {
+    Block &body = o.getBody().front();
+    for (Operation &in : body)
+      if (auto r = dyn_cast<rt::RecordOp>(in))
+        *os << "  loomrt_event " << define(r.getEvent()) << " = loomrt_step_event(c);\n";
+    *os << "  LOOM_CHECK(loom_host_task(c, [=]() -> loomrt_status {\n";
+    inTask = true;
+    for (Operation &in : body) {
+      if (isa<rt::YieldOp>(in))
+        continue;
+      if (failed(emit(&in)))
+        return failure();
+    }
+    inTask = false;
+    *os << "    return LOOMRT_OK;\n  }));\n";
+    for (auto [r, v] : llvm::zip(o.getResults(), cast<rt::YieldOp>(body.back()).getEvents()))
+      names[r] = name(v);
+    return success();
+  }
+
   LogicalResult writeConst(rt::WriteConstOp o) {
     auto elems = cast<DenseElementsAttr>(o.getValue());
     Type elt = elems.getElementType();
@@ -670,6 +713,8 @@ private:
   std::unique_ptr<llvm::raw_string_ostream> os;
   unsigned counter = 0;
   bool inBlock = false;
+  bool inTask = false;    // emitting a host task's body
+  bool hostTasks = false; // the module has host tasks (the helper is emitted)
 };
 
 std::string TextCall::name(Value v) const { return e.name(v); }

@@ -99,6 +99,10 @@ struct Simulator {
   std::vector<int64_t> levelSizes;
   StepPrediction p;
   double host = 0, gpu = 0, h2d = 0, d2h = 0, comm = 0, lastBackward = 0;
+  // The step's host thread (loomrt.host_task): when it has run every task
+  // issued so far. While a task's body is priced, `host` is that thread's
+  // clock and the issuing thread's is kept aside.
+  double worker = 0;
   llvm::DenseMap<Value, Lane> lanes;     // stream -> its lane
   llvm::DenseMap<Value, double> events;  // event -> when its stream reached it
   llvm::DenseMap<Value, Value> aliases;  // a callee's argument or a call's result -> buffer
@@ -209,7 +213,7 @@ struct Simulator {
 
   void finish() {
     p.peakStepBytes = double(loomrt_arena_model_reserved(arena.get()));
-    p.stepSeconds = std::max({host, gpu, h2d, d2h, comm});
+    p.stepSeconds = std::max({host, worker, gpu, h2d, d2h, comm});
     // One host-memory budget for the CPU updates and the copies (Deep
     // Optimizer States §3): from the first of them on, the step lasts at
     // least their bytes over what host memory serves. A measured CPU Adam
@@ -293,6 +297,22 @@ struct Simulator {
           c = std::max(c, events.lookup(w.getEvent()));
           return success();
         })
+        // A host task starts when it is issued and the host thread has run
+        // the ones before it; the issuing thread only queues it.
+        .Case([&](rt::HostTaskOp t) -> LogicalResult {
+          double issuer = host;
+          host = std::max(worker, host);
+          for (Operation &in : t.getBody().front())
+            if (failed(visit(&in, module)))
+              return failure();
+          worker = host;
+          host = issuer + kLaunch;
+          return success();
+        })
+        .Case([&](rt::JoinOp) {
+          host = std::max(host, worker);
+          return success();
+        })
         .Case([&](rt::SyncOp s) {
           host = std::max(host, events.lookup(s.getEvent()));
           return success();
@@ -315,7 +335,7 @@ struct Simulator {
           // cost nothing; anything else is a call this simulation does not
           // know how to price.
           if (isa<rt::GlobalOp, rt::ViewOp, rt::RankViewOp, rt::CommentOp, rt::CommOp,
-                  rt::RandomKeyOp, func::ReturnOp>(other))
+                  rt::RandomKeyOp, rt::YieldOp, func::ReturnOp>(other))
             return success();
           return other->emitError("step simulation: no cost for '")
                  << other->getName() << "' (is the module lowered to loomrt?)";

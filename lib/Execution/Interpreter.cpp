@@ -439,6 +439,18 @@ public:
         // One stream: an event is reached when the stream is.
         .Case([&](rt::RecordOp o) { return ptrs[o.getEvent()] = nullptr, true; })
         .Case([&](rt::SyncOp) { return call(loomrt_stream_synchronize(s), "synchronize"); })
+        // A host task runs where it is issued (a valid order of its thread
+        // and the issuing one); its events are its body's.
+        .Case([&](rt::HostTaskOp o) {
+          Block &body = o.getBody().front();
+          for (Operation &inner : body)
+            if (!isa<rt::YieldOp>(inner) && !exec(&inner))
+              return false;
+          for (auto [r, v] : llvm::zip(o.getResults(), cast<rt::YieldOp>(body.back()).getEvents()))
+            ptrs[r] = ptrs.lookup(v);
+          return true;
+        })
+        .Case([&](rt::JoinOp) { return true; })
         .Case([&](rt::AllocOp o) {
           loomrt_mem_space space = o.getHost() ? LOOMRT_MEM_PINNED : LOOMRT_MEM_DEVICE;
           void *p = nullptr;

@@ -562,6 +562,13 @@ struct LoomcOptions {
                "device, streamed to it or updated by the CPU, as the cost "
                "model plans for --hardware: loom-interleave-offload)"),
       cl::cat(cat)};
+  cl::opt<std::string> hostThread{
+      "host-thread", cl::init("auto"), cl::value_desc("auto|on|off"),
+      cl::desc("Run the CPU's optimizer updates (--optimizer-offload) on the step's host "
+               "thread, each as soon as its gradient has landed, while the step's own thread "
+               "goes on issuing GPU work (loomrt.host_task). auto: on for --target=cuda, off "
+               "for cpu (where the host thread would share the cores the step computes on)"),
+      cl::cat(cat)};
   cl::opt<std::string> graphFeatures{
       "graph-features", cl::init("auto"),
       cl::value_desc("auto|device|zero-copy|host-gather"),
@@ -647,6 +654,8 @@ int loomcMain(int argc, char **argv) {
                  "': expected fp32 or bf16");
   if (o.target != "cpu" && o.target != "cuda")
     return error("unknown --target '" + o.target + "': expected cpu or cuda");
+  if (o.hostThread != "auto" && o.hostThread != "on" && o.hostThread != "off")
+    return error("unknown --host-thread '" + o.hostThread + "': expected auto, on or off");
   // The topology: levels outermost first on the command line, innermost
   // first in loom.topology (ranks number with the innermost level fastest).
   SmallVector<std::pair<std::string, int64_t>> levels;
@@ -909,6 +918,13 @@ int loomcMain(int argc, char **argv) {
     po.hpzLevels = chosen->secondary;
     po.qgzInner = chosen->qgzInner;
   }
+  // The host thread is a decision the lowering reads wherever it runs (the
+  // planner and the step simulation lower copies of the module).
+  if (o.hostThread == "on" || (o.hostThread == "auto" && o.target == "cuda"))
+    (*module)->setAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr(),
+                       UnitAttr::get(&ctx));
+  else
+    (*module)->removeAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr());
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct loomrt_trace_t {
     bool host = false;
     double hostBegin = 0, hostEnd = -1;
   };
+  // Spans are added by the issuing thread and by the step's host thread
+  // (its CPU updates): one lock around the list.
+  std::mutex m;
   std::vector<Span> spans;
   double hostMs() const {
     return std::chrono::duration<double, std::milli>(Clock::now() - hostOrigin).count();
@@ -61,6 +65,7 @@ loomrt_status loomrt_trace_host_begin(loomrt_trace t, const char *lane,
   loomrt_trace_t::Span sp{lane, name};
   sp.host = true;
   sp.hostBegin = t->hostMs();
+  std::lock_guard<std::mutex> l(t->m);
   t->spans.push_back(sp);
   *span = int64_t(t->spans.size()) - 1;
   return LOOMRT_OK;
@@ -69,6 +74,7 @@ loomrt_status loomrt_trace_host_begin(loomrt_trace t, const char *lane,
 loomrt_status loomrt_trace_host_end(loomrt_trace t, int64_t span) {
   if (!t)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_host_end: null argument");
+  std::lock_guard<std::mutex> l(t->m);
   if (span < 0 || span >= int64_t(t->spans.size()) || !t->spans[span].host ||
       t->spans[span].hostEnd >= 0)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
@@ -89,6 +95,7 @@ loomrt_status loomrt_trace_begin(loomrt_trace t, loomrt_stream s,
   loomrt_trace_t::Span sp{lane, name};
   if (loomrt_status st = loomrt_event_create(t->dev, &sp.begin))
     return st;
+  std::lock_guard<std::mutex> l(t->m);
   t->spans.push_back(sp);
   *span = int64_t(t->spans.size()) - 1;
   return loomrt_event_record(sp.begin, s);
@@ -97,6 +104,7 @@ loomrt_status loomrt_trace_begin(loomrt_trace t, loomrt_stream s,
 loomrt_status loomrt_trace_end(loomrt_trace t, loomrt_stream s, int64_t span) {
   if (!t || !s)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_end: null argument");
+  std::lock_guard<std::mutex> l(t->m);
   if (span < 0 || span >= int64_t(t->spans.size()) || t->spans[span].end)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "trace_end: unknown or already ended span " +
@@ -114,6 +122,7 @@ loomrt_status loomrt_trace_end(loomrt_trace t, loomrt_stream s, int64_t span) {
 loomrt_status loomrt_trace_write(loomrt_trace t, const char *path) {
   if (!t || !path)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_write: null argument");
+  std::lock_guard<std::mutex> l(t->m);
   std::map<std::string, int> lanes;
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   bool first = true;

@@ -17,6 +17,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +88,82 @@ struct Arena {
   }
 };
 
+/// The step's host thread (loomrt.host_task): runs queued host work in
+/// order while the thread that issues the step goes on issuing GPU work, so
+/// a CPU update starts when its gradient has landed, not when the issuing
+/// thread, held back by the launch queue, reaches it. The first failure is
+/// kept and returned by the next join; later tasks are skipped.
+struct HostThread {
+  std::mutex m;
+  std::condition_variable wake, idle;
+  std::deque<std::pair<loomrt_host_fn, std::pair<void *, void (*)(void *)>>> queue;
+  int64_t issued = 0, done = 0;
+  loomrt_status error = LOOMRT_OK;
+  std::string what;
+  bool stop = false;
+  std::thread worker;
+  loomrt_device bindTo = nullptr;
+
+  void run() {
+    if (bindTo && loomrt_device_bind(bindTo) != LOOMRT_OK) {
+      std::lock_guard<std::mutex> l(m);
+      error = LOOMRT_ERR_BACKEND;
+      what = std::string("binding the host thread to the device: ") + loomrt_last_error();
+    }
+    std::unique_lock<std::mutex> l(m);
+    while (true) {
+      wake.wait(l, [&] { return stop || !queue.empty(); });
+      if (queue.empty())
+        return; // stopped, nothing left
+      auto [fn, arg] = queue.front();
+      queue.pop_front();
+      bool skip = error != LOOMRT_OK;
+      l.unlock();
+      loomrt_status st = skip ? LOOMRT_OK : fn(arg.first);
+      std::string msg = st != LOOMRT_OK ? std::string(loomrt_last_error()) : std::string();
+      if (arg.second)
+        arg.second(arg.first);
+      l.lock();
+      if (st != LOOMRT_OK && error == LOOMRT_OK) {
+        error = st;
+        what = msg;
+      }
+      ++done;
+      idle.notify_all();
+    }
+  }
+  void enqueue(loomrt_host_fn fn, void *arg, void (*release)(void *)) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      if (!worker.joinable())
+        worker = std::thread([this] { run(); });
+      queue.push_back({fn, {arg, release}});
+      ++issued;
+    }
+    wake.notify_one();
+  }
+  /// Waits for every task queued so far; the first failure, once.
+  loomrt_status join() {
+    std::unique_lock<std::mutex> l(m);
+    idle.wait(l, [&] { return done == issued; });
+    loomrt_status st = error;
+    if (st != LOOMRT_OK) {
+      error = LOOMRT_OK;
+      loomrt::fail(st, "host task: " + what);
+    }
+    return st;
+  }
+  ~HostThread() {
+    {
+      std::lock_guard<std::mutex> l(m);
+      stop = true;
+    }
+    wake.notify_all();
+    if (worker.joinable())
+      worker.join();
+  }
+};
+
 struct loomrt_step_ctx_t {
   loomrt_device dev = nullptr;
   loomrt_stream stream = nullptr;
@@ -115,11 +195,16 @@ struct loomrt_step_ctx_t {
   double hostFirstMs = -1, hostTotalMs = 0;
   int64_t hostSpan = -1;
   bool hostOpen = false;
+  // Host tasks run on their own thread; the arenas are shared with it (a
+  // task frees the host buffers it read).
+  std::unique_ptr<HostThread> hostThread = std::make_unique<HostThread>();
+  std::mutex arenaMutex;
 
   /// The streams of a context on `d` (hostDev set first where the host is
   /// another device) with communicator `cm`.
   loomrt_status open(loomrt_device d, loomrt_comm cm) {
     dev = d;
+    hostThread->bindTo = d;
     device.dev = host.dev = d;
     host.space = LOOMRT_MEM_PINNED;
     comm = cm;
@@ -136,8 +221,16 @@ struct loomrt_step_ctx_t {
     hostStream = copyStreams[0] = copyStreams[1] = commStream = stream = nullptr;
   }
 
-  void *alloc(size_t bytes) { return device.alloc(bytes); }
+  void *alloc(size_t bytes) {
+    std::lock_guard<std::mutex> l(arenaMutex);
+    return device.alloc(bytes);
+  }
+  void *allocHost(size_t bytes) {
+    std::lock_guard<std::mutex> l(arenaMutex);
+    return host.alloc(bytes);
+  }
   void free(void *p) {
+    std::lock_guard<std::mutex> l(arenaMutex);
     if (!device.free(p))
       host.free(p);
   }
@@ -172,6 +265,7 @@ struct loomrt_step_ctx_t {
   /// Frees the arenas, the events and the groups' communicators; must run
   /// before the device is closed and the world's communicator destroyed.
   void release() {
+    hostThread.reset(); // its tasks have been joined; the thread ends
     for (auto &[mask, g] : groups)
       loomrt_comm_destroy(g);
     groups.clear();
@@ -243,7 +337,19 @@ loomrt_comm loomrt_step_group(loomrt_step_ctx c, uint64_t levels, int numLevels,
 }
 loomrt_stream loomrt_step_comm_stream(loomrt_step_ctx c) { return c->commStream; }
 loomrt_event loomrt_step_event(loomrt_step_ctx c) { return c->event(); }
-void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes) { return c->host.alloc(bytes); }
+void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes) { return c->allocHost(bytes); }
+loomrt_status loomrt_step_host_task(loomrt_step_ctx c, loomrt_host_fn fn, void *arg,
+                                    void (*release)(void *)) {
+  if (!c || !fn)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "step_host_task: null argument");
+  c->hostThread->enqueue(fn, arg, release);
+  return LOOMRT_OK;
+}
+loomrt_status loomrt_step_host_join(loomrt_step_ctx c) {
+  if (!c)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "step_host_join: null context");
+  return c->hostThread->join();
+}
 loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c) { return c->hostStream; }
 loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction) {
   return c->copyStreams[direction == 1 ? 1 : 0];
@@ -1237,6 +1343,9 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       TRY(p->outer_start(&ctx, G.data()), "DiLoCo: the global copy of the parameters");
     TRY((frozen ? p->train_step_frozen : p->train_step)(&ctx, G.data(), dIn.data(), &dLoss),
         frozen ? "training step (1-bit Adam, after the freeze)" : "training step");
+    // Generated steps join their host tasks before returning; a hand-written
+    // one may not.
+    TRY(loomrt_step_host_join(&ctx), "the training step's host tasks");
     uint64_t sideBytes = 0;
     for (size_t k = 0; k < p->num_outer; ++k) {
       const loomrt_outer_desc &o = p->outer[k];

@@ -101,3 +101,43 @@ func.func @f() {
   %g = loomrt.comm levels [0] of [0, 2]
   return
 }
+
+// -----
+
+// A host task's event is the issuing thread's only after a join.
+func.func @f() {
+  %xs = loomrt.stream h2d
+  %s = loomrt.stream compute
+  %e = loomrt.host_task -> !loomrt.event {
+    %r = loomrt.record %xs
+    loomrt.yield %r
+  }
+  // expected-error @+1 {{uses an event of a loomrt.host_task before a loomrt.join}}
+  loomrt.wait %s for %e
+  return
+}
+
+// -----
+
+// Buffers are taken by the issuing thread, in program order.
+func.func @f() {
+  loomrt.host_task {
+    // expected-error @+1 {{inside loomrt.host_task: allocate, join and nest on the issuing thread}}
+    %b = loomrt.alloc 64 host
+    loomrt.yield
+  }
+  return
+}
+
+// -----
+
+func.func @f() {
+  %xs = loomrt.stream h2d
+  // expected-error @+1 {{yields 0 events but has 1 results}}
+  %e = loomrt.host_task -> !loomrt.event {
+    %r = loomrt.record %xs
+    loomrt.yield
+  }
+  loomrt.join
+  return
+}

@@ -96,6 +96,22 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer {
   %d = loomrt.record %xs
   // CHECK: loomrt.sync
   loomrt.sync %d
+  // CHECK: %[[T:.+]] = loomrt.host_task -> !loomrt.event {
+  // CHECK-NEXT: loomrt.sync
+  // CHECK-NEXT: loomrt.memcpy
+  // CHECK-NEXT: %[[R:.+]] = loomrt.record
+  // CHECK-NEXT: loomrt.yield %[[R]]
+  // CHECK-NEXT: }
+  // CHECK-NEXT: loomrt.join
+  // CHECK-NEXT: loomrt.wait %{{.+}} for %[[T]]
+  %task = loomrt.host_task -> !loomrt.event {
+    loomrt.sync %d
+    loomrt.memcpy %a, %x, 64 on %xs
+    %done = loomrt.record %xs
+    loomrt.yield %done
+  }
+  loomrt.join
+  loomrt.wait %s for %task
   loomrt.backward_done
   // CHECK: loomrt.free %[[A]]
   loomrt.free %a

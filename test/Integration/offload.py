@@ -56,7 +56,19 @@ def main():
                                    text=True).stdout)
         subprocess.run([loomc, b + ".mlir", "-o", b], check=True)
         losses["subgroups"] = binary_losses(b, data, b + ".json", "--steps", "6")
-        for mode in ("cpu", "static:0.5", "interleaved", "subgroups"):
+        # The same schedules with the CPU's updates on the step's host
+        # thread (--host-thread=on; the CPU target's default is off): each
+        # update queued after its gradient's copy, inside the backward, and
+        # run while the step goes on.
+        for mode in ("cpu", "interleaved"):
+            b = os.path.join(a.tmp, f"{precision}-{mode}-thread")
+            hw = [f"--hardware={HW}", "--sub-group-size=3000"] if mode == "interleaved" else []
+            subprocess.run([loomc, "--model", GPT, "--lr=3e-3", f"--precision={precision}",
+                            f"--optimizer-offload={mode}", "--host-thread=on", *hw, "-o", b],
+                           check=True, stderr=subprocess.DEVNULL)
+            losses[mode + " (host thread)"] = binary_losses(b, data, b + ".json", "--steps", "6")
+        for mode in ("cpu", "static:0.5", "interleaved", "subgroups", "cpu (host thread)",
+                     "interleaved (host thread)"):
             same = losses["none"] == losses[mode]
             ok = ok and same and losses[mode][-1] < losses[mode][0]
             print(f"{precision}: offload {mode} vs on-device optimizer: "

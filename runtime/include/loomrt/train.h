@@ -202,6 +202,17 @@ loomrt_event loomrt_step_event(loomrt_step_ctx c);
  * streams copies run on (direction 0: host to device, 1: device to host). */
 void *loomrt_step_alloc_host(loomrt_step_ctx c, size_t bytes);
 loomrt_stream loomrt_step_host_stream(loomrt_step_ctx c);
+/* The step's host thread (loomrt.host_task): fn(arg) runs there after every
+ * task queued before it, then release(arg) (if not null); the issuing
+ * thread goes on at once. loomrt_step_host_join waits for every task queued
+ * so far and returns the first failure among them (with its message in
+ * loomrt_last_error). A task may free step buffers and call the runtime on
+ * any stream; it must not allocate or take events (the issuing thread does,
+ * in program order). The driver joins after every step. */
+typedef loomrt_status (*loomrt_host_fn)(void *arg);
+loomrt_status loomrt_step_host_task(loomrt_step_ctx c, loomrt_host_fn fn, void *arg,
+                                    void (*release)(void *arg));
+loomrt_status loomrt_step_host_join(loomrt_step_ctx c);
 loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction);
 /* The key of dropout `op` in the step being run: loomrt_random_key of the
  * run's --seed, the step (from 0, continued by a resume) and `op`. */
