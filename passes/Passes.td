@@ -923,7 +923,15 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
       stream and followed by its own event (the op's `!loom.token`);
     * updates: Adam and SGD in place on the globals' buffers when the update
       reads each state symbol and stores it straight back, and Adam's bf16
-      cast of the new weights fused into the update.
+      cast of the new weights fused into the update;
+    * the host thread (module attribute `loom.host_thread`, loomc
+      `--host-thread`): each CPU update, with the host's wait for its
+      gradient and the copy of its refreshed weights, becomes a
+      `loomrt.host_task` issued where it was; `loomrt.join` precedes the
+      first use of a task's event outside tasks and the return, and the
+      host buffers tasks read go back after it; the compute stream waits
+      for an offloaded gradient's copy before the gradient is released (in
+      an interleaved plan four tasks later, else at the backward's end).
 
     Functions the entry (`entry`, @train_step by default) does not reach
     are removed. Each lowered op is
