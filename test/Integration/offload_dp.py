@@ -11,7 +11,8 @@ whole parameters are then all-gathered from the refreshed shards).
 On CPU ranks every mode must give exactly the losses of the same
 data-parallel step without offload, fp32 and bf16, ZeRO 0-3, on 2 and 4
 ranks:
-  * cpu and static:0.5 as loomc plans them;
+  * cpu and static:0.5 as loomc plans them, and cpu with the CPU's updates
+    on the step's host thread (--host-thread=on);
   * interleaved as the cost model plans it (a slow-CPU host with fast PCIe);
   * a hand-written plan with every placement in one step (the subgroups of
     the ranks' shards gpu, stream, cpu in turn, applied by
@@ -87,6 +88,10 @@ def main():
                     "interleaved": build(tag + "-il", *common, "--optimizer-offload=interleaved",
                                          f"--hardware={HW}", "--sub-group-size=1000"),
                     "gpu/stream/cpu": hand_planned(tag + "-hand", ranks, stage, precision),
+                    # The CPU's updates on each rank's host thread, queued
+                    # inside the backward once the gradient (shard) lands.
+                    "cpu (host thread)": build(tag + "-cpuh", *common, "--optimizer-offload=cpu",
+                                               "--host-thread=on"),
                 }
                 for mode, exe in exes.items():
                     got = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".log")]
