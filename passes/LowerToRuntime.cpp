@@ -1527,10 +1527,18 @@ void formHostTasks(func::FuncOp fn) {
 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
+  // Positions before anything moves (isBeforeInBlock after moves would
+  // walk the block each time: the planner lowers hundreds of candidates).
+  llvm::DenseMap<Operation *, size_t> pos;
   Operation *backwardDone = nullptr;
-  for (Operation *op : ops)
+  for (Operation *op : ops) {
+    pos[op] = pos.size();
     if (isa<rt::BackwardDoneOp>(op))
       backwardDone = op;
+  }
+  auto inBackward = [&](Operation *op) {
+    return backwardDone && pos.lookup(op) < pos.lookup(backwardDone);
+  };
   Value compute;
   for (Operation *op : ops)
     if (auto s = dyn_cast<rt::StreamOp>(op); s && s.getRole() == rt::StreamRole::compute)
@@ -1552,6 +1560,7 @@ void formHostTasks(func::FuncOp fn) {
   };
   SmallVector<Release> releases;
   SmallVector<rt::HostTaskOp> tasks;
+  SmallVector<Operation *> taskEnds;
   size_t runsDone = 0;
   for (SmallVector<Operation *> &r : runs) {
     // What leaves the run must be an event (a record the issuing thread
@@ -1583,7 +1592,7 @@ void formHostTasks(func::FuncOp fn) {
             if (alloc && !alloc.getHost())
               rel.frees.push_back(f);
           }
-        if (backwardDone && sync->isBeforeInBlock(backwardDone)) {
+        if (inBackward(sync)) {
           releases.push_back(std::move(rel));
           continue;
         }
@@ -1606,6 +1615,7 @@ void formHostTasks(func::FuncOp fn) {
       taskResults.insert(res);
     }
     tasks.push_back(task);
+    taskEnds.push_back(last); // where the task is: after its run's last op
     ++runsDone;
   }
   // The releases inside the backward: before the task kReleaseWindow after
@@ -1614,9 +1624,8 @@ void formHostTasks(func::FuncOp fn) {
   size_t window = mode && mode.getValue() == "subgroups" ? kReleaseWindow : tasks.size();
   for (Release &rel : releases) {
     size_t k = size_t(rel.task) + window;
-    Operation *at = k < tasks.size() && tasks[k]->isBeforeInBlock(backwardDone)
-                        ? tasks[k].getOperation()
-                        : backwardDone->getNextNode();
+    Operation *at = k < tasks.size() && inBackward(taskEnds[k]) ? tasks[k].getOperation()
+                                                                 : backwardDone->getNextNode();
     b.setInsertionPoint(at);
     rt::WaitOp::create(b, rel.loc, computeStream(), rel.event);
     for (rt::FreeOp f : rel.frees)

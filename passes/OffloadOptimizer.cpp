@@ -192,14 +192,28 @@ void hoistHostUpdates(Block &blk, ArrayRef<SmallVector<Operation *>> groups,
   for (Operation &o : blk)
     if (auto l = dyn_cast<LoadOp>(o))
       loadsOf[l.getNameAttr().getAttr()].push_back(l);
+  // Where each op is, computed once (moving ops would make each
+  // isBeforeInBlock a walk of the block): the original index, and for an
+  // op already moved, the index of the op its group was moved after.
+  llvm::DenseMap<Operation *, size_t> pos;
+  for (Operation &o : blk)
+    pos[&o] = pos.size();
   Operation *prev = nullptr;
+  size_t prevPos = 0;
   for (const SmallVector<Operation *> &g : groups) {
     llvm::SmallPtrSet<Operation *, 16> in(g.begin(), g.end());
     SmallVector<Operation *> loads; // moved with the group
     Operation *after = prev;
+    size_t afterPos = prevPos;
+    // Strictly later only: on a tie the group before stays first.
     auto later = [&](Operation *op) {
-      if (op && op->getBlock() == &blk && (!after || after->isBeforeInBlock(op)))
+      if (!op || op->getBlock() != &blk)
+        return;
+      size_t p = pos.lookup(op);
+      if (!after || p > afterPos) {
         after = op;
+        afterPos = p;
+      }
     };
     for (Operation *op : g) {
       for (Value v : op->getOperands()) {
@@ -216,25 +230,23 @@ void hoistHostUpdates(Block &blk, ArrayRef<SmallVector<Operation *>> groups,
         for (Operation *st : copy.getResult().getUsers())
           if (auto store = dyn_cast<StoreOp>(st))
             for (LoadOp l : loadsOf.lookup(store.getNameAttr().getAttr())) {
-                SmallVector<Operation *> readers;
-                readersOf(l.getResult(), readers);
-                for (Operation *r : readers)
-                  if (!late.contains(r) && !in.contains(r))
-                    later(blk.findAncestorOpInBlock(*r));
-              }
+              SmallVector<Operation *> readers;
+              readersOf(l.getResult(), readers);
+              for (Operation *r : readers)
+                if (!late.contains(r) && !in.contains(r))
+                  later(blk.findAncestorOpInBlock(*r));
+            }
     }
     if (!after)
       continue;
     Operation *at = after;
-    for (Operation *l : loads) {
-      l->moveAfter(at);
-      at = l;
-    }
-    for (Operation *op : g) {
+    for (Operation *op : llvm::concat<Operation *const>(loads, g)) {
       op->moveAfter(at);
+      pos[op] = afterPos;
       at = op;
     }
     prev = at;
+    prevPos = afterPos;
   }
 }
 
