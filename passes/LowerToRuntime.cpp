@@ -1419,6 +1419,14 @@ struct Written {
     else
       roots.insert(r);
   }
+  /// Every buffer `op` and the ops inside it take.
+  void addBuffersOf(Operation *op) {
+    op->walk([&](Operation *in) {
+      for (Value v : in->getOperands())
+        if (isa<rt::BufferType>(v.getType()))
+          add(v);
+    });
+  }
   bool touches(Operation *op) const {
     return llvm::any_of(op->getOperands(), [&](Value v) {
       if (!isa<rt::BufferType>(v.getType()))
@@ -1476,9 +1484,7 @@ void formHostTasks(func::FuncOp fn) {
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (isHostCall(op)) {
       bound.insert(op);
-      for (Value v : op->getOperands())
-        if (isa<rt::BufferType>(v.getType()))
-          written.add(v);
+      written.addBuffersOf(op);
       continue;
     }
     // The host waits for a copy the CPU reads next: the task waits instead.
@@ -1556,12 +1562,11 @@ void formHostTasks(func::FuncOp fn) {
     Value event;
     Location loc;
     SmallVector<rt::FreeOp> frees;
-    int task; // the task whose sync it was
+    size_t task; // the task whose sync it was (its index in `tasks`)
   };
   SmallVector<Release> releases;
   SmallVector<rt::HostTaskOp> tasks;
   SmallVector<Operation *> taskEnds;
-  size_t runsDone = 0;
   for (SmallVector<Operation *> &r : runs) {
     // What leaves the run must be an event (a record the issuing thread
     // waits for); anything else stays where it is, run by the issuing
@@ -1583,7 +1588,7 @@ void formHostTasks(func::FuncOp fn) {
     // would keep every offloaded gradient on the device until then.
     for (Operation *op : r)
       if (auto sync = dyn_cast<rt::SyncOp>(op)) {
-        Release rel{sync.getEvent(), sync.getLoc(), {}, int(runsDone)};
+        Release rel{sync.getEvent(), sync.getLoc(), {}, tasks.size()};
         // The releases right after the sync: what waited for it.
         for (Operation *o = sync->getNextNode(); o && isa<rt::FreeOp, rt::CommentOp>(o);
              o = o->getNextNode())
@@ -1616,14 +1621,13 @@ void formHostTasks(func::FuncOp fn) {
     }
     tasks.push_back(task);
     taskEnds.push_back(last); // where the task is: after its run's last op
-    ++runsDone;
   }
   // The releases inside the backward: before the task kReleaseWindow after
   // theirs, if it too is inside the backward, else at the backward's end.
   auto mode = fn->getAttrOfType<StringAttr>(LoomDialect::OptimizerOffloadAttrHelper::getNameStr());
   size_t window = mode && mode.getValue() == "subgroups" ? kReleaseWindow : tasks.size();
   for (Release &rel : releases) {
-    size_t k = size_t(rel.task) + window;
+    size_t k = rel.task + window;
     Operation *at = k < tasks.size() && inBackward(taskEnds[k]) ? tasks[k].getOperation()
                                                                  : backwardDone->getNextNode();
     b.setInsertionPoint(at);
@@ -1651,11 +1655,7 @@ void formHostTasks(func::FuncOp fn) {
     if (isa<rt::HostTaskOp>(op)) {
       pending = true;
       seen.insert(&op);
-      op.walk([&](Operation *in) {
-        for (Value v : in->getOperands())
-          if (isa<rt::BufferType>(v.getType()))
-            unjoined.add(v);
-      });
+      unjoined.addBuffersOf(&op);
       continue;
     }
     if (auto f = dyn_cast<rt::FreeOp>(op)) {

@@ -18,17 +18,16 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
-#include <functional>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <optional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 #include <memory>
 #include <string>
@@ -96,7 +95,12 @@ struct Arena {
 struct HostThread {
   std::mutex m;
   std::condition_variable wake, idle;
-  std::deque<std::pair<loomrt_host_fn, std::pair<void *, void (*)(void *)>>> queue;
+  struct Task {
+    loomrt_host_fn fn;
+    void *arg;
+    void (*release)(void *);
+  };
+  std::deque<Task> queue;
   int64_t issued = 0, done = 0;
   loomrt_status error = LOOMRT_OK;
   std::string what;
@@ -115,14 +119,14 @@ struct HostThread {
       wake.wait(l, [&] { return stop || !queue.empty(); });
       if (queue.empty())
         return; // stopped, nothing left
-      auto [fn, arg] = queue.front();
+      Task t = queue.front();
       queue.pop_front();
       bool skip = error != LOOMRT_OK;
       l.unlock();
-      loomrt_status st = skip ? LOOMRT_OK : fn(arg.first);
+      loomrt_status st = skip ? LOOMRT_OK : t.fn(t.arg);
       std::string msg = st != LOOMRT_OK ? std::string(loomrt_last_error()) : std::string();
-      if (arg.second)
-        arg.second(arg.first);
+      if (t.release)
+        t.release(t.arg);
       l.lock();
       if (st != LOOMRT_OK && error == LOOMRT_OK) {
         error = st;
@@ -137,7 +141,7 @@ struct HostThread {
       std::lock_guard<std::mutex> l(m);
       if (!worker.joinable())
         worker = std::thread([this] { run(); });
-      queue.push_back({fn, {arg, release}});
+      queue.push_back({fn, arg, release});
       ++issued;
     }
     wake.notify_one();
@@ -195,8 +199,9 @@ struct loomrt_step_ctx_t {
   double hostFirstMs = -1, hostTotalMs = 0;
   int64_t hostSpan = -1;
   bool hostOpen = false;
-  // Host tasks run on their own thread; the arenas are shared with it (a
-  // task frees the host buffers it read).
+  // Host tasks run on their own thread; the arenas are shared with it (the
+  // ABI lets a task free step buffers; generated code frees them on the
+  // issuing thread after the join).
   std::unique_ptr<HostThread> hostThread = std::make_unique<HostThread>();
   std::mutex arenaMutex;
 
