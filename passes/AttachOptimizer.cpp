@@ -44,7 +44,7 @@ struct AttachOptimizer
       return fail(fb, "@" + function +
                           " must return the loss and one gradient per entry "
                           "of its loom.grad_params");
-    if (module.lookupSymbol("train_step"))
+    if (module.lookupSymbol(LoomDialect::kTrainStep))
       return fail(fb, "@train_step already exists");
 
     OpBuilder b(ctx);
@@ -97,9 +97,8 @@ struct AttachOptimizer
     // H100: the CPU updates of an offloaded 5B step started ~45 ms late).
     b.setInsertionPointAfter(fb);
     auto lossType = fb.getFunctionType().getResult(0);
-    auto step = func::FuncOp::create(
-        b, loc, "train_step",
-        b.getFunctionType(fb.getArgumentTypes(), {lossType}));
+    auto step = func::FuncOp::create(b, loc, LoomDialect::kTrainStep,
+                                     b.getFunctionType(fb.getArgumentTypes(), {lossType}));
     Block *entry = step.addEntryBlock();
     b.setInsertionPointToStart(entry);
     Value t;

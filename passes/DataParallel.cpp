@@ -302,20 +302,20 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                            ArrayAttr::get(ctx, levels));
     comm = StreamAttr::get(ctx, StreamKind::comm, 0);
 
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
     if (!step || !step.getBody().hasOneBlock())
       return fail(module, "needs @train_step (run loom-attach-optimizer first)");
     if (getDataParallel(step))
       return fail(step, "@train_step is already data-parallel");
-    func::CallOp call = findCall(step, "forward_backward");
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    func::CallOp call = findCall(step, LoomDialect::kForwardBackward);
+    auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
     if (!call || !fb)
       return fail(step, "@train_step must call @forward_backward");
     auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
     if (!names || call.getNumResults() != names.size() + 1)
       return fail(fb, "@forward_backward must return the loss and one gradient per "
                       "loom.grad_params entry");
-    frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
+    frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
     if (frozenVariance != "sharded" && frozenVariance != "replicated")
       return fail(module, "frozen-variance must be 'sharded' or 'replicated', not '" +
                               frozenVariance + "'");
@@ -331,7 +331,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (frozen && module.lookupSymbol("enter_frozen"))
       return fail(frozen, "@enter_frozen exists already");
     // The driver's world: every rank of the topology.
-    setDataParallel(step, {topo.getWorldSize(), zeroStage});
+    setDataParallel(step, topo.getWorldSize(), zeroStage);
 
     OpBuilder b(ctx);
     Location loc = call.getLoc();

@@ -221,19 +221,19 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
                                 ArrayAttr::get(ctx, {topo.getLevels()[topo.getLevels().size() - 1]}));
     auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
 
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
+    auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
     if (!step || !fb || !step.getBody().hasOneBlock())
       return fail(module, "needs @train_step and @forward_backward (run loom-attach-optimizer)");
     // Data parallelism inside each replica (loom-data-parallel
     // exclude=replica, run before): its ranks keep whole parameters (ZeRO
     // 0-2), which the outer step reads and merges; each rank exchanges with
     // its counterparts in the other replicas.
-    std::optional<DataParallelInfo> inner = getDataParallel(step);
+    DataParallelAttr inner = getDataParallel(step);
     if (world != replicas && !inner)
       return fail(step, "replicas of several ranks need data parallelism inside them first "
                         "(loom-data-parallel exclude=replica)");
-    if (inner && (inner->world != world || inner->zeroStage == 3))
+    if (inner && (inner.getWorld() != world || inner.getZeroStage() == 3))
       return fail(step, "data parallelism inside the replicas must span the other levels "
                         "with ZeRO 0-2 (stage 3 shards the parameters the outer step reads)");
     if (module.lookupSymbol("diloco_start"))
@@ -243,7 +243,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     auto gradNames = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
     if (!gradNames)
       gradNames = step->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
-    func::CallOp call = findCall(step, "forward_backward");
+    func::CallOp call = findCall(step, LoomDialect::kForwardBackward);
     if (!gradNames || !call)
       return fail(step, "@train_step must call @forward_backward, whose loom.grad_params "
                         "names the trained parameters");
@@ -251,7 +251,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     // step) and takes its own slice of each global batch, as data
     // parallelism does: runs with and without replicas see the same tokens.
     if (!inner)
-      setDataParallel(step, {world, 0});
+      setDataParallel(step, world, 0);
     OpBuilder b(ctx);
     Location loc = step.getLoc();
     // The loss the step returns (data parallelism inside a replica has
@@ -323,8 +323,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
       auto fn = func::FuncOp::create(b, loc, "diloco_outer_" + std::to_string(f),
                                      FunctionType::get(ctx, {}, {}));
       fn->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
-                  b.getDictionaryAttr({b.getNamedAttr("every", b.getI64IntegerAttr(innerSteps)),
-                                       b.getNamedAttr("offset", b.getI64IntegerAttr(offset))}));
+                  DilocoAttr::get(ctx, innerSteps, offset, /*async=*/false));
       OpBuilder fb2(ctx);
       fb2.setInsertionPointToStart(fn.addEntryBlock());
       // The pseudo-gradients, flattened into one buffer (one all-reduce a
@@ -397,11 +396,8 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
       StoreOp::create(fb2, loc, flat, delta);
       func::ReturnOp::create(fb2, loc);
       auto schedule = [&](func::FuncOp g, int64_t at, bool async) {
-        SmallVector<NamedAttribute> keys{b.getNamedAttr("every", b.getI64IntegerAttr(innerSteps)),
-                                         b.getNamedAttr("offset", b.getI64IntegerAttr(at))};
-        if (async)
-          keys.push_back(b.getNamedAttr("async", b.getUnitAttr()));
-        g->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(), b.getDictionaryAttr(keys));
+        g->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
+                   DilocoAttr::get(ctx, innerSteps, at, async));
       };
       b.setInsertionPointAfter(fn);
       auto ex = func::FuncOp::create(b, loc, "diloco_exchange_" + std::to_string(f),

@@ -75,7 +75,7 @@ struct InterleaveOffload
     Outcome o;
     // The copy is ours: lowered in place, without the comments.
     if (failed(applyOffload(*copy, "subgroups")) ||
-        failed(lowerToRuntime(*copy, "train_step", /*comments=*/false)))
+        failed(lowerToRuntime(*copy, LoomDialect::kTrainStep, /*comments=*/false)))
       return o;
     FailureOr<StepPrediction> p = simulateLoweredStep(*copy, hw, false);
     if (failed(p))
@@ -171,18 +171,11 @@ struct InterleaveOffload
     MLIRContext *ctx = module.getContext();
     for (auto [sg, w] : llvm::zip(sgs, chosen))
       sg.setPlace(w);
-    auto f64 = [&](double v) { return FloatAttr::get(Float64Type::get(ctx), v); };
-    auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(ctx, 64), v); };
-    NamedAttrList plan_;
-    plan_.append("hardware", StringAttr::get(ctx, hw->name));
-    plan_.append("gpu", i64(int64_t(resident)));
-    plan_.append("stream", i64(int64_t(bestS)));
-    plan_.append("cpu", i64(int64_t(n - resident - bestS)));
-    plan_.append("predicted_step_s", f64(best.cost()));
-    plan_.append("predicted_update_s", f64(best.p.updateSeconds));
-    plan_.append("predicted_peak_device_bytes", f64(best.p.peakDeviceBytes()));
-    plan_.append("usable_device_bytes", f64(usable));
-    module->setAttr(LoomDialect::OffloadPlanAttrHelper::getNameStr(), plan_.getDictionary(ctx));
+    module->setAttr(LoomDialect::OffloadPlanAttrHelper::getNameStr(),
+                    OffloadPlanAttr::get(ctx, int64_t(resident), int64_t(bestS),
+                                         int64_t(n - resident - bestS), hw->name,
+                                         APFloat(best.cost()), APFloat(best.p.updateSeconds),
+                                         int64_t(best.p.peakDeviceBytes()), int64_t(usable)));
   }
 };
 

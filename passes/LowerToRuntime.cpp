@@ -1624,8 +1624,9 @@ void formHostTasks(func::FuncOp fn) {
   }
   // The releases inside the backward: before the task kReleaseWindow after
   // theirs, if it too is inside the backward, else at the backward's end.
-  auto mode = fn->getAttrOfType<StringAttr>(LoomDialect::OptimizerOffloadAttrHelper::getNameStr());
-  size_t window = mode && mode.getValue() == "subgroups" ? kReleaseWindow : tasks.size();
+  auto mode = fn->getAttrOfType<OptimizerOffloadAttr>(
+      LoomDialect::OptimizerOffloadAttrHelper::getNameStr());
+  size_t window = mode && mode.getMode() == OffloadMode::subgroups ? kReleaseWindow : tasks.size();
   for (Release &rel : releases) {
     size_t k = rel.task + window;
     Operation *at = k < tasks.size() && inBackward(taskEnds[k]) ? tasks[k].getOperation()
@@ -1714,7 +1715,7 @@ struct Lowering {
     MLIRContext *ctx = module.getContext();
     auto step = module.lookupSymbol<func::FuncOp>(entry);
     if (!step) {
-      if (entry == "train_step")
+      if (entry == LoomDialect::kTrainStep)
         module.emitError() << "code generation needs @train_step: compile with "
                               "--compile-to=optimizer first (or run loom-attach-optimizer)";
       else
@@ -1746,16 +1747,16 @@ struct Lowering {
     };
     visit(step);
     // 1-bit Adam's step after its freeze is the program's second entry.
-    auto frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
-    if (frozen && entry == "train_step")
+    auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
+    if (frozen && entry == LoomDialect::kTrainStep)
       visit(frozen);
     // With ZeRO 1 and 2, the once-only entry that gathers the momentum
     // before the first frozen step.
     auto enter = module.lookupSymbol<func::FuncOp>("enter_frozen");
-    if (frozen && enter && entry == "train_step")
+    if (frozen && enter && entry == LoomDialect::kTrainStep)
       visit(enter);
     // Streaming DiLoCo's start and outer steps (loom-diloco): entries too.
-    if (entry == "train_step")
+    if (entry == LoomDialect::kTrainStep)
       for (auto fn : module.getOps<func::FuncOp>())
         if (fn.getName() == "diloco_start" ||
             fn->hasAttr(LoomDialect::DilocoAttrHelper::getNameStr()))
@@ -1830,7 +1831,7 @@ struct Lowering {
       SmallVector<std::pair<Operation *, std::string>> texts;
       Operation *backwardEnd = nullptr;
       for (Operation &op : blk) {
-        if (((fn == step && fn.getName() == "train_step") || fn == frozen) &&
+        if (((fn == step && fn.getName() == LoomDialect::kTrainStep) || fn == frozen) &&
             isBackwardWork(&op))
           backwardEnd = &op;
         if (!comments || isa<func::ReturnOp>(op) || plan.elided.contains(&op))
@@ -1878,7 +1879,7 @@ struct Lowering {
         if (isa<rt::StreamOp, rt::CommOp>(op) && op.use_empty())
           op.erase();
     }
-    if (program && step.getName() == "train_step")
+    if (program && step.getName() == LoomDialect::kTrainStep)
       step->setAttr(rt::kProgramAttr, *program);
     return success();
   }
@@ -1895,7 +1896,7 @@ struct Lowering {
       return std::nullopt;
     // A graph model's inputs differ in their leading dimension (the tree's
     // depths); each has a role named by its input name.
-    auto graph = module->getAttrOfType<DictionaryAttr>(LoomDialect::GraphAttrHelper::getNameStr());
+    auto graph = module->getAttrOfType<GraphAttr>(LoomDialect::GraphAttrHelper::getNameStr());
     SmallVector<RankedTensorType> ins;
     for (Type t : ty.getInputs()) {
       auto r = dyn_cast<RankedTensorType>(t);
@@ -1908,9 +1909,9 @@ struct Lowering {
     bool tokens = ins.size() == 2 && ins[0] == ins[1] && ins[0].getRank() == 2 &&
                   ins[0].getElementType().isInteger(64);
     int64_t world = 1, zeroStage = -1;
-    if (std::optional<DataParallelInfo> dp = getDataParallel(step)) {
-      world = dp->world;
-      zeroStage = dp->zeroStage;
+    if (DataParallelAttr dp = getDataParallel(step)) {
+      world = dp.getWorld();
+      zeroStage = dp.getZeroStage();
     }
     auto names = module->getAttrOfType<ArrayAttr>(LoomDialect::InputNamesAttrHelper::getNameStr());
     if (names && names.size() != ins.size())
@@ -1966,19 +1967,19 @@ struct Lowering {
           llvm::to_vector(llvm::concat<const NamedAttribute>(
               program.getValue(),
               ArrayRef<NamedAttribute>{
-                  b.getNamedAttr("fanouts", graph.get("fanouts")),
-                  b.getNamedAttr("norm", b.getI64IntegerAttr(
-                                             graph.getAs<StringAttr>("norm").getValue() == "gcn"
-                                                 ? LOOMRT_GRAPH_GCN
-                                                 : LOOMRT_GRAPH_MEAN))})));
+                  b.getNamedAttr("fanouts", b.getDenseI64ArrayAttr(graph.getFanouts())),
+                  b.getNamedAttr("norm", b.getI64IntegerAttr(graph.getNorm() == GraphNorm::gcn
+                                                                 ? LOOMRT_GRAPH_GCN
+                                                                 : LOOMRT_GRAPH_MEAN))})));
     // Streaming DiLoCo's outer steps, each with its period and offset.
     SmallVector<Attribute> outer;
     for (auto fn : module.getOps<func::FuncOp>())
-      if (auto d = fn->getAttrOfType<DictionaryAttr>(LoomDialect::DilocoAttrHelper::getNameStr()))
-        outer.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr("name", fn.getSymNameAttr()), b.getNamedAttr("every", d.get("every")),
-             b.getNamedAttr("offset", d.get("offset")),
-             b.getNamedAttr("async", b.getBoolAttr(d.contains("async")))}));
+      if (auto d = fn->getAttrOfType<DilocoAttr>(LoomDialect::DilocoAttrHelper::getNameStr()))
+        outer.push_back(
+            b.getDictionaryAttr({b.getNamedAttr("name", fn.getSymNameAttr()),
+                                 b.getNamedAttr("every", b.getI64IntegerAttr(d.getEvery())),
+                                 b.getNamedAttr("offset", b.getI64IntegerAttr(d.getOffset())),
+                                 b.getNamedAttr("async", b.getBoolAttr(d.getAsync()))}));
     if (!outer.empty())
       program = DictionaryAttr::get(
           module.getContext(),
@@ -2009,7 +2010,7 @@ struct Lowering {
   /// 1-bit Adam's freeze step: @train_step_frozen, with the arguments of
   /// @train_step, runs from it (0: no such step).
   static int64_t freezeStepOf(ModuleOp module, func::FuncOp step) {
-    auto frozen = module.lookupSymbol<func::FuncOp>("train_step_frozen");
+    auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
     auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(
                            LoomDialect::FreezeStepAttrHelper::getNameStr())
                      : IntegerAttr();

@@ -45,11 +45,11 @@ struct MixedPrecision
     if (computeType != "bf16")
       return fail(module, "unsupported compute-type '" + computeType +
                               "': expected bf16");
-    auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+    auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
     if (!fwd)
       return fail(module, "no function @forward");
-    if (module.lookupSymbol("forward_backward") ||
-        module.lookupSymbol("train_step"))
+    if (module.lookupSymbol(LoomDialect::kForwardBackward) ||
+        module.lookupSymbol(LoomDialect::kTrainStep))
       return fail(fwd, "run before loom-autodiff: the backward is derived "
                        "from the bf16 forward");
     if (!fwd.getBody().hasOneBlock())

@@ -21,14 +21,14 @@
 
 namespace mlir::loom {
 
-
-/// The placement `mode` (cpu, static:R or subgroups) gives each of `params`.
-FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mode,
+/// The placement `mode` gives each of `params`.
+FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, OptimizerOffloadAttr mode,
                                                   ArrayRef<FlatSymbolRefAttr> params);
 /// Replaces `call` by a copy of `callee`'s body (one block), its results by
 /// the returned values.
 void inlineCall(func::CallOp call, func::FuncOp callee);
-/// Rewrites @train_step for `mode` (loom-offload-optimizer's work).
+/// Rewrites @train_step for `mode` (cpu, static:R or subgroups:
+/// loom-offload-optimizer's work).
 LogicalResult applyOffload(ModuleOp module, StringRef mode);
 
 /// Simulates one @train_step of `module` (not modified) on `hw`: lowers a
@@ -36,7 +36,8 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode);
 /// (loom/StepSimulation.h), so the prediction is of the calls the binary
 /// makes.
 FailureOr<StepPrediction> simulateStep(ModuleOp module, const ::loom::cost::Hardware &hw,
-                                       bool keepSpans, llvm::StringRef function = "train_step");
+                                       bool keepSpans,
+                                       llvm::StringRef function = LoomDialect::kTrainStep);
 
 /// loom-interleave-offload planning for `hw` as given (a caller that has
 /// read, or scaled, the description already), instead of its option.

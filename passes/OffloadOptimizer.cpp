@@ -110,15 +110,13 @@ void inlineCall(func::CallOp call, func::FuncOp callee) {
   call.erase();
 }
 
-FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mode,
+FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, OptimizerOffloadAttr mode,
                                                   ArrayRef<FlatSymbolRefAttr> params) {
   SmallVector<UpdatePlace> where(params.size(), UpdatePlace::cpu);
-  if (mode == "cpu")
+  if (mode.getMode() == OffloadMode::cpu)
     return where;
-  if (mode.starts_with("static:")) {
-    double ratio;
-    if (mode.drop_front(7).getAsDouble(ratio) || !(ratio >= 0 && ratio <= 1))
-      return fail(module, "static:R needs a fraction R in [0, 1], got '" + mode + "'");
+  if (mode.getMode() == OffloadMode::static_ratio) {
+    double ratio = mode.getGpuFraction().convertToDouble();
     // In declaration order, as DeepSpeed fills its GPU share.
     // Over what the step updates (with data parallelism: this rank's
     // shards, not the whole parameters they partition).
@@ -145,8 +143,6 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, StringRef mod
         where[i] = UpdatePlace::gpu;
     return where;
   }
-  if (mode != "subgroups")
-    return fail(module, "unknown mode '" + mode + "': expected cpu, static:R or subgroups");
   llvm::DenseMap<StringAttr, UpdatePlace> of;
   for (SubgroupOp sg : module.getOps<SubgroupOp>()) {
     std::optional<UpdatePlace> place = sg.getPlace();
@@ -250,10 +246,14 @@ void hoistHostUpdates(Block &blk, ArrayRef<SmallVector<Operation *>> groups,
   }
 }
 
-LogicalResult applyOffload(ModuleOp module, StringRef mode) {
+LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
   MLIRContext *ctx = module.getContext();
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+  std::string error;
+  FailureOr<OptimizerOffloadAttr> mode = parseOffloadMode(ctx, modeName, error);
+  if (failed(mode))
+    return fail(module, error);
+  auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
+  auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
   if (!step || !fb)
     return fail(module, "needs @forward_backward and @train_step (run "
                         "loom-attach-optimizer first)");
@@ -265,7 +265,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   // the reduced gradient; either way each update loads its weights from a
   // symbol and takes one gradient, which is all this pass needs, and each
   // rank offloads what it updates.
-  func::CallOp call = findCall(step, "forward_backward");
+  func::CallOp call = findCall(step, LoomDialect::kForwardBackward);
   if (!call)
     return fail(fb, "@train_step must call @forward_backward");
   // Every update of the step and the symbol its weights are loaded from (a
@@ -289,7 +289,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
   }
   if (adams.empty())
     return fail(step, "has no loom.adam to offload (--optimizer=adam|adamw)");
-  FailureOr<SmallVector<UpdatePlace>> where = offloadPlaces(module, mode, syms);
+  FailureOr<SmallVector<UpdatePlace>> where = offloadPlaces(module, *mode, syms);
   if (failed(where))
     return failure();
 
@@ -318,7 +318,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode) {
     u.group = it != groupOf.end() ? it->second : groups + int(i);
     updates.push_back(u);
   }
-  step->setAttr(LoomDialect::OptimizerOffloadAttrHelper::getNameStr(), StringAttr::get(ctx, mode));
+  step->setAttr(LoomDialect::OptimizerOffloadAttrHelper::getNameStr(), *mode);
   if (llvm::all_of(updates, [](const Update &u) { return u.where == UpdatePlace::gpu; }))
     return success();
 

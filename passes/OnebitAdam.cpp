@@ -65,16 +65,17 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
                                 topo.getLevels());
     auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
 
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
+    auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
     if (!step || !fb || !step.getBody().hasOneBlock())
       return fail(module, "needs @train_step and @forward_backward (run loom-attach-optimizer)");
     if (getDataParallel(step))
       return fail(step, "runs before loom-data-parallel");
-    if (module.lookupSymbol("train_step_frozen") || module.lookupSymbol("forward_backward_local"))
+    if (module.lookupSymbol(LoomDialect::kTrainStepFrozen) ||
+        module.lookupSymbol("forward_backward_local"))
       return fail(step, "@train_step_frozen exists already");
     auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
-    func::CallOp call = findCall(step, "forward_backward");
+    func::CallOp call = findCall(step, LoomDialect::kForwardBackward);
     if (!names || !call || call.getNumResults() != names.size() + 1)
       return fail(step, "@train_step must call @forward_backward, which returns the loss and "
                         "one gradient per loom.grad_params entry");
@@ -105,7 +106,8 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
     int64_t unit = world * std::lcm(world, int64_t(8));
     Location loc = step.getLoc();
     b.setInsertionPointAfter(step);
-    auto frozen = func::FuncOp::create(b, loc, "train_step_frozen", step.getFunctionType());
+    auto frozen =
+        func::FuncOp::create(b, loc, LoomDialect::kTrainStepFrozen, step.getFunctionType());
     frozen->setAttr(LoomDialect::FreezeStepAttrHelper::getNameStr(),
                     b.getI64IntegerAttr(freezeStep));
     Block *entry = frozen.addEntryBlock();

@@ -54,8 +54,8 @@ struct OptimizerSubgroups
       if (members.empty())
         return;
       std::string name = "sg" + std::to_string(index++);
-      SubgroupOp::create(b, loc, b.getStringAttr(name),
-                           b.getArrayAttr(members), b.getI64IntegerAttr(numel), StringAttr());
+      SubgroupOp::create(b, loc, b.getStringAttr(name), b.getArrayAttr(members),
+                         b.getI64IntegerAttr(numel), UpdatePlaceAttr());
       members.clear();
       numel = 0;
     };

@@ -18,7 +18,7 @@ namespace mlir::loom {
 /// loom-lower-to-runtime's work on `module` from @`entry` (and the
 /// functions it calls); errors are reported on the ops. `comments`: each
 /// loom op's text before its calls.
-LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = "train_step",
+LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = LoomDialect::kTrainStep,
                              bool comments = true);
 
 /// Whether the module's functions are lowered to loomrt (no tensor in a

@@ -320,7 +320,7 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     to fragment i mod P; parameters before the first block, the
     embeddings, to fragment 0; after the last, the final norm and head, to
     fragment P − 1). For each fragment f the pass writes
-    `@diloco_outer_f` (`loom.diloco = {every = H, offset = ⌊H/P·(f+1)⌋}`),
+    `@diloco_outer_f` (`loom.diloco = #loom.diloco<every = H, offset = ⌊H/P·(f+1)⌋>`),
     which the training binary runs after the inner step t with t + 1 ≥
     offset and t + 1 − offset a multiple of H:
 
@@ -346,7 +346,7 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
 
     ```mlir
     loom.state @w.diloco.global : tensor<3xf32> role master of @w init #loom.init<zeros>
-    func.func @diloco_outer_0() attributes {loom.diloco = {every = 4 : i64, offset = 4 : i64}} {
+    func.func @diloco_outer_0() attributes {loom.diloco = #loom.diloco<every = 4, offset = 4>} {
       %w = loom.load @w : tensor<3xf32>
       %g = loom.load @w.diloco.global : tensor<3xf32>
       %d = loom.sub %g, %w : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
@@ -715,11 +715,11 @@ def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
     After:
 
     ```mlir
-    module attributes {loom.offload_plan = {cpu = 1 : i64, gpu = 1 : i64, stream = 1 : i64,
-        hardware = "h100", predicted_step_s = ..., ...}} {
-    loom.subgroup @sg0 [@wte, @wpe] numel 1024 {update = "gpu"}
-    loom.subgroup @sg1 [@h0.w] numel 4096 {update = "stream"}
-    loom.subgroup @sg2 [@h1.w] numel 4096 {update = "cpu"}
+    module attributes {loom.offload_plan = #loom.offload_plan<gpu = 1, stream = 1, cpu = 1,
+        hardware = "h100", predicted_step_s = ..., ...>} {
+    loom.subgroup @sg0 [@wte, @wpe] numel 1024 update gpu
+    loom.subgroup @sg1 [@h0.w] numel 4096 update stream
+    loom.subgroup @sg2 [@h1.w] numel 4096 update cpu
     ```
   }];
   let options = [

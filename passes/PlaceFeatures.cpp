@@ -147,10 +147,12 @@ LogicalResult mlir::loom::applyFeaturePlacement(ModuleOp module, const FeaturePl
   auto fn = module.lookupSymbol<func::FuncOp>(function);
   BlockArgument table = featuresArg(module, fn);
   MLIRContext *ctx = module.getContext();
-  auto graph = module->getAttrOfType<DictionaryAttr>(LoomDialect::GraphAttrHelper::getNameStr());
-  NamedAttrList fields(graph);
-  fields.set("placement", StringAttr::get(ctx, ::loom::cost::placementName(plan.chosen)));
-  module->setAttr(LoomDialect::GraphAttrHelper::getNameStr(), fields.getDictionary(ctx));
+  auto graph = module->getAttrOfType<GraphAttr>(LoomDialect::GraphAttrHelper::getNameStr());
+  FeaturePlace place = plan.chosen == GatherPlacement::Device     ? FeaturePlace::device
+                       : plan.chosen == GatherPlacement::ZeroCopy ? FeaturePlace::zero_copy
+                                                                  : FeaturePlace::host_gather;
+  module->setAttr(LoomDialect::GraphAttrHelper::getNameStr(),
+                  GraphAttr::get(ctx, graph.getFanouts(), graph.getNorm(), place));
   if (plan.chosen == GatherPlacement::Device)
     return success();
   auto pinned = withMemSpace(cast<RankedTensorType>(table.getType()), MemSpace::pinned);

@@ -72,7 +72,7 @@ struct QuantizeWeights : public mlir::loom::impl::QuantizeWeightsBase<QuantizeWe
     ModuleOp module = getOperation();
     if (failed(checkBlock(module, "loom-quantize-weights", block)))
       return signalPassFailure();
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
     if (!fb)
       return;
     MLIRContext *ctx = module.getContext();
@@ -134,7 +134,7 @@ struct QuantizeGradients : public mlir::loom::impl::QuantizeGradientsBase<Quanti
     if (failed(checkBlock(module, "loom-quantize-gradients", block)))
       return signalPassFailure();
     codec = CodecAttr::get(ctx, CodecKind::int4, block);
-    auto fb = module.lookupSymbol<func::FuncOp>("forward_backward");
+    auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
     if (!fb)
       return;
     SmallVector<ReduceScatterOp> reductions;

@@ -4,6 +4,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -149,4 +151,77 @@ int64_t PackedType::getStorageBytes() const {
   // A codec without a block keeps one scale for the whole tensor.
   int64_t scales = block > 0 ? (n + block - 1) / block : 1;
   return (bits + 7) / 8 + 4 * scales;
+}
+
+//===----------------------------------------------------------------------===//
+// The decisions passes hand each other
+//===----------------------------------------------------------------------===//
+
+LogicalResult DataParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t world,
+                                       int64_t zeroStage) {
+  if (world < 1 || world > (int64_t(1) << 20))
+    return emitError() << "data_parallel world must be in [1, 1048576], got " << world;
+  if (zeroStage < 0 || zeroStage > 3)
+    return emitError() << "data_parallel zero_stage must be in [0, 3], got " << zeroStage;
+  return success();
+}
+
+/// A prediction or a byte count: finite and not negative.
+static bool isMeasure(const llvm::APFloat &f) {
+  double v = f.convertToDouble();
+  return std::isfinite(v) && v >= 0;
+}
+
+LogicalResult OffloadPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t gpu,
+                                      int64_t stream, int64_t cpu, StringRef, llvm::APFloat stepS,
+                                      llvm::APFloat updateS, int64_t peakBytes,
+                                      int64_t usableBytes) {
+  if (gpu < 0 || stream < 0 || cpu < 0)
+    return emitError() << "offload_plan subgroup counts must be non-negative, got gpu = " << gpu
+                       << ", stream = " << stream << ", cpu = " << cpu;
+  if (!isMeasure(stepS) || !isMeasure(updateS) || peakBytes < 0 || usableBytes < 0)
+    return emitError() << "offload_plan predictions must be finite and non-negative";
+  return success();
+}
+
+LogicalResult DilocoAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t every,
+                                 int64_t offset, bool) {
+  if (every < 1 || offset < 1)
+    return emitError() << "diloco every and offset must be at least 1, got every = " << every
+                       << ", offset = " << offset;
+  return success();
+}
+
+LogicalResult GraphAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                ArrayRef<int64_t> fanouts, GraphNorm, std::optional<FeaturePlace>) {
+  if (fanouts.empty() || !llvm::all_of(fanouts, [](int64_t f) { return f >= 1 && f <= 4096; }))
+    return emitError() << "graph fanouts must be one or more hops, each in [1, 4096]";
+  return success();
+}
+
+LogicalResult OptimizerOffloadAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                           OffloadMode mode, llvm::APFloat fraction) {
+  double gpuFraction = fraction.convertToDouble();
+  if (!(gpuFraction >= 0 && gpuFraction <= 1))
+    return emitError() << "optimizer_offload gpu_fraction must be in [0, 1], got " << gpuFraction;
+  if (mode != OffloadMode::static_ratio && gpuFraction != 0)
+    return emitError() << "optimizer_offload gpu_fraction is given only with 'static'";
+  return success();
+}
+
+FailureOr<OptimizerOffloadAttr> mlir::loom::parseOffloadMode(MLIRContext *ctx, StringRef mode,
+                                                             std::string &error) {
+  if (mode == "cpu")
+    return OptimizerOffloadAttr::get(ctx, OffloadMode::cpu, llvm::APFloat(0.0));
+  if (mode == "subgroups")
+    return OptimizerOffloadAttr::get(ctx, OffloadMode::subgroups, llvm::APFloat(0.0));
+  double ratio = 0;
+  StringRef r = mode;
+  if (r.consume_front("static:") && !r.getAsDouble(ratio) && ratio >= 0 && ratio <= 1)
+    return OptimizerOffloadAttr::get(ctx, OffloadMode::static_ratio, llvm::APFloat(ratio));
+  if (mode.starts_with("static"))
+    error = "static:R needs a fraction R in [0, 1], got '" + mode.str() + "'";
+  else
+    error = "unknown mode '" + mode.str() + "': expected cpu, static:R or subgroups";
+  return failure();
 }

@@ -56,14 +56,17 @@ def Loom_Dialect : Dialect {
     // On a shard: each member starts at a multiple of this many elements of
     // the bucket (loom-data-parallel member-align; absent: packed).
     "::mlir::IntegerAttr":$member_align,
-    // On @train_step: {world, zero_stage} (loom-data-parallel).
-    "::mlir::DictionaryAttr":$data_parallel,
-    // On the module: the interleaved plan {gpu, stream, cpu, ...}.
-    "::mlir::DictionaryAttr":$offload_plan,
+    // On @train_step: #loom.data_parallel, its ranks and ZeRO stage
+    // (loom-data-parallel).
+    "::mlir::loom::DataParallelAttr":$data_parallel,
+    // On the module: #loom.offload_plan, the interleaved plan
+    // (loom-interleave-offload).
+    "::mlir::loom::OffloadPlanAttr":$offload_plan,
     // On the module: the model it was made from (a generator spec or file).
     "::mlir::StringAttr":$model,
-    // On @train_step: the offload mode applied (cpu, static:R, subgroups).
-    "::mlir::StringAttr":$optimizer_offload,
+    // On @train_step: #loom.optimizer_offload, the mode
+    // loom-offload-optimizer applied.
+    "::mlir::loom::OptimizerOffloadAttr":$optimizer_offload,
     // On the module: the CPU's updates run on the step's host thread
     // (loomrt.host_task) and start when their gradients land (loomc
     // --host-thread, on for GPU targets).
@@ -73,18 +76,16 @@ def Loom_Dialect : Dialect {
     // --input NAME=FILE.npy).
     "::mlir::ArrayAttr":$input_names,
     // On the module of a graph model on sampled mini-batches (--model sage
-    // and gcn): {fanouts = array<i64: ...>, the neighbours sampled per hop,
-    // hop 1 first; norm = "mean" (GraphSAGE) or "gcn" (symmetric, self
-    // loops)}, how the training binary's sampler fills and weights the
-    // step's inputs, named features, nodes<d>, weights<d>, self<d>, labels.
-    "::mlir::DictionaryAttr":$graph,
+    // and gcn): #loom.graph, how the training binary's sampler fills and
+    // weights the step's inputs, named features, nodes<d>, weights<d>,
+    // self<d>, labels.
+    "::mlir::loom::GraphAttr":$graph,
     // On @train_step_frozen (loom-onebit-adam): the run step from which the
     // binary runs it instead of @train_step (1-bit Adam's freeze step).
     "::mlir::IntegerAttr":$freeze_step,
     // On a Streaming DiLoCo outer step (loom-diloco's @diloco_outer_F):
-    // {every = H, offset = O}, run after the inner step t with t + 1 >= O
-    // and t + 1 - O a multiple of H.
-    "::mlir::DictionaryAttr":$diloco,
+    // #loom.diloco, the inner steps after which it runs.
+    "::mlir::loom::DilocoAttr":$diloco,
     // On any op: why a pass left it as it was where it rewrites its kind
     // (a fallback, e.g. qgZ's plain reduce-scatter for a shard that is not
     // whole blocks), so the IR says what was not done and why.
@@ -94,6 +95,17 @@ def Loom_Dialect : Dialect {
   let extraClassDeclaration = [{
     void registerAttributes();
     void registerTypes();
+
+    // The functions of a training module, by phase: passes find them by
+    // these names, code generation and the step simulation enter them.
+    /// The model (loss) as imported or generated.
+    static constexpr ::llvm::StringLiteral kForward = "forward";
+    /// loom-autodiff's forward plus backward (gradients as results).
+    static constexpr ::llvm::StringLiteral kForwardBackward = "forward_backward";
+    /// loom-attach-optimizer's whole step: gradients and the update.
+    static constexpr ::llvm::StringLiteral kTrainStep = "train_step";
+    /// loom-onebit-adam's step after the freeze (compressed momentum).
+    static constexpr ::llvm::StringLiteral kTrainStepFrozen = "train_step_frozen";
   }];
 }
 
@@ -179,6 +191,32 @@ def Loom_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction", [
   let genSpecializedAttr = 1;
 }
 
+def Loom_GraphNorm : I32EnumAttr<"GraphNorm", "how a graph model weights its neighbours", [
+    I32EnumAttrCase<"mean", 0>,
+    I32EnumAttrCase<"gcn", 1>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_FeaturePlace : I32EnumAttr<"FeaturePlace", "where a graph model's feature rows are gathered", [
+    I32EnumAttrCase<"device", 0>,
+    I32EnumAttrCase<"zero_copy", 1>,
+    I32EnumAttrCase<"host_gather", 2>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_OffloadMode : I32EnumAttr<"OffloadMode", "how loom-offload-optimizer places the updates", [
+    I32EnumAttrCase<"cpu", 0>,
+    I32EnumAttrCase<"static_ratio", 1, "static">,
+    I32EnumAttrCase<"subgroups", 2>
+  ]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -206,6 +244,17 @@ def Loom_MemSpaceAttr : EnumAttr<Loom_Dialect, Loom_MemSpace, "mem"> {
     ```
   }];
   let assemblyFormat = "`<` $value `>`";
+}
+
+def Loom_UpdatePlaceAttr : EnumAttr<Loom_Dialect, Loom_UpdatePlace, "update"> {
+  let summary = "Where an optimizer subgroup is updated";
+  let description = [{
+    `gpu` (state resident on the device), `stream` (state in pinned host
+    memory, copied in for a GPU update and back) or `cpu` (state in pinned
+    host memory, updated by the CPU): `loom.subgroup`'s `update`, where it
+    prints as the bare keyword (`update cpu`); on its own, `#loom<update cpu>`.
+  }];
+  let assemblyFormat = "$value";
 }
 
 def Loom_StreamAttr : Loom_Attr<"Stream", "stream"> {
@@ -306,6 +355,132 @@ def Loom_GroupAttr : Loom_Attr<"Group", "group"> {
     "FlatSymbolRefAttr":$topology,
     "ArrayAttr":$levels);
   let assemblyFormat = "`<` $topology `,` $levels `>`";
+}
+
+// A double (an IEEE double APFloat: the storage must hash it), printed so
+// that it reads back to the same bits (the cost model's predictions travel
+// in the plan and tests compare them). Zero when not given.
+class Loom_F64Parameter<string desc> : APFloatParameter<desc> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double v = 0;
+    if ($_parser.parseFloat(v))
+      return ::mlir::failure();
+    return ::llvm::APFloat(v);
+  }() }];
+  let printer = [{ $_printer.printFloat($_self); }];
+  let defaultValue = "::llvm::APFloat(0.0)";
+}
+
+def Loom_DataParallelAttr : Loom_Attr<"DataParallel", "data_parallel"> {
+  let summary = "A data-parallel step: its ranks and ZeRO stage";
+  let description = [{
+    On `@train_step` (loom-data-parallel writes it): the step runs on
+    `world` ranks that each hold a replica of the model, with the ZeRO
+    stage `zero_stage` (0: gradients all-reduced; 1: optimizer state
+    partitioned; 2: and gradients; 3: and parameters).
+
+    ```mlir
+    func.func @train_step(...) attributes {
+        loom.data_parallel = #loom.data_parallel<world = 4, zero_stage = 3>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$world, "int64_t":$zero_stage);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_OffloadPlanAttr : Loom_Attr<"OffloadPlan", "offload_plan"> {
+  let summary = "The interleaved offload plan and what the cost model predicted for it";
+  let description = [{
+    On the module (loom-interleave-offload writes it): how many optimizer
+    subgroups are updated on the GPU with their state resident (`gpu`),
+    streamed in for a GPU update (`stream`) and updated on the CPU (`cpu`),
+    with the hardware description the plan was made for and the step
+    simulation's predictions for it (seconds and bytes; zero where not
+    given). The placement itself is each `loom.subgroup`'s `update`.
+
+    ```mlir
+    module attributes {loom.offload_plan = #loom.offload_plan<gpu = 22,
+        stream = 9, cpu = 24, hardware = "h100", predicted_step_s = 0.779>}
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$gpu, "int64_t":$stream, "int64_t":$cpu,
+    StringRefParameter<"the hardware description's name", "\"\"">:$hardware,
+    Loom_F64Parameter<"predicted step (s)">:$predicted_step_s,
+    Loom_F64Parameter<"predicted update phase (s)">:$predicted_update_s,
+    DefaultValuedParameter<"int64_t", "0", "predicted peak device memory (bytes)">:$predicted_peak_device_bytes,
+    DefaultValuedParameter<"int64_t", "0", "device memory the plan may use (bytes)">:$usable_device_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_DilocoAttr : Loom_Attr<"Diloco", "diloco"> {
+  let summary = "When a Streaming DiLoCo outer-step function runs";
+  let description = [{
+    On the functions loom-diloco adds (`@diloco_outer_F`, and with overlap
+    `@diloco_exchange_F` and `@diloco_apply_F`): run after inner step `t`
+    when `t + 1 >= offset` and `t + 1 - offset` is a multiple of `every`.
+    `async`: the function's collectives are left in flight when it returns
+    (the exchange of an overlapped fragment, waited for by its apply).
+
+    ```mlir
+    func.func @diloco_outer_0() attributes {
+        loom.diloco = #loom.diloco<every = 4, offset = 2>}
+    func.func @diloco_exchange_1() attributes {
+        loom.diloco = #loom.diloco<every = 4, offset = 4, async = true>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$every, "int64_t":$offset,
+                    DefaultValuedParameter<"bool", "false">:$async);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_GraphAttr : Loom_Attr<"Graph", "graph"> {
+  let summary = "A graph model on sampled mini-batches: its sampler";
+  let description = [{
+    On the module of `--model sage` and `--model gcn`: `fanouts`, the
+    neighbours sampled per hop (hop 1 first, each in [1, 4096]); `norm`,
+    how the training binary's sampler weights them (`mean`: GraphSAGE;
+    `gcn`: symmetric, with self loops); and, once loom-place-features has
+    chosen, where the step's feature rows are gathered (`device`,
+    `zero_copy` from mapped host memory, `host_gather` on the CPU).
+
+    ```mlir
+    module attributes {loom.graph = #loom.graph<fanouts = [15, 10], norm = mean,
+                                                placement = zero_copy>}
+    ```
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"int64_t">:$fanouts,
+    EnumParameter<Loom_GraphNorm>:$norm,
+    OptionalParameter<"std::optional<::mlir::loom::FeaturePlace>">:$placement);
+  let assemblyFormat = [{
+    `<` `fanouts` `=` `[` $fanouts `]` `,` `norm` `=` $norm
+        (`,` `placement` `=` $placement^)? `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def Loom_OptimizerOffloadAttr : Loom_Attr<"OptimizerOffload", "optimizer_offload"> {
+  let summary = "The offload mode loom-offload-optimizer applied";
+  let description = [{
+    On `@train_step`: `cpu` (every update on the CPU), `static` with
+    `gpu_fraction` (DeepSpeed's fixed split: that fraction of the
+    parameters, in declaration order, updated on the GPU, the rest on the
+    CPU) or `subgroups` (each `loom.subgroup`'s `update` says where, as
+    loom-interleave-offload plans it).
+
+    ```mlir
+    #loom.optimizer_offload<cpu>
+    #loom.optimizer_offload<static, gpu_fraction = 0.25>
+    ```
+  }];
+  let parameters = (ins EnumParameter<Loom_OffloadMode>:$mode,
+                    Loom_F64Parameter<"the GPU's share under static">:$gpu_fraction);
+  let assemblyFormat = "`<` $mode (`,` `gpu_fraction` `=` $gpu_fraction^)? `>`";
+  let genVerifyDecl = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -2,6 +2,7 @@
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Transforms/InliningUtils.h"
 
@@ -44,25 +45,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitError() << "'" << name << "' must be an array of symbol references";
     return success();
   };
-  // A dictionary whose `keys` are integers in [lo, hi] (other keys allowed).
-  auto integers = [&](ArrayRef<StringRef> keys, ArrayRef<int64_t> lo,
-                      ArrayRef<int64_t> hi) -> LogicalResult {
-    auto dict = dyn_cast<DictionaryAttr>(value);
-    for (auto [i, k] : llvm::enumerate(keys)) {
-      auto v = dict ? dict.getAs<IntegerAttr>(k) : IntegerAttr();
-      if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < lo[i] ||
-          v.getInt() > hi[i])
-        return op->emitError() << "'" << name << "' must be a dictionary with an integer '" << k
-                               << "' in [" << lo[i] << ", " << hi[i] << "]";
-    }
-    return success();
-  };
   auto expect = [&](bool ok, StringRef what) -> LogicalResult {
     if (ok)
       return success();
     return op->emitError() << "'" << name << "' must be " << what;
   };
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   if (name == LoomDialect::GradParamsAttrHelper::getNameStr() || name == LoomDialect::ShardOfAttrHelper::getNameStr())
     return symbols();
   if (name == LoomDialect::ShardedIntoAttrHelper::getNameStr() || name == LoomDialect::MirrorOfAttrHelper::getNameStr())
@@ -78,14 +65,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                       v.getInt() <= (int64_t(1) << 30),
                   "an integer in [1, 2^30]");
   }
+  // The typed decisions: their own verifiers ran when they were built.
   if (name == LoomDialect::DataParallelAttrHelper::getNameStr())
-    return integers({"world", "zero_stage"}, {1, 0}, {int64_t(1) << 20, 3});
+    return expect(isa<DataParallelAttr>(value) && isa<func::FuncOp>(op),
+                  "a #loom.data_parallel on a function");
   if (name == LoomDialect::DilocoAttrHelper::getNameStr())
-    return integers({"every", "offset"}, {1, 1}, {kMax, kMax});
+    return expect(isa<DilocoAttr>(value) && isa<func::FuncOp>(op), "a #loom.diloco on a function");
   if (name == LoomDialect::OffloadPlanAttrHelper::getNameStr())
-    return integers({"gpu", "stream", "cpu"}, {0, 0, 0}, {kMax, kMax, kMax});
+    return expect(isa<OffloadPlanAttr>(value) && isa<ModuleOp>(op),
+                  "a #loom.offload_plan on the module");
+  if (name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr())
+    return expect(isa<OptimizerOffloadAttr>(value) && isa<func::FuncOp>(op),
+                  "a #loom.optimizer_offload on a function");
+  if (name == LoomDialect::GraphAttrHelper::getNameStr())
+    return expect(isa<GraphAttr>(value) && isa<ModuleOp>(op), "a #loom.graph on the module");
   if (name == LoomDialect::ModelAttrHelper::getNameStr() ||
-      name == LoomDialect::OptimizerOffloadAttrHelper::getNameStr() ||
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   if (name == LoomDialect::HostThreadAttrHelper::getNameStr())
@@ -94,24 +88,6 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1,
                   "a positive integer");
-  }
-  if (name == LoomDialect::GraphAttrHelper::getNameStr()) {
-    auto d = dyn_cast<DictionaryAttr>(value);
-    auto fanouts = d ? dyn_cast_or_null<DenseI64ArrayAttr>(d.get("fanouts")) : nullptr;
-    auto norm = d ? dyn_cast_or_null<StringAttr>(d.get("norm")) : nullptr;
-    auto placement = d ? d.get("placement") : Attribute();
-    auto where = dyn_cast_or_null<StringAttr>(placement);
-    bool placed = !placement || (where && (where.getValue() == "device" ||
-                                           where.getValue() == "zero-copy" ||
-                                           where.getValue() == "host-gather"));
-    return expect(d && d.size() == 2u + (placement ? 1 : 0) && placed && fanouts &&
-                      !fanouts.empty() &&
-                      llvm::all_of(fanouts.asArrayRef(),
-                                   [](int64_t f) { return f >= 1 && f <= 4096; }) &&
-                      norm && (norm.getValue() == "mean" || norm.getValue() == "gcn"),
-                  "{fanouts = array<i64: ...> (each in [1, 4096]), norm = \"mean\" or "
-                  "\"gcn\", optional placement = \"device\", \"zero-copy\" or "
-                  "\"host-gather\"}");
   }
   if (name == LoomDialect::InputNamesAttrHelper::getNameStr()) {
     auto names = dyn_cast<ArrayAttr>(value);
@@ -164,27 +140,15 @@ RankedTensorType mlir::loom::withMemSpace(RankedTensorType type,
                                MemSpaceAttr::get(type.getContext(), space));
 }
 
-std::optional<DataParallelInfo> mlir::loom::getDataParallel(Operation *step) {
-  auto dp = step->getAttrOfType<DictionaryAttr>(LoomDialect::DataParallelAttrHelper::getNameStr());
-  if (!dp)
-    return std::nullopt;
-  return DataParallelInfo{dp.getAs<IntegerAttr>("world").getInt(),
-                          dp.getAs<IntegerAttr>("zero_stage").getInt()};
+DataParallelAttr mlir::loom::getDataParallel(Operation *step) {
+  return step->getAttrOfType<DataParallelAttr>(LoomDialect::DataParallelAttrHelper::getNameStr());
 }
 
-void mlir::loom::setDataParallel(Operation *step, DataParallelInfo info) {
-  Builder b(step->getContext());
+void mlir::loom::setDataParallel(Operation *step, int64_t world, int64_t zeroStage) {
   step->setAttr(LoomDialect::DataParallelAttrHelper::getNameStr(),
-                b.getDictionaryAttr({b.getNamedAttr("world", b.getI64IntegerAttr(info.world)),
-                                     b.getNamedAttr("zero_stage",
-                                                    b.getI64IntegerAttr(info.zeroStage))}));
+                DataParallelAttr::get(step->getContext(), world, zeroStage));
 }
 
-std::optional<OffloadPlanCounts> mlir::loom::getOffloadPlanCounts(Operation *module) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(LoomDialect::OffloadPlanAttrHelper::getNameStr());
-  if (!plan)
-    return std::nullopt;
-  return OffloadPlanCounts{plan.getAs<IntegerAttr>("gpu").getInt(),
-                           plan.getAs<IntegerAttr>("stream").getInt(),
-                           plan.getAs<IntegerAttr>("cpu").getInt()};
+OffloadPlanAttr mlir::loom::getOffloadPlan(Operation *module) {
+  return module->getAttrOfType<OffloadPlanAttr>(LoomDialect::OffloadPlanAttrHelper::getNameStr());
 }

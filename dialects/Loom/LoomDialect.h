@@ -7,11 +7,13 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 
-#include "dialects/Loom/LoomDialect.h.inc"
+// The attributes first: the dialect's discardable-attribute helpers
+// (LoomDialect::DataParallelAttrHelper, ...) return them typed.
 #include "dialects/Loom/LoomEnums.h.inc"
-
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Loom/LoomAttrs.h.inc"
+
+#include "dialects/Loom/LoomDialect.h.inc"
 #define GET_TYPEDEF_CLASSES
 #include "dialects/Loom/LoomTypes.h.inc"
 
@@ -32,6 +34,12 @@ RankedTensorType withMemSpace(RankedTensorType type, MemSpace space);
 /// 2, i64 8, i1 1, f32 and i32 4): what code generation allocates and the
 /// step simulation counts.
 size_t storageBytes(Type elementType);
+
+/// `--loom-offload-optimizer`'s mode option ("cpu", "static:R" with R in
+/// [0, 1], "subgroups") as the attribute the pass writes on @train_step;
+/// `error` says what was wrong.
+FailureOr<OptimizerOffloadAttr> parseOffloadMode(MLIRContext *ctx, StringRef mode,
+                                                 std::string &error);
 
 } // namespace mlir::loom
 

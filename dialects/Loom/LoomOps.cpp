@@ -478,9 +478,6 @@ LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &table) {
 }
 
 LogicalResult SubgroupOp::verifySymbolUses(SymbolTableCollection &table) {
-  if (std::optional<StringRef> u = getUpdate())
-    if (!symbolizeUpdatePlace(*u))
-      return emitOpError() << "update must be gpu, stream or cpu, got '" << *u << "'";
   int64_t total = 0;
   llvm::SmallPtrSet<Attribute, 16> mine;
   for (Attribute a : getParams()) {
@@ -1277,7 +1274,7 @@ RankedTensorType mlir::loom::zeroSizedTensor(Operation *op) {
 bool mlir::loom::isBackwardWork(Operation *op) {
   if (op->getName().getStringRef() == "func.call") { // no func dependency here
     auto callee = op->getAttrOfType<FlatSymbolRefAttr>("callee");
-    return callee && callee.getValue() == "forward_backward";
+    return callee && callee.getValue() == LoomDialect::kForwardBackward;
   }
   if (!isa<LoomDialect>(op->getDialect()))
     return false;

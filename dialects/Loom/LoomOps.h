@@ -88,19 +88,12 @@ bool isBackwardWork(Operation *op);
 RankedTensorType zeroSizedTensor(Operation *op);
 
 /// `loom.data_parallel` on @train_step (loom-data-parallel writes it, the
-/// dialect verifies it): the ranks and the ZeRO stage, typed.
-struct DataParallelInfo {
-  int64_t world = 1, zeroStage = 0;
-};
-std::optional<DataParallelInfo> getDataParallel(Operation *step);
-void setDataParallel(Operation *step, DataParallelInfo info);
+/// dialect verifies it), or null.
+DataParallelAttr getDataParallel(Operation *step);
+void setDataParallel(Operation *step, int64_t world, int64_t zeroStage);
 
-/// The subgroup counts of `loom.offload_plan` on the module (written by
-/// loom-interleave-offload, verified by the dialect).
-struct OffloadPlanCounts {
-  int64_t gpu = 0, stream = 0, cpu = 0;
-};
-std::optional<OffloadPlanCounts> getOffloadPlanCounts(Operation *module);
+/// `loom.offload_plan` on the module (loom-interleave-offload), or null.
+OffloadPlanAttr getOffloadPlan(Operation *module);
 } // namespace mlir::loom
 
 #endif // LOOM_DIALECT_LOOMOPS_H

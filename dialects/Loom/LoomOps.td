@@ -123,22 +123,17 @@ def Loom_SubgroupOp : Loom_Op<"subgroup", [Symbol, HasParent<"ModuleOp">,
 
     ```mlir
     loom.subgroup @sg0 [@wte, @wpe] numel 39383040
-    loom.subgroup @sg1 [@h0.w] numel 2359296 {update = "cpu"}
+    loom.subgroup @sg1 [@h0.w] numel 2359296 update cpu
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypedArrayAttrBase<FlatSymbolRefAttr, "parameter symbols">:$params,
-                       I64Attr:$numel, OptionalAttr<StrAttr>:$update);
-  let assemblyFormat = "$sym_name $params `numel` $numel attr-dict";
+                       I64Attr:$numel, OptionalAttr<Loom_UpdatePlaceAttr>:$update);
+  let assemblyFormat = "$sym_name $params `numel` $numel (`update` $update^)? attr-dict";
   let extraClassDeclaration = [{
-    /// The verified `update` as a value (none when unplanned).
-    std::optional<UpdatePlace> getPlace() {
-      std::optional<llvm::StringRef> u = getUpdate();
-      return u ? symbolizeUpdatePlace(*u) : std::nullopt;
-    }
-    void setPlace(UpdatePlace p) {
-      setUpdateAttr(mlir::StringAttr::get(getContext(), stringifyUpdatePlace(p)));
-    }
+    /// Where it is updated (none when unplanned).
+    std::optional<UpdatePlace> getPlace() { return getUpdate(); }
+    void setPlace(UpdatePlace p) { setUpdate(p); }
   }];
 }
 

@@ -7,6 +7,7 @@
 #ifndef LOOM_FEATUREPLACEMENT_H
 #define LOOM_FEATUREPLACEMENT_H
 
+#include "dialects/Loom/LoomDialect.h"
 #include "loom/CostModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -30,13 +31,12 @@ struct FeaturePlacementPlan {
 };
 /// Plans the placement (`forced`: auto, device, zero-copy or host-gather)
 /// of @`function`'s features table on `hw`; errors on the module.
-FailureOr<FeaturePlacementPlan> planFeaturePlacement(ModuleOp module,
-                                                     const ::loom::cost::Hardware &hw,
-                                                     StringRef forced,
-                                                     StringRef function = "forward");
+FailureOr<FeaturePlacementPlan>
+planFeaturePlacement(ModuleOp module, const ::loom::cost::Hardware &hw, StringRef forced,
+                     StringRef function = ::mlir::loom::LoomDialect::kForward);
 /// Rewrites @`function` for the plan (loom-place-features).
 LogicalResult applyFeaturePlacement(ModuleOp module, const FeaturePlacementPlan &plan,
-                                    StringRef function = "forward");
+                                    StringRef function = ::mlir::loom::LoomDialect::kForward);
 
 } // namespace mlir::loom
 

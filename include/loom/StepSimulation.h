@@ -10,6 +10,7 @@
 #ifndef LOOM_STEPSIMULATION_H
 #define LOOM_STEPSIMULATION_H
 
+#include "dialects/Loom/LoomDialect.h"
 #include "loom/CostModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -58,9 +59,9 @@ struct StepPrediction {
 /// Simulates @train_step (or `function`: 1-bit Adam's @train_step_frozen)
 /// of a lowered module (loom-lower-to-runtime's output; not modified) on
 /// `hw`; `keepSpans` records every span.
-FailureOr<StepPrediction> simulateLoweredStep(ModuleOp lowered, const ::loom::cost::Hardware &hw,
-                                              bool keepSpans,
-                                              llvm::StringRef function = "train_step");
+FailureOr<StepPrediction>
+simulateLoweredStep(ModuleOp lowered, const ::loom::cost::Hardware &hw, bool keepSpans,
+                    llvm::StringRef function = ::mlir::loom::LoomDialect::kTrainStep);
 /// The spans as Chrome trace JSON (one thread per lane), the format the
 /// binary's --trace writes, so both open side by side in Perfetto.
 std::string chromeTrace(const StepPrediction &p, llvm::StringRef title);

@@ -541,15 +541,15 @@ std::string StepPrediction::groupName(llvm::StringRef key) const {
 
 FailureOr<StepPrediction> simulateLoweredStep(ModuleOp module, const cost::Hardware &hw,
                                               bool keepSpans, StringRef function) {
-  auto main = module.lookupSymbol<func::FuncOp>("train_step");
+  auto main = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
   auto step = module.lookupSymbol<func::FuncOp>(function);
   if (!main || main.getBody().empty() || !step || step.getBody().empty())
     return module.emitError("step simulation needs @train_step and @") << function, failure();
   // The ranks a reduce-scatter's input is spread over (the data-parallel
   // decision stays on the lowered @train_step).
   int64_t world = 1;
-  if (std::optional<DataParallelInfo> dp = getDataParallel(main))
-    world = dp->world;
+  if (DataParallelAttr dp = getDataParallel(main))
+    world = dp.getWorld();
   // A rank's share of the host it shares with the other GPUs on it (the
   // CPU updates and copies of all of them compete for its DRAM).
   const cost::Hardware share = cost::rankShare(hw, cost::ranksPerHost(hw, world));

@@ -276,8 +276,8 @@ public:
   std::pair<Value, Value> beginForward(RankedTensorType in,
                                        RankedTensorType target) {
     b.setInsertionPointToEnd(module.getBody());
-    func = func::FuncOp::create(
-        b, loc, "forward", b.getFunctionType({in, target}, {t({})}));
+    func = func::FuncOp::create(b, loc, LoomDialect::kForward,
+                                b.getFunctionType({in, target}, {t({})}));
     Block *entry = func.addEntryBlock();
     b.setInsertionPointToStart(entry);
     return {entry->getArgument(0), entry->getArgument(1)};
@@ -459,7 +459,8 @@ void buildGraph(GraphBuilder &g, const Spec &s) {
       ins.push_back(g.t({count[d], 1}));
   ins.push_back(g.t({B}, i64));
   g.b.setInsertionPointToEnd(g.module.getBody());
-  g.func = func::FuncOp::create(g.b, g.loc, "forward", g.b.getFunctionType(ins, {g.t({})}));
+  g.func =
+      func::FuncOp::create(g.b, g.loc, LoomDialect::kForward, g.b.getFunctionType(ins, {g.t({})}));
   Block *entry = g.func.addEntryBlock();
   g.b.setInsertionPointToStart(entry);
   auto arg = [&](int64_t i) -> Value { return entry->getArgument(i); };
@@ -594,13 +595,10 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   if (graph) {
     for (const std::string &n : graphInputNames(spec))
       names.push_back(StringAttr::get(&ctx, n));
-    Builder b(&ctx);
     (*module)->setAttr(LoomDialect::GraphAttrHelper::getNameStr(),
-                       b.getDictionaryAttr(
-                           {b.getNamedAttr("fanouts", b.getDenseI64ArrayAttr(spec.fanouts)),
-                            b.getNamedAttr("norm", b.getStringAttr(spec.family == "gcn"
-                                                                       ? "gcn"
-                                                                       : "mean"))}));
+                       GraphAttr::get(&ctx, spec.fanouts,
+                                      spec.family == "gcn" ? GraphNorm::gcn : GraphNorm::mean,
+                                      std::nullopt));
   } else {
     names = {StringAttr::get(&ctx, lm ? "tokens" : "x"),
              StringAttr::get(&ctx, lm ? "targets" : "labels")};

@@ -455,7 +455,7 @@ public:
       names.push_back(b.getStringAttr(a.first));
     names.push_back(b.getStringAttr(lm ? "targets" : "labels"));
     (*module)->setAttr(LoomDialect::InputNamesAttrHelper::getNameStr(), b.getArrayAttr(names));
-    auto fn = func::FuncOp::create(b, loc, "forward",
+    auto fn = func::FuncOp::create(b, loc, LoomDialect::kForward,
                                    b.getFunctionType(argTypes, {RankedTensorType::get({}, f32)}));
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);

@@ -90,19 +90,19 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
     llvm::errs() << "loomc: predicted bytes this rank sends a step, per communicator:"
                  << commSummary(*pred) << "\n";
   // 1-bit Adam: the step after the freeze is another function.
-  if (module.lookupSymbol("train_step_frozen")) {
+  if (module.lookupSymbol(mlir::loom::LoomDialect::kTrainStepFrozen)) {
     FailureOr<mlir::loom::StepPrediction> frozen =
-        mlir::loom::simulateStep(module, hw, false, "train_step_frozen");
+        mlir::loom::simulateStep(module, hw, false, mlir::loom::LoomDialect::kTrainStepFrozen);
     if (failed(frozen))
       return 1;
     llvm::errs() << llvm::formatv("loomc: predicted step after the freeze (1-bit Adam) on "
                                   "'{0}': {1:F3} s\n",
                                   hw.name, frozen->stepSeconds);
   }
-  if (std::optional<mlir::loom::OffloadPlanCounts> plan = mlir::loom::getOffloadPlanCounts(module))
+  if (mlir::loom::OffloadPlanAttr plan = mlir::loom::getOffloadPlan(module))
     llvm::errs() << llvm::formatv("loomc: offload plan: {0} subgroups resident on the GPU, "
                                   "{1} streamed, {2} on the CPU\n",
-                                  plan->gpu, plan->stream, plan->cpu);
+                                  plan.getGpu(), plan.getStream(), plan.getCpu());
   if (hw.hasGpu && pred->peakDeviceBytes() > mlir::loom::usableDeviceBytes(hw))
     llvm::errs() << "loomc: warning: the step is predicted not to fit in device memory; "
                     "try --optimizer-offload=interleaved\n";
@@ -604,261 +604,254 @@ struct LoomcOptions {
       cl::cat(cat)};
 };
 
-int loomcMain(int argc, char **argv) {
-  llvm::InitLLVM initLLVM(argc, argv);
-  installCrashMessage();
-  static LoomcOptions o;
+/// What loomc's flags decide before any model is read: checked together,
+/// so a bad flag costs no work.
+struct FlagDecisions {
+  Phase phase = Phase::Binary;
+  // The topology: innermost level first (ranks number with it fastest).
+  SmallVector<std::pair<std::string, int64_t>> levels;
+  int64_t world = 1;
+  bool dataParallel = false;
+  std::string hpzLevels;
+  int64_t qwzBlock = 0, qgzBlock = 0;
+  bool onebit = false;
+  std::optional<PipelineOptions::Diloco> diloco;
+  // ZeRO-3 over several levels, no explicit hpz: plan the hierarchy.
+  bool planHpz = false;
+  // --model with its batch split over the data-parallel ranks.
+  std::string modelSpec;
+};
+
+/// Registers MLIR's options beside loomc's (hiding libLLVM's hundreds of
+/// backend options) and parses the command line.
+static bool parseCommandLine(int argc, char **argv, LoomcOptions &o) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  // libLLVM registers hundreds of backend options: show only loomc's own and
-  // MLIR's (--mlir-print-ir-after-all, --mlir-timing, ...).
+  // Show only loomc's own and MLIR's (--mlir-print-ir-after-all,
+  // --mlir-timing, ...).
   for (auto &[name, opt] : cl::getRegisteredOptions()) {
     bool ours = llvm::is_contained(opt->Categories, &o.cat);
-    if (!ours && !name.starts_with("mlir-") && name != "help" &&
-        name != "version")
+    if (!ours && !name.starts_with("mlir-") && name != "help" && name != "version")
       opt->setHiddenFlag(cl::ReallyHidden);
   }
-  if (!cl::ParseCommandLineOptions(
-          argc, argv,
-          "loomc: compile a model into a training binary\n\n"
-          "  loomc --model gpt:layers=2,d_model=64 --compile-to=import\n"
-          "  loomc step.mlir --compile-to=import -o out.mlir\n"))
-    return 1;
+  return cl::ParseCommandLineOptions(argc, argv,
+                                     "loomc: compile a model into a training binary\n\n"
+                                     "  loomc --model gpt:layers=2,d_model=64 --compile-to=import\n"
+                                     "  loomc step.mlir --compile-to=import -o out.mlir\n");
+}
 
-  auto error = loomcError;
-  if (o.listOnnxOperators) {
-    llvm::outs() << onnxOperatorTable();
-    return 0;
-  }
-  if (o.input.empty() == o.model.empty())
-    return error(o.input.empty()
-                     ? "no model: give MODEL.onnx, MODEL.mlir or --model "
-                       "family:key=value,... (see --help)"
-                     : "give either a model file or --model, not both");
-
-  std::optional<Phase> phase = parsePhase(o.compileTo);
-  if (!phase)
-    return error("unknown phase '" + o.compileTo +
-                 "' for --compile-to: expected import, autodiff, optimizer, "
-                 "distribute, schedule, lowered, cpp or binary");
-  if (o.init != "model" && o.init != "random")
-    return error("unknown --init '" + o.init + "': expected model or random");
-  if (o.offload != "none" && o.offload != "cpu" && o.offload != "interleaved" &&
-      !llvm::StringRef(o.offload).starts_with("static:"))
-    return error("unknown --optimizer-offload '" + o.offload +
-                 "': expected none, cpu, static:R or interleaved");
-  if (o.precision != "fp32" && o.precision != "bf16")
-    return error("unknown --precision '" + o.precision +
-                 "': expected fp32 or bf16");
-  if (o.target != "cpu" && o.target != "cuda")
-    return error("unknown --target '" + o.target + "': expected cpu or cuda");
-  if (o.hostThread != "auto" && o.hostThread != "on" && o.hostThread != "off")
-    return error("unknown --host-thread '" + o.hostThread + "': expected auto, on or off");
-  // The topology: levels outermost first on the command line, innermost
-  // first in loom.topology (ranks number with the innermost level fastest).
-  SmallVector<std::pair<std::string, int64_t>> levels;
-  if (!o.topologyFlag.empty())
-    if (std::optional<std::string> err = parseTopology(o.topologyFlag, levels))
-      return error(*err);
-  int64_t world = 1;
-  for (auto &l : levels)
-    if ((world *= l.second) > (1 << 20))
-      return error("--topology has more than 1048576 ranks");
-  if (o.zeroStage < -1 || o.zeroStage > 3)
-    return error("--zero-stage must be 0, 1, 2 or 3");
-  if (o.zeroStage >= 0 && levels.empty())
-    return error("--zero-stage needs --topology (the ranks to partition over)");
-  bool dataParallel = !levels.empty();
-  std::string hpzLevels;
-  int64_t qwzBlock = 0, qgzBlock = 0;
-  if (!o.zeropp.empty()) {
-    SmallVector<StringRef> parts;
-    StringRef(o.zeropp).split(parts, ',', -1, false);
-    for (StringRef p : parts) {
-      auto [name, blockText] = p.split(':');
-      int64_t *block = name == "qwz" ? &qwzBlock : name == "qgz" ? &qgzBlock : nullptr;
-      if (p == "hpz") {
-        if (o.zeroStage != 3)
-          return error("--zeropp=hpz partitions ZeRO-3's parameters: give --zero-stage=3");
-        if (levels.size() < 2)
-          return error("--zeropp=hpz needs a --topology of at least two levels (e.g. "
-                       "node=2,gpu=4): its secondary partition spans all but the outermost");
-        // Levels are innermost first: all but the last.
-        hpzLevels.clear();
-        for (size_t i = 0; i + 1 < levels.size(); ++i)
-          hpzLevels += (i ? "," : "") + levels[i].first;
-        continue;
-      }
-      if (!block)
-        return error("--zeropp: unknown technique '" + p.str() +
-                     "' (qwz[:BLOCK], hpz, qgz[:BLOCK])");
-      *block = name == "qwz" ? 2048 : 128;
-      if (p.contains(':') && (blockText.getAsInteger(10, *block) || *block < 2 || *block % 2 ||
-                              *block > (int64_t(1) << 24)))
-        return error("--zeropp=" + p.str() + ": the block is an even number of elements from 2 "
-                     "to 16777216");
-      if (name == "qwz" && o.zeroStage != 3)
-        return error("--zeropp=qwz quantises ZeRO-3's parameter gathers: give --zero-stage=3");
-      if (name == "qgz" && o.zeroStage < 2)
-        return error("--zeropp=qgz quantises the gradients' reduce-scatter: give "
-                     "--zero-stage=2 or 3");
+/// --zeropp=qwz[:BLOCK],hpz,qgz[:BLOCK] into `d` (hpz: every level but the
+/// outermost).
+static std::optional<std::string> parseZeropp(const LoomcOptions &o, FlagDecisions &d) {
+  SmallVector<StringRef> parts;
+  StringRef(o.zeropp).split(parts, ',', -1, false);
+  for (StringRef p : parts) {
+    auto [name, blockText] = p.split(':');
+    int64_t *block = name == "qwz" ? &d.qwzBlock : name == "qgz" ? &d.qgzBlock : nullptr;
+    if (p == "hpz") {
+      if (o.zeroStage != 3)
+        return std::string("--zeropp=hpz partitions ZeRO-3's parameters: give --zero-stage=3");
+      if (d.levels.size() < 2)
+        return std::string("--zeropp=hpz needs a --topology of at least two levels (e.g. "
+                           "node=2,gpu=4): its secondary partition spans all but the outermost");
+      // Levels are innermost first: all but the last.
+      d.hpzLevels.clear();
+      for (size_t i = 0; i + 1 < d.levels.size(); ++i)
+        d.hpzLevels += (i ? "," : "") + d.levels[i].first;
+      continue;
     }
+    if (!block)
+      return "--zeropp: unknown technique '" + p.str() + "' (qwz[:BLOCK], hpz, qgz[:BLOCK])";
+    *block = name == "qwz" ? 2048 : 128;
+    if (p.contains(':') && (blockText.getAsInteger(10, *block) || *block < 2 || *block % 2 ||
+                            *block > (int64_t(1) << 24)))
+      return "--zeropp=" + p.str() +
+             ": the block is an even number of elements from 2 to 16777216";
+    if (name == "qwz" && o.zeroStage != 3)
+      return std::string("--zeropp=qwz quantises ZeRO-3's parameter gathers: give "
+                         "--zero-stage=3");
+    if (name == "qgz" && o.zeroStage < 2)
+      return std::string("--zeropp=qgz quantises the gradients' reduce-scatter: give "
+                         "--zero-stage=2 or 3");
   }
-  bool onebit = o.optimizer == "onebit-adam";
-  if (onebit && !dataParallel)
-    return error("--optimizer=onebit-adam averages momenta across ranks: give --topology");
-  if (onebit && o.freezeStep < 1)
-    return error("--optimizer=onebit-adam needs --freeze-step=N (N >= 1 steps of plain Adam "
-                 "first)");
-  if (!onebit && (o.freezeStep != 0 || o.onebitBucketSize != 0))
-    return error("--freeze-step and --onebit-bucket-size are options of "
-                 "--optimizer=onebit-adam");
+  return std::nullopt;
+}
+
+/// The distributed optimizers' flags (1-bit Adam, Streaming DiLoCo, the
+/// hierarchy) and how they compose, into `d`.
+static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
+                                                        FlagDecisions &d) {
+  d.onebit = o.optimizer == "onebit-adam";
+  if (d.onebit && !d.dataParallel)
+    return std::string("--optimizer=onebit-adam averages momenta across ranks: give --topology");
+  if (d.onebit && o.freezeStep < 1)
+    return std::string("--optimizer=onebit-adam needs --freeze-step=N (N >= 1 steps of plain "
+                       "Adam first)");
+  if (!d.onebit && (o.freezeStep != 0 || o.onebitBucketSize != 0))
+    return std::string("--freeze-step and --onebit-bucket-size are options of "
+                       "--optimizer=onebit-adam");
   if (o.onebitBucketSize < 0)
-    return error("--onebit-bucket-size must be 0 (one parameter a bucket) or positive");
+    return std::string("--onebit-bucket-size must be 0 (one parameter a bucket) or positive");
   if (o.onebitVariance != "sharded" && o.onebitVariance != "replicated")
-    return error("--onebit-variance must be sharded or replicated, not '" + o.onebitVariance +
-                 "'");
-  if (o.onebitVariance != "sharded" && !(onebit && o.zeroStage >= 1))
-    return error("--onebit-variance applies to --optimizer=onebit-adam with --zero-stage 1 or 2");
-  std::optional<PipelineOptions::Diloco> diloco;
+    return "--onebit-variance must be sharded or replicated, not '" + o.onebitVariance + "'";
+  if (o.onebitVariance != "sharded" && !(d.onebit && o.zeroStage >= 1))
+    return std::string("--onebit-variance applies to --optimizer=onebit-adam with --zero-stage "
+                       "1 or 2");
   if (!o.diloco.empty()) {
-    if (std::optional<std::string> err = parseDiloco(o.diloco, diloco))
-      return error(*err);
-    if (levels.empty() || levels.back().first != "replica")
-      return error("--diloco needs --topology whose first (outermost) level is replica, "
-                   "e.g. --topology=replica=2,gpu=1");
-    if (levels.back().second < 2)
-      return error("--diloco needs at least 2 replicas");
-    if (onebit)
-      return error("--diloco runs each replica's own AdamW: not with --optimizer=onebit-adam");
-    if (world == levels.back().second && o.zeroStage >= 0)
-      return error("--diloco: --zero-stage applies to data parallelism inside a replica; "
-                   "these replicas are one rank each");
+    if (std::optional<std::string> err = parseDiloco(o.diloco, d.diloco))
+      return err;
+    if (d.levels.empty() || d.levels.back().first != "replica")
+      return std::string("--diloco needs --topology whose first (outermost) level is replica, "
+                         "e.g. --topology=replica=2,gpu=1");
+    if (d.levels.back().second < 2)
+      return std::string("--diloco needs at least 2 replicas");
+    if (d.onebit)
+      return std::string("--diloco runs each replica's own AdamW: not with "
+                         "--optimizer=onebit-adam");
+    if (d.world == d.levels.back().second && o.zeroStage >= 0)
+      return std::string("--diloco: --zero-stage applies to data parallelism inside a replica; "
+                         "these replicas are one rank each");
     if (o.zeroStage > 2)
-      return error("--diloco: ZeRO 0-2 inside a replica (stage 3 shards the parameters that "
-                   "the outer step reads and merges)");
+      return std::string("--diloco: ZeRO 0-2 inside a replica (stage 3 shards the parameters "
+                         "that the outer step reads and merges)");
   }
   // --hierarchy: auto by default for ZeRO-3 over several levels (without
   // an explicit --zeropp=hpz).
   if (o.hierarchy != "" && o.hierarchy != "auto" && o.hierarchy != "flat")
-    return error("unknown --hierarchy '" + o.hierarchy + "': expected auto or flat");
-  bool multiLevel = llvm::count_if(levels, [](auto &l) { return l.second > 1; }) >= 2;
-  if (o.hierarchy == "auto" && (o.zeroStage != 3 || !multiLevel || diloco))
-    return error("--hierarchy=auto plans ZeRO-3's partitions over a --topology of at least two "
-                 "levels (give --zero-stage=3)");
-  bool planHpz = o.hierarchy != "flat" && o.zeroStage == 3 && multiLevel && !diloco && !onebit &&
-                 hpzLevels.empty();
-  if (!o.zeropp.empty() && (diloco || onebit))
-    return error("--zeropp composes with plain ZeRO (AdamW or Adam) only, not yet with "
-                 "--diloco or --optimizer=onebit-adam");
-  if (onebit && o.zeroStage > 2)
-    return error("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage 3's "
-                 "sharded parameters are not built for its frozen step)");
-  std::string modelSpec = o.model;
-  if (dataParallel && !o.model.empty()) {
-    std::string err;
-    if (!splitSpecBatch(modelSpec, world, err))
-      return error(err);
-  }
+    return "unknown --hierarchy '" + o.hierarchy + "': expected auto or flat";
+  bool multiLevel = llvm::count_if(d.levels, [](auto &l) { return l.second > 1; }) >= 2;
+  if (o.hierarchy == "auto" && (o.zeroStage != 3 || !multiLevel || d.diloco))
+    return std::string("--hierarchy=auto plans ZeRO-3's partitions over a --topology of at "
+                       "least two levels (give --zero-stage=3)");
+  d.planHpz = o.hierarchy != "flat" && o.zeroStage == 3 && multiLevel && !d.diloco &&
+              !d.onebit && d.hpzLevels.empty();
+  if (!o.zeropp.empty() && (d.diloco || d.onebit))
+    return std::string("--zeropp composes with plain ZeRO (AdamW or Adam) only, not yet with "
+                       "--diloco or --optimizer=onebit-adam");
+  if (d.onebit && o.zeroStage > 2)
+    return std::string("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage "
+                       "3's sharded parameters are not built for its frozen step)");
+  return std::nullopt;
+}
 
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext ctx(registry);
+/// Every check of loomc's flags that needs no model, in the order the
+/// user reads them: the input, the phase and single flags, the topology,
+/// the distributed optimizers.
+static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecisions &d) {
+  if (o.input.empty() == o.model.empty())
+    return std::string(o.input.empty() ? "no model: give MODEL.onnx, MODEL.mlir or --model "
+                                         "family:key=value,... (see --help)"
+                                       : "give either a model file or --model, not both");
+  std::optional<Phase> phase = parsePhase(o.compileTo);
+  if (!phase)
+    return "unknown phase '" + o.compileTo +
+           "' for --compile-to: expected import, autodiff, optimizer, "
+           "distribute, schedule, lowered, cpp or binary";
+  d.phase = *phase;
+  if (o.init != "model" && o.init != "random")
+    return "unknown --init '" + o.init + "': expected model or random";
+  if (o.offload != "none" && o.offload != "cpu" && o.offload != "interleaved" &&
+      !llvm::StringRef(o.offload).starts_with("static:"))
+    return "unknown --optimizer-offload '" + o.offload +
+           "': expected none, cpu, static:R or interleaved";
+  if (o.precision != "fp32" && o.precision != "bf16")
+    return "unknown --precision '" + o.precision + "': expected fp32 or bf16";
+  if (o.target != "cpu" && o.target != "cuda")
+    return "unknown --target '" + o.target + "': expected cpu or cuda";
+  if (o.hostThread != "auto" && o.hostThread != "on" && o.hostThread != "off")
+    return "unknown --host-thread '" + o.hostThread + "': expected auto, on or off";
+  // The topology: levels outermost first on the command line, innermost
+  // first in loom.topology.
+  if (!o.topologyFlag.empty())
+    if (std::optional<std::string> err = parseTopology(o.topologyFlag, d.levels))
+      return err;
+  for (auto &l : d.levels)
+    if ((d.world *= l.second) > (1 << 20))
+      return std::string("--topology has more than 1048576 ranks");
+  if (o.zeroStage < -1 || o.zeroStage > 3)
+    return std::string("--zero-stage must be 0, 1, 2 or 3");
+  if (o.zeroStage >= 0 && d.levels.empty())
+    return std::string("--zero-stage needs --topology (the ranks to partition over)");
+  d.dataParallel = !d.levels.empty();
+  if (!o.zeropp.empty())
+    if (std::optional<std::string> err = parseZeropp(o, d))
+      return err;
+  if (std::optional<std::string> err = checkDistributedFlags(o, d))
+    return err;
+  d.modelSpec = o.model;
+  if (d.dataParallel && !o.model.empty()) {
+    std::string err;
+    if (!splitSpecBatch(d.modelSpec, d.world, err))
+      return err;
+  }
   if (o.dropout != "on" && o.dropout != "off")
-    return error("unknown --dropout '" + o.dropout + "': expected on or off");
+    return "unknown --dropout '" + o.dropout + "': expected on or off";
   if ((!o.task.empty() || !o.frozen.empty()) &&
       (!o.model.empty() || !llvm::StringRef(o.input).ends_with(".onnx")))
-    return error("--task and --frozen apply to ONNX models (MODEL.onnx)");
-  OnnxImportOptions onnx;
-  onnx.task = o.task;
-  onnx.frozen.assign(o.frozen.begin(), o.frozen.end());
-  onnx.dropoutOff = o.dropout == "off";
-  onnx.weightValues = o.init != "random";
-  OwningOpRef<ModuleOp> module =
-      o.model.empty() ? loadModule(ctx, o.input, onnx) : generate(ctx, modelSpec);
-  if (!module)
-    return 1;
+    return std::string("--task and --frozen apply to ONNX models (MODEL.onnx)");
+  return std::nullopt;
+}
 
-  // The streams are assigned by the passes that create asynchronous work
-  // (data parallelism, offload), so the schedule phase prints the order of
-  // work per stream (loom-print-schedule, on stderr) and writes the IR;
-  // `lowered` writes the loomrt IR of runtime calls (loom-lower-to-runtime)
-  // that `cpp` translates to C++ (docs/codegen.md).
-  if (dataParallel) {
-    if (module->lookupSymbol("world"))
-      return error("the input already defines a symbol @world; --topology adds "
-                   "loom.topology @world");
-    OpBuilder tb(&ctx);
-    tb.setInsertionPointToStart(module->getBody());
-    SmallVector<llvm::StringRef> names;
-    SmallVector<int64_t> sizes;
-    for (auto &l : levels) {
-      names.push_back(l.first);
-      sizes.push_back(l.second);
-    }
-    mlir::loom::TopologyOp::create(tb, module->getLoc(), tb.getStringAttr("world"),
-                                   tb.getStrArrayAttr(names),
-                                   tb.getDenseI64ArrayAttr(sizes));
+/// The data-parallel world as `loom.topology @world` (levels innermost
+/// first).
+static int addTopology(ModuleOp module, const FlagDecisions &d) {
+  if (module.lookupSymbol("world"))
+    return loomcError("the input already defines a symbol @world; --topology adds "
+                      "loom.topology @world");
+  OpBuilder tb(module.getContext());
+  tb.setInsertionPointToStart(module.getBody());
+  SmallVector<llvm::StringRef> names;
+  SmallVector<int64_t> sizes;
+  for (auto &l : d.levels) {
+    names.push_back(l.first);
+    sizes.push_back(l.second);
   }
-  if (*phase == Phase::Binary && o.output == "-")
-    return error("--compile-to=binary writes an executable: give -o FILE");
+  mlir::loom::TopologyOp::create(tb, module.getLoc(), tb.getStringAttr("world"),
+                                 tb.getStrArrayAttr(names), tb.getDenseI64ArrayAttr(sizes));
+  return 0;
+}
 
-  if (o.precision == "bf16" && module->lookupSymbol("forward_backward"))
-    return error("--precision=bf16 rewrites the forward before autodiff; this "
-                 "input already has @forward_backward (give the forward only)");
-  // Offload with data parallelism: each rank keeps the master weights and
-  // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
-  // of it; stages 1-3: its shard of each bucket). The other distributed
-  // optimizers are not built for it yet.
-  if (o.offload != "none" && dataParallel) {
-    if (diloco || onebit || !o.zeropp.empty())
-      return error("--optimizer-offload with --diloco, 1-bit Adam or --zeropp is not supported yet");
-  }
-  if (o.subGroupSize < 1)
-    return error("--sub-group-size must be positive");
-  if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))
-    return error("unknown --graph-features '" + o.graphFeatures +
-                 "': expected auto, device, zero-copy or host-gather");
-  if (!o.timeline.empty() && *phase < Phase::Optimizer)
-    return error("--timeline predicts a training step: use --compile-to=optimizer or a later "
-                 "phase");
-  // The machine the cost model plans and predicts for, read before any work.
-  std::optional<cost::Hardware> hw;
-  planHpz = planHpz && *phase >= Phase::Distribute;
-  if (o.offload != "none" || !o.timeline.empty() || !o.whatIf.empty() || planHpz ||
-      o.hardware.getNumOccurrences() > 0) {
-    std::string herr;
-    hw = mlir::loom::loadHardware(o.hardware, herr);
+/// The machine the cost model plans and predicts for (--hardware, scaled
+/// by each --what-if), read before any work; none where nothing needs it.
+static std::optional<std::string> readHardware(const LoomcOptions &o, const FlagDecisions &d,
+                                               std::optional<cost::Hardware> &hw) {
+  if (o.offload == "none" && o.timeline.empty() && o.whatIf.empty() && !d.planHpz &&
+      o.hardware.getNumOccurrences() == 0)
+    return std::nullopt;
+  std::string herr;
+  hw = mlir::loom::loadHardware(o.hardware, herr);
+  if (!hw)
+    return herr;
+  // What-if: the same plan and prediction on a machine that differs in one
+  // resource (the high-frequency-cores paper's question).
+  for (const std::string &w : o.whatIf) {
+    auto [resource, factorText] = llvm::StringRef(w).split('=');
+    double factor = 0;
+    if (factorText.getAsDouble(factor))
+      return "bad --what-if '" + w + "': expected RESOURCE=FACTOR (e.g. cpu-clock=4)";
+    hw = cost::scaled(*hw, resource, factor, herr);
     if (!hw)
-      return error(herr);
-    // What-if: the same plan and prediction on a machine that differs in
-    // one resource (the high-frequency-cores paper's question).
-    for (const std::string &w : o.whatIf) {
-      auto [resource, factorText] = llvm::StringRef(w).split('=');
-      double factor = 0;
-      if (factorText.getAsDouble(factor))
-        return error("bad --what-if '" + w + "': expected RESOURCE=FACTOR (e.g. cpu-clock=4)");
-      hw = cost::scaled(*hw, resource, factor, herr);
-      if (!hw)
-        return error("--what-if: " + herr);
-    }
+      return "--what-if: " + herr;
   }
+  return std::nullopt;
+}
 
-  // The phases from what the input holds up to the schedule; the lowering
-  // runs after the step simulation below (it reads the loom IR).
+/// The pipeline's options from the flags (and the hardware loomc read).
+static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecisions &d,
+                                       const std::optional<cost::Hardware> &hw) {
   PipelineOptions po;
   po.reinitParams = o.init == "random";
   po.precision = o.precision;
   po.recompute = o.recompute;
   // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
   // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
-  po.optimizer.optimizer = onebit ? "adamw" : std::string(o.optimizer);
-  po.onebitFreezeStep = onebit ? o.freezeStep : 0;
+  po.optimizer.optimizer = d.onebit ? "adamw" : std::string(o.optimizer);
+  po.onebitFreezeStep = d.onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
   po.onebitVariance = o.onebitVariance;
-  po.diloco = diloco;
+  po.diloco = d.diloco;
   po.optimizer.lr = o.lr;
   po.optimizer.weightDecay = o.weightDecay;
   po.optimizer.beta1 = o.beta1;
@@ -869,39 +862,113 @@ int loomcMain(int argc, char **argv) {
   po.subGroupSize = o.subGroupSize;
   // The description loomc read (and --what-if scaled), not the file again.
   po.hardware = hw ? &*hw : nullptr;
-  po.dataParallel = dataParallel;
+  po.dataParallel = d.dataParallel;
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
-  po.hpzLevels = hpzLevels;
-  po.qwzBlock = qwzBlock;
-  po.qgzBlock = qgzBlock;
-  Phase reached = reachedPhase(*module);
-  // A graph model's feature table: planned here to print the decision (on
-  // --hardware, the H100 preset by default; a CPU target has no GPU, so
-  // auto keeps the table in the host's memory), applied by the pipeline.
-  if (reached < Phase::Autodiff && *phase >= Phase::Autodiff) {
-    std::string herr;
-    std::optional<cost::Hardware> placeHw =
-        hw ? hw
-           : mlir::loom::loadHardware(o.target == "cpu" && !o.hardware.getNumOccurrences()
-                                          ? "cpu-host"
-                                          : std::string(o.hardware),
-                                      herr);
-    if (!placeHw)
-      return error(herr);
-    if (o.target == "cpu")
-      placeHw->hasGpu = false;
-    FailureOr<mlir::loom::FeaturePlacementPlan> plan =
-        mlir::loom::planFeaturePlacement(*module, *placeHw, o.graphFeatures);
-    if (failed(plan))
-      return 1;
-    if (plan->any) {
-      std::printf("%s\n", plan->describe().c_str());
-      po.graphFeatures = cost::placementName(plan->chosen);
-    } else if (o.graphFeatures.getNumOccurrences()) {
-      return error("--graph-features is for graph models (--model sage or gcn)");
-    }
+  po.hpzLevels = d.hpzLevels;
+  po.qwzBlock = d.qwzBlock;
+  po.qgzBlock = d.qgzBlock;
+  return po;
+}
+
+/// A graph model's feature table: planned here to print the decision (on
+/// --hardware, the H100 preset by default; a CPU target has no GPU, so auto
+/// keeps the table in the host's memory), applied by the pipeline.
+static int planFeatures(ModuleOp module, const LoomcOptions &o,
+                        const std::optional<cost::Hardware> &hw, PipelineOptions &po) {
+  std::string herr;
+  std::optional<cost::Hardware> placeHw =
+      hw ? hw
+         : mlir::loom::loadHardware(o.target == "cpu" && !o.hardware.getNumOccurrences()
+                                        ? "cpu-host"
+                                        : std::string(o.hardware),
+                                    herr);
+  if (!placeHw)
+    return loomcError(herr);
+  if (o.target == "cpu")
+    placeHw->hasGpu = false;
+  FailureOr<mlir::loom::FeaturePlacementPlan> plan =
+      mlir::loom::planFeaturePlacement(module, *placeHw, o.graphFeatures);
+  if (failed(plan))
+    return 1;
+  if (plan->any) {
+    std::printf("%s\n", plan->describe().c_str());
+    po.graphFeatures = cost::placementName(plan->chosen);
+  } else if (o.graphFeatures.getNumOccurrences()) {
+    return loomcError("--graph-features is for graph models (--model sage or gcn)");
   }
+  return 0;
+}
+
+int loomcMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  installCrashMessage();
+  static LoomcOptions o;
+  if (!parseCommandLine(argc, argv, o))
+    return 1;
+  auto error = loomcError;
+  if (o.listOnnxOperators) {
+    llvm::outs() << onnxOperatorTable();
+    return 0;
+  }
+  FlagDecisions d;
+  if (std::optional<std::string> err = checkFlags(o, d))
+    return error(*err);
+  const Phase phase = d.phase;
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext ctx(registry);
+  OnnxImportOptions onnx;
+  onnx.task = o.task;
+  onnx.frozen.assign(o.frozen.begin(), o.frozen.end());
+  onnx.dropoutOff = o.dropout == "off";
+  onnx.weightValues = o.init != "random";
+  OwningOpRef<ModuleOp> module =
+      o.model.empty() ? loadModule(ctx, o.input, onnx) : generate(ctx, d.modelSpec);
+  if (!module)
+    return 1;
+
+  // The streams are assigned by the passes that create asynchronous work
+  // (data parallelism, offload), so the schedule phase prints the order of
+  // work per stream (loom-print-schedule, on stderr) and writes the IR;
+  // `lowered` writes the loomrt IR of runtime calls (loom-lower-to-runtime)
+  // that `cpp` translates to C++ (docs/codegen.md).
+  if (d.dataParallel)
+    if (int rc = addTopology(*module, d))
+      return rc;
+  if (phase == Phase::Binary && o.output == "-")
+    return error("--compile-to=binary writes an executable: give -o FILE");
+
+  if (o.precision == "bf16" && module->lookupSymbol(mlir::loom::LoomDialect::kForwardBackward))
+    return error("--precision=bf16 rewrites the forward before autodiff; this "
+                 "input already has @forward_backward (give the forward only)");
+  // Offload with data parallelism: each rank keeps the master weights and
+  // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
+  // of it; stages 1-3: its shard of each bucket). The other distributed
+  // optimizers are not built for it yet.
+  if (o.offload != "none" && d.dataParallel && (d.diloco || d.onebit || !o.zeropp.empty()))
+    return error("--optimizer-offload with --diloco, 1-bit Adam or --zeropp is not supported yet");
+  if (o.subGroupSize < 1)
+    return error("--sub-group-size must be positive");
+  if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))
+    return error("unknown --graph-features '" + o.graphFeatures +
+                 "': expected auto, device, zero-copy or host-gather");
+  if (!o.timeline.empty() && phase < Phase::Optimizer)
+    return error("--timeline predicts a training step: use --compile-to=optimizer or a later "
+                 "phase");
+  d.planHpz = d.planHpz && phase >= Phase::Distribute;
+  std::optional<cost::Hardware> hw;
+  if (std::optional<std::string> err = readHardware(o, d, hw))
+    return error(*err);
+
+  // The phases from what the input holds up to the schedule; the lowering
+  // runs after the step simulation below (it reads the loom IR).
+  PipelineOptions po = pipelineOptions(o, d, hw);
+  Phase reached = reachedPhase(*module);
+  if (reached < Phase::Autodiff && phase >= Phase::Autodiff)
+    if (int rc = planFeatures(*module, o, hw, po))
+      return rc;
   // loomrt IR names raw buffers and byte offsets whose bounds no verifier
   // can check (a buffer's size is not in its type), so a hand-edited
   // lowering could make a binary write out of bounds: loomc builds from
@@ -909,10 +976,10 @@ int loomcMain(int argc, char **argv) {
   if (reached >= Phase::Lowered)
     return error("the input is already lowered (loomrt IR): loomc builds binaries from loom IR, "
                  "whose every access it can check; give the module before --compile-to=lowered");
-  if (planHpz) {
+  if (d.planHpz) {
     if (failed(verify(*module)))
       return 1;
-    std::optional<HierarchyCandidate> chosen = planHierarchy(*module, reached, po, *hw, levels);
+    std::optional<HierarchyCandidate> chosen = planHierarchy(*module, reached, po, *hw, d.levels);
     if (!chosen)
       return 1;
     po.hpzLevels = chosen->secondary;
@@ -928,21 +995,22 @@ int loomcMain(int argc, char **argv) {
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  buildPipeline(pm, reached, *phase, po);
+  buildPipeline(pm, reached, phase, po);
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline. It prices
   // the lowered step (a lowered copy before --compile-to=lowered).
-  if (hw && *phase >= Phase::Optimizer && module->lookupSymbol("train_step") &&
+  if (hw && phase >= Phase::Optimizer &&
+      module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
       reportPrediction(*module, *hw, o.timeline))
     return 1;
 
   CodegenOptions cg;
   cg.target = o.target;
   cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();
-  return writeOutput(*module, *phase, o.output, o.emitDir, cg);
+  return writeOutput(*module, phase, o.output, o.emitDir, cg);
 }
 
 } // namespace loom

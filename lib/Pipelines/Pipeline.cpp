@@ -129,9 +129,9 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
 }
 
 Phase reachedPhase(ModuleOp module) {
-  if (module.lookupSymbol("train_step"))
+  if (module.lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
     return mlir::loom::isLoweredToRuntime(module) ? Phase::Lowered : Phase::Optimizer;
-  if (module.lookupSymbol("forward_backward"))
+  if (module.lookupSymbol(mlir::loom::LoomDialect::kForwardBackward))
     return Phase::Autodiff;
   return Phase::Import;
 }

@@ -774,23 +774,72 @@ func.func @forward_backward() attributes {loom.grad_params = [1, 2]} {
 
 // -----
 
-// expected-error@+1 {{'loom.data_parallel' must be a dictionary with an integer 'world' in [1, 1048576]}}
-func.func @train_step() attributes {loom.data_parallel = {world = 0 : i64, zero_stage = 1 : i64}} {
+// expected-error@+1 {{data_parallel world must be in [1, 1048576], got 0}}
+func.func @train_step() attributes {loom.data_parallel = #loom.data_parallel<world = 0, zero_stage = 1>} {
   return
 }
 
 // -----
 
-// expected-error@+1 {{'loom.data_parallel' must be a dictionary with an integer 'zero_stage' in [0, 3]}}
-func.func @train_step() attributes {loom.data_parallel = {world = 2 : i64, zero_stage = "three"}} {
+// expected-error@+1 {{data_parallel zero_stage must be in [0, 3], got 4}}
+func.func @train_step() attributes {loom.data_parallel = #loom.data_parallel<world = 2, zero_stage = 4>} {
   return
 }
 
 // -----
 
-// expected-error@+1 {{'loom.offload_plan' must be a dictionary with an integer 'stream'}}
-module attributes {loom.offload_plan = {gpu = 1 : i64, cpu = 0 : i64}} {
+// The decisions are typed attributes, not dictionaries looked up by key.
+// expected-error@+1 {{'loom.data_parallel' must be a #loom.data_parallel on a function}}
+func.func @train_step() attributes {loom.data_parallel = {world = 2 : i64, zero_stage = 3 : i64}} {
+  return
 }
+
+// -----
+
+// expected-error@+1 {{struct is missing required parameter: stream}}
+module attributes {loom.offload_plan = #loom.offload_plan<gpu = 1, cpu = 0>} {
+}
+
+// -----
+
+// expected-error@+1 {{offload_plan subgroup counts must be non-negative, got gpu = 1, stream = -2, cpu = 0}}
+module attributes {loom.offload_plan = #loom.offload_plan<gpu = 1, stream = -2, cpu = 0>} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.offload_plan' must be a #loom.offload_plan on the module}}
+func.func @f() attributes {loom.offload_plan = #loom.offload_plan<gpu = 1, stream = 0, cpu = 0>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{optimizer_offload gpu_fraction is given only with 'static'}}
+func.func @train_step() attributes {loom.optimizer_offload = #loom.optimizer_offload<cpu, gpu_fraction = 0.5>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{optimizer_offload gpu_fraction must be in [0, 1], got 1.5}}
+func.func @train_step() attributes {loom.optimizer_offload = #loom.optimizer_offload<static, gpu_fraction = 1.5>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{diloco every and offset must be at least 1, got every = 0, offset = 2}}
+func.func @diloco_outer_0() attributes {loom.diloco = #loom.diloco<every = 0, offset = 2>} {
+  return
+}
+
+// -----
+
+loom.param @w : tensor<4xf32> init #loom.init<zeros>
+// expected-error@+1 {{expected ::mlir::loom::UpdatePlace to be one of: gpu, stream, cpu}}
+loom.subgroup @sg0 [@w] numel 4 update gpus
+// expected-error@+2 {{failed to parse Loom_UpdatePlaceAttr parameter 'value'}}
 
 // -----
 

@@ -49,7 +49,7 @@ def main():
                                  input=step, check=True, capture_output=True, text=True).stdout
         places = iter(["gpu", "stream", "cpu"] * 100)
         planned = re.sub(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
-                         lambda m: f'{m.group(1)} {{update = "{next(places)}"}}', grouped)
+                         lambda m: f'{m.group(1)} update {next(places)}', grouped)
         with open(b + ".mlir", "w") as f:
             f.write(subprocess.run([loomopt, "--loom-offload-optimizer=mode=subgroups"],
                                    input=planned, check=True, capture_output=True,
@@ -64,7 +64,7 @@ def main():
         small = subprocess.run([loomopt, "--loom-optimizer-subgroups=sub-group-size=600"],
                                input=step, check=True, capture_output=True, text=True).stdout
         threaded = re.sub(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
-                          lambda m: f'{m.group(1)} {{update = "{next(places)}"}}', small)
+                          lambda m: f'{m.group(1)} update {next(places)}', small)
         threaded = threaded.replace("module attributes {", "module attributes {loom.host_thread, ", 1)
         with open(b + "-thread.mlir", "w") as f:
             f.write(subprocess.run([loomopt, "--loom-offload-optimizer=mode=subgroups"],

@@ -64,7 +64,7 @@ def main():
                        f"--loom-optimizer-subgroups=sub-group-size={2000 // ranks}"], step)
         places = iter(["gpu", "stream", "cpu"] * 100)
         planned, n = re.subn(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
-                             lambda m: f'{m.group(1)} {{update = "{next(places)}"}}', grouped)
+                             lambda m: f'{m.group(1)} update {next(places)}', grouped)
         assert n >= 3, "fewer than three subgroups: not every placement is tested"
         mlir = os.path.join(a.tmp, name + ".mlir")
         with open(mlir, "w") as f:

@@ -59,7 +59,7 @@
 // of the topology's 2 levels, sizes [2, 3]), split from the world's. The
 // driver's world stays all 6 ranks.
 // GROUP: func.func @train_step(
-// GROUP-SAME: loom.data_parallel = {world = 6 : i64, zero_stage = 0 : i64}
+// GROUP-SAME: loom.data_parallel = #loom.data_parallel<world = 6, zero_stage = 0>
 // GROUP: %[[G:.*]] = loomrt.comm levels [0] of [2, 3]
 // GROUP: loomrt.all_reduce mean f32 {{.*}} over %[[G]]
 // Replicas of one rank: nothing to do.
@@ -110,7 +110,7 @@
 // ALL: return %{{.*}}, %[[A]] :
 
 // ALL-LABEL: func.func @train_step
-// ALL-SAME: loom.data_parallel = {world = 2 : i64, zero_stage = [[STAGE:[0-3]]] : i64}
+// ALL-SAME: loom.data_parallel = #loom.data_parallel<world = 2, zero_stage = [[STAGE:[0-3]]]>
 // ALL: %[[R:.*]]:2 = call @forward_backward
 // ALL: %[[LOSS:.*]], %[[LT:.*]] = loom.all_reduce %[[R]]#0 over #loom.group<@world, ["rank"]> reduce mean on comm : tensor<f32> -> tensor<f32>
 // ALL: loom.wait %[[LT]]

@@ -19,7 +19,7 @@
 // CHECK-NEXT: loom.state @wte.diloco.global : tensor<4xf32> role master of @wte init #loom.init<zeros>
 // The loss reported is the mean over the replicas.
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: loom.data_parallel = {world = 2 : i64, zero_stage = 0 : i64}
+// CHECK-SAME: loom.data_parallel = #loom.data_parallel<world = 2, zero_stage = 0>
 // CHECK: loom.all_reduce {{.*}} over #loom.group<@world, ["replica"]> reduce mean on comm : tensor<f32> -> tensor<f32>
 // The global copy starts as the parameters.
 // CHECK-LABEL: func.func @diloco_start()
@@ -27,7 +27,7 @@
 // CHECK-NEXT: loom.store %[[W]] to @wte.diloco.global
 // Fragment 0 synchronises after steps t with (t + 1) mod 4 = 2.
 // CHECK-LABEL: func.func @diloco_outer_0()
-// CHECK-SAME: loom.diloco = {every = 4 : i64, offset = 2 : i64}
+// CHECK-SAME: loom.diloco = #loom.diloco<every = 4, offset = 2>
 // The pseudo-gradient: global minus local.
 // CHECK: %[[L:.*]] = loom.load @wte : tensor<4xf32>
 // CHECK-NEXT: %[[G:.*]] = loom.load @wte.diloco.global : tensor<4xf32>
@@ -45,7 +45,7 @@
 // CHECK-NEXT: %[[M:.*]] = loom.lerp %[[NG]], %[[L]] weight 5.000000e-01
 // CHECK-NEXT: loom.store %[[M]] to @wte
 // CHECK-LABEL: func.func @diloco_outer_1()
-// CHECK-SAME: loom.diloco = {every = 4 : i64, offset = 4 : i64}
+// CHECK-SAME: loom.diloco = #loom.diloco<every = 4, offset = 4>
 // CHECK: loom.load @h.1.w
 // CHECK: loom.load @ln_f
 // CHECK-NOT: loom.load @wte
@@ -119,17 +119,17 @@
 // TAU: loom.state @diloco.delta_0 : tensor<10xf32> role other
 // TAU-NEXT: loom.state @diloco.pending_0 : tensor<10xf32> role other
 // TAU-LABEL: func.func @diloco_outer_0()
-// TAU-SAME: {every = 4 : i64, offset = 2 : i64}
+// TAU-SAME: #loom.diloco<every = 4, offset = 2>
 // TAU: loom.store %{{.*}} to @diloco.delta_0
 // TAU-NOT: loom.all_reduce
 // TAU-LABEL: func.func @diloco_exchange_0()
-// TAU-SAME: {async, every = 4 : i64, offset = 2 : i64}
+// TAU-SAME: #loom.diloco<every = 4, offset = 2, async = true>
 // TAU: %[[D:.*]] = loom.load @diloco.delta_0
 // TAU-NEXT: loom.all_reduce %[[D]]
 // TAU: loom.store %{{.*}} to @diloco.pending_0
 // TAU-NOT: loom.sgd
 // TAU-LABEL: func.func @diloco_apply_0()
-// TAU-SAME: {every = 4 : i64, offset = 3 : i64}
+// TAU-SAME: #loom.diloco<every = 4, offset = 3>
 // TAU: %[[L:.*]] = loom.load @wte : tensor<4xf32>
 // TAU: %[[P:.*]] = loom.load @diloco.pending_0
 // TAU: loom.sgd

@@ -5,27 +5,26 @@
 // bytes) however small the step.
 // Enough memory: everything stays resident (no offload at all).
 // RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67109100" | FileCheck %s --check-prefix=ALL
-// ALL: loom.offload_plan = {cpu = 0 : i64, gpu = 2 : i64
-// ALL-SAME: stream = 0 : i64
-// ALL: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
-// ALL: loom.subgroup @sg1 [@b] numel 3 {update = "gpu"}
+// ALL: loom.offload_plan = #loom.offload_plan<gpu = 2, stream = 0, cpu = 0, hardware = "crawling host CPU
+// ALL: loom.subgroup @sg0 [@a] numel 6 update gpu
+// ALL: loom.subgroup @sg1 [@b] numel 3 update gpu
 // Room for @a's state but not @b's as well: @a resident; @b's state can be
 // brought in during the backward (the arena has room) and the crawling CPU
 // would take 3 ms, so it is streamed.
 // RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" | FileCheck %s --check-prefix=MIX
-// MIX: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
-// MIX: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
+// MIX: loom.subgroup @sg0 [@a] numel 6 update gpu
+// MIX: loom.subgroup @sg1 [@b] numel 3 update stream
 // Less: nothing resident; both streamed (their state fits in the arena's
 // block after the backward).
 // RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108900" | FileCheck %s --check-prefix=LESS
-// LESS: loom.subgroup @sg0 [@a] numel 6 {update = "stream"}
-// LESS: loom.subgroup @sg1 [@b] numel 3 {update = "stream"}
+// LESS: loom.subgroup @sg0 [@a] numel 6 update stream
+// LESS: loom.subgroup @sg1 [@b] numel 3 update stream
 // A CPU-only description: the "device" is host memory too (the CPU
 // target), so keeping the state where the step runs avoids every copy.
 // RUN: loom-opt %s --loom-interleave-offload="hardware=cpu-host memory-limit=67109100" | FileCheck %s --check-prefix=CPU
 // RUN: loom-opt %s --loom-interleave-offload=hardware=cpu-host | FileCheck %s --check-prefix=CPU
-// CPU: loom.subgroup @sg0 [@a] numel 6 {update = "gpu"}
-// CPU: loom.subgroup @sg1 [@b] numel 3 {update = "gpu"}
+// CPU: loom.subgroup @sg0 [@a] numel 6 update gpu
+// CPU: loom.subgroup @sg1 [@b] numel 3 update gpu
 // Too little even with every update on the CPU; unknown hardware.
 // RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
 // TIGHT: loom-interleave-offload: the step needs 0.1 GiB of device memory with every update on the CPU, more than the 0.1 GiB usable

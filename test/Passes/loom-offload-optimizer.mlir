@@ -21,7 +21,7 @@
 // The backward is inlined into the step.
 // CHECK-NOT: func.func @forward_backward
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: attributes {loom.optimizer_offload = "cpu"}
+// CHECK-SAME: attributes {loom.optimizer_offload = #loom.optimizer_offload<cpu>}
 // CHECK: %[[A:.*]] = loom.load @a.work : tensor<3x2xbf16>
 // CHECK-NEXT: loom.matmul %arg0, %[[A]] transpose_rhs
 // CHECK: %[[B:.*]] = loom.load @b.work : tensor<3xf32>

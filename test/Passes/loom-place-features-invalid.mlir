@@ -4,7 +4,7 @@
 // BAD: error: loom-place-features: unknown placement 'somewhere': expected auto, device, zero-copy or host-gather
 
 // The table read other than by a gather.
-module attributes {loom.graph = {fanouts = array<i64: 2>, norm = "mean"},
+module attributes {loom.graph = #loom.graph<fanouts = [2], norm = mean>,
                    loom.input_names = ["features", "labels"]} {
   func.func @forward(%f: tensor<4x3xf32>, %l: tensor<4xi64>) -> tensor<f32> {
     // expected-error @+1 {{loom-place-features: the features table may only be read as a loom.embedding's table}}
@@ -16,7 +16,7 @@ module attributes {loom.graph = {fanouts = array<i64: 2>, norm = "mean"},
 // -----
 
 // A table placed already.
-module attributes {loom.graph = {fanouts = array<i64: 2>, norm = "mean"},
+module attributes {loom.graph = #loom.graph<fanouts = [2], norm = mean>,
                    loom.input_names = ["features", "nodes0", "labels"]} {
   // expected-error @+1 {{loom-place-features: the features table is placed already}}
   func.func @forward(%f: tensor<4x3xf32, #loom.mem<pinned>>, %n: tensor<2xi64, #loom.mem<pinned>>,
@@ -31,6 +31,6 @@ module attributes {loom.graph = {fanouts = array<i64: 2>, norm = "mean"},
 
 // -----
 
-// expected-error @+1 {{'loom.graph' must be {fanouts = array<i64: ...> (each in [1, 4096])}}
-module attributes {loom.graph = {fanouts = array<i64: 0>, norm = "mean"}} {
+// expected-error @+1 {{graph fanouts must be one or more hops, each in [1, 4096]}}
+module attributes {loom.graph = #loom.graph<fanouts = [0], norm = mean>} {
 }
