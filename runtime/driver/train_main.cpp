@@ -923,33 +923,112 @@ void reportMemory(const loomrt_program *p, const std::vector<HostView> &host,
                 double(pinned) / (1 << 20), double(ctx.host.reserved()) / (1 << 20));
 }
 
-} // namespace
-
-extern "C" int loomrt_train_main(int argc, char **argv,
-                                 const loomrt_program *p) {
-  // Before reading anything else of *p: its layout must be ours.
-  if (p->abi != LOOMRT_TRAIN_ABI)
-    return die("this binary was generated for another version of the runtime "
-               "(libloomrt.so was rebuilt since); compile the model again with loomc");
-  for (size_t k = 0; k < p->num_outer; ++k)
-    if (!p->outer || !p->outer[k].fn || p->outer[k].every < 1)
-      return die("the program's DiLoCo outer step " + std::to_string(k) +
-                 " has no function or a period below 1");
-  // CPU binaries: OpenMP threads that spin after each kernel fight
-  // OpenBLAS's threads for the cores (steps of 12 ms took 60-180 ms on the
-  // 2-core CI machine). libgomp reads OMP_WAIT_POLICY only at start-up, so
-  // set it and start again, unless the user chose a policy.
-  if (p->backend == LOOMRT_BACKEND_CPU && !std::getenv("OMP_WAIT_POLICY") &&
-      !std::getenv("LOOMRT_NO_REEXEC")) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    setenv("LOOMRT_NO_REEXEC", "1", 1);
-    execv("/proc/self/exe", argv); // returns only on failure: carry on
+/// One training run of a generated program: loomrt_train_main sets it up
+/// phase by phase (each a member returning 0 or die()'s exit code), steps it
+/// and tears it down. Members that other threads write through (the DiLoCo
+/// exchange in flight, the sampler one step ahead) are joined before the
+/// buffers they use go: the exchange in the destructor, the sampler's
+/// future by being the last member.
+class TrainRun {
+public:
+  TrainRun(const loomrt_program *p, const Flags &f) : p(p), f(f) {}
+  TrainRun(const TrainRun &) = delete;
+  TrainRun &operator=(const TrainRun &) = delete;
+  ~TrainRun() {
+    if (inflight.joinable())
+      inflight.join();
   }
-  Flags f;
-  std::string err;
-  if (!parse(argc, argv, p, f, err))
-    return die(err);
 
+  int loadData();
+  int joinWorld();
+  int openContexts();
+  int setupGlobals();
+  int setupInputs();
+  int train();
+  void finish();
+
+private:
+  int fillBatch(long step, double &dataWaitMs);
+  int runOuterSteps(long step, uint64_t &sideBytes);
+  int joinSide();
+  int saveCheckpoint(long stepDone);
+  std::vector<loomrt_tensor_ref> refs() const;
+  int64_t draw(long step, int64_t row, uint64_t range) const;
+  int report(long step, float loss, double ms, double dataWaitMs, uint64_t sentBefore,
+             uint64_t sideBytes, const std::map<uint64_t, uint64_t> &groupBefore);
+
+  const loomrt_program *p;
+  const Flags &f;
+  std::string err;
+
+  // The data: tokens for the whole world's batch, or every input's rows.
+  bool arrays = false, graphTask = false;
+  std::vector<uint16_t> tokens;
+  std::vector<loomrt::ArrayInput> data;
+  loomrt::Graph graph;
+
+  // This rank's place in the world.
+  int world = 1, rank = 0;
+  bool lead = true;
+  loomrt_device dev = nullptr;
+  loomrt_comm comm = nullptr;
+  // bt: what one rank's step takes (tokens, or rows of arrays); gbt the
+  // world's; mine: this rank's first row of each global batch.
+  int64_t bt = 0, n = 0, gbt = 0, mine = 0;
+  const char *unit = "tokens";
+
+  loomrt_step_ctx_t ctx;
+  loomrt_stream s = nullptr;
+  // Streaming DiLoCo's async exchanges run on a thread of their own with a
+  // step context of their own (streams, events, arena) and a duplicate of
+  // the communicator, beside the inner steps that follow them, where the
+  // transport allows two threads at once (loomrt_comm_concurrent); else
+  // between two steps, as the other outer entries.
+  loomrt_step_ctx_t side;
+  loomrt_comm sideComm = nullptr;
+  std::thread inflight;
+  loomrt_status inflightSt = LOOMRT_OK;
+  std::string inflightWhat;
+  uint64_t sideSent = 0;
+
+  // Parameters and state. The host side of each global (initialisation,
+  // checkpoints): its own buffer in pinned memory (the CPU reads it
+  // directly: a 5B model's offloaded state is 60 GB, which the host should
+  // hold once), else a copy.
+  std::vector<void *> G;
+  std::vector<HostView> host;
+  std::vector<std::vector<uint8_t>> hostCopies;
+  std::optional<loomrt::CheckpointSet> ckpt;
+  long firstStep = 0;
+
+  std::FILE *log = nullptr;
+  loomrt_trace trace = nullptr;
+
+  // One device buffer per input of the step, filled from host staging (a
+  // graph model's: gSets); a graph's feature table is read once into the
+  // memory the compiler placed it in and given to every step as it is.
+  size_t nIn = 0;
+  std::vector<std::vector<uint8_t>> hIn;
+  // A graph model's staging is pinned (its uploads are asynchronous and run
+  // at the copy engine's rate: 2 MB of ids and weights a step at batch
+  // 1024, 15-10), one set the step reads and one the sampler writes.
+  std::vector<uint8_t *> gSets[2];
+  std::vector<void *> dIn;
+  std::vector<loomrt_mem_space> dSpace;
+  // A pinned feature table shared by this host's ranks (one copy in host
+  // memory however many GPUs read it).
+  std::vector<std::unique_ptr<loomrt::SharedTable>> shared;
+  std::vector<size_t> inBytes;
+  std::optional<loomrt::Sampler> sampler;
+  std::vector<std::vector<int64_t>> padded[2];
+  bool warnedNonFinite = false;
+  std::chrono::steady_clock::time_point start;
+  // The sampler runs one step ahead on a thread of its own: last, so that
+  // it is joined before what it writes goes.
+  std::future<void> nextSample;
+};
+
+int TrainRun::loadData() {
   // Outputs named on the command line are checked before any work: an
   // unwritable trace found after training loses the run's trace.
   if (!f.trace.empty()) {
@@ -958,12 +1037,9 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       return die("cannot write the trace '" + f.trace + "': folder '" + dir + "': " +
                  std::strerror(e));
   }
-
-  // The data: tokens for the whole world's batch, or every input's rows.
-  bool arrays = p->task == LOOMRT_TASK_ARRAYS, graphTask = p->task == LOOMRT_TASK_GRAPH;
-  std::vector<uint16_t> tokens;
-  std::vector<loomrt::ArrayInput> data(arrays ? p->num_inputs : 0);
-  loomrt::Graph graph;
+  arrays = p->task == LOOMRT_TASK_ARRAYS;
+  graphTask = p->task == LOOMRT_TASK_GRAPH;
+  data.resize(arrays ? p->num_inputs : 0);
   if (graphTask && (p->num_fanouts < 1 || !p->fanouts))
     return die("this graph program has no fan-outs; compile it again with loomc");
   if (graphTask && !loomrt::loadGraph(f.graph, *p, graph, err))
@@ -971,8 +1047,9 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (graphTask && !f.dumpSamples.empty())
     if (int e = loomrt::folderWriteError(f.dumpSamples, "samples"))
       return die("cannot write samples to '" + f.dumpSamples + "': " + std::strerror(e));
-  if (!arrays && !graphTask && !loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq,
-                                     tokens, err))
+  if (!arrays && !graphTask &&
+      !loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq, tokens,
+                          err))
     return die(err);
   for (size_t i = 0; i < data.size(); ++i) {
     for (auto &[name, file] : f.inputs)
@@ -983,16 +1060,18 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                  "' have " + std::to_string(data[0].rows) + " and " +
                  std::to_string(data[i].rows) + " rows; every input needs one row per sample");
   }
-  // Data parallelism: this rank's place in the world the step was compiled
-  // for. The device is the rank's local GPU (LOCAL_RANK); CPU ranks share
-  // the host.
+  return 0;
+}
+
+/// Data parallelism: this rank's place in the world the step was compiled
+/// for. The device is the rank's local GPU (LOCAL_RANK); CPU ranks share
+/// the host.
+int TrainRun::joinWorld() {
   if (f.commTimeout > 0)
     setenv("LOOMRT_COMM_TIMEOUT", std::to_string(f.commTimeout).c_str(), 1);
-  int world = p->world < 1 ? 1 : p->world;
+  world = p->world < 1 ? 1 : p->world;
   int ordinal = p->backend == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank();
-  loomrt_device dev;
   TRY(loomrt_device_open(p->backend, ordinal, &dev), "opening the device");
-  loomrt_comm comm = nullptr;
   TRY(loomrt_comm_init_from_env(dev, &comm), "joining the ranks");
   if (SlowLink link = slowLink(); link.rate > 0 && loomrt_comm_size(comm) > link.ranksPerNode) {
     TRY(loomrt_comm_shape(comm, link.rate), "LOOMRT_SLOW_LINK");
@@ -1001,7 +1080,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                            "(LOOMRT_SLOW_LINK): collectives spanning nodes are held to it\n",
                    (long long)link.ranksPerNode, link.rate / 1e9);
   }
-  int rank = loomrt_comm_rank(comm), ranks = loomrt_comm_size(comm);
+  rank = loomrt_comm_rank(comm);
+  int ranks = loomrt_comm_size(comm);
   if (ranks != world)
     return die(world == 1
                    ? "this binary trains on one rank but was started on " +
@@ -1012,49 +1092,31 @@ extern "C" int loomrt_train_main(int argc, char **argv,
                          " data-parallel ranks (loomc --topology) but was started on " +
                          std::to_string(ranks));
   // Only rank 0 talks; every rank reports errors.
-  bool lead = rank == 0;
+  lead = rank == 0;
   if (!lead && !std::freopen("/dev/null", "w", stdout))
     return die("cannot silence the output of rank " + std::to_string(rank));
 
   // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch.
-  // bt: what one rank's step takes (tokens, or rows of arrays).
-  int64_t bt = arrays || graphTask ? p->batch : p->batch * p->seq;
-  int64_t n = graphTask ? int64_t(graph.train.size())
-              : arrays  ? data[0].rows
-                        : int64_t(tokens.size());
-  int64_t gbt = bt * world, mine = bt * rank;
-  const char *unit = graphTask ? "seeds" : arrays ? "samples" : "tokens";
+  bt = arrays || graphTask ? p->batch : p->batch * p->seq;
+  n = graphTask ? int64_t(graph.train.size()) : arrays ? data[0].rows : int64_t(tokens.size());
+  gbt = bt * world;
+  mine = bt * rank;
+  unit = graphTask ? "seeds" : arrays ? "samples" : "tokens";
+  return 0;
+}
 
-  loomrt_step_ctx_t ctx;
+/// The step's context (streams, events, arena) and, for DiLoCo's async
+/// exchanges, the side context they run on.
+int TrainRun::openContexts() {
   ctx.lrOverride = float(f.lr);
   // Host work runs on the CPU backend; on a CPU target that is this device.
   if (p->backend != LOOMRT_BACKEND_CPU)
     TRY(loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &ctx.hostDev), "opening the host device");
   TRY(ctx.open(dev, comm), "creating the step's streams");
-  loomrt_stream s = ctx.stream;
-  // Streaming DiLoCo's async exchanges run on a thread of their own with a
-  // step context of their own (streams, events, arena) and a duplicate of
-  // the communicator, beside the inner steps that follow them, where the
-  // transport allows two threads at once (loomrt_comm_concurrent); else
-  // between two steps, as the other outer entries.
+  s = ctx.stream;
   bool anyAsync = false;
   for (size_t k = 0; k < p->num_outer; ++k)
     anyAsync = anyAsync || p->outer[k].async;
-  loomrt_step_ctx_t side;
-  loomrt_comm sideComm = nullptr;
-  std::thread inflight;
-  // An early return (an error) waits for the exchange in flight, which
-  // uses `side`, instead of ending the program (a joinable std::thread).
-  struct Joiner {
-    std::thread &t;
-    ~Joiner() {
-      if (t.joinable())
-        t.join();
-    }
-  } joiner{inflight};
-  loomrt_status inflightSt = LOOMRT_OK;
-  std::string inflightWhat;
-  uint64_t sideSent = 0;
   if (anyAsync && loomrt_comm_concurrent(comm)) {
     TRY(loomrt_comm_dup(comm, &sideComm), "DiLoCo: a second communicator for the exchanges");
     side.lrOverride = ctx.lrOverride;
@@ -1064,31 +1126,44 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     std::printf("DiLoCo: the outer exchanges run between inner steps (this transport cannot "
                 "run two collectives at once: NCCL, or MPI without MPI_THREAD_MULTIPLE)\n");
   }
-  // Waits for the exchange in flight; its bytes count from now.
-  auto joinSide = [&]() -> int {
-    if (!inflight.joinable())
-      return 0;
-    inflight.join();
-    if (inflightSt != LOOMRT_OK)
-      return die(inflightWhat);
-    return 0;
-  };
   TRY(loomrt_event_create(dev, &ctx.phaseStart), "creating an event");
   TRY(loomrt_event_create(dev, &ctx.backwardDone), "creating an event");
+  return 0;
+}
 
-  // Parameters and state: initialised in declaration order from --seed,
-  // or restored from the checkpoint.
-  // The host side of each global (initialisation, checkpoints): its own
-  // buffer in pinned memory (the CPU reads it directly: a 5B model's
-  // offloaded state is 60 GB, which the host should hold once), else a copy.
-  std::vector<void *> G(p->num_globals);
-  std::vector<HostView> host(p->num_globals);
-  std::vector<std::vector<uint8_t>> hostCopies(p->num_globals);
+/// Waits for the exchange in flight; its bytes count from now.
+int TrainRun::joinSide() {
+  if (!inflight.joinable())
+    return 0;
+  inflight.join();
+  if (inflightSt != LOOMRT_OK)
+    return die(inflightWhat);
+  return 0;
+}
+
+std::vector<loomrt_tensor_ref> TrainRun::refs() const {
+  std::vector<loomrt_tensor_ref> r;
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, host[i].data()};
+    for (int d = 0; d < g.rank; ++d)
+      t.shape[d] = g.shape[d];
+    r.push_back(t);
+  }
+  return r;
+}
+
+/// Parameters and state: allocated where the compiler placed them,
+/// initialised in declaration order from --seed or restored from the
+/// checkpoint, and uploaded; then the log and the trace.
+int TrainRun::setupGlobals() {
+  G.assign(p->num_globals, nullptr);
+  host.assign(p->num_globals, HostView{});
+  hostCopies.assign(p->num_globals, {});
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
     size_t bytes = numel(g) * dtypeBytes(g.dtype);
-    TRY(loomrt_alloc(dev, g.space, bytes ? bytes : 8, &G[i]),
-        std::string("allocating ") + g.name);
+    TRY(loomrt_alloc(dev, g.space, bytes ? bytes : 8, &G[i]), std::string("allocating ") + g.name);
     if (g.space == LOOMRT_MEM_PINNED) {
       host[i] = {static_cast<uint8_t *>(G[i]), bytes};
       if (g.dtype != LOOMRT_F32) // fp32 globals are all drawn below
@@ -1098,28 +1173,16 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       host[i] = {hostCopies[i].data(), bytes};
     }
   }
-  auto refs = [&]() {
-    std::vector<loomrt_tensor_ref> r;
-    for (size_t i = 0; i < p->num_globals; ++i) {
-      const loomrt_global_desc &g = p->globals[i];
-      loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, host[i].data()};
-      for (int d = 0; d < g.rank; ++d)
-        t.shape[d] = g.shape[d];
-      r.push_back(t);
-    }
-    return r;
-  };
   // Each rank saves its own part (ZeRO partitions state); a manifest
   // commits one step for all of them (driver/checkpoint_set.h).
-  loomrt::CheckpointSet ckpt(f.ckptDir, p->model, rank, world, p->zero_stage, dev, s, comm);
+  ckpt.emplace(f.ckptDir, p->model, rank, world, p->zero_stage, dev, s, comm);
   if (!f.ckptDir.empty())
-    TRY(ckpt.open(!f.resume), "checkpoints");
+    TRY(ckpt->open(!f.resume), "checkpoints");
   // The data offset (step * global batch tokens) must stay an int64.
   long maxStep = long(std::numeric_limits<int64_t>::max() / gbt) - f.steps;
-  long firstStep = 0;
   if (f.resume) {
-    TRY(ckpt.resume(refs(), maxStep, firstStep), "resuming");
-    std::printf("resumed from %s at step %ld\n", ckpt.partPath(firstStep, rank).c_str(),
+    TRY(ckpt->resume(refs(), maxStep, firstStep), "resuming");
+    std::printf("resumed from %s at step %ld\n", ckpt->partPath(firstStep, rank).c_str(),
                 firstStep);
   } else if (int rc = initialiseGlobals(p, f, rank, host)) {
     return rc;
@@ -1128,40 +1191,33 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     if (host[i].data() != G[i])
       TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
 
-  auto saveCheckpoint = [&](long stepDone) -> int {
-    if (int rc = joinSide())
-      return rc;
-    for (size_t i = 0; i < p->num_globals; ++i)
-      if (host[i].data() != G[i])
-        TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
-    TRY(loomrt_stream_synchronize(s), "download");
-    TRY(ckpt.save(stepDone, refs()), "saving the checkpoint");
-    return 0;
-  };
-
-  std::FILE *log = nullptr;
   if (lead && !f.logJson.empty() && !(log = std::fopen(f.logJson.c_str(), "a")))
     return die("cannot open '" + f.logJson + "': " + std::strerror(errno));
-  loomrt_trace trace = nullptr;
   if (lead && !f.trace.empty())
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
+  return 0;
+}
 
-  // One device buffer per input of the step, filled from host staging
-  // (a graph model's: gSets below); a graph's feature table is read once
-  // into the memory the compiler placed it in and given to every step as it
-  // is.
-  size_t nIn = p->num_inputs;
-  std::vector<std::vector<uint8_t>> hIn(nIn);
-  // A graph model's staging is pinned (its uploads are asynchronous and run
-  // at the copy engine's rate: 2 MB of ids and weights a step at batch
-  // 1024, 15-10), one set the step reads and one the sampler writes.
-  std::vector<uint8_t *> gSets[2];
-  std::vector<void *> dIn(nIn, nullptr);
-  std::vector<loomrt_mem_space> dSpace(nIn, LOOMRT_MEM_DEVICE);
-  // A pinned feature table shared by this host's ranks (one copy in host
-  // memory however many GPUs read it).
-  std::vector<std::unique_ptr<loomrt::SharedTable>> shared(nIn);
-  std::vector<size_t> inBytes(nIn, 0);
+int TrainRun::saveCheckpoint(long stepDone) {
+  if (int rc = joinSide())
+    return rc;
+  for (size_t i = 0; i < p->num_globals; ++i)
+    if (host[i].data() != G[i])
+      TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
+  TRY(loomrt_stream_synchronize(s), "download");
+  TRY(ckpt->save(stepDone, refs()), "saving the checkpoint");
+  return 0;
+}
+
+/// The step's input buffers and their host staging; a graph model's
+/// feature table, read once; the sampler.
+int TrainRun::setupInputs() {
+  nIn = p->num_inputs;
+  hIn.assign(nIn, {});
+  dIn.assign(nIn, nullptr);
+  dSpace.assign(nIn, LOOMRT_MEM_DEVICE);
+  shared.resize(nIn);
+  inBytes.assign(nIn, 0);
   for (size_t i = 0; i < nIn; ++i) {
     const loomrt_input_desc &in = p->inputs[i];
     if (in.role == LOOMRT_INPUT_NODE_TABLE && in.space == LOOMRT_MEM_PINNED &&
@@ -1222,8 +1278,6 @@ extern "C" int loomrt_train_main(int argc, char **argv,
       bytes = in.dtype == LOOMRT_I64 ? 8 : 4;
       for (int d = 0; d < in.rank; ++d)
         bytes *= size_t(in.shape[d]);
-    }
-    if (graphTask) {
       for (auto &g : gSets) {
         void *pinned = nullptr;
         TRY(loomrt_alloc(dev, LOOMRT_MEM_PINNED, std::max<size_t>(bytes, 8), &pinned),
@@ -1240,80 +1294,176 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     TRY(loomrt_alloc(dev, in.space, std::max<size_t>(bytes, 8), &dIn[i]),
         std::string("allocating input ") + in.name);
   }
-  std::optional<loomrt::Sampler> sampler;
   if (graphTask)
     sampler.emplace(*p, graph, f.seed);
-  // The sampler runs one step ahead on a thread of its own (declared after
-  // what it writes, so an early return waits for it before those go).
-  std::vector<std::vector<int64_t>> padded[2];
-  std::future<void> nextSample;
-  bool dump = !f.dumpSamples.empty();
-  auto sampleInto = [&](long step) {
-    sampler->fill(step, rank, world, gSets[step & 1], dump ? &padded[step & 1] : nullptr);
-  };
-  // --sample random: a counter-based draw (splitmix64 of seed, step and the
-  // row's place in the world's batch), so every rank and a resumed run
-  // agree without state.
-  auto draw = [&](long step, int64_t row, uint64_t range) {
-    uint64_t z = f.seed * 0x9E3779B97F4A7C15ull + uint64_t(step) * 0xBF58476D1CE4E5B9ull +
-                 uint64_t(row) * 0x94D049BB133111EBull + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return int64_t(z % range);
-  };
-  auto start = std::chrono::steady_clock::now();
+  return 0;
+}
+
+/// --sample random: a counter-based draw (splitmix64 of seed, step and the
+/// row's place in the world's batch), so every rank and a resumed run agree
+/// without state.
+int64_t TrainRun::draw(long step, int64_t row, uint64_t range) const {
+  uint64_t z = f.seed * 0x9E3779B97F4A7C15ull + uint64_t(step) * 0xBF58476D1CE4E5B9ull +
+               uint64_t(row) * 0x94D049BB133111EBull + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return int64_t(z % range);
+}
+
+/// This rank's rows of step `step` into the host staging (a graph model:
+/// the sample drawn one step ahead, and the next one started; the time
+/// waited for it in `dataWaitMs`).
+int TrainRun::fillBatch(long step, double &dataWaitMs) {
   long last = firstStep + f.steps;
-  bool warnedNonFinite = false;
-  for (long step = firstStep; step < last; ++step) {
-    double dataWaitMs = -1;
-    if (graphTask) {
-      auto w0 = std::chrono::steady_clock::now();
-      if (nextSample.valid())
-        nextSample.get();
-      else
-        sampleInto(step);
-      dataWaitMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0)
-                       .count();
-      if (dump)
-        for (size_t d = 0; d < padded[step & 1].size(); ++d) {
-          std::string name = f.dumpSamples + "/" +
-                             (world > 1 ? "rank" + std::to_string(rank) + "_" : "") + "step" +
-                             std::to_string(step) + "_nodes" + std::to_string(d) + ".npy";
-          if (!loomrt::writeNpyI64(name, padded[step & 1][d], err))
-            return die(err);
+  bool dump = !f.dumpSamples.empty();
+  auto sampleInto = [this, dump](long at) {
+    sampler->fill(at, rank, world, gSets[at & 1], dump ? &padded[at & 1] : nullptr);
+  };
+  if (graphTask) {
+    auto w0 = std::chrono::steady_clock::now();
+    if (nextSample.valid())
+      nextSample.get();
+    else
+      sampleInto(step);
+    dataWaitMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+    if (dump)
+      for (size_t d = 0; d < padded[step & 1].size(); ++d) {
+        std::string name = f.dumpSamples + "/" +
+                           (world > 1 ? "rank" + std::to_string(rank) + "_" : "") + "step" +
+                           std::to_string(step) + "_nodes" + std::to_string(d) + ".npy";
+        if (!loomrt::writeNpyI64(name, padded[step & 1][d], err))
+          return die(err);
+      }
+    if (step + 1 < last)
+      nextSample = std::async(std::launch::async, sampleInto, step + 1);
+  } else if (arrays) {
+    for (int64_t r = 0; r < bt; ++r) {
+      int64_t row = f.sample == "random" ? draw(step, mine + r, uint64_t(n))
+                                         : (int64_t(step) * gbt + mine + r) % n;
+      for (size_t i = 0; i < nIn; ++i)
+        std::memcpy(hIn[i].data() + size_t(r) * data[i].rowBytes,
+                    data[i].bytes.data() + size_t(row) * data[i].rowBytes, data[i].rowBytes);
+    }
+  } else {
+    auto *hx = reinterpret_cast<int64_t *>(hIn[0].data());
+    auto *hy = reinterpret_cast<int64_t *>(hIn[1].data());
+    if (f.sample == "random") {
+      // Each of this rank's rows at an offset of its own.
+      int64_t seq = p->seq, rows = bt / seq;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t off = draw(step, mine / seq + r, uint64_t(n - seq - 1));
+        for (int64_t t = 0; t < seq; ++t) {
+          hx[r * seq + t] = tokens[size_t(off + t)];
+          hy[r * seq + t] = tokens[size_t(off + t + 1)];
         }
-      if (step + 1 < last)
-        nextSample = std::async(std::launch::async, sampleInto, step + 1);
-    } else if (arrays) {
-      for (int64_t r = 0; r < bt; ++r) {
-        int64_t row = f.sample == "random" ? draw(step, mine + r, uint64_t(n))
-                                           : (int64_t(step) * gbt + mine + r) % n;
-        for (size_t i = 0; i < nIn; ++i)
-          std::memcpy(hIn[i].data() + size_t(r) * data[i].rowBytes,
-                      data[i].bytes.data() + size_t(row) * data[i].rowBytes, data[i].rowBytes);
       }
     } else {
-      auto *hx = reinterpret_cast<int64_t *>(hIn[0].data());
-      auto *hy = reinterpret_cast<int64_t *>(hIn[1].data());
-      if (f.sample == "random") {
-        // Each of this rank's rows at an offset of its own.
-        int64_t seq = p->seq, rows = bt / seq;
-        for (int64_t r = 0; r < rows; ++r) {
-          int64_t off = draw(step, mine / seq + r, uint64_t(n - seq - 1));
-          for (int64_t t = 0; t < seq; ++t) {
-            hx[r * seq + t] = tokens[size_t(off + t)];
-            hy[r * seq + t] = tokens[size_t(off + t + 1)];
-          }
-        }
-      } else {
-        int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
-        for (int64_t i = 0; i < bt; ++i) {
-          hx[i] = tokens[size_t(off + i)];
-          hy[i] = tokens[size_t(off + i + 1)];
-        }
+      int64_t off = (int64_t(step) * gbt) % (n - gbt - 1) + mine;
+      for (int64_t i = 0; i < bt; ++i) {
+        hx[i] = tokens[size_t(off + i)];
+        hy[i] = tokens[size_t(off + i + 1)];
       }
     }
+  }
+  return 0;
+}
+
+/// Streaming DiLoCo's outer entries due after inner step `step`: run in
+/// order, an async exchange on the side context's thread where it has one.
+/// `sideBytes`: what the exchanges joined here sent.
+int TrainRun::runOuterSteps(long step, uint64_t &sideBytes) {
+  for (size_t k = 0; k < p->num_outer; ++k) {
+    const loomrt_outer_desc &o = p->outer[k];
+    if (step + 1 < o.offset || (step + 1 - o.offset) % o.every != 0)
+      continue;
+    if (!o.async || !sideComm) {
+      if (!o.async) {
+        // What it reads (an exchange's result) must be complete.
+        if (int rc = joinSide())
+          return rc;
+        uint64_t now = sideComm ? side.sent() : 0;
+        sideBytes += now - sideSent;
+        sideSent = now;
+      }
+      TRY(o.fn(&ctx, G.data()), std::string("DiLoCo outer step ") + o.name);
+      continue;
+    }
+    if (int rc = joinSide())
+      return rc;
+    // The exchange reads what the compute stream wrote (the snapshot).
+    TRY(loomrt_stream_synchronize(s), "DiLoCo: the snapshot before an exchange");
+    side.reset(std::chrono::steady_clock::now());
+    side.seed = f.seed;
+    side.step = step;
+    inflightWhat = std::string("DiLoCo exchange ") + o.name;
+    inflight = std::thread([this, fn = o.fn] {
+      loomrt_status st = loomrt_device_bind(side.dev);
+      if (st == LOOMRT_OK)
+        st = fn(&side, G.data());
+      if (st == LOOMRT_OK)
+        st = loomrt_stream_synchronize(side.stream);
+      if (st == LOOMRT_OK)
+        st = loomrt_stream_synchronize(side.commStream);
+      if (st != LOOMRT_OK)
+        inflightWhat += std::string(": ") + loomrt_last_error();
+      inflightSt = st;
+    });
+  }
+  return 0;
+}
+
+/// The step's line on stdout, the divergence warning, and the --log-json
+/// record.
+int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64_t sentBefore,
+                     uint64_t sideBytes, const std::map<uint64_t, uint64_t> &groupBefore) {
+  long last = firstStep + f.steps;
+  // The backward's share, timed on the compute stream; the update phase is
+  // the rest of the step.
+  float backwardMs = -1;
+  if (ctx.backwardMarked)
+    TRY(loomrt_event_elapsed_ms(ctx.phaseStart, ctx.backwardDone, &backwardMs), "phase timing");
+  double tps = double(gbt) / (ms * 1e-3); // the whole world's tokens (or samples)
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
+  std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f %s/s  eta %4.0fs\n", step + 1, last, loss,
+              ms, tps, unit, eta);
+  std::fflush(stdout);
+  if (lead && !std::isfinite(loss) && !warnedNonFinite) {
+    std::fprintf(stderr,
+                 "warning: the loss of step %ld is not finite: training "
+                 "diverged (a lower --lr may help)\n",
+                 step + 1);
+    warnedNonFinite = true;
+  }
+  if (!log)
+    return 0;
+  // Bytes by group: the levels' indices (innermost 0) of each group smaller
+  // than the world, e.g. {"0": ..., "0,1": ...}.
+  std::string byGroup;
+  for (auto &[mask, g] : ctx.groups) {
+    std::string levels;
+    for (int i = 0; i < 64; ++i)
+      if (mask >> i & 1)
+        levels += (levels.empty() ? "" : ",") + std::to_string(i);
+    auto before = groupBefore.find(mask);
+    byGroup += std::string(byGroup.empty() ? "" : ", ") + "\"" + levels + "\": " +
+               std::to_string(loomrt_comm_bytes_sent(g, -1) -
+                              (before == groupBefore.end() ? 0 : before->second));
+  }
+  logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
+          world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs);
+  return 0;
+}
+
+int TrainRun::train() {
+  start = std::chrono::steady_clock::now();
+  long last = firstStep + f.steps;
+  for (long step = firstStep; step < last; ++step) {
+    double dataWaitMs = -1;
+    if (int rc = fillBatch(step, dataWaitMs))
+      return rc;
     auto t0 = std::chrono::steady_clock::now();
     // Device inputs are copied on the compute stream; pinned ones (read by
     // the CPU on the host stream, which does not wait for that copy) are
@@ -1352,43 +1502,8 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     // one may not.
     TRY(loomrt_step_host_join(&ctx), "the training step's host tasks");
     uint64_t sideBytes = 0;
-    for (size_t k = 0; k < p->num_outer; ++k) {
-      const loomrt_outer_desc &o = p->outer[k];
-      if (step + 1 < o.offset || (step + 1 - o.offset) % o.every != 0)
-        continue;
-      if (!o.async || !sideComm) {
-        if (!o.async) {
-          // What it reads (an exchange's result) must be complete.
-          if (int rc = joinSide())
-            return rc;
-          uint64_t now = sideComm ? side.sent() : 0;
-          sideBytes += now - sideSent;
-          sideSent = now;
-        }
-        TRY(o.fn(&ctx, G.data()), std::string("DiLoCo outer step ") + o.name);
-        continue;
-      }
-      if (int rc = joinSide())
-        return rc;
-      // The exchange reads what the compute stream wrote (the snapshot).
-      TRY(loomrt_stream_synchronize(s), "DiLoCo: the snapshot before an exchange");
-      side.reset(std::chrono::steady_clock::now());
-      side.seed = f.seed;
-      side.step = step;
-      inflightWhat = std::string("DiLoCo exchange ") + o.name;
-      inflight = std::thread([&side, &inflightSt, &inflightWhat, &G, fn = o.fn] {
-        loomrt_status st = loomrt_device_bind(side.dev);
-        if (st == LOOMRT_OK)
-          st = fn(&side, G.data());
-        if (st == LOOMRT_OK)
-          st = loomrt_stream_synchronize(side.stream);
-        if (st == LOOMRT_OK)
-          st = loomrt_stream_synchronize(side.commStream);
-        if (st != LOOMRT_OK)
-          inflightWhat += std::string(": ") + loomrt_last_error();
-        inflightSt = st;
-      });
-    }
+    if (int rc = runOuterSteps(step, sideBytes))
+      return rc;
     if (trace) {
       TRY(loomrt_trace_end(trace, s, ctx.phaseSpan), "trace");
       TRY(loomrt_trace_end(trace, s, span), "trace");
@@ -1396,40 +1511,10 @@ extern "C" int loomrt_train_main(int argc, char **argv,
     float loss;
     TRY(loomrt_memcpy_async(s, &loss, dLoss, 4), "loss");
     TRY(loomrt_stream_synchronize(s), "step");
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - t0).count();
-    // The backward's share, timed on the compute stream; the update phase
-    // is the rest of the step.
-    float backwardMs = -1;
-    if (ctx.backwardMarked)
-      TRY(loomrt_event_elapsed_ms(ctx.phaseStart, ctx.backwardDone, &backwardMs), "phase timing");
-    double tps = double(gbt) / (ms * 1e-3); // the whole world's tokens (or samples)
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
-    std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f %s/s  eta %4.0fs\n", step + 1, last,
-                loss, ms, tps, unit, eta);
-    std::fflush(stdout);
-    if (lead && !std::isfinite(loss) && !warnedNonFinite) {
-      std::fprintf(stderr, "warning: the loss of step %ld is not finite: training "
-                   "diverged (a lower --lr may help)\n", step + 1);
-      warnedNonFinite = true;
-    }
-    if (log) {
-      // Bytes by group: the levels' indices (innermost 0) of each group
-      // smaller than the world, e.g. {"0": ..., "0,1": ...}.
-      std::string byGroup;
-      for (auto &[mask, g] : ctx.groups) {
-        std::string levels;
-        for (int i = 0; i < 64; ++i)
-          if (mask >> i & 1)
-            levels += (levels.empty() ? "" : ",") + std::to_string(i);
-        byGroup += std::string(byGroup.empty() ? "" : ", ") + "\"" + levels + "\": " +
-                   std::to_string(loomrt_comm_bytes_sent(g, -1) - groupBefore[mask]);
-      }
-      logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
-              world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup,
-              dataWaitMs);
-    }
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (int rc = report(step, loss, ms, dataWaitMs, sentBefore, sideBytes, groupBefore))
+      return rc;
     if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
       if (int rc = saveCheckpoint(step + 1))
         return rc;
@@ -1439,9 +1524,17 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (trace) {
     TRY(loomrt_trace_write(trace, f.trace.c_str()), "writing the trace");
     loomrt_trace_destroy(trace);
+    trace = nullptr;
   }
+  return 0;
+}
+
+/// What the run held, then everything released in the reverse order of
+/// its making.
+void TrainRun::finish() {
   if (log)
     std::fclose(log);
+  log = nullptr;
   reportMemory(p, host, ctx, world);
   if (nextSample.valid())
     nextSample.get();
@@ -1465,5 +1558,39 @@ extern "C" int loomrt_train_main(int argc, char **argv,
   if (ctx.hostDev)
     loomrt_device_close(ctx.hostDev);
   loomrt_device_close(dev);
+}
+
+} // namespace
+
+extern "C" int loomrt_train_main(int argc, char **argv, const loomrt_program *p) {
+  // Before reading anything else of *p: its layout must be ours.
+  if (p->abi != LOOMRT_TRAIN_ABI)
+    return die("this binary was generated for another version of the runtime "
+               "(libloomrt.so was rebuilt since); compile the model again with loomc");
+  for (size_t k = 0; k < p->num_outer; ++k)
+    if (!p->outer || !p->outer[k].fn || p->outer[k].every < 1)
+      return die("the program's DiLoCo outer step " + std::to_string(k) +
+                 " has no function or a period below 1");
+  // CPU binaries: OpenMP threads that spin after each kernel fight
+  // OpenBLAS's threads for the cores (steps of 12 ms took 60-180 ms on the
+  // 2-core CI machine). libgomp reads OMP_WAIT_POLICY only at start-up, so
+  // set it and start again, unless the user chose a policy.
+  if (p->backend == LOOMRT_BACKEND_CPU && !std::getenv("OMP_WAIT_POLICY") &&
+      !std::getenv("LOOMRT_NO_REEXEC")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("LOOMRT_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv); // returns only on failure: carry on
+  }
+  Flags f;
+  std::string err;
+  if (!parse(argc, argv, p, f, err))
+    return die(err);
+  TrainRun run(p, f);
+  for (int (TrainRun::*phase)() : {&TrainRun::loadData, &TrainRun::joinWorld,
+                                   &TrainRun::openContexts, &TrainRun::setupGlobals,
+                                   &TrainRun::setupInputs, &TrainRun::train})
+    if (int rc = (run.*phase)())
+      return rc;
+  run.finish();
   return 0;
 }
