@@ -68,7 +68,106 @@ public:
       adjoint[v] = g;
       return;
     }
+    if (Value merged = mergePadded(it->second, g)) {
+      Value old = it->second;
+      it->second = merged;
+      eraseIfDead(old);
+      eraseIfDead(g);
+      return;
+    }
     it->second = AddOp::create(b, loc, v.getType(), it->second, g);
+  }
+
+  /// A zero-padded gradient (a slice's: concat(zeros, g, zeros) along one
+  /// dimension) as its pieces along that dimension: (length, value), the
+  /// value null for zeros.
+  using Pieces = SmallVector<std::pair<int64_t, Value>>;
+  static bool isZeros(Value v) {
+    auto c = v.getDefiningOp<arith::ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+    return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+           dense.getSplatValue<APFloat>().isZero();
+  }
+  static std::optional<std::pair<int64_t, Pieces>> piecesOf(Value x) {
+    auto cat = x.getDefiningOp<ConcatOp>();
+    if (!cat)
+      return std::nullopt;
+    int64_t dim = cat.getDim();
+    Pieces p;
+    for (Value in : cat.getInputs())
+      p.push_back({tt(in).getDimSize(dim), isZeros(in) ? Value() : in});
+    return std::make_pair(dim, p);
+  }
+
+  /// a + b where both are zero-padded along one dimension and no element is
+  /// non-zero in both (the gradients of disjoint slices of one tensor: the
+  /// q, k and v of a fused projection): one concat of their pieces instead
+  /// of the zeros, the padded copies and the adds, with the same values.
+  /// Null where that does not hold.
+  Value mergePadded(Value a, Value bv) {
+    std::optional<std::pair<int64_t, Pieces>> pa = piecesOf(a), pb = piecesOf(bv);
+    if (!pa || !pb || pa->first != pb->first || tt(a) != tt(bv))
+      return Value();
+    int64_t dim = pa->first;
+    // Non-zero pieces of either side with their offsets; each must lie in
+    // zeros of the other.
+    SmallVector<std::tuple<int64_t, int64_t, Value>> spans; // offset, length, value
+    auto collect = [&](const Pieces &mine, const Pieces &other) {
+      int64_t off = 0;
+      for (auto [len, val] : mine) {
+        if (val) {
+          int64_t o = 0;
+          for (auto [olen, oval] : other) {
+            if (oval && o < off + len && off < o + olen)
+              return false;
+            o += olen;
+          }
+          spans.push_back({off, len, val});
+        }
+        off += len;
+      }
+      return true;
+    };
+    if (!collect(pa->second, pb->second) || !collect(pb->second, pa->second))
+      return Value();
+    llvm::sort(spans, [](auto &x, auto &y) { return std::get<0>(x) < std::get<0>(y); });
+    auto type = tt(a);
+    SmallVector<Value> parts;
+    auto zeros = [&](int64_t n) {
+      SmallVector<int64_t> shape(type.getShape());
+      shape[dim] = n;
+      parts.push_back(splat(like(type, shape), 0.0));
+    };
+    int64_t at = 0;
+    for (auto [off, len, val] : spans) {
+      if (off > at)
+        zeros(off - at);
+      parts.push_back(val);
+      at = off + len;
+    }
+    if (at < type.getDimSize(dim))
+      zeros(type.getDimSize(dim) - at);
+    Value merged = parts.size() == 1
+                       ? parts[0]
+                       : ConcatOp::create(b, loc, type, parts, b.getI64IntegerAttr(dim)).getResult();
+    return merged;
+  }
+
+  /// Erases a padded concat that `mergePadded` replaced, with its zeros,
+  /// unless something still uses it or another adjoint is it.
+  void eraseIfDead(Value x) {
+    Operation *cat = x.getDefiningOp();
+    if (!cat || !cat->use_empty() ||
+        llvm::any_of(adjoint, [&](auto &kv) { return kv.second == x; }))
+      return;
+    SmallVector<Operation *> zeroOps;
+    for (Value in : cat->getOperands())
+      if (isZeros(in))
+        zeroOps.push_back(in.getDefiningOp());
+    cat->erase();
+    for (Operation *z : zeroOps)
+      if (z->use_empty())
+        z->erase();
   }
   Value get(Value v) const { return adjoint.lookup(v); }
 

@@ -80,6 +80,46 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+loom.param @p : tensor<2x6xf32>
+
+// Disjoint slices of one tensor (a fused q/k/v projection's split): their
+// zero-padded gradients are merged into one concat of the adjoints, in
+// place of the zeros and two adds; overlapping slices still add.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-NOT: loom.add
+// CHECK: loom.concat %[[A:[^,]+]], %[[Z:[^,]+]], %[[C:[^ ]+]] dim 1 : tensor<2x2xf32>, tensor<2x1xf32>, tensor<2x3xf32> -> tensor<2x6xf32>
+// CHECK-NOT: loom.add
+// CHECK: return
+func.func @forward() -> tensor<f32> {
+  %p = loom.load @p : tensor<2x6xf32>
+  %a = loom.slice %p [0, 0] [2, 2] [1, 1] : tensor<2x6xf32> to tensor<2x2xf32>
+  %c = loom.slice %p [0, 3] [2, 6] [1, 1] : tensor<2x6xf32> to tensor<2x3xf32>
+  %sa = loom.reduce sum %a [0, 1] : tensor<2x2xf32> to tensor<f32>
+  %sc = loom.reduce sum %c [0, 1] : tensor<2x3xf32> to tensor<f32>
+  %l = loom.mul %sa, %sc : tensor<f32>, tensor<f32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.param @p : tensor<2x6xf32>
+
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: loom.concat
+// CHECK: loom.concat
+// CHECK: loom.add %{{.+}}, %{{.+}} : tensor<2x6xf32>, tensor<2x6xf32> -> tensor<2x6xf32>
+func.func @forward() -> tensor<f32> {
+  %p = loom.load @p : tensor<2x6xf32>
+  %a = loom.slice %p [0, 0] [2, 4] [1, 1] : tensor<2x6xf32> to tensor<2x4xf32>
+  %c = loom.slice %p [0, 3] [2, 6] [1, 1] : tensor<2x6xf32> to tensor<2x3xf32>
+  %sa = loom.reduce sum %a [0, 1] : tensor<2x4xf32> to tensor<f32>
+  %sc = loom.reduce sum %c [0, 1] : tensor<2x3xf32> to tensor<f32>
+  %l = loom.mul %sa, %sc : tensor<f32>, tensor<f32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 loom.param @q : tensor<1x2x4x8xf32>
 
 // Attention differentiates through one loom.attention_grad; the three
