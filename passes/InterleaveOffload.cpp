@@ -171,11 +171,17 @@ struct InterleaveOffload
     MLIRContext *ctx = module.getContext();
     for (auto [sg, w] : llvm::zip(sgs, chosen))
       sg.setPlace(w);
+    // Byte counts as integers; an unbounded one (no device memory limit on
+    // a host without a GPU) is recorded as 0, "not given".
+    auto bytes = [](double v) {
+      return std::isfinite(v) && v >= 0 && v < 9.2e18 ? int64_t(v) : int64_t(0);
+    };
+    auto seconds = [](double v) { return APFloat(std::isfinite(v) && v >= 0 ? v : 0.0); };
     module->setAttr(LoomDialect::OffloadPlanAttrHelper::getNameStr(),
                     OffloadPlanAttr::get(ctx, int64_t(resident), int64_t(bestS),
                                          int64_t(n - resident - bestS), hw->name,
-                                         APFloat(best.cost()), APFloat(best.p.updateSeconds),
-                                         int64_t(best.p.peakDeviceBytes()), int64_t(usable)));
+                                         seconds(best.cost()), seconds(best.p.updateSeconds),
+                                         bytes(best.p.peakDeviceBytes()), bytes(usable)));
   }
 };
 

@@ -188,6 +188,9 @@ struct Plan {
   /// Host copies of i64 scalars (the step counter's increment).
   llvm::DenseMap<Value, Value> hostScalar;
   llvm::DenseMap<Operation *, FuncCtx> funcs;
+  /// The buffer of a loom.attention's saved row statistics, for its
+  /// gradient (lower(AttentionGradOp)).
+  llvm::DenseMap<Operation *, Value> attentionSaved;
 
   FuncCtx &ctx(Operation *op) { return funcs[op->getParentOfType<func::FuncOp>()]; }
 
@@ -924,13 +927,57 @@ Value attentionWorkspace(Emit &e) {
       qt.getDimSize(2), kt.getDimSize(2), isa<AttentionGradOp>(op) ? 1 : 0);
   return e.allocBytes(int64_t(bytes));
 }
+/// The loom.attention whose gradient `grad` is: the one of the same block
+/// over the same query, key and value, scale and mask, before it (loom-
+/// autodiff's forward; with recomputation, the recomputed one). Its output
+/// and row statistics are kept for the gradient (loomrt.attention_save and
+/// loomrt.attention_grad_saved) instead of the gradient running the forward
+/// again, where the GPU's fused kernels take the shape (elsewhere the
+/// composed gradient recomputes the probabilities anyway, and keeping the
+/// output would only hold memory); null where there is none.
+AttentionOp forwardOf(AttentionGradOp grad) {
+  auto q = tt(grad.getQuery()), k = tt(grad.getKey());
+  std::optional<rt::DType> dtype = dtypeOf(q.getElementType());
+  if (!dtype || !loomrt_attention_fused(loomrt_dtype(int(*dtype)), q.getDimSize(2), k.getDimSize(2),
+                                        q.getDimSize(3)))
+    return AttentionOp();
+  AttentionOp found;
+  for (Operation *u : grad.getQuery().getUsers()) {
+    auto fwd = dyn_cast<AttentionOp>(u);
+    if (fwd && fwd->getBlock() == grad->getBlock() && fwd->isBeforeInBlock(grad) &&
+        fwd.getKey() == grad.getKey() && fwd.getValue() == grad.getValue() &&
+        fwd.getScale() == grad.getScale() && fwd.getCausal() == grad.getCausal() &&
+        (!found || found->isBeforeInBlock(fwd)))
+      found = fwd;
+  }
+  return found;
+}
+/// The gradient that reads `fwd`'s saved statistics, if any.
+AttentionGradOp gradOf(AttentionOp fwd) {
+  for (Operation *u : fwd.getQuery().getUsers())
+    if (auto grad = dyn_cast<AttentionGradOp>(u); grad && forwardOf(grad) == fwd)
+      return grad;
+  return AttentionGradOp();
+}
+
 LogicalResult lower(AttentionOp o, AttentionOp::Adaptor a, Emit &e) {
   auto q = tt(o.getQuery()), k = tt(o.getKey());
   Value out = e.alloc(o.getResult());
   Value ws = attentionWorkspace(e);
+  int64_t bh = q.getDimSize(0) * q.getDimSize(1);
+  if (gradOf(o)) {
+    Value saved =
+        e.allocBytes(int64_t(loomrt_attention_saved_bytes(bh, q.getDimSize(2))));
+    e.plan.attentionSaved[o] = saved;
+    rt::AttentionSaveOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
+                                a.getValue(), out, saved, ws, bh, q.getDimSize(2),
+                                k.getDimSize(2), q.getDimSize(3), f64(o.getScale()),
+                                o.getCausal());
+    return e.done(out);
+  }
   rt::AttentionOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
-                          a.getValue(), out, ws, q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2),
-                          k.getDimSize(2), q.getDimSize(3), f64(o.getScale()), o.getCausal());
+                          a.getValue(), out, ws, bh, q.getDimSize(2), k.getDimSize(2),
+                          q.getDimSize(3), f64(o.getScale()), o.getCausal());
   return e.done(out);
 }
 LogicalResult lower(AttentionGradOp o, AttentionGradOp::Adaptor a, Emit &e) {
@@ -938,10 +985,21 @@ LogicalResult lower(AttentionGradOp o, AttentionGradOp::Adaptor a, Emit &e) {
   Value dq = e.alloc(o.getGradQuery()), dk = e.alloc(o.getGradKey()),
         dv = e.alloc(o.getGradValue());
   Value ws = attentionWorkspace(e);
+  int64_t bh = q.getDimSize(0) * q.getDimSize(1);
+  AttentionOp fwd = forwardOf(o);
+  Value saved = fwd ? e.plan.attentionSaved.lookup(fwd) : Value();
+  Value out = saved ? e.rw.getRemappedValue(fwd.getResult()) : Value();
+  if (saved && out) {
+    rt::AttentionGradSavedOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(),
+                                     a.getKey(), a.getValue(), out, saved, a.getGrad(), dq, dk,
+                                     dv, ws, bh, q.getDimSize(2), k.getDimSize(2),
+                                     q.getDimSize(3), f64(o.getScale()), o.getCausal());
+    return e.done({dq, dk, dv});
+  }
   rt::AttentionGradOp::create(e.rw, e.loc, e.f.s, dt(o.getQuery()), a.getQuery(), a.getKey(),
-                              a.getValue(), a.getGrad(), dq, dk, dv, ws,
-                              q.getDimSize(0) * q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
-                              q.getDimSize(3), f64(o.getScale()), o.getCausal());
+                              a.getValue(), a.getGrad(), dq, dk, dv, ws, bh, q.getDimSize(2),
+                              k.getDimSize(2), q.getDimSize(3), f64(o.getScale()),
+                              o.getCausal());
   return e.done({dq, dk, dv});
 }
 

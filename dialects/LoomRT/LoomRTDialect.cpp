@@ -355,6 +355,23 @@ double AttentionGradOp::getBytesMoved() { // q, dout, dq; k, v, dk, dv
 double AttentionGradOp::getFlops() {
   return 2.5 * attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
 }
+// With the forward's output and row statistics kept (FlashAttention-2
+// Algorithm 2): the scores again and four products, 2.5x the forward's, and
+// the output read once more.
+double AttentionSaveOp::getBytesMoved() {
+  return 2.0 * double(getBh()) * double(getDh()) * double(getT() + getS()) * es(getDtype()) +
+         double(getBh()) * double(getT()) * 4;
+}
+double AttentionSaveOp::getFlops() {
+  return attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
+}
+double AttentionGradSavedOp::getBytesMoved() { // q, o, dout, dq; k, v, dk, dv; the statistics
+  return double(getBh()) * double(getDh()) * double(4 * getT() + 4 * getS()) * es(getDtype()) +
+         double(getBh()) * double(getT()) * 4;
+}
+double AttentionGradSavedOp::getFlops() {
+  return 2.5 * attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
+}
 double CrossEntropyOp::getBytesMoved() {
   return double(getRows()) * (double(getClasses()) * es(getDtype()) + 8) + 4;
 }

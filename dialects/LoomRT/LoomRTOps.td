@@ -606,6 +606,33 @@ def LoomRT_AttentionGradOp : LoomRT_CallOp<"attention_grad",
   let summary = "the gradients of attention (recomputes the scores)";
 }
 
+def LoomRT_AttentionSaveOp : LoomRT_CallOp<"attention_save",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$q, LoomRT_Buffer:$k, LoomRT_Buffer:$v,
+         LoomRT_Buffer:$out, LoomRT_Buffer:$saved, LoomRT_Buffer:$workspace, NonNegI64:$bh,
+         NonNegI64:$t, NonNegI64:$s, NonNegI64:$dh, F64Attr:$scale, UnitAttr:$causal),
+    "$dtype $q `,` $k `,` $v `->` $out `,` $saved `workspace` $workspace",
+    ["getFlops", "getBytesMoved"]> {
+  let summary = "attention that keeps its row statistics for its gradient";
+  let description = [{
+    `loomrt.attention`, and where the fused kernel runs, each query row's
+    log-sum-exp into `saved` (`loomrt_attention_saved_bytes`), which the
+    paired `loomrt.attention_grad_saved` reads with `out` instead of running
+    the forward again. loom-lower-to-runtime pairs a `loom.attention` with
+    the `loom.attention_grad` of the same query, key and value.
+  }];
+}
+
+def LoomRT_AttentionGradSavedOp : LoomRT_CallOp<"attention_grad_saved",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$q, LoomRT_Buffer:$k, LoomRT_Buffer:$v,
+         LoomRT_Buffer:$out, LoomRT_Buffer:$saved, LoomRT_Buffer:$dout, LoomRT_Buffer:$dq,
+         LoomRT_Buffer:$dk, LoomRT_Buffer:$dv, LoomRT_Buffer:$workspace, NonNegI64:$bh,
+         NonNegI64:$t, NonNegI64:$s, NonNegI64:$dh, F64Attr:$scale, UnitAttr:$causal),
+    "$dtype $q `,` $k `,` $v `,` $dout `from` $out `,` $saved `->` $dq `,` $dk `,` $dv "
+    "`workspace` $workspace",
+    ["getFlops", "getBytesMoved"]> {
+  let summary = "the gradients of attention from its saved output and row statistics";
+}
+
 def LoomRT_CrossEntropyOp : LoomRT_CallOp<"cross_entropy",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$logits, LoomRT_Buffer:$labels,
          LoomRT_Buffer:$loss, NonNegI64:$rows, NonNegI64:$classes),

@@ -204,6 +204,22 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.buf(o.getDq()), b.buf(o.getDk()), b.buf(o.getDv()),
                       b.buf(o.getWorkspace()));
       })
+      .Case([&](rt::AttentionSaveOp o) {
+        return b.call("loomrt_attention_save", loomrt_attention_save, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.i(o.getBh()), b.i(o.getT()), b.i(o.getS()),
+                      b.i(o.getDh()), b.f(o.getScale().convertToDouble()), b.flag(o.getCausal()),
+                      b.buf(o.getQ()), b.buf(o.getK()), b.buf(o.getV()), b.buf(o.getOut()),
+                      b.buf(o.getSaved()), b.buf(o.getWorkspace()));
+      })
+      .Case([&](rt::AttentionGradSavedOp o) {
+        return b.call("loomrt_attention_grad_saved", loomrt_attention_grad_saved,
+                      b.stream(o.getStream()), b.dtype(o.getDtype()), b.i(o.getBh()),
+                      b.i(o.getT()), b.i(o.getS()), b.i(o.getDh()),
+                      b.f(o.getScale().convertToDouble()), b.flag(o.getCausal()),
+                      b.buf(o.getQ()), b.buf(o.getK()), b.buf(o.getV()), b.buf(o.getOut()),
+                      b.buf(o.getSaved()), b.buf(o.getDout()), b.buf(o.getDq()),
+                      b.buf(o.getDk()), b.buf(o.getDv()), b.buf(o.getWorkspace()));
+      })
       .Case([&](rt::CrossEntropyOp o) {
         return b.call("loomrt_cross_entropy", loomrt_cross_entropy, b.stream(o.getStream()),
                       b.dtype(o.getDtype()), b.buf(o.getLogits()),

@@ -535,10 +535,11 @@ private:
         .Case([&](rt::FreeOp o) {
           // Attention's workspace goes back at once: the backward recomputes.
           bool scratch = llvm::any_of(o.getBuffer().getUsers(), [&](Operation *u) {
-            auto fwd = dyn_cast<rt::AttentionOp>(u);
-            auto bwd = dyn_cast<rt::AttentionGradOp>(u);
-            return (fwd && fwd.getWorkspace() == o.getBuffer()) ||
-                   (bwd && bwd.getWorkspace() == o.getBuffer());
+            Value ws = llvm::TypeSwitch<Operation *, Value>(u)
+                           .Case<rt::AttentionOp, rt::AttentionGradOp, rt::AttentionSaveOp,
+                                 rt::AttentionGradSavedOp>([](auto a) { return a.getWorkspace(); })
+                           .Default([](Operation *) { return Value(); });
+            return ws && ws == o.getBuffer();
           });
           *os << "  loomrt_step_free(c, " << name(o.getBuffer()) << ");"
               << (scratch ? " // scratch: attention's workspace" : "") << "\n";

@@ -76,6 +76,12 @@ int commandsOf(Operation *op) {
   if (auto a = dyn_cast<rt::AttentionGradOp>(op))
     return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
                                          a.getDh(), 1);
+  if (auto a = dyn_cast<rt::AttentionSaveOp>(op))
+    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
+                                         a.getDh(), 0);
+  if (auto a = dyn_cast<rt::AttentionGradSavedOp>(op))
+    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
+                                         a.getDh(), 2);
   if (auto r = dyn_cast<rt::ReduceOp>(op))
     return loomrt_gpu_reduce_commands(r.getOuter(), r.getLen(), r.getInner());
   if (isa<rt::LayerNormGradOp, rt::RmsNormGradOp>(op))

@@ -58,17 +58,16 @@ static loomrt_status checkAttention(const char *fn, loomrt_stream st,
   return LOOMRT_OK;
 }
 
-loomrt_status loomrt_attention(loomrt_stream st, loomrt_dtype dt, int64_t bh,
-                               int64_t t, int64_t s, int64_t dh, float scale,
-                               int causal, const void *q, const void *k,
-                               const void *v, void *o, void *workspace) {
-  if (loomrt_status e = checkAttention("attention", st, bh, t, s, dh, causal,
-                                       {q, k, v, o, workspace}))
-    return e;
+/// The forward: the backend's fused kernel where it covers the shape
+/// (writing each row's log-sum-exp to `lse` unless null), else composed.
+static loomrt_status attentionForward(loomrt_stream st, loomrt_dtype dt, int64_t bh, int64_t t,
+                                      int64_t s, int64_t dh, float scale, int causal,
+                                      const void *q, const void *k, const void *v, void *o,
+                                      void *workspace, float *lse) {
   const loomrt::KernelOps *kernels = st->dev->ops->kernels;
   if (kernels->attention && loomrt::fusedAttentionEnabled()) {
     loomrt_status e = kernels->attention(st->dev->state, st->impl, dt, bh, t, s, dh, scale,
-                                         causal, q, k, v, o, workspace);
+                                         causal, q, k, v, o, workspace, lse);
     if (e != LOOMRT_ERR_UNSUPPORTED)
       return e;
   }
@@ -84,21 +83,41 @@ loomrt_status loomrt_attention(loomrt_stream st, loomrt_dtype dt, int64_t bh,
   return loomrt_matmul(st, &g2, workspace, v, o);
 }
 
-loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
-                                    int64_t bh, int64_t t, int64_t s,
-                                    int64_t dh, float scale, int causal,
-                                    const void *q, const void *k,
-                                    const void *v, const void *dout, void *dq,
-                                    void *dk, void *dv, void *workspace) {
-  if (loomrt_status e =
-          checkAttention("attention_grad", st, bh, t, s, dh, causal,
-                         {q, k, v, dout, dq, dk, dv, workspace}))
+loomrt_status loomrt_attention(loomrt_stream st, loomrt_dtype dt, int64_t bh,
+                               int64_t t, int64_t s, int64_t dh, float scale,
+                               int causal, const void *q, const void *k,
+                               const void *v, void *o, void *workspace) {
+  if (loomrt_status e = checkAttention("attention", st, bh, t, s, dh, causal,
+                                       {q, k, v, o, workspace}))
     return e;
+  return attentionForward(st, dt, bh, t, s, dh, scale, causal, q, k, v, o, workspace, nullptr);
+}
+
+loomrt_status loomrt_attention_save(loomrt_stream st, loomrt_dtype dt, int64_t bh, int64_t t,
+                                    int64_t s, int64_t dh, float scale, int causal,
+                                    const void *q, const void *k, const void *v, void *o,
+                                    void *saved, void *workspace) {
+  if (loomrt_status e = checkAttention("attention_save", st, bh, t, s, dh, causal,
+                                       {q, k, v, o, saved, workspace}))
+    return e;
+  return attentionForward(st, dt, bh, t, s, dh, scale, causal, q, k, v, o, workspace,
+                          static_cast<float *>(saved));
+}
+
+/// The gradient: the backend's fused kernels where they cover the shape
+/// (reading the forward's output and log-sum-exp instead of running it
+/// again where `o` and `lse` are given), else composed (which recomputes
+/// the probabilities either way).
+static loomrt_status attentionBackward(loomrt_stream st, loomrt_dtype dt, int64_t bh, int64_t t,
+                                       int64_t s, int64_t dh, float scale, int causal,
+                                       const void *q, const void *k, const void *v,
+                                       const void *o, const float *lse, const void *dout,
+                                       void *dq, void *dk, void *dv, void *workspace) {
   const loomrt::KernelOps *kernels = st->dev->ops->kernels;
   if (kernels->attention_grad && loomrt::fusedAttentionEnabled()) {
     loomrt_status e = kernels->attention_grad(st->dev->state, st->impl, dt, bh, t, s, dh,
                                               scale, causal, q, k, v, dout, dq, dk, dv,
-                                              workspace);
+                                              workspace, o, lse);
     if (e != LOOMRT_ERR_UNSUPPORTED)
       return e;
   }
@@ -129,6 +148,33 @@ loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
     return e;
   loomrt_gemm gk{1, 0, bh, s, dh, t, t * s, t * dh, s * dh, 1.0f, 0.0f, dt, dt};
   return loomrt_matmul(st, &gk, dP, q, dk);
+}
+
+loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
+                                    int64_t bh, int64_t t, int64_t s,
+                                    int64_t dh, float scale, int causal,
+                                    const void *q, const void *k,
+                                    const void *v, const void *dout, void *dq,
+                                    void *dk, void *dv, void *workspace) {
+  if (loomrt_status e =
+          checkAttention("attention_grad", st, bh, t, s, dh, causal,
+                         {q, k, v, dout, dq, dk, dv, workspace}))
+    return e;
+  return attentionBackward(st, dt, bh, t, s, dh, scale, causal, q, k, v, nullptr, nullptr, dout,
+                           dq, dk, dv, workspace);
+}
+
+loomrt_status loomrt_attention_grad_saved(loomrt_stream st, loomrt_dtype dt, int64_t bh,
+                                          int64_t t, int64_t s, int64_t dh, float scale,
+                                          int causal, const void *q, const void *k,
+                                          const void *v, const void *o, const void *saved,
+                                          const void *dout, void *dq, void *dk, void *dv,
+                                          void *workspace) {
+  if (loomrt_status e = checkAttention("attention_grad_saved", st, bh, t, s, dh, causal,
+                                       {q, k, v, o, saved, dout, dq, dk, dv, workspace}))
+    return e;
+  return attentionBackward(st, dt, bh, t, s, dh, scale, causal, q, k, v, o,
+                           static_cast<const float *>(saved), dout, dq, dk, dv, workspace);
 }
 
 } // extern "C"

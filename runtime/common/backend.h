@@ -83,17 +83,21 @@ struct KernelOps {
   /// Fused attention and its gradient (null: none). They return
   /// LOOMRT_ERR_UNSUPPORTED, without recording an error, for shapes they do
   /// not cover; loomrt_attention then composes it from GEMMs and a softmax.
+  /// `lse` (may be null): the forward writes each query row's log-sum-exp
+  /// there; given it with the forward's output `o`, the gradient does not
+  /// run the forward again (loomrt_attention_save / _grad_saved).
   loomrt_status (*attention)(void *state, void *stream, loomrt_dtype dt,
                              int64_t bh, int64_t t, int64_t s, int64_t dh,
                              float scale, int causal, const void *q,
                              const void *k, const void *v, void *o,
-                             void *workspace);
+                             void *workspace, float *lse);
   loomrt_status (*attention_grad)(void *state, void *stream, loomrt_dtype dt,
                                   int64_t bh, int64_t t, int64_t s, int64_t dh,
                                   float scale, int causal, const void *q,
                                   const void *k, const void *v,
                                   const void *dout, void *dq, void *dk,
-                                  void *dv, void *workspace);
+                                  void *dv, void *workspace, const void *o,
+                                  const float *lse);
   /// 1-bit compression (loomrt_onebit_*); null: not on this backend.
   loomrt_status (*onebit_compress)(void *state, void *stream, const float *x, float *error,
                                    uint8_t *packed, float *scale, size_t n);

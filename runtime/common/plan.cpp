@@ -26,6 +26,15 @@ size_t loomrt_attention_workspace_bytes(loomrt_dtype dt, int64_t bh, int64_t t, 
   return size_t(bh * t * s) * es * (backward ? 2 : 1);
 }
 
+int loomrt_attention_fused(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh) {
+  return loomrt::flashCovers(dt, t, s, dh) ? 1 : 0;
+}
+
+size_t loomrt_attention_saved_bytes(int64_t bh, int64_t t) {
+  // Each query row's log-sum-exp, fp32 (the fused forward's L).
+  return bh > 0 && t > 0 ? size_t(bh) * size_t(t) * sizeof(float) : 0;
+}
+
 int loomrt_gpu_reduce_commands(int64_t outer, int64_t len, int64_t inner) {
   // In chunks: a scratch allocation, two kernels, its release.
   return loomrt::reduceInChunks(outer, len, inner) ? 4 : 1;
@@ -34,10 +43,13 @@ int loomrt_gpu_reduce_commands(int64_t outer, int64_t len, int64_t inner) {
 int loomrt_gpu_attention_commands(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh,
                                   int backward) {
   // Fused: one kernel forward; the backward recomputes the output and its
-  // row statistics, then the K/V and the Q gradients. Composed
+  // row statistics, then the K/V and the Q gradients; from the saved ones
+  // (backward 2: loomrt_attention_grad_saved) only the last two. Composed
   // (common/attention.cpp): two products and a softmax forward; five
   // products, a softmax and its gradient backward.
   bool fused = loomrt::flashCovers(dt, t, s, dh);
+  if (backward == 2)
+    return fused ? 2 : 7;
   return backward ? (fused ? 3 : 7) : (fused ? 1 : 3);
 }
 

@@ -394,14 +394,14 @@ bool configure(loomrt_status &err) {
 
 loomrt_status flashAttentionG(void *, void *stream, loomrt_dtype dt, int64_t bh, int64_t t,
                               int64_t s, int64_t dh, float scale, int causal, const void *q,
-                              const void *k, const void *v, void *o, void *) {
+                              const void *k, const void *v, void *o, void *, float *lse) {
   loomrt_status err = LOOMRT_OK;
   if (!covered(dt, t, s, dh) || !configure(err))
     return err ? err : LOOMRT_ERR_UNSUPPORTED;
   auto st = static_cast<cudaStream_t>(stream);
   flashForward<<<dim3(unsigned(t / kT), unsigned(bh)), kThreads, kFwdSmem, st>>>(
       static_cast<const bf16 *>(q), static_cast<const bf16 *>(k), static_cast<const bf16 *>(v),
-      static_cast<bf16 *>(o), nullptr, int(t), scale, causal);
+      static_cast<bf16 *>(o), lse, int(t), scale, causal);
   return launched("flash attention");
 }
 
@@ -412,19 +412,28 @@ size_t flashAttentionGradWorkspace(int64_t bh, int64_t t, int64_t dh) {
 loomrt_status flashAttentionGradG(void *, void *stream, loomrt_dtype dt, int64_t bh, int64_t t,
                                   int64_t s, int64_t dh, float scale, int causal, const void *q,
                                   const void *k, const void *v, const void *dout, void *dq,
-                                  void *dk, void *dv, void *workspace) {
+                                  void *dk, void *dv, void *workspace, const void *savedO,
+                                  const float *savedLse) {
   loomrt_status err = LOOMRT_OK;
   if (!covered(dt, t, s, dh) || !configure(err))
     return err ? err : LOOMRT_ERR_UNSUPPORTED;
   auto st = static_cast<cudaStream_t>(stream);
-  // Workspace: O recomputed (bf16), then the log-sum-exp and D rows (fp32).
-  auto *O = static_cast<bf16 *>(workspace);
-  auto *lse = reinterpret_cast<float *>(O + size_t(bh * t * dh));
-  float *D = lse + size_t(bh * t);
+  // Workspace: O recomputed (bf16), then the log-sum-exp and D rows (fp32);
+  // with the forward's O and log-sum-exp given (loomrt_attention_save), only
+  // D is computed: the forward does not run again.
+  auto *wsO = static_cast<bf16 *>(workspace);
+  auto *wsLse = reinterpret_cast<float *>(wsO + size_t(bh * t * dh));
+  float *D = wsLse + size_t(bh * t);
   auto Q = static_cast<const bf16 *>(q), K = static_cast<const bf16 *>(k),
        V = static_cast<const bf16 *>(v), dO = static_cast<const bf16 *>(dout);
   dim3 grid(unsigned(t / kT), unsigned(bh));
-  flashForward<<<grid, kThreads, kFwdSmem, st>>>(Q, K, V, O, lse, int(t), scale, causal);
+  const bf16 *O = static_cast<const bf16 *>(savedO);
+  const float *lse = savedLse;
+  if (!O || !lse) {
+    flashForward<<<grid, kThreads, kFwdSmem, st>>>(Q, K, V, wsO, wsLse, int(t), scale, causal);
+    O = wsO;
+    lse = wsLse;
+  }
   size_t rows = size_t(bh * t);
   rowDot<<<unsigned((rows + 7) / 8), 256, 0, st>>>(dO, O, D, rows);
   flashBackwardKV<<<grid, kThreads, kBwdSmem, st>>>(Q, K, V, dO, lse, D, static_cast<bf16 *>(dk),

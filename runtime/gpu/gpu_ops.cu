@@ -1577,10 +1577,11 @@ loomrt_status spmmG(void *, void *st, loomrt_dtype dt, const int64_t *rowPtr,
 } // namespace
 loomrt_status flashAttentionG(void *, void *, loomrt_dtype, int64_t, int64_t, int64_t, int64_t,
                               float, int, const void *, const void *, const void *, void *,
-                              void *);
+                              void *, float *);
 loomrt_status flashAttentionGradG(void *, void *, loomrt_dtype, int64_t, int64_t, int64_t,
                                   int64_t, float, int, const void *, const void *,
-                                  const void *, const void *, void *, void *, void *, void *);
+                                  const void *, const void *, void *, void *, void *, void *,
+                                  const void *, const float *);
 namespace {
 
 const KernelOps kGpuKernels = {

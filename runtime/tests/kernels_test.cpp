@@ -1071,6 +1071,13 @@ TEST_P(Kernels, AttentionAndGradAgainstFiniteDifferences) {
   float z = 0;
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
             loomrt_attention(s_(), dt(), 1, 5, 4, 2, 1.f, 1, &z, &z, &z, &z, &z));
+  // The saved statistics are a buffer like the others.
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_attention_save(s_(), dt(), 1, 4, 4, 2, 1.f, 1, &z, &z, &z, &z, nullptr, &z));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_attention_grad_saved(s_(), dt(), 1, 4, 4, 2, 1.f, 1, &z, &z, &z, &z, nullptr,
+                                        &z, &z, &z, &z, &z));
+  EXPECT_EQ(16u, loomrt_attention_saved_bytes(2, 2));
 }
 
 // The shape the GPU's fused (flash) kernels cover: bf16, head dim 64, t == s
@@ -1123,19 +1130,34 @@ TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
           }
         }
       }
-    for (bool fused : {false, true}) {
-    // Both the composed path and the backends' fused kernels.
+    for (bool fused : {false, true})
+    for (bool saved : {false, true}) {
+    // Both the composed path and the backends' fused kernels; the gradient
+    // recomputing the forward, and reading its saved output and row
+    // statistics (loomrt_attention_save / _grad_saved).
     loomrt::setFusedAttention(fused);
-    SCOPED_TRACE(std::string(causal ? "causal" : "full") + (fused ? ", fused kernels allowed" : ""));
+    SCOPED_TRACE(std::string(causal ? "causal" : "full") + (fused ? ", fused kernels allowed" : "") +
+                 (saved ? ", saved statistics" : ""));
     check({o, dq, dk, dv}, [&](Harness &h) {
       void *ws = h.alloc(loomrt_attention_workspace_bytes(h.dt, bh, t, s, 1));
+      void *st = h.alloc(loomrt_attention_saved_bytes(bh, t));
       void *qi = h.put(q), *ki = h.put(k), *vi = h.put(v), *oo = h.out(bh * t * dh);
       void *gq = h.out(bh * t * dh), *gk = h.out(bh * s * dh), *gv = h.out(bh * s * dh);
-      EXPECT_EQ(LOOMRT_OK, loomrt_attention(h.s, h.dt, bh, t, s, dh, scale, causal, qi, ki, vi,
-                                            oo, ws)) << loomrt_last_error();
-      EXPECT_EQ(LOOMRT_OK, loomrt_attention_grad(h.s, h.dt, bh, t, s, dh, scale, causal, qi, ki,
-                                                 vi, h.put(dout), gq, gk, gv, ws))
-          << loomrt_last_error();
+      if (saved) {
+        EXPECT_EQ(LOOMRT_OK, loomrt_attention_save(h.s, h.dt, bh, t, s, dh, scale, causal, qi,
+                                                   ki, vi, oo, st, ws))
+            << loomrt_last_error();
+        EXPECT_EQ(LOOMRT_OK,
+                  loomrt_attention_grad_saved(h.s, h.dt, bh, t, s, dh, scale, causal, qi, ki, vi,
+                                              oo, st, h.put(dout), gq, gk, gv, ws))
+            << loomrt_last_error();
+      } else {
+        EXPECT_EQ(LOOMRT_OK, loomrt_attention(h.s, h.dt, bh, t, s, dh, scale, causal, qi, ki, vi,
+                                              oo, ws)) << loomrt_last_error();
+        EXPECT_EQ(LOOMRT_OK, loomrt_attention_grad(h.s, h.dt, bh, t, s, dh, scale, causal, qi,
+                                                   ki, vi, h.put(dout), gq, gk, gv, ws))
+            << loomrt_last_error();
+      }
       return std::vector<std::vector<float>>{h.get(oo, bh * t * dh), h.get(gq, bh * t * dh),
                                              h.get(gk, bh * s * dh), h.get(gv, bh * s * dh)};
     }, bound);

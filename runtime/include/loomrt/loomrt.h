@@ -395,6 +395,28 @@ loomrt_status loomrt_attention_grad(loomrt_stream st, loomrt_dtype dt,
                                     const void *q, const void *k,
                                     const void *v, const void *dout, void *dq,
                                     void *dk, void *dv, void *workspace);
+/* loomrt_attention that also keeps what its gradient would recompute:
+ * where the backend's fused kernel runs, `saved` (device memory of
+ * loomrt_attention_saved_bytes) receives each query row's log-sum-exp, and
+ * loomrt_attention_grad_saved, given the same q, k, v, this call's output
+ * `o` and `saved`, skips the forward its gradient otherwise runs again
+ * (FlashAttention-2's backward, Dao 2023, Algorithm 2, reads the forward's
+ * L). Where the fused kernel does not run (the composed path) `saved` is
+ * not written and the gradient recomputes, as loomrt_attention_grad does:
+ * the results are the same either way. */
+size_t loomrt_attention_saved_bytes(int64_t bh, int64_t t);
+loomrt_status loomrt_attention_save(loomrt_stream st, loomrt_dtype dt, int64_t bh,
+                                    int64_t t, int64_t s, int64_t dh, float scale,
+                                    int causal, const void *q, const void *k,
+                                    const void *v, void *o, void *saved, void *workspace);
+loomrt_status loomrt_attention_grad_saved(loomrt_stream st, loomrt_dtype dt,
+                                          int64_t bh, int64_t t, int64_t s,
+                                          int64_t dh, float scale, int causal,
+                                          const void *q, const void *k,
+                                          const void *v, const void *o,
+                                          const void *saved, const void *dout,
+                                          void *dq, void *dk, void *dv,
+                                          void *workspace);
 
 /* --- collectives -----------------------------------------------------------
  * A communicator is a group of ranks; collectives are ordered on a stream
@@ -569,11 +591,16 @@ loomrt_status loomrt_adam_bf16grad(loomrt_stream s, const loomrt_adam_config *cf
 /* --- planning: what the compiler prices a step with ---------------------- */
 /* Commands (kernel launches and stream-ordered scratch allocations) the GPU
  * backend issues for loomrt_reduce and for loomrt_attention(_grad) (whether
- * the fused kernels take the op). loomc's step simulation fills the launch
+ * the fused kernels take the op; backward: 0 the forward, 1 the gradient,
+ * 2 loomrt_attention_grad_saved). loomc's step simulation fills the launch
  * queue with these instead of copying the backend's thresholds. */
 int loomrt_gpu_reduce_commands(int64_t outer, int64_t len, int64_t inner);
 int loomrt_gpu_attention_commands(loomrt_dtype dt, int64_t t, int64_t s,
                                   int64_t dh, int backward);
+/* 1 where the GPU backend's fused (flash) kernels take an attention of
+ * this shape, so that keeping its statistics (loomrt_attention_save) spares
+ * its gradient a forward; 0 where the composed path runs. */
+int loomrt_attention_fused(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh);
 
 /* The step arena's placement policy without memory (the driver's arena
  * runs the same one): placements are handles, reserved() the bytes the
