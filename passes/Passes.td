@@ -924,6 +924,12 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
     * updates: Adam and SGD in place on the globals' buffers when the update
       reads each state symbol and stores it straight back, and Adam's bf16
       cast of the new weights fused into the update;
+    * attention: where the GPU's fused kernels take the shape
+      (`loomrt_attention_fused`), a `loom.attention` and the
+      `loom.attention_grad` of the same query, key and value become
+      `loomrt.attention_save` and `loomrt.attention_grad_saved`: the output
+      and each row's log-sum-exp stay alive until the gradient, which does
+      not run the forward again;
     * the host thread (module attribute `loom.host_thread`, loomc
       `--host-thread`): each CPU update, with the host's wait for its
       gradient and the copy of its refreshed weights, becomes a
