@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/CallInterfaces.h"
@@ -82,12 +83,7 @@ public:
   /// dimension) as its pieces along that dimension: (length, value), the
   /// value null for zeros.
   using Pieces = SmallVector<std::pair<int64_t, Value>>;
-  static bool isZeros(Value v) {
-    auto c = v.getDefiningOp<arith::ConstantOp>();
-    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-    return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
-           dense.getSplatValue<APFloat>().isZero();
-  }
+  static bool isZeros(Value v) { return matchPattern(v, m_AnyZeroFloat()); }
   static std::optional<std::pair<int64_t, Pieces>> piecesOf(Value x) {
     auto cat = x.getDefiningOp<ConcatOp>();
     if (!cat)

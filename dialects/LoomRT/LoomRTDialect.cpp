@@ -341,8 +341,12 @@ double EmbeddingGradOp::getBytesMoved() {
   double n = double(getN()), d = double(getD());
   return n * 8 + n * d * es(getDtype()) + double(getVocab()) * d * 4 + 2 * n * d * 4;
 }
-double AttentionOp::getBytesMoved() { // q and out; k and v
-  return 2.0 * double(getBh()) * double(getDh()) * double(getT() + getS()) * es(getDtype());
+/// The forward's traffic: q and out; k and v.
+static double attentionForwardBytes(int64_t bh, int64_t dh, int64_t t, int64_t s, double es) {
+  return 2.0 * double(bh) * double(dh) * double(t + s) * es;
+}
+double AttentionOp::getBytesMoved() {
+  return attentionForwardBytes(getBh(), getDh(), getT(), getS(), es(getDtype()));
 }
 double AttentionOp::getFlops() {
   return attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
@@ -355,11 +359,8 @@ double AttentionGradOp::getBytesMoved() { // q, dout, dq; k, v, dk, dv
 double AttentionGradOp::getFlops() {
   return 2.5 * attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
 }
-// With the forward's output and row statistics kept (FlashAttention-2
-// Algorithm 2): the scores again and four products, 2.5x the forward's, and
-// the output read once more.
-double AttentionSaveOp::getBytesMoved() {
-  return 2.0 * double(getBh()) * double(getDh()) * double(getT() + getS()) * es(getDtype()) +
+double AttentionSaveOp::getBytesMoved() { // the forward's, and the statistics written
+  return attentionForwardBytes(getBh(), getDh(), getT(), getS(), es(getDtype())) +
          double(getBh()) * double(getT()) * 4;
 }
 double AttentionSaveOp::getFlops() {
@@ -369,6 +370,8 @@ double AttentionGradSavedOp::getBytesMoved() { // q, o, dout, dq; k, v, dk, dv; 
   return double(getBh()) * double(getDh()) * double(4 * getT() + 4 * getS()) * es(getDtype()) +
          double(getBh()) * double(getT()) * 4;
 }
+// With the forward's output and row statistics kept (FlashAttention-2
+// Algorithm 2): the scores again and four products, 2.5x the forward's.
 double AttentionGradSavedOp::getFlops() {
   return 2.5 * attentionFlops(getBh(), getT(), getS(), getDh(), getCausal());
 }

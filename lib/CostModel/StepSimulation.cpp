@@ -70,18 +70,20 @@ loomrt_dtype runtimeDType(rt::DType t) { return loomrt_dtype(int(t)); }
 /// gradient allocates scratch, runs three kernels and frees it; cross
 /// entropy takes a kernel per row block and a mean. Everything else is one.
 int commandsOf(Operation *op) {
+  // Attention's calls: the forward (0), the gradient (1), the gradient
+  // from the saved statistics (2).
+  auto attention = [](auto a, int backward) {
+    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
+                                         a.getDh(), backward);
+  };
   if (auto a = dyn_cast<rt::AttentionOp>(op))
-    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
-                                         a.getDh(), 0);
-  if (auto a = dyn_cast<rt::AttentionGradOp>(op))
-    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
-                                         a.getDh(), 1);
+    return attention(a, 0);
   if (auto a = dyn_cast<rt::AttentionSaveOp>(op))
-    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
-                                         a.getDh(), 0);
+    return attention(a, 0);
+  if (auto a = dyn_cast<rt::AttentionGradOp>(op))
+    return attention(a, 1);
   if (auto a = dyn_cast<rt::AttentionGradSavedOp>(op))
-    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
-                                         a.getDh(), 2);
+    return attention(a, 2);
   if (auto r = dyn_cast<rt::ReduceOp>(op))
     return loomrt_gpu_reduce_commands(r.getOuter(), r.getLen(), r.getInner());
   if (isa<rt::LayerNormGradOp, rt::RmsNormGradOp>(op))
