@@ -121,8 +121,9 @@ struct KernelOps {
 };
 
 const KernelOps *cpuKernels();
-#ifdef LOOMRT_HAVE_CUDA
-const KernelOps *cudaKernels();
+#if defined(LOOMRT_HAVE_CUDA) || defined(LOOMRT_HAVE_HIP)
+// runtime/gpu: one source, built for CUDA or for HIP (one vendor a build).
+const KernelOps *gpuKernels();
 #endif
 
 struct BackendOps {
@@ -174,8 +175,8 @@ void setFusedAttention(bool on);
 loomrt_status fail(loomrt_status s, const std::string &msg);
 
 const BackendOps *cpuBackend();
-#ifdef LOOMRT_HAVE_CUDA
-const BackendOps *cudaBackend();
+#if defined(LOOMRT_HAVE_CUDA) || defined(LOOMRT_HAVE_HIP)
+const BackendOps *gpuBackend();
 #endif
 
 } // namespace loomrt

@@ -11,12 +11,16 @@ static const BackendOps *lookup(loomrt_backend b) {
     return cpuBackend();
   case LOOMRT_BACKEND_CUDA:
 #ifdef LOOMRT_HAVE_CUDA
-    return cudaBackend();
+    return gpuBackend();
 #else
     return nullptr;
 #endif
   case LOOMRT_BACKEND_HIP:
+#ifdef LOOMRT_HAVE_HIP
+    return gpuBackend();
+#else
     return nullptr;
+#endif
   }
   return nullptr;
 }

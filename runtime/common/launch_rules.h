@@ -1,6 +1,6 @@
 // launch_rules.h: the GPU backend's choices that decide how many commands
 // (kernel launches, stream-ordered scratch allocations) an op issues. The
-// kernels (gpu/gpu_ops.cu, gpu/gpu_attention.cu) decide with these, and the
+// kernels (gpu/gpu_ops.cu, cuda/flash_attention.cu) decide with these, and the
 // public loomrt_gpu_*_commands (common/plan.cpp) answer loomc's step
 // simulation with them, so the compiler never copies a threshold.
 #ifndef LOOMRT_COMMON_LAUNCH_RULES_H

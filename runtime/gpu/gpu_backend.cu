@@ -3,7 +3,7 @@
 // mapped so kernels can read it zero-copy) and malloc (pageable).
 #include "common/adam_math.h"
 #include "common/backend.h"
-#include "gpu/gpu_api.h"
+#include "gpu/gpu_device.h"
 #include "gpu/gpu_state.h"
 
 #include <cstdlib>
@@ -194,8 +194,9 @@ loomrt_status launchAdam(void *stream, const loomrt_adam_config *cfg, float *p,
   // Enough blocks to fill every SM many times over; the grid stride covers
   // the rest.
   size_t blocks = (work + threads - 1) / threads;
-  if (blocks > 132 * 32)
-    blocks = 132 * 32;
+  constexpr size_t kMaxBlocks = 132 * 32; // an H100's SMs, 32 blocks each
+  if (blocks > kMaxBlocks)
+    blocks = kMaxBlocks;
   if (blocks == 0)
     blocks = 1;
   adamKernel<G><<<(unsigned)blocks, threads, 0,
@@ -218,26 +219,35 @@ loomrt_status gpuBind(void *state) {
   return check(gpuSetDevice(static_cast<GpuState *>(state)->ordinal), "set device");
 }
 
-// Link shaping: the stream's clock is the GPU's global timer (ns); the
+// Link shaping: the stream's clock is the device clock (gpu_device.h); the
 // hold is one thread spinning until the stamp plus the link's time, so the
 // stream (the comm stream) is busy that long and the SMs are free.
-__device__ int64_t globalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return int64_t(t);
+__global__ void shapeStampKernel(int64_t *slot) { *slot = deviceClock(); }
+__global__ void shapeHoldKernel(const int64_t *slot, int64_t ticks) {
+  const int64_t until = *slot + ticks;
+  while (deviceClock() < until)
+    backOff();
 }
-__global__ void shapeStampKernel(int64_t *slot) { *slot = globalTimerNs(); }
-__global__ void shapeHoldKernel(const int64_t *slot, int64_t ns) {
-  const int64_t until = *slot + ns;
-  while (globalTimerNs() < until)
-    __nanosleep(1000);
+/// ns in ticks of deviceClock(): ns on NVIDIA; on AMD the wall clock's rate
+/// (kHz, 100 MHz on MI200 and MI300) is the device's to say.
+/// The stream's device is the current one (comm binds it before a collective).
+int64_t gpuTimerTicks(int64_t ns) {
+#if defined(LOOMRT_GPU_HIP)
+  int dev = 0, khz = 0;
+  if (hipGetDevice(&dev) != hipSuccess ||
+      hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, dev) != hipSuccess || khz <= 0)
+    khz = 100000;
+  return ns * khz / 1000000;
+#else
+  return ns;
+#endif
 }
 loomrt_status gpuShapeStamp(void *stream, int64_t *slot) {
   shapeStampKernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(slot);
   return check(gpuGetLastError(), "shape stamp launch");
 }
 loomrt_status gpuShapeHold(void *stream, const int64_t *slot, int64_t ns) {
-  shapeHoldKernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(slot, ns);
+  shapeHoldKernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(slot, gpuTimerTicks(ns));
   return check(gpuGetLastError(), "shape hold launch");
 }
 
@@ -264,11 +274,11 @@ const BackendOps kGpuOps = {
     gpuElapsedImpl,     gpuAdam,           gpuAdamBf16,
     gpuMemoryInfo,      gpuBind,           gpuShapeStamp,
     gpuShapeHold,       gpuHostRegisterImpl, gpuHostUnregisterImpl,
-    cudaKernels(),
+    gpuKernels(),
 };
 
 } // namespace
 
-const BackendOps *cudaBackend() { return &kGpuOps; }
+const BackendOps *gpuBackend() { return &kGpuOps; }
 
 } // namespace loomrt

@@ -5,10 +5,8 @@
 // hipBLAS with fp32 accumulation. Scratch memory is stream-ordered
 // (gpuMallocAsync), so kernels never synchronise the host.
 #include "common/kernel_math.h"
-#if defined(__CUDACC__) && !defined(__HIP__)
-#include <cub/cub.cuh>
-#endif
 #include "common/launch_rules.h"
+#include "gpu/gpu_device.h"
 #include "gpu/gpu_state.h"
 
 #include <algorithm>
@@ -60,26 +58,27 @@ template <typename F> void withElem(size_t bytes, F &&f) {
 //===----------------------------------------------------------------------===//
 
 __device__ float warpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = kWarp / 2; o > 0; o >>= 1)
+    v += shuffleXor(v, o);
   return v;
 }
 __device__ float warpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = kWarp / 2; o > 0; o >>= 1)
+    v = fmaxf(v, shuffleXor(v, o));
   return v;
 }
 /// Sum (or max) over the block; every thread gets the result.
 template <bool Max> __device__ float blockReduce(float v) {
-  __shared__ float part[32];
+  // A block has at most 1024 threads: kWarp warps or fewer, either width.
+  __shared__ float part[kWarp];
   __shared__ float result;
   v = Max ? warpMax(v) : warpSum(v);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int lane = laneId(), warp = warpId();
   if (lane == 0)
     part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    int nw = (blockDim.x + 31) >> 5;
+    int nw = (int(blockDim.x) + kWarp - 1) / kWarp;
     float x = lane < nw ? part[lane] : (Max ? -FLT_MAX : 0.0f);
     x = Max ? warpMax(x) : warpSum(x);
     if (lane == 0)
@@ -333,8 +332,11 @@ __global__ void copyRowsKernel(const E *src, E *dst, int64_t rows, int64_t cols,
     }
 }
 
+/// Column tiles of the tall reductions below: kColTile columns (adjacent
+/// threads, so loads coalesce whatever the warp width) by kRowLanes row lanes.
+constexpr int kColTile = 32, kRowLanes = 8;
 /// Tall reductions (bias gradients: [1, rows, cols] with rows in the
-/// thousands and few columns): blocks of 32 columns x 8 row lanes each sum
+/// thousands and few columns): blocks of kColTile columns x kRowLanes row lanes each sum
 /// one chunk of rows into a partial, so thousands of threads share the
 /// work instead of one thread per column walking every row. Partials are
 /// combined in a fixed order: deterministic.
@@ -348,20 +350,20 @@ template <typename T>
 __global__ void reducePartialKernel(loomrt_reduce_op op, const T *x,
                                     float *part, int64_t len, int64_t inner,
                                     int64_t tiles) {
-  __shared__ float acc[8][33];
-  int64_t o = blockIdx.x / tiles, col = (blockIdx.x % tiles) * 32 + threadIdx.x;
+  __shared__ float acc[kRowLanes][kColTile + 1];
+  int64_t o = blockIdx.x / tiles, col = (blockIdx.x % tiles) * kColTile + threadIdx.x;
   int64_t r0 = int64_t(blockIdx.y) * kReduceChunk,
           r1 = min(len, r0 + kReduceChunk);
   float a = op == LOOMRT_REDUCE_MAX   ? -INFINITY
             : op == LOOMRT_REDUCE_MIN ? INFINITY
                                       : 0.0f;
   if (col < inner)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes)
       a = combine(op, a, load(x[(o * len + r) * inner + col]));
   acc[threadIdx.y][threadIdx.x] = a;
   __syncthreads();
   if (threadIdx.y == 0 && col < inner) {
-    for (int k = 1; k < 8; ++k)
+    for (int k = 1; k < kRowLanes; ++k)
       a = combine(op, a, acc[k][threadIdx.x]);
     part[(o * gridDim.y + blockIdx.y) * inner + col] = a;
   }
@@ -509,28 +511,28 @@ __global__ void onebitAverage(const uint8_t *packed, const float *scales, float 
 
 // Block-scaled codecs: a warp a block of the codec (ZeRO++'s qwZ and qgZ
 // quantise every step, so the loads are coalesced: lane l reads elements l,
-// l+32, ...); the block's largest magnitude by shuffles, so the scale is
+// l+kWarp, ...); the block's largest magnitude by shuffles, so the scale is
 // the CPU backend's bit for bit (max is exact in any order).
 __global__ void blockCompressKernel(loomrt_block_codec codec, const float *x, float *scales,
                                     uint8_t *codes, size_t blocks, size_t block) {
   const float top = blockCodecMax(codec);
   const bool nibbles = blockCodecNibbles(codec);
-  const unsigned lane = threadIdx.x & 31;
-  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
-  for (size_t b = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < blocks; b += warps) {
+  const unsigned lane = laneId();
+  const size_t warps = size_t(gridDim.x) * blockDim.x / kWarp;
+  for (size_t b = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; b < blocks; b += warps) {
     const float *xb = x + b * block;
     float amax = 0.0f;
-    for (size_t i = lane; i < block; i += 32)
+    for (size_t i = lane; i < block; i += kWarp)
       amax = fmaxf(amax, fabsf(xb[i]));
     amax = warpMax(amax);
     float scale = amax > 0.0f ? amax / top : 1.0f;
     if (lane == 0)
       scales[b] = scale;
     if (!nibbles) {
-      for (size_t i = lane; i < block; i += 32)
+      for (size_t i = lane; i < block; i += kWarp)
         codes[b * block + i] = blockCode(codec, xb[i] / scale);
     } else {
-      for (size_t i = 2 * lane; i < block; i += 64)
+      for (size_t i = 2 * lane; i < block; i += 2 * kWarp)
         codes[(b * block + i) / 2] =
             uint8_t(blockCode(codec, xb[i] / scale) | blockCode(codec, xb[i + 1] / scale) << 4);
     }
@@ -550,14 +552,14 @@ __global__ void blockDecompressKernel(loomrt_block_codec codec, const float *sca
 template <typename Word>
 __global__ void gatherRowsKernel(const char *table, size_t rowBytes, const int64_t *rows,
                                  const int64_t *place, size_t n, char *out) {
-  const unsigned lane = threadIdx.x & 31;
-  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
-  for (size_t r = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < n; r += warps) {
+  const unsigned lane = laneId();
+  const size_t warps = size_t(gridDim.x) * blockDim.x / kWarp;
+  for (size_t r = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; r < n; r += warps) {
     const char *start = table + size_t(rows[r]) * rowBytes;
     const char *base = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(start) &
                                                       ~uintptr_t(127));
     char *dst = out + (place ? size_t(place[r]) : r) * rowBytes;
-    for (const char *p = base + lane * sizeof(Word); p < start + rowBytes; p += 32 * sizeof(Word))
+    for (const char *p = base + lane * sizeof(Word); p < start + rowBytes; p += kWarp * sizeof(Word))
       if (p >= start)
         *reinterpret_cast<Word *>(dst + (p - start)) = *reinterpret_cast<const Word *>(p);
   }
@@ -572,7 +574,7 @@ loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, s
   };
   const int64_t *order = rows, *place = nullptr;
   void *scratch = nullptr;
-#if defined(__CUDACC__) && !defined(__HIP__)
+#if LOOMRT_GPU_HAS_RADIX_SORT
   if (flags & LOOMRT_GATHER_SORTED) {
     // Sort (index, place) pairs by index: only the bits an index can have.
     int bits = 1;
@@ -597,7 +599,7 @@ loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, s
 #endif
   const char *t = static_cast<const char *>(table);
   char *o = static_cast<char *>(out);
-  unsigned grid = gridFor(n * 32);
+  unsigned grid = gridFor(n * kWarp);
   if (aligned(16))
     gatherRowsKernel<uint4><<<grid, kThreads, 0, S(st)>>>(t, rowBytes, order, place, n, o);
   else if (aligned(4))
@@ -672,7 +674,7 @@ loomrt_status onebitDecompressG(void *, void *st, const uint8_t *packed, const f
 loomrt_status blockCompressG(void *, void *st, loomrt_block_codec codec, const float *x,
                              void *packed, size_t n, size_t block) {
   size_t blocks = n / block;
-  blockCompressKernel<<<gridFor(blocks * 32), kThreads, 0, S(st)>>>(
+  blockCompressKernel<<<gridFor(blocks * kWarp), kThreads, 0, S(st)>>>(
       codec, x, static_cast<float *>(packed), static_cast<uint8_t *>(packed) + 4 * blocks, blocks,
       block);
   return launched("block_compress");
@@ -943,7 +945,7 @@ loomrt_status reduceG(void *, void *st, loomrt_reduce_op op, loomrt_dtype dt,
                       int64_t inner) {
   int64_t chunks = (len + kReduceChunk - 1) / kReduceChunk;
   if (loomrt::reduceInChunks(outer, len, inner)) {
-    int64_t tiles = (inner + 31) / 32;
+    int64_t tiles = (inner + kColTile - 1) / kColTile;
     float *part;
     if (loomrt_status e = gpuCheck(
             gpuMallocAsync((void **)&part, size_t(outer * chunks * inner) * 4, S(st)),
@@ -952,7 +954,7 @@ loomrt_status reduceG(void *, void *st, loomrt_reduce_op op, loomrt_dtype dt,
     withType(dt, [&](auto tag) {
       using T = decltype(tag);
       reducePartialKernel<T><<<dim3(unsigned(outer * tiles), unsigned(chunks)),
-                               dim3(32, 8), 0, S(st)>>>(
+                               dim3(kColTile, kRowLanes), 0, S(st)>>>(
           op, static_cast<const T *>(x), part, len, inner, tiles);
       reduceFinishKernel<T><<<gridFor(size_t(outer * inner)), kThreads, 0, S(st)>>>(
           op, part, static_cast<T *>(y), outer, chunks, len, inner);
@@ -1125,7 +1127,7 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
 }
 
 /// dw[j] = sum_r dy[r,j] xhat[r,j], db[j] = sum_r dy[r,j], in two
-/// deterministic stages: blocks of 32 columns x 8 row lanes sum one chunk of
+/// deterministic stages: blocks of kColTile columns x kRowLanes row lanes sum one chunk of
 /// `per` rows (>= kLnChunk, more when there are over 1024 chunks, to bound
 /// the scratch) each into partials[chunk][j] (coalesced across the warp's
 /// columns); then one thread per column adds the chunks in order. One thread
@@ -1137,12 +1139,12 @@ __global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
                                                  const float2 *stats, float *pw,
                                                  float *pb, int64_t rows, int64_t d,
                                                  int64_t per) {
-  __shared__ float sw[8][33], sb[8][33];
-  int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  __shared__ float sw[kRowLanes][kColTile + 1], sb[kRowLanes][kColTile + 1];
+  int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
   int64_t r0 = int64_t(blockIdx.y) * per, r1 = min(rows, r0 + per);
   float aw = 0, ab = 0;
   if (j < d)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
       float g = load(dy[r * d + j]);
       float2 st = stats[r];
       aw += g * (load(x[r * d + j]) - st.x) * st.y;
@@ -1152,7 +1154,7 @@ __global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
   sb[threadIdx.y][threadIdx.x] = ab;
   __syncthreads();
   if (threadIdx.y == 0 && j < d) {
-    for (int k = 1; k < 8; ++k) {
+    for (int k = 1; k < kRowLanes; ++k) {
       aw += sw[k][threadIdx.x];
       ab += sb[k][threadIdx.x];
     }
@@ -1211,7 +1213,8 @@ loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
           static_cast<const T *>(w), static_cast<T *>(dx), stats, d, eps, rms);
     if (rows)
       layerNormWeightGradPartialKernel<T>
-          <<<dim3(unsigned((d + 31) / 32), unsigned(chunks)), dim3(32, 8), 0, S(st)>>>(
+          <<<dim3(unsigned((d + kColTile - 1) / kColTile), unsigned(chunks)),
+             dim3(kColTile, kRowLanes), 0, S(st)>>>(
               static_cast<const T *>(dy), static_cast<const T *>(x), stats, pw, pb, rows, d, per);
     layerNormWeightGradKernel<T><<<gridFor(size_t(d)), kThreads, 0, S(st)>>>(
         pw, pb, static_cast<T *>(dw), static_cast<T *>(db), chunks, d);
@@ -1261,23 +1264,23 @@ __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx, int64_t d,
   }
 }
 
-/// A row of d <= 32*N elements in one warp's registers. When the row is
-/// exactly 32*N elements of whole 16-byte words (bf16 x 8 or fp32 x 4, rows
-/// 16-byte aligned), lane l holds words l, l+32, ...: each access is 16
-/// bytes. Otherwise lane l holds elements l, l+32, ... and the padding
+/// A row of d <= kWarp*N elements in one warp's registers. When the row is
+/// exactly kWarp*N elements of whole 16-byte words (bf16 x 8 or fp32 x 4, rows
+/// 16-byte aligned), lane l holds words l, l+kWarp, ...: each access is 16
+/// bytes. Otherwise lane l holds elements l, l+kWarp, ... and the padding
 /// lanes read 0. rowIndex gives the column of register i either way.
 template <typename T, int N> constexpr int kWordElems = 16 / int(sizeof(T));
 /// Whether rows of d elements at these bases move as 16-byte words.
 template <typename T, int N>
 __device__ bool rowVectorised(int d, std::initializer_list<const void *> bases) {
-  bool ok = N % kWordElems<T, N> == 0 && d == 32 * N;
+  bool ok = N % kWordElems<T, N> == 0 && d == kWarp * N;
   for (const void *b : bases)
     ok = ok && uintptr_t(b) % 16 == 0;
   return ok;
 }
 template <typename T, int N> __device__ int rowIndex(bool vec, int lane, int i) {
   constexpr int W = kWordElems<T, N>;
-  return vec ? (i / W * 32 + lane) * W + i % W : lane + 32 * i;
+  return vec ? (i / W * kWarp + lane) * W + i % W : lane + kWarp * i;
 }
 template <typename T, int N>
 __device__ void loadRow(bool vec, const T *r, int d, int lane, float (&v)[N]) {
@@ -1286,7 +1289,7 @@ __device__ void loadRow(bool vec, const T *r, int d, int lane, float (&v)[N]) {
     if (vec) {
 #pragma unroll
       for (int w = 0; w < N / W; ++w) {
-        uint4 word = reinterpret_cast<const uint4 *>(r)[w * 32 + lane];
+        uint4 word = reinterpret_cast<const uint4 *>(r)[w * kWarp + lane];
         const T *e = reinterpret_cast<const T *>(&word);
 #pragma unroll
         for (int k = 0; k < W; ++k)
@@ -1297,7 +1300,7 @@ __device__ void loadRow(bool vec, const T *r, int d, int lane, float (&v)[N]) {
   }
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    v[i] = lane + 32 * i < d ? load(r[lane + 32 * i]) : 0.0f;
+    v[i] = lane + kWarp * i < d ? load(r[lane + kWarp * i]) : 0.0f;
 }
 template <typename T, int N>
 __device__ void storeRow(bool vec, T *r, int d, int lane, const float (&v)[N]) {
@@ -1311,25 +1314,25 @@ __device__ void storeRow(bool vec, T *r, int d, int lane, const float (&v)[N]) {
 #pragma unroll
         for (int k = 0; k < W; ++k)
           e[k] = store<T>(v[w * W + k]);
-        reinterpret_cast<uint4 *>(r)[w * 32 + lane] = word;
+        reinterpret_cast<uint4 *>(r)[w * kWarp + lane] = word;
       }
       return;
     }
   }
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (lane + 32 * i < d)
-      r[lane + 32 * i] = store<T>(v[i]);
+    if (lane + kWarp * i < d)
+      r[lane + kWarp * i] = store<T>(v[i]);
 }
 
-/// Rows of at most 32*N elements (attention scores: one row per query, 1024
+/// Rows of at most kWarp*N elements (attention scores: one row per query, 1024
 /// keys for GPT-2): one warp per row holding it in registers, so the row is
 /// read once and written once instead of read three times by a block.
 template <typename T, int N>
 __global__ void softmaxWarpKernel(const T *x, T *y, int64_t rows, int d,
                                   float scale, int log, int64_t causalBlock) {
-  int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  int lane = threadIdx.x & 31;
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + warpId();
+  int lane = laneId();
   if (row >= rows)
     return;
   const T *xr = x + row * d;
@@ -1361,8 +1364,8 @@ template <typename T, int N>
 __global__ void softmaxGradWarpKernel(const T *dy, const T *y, T *dx,
                                       int64_t rows, int d, float scale,
                                       int log) {
-  int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  int lane = threadIdx.x & 31;
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + warpId();
+  int lane = laneId();
   if (row >= rows)
     return;
   float gv[N], yv[N], acc = 0;
@@ -1379,17 +1382,18 @@ __global__ void softmaxGradWarpKernel(const T *dy, const T *y, T *dx,
   storeRow<T, N>(vec, dx + row * d, d, lane, gv);
 }
 /// Calls f with the register count (elements per lane) that fits a row of d,
-/// or returns false for rows longer than 1024.
+/// or returns false for rows longer than kMaxRowRegisters warps' width.
+constexpr int kMaxRowRegisters = 32;
 template <typename F> bool withRowRegisters(int64_t d, F &&f) {
-  if (d <= 32) f(std::integral_constant<int, 1>{});
-  else if (d <= 128) f(std::integral_constant<int, 4>{});
-  else if (d <= 256) f(std::integral_constant<int, 8>{});
-  else if (d <= 512) f(std::integral_constant<int, 16>{});
-  else if (d <= 1024) f(std::integral_constant<int, 32>{});
+  if (d <= kWarp) f(std::integral_constant<int, 1>{});
+  else if (d <= 4 * kWarp) f(std::integral_constant<int, 4>{});
+  else if (d <= 8 * kWarp) f(std::integral_constant<int, 8>{});
+  else if (d <= 16 * kWarp) f(std::integral_constant<int, 16>{});
+  else if (d <= kMaxRowRegisters * kWarp) f(std::integral_constant<int, kMaxRowRegisters>{});
   else return false;
   return true;
 }
-constexpr int kRowsPerBlock = kThreads / 32;
+constexpr int kRowsPerBlock = kThreads / kWarp;
 
 loomrt_status softmaxG(void *, void *st, loomrt_dtype dt, const void *x,
                        void *y, int64_t rows, int64_t d, float scale, int log,
@@ -1584,7 +1588,7 @@ loomrt_status spmmG(void *, void *st, loomrt_dtype dt, const int64_t *rowPtr,
                     void *y, int64_t rows, int64_t f) {
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
-    spmmKernel<T><<<unsigned(rows), f < kThreads ? 32 * ((f + 31) / 32) : kThreads,
+    spmmKernel<T><<<unsigned(rows), f < kThreads ? kWarp * ((f + kWarp - 1) / kWarp) : kThreads,
                     0, S(st)>>>(rowPtr, colIdx, static_cast<const T *>(vals),
                                 static_cast<const T *>(x), static_cast<T *>(y),
                                 f);
@@ -1607,9 +1611,9 @@ const KernelOps kGpuKernels = {
     copyStridedG,  reduceG,           matmulG,  layerNormG,  layerNormGradG,
     softmaxG,      softmaxGradG,      embeddingG, embeddingGradG,
     crossEntropyG, crossEntropyGradG, spmmG,    sgdG,
-#if defined(__CUDACC__) && !defined(__HIP__)
-    flashAttentionG, flashAttentionGradG, // gpu_attention.cu (WMMA)
-#else
+#if !defined(LOOMRT_GPU_HIP)
+    flashAttentionG, flashAttentionGradG, // cuda/flash_attention.cu (WMMA)
+#else // the composed path (common/attention.cpp): GEMMs and softmax
     nullptr,       nullptr,
 #endif
     onebitCompressG, onebitDecompressG, onebitAverageG,
@@ -1619,6 +1623,6 @@ const KernelOps kGpuKernels = {
 
 } // namespace
 
-const KernelOps *cudaKernels() { return &kGpuKernels; }
+const KernelOps *gpuKernels() { return &kGpuKernels; }
 
 } // namespace loomrt

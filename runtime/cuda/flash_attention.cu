@@ -1,4 +1,4 @@
-// gpu_attention.cu: fused (flash) attention for bf16, head dim 64, self-
+// flash_attention.cu: fused (flash) attention for bf16, head dim 64, self-
 // attention (t == s, a multiple of 64), causal or not: the shape of GPT-2
 // and Llama training. Other shapes return LOOMRT_ERR_UNSUPPORTED and the
 // composed path (common/attention.cpp, GEMMs and a softmax over the
@@ -14,6 +14,12 @@
 // reproducible, like the rest of the runtime). Tiles are 64 x 64; four warps
 // each own 16 rows; products use the tensor cores through WMMA (bf16 in,
 // fp32 accumulate) and scores never leave registers.
+//
+// This file is CUDA's own (it lives in runtime/cuda, outside the single-
+// source kernels of runtime/gpu): WMMA and the mma.m16n8k16 fragment layout
+// below are NVIDIA's. The HIP build leaves the fused entries of the kernel
+// table empty and attention runs the composed path, whose GEMMs and warp-
+// width-generic softmax are portable.
 #include "common/backend.h"
 #include "common/launch_rules.h"
 #include "gpu/gpu_state.h"
