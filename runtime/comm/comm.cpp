@@ -43,8 +43,13 @@
 #include <mpi.h>
 #endif
 #ifdef LOOMRT_HAVE_NCCL
-#include <cuda_runtime_api.h>
+// NCCL on CUDA (linked); RCCL on HIP (loaded at run time, same API).
+#include "gpu/gpu_api.h"
+#if defined(LOOMRT_GPU_HIP)
+#include "hip/rccl_api.h"
+#else
 #include <nccl.h>
+#endif
 #endif
 
 using loomrt::fail;
@@ -65,7 +70,7 @@ size_t esize(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 2 : 4; }
 struct Pending {
   std::chrono::steady_clock::time_point start;
   std::string what;
-  void *event = nullptr; // cudaEvent_t for NCCL, null for a blocking call
+  void *event = nullptr; // gpuEvent_t for NCCL / RCCL, null for a blocking call
   long id = 0;
 };
 
@@ -115,8 +120,8 @@ private:
       for (size_t i = 0; i < pending.size();) {
 #ifdef LOOMRT_HAVE_NCCL
         if (pending[i].event &&
-            cudaEventQuery(static_cast<cudaEvent_t>(pending[i].event)) == cudaSuccess) {
-          cudaEventDestroy(static_cast<cudaEvent_t>(pending[i].event));
+            gpuEventQuery(static_cast<gpuEvent_t>(pending[i].event)) == gpuSuccess) {
+          (void)gpuEventDestroy(static_cast<gpuEvent_t>(pending[i].event));
           pending.erase(pending.begin() + long(i));
           continue;
         }
@@ -481,14 +486,14 @@ void scaleMean(void *buf, size_t n, loomrt_dtype dt, int size) {
 #endif
 
 #ifdef LOOMRT_HAVE_NCCL
-cudaStream_t cudaStreamOf(loomrt_stream s) { return static_cast<cudaStream_t>(s->impl); }
+gpuStream_t gpuStreamOf(loomrt_stream s) { return static_cast<gpuStream_t>(s->impl); }
 /// Checks an NCCL call and hands the watchdog an event after it.
 loomrt_status ncclDone(loomrt_stream s, const std::string &what, ncclResult_t r) {
   if (r != ncclSuccess)
     return fail(LOOMRT_ERR_BACKEND, "NCCL " + what + " failed: " + ncclGetErrorString(r));
-  cudaEvent_t ev;
-  if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess) {
-    cudaEventRecord(ev, cudaStreamOf(s));
+  gpuEvent_t ev;
+  if (gpuEventCreateNoTiming(&ev) == gpuSuccess) {
+    (void)gpuEventRecord(ev, gpuStreamOf(s));
     Watchdog::get().begin(what, ev);
   }
   return LOOMRT_OK;
@@ -568,7 +573,15 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
 #endif
   }
 #ifdef LOOMRT_HAVE_NCCL
-  if (dev->kind == LOOMRT_BACKEND_CUDA) {
+  if (dev->kind == LOOMRT_BACKEND_CUDA || dev->kind == LOOMRT_BACKEND_HIP) {
+#if defined(LOOMRT_GPU_HIP)
+    if (*loomrt::rcclLoadError()) {
+      delete c;
+      return fail(LOOMRT_ERR_UNSUPPORTED, std::string("comm_init: ") + sizeVar + "=" +
+                                              std::to_string(size) + " asks for several HIP "
+                                              "ranks: " + loomrt::rcclLoadError());
+    }
+#endif
     ncclUniqueId id{};
     loomrt_status st = LOOMRT_OK;
 #ifdef LOOMRT_HAVE_MPI
@@ -605,7 +618,7 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
               std::string("comm_init: ") + sizeVar + "=" + std::to_string(size) +
                   " asks for several ranks on a " + loomrt_backend_name(dev->kind) +
                   " device, but this runtime has no transport for it (NCCL for CUDA "
-                  "needs nccl.h and libnccl at build time)");
+                  "needs nccl.h and libnccl at build time; RCCL for HIP is loaded at run time)");
 }
 
 int loomrt_local_rank(void) {
@@ -814,7 +827,7 @@ loomrt_status loomrt_all_reduce(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
 #ifdef LOOMRT_HAVE_NCCL
   return ncclDone(s, describe("all_reduce", count, dt),
                   ncclAllReduce(send, recv, count, ncclType(dt), ncclOp(op), c->nccl,
-                                cudaStreamOf(s)));
+                                gpuStreamOf(s)));
 #endif
   (void)op;
   return fail(LOOMRT_ERR_UNSUPPORTED, "all_reduce: unknown transport");
@@ -851,7 +864,7 @@ loomrt_status loomrt_reduce_scatter(loomrt_comm c, loomrt_stream s, loomrt_dtype
 #ifdef LOOMRT_HAVE_NCCL
   return ncclDone(s, describe("reduce_scatter", recvCount * c->size, dt),
                   ncclReduceScatter(send, recv, recvCount, ncclType(dt), ncclOp(op), c->nccl,
-                                    cudaStreamOf(s)));
+                                    gpuStreamOf(s)));
 #endif
   (void)op;
   return fail(LOOMRT_ERR_UNSUPPORTED, "reduce_scatter: unknown transport");
@@ -879,7 +892,7 @@ loomrt_status loomrt_all_gather(loomrt_comm c, loomrt_stream s, loomrt_dtype dt,
 #endif
 #ifdef LOOMRT_HAVE_NCCL
   return ncclDone(s, describe("all_gather", sendCount * c->size, dt),
-                  ncclAllGather(send, recv, sendCount, ncclType(dt), c->nccl, cudaStreamOf(s)));
+                  ncclAllGather(send, recv, sendCount, ncclType(dt), c->nccl, gpuStreamOf(s)));
 #endif
   return fail(LOOMRT_ERR_UNSUPPORTED, "all_gather: unknown transport");
 }
@@ -904,7 +917,7 @@ loomrt_status loomrt_all_gather_bytes(loomrt_comm c, loomrt_stream s, const void
     }, bytes * size_t(c->size));
 #endif
 #ifdef LOOMRT_HAVE_NCCL
-  return ncclDone(s, what, ncclAllGather(send, recv, bytes, ncclInt8, c->nccl, cudaStreamOf(s)));
+  return ncclDone(s, what, ncclAllGather(send, recv, bytes, ncclInt8, c->nccl, gpuStreamOf(s)));
 #endif
   return fail(LOOMRT_ERR_UNSUPPORTED, "all_gather_bytes: unknown transport");
 }
@@ -932,9 +945,9 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
   ncclGroupStart();
   for (int j = 0; j < c->size; ++j) {
     ncclSend(static_cast<const char *>(send) + j * bytes, bytes, ncclInt8, j, c->nccl,
-             cudaStreamOf(s));
+             gpuStreamOf(s));
     ncclRecv(static_cast<char *>(recv) + j * bytes, bytes, ncclInt8, j, c->nccl,
-             cudaStreamOf(s));
+             gpuStreamOf(s));
   }
   return ncclDone(s, what, ncclGroupEnd());
 #endif
@@ -966,7 +979,7 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
 #endif
 #ifdef LOOMRT_HAVE_NCCL
   return ncclDone(s, what,
-                  ncclBroadcast(buf, buf, bytes, ncclInt8, root, c->nccl, cudaStreamOf(s)));
+                  ncclBroadcast(buf, buf, bytes, ncclInt8, root, c->nccl, gpuStreamOf(s)));
 #endif
   return fail(LOOMRT_ERR_UNSUPPORTED, "broadcast: unknown transport");
 }

@@ -11,8 +11,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define LOOMRT_HD __host__ __device__ __forceinline__
+#elif defined(__HIP__) // clang's HIP mode: its wrapper defines __host__, __device__
+#define LOOMRT_HD __host__ __device__ inline __attribute__((always_inline))
 #else
 #define LOOMRT_HD inline
 #endif
@@ -52,12 +54,12 @@ inline AdamScalars adamScalars(const loomrt_adam_config &c) {
 LOOMRT_HD float bf16ToFloat(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;
   float f;
-  memcpy(&f, &u, 4);
+  __builtin_memcpy(&f, &u, 4);
   return f;
 }
 LOOMRT_HD uint16_t floatToBf16(float f) {
   uint32_t u;
-  memcpy(&u, &f, 4);
+  __builtin_memcpy(&u, &f, 4);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
     return uint16_t((u >> 16) | 0x40); // NaN stays a (quiet) NaN
   u += 0x7fffu + ((u >> 16) & 1u);

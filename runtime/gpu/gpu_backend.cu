@@ -41,13 +41,13 @@ loomrt_status gpuInit(int ordinal, void **state) {
 void gpuFini(void *state) {
   auto *st = static_cast<GpuState *>(state);
   if (st->blas)
-    gpublasDestroy(st->blas);
+    vendorGemmDestroy(st->blas);
   delete st;
 }
 
 loomrt_status gpuAllocImpl(void *state, loomrt_mem_space space, size_t bytes,
                            void **out) {
-  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  (void)gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   switch (space) {
   case LOOMRT_MEM_DEVICE:
     return check(gpuMalloc(out, bytes), "malloc");
@@ -75,7 +75,7 @@ loomrt_status gpuFreeImpl(void *, loomrt_mem_space space, void *ptr) {
 }
 
 loomrt_status gpuStreamCreateImpl(void *state, void **out) {
-  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  (void)gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   gpuStream_t s;
   if (loomrt_status st = check(gpuStreamCreate(&s), "stream create"))
     return st;
@@ -83,7 +83,7 @@ loomrt_status gpuStreamCreateImpl(void *state, void **out) {
   return LOOMRT_OK;
 }
 void gpuStreamDestroyImpl(void *s) {
-  gpuStreamDestroy(static_cast<gpuStream_t>(s));
+  (void)gpuStreamDestroy(static_cast<gpuStream_t>(s));
 }
 loomrt_status gpuStreamSyncImpl(void *s) {
   return check(gpuStreamSynchronize(static_cast<gpuStream_t>(s)),
@@ -100,7 +100,7 @@ loomrt_status gpuEventCreateImpl(void *, void **out) {
   *out = e;
   return LOOMRT_OK;
 }
-void gpuEventDestroyImpl(void *e) { gpuEventDestroy(static_cast<gpuEvent_t>(e)); }
+void gpuEventDestroyImpl(void *e) { (void)gpuEventDestroy(static_cast<gpuEvent_t>(e)); }
 loomrt_status gpuEventRecordImpl(void *e, void *s) {
   return check(gpuEventRecord(static_cast<gpuEvent_t>(e),
                               static_cast<gpuStream_t>(s)),
@@ -233,10 +233,13 @@ __global__ void shapeHoldKernel(const int64_t *slot, int64_t ticks) {
 /// The stream's device is the current one (comm binds it before a collective).
 int64_t gpuTimerTicks(int64_t ns) {
 #if defined(LOOMRT_GPU_HIP)
-  int dev = 0, khz = 0;
+  int khz = 100000; // MI100, MI200 and MI300; HIP before 5.3 cannot say
+#if HIP_VERSION >= 50300000
+  int dev = 0;
   if (hipGetDevice(&dev) != hipSuccess ||
       hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, dev) != hipSuccess || khz <= 0)
     khz = 100000;
+#endif
   return ns * khz / 1000000;
 #else
   return ns;
@@ -252,16 +255,16 @@ loomrt_status gpuShapeHold(void *stream, const int64_t *slot, int64_t ns) {
 }
 
 loomrt_status gpuMemoryInfo(void *state, size_t *freeBytes, size_t *total) {
-  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  (void)gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   return check(gpuMemGetInfo(freeBytes, total), "device memory");
 }
 
 loomrt_status gpuHostRegisterImpl(void *state, void *ptr, size_t bytes) {
-  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  (void)gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   return check(gpuHostRegister(ptr, bytes), "host register");
 }
 loomrt_status gpuHostUnregisterImpl(void *state, void *ptr) {
-  gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
+  (void)gpuSetDevice(static_cast<GpuState *>(state)->ordinal);
   return check(gpuHostUnregister(ptr), "host unregister");
 }
 

@@ -564,7 +564,9 @@ __global__ void gatherRowsKernel(const char *table, size_t rowBytes, const int64
         *reinterpret_cast<Word *>(dst + (p - start)) = *reinterpret_cast<const Word *>(p);
   }
 }
+#if LOOMRT_GPU_HAS_RADIX_SORT
 __global__ void iotaKernel(int64_t *v, size_t n) { GRID_STRIDE(i, n) v[i] = int64_t(i); }
+#endif
 
 loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, size_t rowBytes,
                           const int64_t *rows, size_t n, void *out, int flags) {
@@ -607,7 +609,7 @@ loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, s
   else
     gatherRowsKernel<uint8_t><<<grid, kThreads, 0, S(st)>>>(t, rowBytes, order, place, n, o);
   if (scratch)
-    gpuFreeAsync(scratch, S(st));
+    (void)gpuFreeAsync(scratch, S(st));
   return launched("gather_rows");
 }
 
@@ -960,7 +962,7 @@ loomrt_status reduceG(void *, void *st, loomrt_reduce_op op, loomrt_dtype dt,
           op, part, static_cast<T *>(y), outer, chunks, len, inner);
     });
     loomrt_status e = launched("reduce");
-    gpuFreeAsync(part, S(st));
+    (void)gpuFreeAsync(part, S(st));
     return e;
   }
   withType(dt, [&](auto tag) {
@@ -983,11 +985,6 @@ loomrt_status sgdG(void *, void *st, float lr, float mu, int nesterov,
 loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
                       const void *a, const void *b, void *c) {
   auto *gs = static_cast<GpuState *>(state);
-  if (!gs->blas && gpublasCreate(&gs->blas) != GPUBLAS_STATUS_SUCCESS)
-    return fail(LOOMRT_ERR_BACKEND, "matmul: could not create the BLAS handle");
-  if (gpublasSetStream(gs->blas, S(st)) != GPUBLAS_STATUS_SUCCESS)
-    return fail(LOOMRT_ERR_BACKEND, "matmul: could not set the BLAS stream");
-  auto ty = [](loomrt_dtype d) { return d == LOOMRT_BF16 ? GPU_R_16BF : GPU_R_32F; };
   auto esize = [](loomrt_dtype d) { return int64_t(d == LOOMRT_BF16 ? 2 : 4); };
   // Each operand as stored: rows x cols with leading dimension cols, and the
   // padded shape it is copied into when the GEMM is padded.
@@ -1019,7 +1016,7 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
   std::vector<Operand *> padded;
   auto release = [&] {
     for (Operand *o : padded)
-      gpuFreeAsync(o->padded, S(st));
+      (void)gpuFreeAsync(o->padded, S(st));
   };
   for (Operand *o : {&A, &B, &C}) {
     if (!o->prows || (o->prows == o->rows && o->pcols == o->cols))
@@ -1047,16 +1044,15 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
   auto ptr = [](Operand &o) { return o.padded ? o.padded : const_cast<void *>(o.p); };
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
   // the operands and keep each one's transpose flag.
-  gpublasStatus_t r = gpublasGemmStridedBatchedEx(
-      gs->blas, g->trans_b ? GPUBLAS_OP_T : GPUBLAS_OP_N,
-      g->trans_a ? GPUBLAS_OP_T : GPUBLAS_OP_N, int(n), int(m), int(k),
-      &g->alpha, ptr(B), ty(g->in), int(B.ld), B.stride, ptr(A), ty(g->in), int(A.ld),
-      A.stride, &g->beta, ptr(C), ty(g->out), int(C.ld), C.stride, int(g->batch),
-      GPUBLAS_COMPUTE_32F, GPUBLAS_GEMM_DEFAULT);
-  loomrt_status result = LOOMRT_OK;
-  if (r != GPUBLAS_STATUS_SUCCESS)
-    result = fail(LOOMRT_ERR_BACKEND,
-                  "matmul: BLAS GEMM failed with status " + std::to_string(int(r)));
+  GpuGemm call{};
+  call.transA = g->trans_b, call.transB = g->trans_a;
+  call.m = int(n), call.n = int(m), call.k = int(k);
+  call.alpha = g->alpha, call.beta = g->beta;
+  call.a = ptr(B), call.lda = int(B.ld), call.strideA = B.stride;
+  call.b = ptr(A), call.ldb = int(A.ld), call.strideB = A.stride;
+  call.c = ptr(C), call.ldc = int(C.ld), call.strideC = C.stride;
+  call.batch = int(g->batch), call.in = g->in, call.out = g->out;
+  loomrt_status result = runGemm(gs, S(st), call);
   if (C.padded && result == LOOMRT_OK) {
     const int64_t shape[3] = {g->batch, C.rows, C.cols}, from[3] = {C.stride, C.ld, 1},
                   to[3] = {g->stride_c, C.cols, 1}; // the stored m x n block
@@ -1221,7 +1217,7 @@ loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
   });
   loomrt_status s = launched("layer_norm_grad");
   if (stats)
-    gpuFreeAsync(stats, S(st));
+    (void)gpuFreeAsync(stats, S(st));
   return s;
 }
 
@@ -1556,7 +1552,7 @@ loomrt_status crossEntropyG(void *, void *st, loomrt_dtype dt,
   });
   meanKernel<<<1, 1024, 0, S(st)>>>(rowLoss, loss, rows);
   loomrt_status s = launched("cross_entropy");
-  gpuFreeAsync(rowLoss, S(st));
+  (void)gpuFreeAsync(rowLoss, S(st));
   return s;
 }
 loomrt_status crossEntropyGradG(void *, void *st, loomrt_dtype dt,

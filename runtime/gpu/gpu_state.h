@@ -1,16 +1,45 @@
-// gpu_state.h: per-device state of the GPU backend, shared by its files.
+// gpu_state.h: per-device state of the GPU backend, shared by its files, and
+// the GEMM interface between the single-source kernels and the vendor BLAS.
 #ifndef LOOMRT_GPU_GPU_STATE_H
 #define LOOMRT_GPU_GPU_STATE_H
 
 #include "common/backend.h"
 #include "gpu/gpu_api.h"
 
+#include <string>
+
 namespace loomrt {
 struct GpuState {
   int ordinal;
-  gpublasHandle_t blas = nullptr; // created on first GEMM
+  void *blas = nullptr; // the vendor BLAS handle, created on first GEMM
 };
 loomrt_status gpuCheck(gpuError_t e, const char *what);
+
+/// One strided-batched GEMM in BLAS's column-major terms:
+///   C_z = alpha op(A_z) op(B_z) + beta C_z,  z < batch,
+/// op(A) m x k, op(B) k x n, C m x n; inputs `in` (fp32 or bf16), C `out`;
+/// fp32 accumulation. C is not read when beta is 0.
+struct GpuGemm {
+  bool transA, transB;
+  int m, n, k;
+  float alpha, beta;
+  const void *a, *b;
+  void *c;
+  int lda, ldb, ldc;
+  int64_t strideA, strideB, strideC;
+  int batch;
+  loomrt_dtype in, out;
+};
+/// The vendor library's GEMM: cuBLAS (linked, cuda/cuda_blas.cpp) or rocBLAS
+/// (loaded at run time, hip/rocblas_loader.cpp). Fails naming the library
+/// when it is missing; `available` says so without failing.
+loomrt_status vendorGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g);
+bool vendorGemmAvailable(std::string *why);
+void vendorGemmDestroy(void *handle);
+/// Loom's own tiled GEMM (gpu/gpu_gemm.cu): every backend has it.
+loomrt_status portableGemm(gpuStream_t st, const GpuGemm &g);
+/// The one the LOOMRT_GEMM setting and the vendor library's presence pick.
+loomrt_status runGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g);
 } // namespace loomrt
 
 #endif

@@ -1,11 +1,16 @@
-// hip_api.h: HIP's names for the gpu* vocabulary used by runtime/gpu.
-// Not built yet (no ROCm on the project's machines); kept beside the CUDA
-// mapping so the kernels never name a vendor API directly.
+// hip_api.h: HIP's names for the gpu* vocabulary used by runtime/gpu (the
+// HIP build, cmake/LoomHip.cmake; compiled in CI, never run: the project has
+// no AMD GPU).
 #ifndef LOOMRT_HIP_HIP_API_H
 #define LOOMRT_HIP_HIP_API_H
 
+// HIP 5.2's headers (Debian's) size warpSize from __AMDGCN_WAVEFRONT_SIZE,
+// which clang stopped defining in version 20. Every target this build
+// accepts is wave64 (runtime/gpu/gpu_device.h).
+#if defined(__clang__) && !defined(__AMDGCN_WAVEFRONT_SIZE)
+#define __AMDGCN_WAVEFRONT_SIZE 64
+#endif
 #include <hip/hip_runtime.h>
-#include <hipblas/hipblas.h>
 
 #define LOOMRT_GPU_VENDOR "hip"
 using gpuError_t = hipError_t;
@@ -29,6 +34,8 @@ using gpuEvent_t = hipEvent_t;
 #define gpuStreamWaitEvent(s, e) hipStreamWaitEvent((s), (e), 0)
 #define gpuEventCreate hipEventCreate
 #define gpuEventDestroy hipEventDestroy
+#define gpuEventQuery hipEventQuery
+#define gpuEventCreateNoTiming(e) hipEventCreateWithFlags((e), hipEventDisableTiming)
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
@@ -38,20 +45,5 @@ using gpuEvent_t = hipEvent_t;
 #define gpuMallocAsync hipMallocAsync
 #define gpuFreeAsync hipFreeAsync
 #define gpuMemcpyDtoHAsync(d, s, n, st) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToHost, (st))
-
-// BLAS
-using gpublasHandle_t = hipblasHandle_t;
-using gpublasStatus_t = hipblasStatus_t;
-#define GPUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
-#define gpublasCreate hipblasCreate
-#define gpublasDestroy hipblasDestroy
-#define gpublasSetStream hipblasSetStream
-#define GPUBLAS_OP_N HIPBLAS_OP_N
-#define GPUBLAS_OP_T HIPBLAS_OP_T
-#define GPU_R_32F HIP_R_32F
-#define GPU_R_16BF HIP_R_16BF
-#define GPUBLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
-#define GPUBLAS_GEMM_DEFAULT HIPBLAS_GEMM_DEFAULT
-#define gpublasGemmStridedBatchedEx hipblasGemmStridedBatchedEx_v2
 
 #endif // LOOMRT_HIP_HIP_API_H

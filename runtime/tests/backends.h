@@ -69,7 +69,8 @@ inline std::string backendName(
 #define LOOMRT_INSTANTIATE_BACKENDS(Suite)                                     \
   INSTANTIATE_TEST_SUITE_P(AllBackends, Suite,                                 \
                            ::testing::Values(LOOMRT_BACKEND_CPU,               \
-                                             LOOMRT_BACKEND_CUDA),             \
+                                             LOOMRT_BACKEND_CUDA,              \
+                                             LOOMRT_BACKEND_HIP),              \
                            backendName)
 
 #endif
