@@ -17,6 +17,12 @@ PACKAGES=(
   # sanitizer and libFuzzer runtimes, and its OpenMP.
   clang-22 libclang-rt-22-dev libomp-22-dev
 )
+# The HIP build (scripts/build-hip.sh sets LOOM_HIP=1): HIP's headers and
+# host runtime, ROCm's device libraries, and clang-22's AMDGPU linker and
+# offload bundler (docs/hip.md says why clang and not Debian's hipcc).
+if [ "${LOOM_HIP:-0}" = 1 ]; then
+  PACKAGES+=(libamdhip64-dev rocm-device-libs lld-22 clang-tools-22)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -22,13 +22,19 @@ class ParamOp;
 namespace loom {
 
 struct CodegenOptions {
-  std::string target = "cpu"; // cpu | cuda
+  std::string target = "cpu"; // cpu | cuda | hip
   std::string model;          // shown by the binary's --help
   /// Name of the safetensors file holding imported parameter values, as the
   /// binary looks for it (relative: beside the executable). Required when
   /// the module has parameters with values.
   std::string weightsFile;
+  /// The folder of the libloomrt.so the binary links (defaultRuntimeDir).
+  std::string runtimeDir;
 };
+
+/// This build's runtime for `target`: build/runtime for cpu and cuda,
+/// build/runtime-hip (scripts/build-hip.sh) for hip.
+std::string defaultRuntimeDir(llvm::StringRef target);
 
 /// Generated C++ text from arbitrary bytes (names from a model file, paths):
 /// every name and path reaches the generated source through one of these.
@@ -59,10 +65,10 @@ mlir::LogicalResult emitTrainingCpp(mlir::ModuleOp module,
                                     const CodegenOptions &options);
 
 /// Compiles `cppPath` into the executable `output` with the host C++
-/// compiler ($CXX, else c++), linking this build's runtime. On failure
-/// returns false with the compiler's own message in `error`.
-bool compileTrainingBinary(const std::string &cppPath,
-                           const std::string &output, std::string &error);
+/// compiler ($CXX, else c++), linking the runtime in `runtimeDir`. On
+/// failure returns false with the compiler's own message in `error`.
+bool compileTrainingBinary(const std::string &cppPath, const std::string &output,
+                           const std::string &runtimeDir, std::string &error);
 
 } // namespace loom
 

@@ -414,7 +414,9 @@ public:
         << "int main(int argc, char **argv) {\n"
         << "  static const loomrt_program program = {\n"
         << "      LOOMRT_TRAIN_ABI, " << cppStringLiteral(opts.model) << ",\n      "
-        << (opts.target == "cuda" ? "LOOMRT_BACKEND_CUDA" : "LOOMRT_BACKEND_CPU")
+        << (opts.target == "cuda"  ? "LOOMRT_BACKEND_CUDA"
+            : opts.target == "hip" ? "LOOMRT_BACKEND_HIP"
+                                   : "LOOMRT_BACKEND_CPU")
         << ",\n      sizeof(kGlobals) / sizeof(kGlobals[0]), kGlobals,\n      " << prog("batch")
         << ", " << prog("seq") << ", " << prog("vocab") << ",\n      "
         << (anyWeights ? cppStringLiteral(opts.weightsFile) : std::string("nullptr")) << ", entry, "
@@ -812,8 +814,12 @@ LogicalResult writeInitialWeights(ModuleOp module, const std::string &path) {
   return success();
 }
 
-bool compileTrainingBinary(const std::string &cppPath,
-                           const std::string &output, std::string &error) {
+std::string defaultRuntimeDir(llvm::StringRef target) {
+  return target == "hip" ? LOOM_HIP_RUNTIME_LIB_DIR : LOOM_RUNTIME_LIB_DIR;
+}
+
+bool compileTrainingBinary(const std::string &cppPath, const std::string &output,
+                           const std::string &runtimeDir, std::string &error) {
   const char *cxxEnv = std::getenv("CXX");
   std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : LOOM_GENERATED_CXX;
   auto path = llvm::sys::findProgramByName(cxx);
@@ -834,8 +840,8 @@ bool compileTrainingBinary(const std::string &cppPath,
   // lines on the 2-core machine, against 34 s at -O1 (docs/codegen.md).
   std::vector<std::string> args = {
       *path, "-O0", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
-      "-o", output, "-L", LOOM_RUNTIME_LIB_DIR, "-lloomrt",
-      "-Wl,-rpath," LOOM_RUNTIME_LIB_DIR};
+      "-o", output, "-L", runtimeDir, "-lloomrt",
+      "-Wl,-rpath," + runtimeDir};
   for (llvm::StringRef flag : llvm::split(llvm::StringRef(LOOM_GENERATED_CXX_FLAGS), ' '))
     if (!flag.empty())
       args.push_back(flag.str());

@@ -238,7 +238,7 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
       return 1;
     src->keep();
     src->os().flush();
-    bool ok = compileTrainingBinary(cpp.str().str(), output, err);
+    bool ok = compileTrainingBinary(cpp.str().str(), output, cg.runtimeDir, err);
     // The temporary source goes, built or not (--emit-dir keeps it).
     if (emitDir.empty())
       llvm::sys::fs::remove(cpp);
@@ -422,8 +422,10 @@ struct LoomcOptions {
                                      cl::desc("Output file ('-' for stdout)"),
                                      cl::cat(cat)};
   cl::opt<std::string> target{
-      "target", cl::init("cpu"), cl::value_desc("cpu|cuda"),
-      cl::desc("Device the training binary runs on"), cl::cat(cat)};
+      "target", cl::init("cpu"), cl::value_desc("cpu|cuda|hip"),
+      cl::desc("Device the training binary runs on (hip: AMD GPUs, linked against a HIP "
+               "build of the runtime, see --runtime-dir)"),
+      cl::cat(cat)};
   cl::opt<std::string> optimizer{
       "optimizer", cl::init("adamw"), cl::value_desc("adamw|adam|sgd|onebit-adam"),
       cl::desc("Optimizer attached in the optimizer phase; onebit-adam: 1-bit Adam with "
@@ -566,7 +568,7 @@ struct LoomcOptions {
       "host-thread", cl::init("auto"), cl::value_desc("auto|on|off"),
       cl::desc("Run the CPU's optimizer updates (--optimizer-offload) on the step's host "
                "thread, each as soon as its gradient has landed, while the step's own thread "
-               "goes on issuing GPU work (loomrt.host_task). auto: on for --target=cuda, off "
+               "goes on issuing GPU work (loomrt.host_task). auto: on for GPU targets, off "
                "for cpu (where the host thread would share the cores the step computes on)"),
       cl::cat(cat)};
   cl::opt<std::string> graphFeatures{
@@ -578,8 +580,8 @@ struct LoomcOptions {
       cl::cat(cat)};
   cl::opt<std::string> hardware{
       "hardware", cl::init("h100"), cl::value_desc("preset|FILE"),
-      cl::desc("The machine the cost model plans for: a preset (h100, "
-               "cpu-host) or a loom-calibrate description"),
+      cl::desc("The machine the cost model plans for: a preset (h100, cpu-host, frontier) "
+               "or a loom-calibrate description (default: h100; frontier for --target=hip)"),
       cl::cat(cat)};
   cl::opt<int64_t> subGroupSize{
       "sub-group-size", cl::init(100000000), cl::value_desc("elements"),
@@ -602,12 +604,20 @@ struct LoomcOptions {
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),
       cl::cat(cat)};
+  cl::opt<std::string> runtimeDir{
+      "runtime-dir", cl::init(""), cl::value_desc("dir"),
+      cl::desc("Folder with the libloomrt.so a binary links (default: this build's runtime; "
+               "for --target=hip, this build's runtime-hip, which scripts/build-hip.sh makes)"),
+      cl::cat(cat)};
 };
 
 /// What loomc's flags decide before any model is read: checked together,
 /// so a bad flag costs no work.
 struct FlagDecisions {
   Phase phase = Phase::Binary;
+  // The folder of the libloomrt.so a binary links (--runtime-dir or the
+  // target's default).
+  std::string runtimeDir;
   // The topology: innermost level first (ranks number with it fastest).
   SmallVector<std::pair<std::string, int64_t>> levels;
   int64_t world = 1;
@@ -758,8 +768,18 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
            "': expected none, cpu, static:R or interleaved";
   if (o.precision != "fp32" && o.precision != "bf16")
     return "unknown --precision '" + o.precision + "': expected fp32 or bf16";
-  if (o.target != "cpu" && o.target != "cuda")
-    return "unknown --target '" + o.target + "': expected cpu or cuda";
+  if (o.target != "cpu" && o.target != "cuda" && o.target != "hip")
+    return "unknown --target '" + o.target + "': expected cpu, cuda or hip";
+  d.runtimeDir = o.runtimeDir.empty() ? defaultRuntimeDir(o.target) : o.runtimeDir.getValue();
+  if (d.phase == Phase::Binary) {
+    llvm::SmallString<256> lib(d.runtimeDir);
+    llvm::sys::path::append(lib, "libloomrt.so");
+    if (!llvm::sys::fs::exists(lib))
+      return "no runtime library '" + lib.str().str() + "' for --target=" + o.target +
+             (o.runtimeDir.empty() && o.target == "hip"
+                  ? ": build the HIP runtime with scripts/build-hip.sh, or give --runtime-dir"
+                  : std::string(": give --runtime-dir=DIR, a folder holding libloomrt.so"));
+  }
   if (o.hostThread != "auto" && o.hostThread != "on" && o.hostThread != "off")
     return "unknown --host-thread '" + o.hostThread + "': expected auto, on or off";
   // The topology: levels outermost first on the command line, innermost
@@ -813,6 +833,14 @@ static int addTopology(ModuleOp module, const FlagDecisions &d) {
   return 0;
 }
 
+/// --hardware, or when it is not given an MI250X GCD (frontier) for
+/// --target=hip and the H100 otherwise.
+static std::string hardwareName(const LoomcOptions &o) {
+  if (o.hardware.getNumOccurrences())
+    return o.hardware;
+  return o.target == "hip" ? "frontier" : "h100";
+}
+
 /// The machine the cost model plans and predicts for (--hardware, scaled
 /// by each --what-if), read before any work; none where nothing needs it.
 static std::optional<std::string> readHardware(const LoomcOptions &o, const FlagDecisions &d,
@@ -821,7 +849,7 @@ static std::optional<std::string> readHardware(const LoomcOptions &o, const Flag
       o.hardware.getNumOccurrences() == 0)
     return std::nullopt;
   std::string herr;
-  hw = mlir::loom::loadHardware(o.hardware, herr);
+  hw = mlir::loom::loadHardware(hardwareName(o), herr);
   if (!hw)
     return herr;
   // What-if: the same plan and prediction on a machine that differs in one
@@ -880,8 +908,8 @@ static int planFeatures(ModuleOp module, const LoomcOptions &o,
   std::optional<cost::Hardware> placeHw =
       hw ? hw
          : mlir::loom::loadHardware(o.target == "cpu" && !o.hardware.getNumOccurrences()
-                                        ? "cpu-host"
-                                        : std::string(o.hardware),
+                                        ? std::string("cpu-host")
+                                        : hardwareName(o),
                                     herr);
   if (!placeHw)
     return loomcError(herr);
@@ -987,7 +1015,7 @@ int loomcMain(int argc, char **argv) {
   }
   // The host thread is a decision the lowering reads wherever it runs (the
   // planner and the step simulation lower copies of the module).
-  if (o.hostThread == "on" || (o.hostThread == "auto" && o.target == "cuda"))
+  if (o.hostThread == "on" || (o.hostThread == "auto" && o.target != "cpu"))
     (*module)->setAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr(),
                        UnitAttr::get(&ctx));
   else
@@ -1009,6 +1037,7 @@ int loomcMain(int argc, char **argv) {
 
   CodegenOptions cg;
   cg.target = o.target;
+  cg.runtimeDir = d.runtimeDir;
   cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();
   return writeOutput(*module, phase, o.output, o.emitDir, cg);
 }
