@@ -46,3 +46,9 @@ if shutil.which("mpirun"):
     config.available_features.add("mpirun")
 if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
     config.available_features.add("nvcc")
+# The HIP build of the runtime (scripts/build-hip.sh, which scripts/test.sh
+# runs): `loomc --target=hip` links against it.
+hip_runtime_dir = os.path.join(config.loom_obj_root, "runtime-hip")
+if os.path.exists(os.path.join(hip_runtime_dir, "libloomrt.so")):
+    config.available_features.add("hip-runtime")
+    config.substitutions.append(("%hip_runtime_dir", hip_runtime_dir))

@@ -11,13 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define LOOMRT_HD __host__ __device__ __forceinline__
-#elif defined(__HIP__) // clang's HIP mode: its wrapper defines __host__, __device__
-#define LOOMRT_HD __host__ __device__ inline __attribute__((always_inline))
-#else
-#define LOOMRT_HD inline
-#endif
+#include "common/portable.h"
 
 namespace loomrt {
 

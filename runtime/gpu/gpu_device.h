@@ -62,6 +62,17 @@ __device__ __forceinline__ int64_t deviceClock() {
   return int64_t(t);
 #endif
 }
+#if LOOMRT_GPU_HAS_RADIX_SORT
+/// (key, value) pairs sorted by the low `bits` bits of the key, stably, on
+/// `st` (CUB's radix sort). With temp null, only sets tempBytes.
+inline gpuError_t sortPairs(void *temp, size_t &tempBytes, const int64_t *keysIn,
+                            int64_t *keysOut, const int64_t *valuesIn, int64_t *valuesOut,
+                            size_t n, int bits, gpuStream_t st) {
+  return cub::DeviceRadixSort::SortPairs(temp, tempBytes, keysIn, keysOut, valuesIn, valuesOut,
+                                         int(n), 0, bits, st);
+}
+#endif
+
 /// Gives the SM / CU away for about a microsecond.
 __device__ __forceinline__ void backOff() {
 #if defined(LOOMRT_GPU_HIP)

@@ -583,16 +583,14 @@ loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, s
     while (bits < 63 && (uint64_t(1) << bits) < numRows)
       ++bits;
     size_t temp = 0;
-    cub::DeviceRadixSort::SortPairs(nullptr, temp, rows, (int64_t *)nullptr, (int64_t *)nullptr,
-                                    (int64_t *)nullptr, int(n), 0, bits, S(st));
+    sortPairs(nullptr, temp, rows, nullptr, nullptr, nullptr, n, bits, S(st));
     size_t pairs = 3 * n * sizeof(int64_t); // sorted keys, places in and out
     if (loomrt_status e = gpuCheck(gpuMallocAsync(&scratch, pairs + temp, S(st)),
                                    "gather_rows sort scratch"))
       return e;
     auto *keys = static_cast<int64_t *>(scratch), *in = keys + n, *outPlace = in + n;
     iotaKernel<<<gridFor(n), kThreads, 0, S(st)>>>(in, n);
-    cub::DeviceRadixSort::SortPairs(outPlace + n, temp, rows, keys, in, outPlace, int(n), 0, bits,
-                                    S(st));
+    sortPairs(outPlace + n, temp, rows, keys, in, outPlace, n, bits, S(st));
     order = keys;
     place = outPlace;
   }
