@@ -985,4 +985,52 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }
 
+def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
+  let summary = "Fold a linear layer's bias add into its GEMM (loomrt.matmul_bias)";
+  let description = [{
+    Runs on the lowered step (after loom-lower-to-runtime). A
+    `loomrt.matmul` whose result the next call (comments and allocations
+    aside) adds a bias to, on the same stream and in the same type, becomes
+    one `loomrt.matmul_bias`, when
+
+    * the add's other operand is a vector of `n` elements broadcast along
+      the matmul's rows (shape `[1, ..., 1, n]`) computed before the matmul;
+    * the matmul writes its whole, contiguous `[batch, m, n]` result, read by
+      nothing but the add (and freed);
+    * both results are step-arena allocations of the same size.
+
+    The add's result buffer is dropped and its readers read the matmul's.
+    On CUDA, loomrt_matmul_bias adds the bias in cuBLASLt's epilogue (to the
+    fp32 accumulator, before rounding to bf16); elsewhere it is the matmul
+    and the add. loomc's `--no-fuse` leaves the step as lowered.
+
+    Before:
+
+    ```mlir
+    %y = loomrt.alloc 12288
+    loomrt.matmul bf16 %x, %w -> bf16 %y on %s {batch = 2 : i64, k = 64 : i64,
+        m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64,
+        stride_c = 3072 : i64, trans_b}
+    %z = loomrt.alloc 12288
+    loomrt.binary add bf16 %y [2, 16, 192], %b [1, 1, 192] -> %z [2, 16, 192] on %s
+    loomrt.free %y
+    loomrt.unary gelu bf16 %z -> %g, 6144 on %s
+    ```
+
+    After:
+
+    ```mlir
+    %y = loomrt.alloc 12288
+    loomrt.matmul_bias bf16 %x, %w bias %b -> bf16 %y on %s {batch = 2 : i64,
+        k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64,
+        stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
+    loomrt.unary gelu bf16 %y -> %g, 6144 on %s
+    ```
+  }];
+  let statistics = [
+    Statistic<"fused", "fused", "Bias adds folded into their GEMM">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
 #endif // LOOM_PASSES_TD

@@ -300,16 +300,27 @@ double SelectOp::getBytesMoved() {
 }
 double CastOp::getBytesMoved() { return double(getN()) * (es(getFrom()) + es(getTo())); }
 
-double MatmulOp::getBytesMoved() {
-  double b = double(getBatch()), m = double(getM()), n = double(getN()), k = double(getK());
-  // A stride of 0 broadcasts one operand over the batch: read once.
-  double a = (getStrideA() ? b : 1) * m * k, bb = (getStrideB() ? b : 1) * k * n;
-  return (a + bb) * es(getIn()) + b * m * n * es(getOut());
+/// A batched GEMM's bytes (an operand with batch stride 0 is read once) and
+/// flops; matmul_bias adds its bias, read once.
+template <typename Op> static double gemmBytes(Op o) {
+  double b = double(o.getBatch()), m = double(o.getM()), n = double(o.getN()),
+         k = double(o.getK());
+  double a = (o.getStrideA() ? b : 1) * m * k, bb = (o.getStrideB() ? b : 1) * k * n;
+  return (a + bb) * es(o.getIn()) + b * m * n * es(o.getOut());
 }
-double MatmulOp::getFlops() {
-  return 2.0 * double(getBatch()) * double(getM()) * double(getN()) * double(getK());
+template <typename Op> static double gemmFlops(Op o) {
+  return 2.0 * double(o.getBatch()) * double(o.getM()) * double(o.getN()) * double(o.getK());
 }
+double MatmulOp::getBytesMoved() { return gemmBytes(*this); }
+double MatmulOp::getFlops() { return gemmFlops(*this); }
 DType MatmulOp::getWorkDType() { return getIn(); }
+double MatmulBiasOp::getBytesMoved() {
+  return gemmBytes(*this) + double(getN()) * es(getOut());
+}
+double MatmulBiasOp::getFlops() {
+  return gemmFlops(*this) + double(getBatch()) * double(getM()) * double(getN());
+}
+DType MatmulBiasOp::getWorkDType() { return getIn(); }
 
 double LayerNormOp::getBytesMoved() {
   double rd = double(getRows()) * double(getD()), d = double(getD());

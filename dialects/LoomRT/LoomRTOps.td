@@ -509,6 +509,27 @@ def LoomRT_MatmulOp : LoomRT_CallOp<"matmul",
   let summary = "batched c = op(a) · op(b) (loomrt_gemm; a stride 0 broadcasts)";
 }
 
+def LoomRT_MatmulBiasOp : LoomRT_CallOp<"matmul_bias",
+    (ins LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$bias, LoomRT_Buffer:$c,
+         UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
+         NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
+         NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
+    "$in $a `,` $b `bias` $bias `->` $out $c", ["getFlops", "getWorkDType"]> {
+  let summary = "batched c = op(a) · op(b) + bias on every row (loomrt_matmul_bias)";
+  let description = [{
+    `loomrt.matmul` whose result gets `bias` (`n` elements of `out`'s type)
+    added to each of its rows, as a GEMM epilogue where the backend has one
+    (cuBLASLt on CUDA: the bias joins the fp32 accumulator before rounding).
+    loom-fuse-epilogues makes it from a matmul and the broadcast add after it.
+
+    ```mlir
+    loomrt.matmul_bias bf16 %x, %w bias %b -> bf16 %y on %s {batch = 16 : i64,
+        k = 768 : i64, m = 1024 : i64, n = 3072 : i64, stride_a = 786432 : i64,
+        stride_b = 0 : i64, stride_c = 3145728 : i64, trans_b}
+    ```
+  }];
+}
+
 def LoomRT_LayerNormOp : LoomRT_CallOp<"layer_norm",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$w,
          Optional<LoomRT_Buffer>:$b, LoomRT_Buffer:$y, NonNegI64:$rows,

@@ -60,6 +60,7 @@ struct PipelineOptions {
   /// device, zero-copy or host-gather; empty: the pass does not run.
   std::string graphFeatures;
   bool recompute = false;
+  bool fuse = true; // loom-fuse-epilogues after the lowering (loomc --no-fuse)
   mlir::loom::AttachOptimizerOptions optimizer;
   std::string offload = "none"; // cpu, static:R, interleaved
   int64_t subGroupSize = 1000000000;

@@ -29,6 +29,17 @@
 
 namespace loom {
 
+/// The loomrt_gemm of a matmul op (loomrt.matmul, loomrt.matmul_bias).
+template <typename Op> loomrt_gemm gemmOf(Op o) {
+  return loomrt_gemm{o.getTransA() ? 1 : 0,     o.getTransB() ? 1 : 0,
+                     int64_t(o.getBatch()),     int64_t(o.getM()),
+                     int64_t(o.getN()),         int64_t(o.getK()),
+                     int64_t(o.getStrideA()),   int64_t(o.getStrideB()),
+                     int64_t(o.getStrideC()),   1.0f,
+                     0.0f,                      loomrt_dtype(o.getIn()),
+                     loomrt_dtype(o.getOut())};
+}
+
 /// Calls `b.call(...)` for a loomrt op that is a runtime call; returns
 /// false (and does nothing) for any other op.
 template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
@@ -120,21 +131,13 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.buf(o.getX()), b.dtype(o.getTo()), b.buf(o.getY()), b.i(o.getN()));
       })
       .Case([&](rt::MatmulOp o) {
-        loomrt_gemm g{o.getTransA() ? 1 : 0,
-                      o.getTransB() ? 1 : 0,
-                      int64_t(o.getBatch()),
-                      int64_t(o.getM()),
-                      int64_t(o.getN()),
-                      int64_t(o.getK()),
-                      int64_t(o.getStrideA()),
-                      int64_t(o.getStrideB()),
-                      int64_t(o.getStrideC()),
-                      1.0f,
-                      0.0f,
-                      loomrt_dtype(o.getIn()),
-                      loomrt_dtype(o.getOut())};
-        return b.call("loomrt_matmul", loomrt_matmul, b.stream(o.getStream()), b.gemm(g),
-                      b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getC()));
+        return b.call("loomrt_matmul", loomrt_matmul, b.stream(o.getStream()),
+                      b.gemm(gemmOf(o)), b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getC()));
+      })
+      .Case([&](rt::MatmulBiasOp o) {
+        return b.call("loomrt_matmul_bias", loomrt_matmul_bias, b.stream(o.getStream()),
+                      b.gemm(gemmOf(o)), b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getBias()),
+                      b.buf(o.getC()));
       })
       .Case([&](rt::LayerNormOp o) {
         return b.call("loomrt_layer_norm", loomrt_layer_norm, b.stream(o.getStream()),

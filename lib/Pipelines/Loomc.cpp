@@ -507,6 +507,11 @@ struct LoomcOptions {
                "generator initialisers), or random for benchmark runs "
                "(loom-reinit-params; ONNX weights in external data are then not read)"),
       cl::cat(cat)};
+  cl::opt<bool> noFuse{
+      "no-fuse", cl::init(false),
+      cl::desc("Leave the lowered step unfused: no GEMM epilogues (loom-fuse-epilogues), so "
+               "fused and unfused binaries can be compared"),
+      cl::cat(cat)};
   cl::opt<bool> recompute{
       "recompute", cl::init(false),
       cl::desc("Activation checkpointing: recompute the forward pass in the "
@@ -873,6 +878,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.reinitParams = o.init == "random";
   po.precision = o.precision;
   po.recompute = o.recompute;
+  po.fuse = !o.noFuse;
   // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
   // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
   po.optimizer.optimizer = d.onebit ? "adamw" : std::string(o.optimizer);

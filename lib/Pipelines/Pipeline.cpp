@@ -124,8 +124,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   }
   if (to == Phase::Schedule && runs(Phase::Schedule))
     pm.addPass(mlir::loom::createPrintSchedule());
-  if (runs(Phase::Lowered))
+  if (runs(Phase::Lowered)) {
     pm.addPass(mlir::loom::createLowerToRuntime());
+    if (o.fuse)
+      pm.addPass(mlir::loom::createFuseEpilogues());
+  }
 }
 
 Phase reachedPhase(ModuleOp module) {
@@ -154,6 +157,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                 llvm::cl::init("fp32")};
   Option<bool> recompute{*this, "recompute", llvm::cl::desc("Recompute activations in the backward"),
                          llvm::cl::init(false)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("loom-fuse-epilogues after the lowering (loomc --no-fuse: off)"),
+                    llvm::cl::init(true)};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw, adam or sgd"),
                                 llvm::cl::init("adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"), llvm::cl::init(1e-3)};
@@ -210,6 +216,7 @@ void registerLoomPipeline() {
         o.reinitParams = cl.initRandom;
         o.precision = cl.precision;
         o.recompute = cl.recompute;
+        o.fuse = cl.fuse;
         o.optimizer.optimizer = cl.optimizer;
         o.optimizer.lr = cl.lr;
         o.optimizer.weightDecay = cl.weightDecay;

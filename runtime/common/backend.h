@@ -118,6 +118,11 @@ struct KernelOps {
   loomrt_status (*gather_rows)(void *state, void *stream, const void *table, size_t numRows,
                                size_t rowBytes, const int64_t *rows, size_t n, void *out,
                                int flags);
+  /// loomrt_matmul_bias fused (null: none). Returns LOOMRT_ERR_UNSUPPORTED,
+  /// without recording an error, for GEMMs it does not cover; the caller
+  /// then runs the matmul and the add.
+  loomrt_status (*matmul_bias)(void *state, void *stream, const loomrt_gemm *g,
+                               const void *a, const void *b, const void *bias, void *c);
 };
 
 const KernelOps *cpuKernels();

@@ -326,23 +326,60 @@ loomrt_status loomrt_reduce(loomrt_stream s, loomrt_reduce_op op,
              : LOOMRT_OK;
 }
 
+/// loomrt_matmul's checks, shared with loomrt_matmul_bias; `empty` is set
+/// when there is nothing to compute.
+static loomrt_status checkGemm(const char *what, loomrt_stream s, const loomrt_gemm *g,
+                               std::initializer_list<const void *> buffers, bool &empty) {
+  if (!s || !g)
+    return bad(what, "null stream or gemm description");
+  if (!validDtype(g->in) || !validDtype(g->out))
+    return bad(what, "unknown dtype");
+  if (g->batch < 0 || g->m < 0 || g->n < 0 || g->k < 0)
+    return bad(what, "negative size");
+  if (g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
+    return bad(what, "negative batch stride");
+  if (g->batch > 1 && g->stride_c < g->m * g->n)
+    return bad(what, "batches of C overlap (stride_c < m*n)");
+  empty = g->batch * g->m * g->n == 0;
+  for (const void *p : buffers)
+    if (!empty && !p)
+      return bad(what, "null buffer");
+  return LOOMRT_OK;
+}
+
 loomrt_status loomrt_matmul(loomrt_stream s, const loomrt_gemm *g,
                             const void *a, const void *b, void *c) {
-  if (!s || !g)
-    return bad("matmul", "null stream or gemm description");
-  if (!validDtype(g->in) || !validDtype(g->out))
-    return bad("matmul", "unknown dtype");
-  if (g->batch < 0 || g->m < 0 || g->n < 0 || g->k < 0)
-    return bad("matmul", "negative size");
-  if (g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
-    return bad("matmul", "negative batch stride");
-  if (g->batch > 1 && g->stride_c < g->m * g->n)
-    return bad("matmul", "batches of C overlap (stride_c < m*n)");
-  if (g->batch * g->m * g->n == 0)
+  bool empty = false;
+  LOOMRT_TRY(checkGemm("matmul", s, g, {a, b, c}, empty));
+  return empty ? LOOMRT_OK : K(s).matmul(ST(s), s->impl, g, a, b, c);
+}
+
+loomrt_status loomrt_matmul_bias(loomrt_stream s, const loomrt_gemm *g, const void *a,
+                                 const void *b, const void *bias, void *c) {
+  bool empty = false;
+  LOOMRT_TRY(checkGemm("matmul_bias", s, g, {a, b, bias, c}, empty));
+  if (g->beta != 0.0f)
+    return bad("matmul_bias", "beta must be 0 (the bias takes C's place)");
+  if (empty)
     return LOOMRT_OK;
-  if (!a || !b || !c)
-    return bad("matmul", "null buffer");
-  return K(s).matmul(ST(s), s->impl, g, a, b, c);
+  if (K(s).matmul_bias) {
+    loomrt_status st = K(s).matmul_bias(ST(s), s->impl, g, a, b, bias, c);
+    if (st != LOOMRT_ERR_UNSUPPORTED)
+      return st;
+  }
+  // C_b += bias over each batch's [m, n] block; C's batches may be strided.
+  LOOMRT_TRY(K(s).matmul(ST(s), s->impl, g, a, b, c));
+  const int64_t stride = g->batch > 1 ? g->stride_c : g->m * g->n;
+  const size_t es = g->out == LOOMRT_BF16 ? 2 : 4;
+  const int64_t shape[3] = {g->batch, g->m, g->n}, bs[3] = {1, 1, g->n};
+  if (stride == g->m * g->n)
+    return loomrt_binary(s, LOOMRT_ADD, g->out, c, shape, bias, bs, c, shape, 3);
+  for (int64_t z = 0; z < g->batch; ++z) {
+    void *cz = static_cast<char *>(c) + size_t(z * stride) * es;
+    LOOMRT_TRY(loomrt_binary(s, LOOMRT_ADD, g->out, cz, shape + 1, bias, bs + 1, cz,
+                             shape + 1, 2));
+  }
+  return LOOMRT_OK;
 }
 
 loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,

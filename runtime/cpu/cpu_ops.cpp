@@ -742,6 +742,7 @@ const KernelOps kCpuKernels = {
     onebitCompressK, onebitDecompressK, onebitAverageK,
     blockCompressK, blockDecompressK,
     dropoutK,      gatherRowsK,
+    nullptr, // matmul_bias: the matmul and the add
 };
 
 } // namespace

@@ -40,8 +40,7 @@ loomrt_status gpuInit(int ordinal, void **state) {
 }
 void gpuFini(void *state) {
   auto *st = static_cast<GpuState *>(state);
-  if (st->blas)
-    vendorGemmDestroy(st->blas);
+  vendorGemmDestroy(st);
   delete st;
 }
 

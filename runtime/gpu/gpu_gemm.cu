@@ -117,6 +117,8 @@ GemmChoice gemmChoice() {
 
 } // namespace
 
+bool gemmIsPortable() { return gemmChoice() == GemmChoice::Portable; }
+
 loomrt_status portableGemm(gpuStream_t st, const GpuGemm &g) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0)
     return LOOMRT_OK;

@@ -1060,6 +1060,33 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
   return result;
 }
 
+/// loomrt_matmul_bias through the vendor's bias epilogue, where it applies:
+/// one batch, or a batch of contiguous, untransposed A and contiguous C over
+/// one shared B (a linear layer over [batch, m] rows, folded into batch*m
+/// rows), every dimension a multiple of 8 (else loomrt_matmul's padding
+/// path, then the add). Unsupported otherwise, with no error recorded.
+loomrt_status matmulBiasG(void *state, void *st, const loomrt_gemm *g, const void *a,
+                          const void *b, const void *bias, void *c) {
+  int64_t rows = g->m, batch = g->batch;
+  if (batch > 1 && g->stride_b == 0 && !g->trans_a && g->stride_a == g->m * g->k &&
+      g->stride_c == g->m * g->n)
+    rows = batch * g->m, batch = 1;
+  if (batch != 1 || rows % 8 || g->n % 8 || g->k % 8 || gemmIsPortable() ||
+      rows > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
+    return LOOMRT_ERR_UNSUPPORTED;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and
+  // the bias runs along C^T's rows.
+  GpuGemm call{};
+  call.transA = g->trans_b, call.transB = g->trans_a;
+  call.m = int(g->n), call.n = int(rows), call.k = int(g->k);
+  call.alpha = g->alpha, call.beta = 0.0f;
+  call.a = b, call.lda = int(g->trans_b ? g->k : g->n);
+  call.b = a, call.ldb = int(g->trans_a ? g->m : g->k);
+  call.c = c, call.ldc = int(g->n);
+  call.batch = 1, call.in = g->in, call.out = g->out;
+  return vendorGemmBias(static_cast<GpuState *>(state), S(st), call, bias);
+}
+
 //===----------------------------------------------------------------------===//
 // Row ops: one block per row
 //===----------------------------------------------------------------------===//
@@ -1613,6 +1640,7 @@ const KernelOps kGpuKernels = {
     onebitCompressG, onebitDecompressG, onebitAverageG,
     blockCompressG, blockDecompressG,
     dropoutG,       gatherRowsG,
+    matmulBiasG,
 };
 
 } // namespace

@@ -12,6 +12,7 @@ namespace loomrt {
 struct GpuState {
   int ordinal;
   void *blas = nullptr; // the vendor BLAS handle, created on first GEMM
+  void *blasLt = nullptr; // the vendor's epilogue GEMMs (cuBLASLt), on first use
 };
 loomrt_status gpuCheck(gpuError_t e, const char *what);
 
@@ -35,9 +36,16 @@ struct GpuGemm {
 /// when it is missing; `available` says so without failing.
 loomrt_status vendorGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g);
 bool vendorGemmAvailable(std::string *why);
-void vendorGemmDestroy(void *handle);
+/// The GEMM with `bias` (g.m elements of g.out, one per row of the
+/// column-major C) added in the epilogue; LOOMRT_ERR_UNSUPPORTED, with no
+/// error recorded, where the vendor has no such epilogue for it.
+loomrt_status vendorGemmBias(GpuState *gs, gpuStream_t st, const GpuGemm &g, const void *bias);
+/// Releases the handles vendorGemm and vendorGemmBias made.
+void vendorGemmDestroy(GpuState *gs);
 /// Loom's own tiled GEMM (gpu/gpu_gemm.cu): every backend has it.
 loomrt_status portableGemm(gpuStream_t st, const GpuGemm &g);
+/// Whether LOOMRT_GEMM=portable asks for Loom's kernel only.
+bool gemmIsPortable();
 /// The one the LOOMRT_GEMM setting and the vendor library's presence pick.
 loomrt_status runGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g);
 } // namespace loomrt

@@ -72,9 +72,16 @@ bool vendorGemmAvailable(std::string *why) {
   return lib.error.empty();
 }
 
-void vendorGemmDestroy(void *handle) {
-  if (rocblas().destroy)
-    rocblas().destroy(handle);
+void vendorGemmDestroy(GpuState *gs) {
+  if (gs->blas && rocblas().destroy)
+    rocblas().destroy(gs->blas);
+  gs->blas = nullptr;
+}
+
+// rocBLAS's GEMM has no bias epilogue (hipBLASLt's does; Debian has
+// neither): the caller runs the GEMM and the add.
+loomrt_status vendorGemmBias(GpuState *, gpuStream_t, const GpuGemm &, const void *) {
+  return LOOMRT_ERR_UNSUPPORTED;
 }
 
 loomrt_status vendorGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g) {

@@ -665,6 +665,48 @@ TEST_P(Kernels, MatmulOddLeadingDimensions) {
   }
 }
 
+// loomrt_matmul_bias: C_b = op(A_b) op(B) + bias. A linear layer's shape
+// (batch of contiguous A rows over one weight, dims multiples of 8: the
+// GPU's cuBLASLt epilogue), an odd N (the GPU pads and adds), and strided
+// batches of C (the add per batch) all equal the float64 reference.
+TEST_P(Kernels, MatmulBiasFusedAndComposed) {
+  struct Case {
+    int64_t B, M, N, K, strideC;
+    int tb;
+  };
+  for (Case c : {Case{3, 16, 24, 32, 16 * 24, 1}, Case{3, 16, 24, 32, 16 * 24, 0},
+                 Case{2, 9, 7, 5, 9 * 7, 1}, Case{2, 8, 16, 8, 8 * 16 + 40, 0}}) {
+    SCOPED_TRACE("B" + std::to_string(c.B) + " M" + std::to_string(c.M) + " N" +
+                 std::to_string(c.N) + " K" + std::to_string(c.K) + " tb" + std::to_string(c.tb));
+    const int64_t cn = (c.B - 1) * c.strideC + c.M * c.N;
+    std::vector<float> a = randn(c.B * c.M * c.K), b = randn(c.K * c.N), bias = randn(c.N);
+    Harness probe(dev, s, dt());
+    auto Av = probe.seen(a), Bv = probe.seen(b), Biasv = probe.seen(bias);
+    D ref(cn, 0.0);
+    for (int64_t z = 0; z < c.B; ++z)
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) {
+          double acc = Biasv[j];
+          for (int64_t k = 0; k < c.K; ++k)
+            acc += Av[(z * c.M + i) * c.K + k] * (c.tb ? Bv[j * c.K + k] : Bv[k * c.N + j]);
+          ref[z * c.strideC + i * c.N + j] = acc;
+        }
+    check({ref}, [&](Harness &h) {
+      void *out = h.put(std::vector<float>(cn, 0.0f));
+      loomrt_gemm g{0, c.tb, c.B, c.M, c.N, c.K, c.M * c.K, 0, c.strideC, 1.0f, 0.0f, h.dt, h.dt};
+      EXPECT_EQ(LOOMRT_OK, loomrt_matmul_bias(h.s, &g, h.put(a), h.put(b), h.put(bias), out))
+          << loomrt_last_error();
+      return std::vector<std::vector<float>>{h.get(out, cn)};
+    });
+  }
+  loomrt_gemm beta{0, 0, 1, 8, 8, 8, 0, 0, 0, 1.f, 1.f, LOOMRT_F32, LOOMRT_F32};
+  float z[64] = {};
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_matmul_bias(s, &beta, z, z, z, z));
+  EXPECT_NE(std::string(loomrt_last_error()).find("beta must be 0"), std::string::npos);
+  beta.beta = 0.f;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_matmul_bias(s, &beta, z, z, nullptr, z));
+}
+
 /// float64 layer/RMS norm of one [rows, d] input.
 void normRef(const std::vector<float> &x, const std::vector<float> &w,
              const std::vector<float> *b, int64_t rows, int64_t d, double eps,

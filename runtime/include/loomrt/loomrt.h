@@ -317,6 +317,13 @@ typedef struct loomrt_gemm {
 } loomrt_gemm;
 loomrt_status loomrt_matmul(loomrt_stream s, const loomrt_gemm *g,
                             const void *a, const void *b, void *c);
+/* loomrt_matmul with a bias added to every row of each C_b (a GEMM
+ * epilogue): C_b = alpha op(A_b) op(B_b) + bias, `bias` n elements of dtype
+ * `out`; beta must be 0. Where the backend fuses it (cuBLASLt on CUDA) the
+ * bias is added to the fp32 accumulator before C is rounded to `out`;
+ * elsewhere it is loomrt_matmul followed by loomrt_binary's add. */
+loomrt_status loomrt_matmul_bias(loomrt_stream s, const loomrt_gemm *g,
+                                 const void *a, const void *b, const void *bias, void *c);
 
 /* Layer norm over the last dim of [rows, d]; bias may be NULL. */
 loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,

@@ -1,0 +1,75 @@
+// RUN: loom-opt %s --loom-fuse-epilogues --split-input-file | FileCheck %s
+// loom-fuse-epilogues: a matmul followed by a bias add of its whole result
+// becomes loomrt.matmul_bias; the add's buffer goes and its readers read
+// the matmul's.
+
+// CHECK-LABEL: func.func @linear
+// CHECK: %[[Y:.+]] = loomrt.alloc 12288
+// CHECK-NEXT: loomrt.matmul_bias bf16 %arg0, %arg1 bias %arg2 -> bf16 %[[Y]] on %{{.+}} {batch = 2 : i64, k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
+// CHECK-NEXT: loomrt.comment "the add"
+// CHECK-NEXT: %[[G:.+]] = loomrt.alloc 12288
+// CHECK-NEXT: loomrt.unary gelu bf16 %[[Y]] -> %[[G]], 6144
+// CHECK-NEXT: loomrt.free %[[Y]]
+// CHECK-NOT: loomrt.binary
+func.func @linear(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.buffer) -> !loomrt.buffer {
+  %s = loomrt.stream compute
+  %y = loomrt.alloc 12288
+  loomrt.matmul bf16 %x, %w -> bf16 %y on %s {batch = 2 : i64, k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
+  loomrt.comment "the add"
+  %z = loomrt.alloc 12288
+  loomrt.binary add bf16 %y [2, 16, 192], %b [1, 1, 192] -> %z [2, 16, 192] on %s
+  loomrt.free %y
+  %g = loomrt.alloc 12288
+  loomrt.unary gelu bf16 %z -> %g, 6144 on %s
+  loomrt.free %z
+  return %g : !loomrt.buffer
+}
+
+// -----
+
+// The bias first in the add is the same add.
+// CHECK-LABEL: func.func @bias_first
+// CHECK: loomrt.matmul_bias f32 %arg0, %arg1 bias %arg2 -> f32
+// CHECK-NOT: loomrt.binary
+func.func @bias_first(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.buffer) -> !loomrt.buffer {
+  %s = loomrt.stream compute
+  %y = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z = loomrt.alloc 512
+  loomrt.binary add f32 %b [1, 16], %y [8, 16] -> %z [8, 16] on %s
+  loomrt.free %y
+  return %z : !loomrt.buffer
+}
+
+// -----
+
+// Left alone: the matmul's result is read again (a residual), the add is
+// not a row broadcast of n elements, the add is a subtraction, and the add
+// runs on another stream.
+// CHECK-LABEL: func.func @not_fused
+// CHECK-NOT: loomrt.matmul_bias
+// CHECK-COUNT-4: loomrt.binary
+func.func @not_fused(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.buffer, %col: !loomrt.buffer) -> (!loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %h = loomrt.stream host
+  %y = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z = loomrt.alloc 512
+  loomrt.binary add f32 %y [8, 16], %b [1, 16] -> %z [8, 16] on %s
+  %y2 = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y2 on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z2 = loomrt.alloc 512
+  loomrt.binary add f32 %y2 [8, 16], %col [8, 1] -> %z2 [8, 16] on %s
+  loomrt.free %y2
+  %y3 = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y3 on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z3 = loomrt.alloc 512
+  loomrt.binary sub f32 %y3 [8, 16], %b [1, 16] -> %z3 [8, 16] on %s
+  loomrt.free %y3
+  %y4 = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y4 on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z4 = loomrt.alloc 512
+  loomrt.binary add f32 %y4 [8, 16], %b [1, 16] -> %z4 [8, 16] on %h
+  loomrt.free %y4
+  return %y, %z2, %z3, %z4 : !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer
+}
