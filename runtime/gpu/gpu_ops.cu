@@ -1,9 +1,10 @@
 // gpu_ops.cu: the GPU backend's compute kernels, single source for CUDA and
 // HIP. Elementwise ops use the per-element math of common/kernel_math.h (the
 // same functions as the CPU); row ops (norms, softmax, cross-entropy) give
-// each row one block and reduce with warp shuffles; GEMM goes to cuBLAS /
-// hipBLAS with fp32 accumulation. Scratch memory is stream-ordered
-// (gpuMallocAsync), so kernels never synchronise the host.
+// each row one block and reduce with warp shuffles (gpu_device.h: 32 lanes
+// on NVIDIA, 64 on AMD); GEMMs go through GpuGemm (gpu_state.h: cuBLAS,
+// rocBLAS or Loom's tiled kernel) with fp32 accumulation. Scratch memory is
+// stream-ordered (gpuMallocAsync), so kernels never synchronise the host.
 #include "common/kernel_math.h"
 #include "common/launch_rules.h"
 #include "gpu/gpu_device.h"
