@@ -40,7 +40,7 @@ extern "C" {
 loomrt_status loomrt_trace_create(loomrt_stream s, loomrt_trace *out) {
   if (!s || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "trace_create: null argument");
-  auto *t = new loomrt_trace_t{s->dev, nullptr, {}, {}};
+  auto *t = new loomrt_trace_t{s->dev, nullptr, {}, {}, {}};
   if (loomrt_status st = loomrt_event_create(s->dev, &t->origin)) {
     delete t;
     return st;
