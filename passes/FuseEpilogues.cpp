@@ -34,72 +34,83 @@ Operation *nextWork(Operation *op) {
   return n;
 }
 
+/// Fuses `m` with the add after it when that add is a bias add of m's
+/// whole result, the result is read by nothing else, and both buffers are
+/// plain step-arena allocations of the same size. Returns whether it did.
+bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
+  Value x = m.getC();
+  auto add = dyn_cast_or_null<rt::BinaryOp>(nextWork(m));
+  if (!add || add.getKind() != rt::BinaryKind::add || add.getStream() != m.getStream() ||
+      add.getDtype() != m.getOut())
+    return false;
+  bool xFirst = add.getA() == x;
+  if (!xFirst && add.getB() != x)
+    return false;
+  Value bias = xFirst ? add.getB() : add.getA();
+  ArrayRef<int64_t> xShape = xFirst ? add.getAShape() : add.getBShape(),
+                    biasShape = xFirst ? add.getBShape() : add.getAShape(),
+                    outShape = add.getOutShape();
+  const int64_t n = int64_t(m.getN());
+  if (bias == x || xShape != outShape || outShape.empty() || outShape.back() != n ||
+      biasShape.back() != n ||
+      llvm::any_of(biasShape.drop_back(), [](int64_t d) { return d != 1; }))
+    return false;
+  int64_t elems = 1;
+  for (int64_t d : outShape)
+    elems *= d;
+  // C must be the whole [batch, m, n] block, contiguous.
+  if (elems != int64_t(m.getBatch() * m.getM()) * n ||
+      (m.getBatch() > 1 && m.getStrideC() != m.getM() * m.getN()))
+    return false;
+  Value y = add.getOut();
+  auto xAlloc = x.getDefiningOp<rt::AllocOp>(), yAlloc = y.getDefiningOp<rt::AllocOp>();
+  if (!xAlloc || !yAlloc || xAlloc.getBytes() != yAlloc.getBytes() ||
+      xAlloc.getHost() != yAlloc.getHost() || !dom.properlyDominates(bias, m))
+    return false;
+  rt::FreeOp xFree;
+  for (Operation *user : x.getUsers()) {
+    if (user == m || user == add)
+      continue;
+    auto f = dyn_cast<rt::FreeOp>(user);
+    if (!f || xFree)
+      return false; // read elsewhere, or freed twice: leave it
+    xFree = f;
+  }
+  OpBuilder b(m);
+  rt::MatmulBiasOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), bias, x,
+                           m.getTransA(), m.getTransB(), m.getBatch(), m.getM(), m.getN(),
+                           m.getK(), m.getStrideA(), m.getStrideB(), m.getStrideC(), m.getIn(),
+                           m.getOut());
+  y.replaceAllUsesWith(x);
+  if (xFree)
+    xFree.erase();
+  add.erase();
+  yAlloc.erase();
+  m.erase();
+  return true;
+}
+
 struct FuseEpilogues : public mlir::loom::impl::FuseEpiloguesBase<FuseEpilogues> {
   using Base::Base;
-
-  void runOnOperation() override {
-    SmallVector<rt::MatmulOp> matmuls;
-    getOperation().walk([&](rt::MatmulOp m) { matmuls.push_back(m); });
-    DominanceInfo dom(getOperation());
-    for (rt::MatmulOp m : matmuls)
-      fuse(m, dom);
-  }
-
-  /// Fuses `m` with the add after it when that add is a bias add of m's
-  /// whole result, the result is read by nothing else, and both buffers are
-  /// plain step-arena allocations of the same size.
-  void fuse(rt::MatmulOp m, DominanceInfo &dom) {
-    Value x = m.getC();
-    auto add = dyn_cast_or_null<rt::BinaryOp>(nextWork(m));
-    if (!add || add.getKind() != rt::BinaryKind::add || add.getStream() != m.getStream() ||
-        add.getDtype() != m.getOut())
-      return;
-    bool xFirst = add.getA() == x;
-    if (!xFirst && add.getB() != x)
-      return;
-    Value bias = xFirst ? add.getB() : add.getA();
-    ArrayRef<int64_t> xShape = xFirst ? add.getAShape() : add.getBShape(),
-                      biasShape = xFirst ? add.getBShape() : add.getAShape(),
-                      outShape = add.getOutShape();
-    const int64_t n = int64_t(m.getN());
-    if (bias == x || xShape != outShape || outShape.empty() || outShape.back() != n ||
-        biasShape.back() != n ||
-        llvm::any_of(biasShape.drop_back(), [](int64_t d) { return d != 1; }))
-      return;
-    int64_t elems = 1;
-    for (int64_t d : outShape)
-      elems *= d;
-    // C must be the whole [batch, m, n] block, contiguous.
-    if (elems != int64_t(m.getBatch() * m.getM()) * n ||
-        (m.getBatch() > 1 && m.getStrideC() != m.getM() * m.getN()))
-      return;
-    Value y = add.getOut();
-    auto xAlloc = x.getDefiningOp<rt::AllocOp>(), yAlloc = y.getDefiningOp<rt::AllocOp>();
-    if (!xAlloc || !yAlloc || xAlloc.getBytes() != yAlloc.getBytes() ||
-        xAlloc.getHost() != yAlloc.getHost() || !dom.properlyDominates(bias, m))
-      return;
-    rt::FreeOp xFree;
-    for (Operation *user : x.getUsers()) {
-      if (user == m || user == add)
-        continue;
-      auto f = dyn_cast<rt::FreeOp>(user);
-      if (!f || xFree)
-        return; // read elsewhere, or freed twice: leave it
-      xFree = f;
-    }
-    OpBuilder b(m);
-    rt::MatmulBiasOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), bias, x,
-                             m.getTransA(), m.getTransB(), m.getBatch(), m.getM(), m.getN(),
-                             m.getK(), m.getStrideA(), m.getStrideB(), m.getStrideC(), m.getIn(),
-                             m.getOut());
-    y.replaceAllUsesWith(x);
-    if (xFree)
-      xFree.erase();
-    add.erase();
-    yAlloc.erase();
-    m.erase();
-    ++fused;
-  }
+  void runOnOperation() override { fused += mlir::loom::fuseEpilogues(getOperation()); }
 };
 
 } // namespace
+
+int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
+  SmallVector<rt::MatmulOp> matmuls;
+  module.walk([&](rt::MatmulOp m) { matmuls.push_back(m); });
+  DominanceInfo dom(module);
+  int64_t n = 0;
+  for (rt::MatmulOp m : matmuls)
+    n += fuse(m, dom);
+  return n;
+}
+
+LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy) {
+  if (failed(lowerToRuntime(copy, LoomDialect::kTrainStep, /*comments=*/false)))
+    return failure();
+  if (!copy->hasAttr(LoomDialect::NoFuseAttrHelper::getNameStr()))
+    fuseEpilogues(copy);
+  return success();
+}

@@ -73,9 +73,9 @@ struct InterleaveOffload
     for (auto [sg, w] : llvm::zip(copy->getOps<SubgroupOp>(), plan))
       sg.setPlace(w);
     Outcome o;
-    // The copy is ours: lowered in place, without the comments.
-    if (failed(applyOffload(*copy, "subgroups")) ||
-        failed(lowerToRuntime(*copy, LoomDialect::kTrainStep, /*comments=*/false)))
+    // The copy is ours: lowered in place, without the comments, fused as
+    // the binary will be.
+    if (failed(applyOffload(*copy, "subgroups")) || failed(lowerForSimulation(*copy)))
       return o;
     FailureOr<StepPrediction> p = simulateLoweredStep(*copy, hw, false);
     if (failed(p))

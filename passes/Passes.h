@@ -21,6 +21,14 @@ namespace mlir::loom {
 LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = LoomDialect::kTrainStep,
                              bool comments = true);
 
+/// loom-fuse-epilogues' work on a lowered module; returns the bias adds
+/// folded into their GEMMs.
+int64_t fuseEpilogues(ModuleOp module);
+
+/// lowerToRuntime for the step simulation's copy of `module`, with the
+/// fusion the binary gets (none where the module has loom.no_fuse).
+LogicalResult lowerForSimulation(ModuleOp copy);
+
 /// Whether the module's functions are lowered to loomrt (no tensor in a
 /// signature, no loom op in a body): loom-lower-to-runtime's output.
 bool isLoweredToRuntime(ModuleOp module);

@@ -27,7 +27,7 @@ FailureOr<StepPrediction> mlir::loom::simulateStep(ModuleOp module, const ::loom
   if (isLoweredToRuntime(module))
     return simulateLoweredStep(module, hw, keepSpans, function);
   OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(lowerToRuntime(*copy, LoomDialect::kTrainStep, /*comments=*/false)))
+  if (failed(lowerForSimulation(*copy)))
     return failure();
   return simulateLoweredStep(*copy, hw, keepSpans, function);
 }

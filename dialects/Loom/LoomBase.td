@@ -71,6 +71,10 @@ def Loom_Dialect : Dialect {
     // (loomrt.host_task) and start when their gradients land (loomc
     // --host-thread, on for GPU targets).
     "::mlir::UnitAttr":$host_thread,
+    // On the module: loomc --no-fuse; the step simulation's lowered copies
+    // are left unfused, as the binary's step is (else they get
+    // loom-fuse-epilogues, as loomc's pipeline runs it).
+    "::mlir::UnitAttr":$no_fuse,
     // On the module: the names of @forward's arguments, in order (the
     // model's inputs and the loss's labels; the training binary's
     // --input NAME=FILE.npy).

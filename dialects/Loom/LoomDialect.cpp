@@ -82,7 +82,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   if (name == LoomDialect::ModelAttrHelper::getNameStr() ||
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
-  if (name == LoomDialect::HostThreadAttrHelper::getNameStr())
+  if (name == LoomDialect::HostThreadAttrHelper::getNameStr() ||
+      name == LoomDialect::NoFuseAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value) && isa<ModuleOp>(op), "a unit attribute on the module");
   if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);

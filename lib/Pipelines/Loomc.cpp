@@ -1026,6 +1026,12 @@ int loomcMain(int argc, char **argv) {
                        UnitAttr::get(&ctx));
   else
     (*module)->removeAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr());
+  // So is fusion: the step simulation's lowered copies fuse as the binary.
+  if (!po.fuse)
+    (*module)->setAttr(mlir::loom::LoomDialect::NoFuseAttrHelper::getNameStr(),
+                       UnitAttr::get(&ctx));
+  else
+    (*module)->removeAttr(mlir::loom::LoomDialect::NoFuseAttrHelper::getNameStr());
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
