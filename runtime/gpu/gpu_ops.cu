@@ -1467,6 +1467,38 @@ __global__ void embeddingKernel(const T *table, const int64_t *idx, T *out,
     out[t] = (row >= 0 && row < vocab) ? table[row * d + j] : store<T>(0.0f);
   }
 }
+#if LOOMRT_GPU_HAS_RADIX_SORT
+/// The sort keys of embeddingGradSortedKernel: the token, or `vocab` for one
+/// out of range (its own segment, skipped), so every key fits the sort's bits.
+__global__ void embeddingKeysKernel(const int64_t *idx, int64_t *keys, int64_t *pos, int64_t n,
+                                    int64_t vocab) {
+  GRID_STRIDE(i, size_t(n)) {
+    int64_t row = idx[i];
+    keys[i] = row >= 0 && row < vocab ? row : vocab;
+    pos[i] = int64_t(i);
+  }
+}
+/// dtable from the positions sorted by token (stable: each token's
+/// positions ascending): the thread of a segment's first position and
+/// column j sums the segment in that order and writes the row's element
+/// once. The CPU backend's order of additions, so the same bits on every
+/// run and on both backends; atomics made the sum's order the scheduler's.
+template <typename T>
+__global__ void embeddingGradSortedKernel(const T *dy, const int64_t *keys, const int64_t *pos,
+                                          float *dtable, int64_t n, int64_t d, int64_t vocab) {
+  GRID_STRIDE(t, size_t(n * d)) {
+    int64_t i = int64_t(t) / d, j = int64_t(t) % d, row = keys[i];
+    if (row >= vocab || (i > 0 && keys[i - 1] == row))
+      continue;
+    float acc = 0.0f;
+    for (int64_t e = i; e < n && keys[e] == row; ++e)
+      acc += load(dy[pos[e] * d + j]);
+    dtable[row * d + j] = acc;
+  }
+}
+#endif
+/// Without a device sort (HIP: no hipCUB in Debian): atomics, the order of
+/// additions to a repeated token's row left to the scheduler.
 template <typename T>
 __global__ void embeddingGradKernel(const T *dy, const int64_t *idx,
                                     float *dtable, int64_t n, int64_t d,
@@ -1556,11 +1588,33 @@ loomrt_status embeddingGradG(void *, void *st, loomrt_dtype dt, const void *dy,
     return s;
   if (n * d == 0)
     return LOOMRT_OK;
+#if LOOMRT_GPU_HAS_RADIX_SORT
+  int bits = 1;
+  while (bits < 63 && (int64_t(1) << bits) <= vocab)
+    ++bits;
+  size_t temp = 0;
+  sortPairs(nullptr, temp, nullptr, nullptr, nullptr, nullptr, size_t(n), bits, S(st));
+  void *scratch = nullptr;
+  if (loomrt_status e = gpuCheck(gpuMallocAsync(&scratch, 4 * size_t(n) * 8 + temp, S(st)),
+                                 "embedding_grad sort scratch"))
+    return e;
+  auto *keys = static_cast<int64_t *>(scratch), *pos = keys + n, *sortedKeys = pos + n,
+       *sortedPos = sortedKeys + n;
+  embeddingKeysKernel<<<gridFor(size_t(n)), kThreads, 0, S(st)>>>(idx, keys, pos, n, vocab);
+  sortPairs(sortedPos + n, temp, keys, sortedKeys, pos, sortedPos, size_t(n), bits, S(st));
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingGradSortedKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dy), sortedKeys, sortedPos, dtable, n, d, vocab);
+  });
+  (void)gpuFreeAsync(scratch, S(st));
+#else
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
     embeddingGradKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
         static_cast<const T *>(dy), idx, dtable, n, d, vocab);
   });
+#endif
   return launched("embedding_grad");
 }
 loomrt_status crossEntropyG(void *, void *st, loomrt_dtype dt,

@@ -902,6 +902,34 @@ TEST_P(Kernels, EmbeddingGathersAndScatterAdds) {
   });
 }
 
+// The embedding gradient sums a repeated token's rows in position order on
+// every backend (the GPU sorts the positions by token instead of adding
+// atomically): the same bits on every run, and the CPU backend's bits.
+TEST_P(Kernels, EmbeddingGradIsDeterministic) {
+  const int64_t vocab = 7, d = 64, n = 4096;
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i)
+    idx[i] = (i * 5 + i / 3) % vocab;
+  std::vector<float> dy = randn(n * d);
+  auto run = [&](loomrt_device device, loomrt_stream stream) {
+    Harness h(device, stream, dt());
+    float *g = static_cast<float *>(h.alloc(vocab * d * 4));
+    EXPECT_EQ(LOOMRT_OK, loomrt_embedding_grad(h.s, h.dt, h.put(dy), h.putT(idx), g, n, d, vocab))
+        << loomrt_last_error();
+    return h.get(g, vocab * d, LOOMRT_F32);
+  };
+  std::vector<float> first = run(dev, s);
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(run(dev, s), first) << "run " << k + 2;
+  loomrt_device cpu = nullptr;
+  loomrt_stream cs = nullptr;
+  ASSERT_EQ(LOOMRT_OK, loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &cpu));
+  ASSERT_EQ(LOOMRT_OK, loomrt_stream_create(cpu, &cs));
+  EXPECT_EQ(run(cpu, cs), first) << "against the CPU backend";
+  loomrt_stream_destroy(cs);
+  loomrt_device_close(cpu);
+}
+
 TEST_P(Kernels, CrossEntropyAndGrad) {
   const int64_t rows = 12, classes = 1000;
   std::vector<float> logits = randn(rows * classes, 3.0f);
