@@ -8,8 +8,9 @@
  *     and moved with asynchronous copies ordered on streams; events order
  *     streams against each other (the IR's tokens lower to events);
  *   - backends: CPU (always built; its "device memory" is a second host arena so
- *     that GPU schedules run unchanged on CPU-only machines) and CUDA (built
- *     when nvcc is found). HIP uses the same single-source kernels later.
+ *     that GPU schedules run unchanged on CPU-only machines) and one GPU vendor:
+ *     CUDA (built when nvcc is found) or HIP (-DLOOMRT_ENABLE_HIP=ON, AMD
+ *     gfx90a / gfx942), from the same single-source kernels (docs/hip.md).
  */
 #ifndef LOOMRT_LOOMRT_H
 #define LOOMRT_LOOMRT_H
