@@ -150,11 +150,11 @@ loomrt_status vendorGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g) {
   auto h = static_cast<cublasHandle_t>(gs->blas);
   if (cublasSetStream(h, st) != CUBLAS_STATUS_SUCCESS)
     return fail(LOOMRT_ERR_BACKEND, "matmul: could not set the cuBLAS stream");
-  auto ty = [](loomrt_dtype d) { return d == LOOMRT_BF16 ? CUDA_R_16BF : CUDA_R_32F; };
   cublasStatus_t r = cublasGemmStridedBatchedEx(
       h, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n,
-      g.k, &g.alpha, g.a, ty(g.in), g.lda, g.strideA, g.b, ty(g.in), g.ldb, g.strideB, &g.beta,
-      g.c, ty(g.out), g.ldc, g.strideC, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      g.k, &g.alpha, g.a, cudaType(g.in), g.lda, g.strideA, g.b, cudaType(g.in), g.ldb,
+      g.strideB, &g.beta, g.c, cudaType(g.out), g.ldc, g.strideC, g.batch, CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
   if (r != CUBLAS_STATUS_SUCCESS)
     return fail(LOOMRT_ERR_BACKEND,
                 "matmul: cuBLAS GEMM failed with status " + std::to_string(int(r)));

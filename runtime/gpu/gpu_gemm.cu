@@ -122,11 +122,13 @@ bool gemmIsPortable() { return gemmChoice() == GemmChoice::Portable; }
 loomrt_status portableGemm(gpuStream_t st, const GpuGemm &g) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0)
     return LOOMRT_OK;
-  dim3 grid(unsigned((g.m + kGemmTile - 1) / kGemmTile), unsigned((g.n + kGemmTile - 1) / kGemmTile),
-            unsigned(g.batch < 65535 ? g.batch : 65535));
-  if (grid.x > 2147483647u || grid.y > 65535u)
+  // A grid's y extent is at most 65535 blocks (x goes to 2^31 - 1).
+  const int tilesN = (g.n + kGemmTile - 1) / kGemmTile;
+  if (tilesN > 65535)
     return fail(LOOMRT_ERR_UNSUPPORTED, "matmul: the portable GEMM takes n up to " +
                                             std::to_string(65535 * kGemmTile));
+  dim3 grid(unsigned((g.m + kGemmTile - 1) / kGemmTile), unsigned(tilesN),
+            unsigned(g.batch < 65535 ? g.batch : 65535));
   withGemmTypes(g, [&](auto in, auto out) {
     using TI = decltype(in);
     using TO = decltype(out);

@@ -981,6 +981,29 @@ loomrt_status sgdG(void *, void *st, float lr, float mu, int nesterov,
 // GEMM
 //===----------------------------------------------------------------------===//
 
+/// A row-major operand as stored: its base, leading dimension and batch
+/// stride (elements).
+struct RowMajor {
+  const void *p;
+  int64_t ld, stride;
+};
+/// The m x n x k GEMM of `g` (alpha, beta, types, transposes) on row-major
+/// operands, as the column-major GEMM BLAS runs: row-major C = op(A) op(B)
+/// is column-major C^T = op(B)^T op(A)^T, so the operands swap and each
+/// keeps its transpose flag.
+GpuGemm columnMajor(const loomrt_gemm &g, int64_t m, int64_t n, int64_t k, int batch, RowMajor A,
+                    RowMajor B, RowMajor C) {
+  GpuGemm call{};
+  call.transA = g.trans_b, call.transB = g.trans_a;
+  call.m = int(n), call.n = int(m), call.k = int(k);
+  call.alpha = g.alpha, call.beta = g.beta;
+  call.a = B.p, call.lda = int(B.ld), call.strideA = B.stride;
+  call.b = A.p, call.ldb = int(A.ld), call.strideB = A.stride;
+  call.c = const_cast<void *>(C.p), call.ldc = int(C.ld), call.strideC = C.stride;
+  call.batch = batch, call.in = g.in, call.out = g.out;
+  return call;
+}
+
 loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
                       const void *a, const void *b, void *c) {
   auto *gs = static_cast<GpuState *>(state);
@@ -1041,16 +1064,8 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
     o->stride = o->stride ? size : 0;
   }
   auto ptr = [](Operand &o) { return o.padded ? o.padded : const_cast<void *>(o.p); };
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
-  // the operands and keep each one's transpose flag.
-  GpuGemm call{};
-  call.transA = g->trans_b, call.transB = g->trans_a;
-  call.m = int(n), call.n = int(m), call.k = int(k);
-  call.alpha = g->alpha, call.beta = g->beta;
-  call.a = ptr(B), call.lda = int(B.ld), call.strideA = B.stride;
-  call.b = ptr(A), call.ldb = int(A.ld), call.strideB = A.stride;
-  call.c = ptr(C), call.ldc = int(C.ld), call.strideC = C.stride;
-  call.batch = int(g->batch), call.in = g->in, call.out = g->out;
+  GpuGemm call = columnMajor(*g, m, n, k, int(g->batch), {ptr(A), A.ld, A.stride},
+                             {ptr(B), B.ld, B.stride}, {ptr(C), C.ld, C.stride});
   loomrt_status result = runGemm(gs, S(st), call);
   if (C.padded && result == LOOMRT_OK) {
     const int64_t shape[3] = {g->batch, C.rows, C.cols}, from[3] = {C.stride, C.ld, 1},
@@ -1075,16 +1090,9 @@ loomrt_status matmulBiasG(void *state, void *st, const loomrt_gemm *g, const voi
   if (batch != 1 || rows % 8 || g->n % 8 || g->k % 8 || gemmIsPortable() ||
       rows > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
     return LOOMRT_ERR_UNSUPPORTED;
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and
-  // the bias runs along C^T's rows.
-  GpuGemm call{};
-  call.transA = g->trans_b, call.transB = g->trans_a;
-  call.m = int(g->n), call.n = int(rows), call.k = int(g->k);
-  call.alpha = g->alpha, call.beta = 0.0f;
-  call.a = b, call.lda = int(g->trans_b ? g->k : g->n);
-  call.b = a, call.ldb = int(g->trans_a ? g->m : g->k);
-  call.c = c, call.ldc = int(g->n);
-  call.batch = 1, call.in = g->in, call.out = g->out;
+  // The bias runs along the rows of the column-major C^T.
+  GpuGemm call = columnMajor(*g, rows, g->n, g->k, 1, {a, g->trans_a ? g->m : g->k, 0},
+                             {b, g->trans_b ? g->k : g->n, 0}, {c, g->n, 0});
   return vendorGemmBias(static_cast<GpuState *>(state), S(st), call, bias);
 }
 
