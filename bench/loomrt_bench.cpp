@@ -3,11 +3,18 @@
 //   loomrt_bench adam --backend cpu|cuda --n N [--iters K]
 //   loomrt_bench copy --backend cuda [--bytes B] [--iters K]
 //   loomrt_bench strided --backend cuda [--iters K]
+//   loomrt_bench attention --backend cuda [--iters K]
 //
 // `strided` times loomrt_copy_strided on GPT-2's shapes (batch 16, seq 1024,
 // d 768, 12 heads, bf16): the q slice of the fused qkv projection, the
 // head split after it, and a contiguous copy of as many bytes; the step
 // simulation prices each as the bytes it reads and writes over HBM.
+//
+// `attention` times the fused attention forward (loomrt_attention_save) and
+// its gradient from the saved statistics (loomrt_attention_grad_saved) in
+// bf16, causal and not, on GPT-2's shape (16 x 12 heads of 64, 1024 tokens)
+// and a Llama-style one (4 x 16 heads of 128, 2048 tokens);
+// bench/attention_torch.py times PyTorch's SDPA on the same shapes.
 //
 // Prints one JSON object per measurement on stdout (bench/*.py turn them into
 // tables beside the baselines). Times are medians over K timed iterations
@@ -16,6 +23,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,12 +57,14 @@ struct Args {
 
 Args parse(int argc, char **argv) {
   if (argc < 2)
-    die("usage: loomrt_bench adam|adam-mixed|copy|strided --backend cpu|cuda [--n N] "
+    die("usage: loomrt_bench adam|adam-mixed|copy|strided|attention --backend cpu|cuda [--n N] "
         "[--bytes B] [--iters K]");
   Args a;
   a.mode = argv[1];
-  if (a.mode != "adam" && a.mode != "adam-mixed" && a.mode != "copy" && a.mode != "strided")
-    die("unknown mode '" + a.mode + "' (expected adam, adam-mixed, copy or strided)");
+  if (a.mode != "adam" && a.mode != "adam-mixed" && a.mode != "copy" && a.mode != "strided" &&
+      a.mode != "attention")
+    die("unknown mode '" + a.mode +
+        "' (expected adam, adam-mixed, copy, strided or attention)");
   for (int i = 2; i < argc; ++i) {
     std::string k = argv[i];
     if (i + 1 >= argc)
@@ -277,6 +288,85 @@ void benchStrided(const Args &a, loomrt_device dev, loomrt_stream s) {
   loomrt_free(dev, LOOMRT_MEM_DEVICE, heads);
 }
 
+/// bf16 bits of n values uniform in [-1, 1) (a fixed LCG), for inputs whose
+/// softmax is not degenerate.
+std::vector<uint16_t> randomBf16(size_t n, uint32_t seed) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    float x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    out[i] = uint16_t(bits >> 16);
+  }
+  return out;
+}
+
+void benchAttention(const Args &a, loomrt_device dev, loomrt_stream s) {
+  if (a.backend == LOOMRT_BACKEND_CPU)
+    die("attention: times the GPU kernels; pass --backend cuda");
+  struct Shape {
+    const char *name;
+    int64_t batch, heads, t, dh;
+  };
+  const Shape shapes[] = {{"gpt2", 16, 12, 1024, 64}, {"llama", 4, 16, 2048, 128}};
+  for (const Shape &sh : shapes) {
+    int64_t bh = sh.batch * sh.heads;
+    size_t n = size_t(bh * sh.t * sh.dh), bytes = n * 2;
+    if (!loomrt_attention_fused(LOOMRT_BF16, sh.t, sh.t, sh.dh))
+      std::fprintf(stderr, "loomrt_bench: note: %s runs the composed attention (no fused kernel "
+                           "for head size %lld)\n", sh.name, (long long)sh.dh);
+    void *host, *buf[8], *saved, *ws;
+    check(loomrt_alloc(dev, LOOMRT_MEM_PINNED, bytes, &host), "alloc");
+    for (int i = 0; i < 8; ++i) // q k v o dout dq dk dv
+      check(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, bytes, &buf[i]), "alloc");
+    for (int i = 0; i < 5; ++i) {
+      std::vector<uint16_t> v = randomBf16(n, 17u + i);
+      std::memcpy(host, v.data(), bytes);
+      check(loomrt_memcpy_async(s, buf[i == 4 ? 4 : i], host, bytes), "h2d");
+      check(loomrt_stream_synchronize(s), "sync");
+    }
+    check(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, loomrt_attention_saved_bytes(bh, sh.t), &saved),
+          "alloc");
+    check(loomrt_alloc(dev, LOOMRT_MEM_DEVICE,
+                       loomrt_attention_workspace_bytes(LOOMRT_BF16, bh, sh.t, sh.t, 1), &ws),
+          "alloc");
+    float scale = 1.0f / std::sqrt(float(sh.dh));
+    for (int causal = 1; causal >= 0; --causal) {
+      auto fwd = [&](int) {
+        check(loomrt_attention_save(s, LOOMRT_BF16, bh, sh.t, sh.t, sh.dh, scale, causal, buf[0],
+                                    buf[1], buf[2], buf[3], saved, ws),
+              "attention");
+      };
+      double fwdMs = medianMs(dev, s, a.iters, fwd);
+      fwd(0);
+      double bwdMs = medianMs(dev, s, a.iters, [&](int) {
+        check(loomrt_attention_grad_saved(s, LOOMRT_BF16, bh, sh.t, sh.t, sh.dh, scale, causal,
+                                          buf[0], buf[1], buf[2], buf[3], saved, buf[4], buf[5],
+                                          buf[6], buf[7], ws),
+              "attention_grad");
+      });
+      // FlashAttention's count: 4 t^2 dh a head forward (two products),
+      // 2.5 times that backward (five), halved under the causal mask.
+      double fwdFlops = 4.0 * double(bh) * double(sh.t) * double(sh.t) * double(sh.dh) *
+                        (causal ? 0.5 : 1.0);
+      std::printf("{\"bench\": \"attention\", \"impl\": \"loomrt\", \"shape\": \"%s\", "
+                  "\"batch\": %lld, \"heads\": %lld, \"t\": %lld, \"dh\": %lld, "
+                  "\"causal\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
+                  "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f}\n",
+                  sh.name, (long long)sh.batch, (long long)sh.heads, (long long)sh.t,
+                  (long long)sh.dh, causal, fwdMs, bwdMs, fwdFlops / (fwdMs * 1e9),
+                  2.5 * fwdFlops / (bwdMs * 1e9));
+      std::fflush(stdout);
+    }
+    for (void *b : buf)
+      loomrt_free(dev, LOOMRT_MEM_DEVICE, b);
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, saved);
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, ws);
+    loomrt_free(dev, LOOMRT_MEM_PINNED, host);
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -289,6 +379,8 @@ int main(int argc, char **argv) {
     benchCopy(a, dev, s);
   else if (a.mode == "strided")
     benchStrided(a, dev, s);
+  else if (a.mode == "attention")
+    benchAttention(a, dev, s);
   else
     benchAdam(a, dev, s);
   loomrt_stream_destroy(s);

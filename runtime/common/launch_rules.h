@@ -21,12 +21,13 @@ inline bool reduceInChunks(int64_t outer, int64_t len, int64_t inner) {
   return outer * inner < 16384 && chunks >= 4;
 }
 
-/// The fused (flash) attention's head size and tile rows.
-constexpr int64_t kFlashHeadDim = 64, kFlashTile = 64;
+/// The fused (flash) attention's tile rows (a block's queries or keys).
+constexpr int64_t kFlashTile = 64;
 /// Whether the fused attention kernels take an op (self-attention in bf16
-/// at head size 64, a whole number of tiles); else the composed path runs.
+/// at head size 64 or 128, a whole number of tiles); else the composed path
+/// runs.
 inline bool flashCovers(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh) {
-  return dt == LOOMRT_BF16 && dh == kFlashHeadDim && t == s && t % kFlashTile == 0 && t > 0 &&
+  return dt == LOOMRT_BF16 && (dh == 64 || dh == 128) && t == s && t % kFlashTile == 0 && t > 0 &&
          t <= (int64_t(1) << 24);
 }
 

@@ -1,9 +1,9 @@
-// flash_attention.cu: fused (flash) attention for bf16, head dim 64, self-
-// attention (t == s, a multiple of 64), causal or not: the shape of GPT-2
-// and Llama training. Other shapes return LOOMRT_ERR_UNSUPPORTED and the
-// composed path (common/attention.cpp, GEMMs and a softmax over the
-// materialised [t, s] scores) runs instead; it is also the reference the
-// conformance tests hold this to.
+// flash_attention.cu: fused (flash) attention for bf16 self-attention
+// (t == s, a multiple of 64), head size 64 or 128, causal or not: the
+// shapes of GPT-2 (64) and of Llama-style models (128). Other shapes return
+// LOOMRT_ERR_UNSUPPORTED and the composed path (common/attention.cpp, GEMMs
+// and a softmax over the materialised [t, s] scores) runs instead; it is
+// also the reference the conformance tests hold this to.
 //
 // FlashAttention-2 (Dao 2023, Algorithms 1 and 2): the forward walks key
 // tiles with an online softmax, keeping the running max and sum per query
@@ -11,15 +11,25 @@
 // by tile from the log-sum-exp the forward kept. Here the backward is two
 // kernels, one per key tile (dK, dV) and one per query tile (dQ), so every
 // gradient is summed in a fixed order (no atomics: runs are bit-for-bit
-// reproducible, like the rest of the runtime). Tiles are 64 x 64; four warps
-// each own 16 rows; products use the tensor cores through WMMA (bf16 in,
-// fp32 accumulate) and scores never leave registers.
+// reproducible, like the rest of the runtime). Blocks are four warps; each
+// warp owns 16 rows of the block's 64; products use the tensor cores through
+// WMMA (bf16 in, fp32 accumulate) and scores never leave registers.
+//
+// The tiles a block walks (keys in the forward and dQ kernels, queries in
+// the dK/dV kernel) are double-buffered: the next tile is copied with
+// cp.async (sm_80+) while the tensor cores work on the current one
+// (FlashAttention-2 section 3.3's pipelining of loads behind the matmuls).
+// Operands are read from shared memory for every product rather than held
+// in registers, and the walked tile is narrower at head size 128, so the
+// accumulators fit the register file without spilling (FlashAttention-2's
+// block sizes for these head sizes, its Table and code: 64-128 rows, 32-64
+// columns at 128).
 //
 // This file is CUDA's own (it lives in runtime/cuda, outside the single-
-// source kernels of runtime/gpu): WMMA and the mma.m16n8k16 fragment layout
-// below are NVIDIA's. The HIP build leaves the fused entries of the kernel
-// table empty and attention runs the composed path, whose GEMMs and warp-
-// width-generic softmax are portable.
+// source kernels of runtime/gpu): WMMA, cp.async and the mma.m16n8k16
+// fragment layout below are NVIDIA's. The HIP build leaves the fused entries
+// of the kernel table empty and attention runs the composed path, whose
+// GEMMs and warp-width-generic softmax are portable.
 #include "common/backend.h"
 #include "common/launch_rules.h"
 #include "gpu/gpu_state.h"
@@ -33,11 +43,31 @@ namespace {
 using namespace nvcuda;
 using bf16 = __nv_bfloat16;
 
-constexpr int kT = 64;        // rows of a tile (queries or keys)
-constexpr int kD = 64;        // head dimension
+constexpr int kRows = 64;     // rows a block owns (queries, or keys for dK/dV)
 constexpr int kWarps = 4;     // 16 rows each
 constexpr int kThreads = 32 * kWarps;
-constexpr int kLd = kD + 8;   // bf16 tile row stride (WMMA wants a multiple of 8)
+static_assert(kRows == loomrt::kFlashTile, "common/launch_rules.h describes these kernels");
+
+/// The width of the tile a block walks, by head size: 64 at head size 64,
+/// 32 at 128 (the accumulators of 128 columns take twice the registers).
+/// The sizes can be overridden at compile time for tuning sweeps.
+template <int D> struct Walk;
+template <> struct Walk<64> {
+#ifndef LOOMRT_FLASH_WALK64
+#define LOOMRT_FLASH_WALK64 64
+#endif
+  static constexpr int kFwd = LOOMRT_FLASH_WALK64, kBwd = LOOMRT_FLASH_WALK64;
+};
+template <> struct Walk<128> {
+#ifndef LOOMRT_FLASH_WALK128
+#define LOOMRT_FLASH_WALK128 32
+#endif
+  static constexpr int kFwd = LOOMRT_FLASH_WALK128, kBwd = LOOMRT_FLASH_WALK128;
+};
+
+/// Shared-memory row stride of a [rows, D] bf16 tile: D + 8 keeps WMMA's
+/// (ldmatrix's) eight 16-byte rows on distinct banks.
+template <int D> __host__ __device__ constexpr int ldOf() { return D + 8; }
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
@@ -81,63 +111,107 @@ __global__ void checkLayout(int *ok) {
     *ok = good;
 }
 
-/// Copies a [64, 64] bf16 tile (global row stride 64) into shared memory
-/// (row stride kLd), 16 bytes per thread per step.
-__device__ void loadTile(bf16 *dst, const bf16 *src) {
-  for (int c = threadIdx.x; c < kT * kD / 8; c += kThreads) {
-    int r = c / (kD / 8), col = (c % (kD / 8)) * 8;
-    *reinterpret_cast<uint4 *>(dst + r * kLd + col) =
-        *reinterpret_cast<const uint4 *>(src + size_t(r) * kD + col);
-  }
+// cp.async: global -> shared without a trip through registers, completed
+// by groups (PTX ISA, "Data Movement: cp.async").
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void copy16(void *dst, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smemAddr(dst)), "l"(src));
+}
+__device__ __forceinline__ void copy4(void *dst, const void *src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smemAddr(dst)), "l"(src));
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most N of this thread's copy groups are in flight.
+template <int N> __device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/// acc[n] = A (16 rows x 64, four A fragments) times the n-th 16 columns of
-/// B (64 x 64 in shared memory): row-major B, or with BT the transpose of a
-/// row-major tile (B[k][n] = b[n][k]).
-template <bool BT>
-__device__ void mmaTile(FragC (&acc)[4], const FragA (&a)[4], const bf16 *b, bool accumulate) {
+/// Starts copying a [R, D] bf16 tile (global row stride D) into shared
+/// memory (row stride D + 8), 16 bytes a copy.
+template <int D, int R> __device__ __forceinline__ void loadTile(bf16 *dst, const bf16 *src) {
+  constexpr int kPerRow = D / 8;
 #pragma unroll
-  for (int n = 0; n < 4; ++n)
-    if (!accumulate)
+  for (int c = threadIdx.x; c < R * kPerRow; c += kThreads) {
+    int r = c / kPerRow, col = (c % kPerRow) * 8;
+    copy16(dst + r * ldOf<D>() + col, src + size_t(r) * D + col);
+  }
+}
+/// Starts copying n floats (n <= kThreads).
+__device__ __forceinline__ void loadRow(float *dst, const float *src, int n) {
+  if (int(threadIdx.x) < n)
+    copy4(dst + threadIdx.x, src + threadIdx.x);
+}
+
+/// acc[n] (+)= A B[:, 16n : 16n + 16] where A is 16 x 16*NK, read from
+/// shared memory (row-major, stride lda), and B is 16*NK x 16*NN in shared
+/// memory: row-major (stride ldb), or with BT the transpose of a row-major
+/// tile (B[k][n] = b[n * ldb + k]).
+template <bool BT, int NK, int NN>
+__device__ __forceinline__ void mmaShared(FragC (&acc)[NN], const bf16 *a, int lda, const bf16 *b,
+                                          int ldb, bool accumulate) {
+  if (!accumulate)
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
       wmma::fill_fragment(acc[n], 0.0f);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < NK; ++kk) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + kk * 16, lda);
 #pragma unroll
-    for (int n = 0; n < 4; ++n) {
+    for (int n = 0; n < NN; ++n) {
       if constexpr (BT) {
         FragBCol fb;
-        wmma::load_matrix_sync(fb, b + n * 16 * kLd + kk * 16, kLd);
-        wmma::mma_sync(acc[n], a[kk], fb, acc[n]);
+        wmma::load_matrix_sync(fb, b + n * 16 * ldb + kk * 16, ldb);
+        wmma::mma_sync(acc[n], fa, fb, acc[n]);
       } else {
         FragBRow fb;
-        wmma::load_matrix_sync(fb, b + kk * 16 * kLd + n * 16, kLd);
-        wmma::mma_sync(acc[n], a[kk], fb, acc[n]);
+        wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
+        wmma::mma_sync(acc[n], fa, fb, acc[n]);
       }
     }
+  }
 }
-__device__ void loadA(FragA (&a)[4], const bf16 *rows) {
+/// acc[n] += A B[:, 16n : 16n + 16], A in registers (NK fragments), B
+/// row-major in shared memory.
+template <int NK, int NN>
+__device__ __forceinline__ void mmaRegs(FragC (&acc)[NN], const FragA (&a)[NK], const bf16 *b,
+                                        int ldb) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-    wmma::load_matrix_sync(a[kk], rows + kk * 16, kLd);
+  for (int kk = 0; kk < NK; ++kk)
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      FragBRow fb;
+      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
+      wmma::mma_sync(acc[n], a[kk], fb, acc[n]);
+    }
 }
-/// Accumulators (16 x 64) as the A operand of the next product.
-__device__ void toA(FragA (&a)[4], const FragC (&c)[4]) {
+/// Accumulators as the A operand of the next product.
+template <int N> __device__ __forceinline__ void toA(FragA (&a)[N], const FragC (&c)[N]) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < N; ++kk)
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       a[kk].x[i] = __float2bfloat16(c[kk].x[i]);
 }
-/// Writes 16 x 64 accumulators to global bf16 rows of 64 (row stride kD),
-/// each row times mul[0] (rows l/4) or mul[1] (rows l/4 + 8).
-__device__ void writeAcc(bf16 *dst, const FragC (&c)[4], int lane, const float (&mul)[2]) {
+template <int N> __device__ __forceinline__ void zero(FragC (&c)[N]) {
 #pragma unroll
-  for (int n = 0; n < 4; ++n)
+  for (int n = 0; n < N; ++n)
+    wmma::fill_fragment(c[n], 0.0f);
+}
+/// Writes 16 x D accumulators to global bf16 rows of D, each row times
+/// mul[0] (rows l/4) or mul[1] (rows l/4 + 8).
+template <int D>
+__device__ __forceinline__ void writeAcc(bf16 *dst, const FragC (&c)[D / 16], int lane,
+                                         const float (&mul)[2]) {
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n)
 #pragma unroll
     for (int i = 0; i < 8; i += 2) {
       int r = fragRow(lane, i), col = n * 16 + fragCol(lane, i);
       float m = mul[(i >> 1) & 1];
-      *reinterpret_cast<__nv_bfloat162 *>(dst + size_t(r) * kD + col) =
+      *reinterpret_cast<__nv_bfloat162 *>(dst + size_t(r) * D + col) =
           __floats2bfloat162_rn(c[n].x[i] * m, c[n].x[i + 1] * m);
     }
 }
@@ -150,70 +224,91 @@ __device__ __forceinline__ float quadSum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-constexpr size_t kFwdSmem = 3 * kT * kLd * 2; // Q, K, V tiles
+/// Forward shared memory: the query tile, then two buffers of a key and a
+/// value tile of N rows.
+template <int D> constexpr size_t fwdSmem() {
+  return size_t(kRows + 4 * Walk<D>::kFwd) * ldOf<D>() * 2;
+}
 
-/// One (batch*head, 64-query tile) per block, four warps of 16 queries.
-/// Writes O and, when lse is not null, each query's log-sum-exp of its
-/// scaled scores.
+/// One (batch*head, 64-query tile) per block, four warps of 16 queries,
+/// walking key tiles of N. Writes O and, when lse is not null, each query's
+/// log-sum-exp of its scaled scores.
+template <int D>
 __global__ void __launch_bounds__(kThreads)
 flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, int t,
              float scale, int causal) {
+  constexpr int N = Walk<D>::kFwd, L = ldOf<D>();
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sK = sQ + kT * kLd, *sV = sK + kT * kLd;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qb = blockIdx.x;
-  size_t base = size_t(blockIdx.y) * t * kD;
-  loadTile(sQ, Q + base + size_t(qb) * kT * kD);
-  __syncthreads();
-  FragA qa[4];
-  loadA(qa, sQ + warp * 16 * kLd);
-  FragC o[4];
-  for (int n = 0; n < 4; ++n)
-    wmma::fill_fragment(o[n], 0.0f);
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sKV = sQ + kRows * L;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Causal blocks of late queries walk the most keys: start them first.
+  int qb = causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  size_t base = size_t(blockIdx.y) * t * D;
+  int tiles = causal ? (qb + 1) * (kRows / N) : t / N;
+  loadTile<D, kRows>(sQ, Q + base + size_t(qb) * kRows * D);
+  loadTile<D, N>(sKV, K + base);
+  loadTile<D, N>(sKV + N * L, V + base);
+  commitCopies();
+  FragC o[D / 16];
+  zero(o);
   // This lane's two rows: queries q0 (fragment rows l/4) and q0 + 8.
-  int q0 = qb * kT + warp * 16 + (lane >> 2);
+  int q0 = qb * kRows + warp * 16 + (lane >> 2);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  int tiles = causal ? qb + 1 : t / kT;
   for (int kb = 0; kb < tiles; ++kb) {
+    if (kb + 1 < tiles) { // the next key and value tiles, into the other buffer
+      bf16 *next = sKV + ((kb + 1) & 1) * 2 * N * L;
+      loadTile<D, N>(next, K + base + size_t(kb + 1) * N * D);
+      loadTile<D, N>(next + N * L, V + base + size_t(kb + 1) * N * D);
+    }
+    commitCopies();
+    waitCopies<1>();
     __syncthreads();
-    loadTile(sK, K + base + size_t(kb) * kT * kD);
-    loadTile(sV, V + base + size_t(kb) * kT * kD);
-    __syncthreads();
-    FragC sc[4];
-    mmaTile<true>(sc, qa, sK, false); // S = Q K^T
+    const bf16 *sK = sKV + (kb & 1) * 2 * N * L, *sV = sK + N * L;
+    FragC sc[N / 16];
+    mmaShared<true, D / 16, N / 16>(sc, sQ + warp * 16 * L, L, sK, L, false); // S = Q K^T
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < 4; ++n)
+    for (int n = 0; n < N / 16; ++n)
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        int h = (i >> 1) & 1, key = kb * kT + n * 16 + fragCol(lane, i);
+        int h = (i >> 1) & 1, key = kb * N + n * 16 + fragCol(lane, i);
         float x = causal && key > q0 + 8 * h ? -INFINITY : sc[n].x[i] * scale;
         sc[n].x[i] = x;
         mx[h] = fmaxf(mx[h], x);
       }
+    // Key 0 is in the first tile and every query sees it, so m is finite
+    // from the first tile on and alpha never computes inf - inf.
     float alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mNew = fmaxf(m[h], quadMax(mx[h]));
       alpha[h] = __expf(m[h] - mNew); // 0 on the first tile
       m[h] = mNew;
     }
 #pragma unroll
-    for (int n = 0; n < 4; ++n)
+    for (int n = 0; n < N / 16; ++n)
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int h = (i >> 1) & 1;
         float p = __expf(sc[n].x[i] - m[h]); // exp(-inf) = 0
         sc[n].x[i] = p;
         sum[h] += p;
-        o[n].x[i] *= alpha[h];
       }
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        o[n].x[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
     for (int h = 0; h < 2; ++h)
       l[h] = l[h] * alpha[h] + quadSum(sum[h]);
-    FragA pa[4];
+    FragA pa[N / 16];
     toA(pa, sc);
-    mmaTile<false>(o, pa, sV, true); // O += P V
+    mmaRegs<N / 16, D / 16>(o, pa, sV, L); // O += P V
+    __syncthreads(); // the buffer is refilled two tiles on
   }
   float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-  writeAcc(O + base + size_t(qb * kT + warp * 16) * kD, o, lane, inv);
+  writeAcc<D>(O + base + size_t(qb * kRows + warp * 16) * D, o, lane, inv);
   if (lse && (lane & 3) == 0)
     for (int h = 0; h < 2; ++h)
       lse[size_t(blockIdx.y) * t + q0 + 8 * h] = m[h] + logf(l[h]);
@@ -221,148 +316,239 @@ flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, i
 
 /// D[row] = sum_c dO[row, c] * O[row, c] (FlashAttention-2's D_i): one warp
 /// per row.
-__global__ void rowDot(const bf16 *dO, const bf16 *O, float *D, size_t rows) {
+template <int D> __global__ void rowDot(const bf16 *dO, const bf16 *O, float *Dv, size_t rows) {
   size_t row = size_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows)
     return;
-  float s = __bfloat162float(dO[row * kD + lane]) * __bfloat162float(O[row * kD + lane]) +
-            __bfloat162float(dO[row * kD + lane + 32]) * __bfloat162float(O[row * kD + lane + 32]);
+  float s = 0.0f;
+#pragma unroll
+  for (int c = lane; c < D; c += 32)
+    s += __bfloat162float(dO[row * D + c]) * __bfloat162float(O[row * D + c]);
   for (int o = 16; o > 0; o >>= 1)
     s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane == 0)
-    D[row] = s;
+    Dv[row] = s;
 }
 
-constexpr size_t kBwdSmem = 4 * kT * kLd * 2 // Q, dO, K, V tiles
-                            + 2 * kT * 4;    // lse and D of a query tile
+/// Shared memory of both backward kernels: the block's own two tiles (K and
+/// V, or Q and dO) of 64 rows, then two buffers of the two walked tiles of
+/// M rows and, for dK/dV, the walked queries' log-sum-exp and D rows.
+template <int D> constexpr size_t bwdSmem() {
+  constexpr int M = Walk<D>::kBwd;
+  return size_t(2 * kRows + 4 * M) * ldOf<D>() * 2 + 2 * 2 * M * 4;
+}
 
-/// The backward kernels' shared memory: four bf16 tiles, then a query
-/// tile's log-sum-exp and D rows.
-struct BwdTiles {
-  bf16 *q, *dO, *k, *v;
-  float *lse, *d;
-  __device__ explicit BwdTiles(unsigned char *smem)
-      : q(reinterpret_cast<bf16 *>(smem)), dO(q + kT * kLd), k(dO + kT * kLd),
-        v(k + kT * kLd), lse(reinterpret_cast<float *>(v + kT * kLd)), d(lse + kT) {}
+/// The A operands of a warp's 16 rows of the block's own tiles (K and V, or
+/// Q and dO), D/16 fragments each. At head size 64 they are loaded once and
+/// held in registers; at 128 they would not fit beside the gradient
+/// accumulators, and each product reads them from shared memory again.
+template <int D> struct OwnRows {
+  static constexpr bool kHeld = D == 64;
+  FragA a[kHeld ? D / 16 : 1], b[kHeld ? D / 16 : 1];
+  const bf16 *sa, *sb;
+  __device__ OwnRows(const bf16 *rowsA, const bf16 *rowsB) : sa(rowsA), sb(rowsB) {
+    if constexpr (kHeld)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::load_matrix_sync(a[kk], sa + kk * 16, ldOf<D>());
+        wmma::load_matrix_sync(b[kk], sb + kk * 16, ldOf<D>());
+      }
+  }
+  /// x = A rows times B^T and y = B rows times C^T over 16 walked rows:
+  /// the two score-like products of a 16 x 16 chunk (B and C row-major in
+  /// shared memory, their 16 rows at bt and ct).
+  __device__ __forceinline__ void scores(FragC &x, FragC &y, const bf16 *bt, const bf16 *ct) const {
+    wmma::fill_fragment(x, 0.0f);
+    wmma::fill_fragment(y, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      FragBCol fb;
+      wmma::load_matrix_sync(fb, bt + kk * 16, ldOf<D>());
+      if constexpr (kHeld) {
+        wmma::mma_sync(x, a[kk], fb, x);
+      } else {
+        FragA fa;
+        wmma::load_matrix_sync(fa, sa + kk * 16, ldOf<D>());
+        wmma::mma_sync(x, fa, fb, x);
+      }
+      wmma::load_matrix_sync(fb, ct + kk * 16, ldOf<D>());
+      if constexpr (kHeld) {
+        wmma::mma_sync(y, b[kk], fb, y);
+      } else {
+        FragA fa;
+        wmma::load_matrix_sync(fa, sb + kk * 16, ldOf<D>());
+        wmma::mma_sync(y, fa, fb, y);
+      }
+    }
+  }
 };
 
+/// acc[c] += a B[:, 16c : 16c + 16] for the 16 x D row-major B at b.
+template <int D>
+__device__ __forceinline__ void accumulateRows(FragC (&acc)[D / 16], const FragA &a, const bf16 *b) {
+#pragma unroll
+  for (int c = 0; c < D / 16; ++c) {
+    FragBRow fb;
+    wmma::load_matrix_sync(fb, b + c * 16, ldOf<D>());
+    wmma::mma_sync(acc[c], a, fb, acc[c]);
+  }
+}
+__device__ __forceinline__ FragA toA(const FragC &c) {
+  FragA a;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    a.x[i] = __float2bfloat16(c.x[i]);
+  return a;
+}
+
+/// Chunks of a walked tile unrolled together: all at head size 64; one at
+/// a time at 128, where the unrolled loads of a second chunk spill.
+template <int D> constexpr int kChunkUnroll = D == 64 ? Walk<D>::kBwd / 16 : 1;
+
+// Both backward kernels take the walked tile 16 rows at a time: the two
+// score-like products of a 16 x 16 chunk, its probabilities and dS, then
+// its share of the gradients. A whole walked tile's scores at once would
+// need M/2 more registers for each of them than a chunk's 8, which pushed
+// the kernels past the register file into local memory.
+
 /// dK and dV of one 64-key tile: warps own 16 keys and walk the query tiles
-/// that see them, with P^T and dS^T (keys x queries) in registers.
-__global__ void __launch_bounds__(kThreads)
+/// (of M) that see them, with P^T and dS^T (keys x queries) in registers.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2)
 flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
                 const float *lse, const float *Dv, bf16 *dK, bf16 *dV, int t, float scale,
                 int causal) {
+  constexpr int M = Walk<D>::kBwd, L = ldOf<D>();
   extern __shared__ __align__(16) unsigned char smem[];
-  BwdTiles mem(smem);
-  bf16 *sQ = mem.q, *sdO = mem.dO, *sK = mem.k, *sV = mem.v;
-  float *sLse = mem.lse, *sD = mem.d;
+  bf16 *sK = reinterpret_cast<bf16 *>(smem), *sV = sK + kRows * L, *sWalk = sV + kRows * L;
+  float *sRows = reinterpret_cast<float *>(sWalk + 4 * M * L); // [buffer][lse, D][M]
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kb = blockIdx.x;
-  size_t base = size_t(blockIdx.y) * t * kD, rowBase = size_t(blockIdx.y) * t;
-  loadTile(sK, K + base + size_t(kb) * kT * kD);
-  loadTile(sV, V + base + size_t(kb) * kT * kD);
+  size_t base = size_t(blockIdx.y) * t * D, rowBase = size_t(blockIdx.y) * t;
+  int first = causal ? kb * (kRows / M) : 0, last = t / M;
+  auto issue = [&](int qb, int buf) {
+    bf16 *q = sWalk + buf * 2 * M * L;
+    loadTile<D, M>(q, Q + base + size_t(qb) * M * D);
+    loadTile<D, M>(q + M * L, dO + base + size_t(qb) * M * D);
+    loadRow(sRows + buf * 2 * M, lse + rowBase + size_t(qb) * M, M);
+    loadRow(sRows + buf * 2 * M + M, Dv + rowBase + size_t(qb) * M, M);
+  };
+  loadTile<D, kRows>(sK, K + base + size_t(kb) * kRows * D);
+  loadTile<D, kRows>(sV, V + base + size_t(kb) * kRows * D);
+  issue(first, 0);
+  commitCopies();
+  waitCopies<0>();
   __syncthreads();
-  FragA ka[4], va[4];
-  loadA(ka, sK + warp * 16 * kLd);
-  loadA(va, sV + warp * 16 * kLd);
-  FragC dKacc[4], dVacc[4];
-  for (int n = 0; n < 4; ++n) {
-    wmma::fill_fragment(dKacc[n], 0.0f);
-    wmma::fill_fragment(dVacc[n], 0.0f);
-  }
-  int k0 = kb * kT + warp * 16 + (lane >> 2); // this lane's keys: k0, k0 + 8
-  for (int qb = causal ? kb : 0; qb < t / kT; ++qb) {
+  OwnRows<D> kv(sK + warp * 16 * L, sV + warp * 16 * L);
+  FragC dKacc[D / 16], dVacc[D / 16];
+  zero(dKacc);
+  zero(dVacc);
+  int k0 = kb * kRows + warp * 16 + (lane >> 2); // this lane's keys: k0, k0 + 8
+  for (int qb = first; qb < last; ++qb) {
+    int buf = (qb - first) & 1;
+    if (qb + 1 < last)
+      issue(qb + 1, buf ^ 1);
+    commitCopies();
+    waitCopies<1>();
     __syncthreads();
-    loadTile(sQ, Q + base + size_t(qb) * kT * kD);
-    loadTile(sdO, dO + base + size_t(qb) * kT * kD);
-    for (int i = threadIdx.x; i < kT; i += kThreads) {
-      sLse[i] = lse[rowBase + size_t(qb) * kT + i];
-      sD[i] = Dv[rowBase + size_t(qb) * kT + i];
-    }
-    __syncthreads();
-    FragC pt[4], dpt[4];
-    mmaTile<true>(pt, ka, sQ, false);   // S^T = K Q^T
-    mmaTile<true>(dpt, va, sdO, false); // dP^T = V dO^T
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
+    const bf16 *sQ = sWalk + buf * 2 * M * L, *sdO = sQ + M * L;
+    const float *sLse = sRows + buf * 2 * M, *sD = sLse + M;
+#pragma unroll(kChunkUnroll<D>)
+    for (int n = 0; n < M / 16; ++n) {
+      FragC pt, dpt;
+      kv.scores(pt, dpt, sQ + n * 16 * L, sdO + n * 16 * L); // S^T = K Q^T, dP^T = V dO^T
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int q = n * 16 + fragCol(lane, i), key = k0 + 8 * ((i >> 1) & 1);
-        float p = causal && key > qb * kT + q ? 0.0f : __expf(pt[n].x[i] * scale - sLse[q]);
-        pt[n].x[i] = p;
-        dpt[n].x[i] = p * (dpt[n].x[i] - sD[q]) * scale; // dS^T
+        float p = causal && key > qb * M + q ? 0.0f : __expf(pt.x[i] * scale - sLse[q]);
+        pt.x[i] = p;
+        dpt.x[i] = p * (dpt.x[i] - sD[q]) * scale; // dS^T
       }
-    FragA pa[4], dsa[4];
-    toA(pa, pt);
-    toA(dsa, dpt);
-    mmaTile<false>(dVacc, pa, sdO, true); // dV += P^T dO
-    mmaTile<false>(dKacc, dsa, sQ, true); // dK += dS^T Q
+      accumulateRows<D>(dVacc, toA(pt), sdO + n * 16 * L); // dV += P^T dO
+      accumulateRows<D>(dKacc, toA(dpt), sQ + n * 16 * L); // dK += dS^T Q
+    }
+    __syncthreads();
   }
   const float one[2] = {1.0f, 1.0f};
-  writeAcc(dK + base + size_t(kb * kT + warp * 16) * kD, dKacc, lane, one);
-  writeAcc(dV + base + size_t(kb * kT + warp * 16) * kD, dVacc, lane, one);
+  writeAcc<D>(dK + base + size_t(kb * kRows + warp * 16) * D, dKacc, lane, one);
+  writeAcc<D>(dV + base + size_t(kb * kRows + warp * 16) * D, dVacc, lane, one);
 }
 
 /// dQ of one 64-query tile: warps own 16 queries and walk the key tiles
-/// they see.
-__global__ void __launch_bounds__(kThreads)
+/// (of M) they see.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2)
 flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, const float *lse,
                const float *Dv, bf16 *dQ, int t, float scale, int causal) {
+  constexpr int M = Walk<D>::kBwd, L = ldOf<D>();
   extern __shared__ __align__(16) unsigned char smem[];
-  BwdTiles mem(smem);
-  bf16 *sQ = mem.q, *sdO = mem.dO, *sK = mem.k, *sV = mem.v;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qb = blockIdx.x;
-  size_t base = size_t(blockIdx.y) * t * kD, rowBase = size_t(blockIdx.y) * t;
-  loadTile(sQ, Q + base + size_t(qb) * kT * kD);
-  loadTile(sdO, dO + base + size_t(qb) * kT * kD);
-  __syncthreads();
-  FragA qa[4], doa[4];
-  loadA(qa, sQ + warp * 16 * kLd);
-  loadA(doa, sdO + warp * 16 * kLd);
-  int q0 = qb * kT + warp * 16 + (lane >> 2); // this lane's queries: q0, q0 + 8
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sdO = sQ + kRows * L, *sWalk = sdO + kRows * L;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int qb = causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  size_t base = size_t(blockIdx.y) * t * D, rowBase = size_t(blockIdx.y) * t;
+  int tiles = causal ? (qb + 1) * (kRows / M) : t / M;
+  auto issue = [&](int kb, int buf) {
+    bf16 *k = sWalk + buf * 2 * M * L;
+    loadTile<D, M>(k, K + base + size_t(kb) * M * D);
+    loadTile<D, M>(k + M * L, V + base + size_t(kb) * M * D);
+  };
+  loadTile<D, kRows>(sQ, Q + base + size_t(qb) * kRows * D);
+  loadTile<D, kRows>(sdO, dO + base + size_t(qb) * kRows * D);
+  issue(0, 0);
+  commitCopies();
+  int q0 = qb * kRows + warp * 16 + (lane >> 2); // this lane's queries: q0, q0 + 8
   float rowLse[2], rowD[2];
   for (int h = 0; h < 2; ++h) {
     rowLse[h] = lse[rowBase + q0 + 8 * h];
     rowD[h] = Dv[rowBase + q0 + 8 * h];
   }
-  FragC dQacc[4];
-  for (int n = 0; n < 4; ++n)
-    wmma::fill_fragment(dQacc[n], 0.0f);
-  int tiles = causal ? qb + 1 : t / kT;
+  waitCopies<0>();
+  __syncthreads();
+  OwnRows<D> qdo(sQ + warp * 16 * L, sdO + warp * 16 * L);
+  FragC dQacc[D / 16];
+  zero(dQacc);
   for (int kb = 0; kb < tiles; ++kb) {
+    int buf = kb & 1;
+    if (kb + 1 < tiles)
+      issue(kb + 1, buf ^ 1);
+    commitCopies();
+    waitCopies<1>();
     __syncthreads();
-    loadTile(sK, K + base + size_t(kb) * kT * kD);
-    loadTile(sV, V + base + size_t(kb) * kT * kD);
-    __syncthreads();
-    FragC p[4], dp[4];
-    mmaTile<true>(p, qa, sK, false);   // S = Q K^T
-    mmaTile<true>(dp, doa, sV, false); // dP = dO V^T
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
+    const bf16 *sK = sWalk + buf * 2 * M * L, *sV = sK + M * L;
+#pragma unroll(kChunkUnroll<D>)
+    for (int n = 0; n < M / 16; ++n) {
+      FragC p, dp;
+      qdo.scores(p, dp, sK + n * 16 * L, sV + n * 16 * L); // S = Q K^T, dP = dO V^T
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        int h = (i >> 1) & 1, key = kb * kT + n * 16 + fragCol(lane, i);
-        float pv = causal && key > q0 + 8 * h ? 0.0f : __expf(p[n].x[i] * scale - rowLse[h]);
-        dp[n].x[i] = pv * (dp[n].x[i] - rowD[h]) * scale; // dS
+        int h = (i >> 1) & 1, key = kb * M + n * 16 + fragCol(lane, i);
+        float pv = causal && key > q0 + 8 * h ? 0.0f : __expf(p.x[i] * scale - rowLse[h]);
+        dp.x[i] = pv * (dp.x[i] - rowD[h]) * scale; // dS
       }
-    FragA dsa[4];
-    toA(dsa, dp);
-    mmaTile<false>(dQacc, dsa, sK, true); // dQ += dS K
+      accumulateRows<D>(dQacc, toA(dp), sK + n * 16 * L); // dQ += dS K
+    }
+    __syncthreads();
   }
   const float one[2] = {1.0f, 1.0f};
-  writeAcc(dQ + base + size_t(qb * kT + warp * 16) * kD, dQacc, lane, one);
-}
-
-static_assert(kD == loomrt::kFlashHeadDim && kT == loomrt::kFlashTile,
-              "common/launch_rules.h describes these kernels");
-bool covered(loomrt_dtype dt, int64_t t, int64_t s, int64_t dh) {
-  return loomrt::flashCovers(dt, t, s, dh);
+  writeAcc<D>(dQ + base + size_t(qb * kRows + warp * 16) * D, dQacc, lane, one);
 }
 
 loomrt_status launched(const char *what) {
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? LOOMRT_OK
                           : fail(LOOMRT_ERR_BACKEND, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+template <int D> cudaError_t raiseSmemLimits() {
+  cudaError_t e = cudaFuncSetAttribute(flashForward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(fwdSmem<D>()));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(flashBackwardKV<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(bwdSmem<D>()));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(flashBackwardQ<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(bwdSmem<D>()));
+  return e;
 }
 
 int layoutState = -1; // -1 unknown, 0 unusable, 1 verified
@@ -380,14 +566,9 @@ bool configure(loomrt_status &err) {
     cudaFree(dOk);
   }
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(flashForward, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kFwdSmem));
+    e = raiseSmemLimits<64>();
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(flashBackwardKV, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kBwdSmem));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(flashBackwardQ, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kBwdSmem));
+    e = raiseSmemLimits<128>();
   if (e != cudaSuccess) {
     err = fail(LOOMRT_ERR_BACKEND, std::string("flash attention: ") + cudaGetErrorString(e));
     return false;
@@ -396,18 +577,42 @@ bool configure(loomrt_status &err) {
   return ok;
 }
 
+template <int D>
+void forward(cudaStream_t st, int64_t bh, int64_t t, float scale, int causal, const bf16 *q,
+             const bf16 *k, const bf16 *v, bf16 *o, float *lse) {
+  flashForward<D><<<dim3(unsigned(t / kRows), unsigned(bh)), kThreads, fwdSmem<D>(), st>>>(
+      q, k, v, o, lse, int(t), scale, causal);
+}
+
+template <int D>
+void backward(cudaStream_t st, int64_t bh, int64_t t, float scale, int causal, const bf16 *Q,
+              const bf16 *K, const bf16 *V, const bf16 *dO, const bf16 *O, const float *lse,
+              float *Dv, bf16 *dQ, bf16 *dK, bf16 *dV) {
+  size_t rows = size_t(bh * t);
+  rowDot<D><<<unsigned((rows + 7) / 8), 256, 0, st>>>(dO, O, Dv, rows);
+  dim3 grid(unsigned(t / kRows), unsigned(bh));
+  flashBackwardKV<D><<<grid, kThreads, bwdSmem<D>(), st>>>(Q, K, V, dO, lse, Dv, dK, dV, int(t),
+                                                          scale, causal);
+  flashBackwardQ<D><<<grid, kThreads, bwdSmem<D>(), st>>>(Q, K, V, dO, lse, Dv, dQ, int(t), scale,
+                                                         causal);
+}
+
 } // namespace
 
 loomrt_status flashAttentionG(void *, void *stream, loomrt_dtype dt, int64_t bh, int64_t t,
                               int64_t s, int64_t dh, float scale, int causal, const void *q,
                               const void *k, const void *v, void *o, void *, float *lse) {
   loomrt_status err = LOOMRT_OK;
-  if (!covered(dt, t, s, dh) || !configure(err))
+  if (!loomrt::flashCovers(dt, t, s, dh) || !configure(err))
     return err ? err : LOOMRT_ERR_UNSUPPORTED;
   auto st = static_cast<cudaStream_t>(stream);
-  flashForward<<<dim3(unsigned(t / kT), unsigned(bh)), kThreads, kFwdSmem, st>>>(
-      static_cast<const bf16 *>(q), static_cast<const bf16 *>(k), static_cast<const bf16 *>(v),
-      static_cast<bf16 *>(o), lse, int(t), scale, causal);
+  auto Q = static_cast<const bf16 *>(q), K = static_cast<const bf16 *>(k),
+       V = static_cast<const bf16 *>(v);
+  auto O = static_cast<bf16 *>(o);
+  if (dh == 64)
+    forward<64>(st, bh, t, scale, causal, Q, K, V, O, lse);
+  else
+    forward<128>(st, bh, t, scale, causal, Q, K, V, O, lse);
   return launched("flash attention");
 }
 
@@ -421,7 +626,7 @@ loomrt_status flashAttentionGradG(void *, void *stream, loomrt_dtype dt, int64_t
                                   void *dk, void *dv, void *workspace, const void *savedO,
                                   const float *savedLse) {
   loomrt_status err = LOOMRT_OK;
-  if (!covered(dt, t, s, dh) || !configure(err))
+  if (!loomrt::flashCovers(dt, t, s, dh) || !configure(err))
     return err ? err : LOOMRT_ERR_UNSUPPORTED;
   auto st = static_cast<cudaStream_t>(stream);
   // Workspace: O recomputed (bf16), then the log-sum-exp and D rows (fp32);
@@ -429,23 +634,24 @@ loomrt_status flashAttentionGradG(void *, void *stream, loomrt_dtype dt, int64_t
   // D is computed: the forward does not run again.
   auto *wsO = static_cast<bf16 *>(workspace);
   auto *wsLse = reinterpret_cast<float *>(wsO + size_t(bh * t * dh));
-  float *D = wsLse + size_t(bh * t);
+  float *Dv = wsLse + size_t(bh * t);
   auto Q = static_cast<const bf16 *>(q), K = static_cast<const bf16 *>(k),
        V = static_cast<const bf16 *>(v), dO = static_cast<const bf16 *>(dout);
-  dim3 grid(unsigned(t / kT), unsigned(bh));
   const bf16 *O = static_cast<const bf16 *>(savedO);
   const float *lse = savedLse;
   if (!O || !lse) {
-    flashForward<<<grid, kThreads, kFwdSmem, st>>>(Q, K, V, wsO, wsLse, int(t), scale, causal);
+    if (dh == 64)
+      forward<64>(st, bh, t, scale, causal, Q, K, V, wsO, wsLse);
+    else
+      forward<128>(st, bh, t, scale, causal, Q, K, V, wsO, wsLse);
     O = wsO;
     lse = wsLse;
   }
-  size_t rows = size_t(bh * t);
-  rowDot<<<unsigned((rows + 7) / 8), 256, 0, st>>>(dO, O, D, rows);
-  flashBackwardKV<<<grid, kThreads, kBwdSmem, st>>>(Q, K, V, dO, lse, D, static_cast<bf16 *>(dk),
-                                                   static_cast<bf16 *>(dv), int(t), scale, causal);
-  flashBackwardQ<<<grid, kThreads, kBwdSmem, st>>>(Q, K, V, dO, lse, D, static_cast<bf16 *>(dq),
-                                                  int(t), scale, causal);
+  auto gQ = static_cast<bf16 *>(dq), gK = static_cast<bf16 *>(dk), gV = static_cast<bf16 *>(dv);
+  if (dh == 64)
+    backward<64>(st, bh, t, scale, causal, Q, K, V, dO, O, lse, Dv, gQ, gK, gV);
+  else
+    backward<128>(st, bh, t, scale, causal, Q, K, V, dO, O, lse, Dv, gQ, gK, gV);
   return launched("flash attention gradient");
 }
 

@@ -1150,17 +1150,19 @@ TEST_P(Kernels, AttentionAndGradAgainstFiniteDifferences) {
   EXPECT_EQ(16u, loomrt_attention_saved_bytes(2, 2));
 }
 
-// The shape the GPU's fused (flash) kernels cover: bf16, head dim 64, t == s
-// a multiple of 64 (two 64-row tiles here, so the online softmax rescales
-// and the causal mask cuts inside a tile). Held to a float64 reference of
+// The shapes the GPU's fused (flash) kernels cover: bf16, head dim 64 or
+// 128, t == s a multiple of 64 (two 64-row tiles here, so the online
+// softmax rescales and the causal mask cuts inside a tile). Held to a float64 reference of
 // the forward and of the analytic gradient (dV = P^T dO; dS = scale * P *
 // (dP - rowsum(dP * P)) with dP = dO V^T; dQ = dS K; dK = dS^T Q). On the
 // CPU, and on the GPU in fp32, this exercises the composed path.
 TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
-  const int64_t bh = 2, t = 128, s = 128, dh = 64;
-  const float scale = 0.125f;
+  const int64_t bh = 2, t = 128, s = 128;
   const double bound = dt() == LOOMRT_BF16 ? 3e-2 : 1e-5;
+  // Head sizes 64 (GPT-2) and 128 (Llama): the fused kernels' two shapes.
+  for (int64_t dh : {64, 128})
   for (int causal = 0; causal < 2; ++causal) {
+    const float scale = 1.0f / std::sqrt(float(dh));
     std::vector<float> q = randn(bh * t * dh), k = randn(bh * s * dh),
                        v = randn(bh * s * dh), dout = randn(bh * t * dh);
     Harness probe(dev, s_(), dt());
@@ -1206,7 +1208,8 @@ TEST_P(Kernels, AttentionTiledShapesAgainstFloat64) {
     // recomputing the forward, and reading its saved output and row
     // statistics (loomrt_attention_save / _grad_saved).
     loomrt::setFusedAttention(fused);
-    SCOPED_TRACE(std::string(causal ? "causal" : "full") + (fused ? ", fused kernels allowed" : "") +
+    SCOPED_TRACE("head size " + std::to_string(dh) + (causal ? ", causal" : ", full") +
+                 (fused ? ", fused kernels allowed" : "") +
                  (saved ? ", saved statistics" : ""));
     check({o, dq, dk, dv}, [&](Harness &h) {
       void *ws = h.alloc(loomrt_attention_workspace_bytes(h.dt, bh, t, s, 1));

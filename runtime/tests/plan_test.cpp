@@ -14,10 +14,13 @@ TEST(Plan, ReductionsThroughScratchWhenFewOutputsOverALongDimension) {
   EXPECT_EQ(loomrt_gpu_reduce_commands(128, 1024, 128), 1); // 16384 outputs
 }
 
-TEST(Plan, FusedAttentionForBf16SelfAttentionAtHeadSize64) {
+TEST(Plan, FusedAttentionForBf16SelfAttentionAtHeadSizes64And128) {
   EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 1024, 1024, 64, 0), 1);
   EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 1024, 1024, 64, 1), 3);
-  EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 1024, 1024, 128, 0), 3);
+  EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 2048, 2048, 128, 0), 1);
+  EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 2048, 2048, 128, 2), 2);
+  EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 1024, 1024, 96, 0), 3);
+  EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 1024, 1024, 256, 0), 3);
   EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_F32, 1024, 1024, 64, 1), 7);
   EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 1000, 1000, 64, 0), 3);
   EXPECT_EQ(loomrt_gpu_attention_commands(LOOMRT_BF16, 64, 128, 64, 0), 3);
