@@ -65,6 +65,21 @@ template <> struct Walk<128> {
   static constexpr int kFwd = LOOMRT_FLASH_WALK128, kBwd = LOOMRT_FLASH_WALK128;
 };
 
+/// Blocks of the backward kernels an SM should hold at once: the register
+/// cap each kernel compiles to (__launch_bounds__' second argument). Two
+/// (255 registers) fits both kernels at head size 128 without spilling.
+/// Overridable at compile time for tuning sweeps, as Walk is.
+#ifndef LOOMRT_FLASH_BLOCKS_KV64
+#define LOOMRT_FLASH_BLOCKS_KV64 2
+#endif
+#ifndef LOOMRT_FLASH_BLOCKS_Q64
+#define LOOMRT_FLASH_BLOCKS_Q64 2
+#endif
+template <int D> struct Occupancy {
+  static constexpr int kKV = D == 64 ? LOOMRT_FLASH_BLOCKS_KV64 : 2;
+  static constexpr int kQ = D == 64 ? LOOMRT_FLASH_BLOCKS_Q64 : 2;
+};
+
 /// Shared-memory row stride of a [rows, D] bf16 tile: D + 8 keeps WMMA's
 /// (ldmatrix's) eight 16-byte rows on distinct banks.
 template <int D> __host__ __device__ constexpr int ldOf() { return D + 8; }
@@ -130,10 +145,11 @@ template <int N> __device__ __forceinline__ void waitCopies() {
 
 /// Starts copying a [R, D] bf16 tile (global row stride D) into shared
 /// memory (row stride D + 8), 16 bytes a copy.
-template <int D, int R> __device__ __forceinline__ void loadTile(bf16 *dst, const bf16 *src) {
+template <int D, int R, int Threads = kThreads>
+__device__ __forceinline__ void loadTile(bf16 *dst, const bf16 *src) {
   constexpr int kPerRow = D / 8;
 #pragma unroll
-  for (int c = threadIdx.x; c < R * kPerRow; c += kThreads) {
+  for (int c = threadIdx.x; c < R * kPerRow; c += Threads) {
     int r = c / kPerRow, col = (c % kPerRow) * 8;
     copy16(dst + r * ldOf<D>() + col, src + size_t(r) * D + col);
   }
@@ -144,49 +160,6 @@ __device__ __forceinline__ void loadRow(float *dst, const float *src, int n) {
     copy4(dst + threadIdx.x, src + threadIdx.x);
 }
 
-/// acc[n] (+)= A B[:, 16n : 16n + 16] where A is 16 x 16*NK, read from
-/// shared memory (row-major, stride lda), and B is 16*NK x 16*NN in shared
-/// memory: row-major (stride ldb), or with BT the transpose of a row-major
-/// tile (B[k][n] = b[n * ldb + k]).
-template <bool BT, int NK, int NN>
-__device__ __forceinline__ void mmaShared(FragC (&acc)[NN], const bf16 *a, int lda, const bf16 *b,
-                                          int ldb, bool accumulate) {
-  if (!accumulate)
-#pragma unroll
-    for (int n = 0; n < NN; ++n)
-      wmma::fill_fragment(acc[n], 0.0f);
-#pragma unroll
-  for (int kk = 0; kk < NK; ++kk) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, a + kk * 16, lda);
-#pragma unroll
-    for (int n = 0; n < NN; ++n) {
-      if constexpr (BT) {
-        FragBCol fb;
-        wmma::load_matrix_sync(fb, b + n * 16 * ldb + kk * 16, ldb);
-        wmma::mma_sync(acc[n], fa, fb, acc[n]);
-      } else {
-        FragBRow fb;
-        wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
-        wmma::mma_sync(acc[n], fa, fb, acc[n]);
-      }
-    }
-  }
-}
-/// acc[n] += A B[:, 16n : 16n + 16], A in registers (NK fragments), B
-/// row-major in shared memory.
-template <int NK, int NN>
-__device__ __forceinline__ void mmaRegs(FragC (&acc)[NN], const FragA (&a)[NK], const bf16 *b,
-                                        int ldb) {
-#pragma unroll
-  for (int kk = 0; kk < NK; ++kk)
-#pragma unroll
-    for (int n = 0; n < NN; ++n) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
-      wmma::mma_sync(acc[n], a[kk], fb, acc[n]);
-    }
-}
 /// Accumulators as the A operand of the next product.
 template <int N> __device__ __forceinline__ void toA(FragA (&a)[N], const FragC (&c)[N]) {
 #pragma unroll
@@ -230,14 +203,22 @@ template <int D> constexpr size_t fwdSmem() {
   return size_t(kRows + 4 * Walk<D>::kFwd) * ldOf<D>() * 2;
 }
 
-/// One (batch*head, 64-query tile) per block, four warps of 16 queries,
+// The forward's warps own 32 query rows each (two 16-row fragments), two
+// warps a 64-query block: every key and value fragment read from shared
+// memory then feeds two products instead of one. At 16 rows a warp the
+// shared-memory reads (36 ldmatrix of 512 bytes a 16 x 64 tile) took as
+// long as the tensor-core work they fed (FlashAttention-2, section 3.3,
+// gives each warp a larger share of the rows for the same reason).
+constexpr int kFwdWarps = 2, kFwdThreads = 32 * kFwdWarps, kFwdFrags = kRows / 16 / kFwdWarps;
+
+/// One (batch*head, 64-query tile) per block, two warps of 32 queries,
 /// walking key tiles of N. Writes O and, when lse is not null, each query's
 /// log-sum-exp of its scaled scores.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kFwdThreads)
 flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, int t,
              float scale, int causal) {
-  constexpr int N = Walk<D>::kFwd, L = ldOf<D>();
+  constexpr int N = Walk<D>::kFwd, L = ldOf<D>(), F = kFwdFrags;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sKV = sQ + kRows * L;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -245,73 +226,114 @@ flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, i
   int qb = causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   size_t base = size_t(blockIdx.y) * t * D;
   int tiles = causal ? (qb + 1) * (kRows / N) : t / N;
-  loadTile<D, kRows>(sQ, Q + base + size_t(qb) * kRows * D);
-  loadTile<D, N>(sKV, K + base);
-  loadTile<D, N>(sKV + N * L, V + base);
+  loadTile<D, kRows, kFwdThreads>(sQ, Q + base + size_t(qb) * kRows * D);
+  loadTile<D, N, kFwdThreads>(sKV, K + base);
+  loadTile<D, N, kFwdThreads>(sKV + N * L, V + base);
   commitCopies();
-  FragC o[D / 16];
-  zero(o);
-  // This lane's two rows: queries q0 (fragment rows l/4) and q0 + 8.
-  int q0 = qb * kRows + warp * 16 + (lane >> 2);
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  FragC o[F][D / 16];
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+    zero(o[f]);
+  // This lane's rows: queries q0 + 16 f (fragment rows l/4) and q0 + 16 f + 8.
+  const bf16 *rows = sQ + warp * 16 * F * L;
+  int q0 = qb * kRows + warp * 16 * F + (lane >> 2);
+  float m[F][2], l[F][2];
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+    for (int h = 0; h < 2; ++h) {
+      m[f][h] = -INFINITY;
+      l[f][h] = 0.0f;
+    }
   for (int kb = 0; kb < tiles; ++kb) {
     if (kb + 1 < tiles) { // the next key and value tiles, into the other buffer
       bf16 *next = sKV + ((kb + 1) & 1) * 2 * N * L;
-      loadTile<D, N>(next, K + base + size_t(kb + 1) * N * D);
-      loadTile<D, N>(next + N * L, V + base + size_t(kb + 1) * N * D);
+      loadTile<D, N, kFwdThreads>(next, K + base + size_t(kb + 1) * N * D);
+      loadTile<D, N, kFwdThreads>(next + N * L, V + base + size_t(kb + 1) * N * D);
     }
     commitCopies();
     waitCopies<1>();
     __syncthreads();
     const bf16 *sK = sKV + (kb & 1) * 2 * N * L, *sV = sK + N * L;
-    FragC sc[N / 16];
-    mmaShared<true, D / 16, N / 16>(sc, sQ + warp * 16 * L, L, sK, L, false); // S = Q K^T
-    float mx[2] = {-INFINITY, -INFINITY};
+    FragC sc[F][N / 16]; // S = Q K^T
 #pragma unroll
-    for (int n = 0; n < N / 16; ++n)
+    for (int f = 0; f < F; ++f)
+      zero(sc[f]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int h = (i >> 1) & 1, key = kb * N + n * 16 + fragCol(lane, i);
-        float x = causal && key > q0 + 8 * h ? -INFINITY : sc[n].x[i] * scale;
-        sc[n].x[i] = x;
-        mx[h] = fmaxf(mx[h], x);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      FragA fa[F];
+#pragma unroll
+      for (int f = 0; f < F; ++f)
+        wmma::load_matrix_sync(fa[f], rows + f * 16 * L + kk * 16, L);
+#pragma unroll
+      for (int n = 0; n < N / 16; ++n) {
+        FragBCol fb;
+        wmma::load_matrix_sync(fb, sK + n * 16 * L + kk * 16, L);
+#pragma unroll
+        for (int f = 0; f < F; ++f)
+          wmma::mma_sync(sc[f][n], fa[f], fb, sc[f][n]);
       }
-    // Key 0 is in the first tile and every query sees it, so m is finite
-    // from the first tile on and alpha never computes inf - inf.
-    float alpha[2], sum[2] = {0.0f, 0.0f};
+    }
+    FragA pa[F][N / 16];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mNew = fmaxf(m[h], quadMax(mx[h]));
-      alpha[h] = __expf(m[h] - mNew); // 0 on the first tile
-      m[h] = mNew;
+    for (int f = 0; f < F; ++f) {
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < N / 16; ++n)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          int h = (i >> 1) & 1, key = kb * N + n * 16 + fragCol(lane, i);
+          float x = causal && key > q0 + 16 * f + 8 * h ? -INFINITY : sc[f][n].x[i] * scale;
+          sc[f][n].x[i] = x;
+          mx[h] = fmaxf(mx[h], x);
+        }
+      // Key 0 is in the first tile and every query sees it, so m is finite
+      // from the first tile on and alpha never computes inf - inf.
+      float alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mNew = fmaxf(m[f][h], quadMax(mx[h]));
+        alpha[h] = __expf(m[f][h] - mNew); // 0 on the first tile
+        m[f][h] = mNew;
+      }
+#pragma unroll
+      for (int n = 0; n < N / 16; ++n)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          int h = (i >> 1) & 1;
+          float p = __expf(sc[f][n].x[i] - m[f][h]); // exp(-inf) = 0
+          sc[f][n].x[i] = p;
+          sum[h] += p;
+        }
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          o[f][n].x[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        l[f][h] = l[f][h] * alpha[h] + quadSum(sum[h]);
+      toA(pa[f], sc[f]);
     }
 #pragma unroll
-    for (int n = 0; n < N / 16; ++n)
+    for (int kk = 0; kk < N / 16; ++kk) // O += P V
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int h = (i >> 1) & 1;
-        float p = __expf(sc[n].x[i] - m[h]); // exp(-inf) = 0
-        sc[n].x[i] = p;
-        sum[h] += p;
+      for (int n = 0; n < D / 16; ++n) {
+        FragBRow fb;
+        wmma::load_matrix_sync(fb, sV + kk * 16 * L + n * 16, L);
+#pragma unroll
+        for (int f = 0; f < F; ++f)
+          wmma::mma_sync(o[f][n], pa[f][kk], fb, o[f][n]);
       }
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n)
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        o[n].x[i] *= alpha[(i >> 1) & 1];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      l[h] = l[h] * alpha[h] + quadSum(sum[h]);
-    FragA pa[N / 16];
-    toA(pa, sc);
-    mmaRegs<N / 16, D / 16>(o, pa, sV, L); // O += P V
     __syncthreads(); // the buffer is refilled two tiles on
   }
-  float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-  writeAcc<D>(O + base + size_t(qb * kRows + warp * 16) * D, o, lane, inv);
-  if (lse && (lane & 3) == 0)
-    for (int h = 0; h < 2; ++h)
-      lse[size_t(blockIdx.y) * t + q0 + 8 * h] = m[h] + logf(l[h]);
+#pragma unroll
+  for (int f = 0; f < F; ++f) {
+    float inv[2] = {1.0f / l[f][0], 1.0f / l[f][1]};
+    writeAcc<D>(O + base + size_t(qb * kRows + warp * 16 * F + 16 * f) * D, o[f], lane, inv);
+    if (lse && (lane & 3) == 0)
+      for (int h = 0; h < 2; ++h)
+        lse[size_t(blockIdx.y) * t + q0 + 16 * f + 8 * h] = m[f][h] + logf(l[f][h]);
+  }
 }
 
 /// D[row] = sum_c dO[row, c] * O[row, c] (FlashAttention-2's D_i): one warp
@@ -415,7 +437,7 @@ template <int D> constexpr int kChunkUnroll = D == 64 ? Walk<D>::kBwd / 16 : 1;
 /// dK and dV of one 64-key tile: warps own 16 keys and walk the query tiles
 /// (of M) that see them, with P^T and dS^T (keys x queries) in registers.
 template <int D>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, Occupancy<D>::kKV)
 flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
                 const float *lse, const float *Dv, bf16 *dK, bf16 *dV, int t, float scale,
                 int causal) {
@@ -477,7 +499,7 @@ flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
 /// dQ of one 64-query tile: warps own 16 queries and walk the key tiles
 /// (of M) they see.
 template <int D>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, Occupancy<D>::kQ)
 flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, const float *lse,
                const float *Dv, bf16 *dQ, int t, float scale, int causal) {
   constexpr int M = Walk<D>::kBwd, L = ldOf<D>();
@@ -580,7 +602,7 @@ bool configure(loomrt_status &err) {
 template <int D>
 void forward(cudaStream_t st, int64_t bh, int64_t t, float scale, int causal, const bf16 *q,
              const bf16 *k, const bf16 *v, bf16 *o, float *lse) {
-  flashForward<D><<<dim3(unsigned(t / kRows), unsigned(bh)), kThreads, fwdSmem<D>(), st>>>(
+  flashForward<D><<<dim3(unsigned(t / kRows), unsigned(bh)), kFwdThreads, fwdSmem<D>(), st>>>(
       q, k, v, o, lse, int(t), scale, causal);
 }
 
