@@ -11,42 +11,48 @@
 // by tile from the log-sum-exp the forward kept. Here the backward is two
 // kernels, one per key tile (dK, dV) and one per query tile (dQ), so every
 // gradient is summed in a fixed order (no atomics: runs are bit-for-bit
-// reproducible, like the rest of the runtime). Blocks are four warps; each
-// warp owns 16 rows of the block's 64; products use the tensor cores through
-// WMMA (bf16 in, fp32 accumulate) and scores never leave registers.
+// reproducible, like the rest of the runtime).
 //
-// The tiles a block walks (keys in the forward and dQ kernels, queries in
-// the dK/dV kernel) are double-buffered: the next tile is copied with
-// cp.async (sm_80+) while the tensor cores work on the current one
-// (FlashAttention-2 section 3.3's pipelining of loads behind the matmuls).
-// Operands are read from shared memory for every product rather than held
-// in registers, and the walked tile is narrower at head size 128, so the
-// accumulators fit the register file without spilling (FlashAttention-2's
-// block sizes for these head sizes, its Table and code: 64-128 rows, 32-64
-// columns at 128).
+// Products are the tensor cores' mma.sync.m16n8k16 (bf16 in, fp32
+// accumulate) on operands read from shared memory with ldmatrix; scores
+// never leave registers (an accumulator of probabilities is, element by
+// element, the A operand of the next product: FlashAttention-2's trick).
+// The walked tiles (keys in the forward and dQ kernels, queries in the
+// dK/dV kernel) are double-buffered: the next tile is copied with cp.async
+// while the tensor cores work on the current one (FlashAttention-2 section
+// 3.3). Softmax exponentials are base 2 on prescaled scores (one FFMA and
+// one MUFU.EX2 an element, FlashAttention-2's and -3's formulation).
+//
+// How it got here (bench/RESULTS.md, 2026-11-28): WMMA's loads compiled to
+// plain shared loads with bank conflicts rather than ldmatrix, the backward
+// spilled, and ncu found the warps stalled on dependent tensor-core chains
+// ("wait") with 8-12 warps an SM; the layout below, the chunk pairs of the
+// backward and the tree reductions of the forward's row statistics answer
+// those in turn.
 //
 // This file is CUDA's own (it lives in runtime/cuda, outside the single-
-// source kernels of runtime/gpu): WMMA, cp.async and the mma.m16n8k16
-// fragment layout below are NVIDIA's. The HIP build leaves the fused entries
-// of the kernel table empty and attention runs the composed path, whose
-// GEMMs and warp-width-generic softmax are portable.
+// source kernels of runtime/gpu): mma.sync, ldmatrix and cp.async are
+// NVIDIA's. The HIP build leaves the fused entries of the kernel table
+// empty and attention runs the composed path, whose GEMMs and warp-width-
+// generic softmax are portable.
 #include "common/backend.h"
 #include "common/launch_rules.h"
 #include "gpu/gpu_state.h"
 
 #include <cuda_bf16.h>
-#include <mma.h>
+
+#include <cstdint>
 
 namespace loomrt {
 namespace {
 
-using namespace nvcuda;
 using bf16 = __nv_bfloat16;
 
 constexpr int kRows = 64;     // rows a block owns (queries, or keys for dK/dV)
-constexpr int kWarps = 4;     // 16 rows each
+constexpr int kWarps = 4;     // backward: 16 rows each
 constexpr int kThreads = 32 * kWarps;
 static_assert(kRows == loomrt::kFlashTile, "common/launch_rules.h describes these kernels");
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 /// The width of the tile a block walks, by head size: 64 at head size 64,
 /// 32 at 128 (the accumulators of 128 columns take twice the registers).
@@ -65,72 +71,103 @@ template <> struct Walk<128> {
   static constexpr int kFwd = LOOMRT_FLASH_WALK128, kBwd = LOOMRT_FLASH_WALK128;
 };
 
-/// Blocks of the backward kernels an SM should hold at once: the register
-/// cap each kernel compiles to (__launch_bounds__' second argument). Two
-/// (255 registers) fits both kernels at head size 128 without spilling.
-/// Overridable at compile time for tuning sweeps, as Walk is.
-#ifndef LOOMRT_FLASH_BLOCKS_KV64
-#define LOOMRT_FLASH_BLOCKS_KV64 2
-#endif
-#ifndef LOOMRT_FLASH_BLOCKS_Q64
-#define LOOMRT_FLASH_BLOCKS_Q64 2
-#endif
-template <int D> struct Occupancy {
-  static constexpr int kKV = D == 64 ? LOOMRT_FLASH_BLOCKS_KV64 : 2;
-  static constexpr int kQ = D == 64 ? LOOMRT_FLASH_BLOCKS_Q64 : 2;
-};
-
-/// Shared-memory row stride of a [rows, D] bf16 tile: D + 8 keeps WMMA's
-/// (ldmatrix's) eight 16-byte rows on distinct banks.
+/// Shared-memory row stride of a [rows, D] bf16 tile: D + 8 puts ldmatrix's
+/// eight 16-byte rows on distinct banks (144 or 272 bytes apart).
 template <int D> __host__ __device__ constexpr int ldOf() { return D + 8; }
 
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Scores, probabilities and outputs stay in registers. That relies on the
-// element layout of the 16x16 fragments, which WMMA leaves unspecified but
-// which on sm_80/sm_90 is mma.m16n8k16's: element i of lane l sits at
-//   row (l / 4) + 8 * ((i / 2) % 2),  column 2 * (l % 4) + (i % 2) + 8 * (i / 4)
-// for accumulators and row-major A operands alike, so an accumulator of
-// probabilities converts to an A operand element by element (FlashAttention-
-// 2's trick). checkLayout() verifies this on the device before the first
-// use; where it does not hold the fused path declines and the composed one
-// runs.
+// ---------------------------------------------------------------------------
+// Fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16"), held as 16 x 16 tiles. With lane l,
+// g = l / 4 and c = 2 * (l % 4):
+//   C (fp32) element i: row g + 8 * ((i / 2) % 2), column c + (i % 2) + 8 * (i / 4)
+//   A (bf16) register j: row g + 8 * (j % 2), columns c + 8 * (j / 2), + 1
+// so converting an accumulator element by element gives the A operand of
+// the same 16 x 16 values. B registers 0-1 are the first eight columns
+// (k rows c, c + 1 and c + 8, c + 9 of column g), 2-3 the second eight.
+struct FragA {
+  uint32_t r[4];
+};
+struct FragB {
+  uint32_t r[4];
+};
+struct FragC {
+  float x[8];
+};
 __device__ __forceinline__ int fragRow(int lane, int i) { return (lane >> 2) + 8 * ((i >> 1) & 1); }
 __device__ __forceinline__ int fragCol(int lane, int i) {
   return 2 * (lane & 3) + (i & 1) + 8 * (i >> 2);
 }
 
-__global__ void checkLayout(int *ok) {
-  __shared__ float f[16 * 16];
-  __shared__ bf16 h[16 * 16];
-  int lane = threadIdx.x;
-  for (int i = lane; i < 256; i += 32) {
-    f[i] = float(i);
-    h[i] = __float2bfloat16(float(i));
-  }
-  __syncwarp();
-  FragC c;
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+/// A 16 x 16 A operand from a row-major tile (row stride ld elements).
+__device__ __forceinline__ void loadA(FragA &a, const bf16 *tile, int ld) {
+  int lane = threadIdx.x & 31;
+  const bf16 *p = tile + ((lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a.r[0]), "=r"(a.r[1]), "=r"(a.r[2]), "=r"(a.r[3])
+               : "r"(smemAddr(p)));
+}
+/// A 16 x 16 B operand B[k][n] = tile[n * ld + k]: the transpose of a
+/// row-major tile (keys as columns of Q K^T).
+__device__ __forceinline__ void loadBT(FragB &b, const bf16 *tile, int ld) {
+  int lane = threadIdx.x & 31, j = lane >> 3;
+  const bf16 *p = tile + ((lane & 7) + (j >> 1) * 8) * ld + (j & 1) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b.r[0]), "=r"(b.r[1]), "=r"(b.r[2]), "=r"(b.r[3])
+               : "r"(smemAddr(p)));
+}
+/// A 16 x 16 B operand B[k][n] = tile[k * ld + n]: a row-major tile as is
+/// (values as the right operand of P V), transposed on the way by ldmatrix.
+__device__ __forceinline__ void loadB(FragB &b, const bf16 *tile, int ld) {
+  int lane = threadIdx.x & 31, j = lane >> 3;
+  const bf16 *p = tile + ((lane & 7) + (j & 1) * 8) * ld + (j >> 1) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b.r[0]), "=r"(b.r[1]), "=r"(b.r[2]), "=r"(b.r[3])
+               : "r"(smemAddr(p)));
+}
+/// c += a b over a 16 x 16 x 16 product (two m16n8k16 instructions).
+__device__ __forceinline__ void mma(FragC &c, const FragA &a, const FragB &b) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c.x[4 * h]), "+f"(c.x[4 * h + 1]), "+f"(c.x[4 * h + 2]),
+                   "+f"(c.x[4 * h + 3])
+                 : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[2 * h]),
+                   "r"(b.r[2 * h + 1]));
+}
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+/// An accumulator as the A operand of the next product.
+__device__ __forceinline__ FragA toA(const FragC &c) {
   FragA a;
-  wmma::load_matrix_sync(c, f, 16, wmma::mem_row_major);
-  wmma::load_matrix_sync(a, h, 16);
-  int good = c.num_elements == 8 && a.num_elements == 8;
-  for (int i = 0; i < 8 && good; ++i) {
-    float want = float(fragRow(lane, i) * 16 + fragCol(lane, i));
-    good = c.x[i] == want && __bfloat162float(a.x[i]) == want;
-  }
-  good = __all_sync(0xffffffffu, good);
-  if (lane == 0)
-    *ok = good;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) // register j holds elements 2j, 2j + 1
+    a.r[j] = pack(c.x[2 * j], c.x[2 * j + 1]);
+  return a;
+}
+__device__ __forceinline__ void zero(FragC &c) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    c.x[i] = 0.0f;
+}
+template <int N> __device__ __forceinline__ void zero(FragC (&c)[N]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+    zero(c[n]);
+}
+__device__ __forceinline__ float exp2Approx(float x) { // MUFU.EX2; 2^-inf = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // cp.async: global -> shared without a trip through registers, completed
 // by groups (PTX ISA, "Data Movement: cp.async").
-__device__ __forceinline__ unsigned smemAddr(const void *p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void copy16(void *dst, const void *src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smemAddr(dst)), "l"(src));
 }
@@ -144,7 +181,7 @@ template <int N> __device__ __forceinline__ void waitCopies() {
 }
 
 /// Starts copying a [R, D] bf16 tile (global row stride D) into shared
-/// memory (row stride D + 8), 16 bytes a copy.
+/// memory (row stride D + 8), 16 bytes a copy, over Threads threads.
 template <int D, int R, int Threads = kThreads>
 __device__ __forceinline__ void loadTile(bf16 *dst, const bf16 *src) {
   constexpr int kPerRow = D / 8;
@@ -160,19 +197,6 @@ __device__ __forceinline__ void loadRow(float *dst, const float *src, int n) {
     copy4(dst + threadIdx.x, src + threadIdx.x);
 }
 
-/// Accumulators as the A operand of the next product.
-template <int N> __device__ __forceinline__ void toA(FragA (&a)[N], const FragC (&c)[N]) {
-#pragma unroll
-  for (int kk = 0; kk < N; ++kk)
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      a[kk].x[i] = __float2bfloat16(c[kk].x[i]);
-}
-template <int N> __device__ __forceinline__ void zero(FragC (&c)[N]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n)
-    wmma::fill_fragment(c[n], 0.0f);
-}
 /// Writes 16 x D accumulators to global bf16 rows of D, each row times
 /// mul[0] (rows l/4) or mul[1] (rows l/4 + 8).
 template <int D>
@@ -196,6 +220,34 @@ __device__ __forceinline__ float quadSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
+/// Pairwise (tree) reductions: log2(K) dependent steps instead of K, which
+/// a running max or sum would chain one after another.
+/// (The halving is a template recursion: a `s /= 2` loop is not unrolled,
+/// and the array would then live in local memory.)
+template <int S, int K> __device__ __forceinline__ void treeMaxStep(float (&v)[K]) {
+  if constexpr (S > 0) {
+#pragma unroll
+    for (int i = 0; i < S; ++i)
+      v[i] = fmaxf(v[i], v[i + S]);
+    treeMaxStep<S / 2>(v);
+  }
+}
+template <int S, int K> __device__ __forceinline__ void treeSumStep(float (&v)[K]) {
+  if constexpr (S > 0) {
+#pragma unroll
+    for (int i = 0; i < S; ++i)
+      v[i] += v[i + S];
+    treeSumStep<S / 2>(v);
+  }
+}
+template <int K> __device__ __forceinline__ float treeMax(float (&v)[K]) {
+  treeMaxStep<K / 2>(v);
+  return v[0];
+}
+template <int K> __device__ __forceinline__ float treeSum(float (&v)[K]) {
+  treeSumStep<K / 2>(v);
+  return v[0];
+}
 
 /// Forward shared memory: the query tile, then two buffers of a key and a
 /// value tile of N rows.
@@ -205,15 +257,13 @@ template <int D> constexpr size_t fwdSmem() {
 
 // The forward's warps own 32 query rows each (two 16-row fragments), two
 // warps a 64-query block: every key and value fragment read from shared
-// memory then feeds two products instead of one. At 16 rows a warp the
-// shared-memory reads (36 ldmatrix of 512 bytes a 16 x 64 tile) took as
-// long as the tensor-core work they fed (FlashAttention-2, section 3.3,
-// gives each warp a larger share of the rows for the same reason).
+// memory feeds two products (FlashAttention-2, section 3.3, gives each
+// warp a larger share of the rows for the same reason).
 constexpr int kFwdWarps = 2, kFwdThreads = 32 * kFwdWarps, kFwdFrags = kRows / 16 / kFwdWarps;
 
 /// One (batch*head, 64-query tile) per block, two warps of 32 queries,
 /// walking key tiles of N. Writes O and, when lse is not null, each query's
-/// log-sum-exp of its scaled scores.
+/// log-sum-exp of its scaled scores (natural log).
 template <int D>
 __global__ void __launch_bounds__(kFwdThreads)
 flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, int t,
@@ -230,6 +280,7 @@ flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, i
   loadTile<D, N, kFwdThreads>(sKV, K + base);
   loadTile<D, N, kFwdThreads>(sKV + N * L, V + base);
   commitCopies();
+  const float scale2 = scale * kLog2e; // scores in log2 units: p = 2^(s scale2 - m)
   FragC o[F][D / 16];
 #pragma unroll
   for (int f = 0; f < F; ++f)
@@ -260,49 +311,53 @@ flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, i
       zero(sc[f]);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      FragA fa[F];
+      FragA qa[F];
 #pragma unroll
       for (int f = 0; f < F; ++f)
-        wmma::load_matrix_sync(fa[f], rows + f * 16 * L + kk * 16, L);
+        loadA(qa[f], rows + f * 16 * L + kk * 16, L);
 #pragma unroll
       for (int n = 0; n < N / 16; ++n) {
-        FragBCol fb;
-        wmma::load_matrix_sync(fb, sK + n * 16 * L + kk * 16, L);
+        FragB kf;
+        loadBT(kf, sK + n * 16 * L + kk * 16, L);
 #pragma unroll
         for (int f = 0; f < F; ++f)
-          wmma::mma_sync(sc[f][n], fa[f], fb, sc[f][n]);
+          mma(sc[f][n], qa[f], kf);
       }
     }
     FragA pa[F][N / 16];
+    bool diagonal = causal && kb * N + N > qb * kRows; // the mask cuts this tile
 #pragma unroll
     for (int f = 0; f < F; ++f) {
-      float mx[2] = {-INFINITY, -INFINITY};
+      float mx[2][N / 4];
 #pragma unroll
       for (int n = 0; n < N / 16; ++n)
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           int h = (i >> 1) & 1, key = kb * N + n * 16 + fragCol(lane, i);
-          float x = causal && key > q0 + 16 * f + 8 * h ? -INFINITY : sc[f][n].x[i] * scale;
+          float x = sc[f][n].x[i] * scale2;
+          if (diagonal && key > q0 + 16 * f + 8 * h)
+            x = -INFINITY;
           sc[f][n].x[i] = x;
-          mx[h] = fmaxf(mx[h], x);
+          mx[h][n * 4 + (i >> 2) * 2 + (i & 1)] = x;
         }
       // Key 0 is in the first tile and every query sees it, so m is finite
       // from the first tile on and alpha never computes inf - inf.
-      float alpha[2], sum[2] = {0.0f, 0.0f};
+      float alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mNew = fmaxf(m[f][h], quadMax(mx[h]));
-        alpha[h] = __expf(m[f][h] - mNew); // 0 on the first tile
+        float mNew = fmaxf(m[f][h], quadMax(treeMax(mx[h])));
+        alpha[h] = exp2Approx(m[f][h] - mNew); // 0 on the first tile
         m[f][h] = mNew;
       }
+      float sum[2][N / 4];
 #pragma unroll
       for (int n = 0; n < N / 16; ++n)
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           int h = (i >> 1) & 1;
-          float p = __expf(sc[f][n].x[i] - m[f][h]); // exp(-inf) = 0
+          float p = exp2Approx(sc[f][n].x[i] - m[f][h]); // 2^-inf = 0
           sc[f][n].x[i] = p;
-          sum[h] += p;
+          sum[h][n * 4 + (i >> 2) * 2 + (i & 1)] = p;
         }
 #pragma unroll
       for (int n = 0; n < D / 16; ++n)
@@ -311,18 +366,20 @@ flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, i
           o[f][n].x[i] *= alpha[(i >> 1) & 1];
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        l[f][h] = l[f][h] * alpha[h] + quadSum(sum[h]);
-      toA(pa[f], sc[f]);
+        l[f][h] = l[f][h] * alpha[h] + quadSum(treeSum(sum[h]));
+#pragma unroll
+      for (int n = 0; n < N / 16; ++n)
+        pa[f][n] = toA(sc[f][n]);
     }
 #pragma unroll
     for (int kk = 0; kk < N / 16; ++kk) // O += P V
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) {
-        FragBRow fb;
-        wmma::load_matrix_sync(fb, sV + kk * 16 * L + n * 16, L);
+        FragB vf;
+        loadB(vf, sV + kk * 16 * L + n * 16, L);
 #pragma unroll
         for (int f = 0; f < F; ++f)
-          wmma::mma_sync(o[f][n], pa[f][kk], fb, o[f][n]);
+          mma(o[f][n], pa[f][kk], vf);
       }
     __syncthreads(); // the buffer is refilled two tiles on
   }
@@ -332,7 +389,7 @@ flashForward(const bf16 *Q, const bf16 *K, const bf16 *V, bf16 *O, float *lse, i
     writeAcc<D>(O + base + size_t(qb * kRows + warp * 16 * F + 16 * f) * D, o[f], lane, inv);
     if (lse && (lane & 3) == 0)
       for (int h = 0; h < 2; ++h)
-        lse[size_t(blockIdx.y) * t + q0 + 16 * f + 8 * h] = m[f][h] + logf(l[f][h]);
+        lse[size_t(blockIdx.y) * t + q0 + 16 * f + 8 * h] = (m[f][h] + __log2f(l[f][h])) * kLn2;
   }
 }
 
@@ -361,6 +418,12 @@ template <int D> constexpr size_t bwdSmem() {
   return size_t(2 * kRows + 4 * M) * ldOf<D>() * 2 + 2 * 2 * M * 4;
 }
 
+/// The walked tile is taken C chunks of 16 rows at a time: two at head size
+/// 64, so that four independent accumulator chains keep the tensor cores
+/// busy (ncu saw one chunk's two chains stall on each other's latency); one
+/// at 128, where a second chunk's registers would spill.
+template <int D> constexpr int kChunks = D == 64 ? 2 : 1;
+
 /// The A operands of a warp's 16 rows of the block's own tiles (K and V, or
 /// Q and dO), D/16 fragments each. At head size 64 they are loaded once and
 /// held in registers; at 128 they would not fit beside the gradient
@@ -373,34 +436,36 @@ template <int D> struct OwnRows {
     if constexpr (kHeld)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::load_matrix_sync(a[kk], sa + kk * 16, ldOf<D>());
-        wmma::load_matrix_sync(b[kk], sb + kk * 16, ldOf<D>());
+        loadA(a[kk], sa + kk * 16, ldOf<D>());
+        loadA(b[kk], sb + kk * 16, ldOf<D>());
       }
   }
-  /// x = A rows times B^T and y = B rows times C^T over 16 walked rows:
-  /// the two score-like products of a 16 x 16 chunk (B and C row-major in
-  /// shared memory, their 16 rows at bt and ct).
-  __device__ __forceinline__ void scores(FragC &x, FragC &y, const bf16 *bt, const bf16 *ct) const {
-    wmma::fill_fragment(x, 0.0f);
-    wmma::fill_fragment(y, 0.0f);
+  /// x[c] = A rows times B^T and y[c] = B rows times C^T over C chunks of
+  /// 16 walked rows (B and C row-major in shared memory, chunk c's rows at
+  /// bt + 16 c ld and ct + 16 c ld): the two score-like products.
+  template <int C>
+  __device__ __forceinline__ void scores(FragC (&x)[C], FragC (&y)[C], const bf16 *bt,
+                                         const bf16 *ct) const {
+    constexpr int L = ldOf<D>();
+    zero(x);
+    zero(y);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      FragBCol fb;
-      wmma::load_matrix_sync(fb, bt + kk * 16, ldOf<D>());
+      FragA fa, fb;
       if constexpr (kHeld) {
-        wmma::mma_sync(x, a[kk], fb, x);
+        fa = a[kk];
+        fb = b[kk];
       } else {
-        FragA fa;
-        wmma::load_matrix_sync(fa, sa + kk * 16, ldOf<D>());
-        wmma::mma_sync(x, fa, fb, x);
+        loadA(fa, sa + kk * 16, L);
+        loadA(fb, sb + kk * 16, L);
       }
-      wmma::load_matrix_sync(fb, ct + kk * 16, ldOf<D>());
-      if constexpr (kHeld) {
-        wmma::mma_sync(y, b[kk], fb, y);
-      } else {
-        FragA fa;
-        wmma::load_matrix_sync(fa, sb + kk * 16, ldOf<D>());
-        wmma::mma_sync(y, fa, fb, y);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        FragB f;
+        loadBT(f, bt + c * 16 * L + kk * 16, L);
+        mma(x[c], fa, f);
+        loadBT(f, ct + c * 16 * L + kk * 16, L);
+        mma(y[c], fb, f);
       }
     }
   }
@@ -411,28 +476,26 @@ template <int D>
 __device__ __forceinline__ void accumulateRows(FragC (&acc)[D / 16], const FragA &a, const bf16 *b) {
 #pragma unroll
   for (int c = 0; c < D / 16; ++c) {
-    FragBRow fb;
-    wmma::load_matrix_sync(fb, b + c * 16, ldOf<D>());
-    wmma::mma_sync(acc[c], a, fb, acc[c]);
+    FragB f;
+    loadB(f, b + c * 16, ldOf<D>());
+    mma(acc[c], a, f);
   }
 }
-__device__ __forceinline__ FragA toA(const FragC &c) {
-  FragA a;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    a.x[i] = __float2bfloat16(c.x[i]);
-  return a;
-}
 
-/// Chunks of a walked tile unrolled together: all at head size 64; one at
-/// a time at 128, where the unrolled loads of a second chunk spill.
-template <int D> constexpr int kChunkUnroll = D == 64 ? Walk<D>::kBwd / 16 : 1;
-
-// Both backward kernels take the walked tile 16 rows at a time: the two
-// score-like products of a 16 x 16 chunk, its probabilities and dS, then
-// its share of the gradients. A whole walked tile's scores at once would
-// need M/2 more registers for each of them than a chunk's 8, which pushed
-// the kernels past the register file into local memory.
+/// Blocks of the backward kernels an SM should hold at once: the register
+/// cap each kernel compiles to (__launch_bounds__' second argument). Two
+/// (255 registers) fits both kernels at head size 128 without spilling.
+/// Overridable at compile time for tuning sweeps, as Walk is.
+#ifndef LOOMRT_FLASH_BLOCKS_KV64
+#define LOOMRT_FLASH_BLOCKS_KV64 2
+#endif
+#ifndef LOOMRT_FLASH_BLOCKS_Q64
+#define LOOMRT_FLASH_BLOCKS_Q64 2
+#endif
+template <int D> struct Occupancy {
+  static constexpr int kKV = D == 64 ? LOOMRT_FLASH_BLOCKS_KV64 : 2;
+  static constexpr int kQ = D == 64 ? LOOMRT_FLASH_BLOCKS_Q64 : 2;
+};
 
 /// dK and dV of one 64-key tile: warps own 16 keys and walk the query tiles
 /// (of M) that see them, with P^T and dS^T (keys x queries) in registers.
@@ -441,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, Occupancy<D>::kKV)
 flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
                 const float *lse, const float *Dv, bf16 *dK, bf16 *dV, int t, float scale,
                 int causal) {
-  constexpr int M = Walk<D>::kBwd, L = ldOf<D>();
+  constexpr int M = Walk<D>::kBwd, L = ldOf<D>(), C = kChunks<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem), *sV = sK + kRows * L, *sWalk = sV + kRows * L;
   float *sRows = reinterpret_cast<float *>(sWalk + 4 * M * L); // [buffer][lse, D][M]
@@ -465,6 +528,7 @@ flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
   FragC dKacc[D / 16], dVacc[D / 16];
   zero(dKacc);
   zero(dVacc);
+  const float scale2 = scale * kLog2e;
   int k0 = kb * kRows + warp * 16 + (lane >> 2); // this lane's keys: k0, k0 + 8
   for (int qb = first; qb < last; ++qb) {
     int buf = (qb - first) & 1;
@@ -475,19 +539,25 @@ flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
     __syncthreads();
     const bf16 *sQ = sWalk + buf * 2 * M * L, *sdO = sQ + M * L;
     const float *sLse = sRows + buf * 2 * M, *sD = sLse + M;
-#pragma unroll(kChunkUnroll<D>)
-    for (int n = 0; n < M / 16; ++n) {
-      FragC pt, dpt;
+    bool diagonal = causal && qb * M < kb * kRows + kRows; // the mask cuts this tile
+#pragma unroll(D == 64 ? M / 16 / C : 1)
+    for (int n = 0; n < M / 16; n += C) {
+      FragC pt[C], dpt[C];
       kv.scores(pt, dpt, sQ + n * 16 * L, sdO + n * 16 * L); // S^T = K Q^T, dP^T = V dO^T
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int q = n * 16 + fragCol(lane, i), key = k0 + 8 * ((i >> 1) & 1);
-        float p = causal && key > qb * M + q ? 0.0f : __expf(pt.x[i] * scale - sLse[q]);
-        pt.x[i] = p;
-        dpt.x[i] = p * (dpt.x[i] - sD[q]) * scale; // dS^T
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          int q = (n + c) * 16 + fragCol(lane, i), key = k0 + 8 * ((i >> 1) & 1);
+          float p = exp2Approx(pt[c].x[i] * scale2 - sLse[q] * kLog2e);
+          if (diagonal && key > qb * M + q)
+            p = 0.0f;
+          pt[c].x[i] = p;
+          dpt[c].x[i] = p * (dpt[c].x[i] - sD[q]) * scale; // dS^T
+        }
+        accumulateRows<D>(dVacc, toA(pt[c]), sdO + (n + c) * 16 * L); // dV += P^T dO
+        accumulateRows<D>(dKacc, toA(dpt[c]), sQ + (n + c) * 16 * L); // dK += dS^T Q
       }
-      accumulateRows<D>(dVacc, toA(pt), sdO + n * 16 * L); // dV += P^T dO
-      accumulateRows<D>(dKacc, toA(dpt), sQ + n * 16 * L); // dK += dS^T Q
     }
     __syncthreads();
   }
@@ -502,7 +572,7 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, Occupancy<D>::kQ)
 flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, const float *lse,
                const float *Dv, bf16 *dQ, int t, float scale, int causal) {
-  constexpr int M = Walk<D>::kBwd, L = ldOf<D>();
+  constexpr int M = Walk<D>::kBwd, L = ldOf<D>(), C = kChunks<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sdO = sQ + kRows * L, *sWalk = sdO + kRows * L;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -518,10 +588,11 @@ flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, cons
   loadTile<D, kRows>(sdO, dO + base + size_t(qb) * kRows * D);
   issue(0, 0);
   commitCopies();
+  const float scale2 = scale * kLog2e;
   int q0 = qb * kRows + warp * 16 + (lane >> 2); // this lane's queries: q0, q0 + 8
   float rowLse[2], rowD[2];
   for (int h = 0; h < 2; ++h) {
-    rowLse[h] = lse[rowBase + q0 + 8 * h];
+    rowLse[h] = lse[rowBase + q0 + 8 * h] * kLog2e;
     rowD[h] = Dv[rowBase + q0 + 8 * h];
   }
   waitCopies<0>();
@@ -537,17 +608,23 @@ flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, cons
     waitCopies<1>();
     __syncthreads();
     const bf16 *sK = sWalk + buf * 2 * M * L, *sV = sK + M * L;
-#pragma unroll(kChunkUnroll<D>)
-    for (int n = 0; n < M / 16; ++n) {
-      FragC p, dp;
+    bool diagonal = causal && kb * M + M > qb * kRows; // the mask cuts this tile
+#pragma unroll(D == 64 ? M / 16 / C : 1)
+    for (int n = 0; n < M / 16; n += C) {
+      FragC p[C], dp[C];
       qdo.scores(p, dp, sK + n * 16 * L, sV + n * 16 * L); // S = Q K^T, dP = dO V^T
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int h = (i >> 1) & 1, key = kb * M + n * 16 + fragCol(lane, i);
-        float pv = causal && key > q0 + 8 * h ? 0.0f : __expf(p.x[i] * scale - rowLse[h]);
-        dp.x[i] = pv * (dp.x[i] - rowD[h]) * scale; // dS
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          int h = (i >> 1) & 1, key = kb * M + (n + c) * 16 + fragCol(lane, i);
+          float pv = exp2Approx(p[c].x[i] * scale2 - rowLse[h]);
+          if (diagonal && key > q0 + 8 * h)
+            pv = 0.0f;
+          dp[c].x[i] = pv * (dp[c].x[i] - rowD[h]) * scale; // dS
+        }
+        accumulateRows<D>(dQacc, toA(dp[c]), sK + (n + c) * 16 * L); // dQ += dS K
       }
-      accumulateRows<D>(dQacc, toA(dp), sK + n * 16 * L); // dQ += dS K
     }
     __syncthreads();
   }
@@ -573,30 +650,20 @@ template <int D> cudaError_t raiseSmemLimits() {
   return e;
 }
 
-int layoutState = -1; // -1 unknown, 0 unusable, 1 verified
-/// Verifies the fragment layout once and raises the kernels' shared-memory
-/// limits. False when the fused kernels cannot be used on this device.
+int smemState = -1; // -1 not yet raised, 0 failed, 1 raised
+/// Raises the kernels' shared-memory limits once. False (with err set) when
+/// the device refuses.
 bool configure(loomrt_status &err) {
   err = LOOMRT_OK;
-  if (layoutState >= 0)
-    return layoutState == 1;
-  int *dOk = nullptr, ok = 0;
-  cudaError_t e = cudaMalloc(&dOk, sizeof(int));
-  if (e == cudaSuccess) {
-    checkLayout<<<1, 32>>>(dOk);
-    e = cudaMemcpy(&ok, dOk, sizeof(int), cudaMemcpyDeviceToHost);
-    cudaFree(dOk);
+  if (smemState < 0) {
+    cudaError_t e = raiseSmemLimits<64>();
+    if (e == cudaSuccess)
+      e = raiseSmemLimits<128>();
+    smemState = e == cudaSuccess;
+    if (e != cudaSuccess)
+      err = fail(LOOMRT_ERR_BACKEND, std::string("flash attention: ") + cudaGetErrorString(e));
   }
-  if (e == cudaSuccess)
-    e = raiseSmemLimits<64>();
-  if (e == cudaSuccess)
-    e = raiseSmemLimits<128>();
-  if (e != cudaSuccess) {
-    err = fail(LOOMRT_ERR_BACKEND, std::string("flash attention: ") + cudaGetErrorString(e));
-    return false;
-  }
-  layoutState = ok ? 1 : 0;
-  return ok;
+  return smemState == 1;
 }
 
 template <int D>
