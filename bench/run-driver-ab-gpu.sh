@@ -37,7 +37,7 @@ done
 wait
 for src in "$SRC"/*.cpp; do
   f=$(basename "$src" .cpp)
-  for which in base new base new; do
+  for which in ${ORDER:-base new base new}; do
     n=$(ls "$OUT/${which}_$f".*.jsonl 2>/dev/null | wc -l)
     /tmp/${which}_$f --data /tmp/tok32k.bin --steps "$STEPS" --seed 1 \
       --log-json "$OUT/${which}_$f.$n.jsonl" > "$OUT/${which}_$f.$n.txt" 2>&1 ||
@@ -65,6 +65,11 @@ for s in sorted(glob.glob(os.path.join(src, "*.cpp"))):
     n = statistics.median(m for m, _ in runs["new"])
     same = all(l == runs["base"][0][1] for _, l in runs["base"] + runs["new"])
     fmt = lambda rs: ", ".join("%.1f" % m for m, _ in rs)
+    # Where they differ: the largest relative difference of a step's loss
+    # between the first base and the first new run.
+    lb, ln = runs["base"][0][1], runs["new"][0][1]
+    worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(lb, ln))
+    verdict = "bitwise equal" if same else f"max rel. diff {worst:.2e}"
     print(f"| {f} | {b:.1f} ({fmt(runs['base'])}) | {n:.1f} ({fmt(runs['new'])}) | "
-          f"{n / b:.3f} | {'bitwise equal' if same else 'DIFFER'} |")
+          f"{n / b:.3f} | {verdict} |")
 PY

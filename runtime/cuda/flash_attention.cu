@@ -65,10 +65,13 @@ template <> struct Walk<64> {
   static constexpr int kFwd = LOOMRT_FLASH_WALK64, kBwd = LOOMRT_FLASH_WALK64;
 };
 template <> struct Walk<128> {
-#ifndef LOOMRT_FLASH_WALK128
-#define LOOMRT_FLASH_WALK128 32
+#ifndef LOOMRT_FLASH_WALK128_FWD
+#define LOOMRT_FLASH_WALK128_FWD 32
 #endif
-  static constexpr int kFwd = LOOMRT_FLASH_WALK128, kBwd = LOOMRT_FLASH_WALK128;
+#ifndef LOOMRT_FLASH_WALK128_BWD
+#define LOOMRT_FLASH_WALK128_BWD 32
+#endif
+  static constexpr int kFwd = LOOMRT_FLASH_WALK128_FWD, kBwd = LOOMRT_FLASH_WALK128_BWD;
 };
 
 /// Shared-memory row stride of a [rows, D] bf16 tile: D + 8 puts ldmatrix's
@@ -418,11 +421,11 @@ template <int D> constexpr size_t bwdSmem() {
   return size_t(2 * kRows + 4 * M) * ldOf<D>() * 2 + 2 * 2 * M * 4;
 }
 
-/// The walked tile is taken C chunks of 16 rows at a time: two at head size
-/// 64, so that four independent accumulator chains keep the tensor cores
-/// busy (ncu saw one chunk's two chains stall on each other's latency); one
-/// at 128, where a second chunk's registers would spill.
-template <int D> constexpr int kChunks = D == 64 ? 2 : 1;
+/// The walked tile is taken C chunks of 16 rows at a time: two, so that
+/// four independent accumulator chains keep the tensor cores busy (ncu saw
+/// one chunk's two chains stall on each other's latency). With mma.sync's
+/// own fragments both head sizes fit that without spilling.
+template <int D> constexpr int kChunks = 2;
 
 /// The A operands of a warp's 16 rows of the block's own tiles (K and V, or
 /// Q and dO), D/16 fragments each. At head size 64 they are loaded once and
@@ -540,7 +543,7 @@ flashBackwardKV(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO,
     const bf16 *sQ = sWalk + buf * 2 * M * L, *sdO = sQ + M * L;
     const float *sLse = sRows + buf * 2 * M, *sD = sLse + M;
     bool diagonal = causal && qb * M < kb * kRows + kRows; // the mask cuts this tile
-#pragma unroll(D == 64 ? M / 16 / C : 1)
+#pragma unroll(M / 16 / C)
     for (int n = 0; n < M / 16; n += C) {
       FragC pt[C], dpt[C];
       kv.scores(pt, dpt, sQ + n * 16 * L, sdO + n * 16 * L); // S^T = K Q^T, dP^T = V dO^T
@@ -609,7 +612,7 @@ flashBackwardQ(const bf16 *Q, const bf16 *K, const bf16 *V, const bf16 *dO, cons
     __syncthreads();
     const bf16 *sK = sWalk + buf * 2 * M * L, *sV = sK + M * L;
     bool diagonal = causal && kb * M + M > qb * kRows; // the mask cuts this tile
-#pragma unroll(D == 64 ? M / 16 / C : 1)
+#pragma unroll(M / 16 / C)
     for (int n = 0; n < M / 16; n += C) {
       FragC p[C], dp[C];
       qdo.scores(p, dp, sK + n * 16 * L, sV + n * 16 * L); // S = Q K^T, dP = dO V^T
