@@ -14,6 +14,7 @@ last loss.
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -32,6 +33,9 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed steps, print the GPU kernels of 3 more steps "
+                         "(torch.profiler), largest first")
     a = ap.parse_args()
     cfg = tf.LlamaConfig(vocab_size=a.vocab, hidden_size=a.d, intermediate_size=a.ffn,
                          num_hidden_layers=a.layers, num_attention_heads=a.heads,
@@ -45,20 +49,40 @@ def main():
     fwd = torch.compile(model) if a.compile else model
     x = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda")
     y = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda")
-    times = []
-    for i in range(a.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+    def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = fwd(input_ids=x).logits
             loss = F.cross_entropy(logits.float().view(-1, a.vocab), y.view(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return loss
+
+    times = []
+    for i in range(a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = step()
         torch.cuda.synchronize()
         if i >= 3:
             times.append(time.perf_counter() - t0)
     ms = statistics.median(times) * 1e3
+    if a.profile:
+        acts = [torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts) as prof:
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+        rows = [(e.device_time_total, e.count, e.key) for e in prof.key_averages()
+                if e.device_time_total > 0]
+        rows.sort(reverse=True)
+        total = sum(r[0] for r in rows)
+        print(f"total kernel time a step: {total / 3e3:.1f} ms", file=sys.stderr)
+        print("| share | ms/step | calls/step | kernel |", file=sys.stderr)
+        print("|---|---|---|---|", file=sys.stderr)
+        for t, c, k in rows[:25]:
+            print(f"| {100 * t / total:.1f}% | {t / 3e3:.2f} | {c / 3:.0f} | {k[:100]} |",
+                  file=sys.stderr)
     print(json.dumps({"impl": "torch " + torch.__version__ + (" compile" if a.compile else " eager"),
                       "model": f"llama L{a.layers} d{a.d} h{a.heads} ffn{a.ffn} v{a.vocab}",
                       "precision": "bf16 autocast", "batch": a.batch, "seq": a.seq,

@@ -69,7 +69,7 @@ template <> struct Walk<128> {
 #define LOOMRT_FLASH_WALK128_FWD 32
 #endif
 #ifndef LOOMRT_FLASH_WALK128_BWD
-#define LOOMRT_FLASH_WALK128_BWD 32
+#define LOOMRT_FLASH_WALK128_BWD 64
 #endif
   static constexpr int kFwd = LOOMRT_FLASH_WALK128_FWD, kBwd = LOOMRT_FLASH_WALK128_BWD;
 };
@@ -490,7 +490,7 @@ __device__ __forceinline__ void accumulateRows(FragC (&acc)[D / 16], const FragA
 /// (255 registers) fits both kernels at head size 128 without spilling.
 /// Overridable at compile time for tuning sweeps, as Walk is.
 #ifndef LOOMRT_FLASH_BLOCKS_KV64
-#define LOOMRT_FLASH_BLOCKS_KV64 2
+#define LOOMRT_FLASH_BLOCKS_KV64 3
 #endif
 #ifndef LOOMRT_FLASH_BLOCKS_Q64
 #define LOOMRT_FLASH_BLOCKS_Q64 2
