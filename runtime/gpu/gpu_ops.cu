@@ -1709,7 +1709,7 @@ const KernelOps kGpuKernels = {
     softmaxG,      softmaxGradG,      embeddingG, embeddingGradG,
     crossEntropyG, crossEntropyGradG, spmmG,    sgdG,
 #if !defined(LOOMRT_GPU_HIP)
-    flashAttentionG, flashAttentionGradG, // cuda/flash_attention.cu (WMMA)
+    flashAttentionG, flashAttentionGradG, // cuda/flash_attention.cu (mma.sync)
 #else // the composed path (common/attention.cpp): GEMMs and softmax
     nullptr,       nullptr,
 #endif
