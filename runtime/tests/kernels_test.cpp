@@ -565,6 +565,38 @@ TEST_P(Kernels, CopyStridedHeadSplitWidensAndMerges) {
   }
 }
 
+// Row copies of every width (the GPU's copyRowsKernel: one power-of-two
+// group of threads a row, several rows a block when rows are narrow): from
+// one element to more than a block's worth, one row to hundreds, strides
+// that let the copy widen to 16-byte words (rows of 64 and 128 elements,
+// Llama's rotary halves) and strides that do not.
+TEST_P(Kernels, CopyStridedRowsOfEveryWidth) {
+  struct Case {
+    int64_t rows, cols, lds, ldd;
+  };
+  const Case cases[] = {{1, 1, 1, 1},       {7, 3, 5, 4},     {300, 8, 16, 8},
+                        {513, 64, 128, 64}, {9, 40, 47, 41},  {130, 128, 256, 128},
+                        {3, 1100, 1203, 1100}, {2, 257, 300, 257}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols) +
+                 " lds " + std::to_string(c.lds) + " ldd " + std::to_string(c.ldd));
+    const int64_t nsrc = c.rows * c.lds, ndst = c.rows * c.ldd;
+    std::vector<float> x = randn(nsrc);
+    Harness probe(dev, s, dt());
+    auto X = probe.seen(x);
+    D ref(ndst, 0.0);
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t k = 0; k < c.cols; ++k)
+        ref[r * c.ldd + k] = X[r * c.lds + k];
+    check({ref}, [&](Harness &h) {
+      void *y = h.put(std::vector<float>(ndst, 0.0f)); // the gaps stay 0
+      const int64_t shape[2] = {c.rows, c.cols}, ss[2] = {c.lds, 1}, ds[2] = {c.ldd, 1};
+      EXPECT_EQ(LOOMRT_OK, loomrt_copy_strided(h.s, h.esize(), h.put(x), ss, y, ds, shape, 2));
+      return std::vector<std::vector<float>>{h.get(y, ndst)};
+    }, 1e-12);
+  }
+}
+
 TEST_P(Kernels, ReduceMiddleAxis) {
   // A short axis (one pass per output) and a tall one with a ragged last
   // chunk (the GPU's two-stage reduction: bias gradients over B*T rows).
