@@ -67,6 +67,11 @@ struct Hardware {
   /// peak. Empty: gpuFlopsBF16 at every size.
   std::vector<std::pair<double, double>> gpuMatmulBf16BySize; // {n, flops/s}
   double gpuAdamParamsPerSec = 0;
+  /// The rate (flops/s, FlashAttention's count) the runtime's fused bf16
+  /// attention kernels reach, forward and backward alike (measured by
+  /// bench/run-attention-gpu.sh). 0: attention is priced at the bf16
+  /// product rate like any product.
+  double gpuAttentionBf16Rate = 0;
   // Commands (kernels, event records, stream waits) the host may issue to
   // one stream ahead of the GPU before issuing blocks: the driver's launch
   // queue, measured by loom-calibrate (1015 on the H100 host). 0: unbounded.

@@ -39,6 +39,7 @@ const Field kFields[] = {
     {"gpu_flops_f32", &Hardware::gpuFlopsF32, false},
     {"gpu_flops_bf16", &Hardware::gpuFlopsBF16, false},
     {"gpu_adam_params_per_s", &Hardware::gpuAdamParamsPerSec, false},
+    {"gpu_attention_bf16_flops", &Hardware::gpuAttentionBf16Rate, false},
     {"gpu_launch_queue", &Hardware::gpuLaunchQueue, false},
     {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false},
     {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false},

@@ -46,6 +46,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <optional>
 #include <memory>
 
 using namespace mlir;
@@ -69,21 +70,33 @@ loomrt_dtype runtimeDType(rt::DType t) { return loomrt_dtype(int(t)); }
 /// whether a reduction goes through scratch); a layer (or RMS) norm's
 /// gradient allocates scratch, runs three kernels and frees it; cross
 /// entropy takes a kernel per row block and a mean. Everything else is one.
-int commandsOf(Operation *op) {
-  // Attention's calls: the forward (0), the gradient (1), the gradient
-  // from the saved statistics (2).
-  auto attention = [](auto a, int backward) {
-    return loomrt_gpu_attention_commands(runtimeDType(a.getDtype()), a.getT(), a.getS(),
-                                         a.getDh(), backward);
+/// An attention call: its shape and which pass it is, the forward (0), the
+/// gradient (1, running the forward again) or the gradient from the saved
+/// statistics (2).
+struct AttentionCall {
+  loomrt_dtype dtype;
+  int64_t t, s, dh;
+  int backward;
+};
+std::optional<AttentionCall> attentionCall(Operation *op) {
+  auto call = [](auto a, int backward) {
+    return AttentionCall{runtimeDType(a.getDtype()), int64_t(a.getT()), int64_t(a.getS()),
+                         int64_t(a.getDh()), backward};
   };
   if (auto a = dyn_cast<rt::AttentionOp>(op))
-    return attention(a, 0);
+    return call(a, 0);
   if (auto a = dyn_cast<rt::AttentionSaveOp>(op))
-    return attention(a, 0);
+    return call(a, 0);
   if (auto a = dyn_cast<rt::AttentionGradOp>(op))
-    return attention(a, 1);
+    return call(a, 1);
   if (auto a = dyn_cast<rt::AttentionGradSavedOp>(op))
-    return attention(a, 2);
+    return call(a, 2);
+  return std::nullopt;
+}
+
+int commandsOf(Operation *op) {
+  if (std::optional<AttentionCall> a = attentionCall(op))
+    return loomrt_gpu_attention_commands(a->dtype, a->t, a->s, a->dh, a->backward);
   if (auto r = dyn_cast<rt::ReduceOp>(op))
     return loomrt_gpu_reduce_commands(r.getOuter(), r.getLen(), r.getInner());
   if (isa<rt::LayerNormGradOp, rt::RmsNormGradOp>(op))
@@ -382,6 +395,17 @@ struct Simulator {
       return op->emitError("step simulation: a computation on a copy or comm stream");
     if (isFill) {
       gpuOp(op, bytes / deviceBandwidth());
+      return success();
+    }
+    // The fused attention kernels at their measured rate (FlashAttention's
+    // flop count over gpu_attention_bf16_flops, which already is what they
+    // reach: no kernel efficiency on top); the gradient that recomputes
+    // the forward runs it first (1 + 2.5 forwards).
+    if (std::optional<AttentionCall> a = attentionCall(op);
+        a && hw.hasGpu && hw.gpuAttentionBf16Rate > 0 &&
+        loomrt_attention_fused(a->dtype, a->t, a->s, a->dh)) {
+      double passes = a->backward == 1 ? 3.5 / 2.5 : 1.0;
+      gpuOp(op, passes * flops / hw.gpuAttentionBf16Rate, commandsOf(op));
       return success();
     }
     // The device's compute: the GPU's roofline, or on a CPU-only machine

@@ -154,6 +154,18 @@ TEST(Hardware, StepEfficienciesAreFractions) {
   EXPECT_NE(err.find("fractions in (0, 1]"), std::string::npos) << err;
   EXPECT_FALSE(parseHardware(std::string(base) + R"(, "cpu_update_efficiency": 0})", err));
   EXPECT_NE(err.find("'cpu_update_efficiency' must be a positive number"), std::string::npos) << err;
+  // The fused attention kernels' measured rate: absent (0) by default,
+  // read and written back when given, and positive.
+  EXPECT_EQ(h->gpuAttentionBf16Rate, 0.0);
+  h = parseHardware(std::string(base) + R"(, "gpu_attention_bf16_flops": 1.55e14})", err);
+  ASSERT_TRUE(h) << err;
+  EXPECT_EQ(h->gpuAttentionBf16Rate, 1.55e14);
+  again = parseHardware(toJson(*h), err);
+  ASSERT_TRUE(again) << err;
+  EXPECT_EQ(again->gpuAttentionBf16Rate, 1.55e14);
+  EXPECT_FALSE(parseHardware(std::string(base) + R"(, "gpu_attention_bf16_flops": -1})", err));
+  EXPECT_NE(err.find("'gpu_attention_bf16_flops' must be a positive number"), std::string::npos)
+      << err;
 }
 
 // A host shared by several GPUs: each data-parallel rank gets its share of
