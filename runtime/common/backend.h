@@ -10,6 +10,9 @@
 
 namespace loomrt {
 
+struct FusedProgram;
+struct FusedBuffers;
+
 /// Compute kernels. Arguments are validated by core.cpp before they get here;
 /// `state` is the device state, `stream` the backend's stream.
 struct KernelOps {
@@ -123,6 +126,12 @@ struct KernelOps {
   /// then runs the matmul and the add.
   loomrt_status (*matmul_bias)(void *state, void *stream, const loomrt_gemm *g,
                                const void *a, const void *b, const void *bias, void *c);
+  /// loomrt_fused_elementwise: `p` checked (common/fused_eval.h), `src` the
+  /// caller's program (its name and text, for a backend that generates
+  /// code from it).
+  loomrt_status (*fused)(void *state, void *stream, const struct FusedProgram *p,
+                         const loomrt_fused_program *src, const struct FusedBuffers *b,
+                         size_t n);
 };
 
 const KernelOps *cpuKernels();

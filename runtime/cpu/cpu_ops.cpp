@@ -4,6 +4,7 @@
 // they favour the plain formula (two-pass statistics, max-subtracted
 // softmax) over tricks.
 #include "common/backend.h"
+#include "common/fused_eval.h"
 #include "common/kernel_math.h"
 
 #ifdef LOOMRT_HAVE_OPENBLAS
@@ -733,6 +734,15 @@ loomrt_status gatherRowsK(void *, void *, const void *table, size_t numRows, siz
                     rowBytes, out);
 }
 
+// A fused region's program, interpreted element by element on every core.
+loomrt_status fusedK(void *, void *, const FusedProgram *p, const loomrt_fused_program *,
+                     const FusedBuffers *b, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i)
+    fusedElement(*p, *b, i);
+  return LOOMRT_OK;
+}
+
 const KernelOps kCpuKernels = {
     unary,       unaryGradK,    binary,       castK,      lerpK,      cumsumK,    fillK,
     copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
@@ -743,6 +753,7 @@ const KernelOps kCpuKernels = {
     blockCompressK, blockDecompressK,
     dropoutK,      gatherRowsK,
     nullptr, // matmul_bias: the matmul and the add
+    fusedK,
 };
 
 } // namespace

@@ -5,6 +5,7 @@
 // on NVIDIA, 64 on AMD); GEMMs go through GpuGemm (gpu_state.h: cuBLAS,
 // rocBLAS or Loom's tiled kernel) with fp32 accumulation. Scratch memory is
 // stream-ordered (gpuMallocAsync), so kernels never synchronise the host.
+#include "common/fused_eval.h"
 #include "common/kernel_math.h"
 #include "common/launch_rules.h"
 #include "gpu/gpu_device.h"
@@ -1109,6 +1110,40 @@ loomrt_status matmulBiasG(void *state, void *st, const loomrt_gemm *g, const voi
   return vendorGemmBias(static_cast<GpuState *>(state), S(st), call, bias);
 }
 
+/// A fused region's program interpreted per element: the portable path
+/// (HIP, or CUDA where the generated kernel cannot be built). The program
+/// travels by value as the kernel's argument.
+__global__ void fusedInterpretKernel(FusedProgram p, FusedBuffers b, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    fusedElement(p, b, i);
+}
+
+} // namespace
+
+#if !defined(LOOMRT_GPU_HIP)
+loomrt_status fusedGeneratedG(void *state, void *stream, const loomrt_fused_program *src,
+                              const FusedBuffers *b, size_t n, unsigned grid, int threads);
+#endif
+
+namespace {
+
+/// loomrt_fused_elementwise: on CUDA the region's generated kernel
+/// (cuda/fused_rtc.cpp, compiled once with NVRTC), else the interpreter.
+loomrt_status fusedG(void *state, void *st, const FusedProgram *p,
+                     const loomrt_fused_program *src, const FusedBuffers *b, size_t n) {
+#if !defined(LOOMRT_GPU_HIP)
+  loomrt_status s = fusedGeneratedG(state, st, src, b, n, gridFor(n), kThreads);
+  if (s != LOOMRT_ERR_UNSUPPORTED)
+    return s;
+#else
+  (void)state;
+  (void)src;
+#endif
+  fusedInterpretKernel<<<gridFor(n), kThreads, 0, S(st)>>>(*p, *b, n);
+  return launched("fused_elementwise");
+}
+
 //===----------------------------------------------------------------------===//
 // Row ops: one block per row
 //===----------------------------------------------------------------------===//
@@ -1716,7 +1751,7 @@ const KernelOps kGpuKernels = {
     onebitCompressG, onebitDecompressG, onebitAverageG,
     blockCompressG, blockDecompressG,
     dropoutG,       gatherRowsG,
-    matmulBiasG,
+    matmulBiasG,    fusedG,
 };
 
 } // namespace

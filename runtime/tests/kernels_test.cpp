@@ -238,6 +238,39 @@ TEST_P(Kernels, Unary) {
   }
 }
 
+// A fused elementwise region (loomrt_fused_elementwise, loomc's loom-fuse):
+// out0 = gelu_tanh(x) * y + z in the call's dtype, out1 = out0 * silu'(x) in
+// f32, intermediates in fp32. On CUDA the region's NVRTC-compiled kernel
+// runs; LOOMRT_FUSED=interpret gives the interpreter kernel.
+TEST_P(Kernels, FusedRegionAgainstFloat64) {
+  const size_t n = 3001;
+  std::vector<float> x = randn(n, 1.5f), y = randn(n), z = randn(n);
+  Harness probe(dev, s, dt());
+  std::vector<float> xs = probe.seen(x), ys = probe.seen(y);
+  D r0(n), r1(n);
+  for (size_t i = 0; i < n; ++i) {
+    double v = xs[i], sg = 1 / (1 + std::exp(-v));
+    double g = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    r0[i] = g * ys[i] + z[i];
+    r1[i] = r0[i] * sg * (1 + v * (1 - sg));
+  }
+  const loomrt_dtype in[3] = {dt(), dt(), LOOMRT_F32}, out[2] = {dt(), LOOMRT_F32};
+  const loomrt_fused_inst prog[] = {
+      {LOOMRT_FUSED_LOAD, 0, 0, 0},       {LOOMRT_FUSED_LOAD, 0, 1, 0},
+      {LOOMRT_FUSED_LOAD, 0, 2, 0},       {LOOMRT_FUSED_UNARY, LOOMRT_GELU_TANH, 0, 0},
+      {LOOMRT_FUSED_BINARY, LOOMRT_MUL, 3, 1}, {LOOMRT_FUSED_BINARY, LOOMRT_ADD, 4, 2},
+      {LOOMRT_FUSED_UNARY_GRAD, LOOMRT_SILU, 5, 0}, {LOOMRT_FUSED_STORE, 0, 0, 5},
+      {LOOMRT_FUSED_STORE, 0, 1, 6}};
+  const loomrt_fused_program p = {"test_region", 3, 2, 9, in, out, prog};
+  check({r0, r1}, [&](Harness &h) {
+    const void *ins[3] = {h.put(x), h.put(y), h.putT(z)};
+    void *o0 = h.out(n), *o1 = h.alloc(n * 4);
+    void *outs[2] = {o0, o1};
+    EXPECT_EQ(LOOMRT_OK, loomrt_fused_elementwise(h.s, &p, ins, outs, n)) << loomrt_last_error();
+    return std::vector<std::vector<float>>{h.get(o0, n), h.get(o1, n, LOOMRT_F32)};
+  });
+}
+
 TEST_P(Kernels, UnaryGrad) {
   const size_t n = 1000;
   const loomrt_unary_op ops[] = {LOOMRT_RELU, LOOMRT_SILU, LOOMRT_GELU,

@@ -278,6 +278,48 @@ size_t loomrt_block_packed_bytes(loomrt_block_codec codec, size_t n, size_t bloc
  * b - (b - a) * (1 - weight) when weight >= 0.5. */
 loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,
                           void *y, size_t n, float weight);
+/* A fused elementwise region (loomc's loom-fuse): a straight-line program
+ * over n elements, evaluated per element in fp32. Instruction k defines
+ * register k (STORE defines none):
+ *   LOAD        r_k = inputs[a][i] (its dtype: in_types[a])
+ *   UNARY       r_k = kind(r_a)                     (a loomrt_unary_op)
+ *   BINARY      r_k = r_a kind r_b                  (a loomrt_binary_op)
+ *   UNARY_GRAD  r_k = r_a * kind'(r_b)              (dy, x: as loomrt_unary_grad)
+ *   STORE       outputs[a][i] = r_b, rounded to out_types[a]
+ * Each op computes what the unfused call computes on one element, but
+ * intermediate values stay fp32 (unfused bf16 calls round each to bf16).
+ * Outputs may alias inputs of the same element type (element i is read
+ * before it is written). */
+typedef LOOMRT_ENUM(loomrt_fused_opcode) {
+  LOOMRT_FUSED_LOAD, LOOMRT_FUSED_UNARY, LOOMRT_FUSED_BINARY,
+  LOOMRT_FUSED_UNARY_GRAD, LOOMRT_FUSED_STORE, LOOMRT_FUSED_OPCODE_COUNT
+} loomrt_fused_opcode;
+typedef struct loomrt_fused_inst {
+  int32_t opcode, kind, a, b;
+} loomrt_fused_inst;
+/* At most LOOMRT_FUSED_MAX_INSTS instructions and LOOMRT_FUSED_MAX_IO inputs
+ * and outputs each. `name` names the region's generated kernel. */
+#define LOOMRT_FUSED_MAX_INSTS 48
+#define LOOMRT_FUSED_MAX_IO 8
+typedef struct loomrt_fused_program {
+  const char *name;
+  int32_t n_inputs, n_outputs, n_insts;
+  const loomrt_dtype *in_types, *out_types;
+  const loomrt_fused_inst *insts;
+} loomrt_fused_program;
+/* Runs program `p` over n elements. On CUDA the region runs as its own
+ * kernel, generated from the program (loomrt_fused_source) and compiled
+ * at its first call with NVRTC; elsewhere (the CPU, HIP, or CUDA without
+ * NVRTC) the backend's interpreter of the same program runs it. */
+loomrt_status loomrt_fused_elementwise(loomrt_stream s, const loomrt_fused_program *p,
+                                       const void *const *inputs, void *const *outputs,
+                                       size_t n);
+/* The single-source CUDA/HIP kernel of program `p` (null-terminated, with
+ * its #include of the runtime's common/kernel_math.h), written into `buf`
+ * when it fits in `cap` bytes; returns the length without the terminator,
+ * or 0 for an invalid program (loomrt_last_error says why). */
+size_t loomrt_fused_source(const loomrt_fused_program *p, char *buf, size_t cap);
+
 /* Element-type conversion of n elements. Float to I64 truncates toward
  * zero, saturates at the int64 range and maps NaN to 0. */
 loomrt_status loomrt_cast(loomrt_stream s, loomrt_dtype from, const void *x,
