@@ -110,7 +110,9 @@ int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
 LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy) {
   if (failed(lowerToRuntime(copy, LoomDialect::kTrainStep, /*comments=*/false)))
     return failure();
-  if (!copy->hasAttr(LoomDialect::NoFuseAttrHelper::getNameStr()))
+  if (!copy->hasAttr(LoomDialect::NoFuseAttrHelper::getNameStr())) {
     fuseEpilogues(copy);
+    fuseElementwise(copy);
+  }
   return success();
 }

@@ -25,6 +25,9 @@ LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = LoomDialect::kTr
 /// folded into their GEMMs.
 int64_t fuseEpilogues(ModuleOp module);
 
+/// loom-fuse's work on a lowered module; returns the regions made.
+int64_t fuseElementwise(ModuleOp module);
+
 /// lowerToRuntime for the step simulation's copy of `module`, with the
 /// fusion the binary gets (none where the module has loom.no_fuse).
 LogicalResult lowerForSimulation(ModuleOp copy);

@@ -1033,4 +1033,55 @@ def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }
 
+def FuseElementwise : Pass<"loom-fuse", "ModuleOp"> {
+  let summary = "Fuse chains of elementwise calls into generated kernels (loomrt.fused_elementwise)";
+  let description = [{
+    Runs on the lowered step (after loom-fuse-epilogues). A run of adjacent
+    calls (comments, allocations and frees between them aside) on one
+    stream over the same number of elements, each after the first reading a
+    buffer an earlier one wrote, becomes one `loomrt.fused_elementwise`:
+
+    * `loomrt.unary`, `loomrt.unary_grad`, `loomrt.cast` between f32 and
+      bf16, and `loomrt.binary` with one shape for both operands and the
+      result (no broadcasting);
+    * every buffer they touch a step-arena allocation (views and globals
+      may alias, so they end a chain);
+    * at most 8 inputs, 8 outputs and 48 instructions.
+
+    The region loads each buffer the chain reads before writing it, keeps
+    every intermediate value in fp32 registers, and stores the last value of
+    each buffer used after the chain; a buffer first written inside the
+    chain and used only there (and freed) has no memory any more. The region
+    takes the place of the chain's last call; the frees met on the way move
+    after it. On CUDA the runtime compiles the region's generated kernel
+    with NVRTC (`loomrt_fused_source`: its text is written beside
+    `loomc --compile-to=cpp` output); elsewhere it interprets the program.
+    loomc's `--no-fuse` (loom-pipeline `fuse=false`) leaves the step as
+    lowered.
+
+    Before (a SwiGLU: silu of the gate times the up projection):
+
+    ```mlir
+    %g = loomrt.alloc 8192
+    loomrt.unary silu bf16 %gate -> %g, 4096 on %s
+    %y = loomrt.alloc 8192
+    loomrt.binary mul bf16 %g [4096], %up [4096] -> %y [4096] on %s
+    loomrt.free %g
+    ```
+
+    After:
+
+    ```mlir
+    %y = loomrt.alloc 8192
+    loomrt.fused_elementwise "fused_0" (%gate, %up) -> (%y), 4096 on %s {
+        in_types = array<i32: 1, 1>, out_types = array<i32: 1>,
+        program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 2, 2, 2, 1, 4, 0, 0, 3>}
+    ```
+  }];
+  let statistics = [
+    Statistic<"fused", "fused", "Elementwise regions made">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
 #endif // LOOM_PASSES_TD

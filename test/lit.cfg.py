@@ -44,8 +44,10 @@ if shutil.which("protoc") and os.path.exists("/usr/include/onnx/onnx.proto"):
 # runs on several CPU ranks.
 if shutil.which("mpirun"):
     config.available_features.add("mpirun")
-if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+if nvcc:
     config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
 # The HIP build of the runtime (scripts/build-hip.sh, which scripts/test.sh
 # runs): `loomc --target=hip` links against it.
 hip_runtime_dir = os.path.join(config.loom_obj_root, "runtime-hip")

@@ -200,6 +200,20 @@ static LogicalResult sameRank(Operation *op, ArrayRef<ArrayRef<int64_t>> shapes)
       return op->emitOpError("needs shapes of one rank (at most 8), aligned to the output's");
   return success();
 }
+// The runtime's own checks of the program (common/fused_source.cpp), so the
+// IR holds only programs loomrt_fused_elementwise accepts.
+LogicalResult FusedElementwiseOp::verify() {
+  if (getProgram().size() % 4)
+    return emitOpError("program: four integers an instruction, got ") << getProgram().size();
+  if (getInTypes().size() != getInputs().size() || getOutTypes().size() != getOutputs().size())
+    return emitOpError("one type for each input and output");
+  std::vector<loomrt_fused_inst> storage;
+  loomrt_fused_program p = toProgram(storage);
+  if (!loomrt_fused_source(&p, nullptr, 0))
+    return emitOpError() << loomrt_last_error();
+  return success();
+}
+
 LogicalResult BinaryOp::verify() {
   return sameRank(*this, {getOutShape(), getAShape(), getBShape()});
 }
@@ -299,6 +313,43 @@ double SelectOp::getBytesMoved() {
          (product(getAShape()) + product(getBShape()) + product(getOutShape())) * es(getDtype());
 }
 double CastOp::getBytesMoved() { return double(getN()) * (es(getFrom()) + es(getTo())); }
+// Each input read once and each output written once an element.
+double FusedElementwiseOp::getBytesMoved() {
+  double bytes = 0;
+  for (ArrayRef<int32_t> types : {getInTypes(), getOutTypes()})
+    for (int32_t t : types)
+      bytes += es(DType(t));
+  return bytes * double(getN());
+}
+// One operation an element for each instruction that computes.
+double FusedElementwiseOp::getFlops() {
+  ArrayRef<int32_t> p = getProgram();
+  double ops = 0;
+  for (size_t k = 0; k + 3 < p.size(); k += 4)
+    ops += p[k] != LOOMRT_FUSED_LOAD && p[k] != LOOMRT_FUSED_STORE;
+  return ops * double(getN());
+}
+DType FusedElementwiseOp::getWorkDType() {
+  for (ArrayRef<int32_t> types : {getInTypes(), getOutTypes()})
+    for (int32_t t : types)
+      if (DType(t) == DType::bf16)
+        return DType::bf16;
+  return DType::f32;
+}
+loomrt_fused_program FusedElementwiseOp::toProgram(std::vector<loomrt_fused_inst> &storage) {
+  ArrayRef<int32_t> p = getProgram();
+  storage.clear();
+  for (size_t k = 0; k + 3 < p.size(); k += 4)
+    storage.push_back({p[k], p[k + 1], p[k + 2], p[k + 3]});
+  static_assert(sizeof(loomrt_dtype) == sizeof(int32_t), "dtype arrays are int32 arrays");
+  // StringAttr storage is null-terminated (StorageUniquer's copyInto); an
+  // empty name is a null pointer, which the runtime's checks refuse.
+  return loomrt_fused_program{getName().data(), int32_t(getInputs().size()),
+                              int32_t(getOutputs().size()), int32_t(storage.size()),
+                              reinterpret_cast<const loomrt_dtype *>(getInTypes().data()),
+                              reinterpret_cast<const loomrt_dtype *>(getOutTypes().data()),
+                              storage.data()};
+}
 
 /// A batched GEMM's bytes (an operand with batch stride 0 is read once) and
 /// flops; matmul_bias adds its bias, read once.

@@ -12,6 +12,10 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "loomrt/loomrt.h" // loomrt_fused_program (loomrt.fused_elementwise)
+
+#include <vector>
+
 #include "dialects/LoomRT/LoomRTDialect.h.inc"
 #include "dialects/LoomRT/LoomRTEnums.h.inc"
 

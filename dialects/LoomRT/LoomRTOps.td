@@ -500,6 +500,53 @@ def LoomRT_CastOp : LoomRT_CallOp<"cast",
   let summary = "converts `n` elements";
 }
 
+def LoomRT_FusedElementwiseOp : LoomRT_Op<"fused_elementwise", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<LoomRT_WorkOpInterface, ["getFlops", "getWorkDType"]>]> {
+  let summary = "a fused elementwise region: one pass over n elements (loomrt_fused_elementwise)";
+  let description = [{
+    A chain of elementwise calls (`loomrt.unary`, `loomrt.binary` of equal
+    shapes, `loomrt.unary_grad`, `loomrt.cast`) as one straight-line program
+    over `n` elements, made by loom-fuse: the intermediate buffers are gone
+    and each element is read once and written once. `program` holds four
+    integers an instruction (`loomrt_fused_inst`: opcode, op kind, a, b;
+    instruction k defines register k):
+
+    | opcode | meaning |
+    |---|---|
+    | 0 load | r_k = inputs[a][i] |
+    | 1 unary | r_k = kind(r_a) (`loomrt_unary_op`) |
+    | 2 binary | r_k = r_a kind r_b (`loomrt_binary_op`) |
+    | 3 unary_grad | r_k = r_a * kind'(r_b) |
+    | 4 store | outputs[a][i] = r_b |
+
+    `in_types` and `out_types` are the buffers' `loomrt_dtype`s (0 f32, 1
+    bf16). On CUDA the region runs as its own generated kernel
+    (`loomrt_fused_source`, compiled with NVRTC at its first call); `loomc
+    --compile-to=cpp -o F.cpp` writes each region's kernel beside F.cpp
+    (F.kernels.cu).
+
+    ```mlir
+    // y = silu(a) * b over 4096 bf16 elements
+    loomrt.fused_elementwise "fused_0" (%a, %b) -> (%y), 4096 on %s {
+        in_types = array<i32: 1, 1>, out_types = array<i32: 1>,
+        program = array<i32: 0, 0, 0, 0,  0, 0, 1, 0,  1, 11, 0, 0,  2, 2, 2, 1,  4, 0, 0, 3>}
+    ```
+  }];
+  let arguments = (ins LoomRT_Stream:$stream, StrAttr:$name, Variadic<LoomRT_Buffer>:$inputs,
+                       Variadic<LoomRT_Buffer>:$outputs, DenseI32ArrayAttr:$in_types,
+                       DenseI32ArrayAttr:$out_types, DenseI32ArrayAttr:$program,
+                       NonNegI64:$n);
+  let assemblyFormat = [{
+    $name `(` $inputs `)` `->` `(` $outputs `)` `,` $n `on` $stream attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The program as the runtime takes it (pointers into this op's
+    /// attributes and `storage`, valid while both live).
+    loomrt_fused_program toProgram(std::vector<loomrt_fused_inst> &storage);
+  }];
+}
+
 def LoomRT_MatmulOp : LoomRT_CallOp<"matmul",
     (ins LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$c,
          UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,

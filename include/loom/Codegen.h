@@ -64,6 +64,13 @@ mlir::LogicalResult emitTrainingCpp(mlir::ModuleOp module,
                                     llvm::raw_ostream &os,
                                     const CodegenOptions &options);
 
+/// Writes the generated kernel of every `loomrt.fused_elementwise` region in
+/// `module` (loomrt_fused_source's single-source CUDA/HIP text, the one the
+/// runtime compiles with NVRTC) to `os`; returns how many. The text
+/// compiles with nvcc or clang -x hip given the runtime's folder
+/// (`-I runtime`), for its header common/kernel_math.h.
+int64_t emitFusedKernels(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 /// Compiles `cppPath` into the executable `output` with the host C++
 /// compiler ($CXX, else c++), linking the runtime in `runtimeDir`. On
 /// failure returns false with the compiler's own message in `error`.

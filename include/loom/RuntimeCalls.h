@@ -13,6 +13,8 @@
 //   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind) codec(BlockCodec)
 //   reduce(ReduceKind) shape(name, ArrayRef<int64_t>) gemm(loomrt_gemm)
 //   adam(AdamOp): &config
+//   fused(FusedElementwiseOp): &program (loomrt_fused_program)
+//   inputs(name, values) / outputs(name, values): arrays of buffers
 //   ptrAt<T>(v, bytes, "T *"): a buffer `bytes` into v, as T *
 //   hostInt(v): a host integer result (loomrt.random_key, add_i64)
 //   rankTimes(comm, n): the rank in comm times n (an element offset)
@@ -133,6 +135,11 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
       .Case([&](rt::MatmulOp o) {
         return b.call("loomrt_matmul", loomrt_matmul, b.stream(o.getStream()),
                       b.gemm(gemmOf(o)), b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getC()));
+      })
+      .Case([&](rt::FusedElementwiseOp o) {
+        return b.call("loomrt_fused_elementwise", loomrt_fused_elementwise,
+                      b.stream(o.getStream()), b.fused(o), b.inputs("fin_", o.getInputs()),
+                      b.outputs("fout_", o.getOutputs()), b.i(o.getN()));
       })
       .Case([&](rt::MatmulBiasOp o) {
         return b.call("loomrt_matmul_bias", loomrt_matmul_bias, b.stream(o.getStream()),

@@ -157,6 +157,41 @@ struct TextCall {
     }
     return "&cfg_";
   }
+  /// A fused region's program: its tables, static in the call's block.
+  std::string fused(rt::FusedElementwiseOp o) {
+    std::string insts;
+    ArrayRef<int32_t> p = o.getProgram();
+    for (size_t k = 0; k + 3 < p.size(); k += 4)
+      insts += std::string(k ? ", " : "") + "{" + i(p[k]) + ", " + i(p[k + 1]) + ", " +
+               i(p[k + 2]) + ", " + i(p[k + 3]) + "}";
+    auto types = [&](const char *n, ArrayRef<int32_t> t) {
+      if (t.empty())
+        return std::string("nullptr");
+      std::string list;
+      for (int32_t x : t)
+        list += std::string(list.empty() ? "" : ", ") + dtypeName(rt::DType(x));
+      lines.push_back(std::string("static const loomrt_dtype ") + n + "[] = {" + list + "};");
+      return std::string(n);
+    };
+    std::string in = types("fit_", o.getInTypes()), out = types("fot_", o.getOutTypes());
+    lines.push_back("static const loomrt_fused_inst fp_insts_[] = {" + insts + "};");
+    // The name is an identifier (the verifier checked it).
+    lines.push_back("static const loomrt_fused_program fp_ = {\"" + o.getName().str() + "\", " +
+                    i(o.getInputs().size()) + ", " + i(o.getOutputs().size()) + ", " +
+                    i(p.size() / 4) + ", " + in + ", " + out + ", fp_insts_};");
+    return "&fp_";
+  }
+  std::string inputs(const char *n, ValueRange vs) { return list(n, vs, "const void *"); }
+  std::string outputs(const char *n, ValueRange vs) { return list(n, vs, "void *"); }
+  std::string list(const char *n, ValueRange vs, const char *type) {
+    if (vs.empty())
+      return "nullptr";
+    std::string items;
+    for (Value v : vs)
+      items += std::string(items.empty() ? "" : ", ") + buf(v);
+    lines.push_back(std::string(type) + n + "[] = {" + items + "};");
+    return n;
+  }
   template <typename F, typename... A>
   bool call(const char *fn, F, const A &...args);
 };
@@ -752,6 +787,20 @@ bool TextCall::call(const char *fn, F, const A &...args) {
 }
 
 } // namespace
+
+int64_t emitFusedKernels(ModuleOp module, llvm::raw_ostream &os) {
+  int64_t count = 0;
+  module.walk([&](rt::FusedElementwiseOp o) {
+    std::vector<loomrt_fused_inst> storage;
+    loomrt_fused_program p = o.toProgram(storage);
+    std::string text(loomrt_fused_source(&p, nullptr, 0), '\0');
+    if (text.empty())
+      return; // the verifier refuses such a program
+    loomrt_fused_source(&p, text.data(), text.size() + 1);
+    os << (count++ ? "\n" : "") << text;
+  });
+  return count;
+}
 
 LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
                               const CodegenOptions &options) {

@@ -378,6 +378,10 @@ public:
     std::list<std::vector<int64_t>> shapes;
     loomrt_gemm g{};
     loomrt_adam_config cfg{};
+    std::vector<loomrt_fused_inst> insts;
+    loomrt_fused_program prog{};
+    std::vector<const void *> ins;
+    std::vector<void *> outs;
 
     loomrt_stream stream(Value) const { return in.s; }
     loomrt_comm comm(Value) const { return nullptr; }
@@ -409,6 +413,20 @@ public:
       g = x;
       return &g;
     }
+    const loomrt_fused_program *fused(rt::FusedElementwiseOp o) {
+      prog = o.toProgram(insts);
+      return &prog;
+    }
+    const void *const *inputs(const char *, ValueRange vs) {
+      for (Value v : vs)
+        ins.push_back(buf(v));
+      return ins.data();
+    }
+    void *const *outputs(const char *, ValueRange vs) {
+      for (Value v : vs)
+        outs.push_back(buf(v));
+      return outs.data();
+    }
     const loomrt_adam_config *adam(rt::AdamOp o) {
       cfg = {float(o.getLr().convertToDouble()), float(o.getBeta1().convertToDouble()),
              float(o.getBeta2().convertToDouble()), float(o.getEps().convertToDouble()),
@@ -430,7 +448,7 @@ public:
               rt::AllGatherBytesOp, rt::RankViewOp>(op))
       return fail("loom-run executes one rank: collectives run in the generated binary "
                   "(loomc --topology=..., one process per rank)");
-    Call c{*this, {}, {}, {}};
+    Call c{*this, {}, {}, {}, {}, {}, {}, {}};
     if (visitRuntimeCall(op, c))
       return c.ok;
     return llvm::TypeSwitch<Operation *, bool>(op)

@@ -196,6 +196,27 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
   return *best;
 }
 
+/// The generated kernels of the module's fused regions, beside the C++
+/// source `cpp` as CPP.kernels.cu (none: no file). The binary does not
+/// need the file (the runtime generates the same text and compiles it with
+/// NVRTC); it is there to be read, and compiled offline.
+static LogicalResult writeFusedKernels(ModuleOp module, const std::string &cpp,
+                                       std::string &err) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (!emitFusedKernels(module, os))
+    return success();
+  std::unique_ptr<llvm::ToolOutputFile> f = openOutputFile(cpp + ".kernels.cu", &err);
+  if (!f)
+    return failure();
+  f->os() << "// The fused elementwise regions of " << llvm::sys::path::filename(cpp)
+          << " (loom-fuse), one kernel each: the text the runtime compiles\n"
+             "// with NVRTC. Offline: nvcc -c -I<loom>/runtime, or clang -x hip.\n\n"
+          << text;
+  f->keep();
+  return success();
+}
+
 /// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
 /// `output` ("-": stdout); imported weights beside it. Returns the exit code.
 static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
@@ -238,6 +259,8 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
       return 1;
     src->keep();
     src->os().flush();
+    if (!emitDir.empty() && failed(writeFusedKernels(module, cpp.str().str(), err)))
+      return loomcError(err);
     bool ok = compileTrainingBinary(cpp.str().str(), output, cg.runtimeDir, err);
     // The temporary source goes, built or not (--emit-dir keeps it).
     if (emitDir.empty())
@@ -254,6 +277,8 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
   if (phase == Phase::Cpp) {
     if (failed(emitTrainingCpp(module, out->os(), cg)))
       return 1;
+    if (output != "-" && failed(writeFusedKernels(module, output, err)))
+      return loomcError(err);
   } else {
     module->print(out->os());
   }

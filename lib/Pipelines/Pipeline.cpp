@@ -126,8 +126,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     pm.addPass(mlir::loom::createPrintSchedule());
   if (runs(Phase::Lowered)) {
     pm.addPass(mlir::loom::createLowerToRuntime());
-    if (o.fuse)
+    if (o.fuse) {
       pm.addPass(mlir::loom::createFuseEpilogues());
+      pm.addPass(mlir::loom::createFuseElementwise());
+    }
   }
 }
 

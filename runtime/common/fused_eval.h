@@ -22,6 +22,11 @@ struct FusedBuffers {
   void *out[LOOMRT_FUSED_MAX_IO];
 };
 
+/// Checks `p` completely (opcodes, kinds, register and buffer indices,
+/// dtypes, its name an identifier) and copies it into `out`; an error
+/// recorded with loomrt's last error otherwise (common/fused_source.cpp).
+loomrt_status checkFusedProgram(const loomrt_fused_program *p, FusedProgram &out);
+
 /// Runs program `p` on element i.
 LOOMRT_HD void fusedElement(const FusedProgram &p, const FusedBuffers &b, size_t i) {
   float r[LOOMRT_FUSED_MAX_INSTS];

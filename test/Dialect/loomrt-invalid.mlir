@@ -141,3 +141,44 @@ func.func @f() {
   loomrt.join
   return
 }
+
+// -----
+
+// A fused region's program is checked by the runtime's own checks.
+func.func @f() {
+  %s = loomrt.stream compute
+  %x = loomrt.alloc 64
+  // expected-error @+1 {{region 'r': instruction 1: needs a unary op and an earlier register}}
+  loomrt.fused_elementwise "r" (%x) -> (%x), 16 on %s {in_types = array<i32: 0>, out_types = array<i32: 0>, program = array<i32: 0, 0, 0, 0, 1, 11, 1, 0, 4, 0, 0, 1>}
+  return
+}
+
+// -----
+
+func.func @f() {
+  %s = loomrt.stream compute
+  %x = loomrt.alloc 64
+  // expected-error @+1 {{the region's name must be an identifier}}
+  loomrt.fused_elementwise "a\"b" (%x) -> (%x), 16 on %s {in_types = array<i32: 0>, out_types = array<i32: 0>, program = array<i32: 0, 0, 0, 0, 4, 0, 0, 0>}
+  return
+}
+
+// -----
+
+func.func @f() {
+  %s = loomrt.stream compute
+  %x = loomrt.alloc 64
+  // expected-error @+1 {{program: four integers an instruction, got 5}}
+  loomrt.fused_elementwise "r" (%x) -> (%x), 16 on %s {in_types = array<i32: 0>, out_types = array<i32: 0>, program = array<i32: 0, 0, 0, 0, 4>}
+  return
+}
+
+// -----
+
+func.func @f() {
+  %s = loomrt.stream compute
+  %x = loomrt.alloc 64
+  // expected-error @+1 {{one type for each input and output}}
+  loomrt.fused_elementwise "r" (%x) -> (%x), 16 on %s {in_types = array<i32: 0, 0>, out_types = array<i32: 0>, program = array<i32: 0, 0, 0, 0, 4, 0, 0, 0>}
+  return
+}
