@@ -534,8 +534,9 @@ struct LoomcOptions {
       cl::cat(cat)};
   cl::opt<bool> noFuse{
       "no-fuse", cl::init(false),
-      cl::desc("Leave the lowered step unfused: no GEMM epilogues (loom-fuse-epilogues), so "
-               "fused and unfused binaries can be compared"),
+      cl::desc("Leave the lowered step unfused: no GEMM epilogues (loom-fuse-epilogues) and "
+               "no elementwise regions (loom-fuse), so fused and unfused binaries can be "
+               "compared"),
       cl::cat(cat)};
   cl::opt<bool> recompute{
       "recompute", cl::init(false),

@@ -160,7 +160,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> recompute{*this, "recompute", llvm::cl::desc("Recompute activations in the backward"),
                          llvm::cl::init(false)};
   Option<bool> fuse{*this, "fuse",
-                    llvm::cl::desc("loom-fuse-epilogues after the lowering (loomc --no-fuse: off)"),
+                    llvm::cl::desc("loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
                     llvm::cl::init(true)};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw, adam or sgd"),
                                 llvm::cl::init("adamw")};
