@@ -6,14 +6,7 @@
 #include <string>
 
 using loomrt::fail;
-
-namespace {
-
-loomrt_status bad(const std::string &msg) {
-  return fail(LOOMRT_ERR_INVALID_ARGUMENT, "fused_elementwise: " + msg);
-}
-
-} // namespace
+using loomrt::fusedError;
 
 extern "C" {
 
@@ -21,7 +14,7 @@ loomrt_status loomrt_fused_elementwise(loomrt_stream s, const loomrt_fused_progr
                                        const void *const *inputs, void *const *outputs,
                                        size_t n) {
   if (!s)
-    return bad("null stream");
+    return fusedError("null stream");
   loomrt::FusedProgram prog;
   if (loomrt_status st = loomrt::checkFusedProgram(p, prog))
     return st;
@@ -29,13 +22,13 @@ loomrt_status loomrt_fused_elementwise(loomrt_stream s, const loomrt_fused_progr
     return LOOMRT_OK;
   loomrt::FusedBuffers b{};
   if ((prog.nIn && !inputs) || !outputs)
-    return bad("null buffer list");
+    return fusedError("null buffer list");
   for (int i = 0; i < prog.nIn; ++i)
     if (!(b.in[i] = inputs[i]))
-      return bad("null input " + std::to_string(i));
+      return fusedError("null input " + std::to_string(i));
   for (int i = 0; i < prog.nOut; ++i)
     if (!(b.out[i] = outputs[i]))
-      return bad("null output " + std::to_string(i));
+      return fusedError("null output " + std::to_string(i));
   const loomrt::KernelOps &k = *s->dev->ops->kernels;
   if (!k.fused)
     return fail(LOOMRT_ERR_UNSUPPORTED, "fused_elementwise: no kernel on this backend");

@@ -8,6 +8,8 @@
 
 #include "common/kernel_math.h"
 
+#include <string>
+
 namespace loomrt {
 
 /// A checked program (kernels_api.cpp validates it before any backend sees
@@ -26,6 +28,11 @@ struct FusedBuffers {
 /// dtypes, its name an identifier) and copies it into `out`; an error
 /// recorded with loomrt's last error otherwise (common/fused_source.cpp).
 loomrt_status checkFusedProgram(const loomrt_fused_program *p, FusedProgram &out);
+/// The generated kernel loom_fused_`name` of the checked program `p`
+/// (loomrt_fused_source's text).
+std::string fusedKernelText(const char *name, const FusedProgram &p);
+/// Records "fused_elementwise: `msg`" and returns LOOMRT_ERR_INVALID_ARGUMENT.
+loomrt_status fusedError(const std::string &msg);
 
 /// Runs program `p` on element i.
 LOOMRT_HD void fusedElement(const FusedProgram &p, const FusedBuffers &b, size_t i) {

@@ -108,28 +108,26 @@ bool compileFusedSource(const std::string &src, const std::string &name, int arc
   return r == NVRTC_SUCCESS;
 }
 
-/// Runs `src`'s generated kernel; LOOMRT_ERR_UNSUPPORTED (no error
-/// recorded) when the interpreter is asked for instead.
-loomrt_status fusedGeneratedG(void *, void *stream, const loomrt_fused_program *src,
+/// Runs the generated kernel of the checked program `p` (named `name`);
+/// LOOMRT_ERR_UNSUPPORTED (no error recorded) when the interpreter is asked
+/// for instead.
+loomrt_status fusedGeneratedG(void *, void *stream, const char *name, const FusedProgram *p,
                               const FusedBuffers *b, size_t n, unsigned grid, int threads) {
   if (interpretOnly())
     return LOOMRT_ERR_UNSUPPORTED;
-  size_t len = loomrt_fused_source(src, nullptr, 0);
-  std::string text(len, '\0');
-  loomrt_fused_source(src, text.data(), len + 1);
   cudaKernel_t k;
-  if (loomrt_status s = kernelFor(text, src->name, k))
+  if (loomrt_status s = kernelFor(fusedKernelText(name, *p), name, k))
     return s;
   // The kernel's parameters: inputs, outputs, n (loomrt_fused_source's order).
   void *args[2 * LOOMRT_FUSED_MAX_IO + 1];
   const void *in[LOOMRT_FUSED_MAX_IO];
   void *out[LOOMRT_FUSED_MAX_IO];
   int a = 0;
-  for (int i = 0; i < src->n_inputs; ++i) {
+  for (int i = 0; i < p->nIn; ++i) {
     in[i] = b->in[i];
     args[a++] = &in[i];
   }
-  for (int i = 0; i < src->n_outputs; ++i) {
+  for (int i = 0; i < p->nOut; ++i) {
     out[i] = b->out[i];
     args[a++] = &out[i];
   }

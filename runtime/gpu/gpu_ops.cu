@@ -1122,8 +1122,9 @@ __global__ void fusedInterpretKernel(FusedProgram p, FusedBuffers b, size_t n) {
 } // namespace
 
 #if !defined(LOOMRT_GPU_HIP)
-loomrt_status fusedGeneratedG(void *state, void *stream, const loomrt_fused_program *src,
-                              const FusedBuffers *b, size_t n, unsigned grid, int threads);
+loomrt_status fusedGeneratedG(void *state, void *stream, const char *name,
+                              const FusedProgram *p, const FusedBuffers *b, size_t n,
+                              unsigned grid, int threads);
 #endif
 
 namespace {
@@ -1133,7 +1134,7 @@ namespace {
 loomrt_status fusedG(void *state, void *st, const FusedProgram *p,
                      const loomrt_fused_program *src, const FusedBuffers *b, size_t n) {
 #if !defined(LOOMRT_GPU_HIP)
-  loomrt_status s = fusedGeneratedG(state, st, src, b, n, gridFor(n), kThreads);
+  loomrt_status s = fusedGeneratedG(state, st, src->name, p, b, n, gridFor(n), kThreads);
   if (s != LOOMRT_ERR_UNSUPPORTED)
     return s;
 #else
