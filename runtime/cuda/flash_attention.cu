@@ -223,32 +223,25 @@ __device__ __forceinline__ float quadSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
-/// Pairwise (tree) reductions: log2(K) dependent steps instead of K, which
-/// a running max or sum would chain one after another.
+/// Pairwise (tree) reduction of v with `op`: log2(K) dependent steps
+/// instead of K, which a running max or sum would chain one after another.
 /// (The halving is a template recursion: a `s /= 2` loop is not unrolled,
 /// and the array would then live in local memory.)
-template <int S, int K> __device__ __forceinline__ void treeMaxStep(float (&v)[K]) {
+template <int S, int K, typename Op>
+__device__ __forceinline__ void treeStep(float (&v)[K], Op op) {
   if constexpr (S > 0) {
 #pragma unroll
     for (int i = 0; i < S; ++i)
-      v[i] = fmaxf(v[i], v[i + S]);
-    treeMaxStep<S / 2>(v);
-  }
-}
-template <int S, int K> __device__ __forceinline__ void treeSumStep(float (&v)[K]) {
-  if constexpr (S > 0) {
-#pragma unroll
-    for (int i = 0; i < S; ++i)
-      v[i] += v[i + S];
-    treeSumStep<S / 2>(v);
+      v[i] = op(v[i], v[i + S]);
+    treeStep<S / 2>(v, op);
   }
 }
 template <int K> __device__ __forceinline__ float treeMax(float (&v)[K]) {
-  treeMaxStep<K / 2>(v);
+  treeStep<K / 2>(v, [](float a, float b) { return fmaxf(a, b); });
   return v[0];
 }
 template <int K> __device__ __forceinline__ float treeSum(float (&v)[K]) {
-  treeSumStep<K / 2>(v);
+  treeStep<K / 2>(v, [](float a, float b) { return a + b; });
   return v[0];
 }
 
