@@ -126,8 +126,10 @@ void fuse(ArrayRef<Operation *> chain, ArrayRef<rt::FreeOp> frees, int64_t n, St
     program.append({op, kind, a, b});
     return int32_t(program.size() / 4 - 1);
   };
-  for (Operation *op : chain) {
-    Elementwise e = *asElementwise(op);
+  SmallVector<Elementwise> calls;
+  for (Operation *op : chain)
+    calls.push_back(*asElementwise(op));
+  for (auto [op, e] : llvm::zip(chain, calls)) {
     for (Value v : e.in)
       if (!written.contains(v) && !reg.count(v)) {
         reg[v] = emit(LOOMRT_FUSED_LOAD, 0, int32_t(inputs.size()), 0);
@@ -137,8 +139,7 @@ void fuse(ArrayRef<Operation *> chain, ArrayRef<rt::FreeOp> frees, int64_t n, St
     written.insert(e.out);
   }
   llvm::DenseMap<Value, rt::DType> outType;
-  for (Operation *op : chain) {
-    Elementwise e = *asElementwise(op);
+  for (auto [op, e] : llvm::zip(chain, calls)) {
     int32_t r;
     if (auto u = dyn_cast<rt::UnaryOp>(op))
       r = emit(LOOMRT_FUSED_UNARY, int32_t(u.getKind()), reg[e.in[0]], 0);
@@ -155,8 +156,8 @@ void fuse(ArrayRef<Operation *> chain, ArrayRef<rt::FreeOp> frees, int64_t n, St
   // (first written in the chain, used only by it and its frees) is dropped.
   llvm::SetVector<Value> kept;
   SmallVector<Value> dropped;
-  for (Operation *op : chain) {
-    Value out = asElementwise(op)->out;
+  for (const Elementwise &e : calls) {
+    Value out = e.out;
     if (kept.contains(out) || llvm::is_contained(dropped, out))
       continue;
     bool inner = !llvm::is_contained(inputs, out) &&
@@ -176,7 +177,7 @@ void fuse(ArrayRef<Operation *> chain, ArrayRef<rt::FreeOp> frees, int64_t n, St
   }
   Operation *last = chain.back();
   OpBuilder b(last);
-  Value stream = asElementwise(last)->stream;
+  Value stream = calls.back().stream;
   auto fused = rt::FusedElementwiseOp::create(
       b, last->getLoc(), stream, b.getStringAttr(name), inputs, outputs,
       b.getDenseI32ArrayAttr(inTypes), b.getDenseI32ArrayAttr(outTypes),
