@@ -14,9 +14,7 @@ OUT=/tmp/profile; mkdir -p "$OUT"
 source bench/gpu-runtime.sh
 build_runtime
 link_binary .carry/profile/gpt2_bf16.cpp /tmp/gpt2_bf16 -O1
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
+write_tokens 50257 /tmp/tok50k.bin
 # Loom's kernels through CUPTI (bench/kernel_times.cpp, preloaded): a run
 # of 3 steps and one of 8; the difference is 5 steps after warm-up.
 CUDA=${CUDA_HOME:-/usr/local/cuda}

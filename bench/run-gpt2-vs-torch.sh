@@ -13,9 +13,7 @@ VOCAB=${VOCAB:-50304}
 source bench/gpu-runtime.sh
 build_runtime
 link_binary .carry/gpt2/gpt2_bf16.cpp /tmp/gpt2_bf16 -O1 || { echo "link failed"; exit 1; }
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
+write_tokens 50257 /tmp/tok50k.bin
 /tmp/gpt2_bf16 --data /tmp/tok50k.bin --steps 20 --seed 1 --log-json "$OUT/loom.jsonl" > "$OUT/loom.txt" 2>&1 ||
   echo "loom failed: $(tail -2 "$OUT/loom.txt")"
 python3 bench/gpt2_torch.py --vocab "$VOCAB" --steps 20 > "$OUT/eager.json" 2> "$OUT/eager.err" ||

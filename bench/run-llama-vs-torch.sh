@@ -14,9 +14,7 @@ OUT=/tmp/llama-vs-torch; mkdir -p "$OUT"
 source bench/gpu-runtime.sh
 build_runtime
 link_binary .carry/llama/llama_bf16.cpp /tmp/llama_bf16 -O1 || { echo "link failed"; exit 1; }
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 4_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+write_tokens 32000 /tmp/tok32k.bin
 /tmp/llama_bf16 --data /tmp/tok32k.bin --steps 20 --seed 1 --log-json "$OUT/loom.jsonl" > "$OUT/loom.txt" 2>&1 ||
   echo "loom failed: $(tail -2 "$OUT/loom.txt")"
 PROF=(); [ "${PROFILE:-1}" = 1 ] && PROF=(--profile)

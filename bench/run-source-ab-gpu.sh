@@ -14,9 +14,7 @@ SRC=.carry/source-ab
 STEPS=${STEPS:-20}
 source bench/gpu-runtime.sh
 build_runtime
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 4_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+write_tokens 32000 /tmp/tok32k.bin
 for src in "$SRC"/*.cpp; do
   f=$(basename "$src" .cpp)
   link_binary "$src" "/tmp/$f" -O1 2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
