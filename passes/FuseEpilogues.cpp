@@ -114,5 +114,7 @@ LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy) {
     fuseEpilogues(copy);
     fuseElementwise(copy);
   }
+  if (!copy->hasAttr(LoomDialect::OnlineArenaAttrHelper::getNameStr()))
+    planArena(copy);
   return success();
 }

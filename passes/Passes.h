@@ -28,8 +28,22 @@ int64_t fuseEpilogues(ModuleOp module);
 /// loom-fuse's work on a lowered module; returns the regions made.
 int64_t fuseElementwise(ModuleOp module);
 
+/// A buffer's bytes and lifetime: alive from position `start` to `end`
+/// (exclusive), in the order the issuing thread reaches them.
+struct ArenaInterval {
+  int64_t bytes, start, end;
+};
+/// loom-plan-arena's placement of `bufs`: an offset each (multiples of
+/// loomrt::kArenaAlign, sizes rounded up to it) such that buffers alive at
+/// the same time never overlap; returns the region's size.
+int64_t planArenaOffsets(ArrayRef<ArenaInterval> bufs, SmallVectorImpl<int64_t> &offsets);
+/// loom-plan-arena's work on a lowered module, on the named functions
+/// (empty: @train_step and @train_step_frozen); returns the buffers placed.
+int64_t planArena(ModuleOp module, ArrayRef<std::string> functions = {});
+
 /// lowerToRuntime for the step simulation's copy of `module`, with the
-/// fusion the binary gets (none where the module has loom.no_fuse).
+/// fusion the binary gets (none where the module has loom.no_fuse) and its
+/// arena plan (none where it has loom.online_arena).
 LogicalResult lowerForSimulation(ModuleOp copy);
 
 /// Whether the module's functions are lowered to loomrt (no tensor in a

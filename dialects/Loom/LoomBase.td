@@ -75,6 +75,10 @@ def Loom_Dialect : Dialect {
     // are left unfused, as the binary's step is (else they get
     // loom-fuse-epilogues, as loomc's pipeline runs it).
     "::mlir::UnitAttr":$no_fuse,
+    // On the module: loomc --arena=online; the step simulation's lowered
+    // copies keep the runtime's placement of buffers, as the binary's step
+    // does (else they get loom-plan-arena, as loomc's pipeline runs it).
+    "::mlir::UnitAttr":$online_arena,
     // On the module: the names of @forward's arguments, in order (the
     // model's inputs and the loss's labels; the training binary's
     // --input NAME=FILE.npy).

@@ -83,7 +83,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   if (name == LoomDialect::HostThreadAttrHelper::getNameStr() ||
-      name == LoomDialect::NoFuseAttrHelper::getNameStr())
+      name == LoomDialect::NoFuseAttrHelper::getNameStr() ||
+      name == LoomDialect::OnlineArenaAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value) && isa<ModuleOp>(op), "a unit attribute on the module");
   if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);

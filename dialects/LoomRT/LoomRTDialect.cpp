@@ -3,6 +3,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -34,6 +35,14 @@ void LoomRTDialect::registerTypes() {
 /// `loomrt.program` on a lowered @train_step: what the driver needs to know
 /// about the program (the token files' shape, the vocabulary, the ranks).
 LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kArenaAttr) {
+    auto v = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !v || v.getValue().getSignificantBits() > 64 || v.getInt() < 0 ||
+        v.getInt() % kArenaAlign)
+      return op->emitError() << "'" << kArenaAttr << "' must be an integer >= 0, a multiple of "
+                             << kArenaAlign << ", on a function";
+    return success();
+  }
   if (attr.getName() != kProgramAttr)
     return op->emitError() << "unknown loomrt attribute '" << attr.getName().getValue() << "'";
   auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
@@ -92,6 +101,26 @@ LogicalResult GlobalOp::verifySymbolUses(SymbolTableCollection &tables) {
   if (!sym || !(sym->getName().getStringRef() == "loom.param" ||
                 sym->getName().getStringRef() == "loom.state"))
     return emitOpError() << "'" << getName() << "' does not name a loom.param or loom.state";
+  return success();
+}
+
+LogicalResult AllocOp::verify() {
+  if (!getOffset())
+    return success();
+  if (getHost())
+    return emitOpError("a planned offset ('at') places a device buffer; host buffers are the "
+                       "runtime's to place");
+  int64_t at = int64_t(*getOffset());
+  if (at % kArenaAlign)
+    return emitOpError("offset ") << at << " is not a multiple of " << kArenaAlign;
+  auto fn = (*this)->getParentOfType<FunctionOpInterface>();
+  auto arena = fn ? fn->getAttrOfType<IntegerAttr>(kArenaAttr) : IntegerAttr();
+  if (!arena)
+    return emitOpError("has a planned offset but its function has no '") << kArenaAttr << "'";
+  if (at > arena.getInt() || int64_t(getBytes()) > arena.getInt() - at)
+    return emitOpError("bytes [") << at << ", " << at + int64_t(getBytes())
+                                  << ") lie outside the function's planned region of "
+                                  << arena.getInt() << " bytes";
   return success();
 }
 

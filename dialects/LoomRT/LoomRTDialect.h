@@ -38,6 +38,12 @@ std::vector<uint8_t> denseBytes(DenseElementsAttr value);
 /// The function attribute that describes the training program on a lowered
 /// @train_step: {batch, seq, vocab, world, zero_stage}.
 constexpr llvm::StringLiteral kProgramAttr = "loomrt.program";
+/// The function attribute loom-plan-arena sets: the bytes of the planned
+/// region its `loomrt.alloc ... at OFFSET` buffers live in.
+constexpr llvm::StringLiteral kArenaAttr = "loomrt.arena";
+/// Planned offsets are multiples of this (the runtime arena's alignment,
+/// runtime/common/arena_policy.h).
+constexpr int64_t kArenaAlign = 256;
 } // namespace mlir::loomrt
 
 #endif // LOOM_DIALECT_LOOMRT_H

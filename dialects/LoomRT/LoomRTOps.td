@@ -202,14 +202,29 @@ def LoomRT_AllocOp : LoomRT_Op<"alloc"> {
     `bytes` bytes from the step's device arena (`host`: its pinned host
     arena), valid until the matching `loomrt.free` or the end of the step.
 
+    `at OFFSET` (loom-plan-arena) places the buffer at a fixed offset in
+    the function's planned region, whose size the function's `loomrt.arena`
+    attribute gives: the compiler, not the runtime, decided where it lives,
+    and two buffers alive at once never share bytes. Without it the runtime
+    places the buffer (best fit, runtime/common/arena_policy.h).
+
     ```mlir
     %b = loomrt.alloc 4096
     %h = loomrt.alloc 4096 host
+    %p = loomrt.alloc 4096 at 8192
     ```
   }];
-  let arguments = (ins NonNegI64:$bytes, UnitAttr:$host);
+  let arguments = (ins NonNegI64:$bytes, UnitAttr:$host,
+                       OptionalAttr<NonNegI64>:$offset);
   let results = (outs LoomRT_Buffer:$result);
-  let assemblyFormat = "$bytes (`host` $host^)? attr-dict";
+  let assemblyFormat = "$bytes (`host` $host^)? (`at` $offset^)? attr-dict";
+  let builders = [
+    // The runtime places it (no offset); loom-plan-arena sets the offset.
+    OpBuilder<(ins "::mlir::Type":$result, "int64_t":$bytes, "bool":$host), [{
+      build($_builder, $_state, result, bytes, host, ::mlir::IntegerAttr());
+    }]>
+  ];
+  let hasVerifier = 1;
 }
 
 def LoomRT_FreeOp : LoomRT_Op<"free"> {

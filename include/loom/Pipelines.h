@@ -61,6 +61,7 @@ struct PipelineOptions {
   std::string graphFeatures;
   bool recompute = false;
   bool fuse = true; // loom-fuse-epilogues after the lowering (loomc --no-fuse)
+  bool planArena = true; // loom-plan-arena after them (loomc --arena=online: off)
   mlir::loom::AttachOptimizerOptions optimizer;
   std::string offload = "none"; // cpu, static:R, interleaved
   int64_t subGroupSize = 1000000000;

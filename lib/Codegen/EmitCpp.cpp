@@ -421,6 +421,10 @@ public:
         << "  void *v = loomrt_step_alloc(c, (bytes));                 \\\n"
         << "  if (!v)                                                  \\\n"
         << "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
+        << "#define LOOM_ALLOC_AT(v, offset, bytes)                      \\\n"
+        << "  void *v = loomrt_step_alloc_at(c, (offset), (bytes));    \\\n"
+        << "  if (!v)                                                  \\\n"
+        << "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
         << "#define LOOM_ALLOC_HOST(v, bytes)                            \\\n"
         << "  void *v = loomrt_step_alloc_host(c, (bytes));            \\\n"
         << "  if (!v)                                                  \\\n"
@@ -498,6 +502,9 @@ private:
         << "  loomrt_stream hs = loomrt_step_host_stream(c);\n  (void)hs;\n"
         << "  loomrt_stream xs = loomrt_step_copy_stream(c, 0);\n  (void)xs;\n"
         << "  loomrt_stream ys = loomrt_step_copy_stream(c, 1);\n  (void)ys;\n";
+    // loom-plan-arena's region, before the first buffer placed in it.
+    if (auto arena = fn->getAttrOfType<IntegerAttr>(rt::kArenaAttr))
+      *os << "  LOOM_CHECK(loomrt_step_arena(c, " << arena.getInt() << "u));\n";
     for (Operation &op : fn.getBody().front())
       if (failed(emit(&op)))
         return failure();
@@ -565,6 +572,11 @@ private:
           return success();
         })
         .Case([&](rt::AllocOp o) {
+          if (std::optional<uint64_t> at = o.getOffset()) {
+            *os << "  LOOM_ALLOC_AT(" << define(o.getResult()) << ", " << *at << "u, "
+                << o.getBytes() << ");\n";
+            return success();
+          }
           *os << (o.getHost() ? "  LOOM_ALLOC_HOST(" : "  LOOM_ALLOC(") << define(o.getResult())
               << ", " << o.getBytes() << ");\n";
           return success();

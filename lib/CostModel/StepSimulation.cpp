@@ -128,6 +128,7 @@ struct Simulator {
   llvm::DenseMap<Value, double> events;  // event -> when its stream reached it
   llvm::DenseMap<Value, Value> aliases;  // a callee's argument or a call's result -> buffer
   llvm::DenseMap<Value, int64_t> placed; // step-arena buffer -> its placement
+  double plannedBytes = 0; // loom-plan-arena's region (the largest run)
   // The driver's step arena: the same placement policy, without memory
   // (the runtime's public model of it).
   std::unique_ptr<loomrt_arena_model_t, void (*)(loomrt_arena_model)> arena{
@@ -226,6 +227,10 @@ struct Simulator {
   }
 
   LogicalResult run(func::FuncOp fn, ModuleOp module) {
+    // loom-plan-arena's region, reserved whole (the driver's
+    // loomrt_step_arena), beside the online arena's blocks.
+    if (auto a = fn->getAttrOfType<IntegerAttr>(rt::kArenaAttr))
+      plannedBytes = std::max(plannedBytes, double(a.getInt()));
     for (Operation &op : fn.getBody().front())
       if (failed(visit(&op, module)))
         return failure();
@@ -233,7 +238,7 @@ struct Simulator {
   }
 
   void finish() {
-    p.peakStepBytes = double(loomrt_arena_model_reserved(arena.get()));
+    p.peakStepBytes = double(loomrt_arena_model_reserved(arena.get())) + plannedBytes;
     p.stepSeconds = std::max({host, worker, gpu, h2d, d2h, comm});
     // One host-memory budget for the CPU updates and the copies (Deep
     // Optimizer States §3): from the first of them on, the step lasts at
@@ -287,7 +292,7 @@ struct Simulator {
           return success();
         })
         .Case([&](rt::AllocOp a) {
-          if (!a.getHost())
+          if (!a.getHost() && !a.getOffset())
             placed[a.getResult()] = loomrt_arena_model_alloc(arena.get(), size_t(a.getBytes()));
           return success();
         })

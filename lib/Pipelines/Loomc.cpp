@@ -538,6 +538,12 @@ struct LoomcOptions {
                "no elementwise regions (loom-fuse), so fused and unfused binaries can be "
                "compared"),
       cl::cat(cat)};
+  cl::opt<std::string> arena{
+      "arena", cl::init("planned"), cl::value_desc("planned|online"),
+      cl::desc("Where the step's device buffers live: planned (offsets decided by loomc, "
+               "loom-plan-arena: one region of the size the step needs) or online (the "
+               "runtime's best-fit arena places them as the step runs)"),
+      cl::cat(cat)};
   cl::opt<bool> recompute{
       "recompute", cl::init(false),
       cl::desc("Activation checkpointing: recompute the forward pass in the "
@@ -793,6 +799,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   d.phase = *phase;
   if (o.init != "model" && o.init != "random")
     return "unknown --init '" + o.init + "': expected model or random";
+  if (o.arena != "planned" && o.arena != "online")
+    return "unknown --arena '" + o.arena + "': expected planned or online";
   if (o.offload != "none" && o.offload != "cpu" && o.offload != "interleaved" &&
       !llvm::StringRef(o.offload).starts_with("static:"))
     return "unknown --optimizer-offload '" + o.offload +
@@ -905,6 +913,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.precision = o.precision;
   po.recompute = o.recompute;
   po.fuse = !o.noFuse;
+  po.planArena = o.arena == "planned";
   // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
   // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
   po.optimizer.optimizer = d.onebit ? "adamw" : std::string(o.optimizer);
@@ -1058,6 +1067,12 @@ int loomcMain(int argc, char **argv) {
                        UnitAttr::get(&ctx));
   else
     (*module)->removeAttr(mlir::loom::LoomDialect::NoFuseAttrHelper::getNameStr());
+  // And the arena plan.
+  if (!po.planArena)
+    (*module)->setAttr(mlir::loom::LoomDialect::OnlineArenaAttrHelper::getNameStr(),
+                       UnitAttr::get(&ctx));
+  else
+    (*module)->removeAttr(mlir::loom::LoomDialect::OnlineArenaAttrHelper::getNameStr());
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;

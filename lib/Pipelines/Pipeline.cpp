@@ -130,6 +130,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
       pm.addPass(mlir::loom::createFuseEpilogues());
       pm.addPass(mlir::loom::createFuseElementwise());
     }
+    if (o.planArena)
+      pm.addPass(mlir::loom::createPlanArena());
   }
 }
 
@@ -162,6 +164,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
                     llvm::cl::init(true)};
+  Option<bool> planArena{*this, "plan-arena",
+                         llvm::cl::desc("loom-plan-arena after the lowering (loomc --arena=online: off)"),
+                         llvm::cl::init(true)};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw, adam or sgd"),
                                 llvm::cl::init("adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"), llvm::cl::init(1e-3)};
@@ -219,6 +224,7 @@ void registerLoomPipeline() {
         o.precision = cl.precision;
         o.recompute = cl.recompute;
         o.fuse = cl.fuse;
+        o.planArena = cl.planArena;
         o.optimizer.optimizer = cl.optimizer;
         o.optimizer.lr = cl.lr;
         o.optimizer.weightDecay = cl.weightDecay;

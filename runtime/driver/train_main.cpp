@@ -43,6 +43,8 @@ struct Arena {
   loomrt_device dev = nullptr;
   loomrt_mem_space space = LOOMRT_MEM_DEVICE;
   std::vector<void *> blocks;
+  void *planBase = nullptr; // the compiler-planned region
+  size_t planBytes = 0;
   loomrt::ArenaPolicy policy;
   std::unordered_map<void *, loomrt::ArenaPolicy::Place> placed;
 
@@ -64,8 +66,38 @@ struct Arena {
     placed[p] = at;
     return p;
   }
+  /// The planned region (loom-plan-arena), grown to `bytes` when smaller.
+  /// Growing happens at a planned function's start, where no planned buffer
+  /// is in use; the stream is drained first, as the old region may still
+  /// be read by the previous function's work.
+  loomrt_status plan(size_t bytes, loomrt_stream s) {
+    if (bytes <= planBytes)
+      return LOOMRT_OK;
+    if (planBase) {
+      if (loomrt_status e = loomrt_stream_synchronize(s))
+        return e;
+      loomrt_free(dev, space, planBase);
+      planBase = nullptr;
+      planBytes = 0;
+    }
+    if (loomrt_status e = loomrt_alloc(dev, space, bytes, &planBase))
+      return e;
+    planBytes = bytes;
+    return LOOMRT_OK;
+  }
+  void *at(size_t offset, size_t bytes) {
+    if (!planBase || offset > planBytes || bytes > planBytes - offset)
+      return nullptr;
+    return static_cast<char *>(planBase) + offset;
+  }
+  bool planned(void *p) const {
+    auto *c = static_cast<char *>(p), *b = static_cast<char *>(planBase);
+    return planBase && c >= b && c < b + planBytes;
+  }
   /// False when `p` is not this arena's.
   bool free(void *p) {
+    if (planned(p))
+      return true;
     auto it = placed.find(p);
     if (it == placed.end())
       return false;
@@ -73,7 +105,7 @@ struct Arena {
     placed.erase(it);
     return true;
   }
-  size_t reserved() const { return policy.reserved(); }
+  size_t reserved() const { return policy.reserved() + planBytes; }
   void reset() {
     policy.reset();
     placed.clear();
@@ -81,6 +113,10 @@ struct Arena {
   void release() {
     for (void *b : blocks)
       loomrt_free(dev, space, b);
+    if (planBase)
+      loomrt_free(dev, space, planBase);
+    planBase = nullptr;
+    planBytes = 0;
     blocks.clear();
     policy.clear();
     placed.clear();
@@ -319,6 +355,13 @@ SlowLink slowLink() {
 
 extern "C" {
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
+loomrt_status loomrt_step_arena(loomrt_step_ctx c, size_t bytes) {
+  std::lock_guard<std::mutex> l(c->arenaMutex);
+  return c->device.plan(bytes, c->stream);
+}
+void *loomrt_step_alloc_at(loomrt_step_ctx c, size_t offset, size_t bytes) {
+  return c->device.at(offset, bytes);
+}
 void loomrt_step_free(loomrt_step_ctx c, void *p) { c->free(p); }
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c) { return c->stream; }
 loomrt_comm loomrt_step_comm(loomrt_step_ctx c) { return c->comm; }

@@ -43,6 +43,51 @@ func.func @f(%x: !loomrt.buffer) {
 
 // -----
 
+func.func @f(%x: !loomrt.buffer) attributes {loomrt.arena = 1024 : i64} {
+  // expected-error @+1 {{a planned offset ('at') places a device buffer; host buffers are the runtime's to place}}
+  %a = loomrt.alloc 64 host at 0
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) attributes {loomrt.arena = 1024 : i64} {
+  // expected-error @+1 {{offset 100 is not a multiple of 256}}
+  %a = loomrt.alloc 64 at 100
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) attributes {loomrt.arena = 1024 : i64} {
+  // expected-error @+1 {{bytes [768, 1280) lie outside the function's planned region of 1024 bytes}}
+  %a = loomrt.alloc 512 at 768
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) {
+  // expected-error @+1 {{has a planned offset but its function has no 'loomrt.arena'}}
+  %a = loomrt.alloc 64 at 0
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loomrt.arena' must be an integer >= 0, a multiple of 256, on a function}}
+func.func @f(%x: !loomrt.buffer) attributes {loomrt.arena = 1000 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loomrt.arena' must be an integer >= 0, a multiple of 256, on a function}}
+module attributes {loomrt.arena = 1024 : i64} {
+}
+
+// -----
+
 func.func @f(%x: !loomrt.buffer, %t: i64) {
   %s = loomrt.stream compute
   // expected-error @+1 {{writes a bf16 refresh only with a bf16 gradient}}

@@ -7,7 +7,8 @@ loom.param @w : tensor<4x4xf32> init #loom.init<zeros>
 loom.state @t : tensor<i64> role step init #loom.init<zeros>
 
 // CHECK-LABEL: func.func @all
-func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer {
+// CHECK-SAME: loomrt.arena = 1024 : i64
+func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attributes {loomrt.arena = 1024 : i64} {
   // CHECK: %[[S:.+]] = loomrt.stream compute
   %s = loomrt.stream compute
   %hs = loomrt.stream host
@@ -24,6 +25,8 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer {
   %a = loomrt.alloc 64
   // CHECK: loomrt.alloc 64 host
   %h = loomrt.alloc 64 host
+  // CHECK: loomrt.alloc 512 at 512
+  %p = loomrt.alloc 512 at 512
   // CHECK: loomrt.global @w
   %w = loomrt.global @w
   // CHECK: loomrt.view %[[A]][16]

@@ -1,8 +1,9 @@
 // Plans on a tiny step with a fixed hardware description (a host CPU far
 // slower than PCIe) and fixed device memory limits. Device memory:
 // persistent state (12 bytes per parameter of resident state, working
-// copies) plus the step arena, whose first block is 64 MiB (67108864
-// bytes) however small the step.
+// copies) plus the step arena. The module asks for the runtime's online
+// arena (loom.online_arena, loomc --arena=online), whose first block is
+// 64 MiB (67108864 bytes) however small the step.
 // Enough memory: everything stays resident (no offload at all).
 // RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67109100" | FileCheck %s --check-prefix=ALL
 // ALL: loom.offload_plan = #loom.offload_plan<gpu = 2, stream = 0, cpu = 0, hardware = "crawling host CPU
@@ -25,6 +26,13 @@
 // RUN: loom-opt %s --loom-interleave-offload=hardware=cpu-host | FileCheck %s --check-prefix=CPU
 // CPU: loom.subgroup @sg0 [@a] numel 6 update gpu
 // CPU: loom.subgroup @sg1 [@b] numel 3 update gpu
+// With the arena planned (loom-plan-arena, the default: the attribute
+// removed), the step's buffers take 1396 bytes with both resident (each
+// buffer rounded up to 256 bytes) and 1372 with @b on the CPU.
+// RUN: sed 's/attributes {loom.online_arena} //' %s | loom-opt --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1396" | FileCheck %s --check-prefix=PLANNED
+// PLANNED: loom.offload_plan = #loom.offload_plan<gpu = 2, stream = 0, cpu = 0, {{.*}} predicted_peak_device_bytes = 1396
+// RUN: sed 's/attributes {loom.online_arena} //' %s | loom-opt --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1395" | FileCheck %s --check-prefix=PLANNED1
+// PLANNED1: loom.offload_plan = #loom.offload_plan<gpu = 1, stream = 0, cpu = 1, {{.*}} predicted_peak_device_bytes = 1372
 // Too little even with every update on the CPU; unknown hardware.
 // RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
 // TIGHT: loom-interleave-offload: the step needs 0.1 GiB of device memory with every update on the CPU, more than the 0.1 GiB usable
@@ -59,6 +67,7 @@
 // APPLY-NEXT: loom.store %[[BM]] to @b.exp_avg
 // APPLY-NEXT: loom.store %[[BV]] to @b.exp_avg_sq
 // APPLY-NEXT: return
+module attributes {loom.online_arena} {
 loom.param @a : tensor<3x2xf32> init #loom.init<ones>
 loom.param @b : tensor<3xf32> init #loom.init<zeros>
 loom.state @a.exp_avg : tensor<3x2xf32> role adam_m of @a init #loom.init<zeros>
@@ -104,4 +113,5 @@ func.func @train_step(%x: tensor<4x2xbf16>, %y: tensor<4xi64>) -> tensor<f32> {
   loom.store %bm2 to @b.exp_avg : tensor<3xf32>
   loom.store %bv2 to @b.exp_avg_sq : tensor<3xf32>
   return %r#0 : tensor<f32>
+}
 }

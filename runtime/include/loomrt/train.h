@@ -184,6 +184,15 @@ typedef struct loomrt_program {
  * stream; later allocations of a similar size reuse it). */
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes);
 void loomrt_step_free(loomrt_step_ctx c, void *p);
+/* The compiler's plan (loom-plan-arena): a generated step function first
+ * asks for its planned region of `bytes` device bytes (kept and reused
+ * every step; grown, never shrunk, when a function needs more), then takes
+ * each buffer at the offset the compiler chose. loomrt_step_alloc_at
+ * returns NULL when [offset, offset + bytes) is not inside the region;
+ * loomrt_step_free of a planned buffer does nothing (its bytes are the
+ * plan's). Planned and runtime-placed buffers never share memory. */
+loomrt_status loomrt_step_arena(loomrt_step_ctx c, size_t bytes);
+void *loomrt_step_alloc_at(loomrt_step_ctx c, size_t offset, size_t bytes);
 loomrt_stream loomrt_step_stream(loomrt_step_ctx c);
 /* The world's communicator (one rank when not data-parallel), the stream
  * collectives run on, and an event valid for the current step (from a pool
