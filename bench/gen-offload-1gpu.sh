@@ -8,7 +8,9 @@
 #   g5b: GPT 5B (24 layers, d 4096), batch 2 x 1024
 # each in --optimizer-offload=cpu and interleaved, with the CPU's updates on
 # the step's host thread (the default for CUDA) and without it
-# (--host-thread=off: the schedule before it, the in-call baseline).
+# (--host-thread=off: the schedule before it, the in-call baseline), and
+# with the runtime's online arena instead of loom-plan-arena's planned one
+# (suffix -online: --arena=online, the plans before it).
 # ROWS="l67-int l67-int-off" makes only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,8 @@ for row in ${ROWS:-$ALL}; do
   IFS=- read -r model mode off <<< "$row"
   o=$([ "$mode" = int ] && echo interleaved || echo cpu)
   "$L" --model "${SPEC[$model]}" --target=cuda --precision=bf16 --optimizer-offload=$o \
-    --host-thread=$([ -n "$off" ] && echo off || echo on) --hardware="$HW" \
+    --host-thread=$([ "$off" = off ] && echo off || echo on) \
+    --arena=$([ "$off" = online ] && echo online || echo planned) --hardware="$HW" \
     --timeline "$C/$row.timeline.json" --compile-to=cpp -o "$C/$row.cpp" 2> "$C/$row.predicted.txt"
   gzip -f "$C/$row.cpp"
   echo "$row: $(grep -h 'predicted step\|offload plan' "$C/$row.predicted.txt" | sed 's/ on .h100[^:]*//' | tr '\n' ' ')"

@@ -60,6 +60,9 @@ for model in ("l67", "l43", "g5b"):
         if f"{model}-cpu{suffix}" in meas and f"{model}-int{suffix}" in meas:
             print(f"{model}{suffix or ' (host thread)'}: interleaved vs cpu "
                   f"{meas[f'{model}-cpu{suffix}'] / meas[f'{model}-int{suffix}']:.2f}x")
+    if f"{model}-int" in meas and f"{model}-int-online" in meas:
+        print(f"{model}: interleaved with the planned arena vs the online one "
+              f"{meas[f'{model}-int-online'] / meas[f'{model}-int']:.2f}x")
     if f"{model}-int" in meas and f"{model}-int-off" in meas:
         print(f"{model}: interleaved with the host thread vs without "
               f"{meas[f'{model}-int-off'] / meas[f'{model}-int']:.2f}x")
