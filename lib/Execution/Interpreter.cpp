@@ -469,6 +469,9 @@ public:
           return true;
         })
         .Case([&](rt::JoinOp) { return true; })
+        // A planned offset (loom-plan-arena) is the binary's placement; the
+        // executor gives every buffer memory of its own, which no plan can
+        // make alias (the binary's losses are checked against it).
         .Case([&](rt::AllocOp o) {
           loomrt_mem_space space = o.getHost() ? LOOMRT_MEM_PINNED : LOOMRT_MEM_DEVICE;
           void *p = nullptr;
