@@ -1149,160 +1149,6 @@ loomrt_status fusedG(void *state, void *st, const FusedProgram *p,
 // Row ops: one block per row
 //===----------------------------------------------------------------------===//
 
-template <typename T>
-__device__ void rowStats(const T *x, int64_t d, float eps, bool rms,
-                         float &mean, float &rstd) {
-  float s = 0;
-  if (!rms) {
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      s += load(x[j]);
-    s = blockReduce<false>(s);
-  }
-  mean = s / float(d);
-  float v = 0;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float c = load(x[j]) - mean;
-    v += c * c;
-  }
-  v = blockReduce<false>(v);
-  rstd = rsqrtf(v / float(d) + eps);
-}
-
-template <typename T>
-__global__ void layerNormKernel(const T *x, const T *w, const T *b, T *y,
-                                int64_t d, float eps, bool rms) {
-  const T *xr = x + blockIdx.x * d;
-  float mean, rstd;
-  rowStats(xr, d, eps, rms, mean, rstd);
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float v = (load(xr[j]) - mean) * rstd * load(w[j]);
-    y[blockIdx.x * d + j] = store<T>(b ? v + load(b[j]) : v);
-  }
-}
-
-/// dx per row; the row's mean and rstd are saved for the dw/db kernel.
-template <typename T>
-__global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
-                                    float2 *stats, int64_t d, float eps,
-                                    bool rms) {
-  const T *xr = x + blockIdx.x * d, *gr = dy + blockIdx.x * d;
-  float mean, rstd;
-  rowStats(xr, d, eps, rms, mean, rstd);
-  float sg = 0, sgx = 0;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float xh = (load(xr[j]) - mean) * rstd, g = load(gr[j]) * load(w[j]);
-    sg += g;
-    sgx += g * xh;
-  }
-  sg = blockReduce<false>(sg);
-  sgx = blockReduce<false>(sgx);
-  float mg = rms ? 0.0f : sg / float(d), mgx = sgx / float(d);
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float xh = (load(xr[j]) - mean) * rstd, g = load(gr[j]) * load(w[j]);
-    dx[blockIdx.x * d + j] = store<T>(rstd * (g - mg - xh * mgx));
-  }
-  if (threadIdx.x == 0)
-    stats[blockIdx.x] = make_float2(mean, rstd);
-}
-
-/// dw[j] = sum_r dy[r,j] xhat[r,j], db[j] = sum_r dy[r,j], in two
-/// deterministic stages: blocks of kColTile columns x kRowLanes row lanes sum one chunk of
-/// `per` rows (>= kLnChunk, more when there are over 1024 chunks, to bound
-/// the scratch) each into partials[chunk][j] (coalesced across the warp's
-/// columns); then one thread per column adds the chunks in order. One thread
-/// per column walking all rows left the GPU idle: 2.8 ms per call at GPT-2
-/// 124M batch 8 (14% of the step, ncu on an H200).
-constexpr int64_t kLnChunk = 64;
-template <typename T>
-__global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
-                                                 const float2 *stats, float *pw,
-                                                 float *pb, int64_t rows, int64_t d,
-                                                 int64_t per) {
-  __shared__ float sw[kRowLanes][kColTile + 1], sb[kRowLanes][kColTile + 1];
-  int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
-  int64_t r0 = int64_t(blockIdx.y) * per, r1 = min(rows, r0 + per);
-  float aw = 0, ab = 0;
-  if (j < d)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
-      float g = load(dy[r * d + j]);
-      float2 st = stats[r];
-      aw += g * (load(x[r * d + j]) - st.x) * st.y;
-      ab += g;
-    }
-  sw[threadIdx.y][threadIdx.x] = aw;
-  sb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < d) {
-    for (int k = 1; k < kRowLanes; ++k) {
-      aw += sw[k][threadIdx.x];
-      ab += sb[k][threadIdx.x];
-    }
-    pw[blockIdx.y * d + j] = aw;
-    pb[blockIdx.y * d + j] = ab;
-  }
-}
-template <typename T>
-__global__ void layerNormWeightGradKernel(const float *pw, const float *pb, T *dw,
-                                          T *db, int64_t chunks, int64_t d) {
-  GRID_STRIDE(j, size_t(d)) {
-    float aw = 0, ab = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      aw += pw[c * d + j];
-      ab += pb[c * d + j];
-    }
-    dw[j] = store<T>(aw);
-    if (db)
-      db[j] = store<T>(ab);
-  }
-}
-
-loomrt_status layerNormG(void *, void *st, loomrt_dtype dt, const void *x,
-                         const void *w, const void *b, void *y, int64_t rows,
-                         int64_t d, float eps, bool rms) {
-  withType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    layerNormKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
-        static_cast<const T *>(x), static_cast<const T *>(w),
-        static_cast<const T *>(b), static_cast<T *>(y), d, eps, rms);
-  });
-  return launched("layer_norm");
-}
-
-loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
-                             const void *x, const void *w, void *dx, void *dw,
-                             void *db, int64_t rows, int64_t d, float eps,
-                             bool rms) {
-  float2 *stats = nullptr;
-  int64_t per = std::max(kLnChunk, (rows + 1023) / 1024);
-  int64_t chunks = (rows + per - 1) / per;
-  if (rows) {
-    // Row statistics, then the per-chunk partial sums of dw and db.
-    if (loomrt_status s = gpuCheck(
-            gpuMallocAsync((void **)&stats,
-                           rows * sizeof(float2) + 2 * chunks * d * sizeof(float), S(st)),
-            "layer_norm_grad scratch"))
-      return s;
-  }
-  float *pw = reinterpret_cast<float *>(stats + rows), *pb = pw + chunks * d;
-  withType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    if (rows)
-      layerNormGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
-          static_cast<const T *>(dy), static_cast<const T *>(x),
-          static_cast<const T *>(w), static_cast<T *>(dx), stats, d, eps, rms);
-    if (rows)
-      layerNormWeightGradPartialKernel<T>
-          <<<dim3(unsigned((d + kColTile - 1) / kColTile), unsigned(chunks)),
-             dim3(kColTile, kRowLanes), 0, S(st)>>>(
-              static_cast<const T *>(dy), static_cast<const T *>(x), stats, pw, pb, rows, d, per);
-    layerNormWeightGradKernel<T><<<gridFor(size_t(d)), kThreads, 0, S(st)>>>(
-        pw, pb, static_cast<T *>(dw), static_cast<T *>(db), chunks, d);
-  });
-  loomrt_status s = launched("layer_norm_grad");
-  if (stats)
-    (void)gpuFreeAsync(stats, S(st));
-  return s;
-}
 
 template <typename T>
 __global__ void softmaxKernel(const T *x, T *y, int64_t d, float scale,
@@ -1510,6 +1356,321 @@ loomrt_status softmaxGradG(void *, void *st, loomrt_dtype dt, const void *dy,
         static_cast<T *>(dx), d, scale, log);
   });
   return launched("softmax_grad");
+}
+
+template <typename T>
+__device__ void rowStats(const T *x, int64_t d, float eps, bool rms,
+                         float &mean, float &rstd) {
+  float s = 0;
+  if (!rms) {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      s += load(x[j]);
+    s = blockReduce<false>(s);
+  }
+  mean = s / float(d);
+  float v = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float c = load(x[j]) - mean;
+    v += c * c;
+  }
+  v = blockReduce<false>(v);
+  rstd = rsqrtf(v / float(d) + eps);
+}
+
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *w, const T *b, T *y,
+                                int64_t d, float eps, bool rms) {
+  const T *xr = x + blockIdx.x * d;
+  float mean, rstd;
+  rowStats(xr, d, eps, rms, mean, rstd);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float v = (load(xr[j]) - mean) * rstd * load(w[j]);
+    y[blockIdx.x * d + j] = store<T>(b ? v + load(b[j]) : v);
+  }
+}
+
+/// dx per row; the row's mean and rstd are saved for the dw/db kernel.
+template <typename T>
+__global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
+                                    float2 *stats, int64_t d, float eps,
+                                    bool rms) {
+  const T *xr = x + blockIdx.x * d, *gr = dy + blockIdx.x * d;
+  float mean, rstd;
+  rowStats(xr, d, eps, rms, mean, rstd);
+  float sg = 0, sgx = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float xh = (load(xr[j]) - mean) * rstd, g = load(gr[j]) * load(w[j]);
+    sg += g;
+    sgx += g * xh;
+  }
+  sg = blockReduce<false>(sg);
+  sgx = blockReduce<false>(sgx);
+  float mg = rms ? 0.0f : sg / float(d), mgx = sgx / float(d);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float xh = (load(xr[j]) - mean) * rstd, g = load(gr[j]) * load(w[j]);
+    dx[blockIdx.x * d + j] = store<T>(rstd * (g - mg - xh * mgx));
+  }
+  if (threadIdx.x == 0)
+    stats[blockIdx.x] = make_float2(mean, rstd);
+}
+
+/// dw[j] = sum_r dy[r,j] xhat[r,j], db[j] = sum_r dy[r,j], in two
+/// deterministic stages: blocks of kColTile columns x kRowLanes row lanes sum one chunk of
+/// `per` rows (>= kLnChunk, more when there are over 1024 chunks, to bound
+/// the scratch) each into partials[chunk][j] (coalesced across the warp's
+/// columns); then one thread per column adds the chunks in order. One thread
+/// per column walking all rows left the GPU idle: 2.8 ms per call at GPT-2
+/// 124M batch 8 (14% of the step, ncu on an H200).
+constexpr int64_t kLnChunk = 64;
+template <typename T>
+__global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
+                                                 const float2 *stats, float *pw,
+                                                 float *pb, int64_t rows, int64_t d,
+                                                 int64_t per) {
+  __shared__ float sw[kRowLanes][kColTile + 1], sb[kRowLanes][kColTile + 1];
+  int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * per, r1 = min(rows, r0 + per);
+  float aw = 0, ab = 0;
+  if (j < d)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
+      float g = load(dy[r * d + j]);
+      float2 st = stats[r];
+      aw += g * (load(x[r * d + j]) - st.x) * st.y;
+      ab += g;
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < d) {
+    for (int k = 1; k < kRowLanes; ++k) {
+      aw += sw[k][threadIdx.x];
+      ab += sb[k][threadIdx.x];
+    }
+    pw[blockIdx.y * d + j] = aw;
+    pb[blockIdx.y * d + j] = ab;
+  }
+}
+template <typename T>
+__global__ void layerNormWeightGradKernel(const float *pw, const float *pb, T *dw,
+                                          T *db, int64_t chunks, int64_t d) {
+  GRID_STRIDE(j, size_t(d)) {
+    float aw = 0, ab = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      aw += pw[c * d + j];
+      ab += pb[c * d + j];
+    }
+    dw[j] = store<T>(aw);
+    if (db)
+      db[j] = store<T>(ab);
+  }
+}
+
+/// Layer and RMS norms of rows that fit one warp's registers as whole
+/// 16-byte words (d = kWarp * N, N a multiple of a word's elements: GPT-2's
+/// 768 is 24 bf16 a lane): each row is read once and written once, in
+/// 16-byte accesses, where the block kernels above read it three times, two
+/// bytes at a time, with two block-wide reductions (5.6 ms of GPT-2's bf16
+/// step on an H100, ncu). Rows of other widths that fit take the same
+/// kernels with one element a lane an access.
+template <typename T, int N>
+__device__ void normStats(const float (&v)[N], bool vec, int lane, int d, float eps,
+                          bool rms, float &mean, float &rstd) {
+  float s = 0;
+  if (!rms) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      s += v[i]; // padding reads 0
+    s = warpSum(s);
+  }
+  mean = s / float(d);
+  float q = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float c = rowIndex<T, N>(vec, lane, i) < d ? v[i] - mean : 0.0f;
+    q += c * c;
+  }
+  rstd = rsqrtf(warpSum(q) / float(d) + eps);
+}
+
+template <typename T, int N>
+__global__ void layerNormWarpKernel(const T *x, const T *w, const T *b, T *y, int64_t rows,
+                                    int d, float eps, bool rms) {
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + warpId();
+  int lane = laneId();
+  if (row >= rows)
+    return;
+  bool vec = rowVectorised<T, N>(d, {x, w, y}) && (!b || uintptr_t(b) % 16 == 0);
+  float v[N], wv[N], bv[N];
+  loadRow<T, N>(vec, x + row * d, d, lane, v);
+  loadRow<T, N>(vec, w, d, lane, wv);
+  if (b)
+    loadRow<T, N>(vec, b, d, lane, bv);
+  float mean, rstd;
+  normStats<T, N>(v, vec, lane, d, eps, rms, mean, rstd);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    v[i] = (v[i] - mean) * rstd * wv[i] + (b ? bv[i] : 0.0f);
+  storeRow<T, N>(vec, y + row * d, d, lane, v);
+}
+
+/// The gradient: a block takes a chunk of `per` rows, each warp one row at
+/// a time (dx as the block kernel computes it), and every lane keeps its
+/// columns' sums of dy * xhat and dy in registers; the block's warps then
+/// add theirs in order through shared memory into the chunk's partial row
+/// (pw, pb), which layerNormWeightGradKernel sums over chunks in order:
+/// deterministic, and dy and x are read once instead of twice.
+template <typename T, int N>
+__global__ void layerNormGradWarpKernel(const T *dy, const T *x, const T *w, T *dx, float *pw,
+                                        float *pb, int64_t rows, int d, float eps, bool rms,
+                                        int64_t per) {
+  extern __shared__ float part[]; // [warps][d]
+  int lane = laneId(), warp = warpId(), warps = int(blockDim.x) / kWarp;
+  int64_t r0 = int64_t(blockIdx.x) * per, r1 = min(rows, r0 + per);
+  bool vec = rowVectorised<T, N>(d, {dy, x, w, dx});
+  float wv[N], aw[N], ab[N];
+  loadRow<T, N>(vec, w, d, lane, wv);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    aw[i] = ab[i] = 0;
+  for (int64_t r = r0 + warp; r < r1; r += warps) {
+    float xv[N], gv[N];
+    loadRow<T, N>(vec, x + r * d, d, lane, xv);
+    loadRow<T, N>(vec, dy + r * d, d, lane, gv);
+    float mean, rstd;
+    normStats<T, N>(xv, vec, lane, d, eps, rms, mean, rstd);
+    float sg = 0, sgx = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float xh = (xv[i] - mean) * rstd, g = gv[i] * wv[i]; // padding: gv 0
+      aw[i] += gv[i] * xh;
+      ab[i] += gv[i];
+      sg += g;
+      sgx += g * xh;
+      xv[i] = xh;
+    }
+    sg = warpSum(sg);
+    sgx = warpSum(sgx);
+    float mg = rms ? 0.0f : sg / float(d), mgx = sgx / float(d);
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      gv[i] = rstd * (gv[i] * wv[i] - mg - xv[i] * mgx);
+    storeRow<T, N>(vec, dx + r * d, d, lane, gv);
+  }
+  // The chunk's column sums: dy * xhat, then dy.
+  for (int pass = 0; pass < 2; ++pass) {
+    float *acc = pass ? ab : aw, *out = pass ? pb : pw;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (int j = rowIndex<T, N>(vec, lane, i); j < d)
+        part[warp * d + j] = acc[i];
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      float t = 0;
+      for (int k = 0; k < warps; ++k)
+        t += part[k * d + j];
+      out[int64_t(blockIdx.x) * d + j] = t;
+    }
+    __syncthreads();
+  }
+}
+
+/// Calls f with the elements a lane holds for rows of d that one warp keeps
+/// in registers, at most Most; false where d does not fit. Whole 16-byte
+/// words a lane first (GPT-2's 768 and 1024; 2048 forward), then the
+/// softmax's register counts, one element a lane an access.
+template <int Most, typename F> bool withNormRegisters(int64_t d, F &&f) {
+  bool done = false;
+  auto exact = [&](auto n) {
+    if constexpr (decltype(n)::value <= Most)
+      if (!done && d == int64_t(kWarp) * decltype(n)::value) {
+        f(n);
+        done = true;
+      }
+  };
+  exact(std::integral_constant<int, 8>{});
+  exact(std::integral_constant<int, 16>{});
+  exact(std::integral_constant<int, 24>{});
+  exact(std::integral_constant<int, 32>{});
+  exact(std::integral_constant<int, 48>{});
+  exact(std::integral_constant<int, 64>{});
+  if (done)
+    return true;
+  if (d > int64_t(kWarp) * std::min(Most, kMaxRowRegisters))
+    return false;
+  return withRowRegisters(d, f);
+}
+/// The gradient's warp kernel keeps three rows of registers more than the
+/// forward's: at most 32 elements a lane.
+constexpr int kNormRegisters = 64, kNormGradRegisters = 32;
+
+loomrt_status layerNormG(void *, void *st, loomrt_dtype dt, const void *x,
+                         const void *w, const void *b, void *y, int64_t rows,
+                         int64_t d, float eps, bool rms) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    unsigned blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    if (rows && withNormRegisters<kNormRegisters>(d, [&](auto n) {
+          layerNormWarpKernel<T, decltype(n)::value><<<blocks, kThreads, 0, S(st)>>>(
+              static_cast<const T *>(x), static_cast<const T *>(w), static_cast<const T *>(b),
+              static_cast<T *>(y), rows, int(d), eps, rms);
+        }))
+      return;
+    if (rows)
+      layerNormKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(x), static_cast<const T *>(w),
+          static_cast<const T *>(b), static_cast<T *>(y), d, eps, rms);
+  });
+  return launched("layer_norm");
+}
+
+loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
+                             const void *x, const void *w, void *dx, void *dw,
+                             void *db, int64_t rows, int64_t d, float eps,
+                             bool rms) {
+  // Rows a warp holds: chunks of whole blocks' rows, about 256 of them (the
+  // partial rows stay a few MB); else the block kernels' row statistics
+  // and their chunks of kLnChunk rows or more.
+  bool warp = rows && withNormRegisters<kNormGradRegisters>(d, [](auto) {});
+  int64_t per = warp ? (std::max<int64_t>(kRowsPerBlock, (rows + 255) / 256) + kRowsPerBlock - 1) /
+                           kRowsPerBlock * kRowsPerBlock
+                     : std::max(kLnChunk, (rows + 1023) / 1024);
+  int64_t chunks = rows ? (rows + per - 1) / per : 0;
+  size_t statsBytes = warp ? 0 : size_t(rows) * sizeof(float2);
+  void *scratch = nullptr;
+  if (rows)
+    if (loomrt_status e = gpuCheck(
+            gpuMallocAsync(&scratch, statsBytes + 2 * chunks * d * sizeof(float), S(st)),
+            "layer_norm_grad scratch"))
+      return e;
+  auto *stats = static_cast<float2 *>(scratch);
+  float *pw = reinterpret_cast<float *>(static_cast<char *>(scratch) + statsBytes),
+        *pb = pw + chunks * d;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (warp)
+      withNormRegisters<kNormGradRegisters>(d, [&](auto n) {
+        layerNormGradWarpKernel<T, decltype(n)::value>
+            <<<unsigned(chunks), kThreads, size_t(kRowsPerBlock) * size_t(d) * sizeof(float),
+               S(st)>>>(static_cast<const T *>(dy), static_cast<const T *>(x),
+                        static_cast<const T *>(w), static_cast<T *>(dx), pw, pb, rows, int(d),
+                        eps, rms, per);
+      });
+    else if (rows) {
+      layerNormGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(dy), static_cast<const T *>(x),
+          static_cast<const T *>(w), static_cast<T *>(dx), stats, d, eps, rms);
+      layerNormWeightGradPartialKernel<T>
+          <<<dim3(unsigned((d + kColTile - 1) / kColTile), unsigned(chunks)),
+             dim3(kColTile, kRowLanes), 0, S(st)>>>(
+              static_cast<const T *>(dy), static_cast<const T *>(x), stats, pw, pb, rows, d, per);
+    }
+    layerNormWeightGradKernel<T><<<gridFor(size_t(d)), kThreads, 0, S(st)>>>(
+        pw, pb, static_cast<T *>(dw), static_cast<T *>(db), chunks, d);
+  });
+  loomrt_status s = launched("layer_norm_grad");
+  if (scratch)
+    (void)gpuFreeAsync(scratch, S(st));
+  return s;
 }
 
 //===----------------------------------------------------------------------===//

@@ -793,7 +793,12 @@ void normRef(const std::vector<float> &x, const std::vector<float> &w,
 }
 
 TEST_P(Kernels, NormsForwardAndBackward) {
-  const int64_t rows = 6, d = 300;
+  // Rows the GPU keeps in one warp's registers one element a lane an access
+  // (300), as whole 16-byte words with the gradient's column sums over
+  // several chunks of rows (20 x 256), and rows too long for registers,
+  // which the block kernels take (1100).
+  for (auto [rows, d] : {std::pair<int64_t, int64_t>{6, 300}, {20, 256}, {3, 1100}}) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + " x " + std::to_string(d));
   const double eps = 1e-5;
   for (int rms = 0; rms < 2; ++rms) {
     std::vector<float> x = randn(rows * d, 2.0f, 1.0f), w = randn(d, 0.5f, 1.0f),
@@ -868,6 +873,7 @@ TEST_P(Kernels, NormsForwardAndBackward) {
                                              hh.get(dxo, rows * d), hh.get(dwo, d),
                                              hh.get(dbo, d)};
     });
+  }
   }
 }
 
