@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_PLANARENA
@@ -45,9 +46,9 @@ int64_t mlir::loom::planArenaOffsets(ArrayRef<ArenaInterval> bufs,
   SmallVector<size_t> order(bufs.size());
   std::iota(order.begin(), order.end(), 0);
   // Largest first; among equals the earlier one, so plans are deterministic.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  llvm::sort(order, [&](size_t a, size_t b) {
     int64_t sa = round(bufs[a].bytes), sb = round(bufs[b].bytes);
-    return sa != sb ? sa > sb : bufs[a].start < bufs[b].start;
+    return std::tie(sb, bufs[a].start, a) < std::tie(sa, bufs[b].start, b);
   });
   offsets.assign(bufs.size(), -1);
   SmallVector<size_t> placed;
@@ -80,6 +81,7 @@ namespace {
 /// the order the issuing thread reaches them: a callee's body runs where it
 /// is called, its arguments and results standing for the caller's values.
 struct Lifetimes {
+  explicit Lifetimes(ModuleOp module) : module(module) {}
   ModuleOp module;
   llvm::DenseMap<StringRef, int64_t> callSites;
   llvm::DenseMap<Value, Value> alias; // callee argument or call result -> what it stands for
@@ -138,7 +140,7 @@ struct Lifetimes {
 /// returns how many it placed (0 and nothing changed where there is nothing
 /// to plan or it cannot be planned).
 int64_t planFunction(ModuleOp module, func::FuncOp fn) {
-  Lifetimes l{module};
+  Lifetimes l(module);
   module.walk([&](func::CallOp c) { ++l.callSites[c.getCallee()]; });
   if (!l.add(fn) || l.bufs.empty())
     return 0;

@@ -797,7 +797,8 @@ TEST_P(Kernels, NormsForwardAndBackward) {
   // (300), as whole 16-byte words with the gradient's column sums over
   // several chunks of rows (20 x 256), and rows too long for registers,
   // which the block kernels take (1100).
-  for (auto [rows, d] : {std::pair<int64_t, int64_t>{6, 300}, {20, 256}, {3, 1100}}) {
+  for (auto shape : {std::pair<int64_t, int64_t>{6, 300}, {20, 256}, {3, 1100}}) {
+  const int64_t rows = shape.first, d = shape.second; // captured below (no C++17 binding)
   SCOPED_TRACE("rows " + std::to_string(rows) + " x " + std::to_string(d));
   const double eps = 1e-5;
   for (int rms = 0; rms < 2; ++rms) {
