@@ -1587,12 +1587,14 @@ template <int Most, typename F> bool withNormRegisters(int64_t d, F &&f) {
         done = true;
       }
   };
-  exact(std::integral_constant<int, 8>{});
-  exact(std::integral_constant<int, 16>{});
-  exact(std::integral_constant<int, 24>{});
-  exact(std::integral_constant<int, 32>{});
-  exact(std::integral_constant<int, 48>{});
-  exact(std::integral_constant<int, 64>{});
+  // Elements a lane: 1 to 8 whole 16-byte bf16 words (not the warp width).
+  constexpr int kWords[] = {8, 16, 24, 32, 48, 64};
+  exact(std::integral_constant<int, kWords[0]>{});
+  exact(std::integral_constant<int, kWords[1]>{});
+  exact(std::integral_constant<int, kWords[2]>{});
+  exact(std::integral_constant<int, kWords[3]>{});
+  exact(std::integral_constant<int, kWords[4]>{});
+  exact(std::integral_constant<int, kWords[5]>{});
   if (done)
     return true;
   if (d > int64_t(kWarp) * std::min(Most, kMaxRowRegisters))
