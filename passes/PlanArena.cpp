@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "passes/Passes.h"
+#include "runtime/common/arena_policy.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -39,16 +40,15 @@ namespace rt = mlir::loomrt;
 
 int64_t mlir::loom::planArenaOffsets(ArrayRef<ArenaInterval> bufs,
                                      SmallVectorImpl<int64_t> &offsets) {
-  auto round = [](int64_t b) {
-    return std::max<int64_t>((b + rt::kArenaAlign - 1) / rt::kArenaAlign * rt::kArenaAlign,
-                             rt::kArenaAlign);
-  };
+  // Each buffer's bytes as the runtime's arena rounds a request.
+  SmallVector<int64_t> size(bufs.size());
+  for (auto [s, b] : llvm::zip(size, bufs))
+    s = int64_t(::loomrt::ArenaPolicy::round(size_t(b.bytes)));
   SmallVector<size_t> order(bufs.size());
   std::iota(order.begin(), order.end(), 0);
   // Largest first; among equals the earlier one, so plans are deterministic.
   llvm::sort(order, [&](size_t a, size_t b) {
-    int64_t sa = round(bufs[a].bytes), sb = round(bufs[b].bytes);
-    return std::tie(sb, bufs[a].start, a) < std::tie(sa, bufs[b].start, b);
+    return std::tie(size[b], bufs[a].start, a) < std::tie(size[a], bufs[b].start, b);
   });
   offsets.assign(bufs.size(), -1);
   SmallVector<size_t> placed;
@@ -56,20 +56,19 @@ int64_t mlir::loom::planArenaOffsets(ArrayRef<ArenaInterval> bufs,
   int64_t top = 0;
   for (size_t i : order) {
     const ArenaInterval &b = bufs[i];
-    int64_t size = round(b.bytes);
     taken.clear();
     for (size_t j : placed)
       if (bufs[j].start < b.end && b.start < bufs[j].end)
-        taken.push_back({offsets[j], offsets[j] + round(bufs[j].bytes)});
+        taken.push_back({offsets[j], offsets[j] + size[j]});
     llvm::sort(taken);
     int64_t at = 0;
     for (auto [lo, hi] : taken) {
-      if (at + size <= lo)
+      if (at + size[i] <= lo)
         break;
       at = std::max(at, hi);
     }
     offsets[i] = at;
-    top = std::max(top, at + size);
+    top = std::max(top, at + size[i]);
     placed.push_back(i);
   }
   return top;

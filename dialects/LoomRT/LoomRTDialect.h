@@ -13,6 +13,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "loomrt/loomrt.h" // loomrt_fused_program (loomrt.fused_elementwise)
+#include "runtime/common/arena_policy.h" // ArenaPolicy::kAlign (loomrt.arena)
 
 #include <vector>
 
@@ -41,9 +42,8 @@ constexpr llvm::StringLiteral kProgramAttr = "loomrt.program";
 /// The function attribute loom-plan-arena sets: the bytes of the planned
 /// region its `loomrt.alloc ... at OFFSET` buffers live in.
 constexpr llvm::StringLiteral kArenaAttr = "loomrt.arena";
-/// Planned offsets are multiples of this (the runtime arena's alignment,
-/// runtime/common/arena_policy.h).
-constexpr int64_t kArenaAlign = 256;
+/// Planned offsets are multiples of this: the runtime arena's alignment.
+constexpr int64_t kArenaAlign = int64_t(::loomrt::ArenaPolicy::kAlign);
 } // namespace mlir::loomrt
 
 #endif // LOOM_DIALECT_LOOMRT_H

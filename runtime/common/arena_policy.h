@@ -107,11 +107,13 @@ public:
   }
   size_t numBlocks() const { return blocks_.size(); }
 
-private:
-  using Range = std::tuple<size_t, size_t, size_t>; // size, block, offset
+  /// The bytes a request of `bytes` takes (loom-plan-arena rounds alike).
   static size_t round(size_t bytes) {
     return (bytes + kAlign - 1) / kAlign * kAlign + (bytes == 0 ? kAlign : 0);
   }
+
+private:
+  using Range = std::tuple<size_t, size_t, size_t>; // size, block, offset
   void insertFree(size_t block, size_t offset, size_t size) {
     free_[block][offset] = size;
     bySize_.insert(Range{size, block, offset});
