@@ -1003,40 +1003,46 @@ TEST_P(Kernels, EmbeddingGradIsDeterministic) {
 }
 
 TEST_P(Kernels, CrossEntropyAndGrad) {
-  const int64_t rows = 12, classes = 1000;
-  std::vector<float> logits = randn(rows * classes, 3.0f);
-  std::vector<int64_t> labels(rows);
-  for (int64_t r = 0; r < rows; ++r)
-    labels[r] = (r * 379) % classes;
-  std::vector<float> dloss = {0.75f};
-  Harness probe(dev, s, dt());
-  auto L = probe.seen(logits);
-  double total = 0;
-  D grad(rows * classes);
-  for (int64_t r = 0; r < rows; ++r) {
-    double mx = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < classes; ++j)
-      mx = std::max(mx, double(L[r * classes + j]));
-    for (int64_t j = 0; j < classes; ++j)
-      sum += std::exp(L[r * classes + j] - mx);
-    total += std::log(sum) + mx - L[r * classes + labels[r]];
-    for (int64_t j = 0; j < classes; ++j)
-      grad[r * classes + j] = (std::exp(L[r * classes + j] - mx) / sum -
-                               (j == labels[r])) * 0.75 / rows;
+  // Rows of whole 16-byte words in both dtypes (1000, and 4104: over two
+  // words a thread of a 256-thread block, with a partial last round), rows
+  // that are not (1001 classes: odd rows start off a word), and one row.
+  const std::pair<int64_t, int64_t> shapes[] = {{12, 1000}, {5, 1001}, {3, 4104}, {1, 7}};
+  for (auto [rows, classes] : shapes) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(classes));
+    std::vector<float> logits = randn(rows * classes, 3.0f);
+    std::vector<int64_t> labels(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      labels[r] = (r * 379 + classes - 1) % classes; // the last class included
+    std::vector<float> dloss = {0.75f};
+    Harness probe(dev, s, dt());
+    auto L = probe.seen(logits);
+    double total = 0;
+    D grad(rows * classes);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < classes; ++j)
+        mx = std::max(mx, double(L[r * classes + j]));
+      for (int64_t j = 0; j < classes; ++j)
+        sum += std::exp(L[r * classes + j] - mx);
+      total += std::log(sum) + mx - L[r * classes + labels[r]];
+      for (int64_t j = 0; j < classes; ++j)
+        grad[r * classes + j] = (std::exp(L[r * classes + j] - mx) / sum -
+                                 (j == labels[r])) * 0.75 / double(rows);
+    }
+    D loss = {total / double(rows)};
+    // The loss is an fp32 scalar whatever the storage: fp32 bound for it.
+    check({loss, grad}, [&, rows = rows, classes = classes](Harness &h) {
+      float *lo = static_cast<float *>(h.alloc(4));
+      void *g = h.out(rows * classes);
+      void *li = h.put(logits);
+      int64_t *lab = h.putT(labels);
+      EXPECT_EQ(LOOMRT_OK, loomrt_cross_entropy(h.s, h.dt, li, lab, lo, rows, classes));
+      EXPECT_EQ(LOOMRT_OK, loomrt_cross_entropy_grad(h.s, h.dt, li, lab, h.putT(dloss),
+                                                     g, rows, classes));
+      return std::vector<std::vector<float>>{h.get(lo, 1, LOOMRT_F32),
+                                             h.get(g, rows * classes)};
+    });
   }
-  D loss = {total / rows};
-  // The loss is an fp32 scalar whatever the storage: fp32 bound for it.
-  check({loss, grad}, [&](Harness &h) {
-    float *lo = static_cast<float *>(h.alloc(4));
-    void *g = h.out(rows * classes);
-    void *li = h.put(logits);
-    int64_t *lab = h.putT(labels);
-    EXPECT_EQ(LOOMRT_OK, loomrt_cross_entropy(h.s, h.dt, li, lab, lo, rows, classes));
-    EXPECT_EQ(LOOMRT_OK, loomrt_cross_entropy_grad(h.s, h.dt, li, lab, h.putT(dloss),
-                                                   g, rows, classes));
-    return std::vector<std::vector<float>>{h.get(lo, 1, LOOMRT_F32),
-                                           h.get(g, rows * classes)};
-  });
 }
 
 TEST_P(Kernels, SpmmAggregatesNeighbours) {
