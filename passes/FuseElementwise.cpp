@@ -88,17 +88,7 @@ std::optional<Elementwise> asElementwise(Operation *op) {
   return e;
 }
 
-/// The buffer `v` is a view of (itself where it is none).
-Value rootOf(Value v) {
-  while (true) {
-    if (auto view = v.getDefiningOp<rt::ViewOp>())
-      v = view.getSource();
-    else if (auto rank = v.getDefiningOp<rt::RankViewOp>())
-      v = rank.getSource();
-    else
-      return v;
-  }
-}
+Value rootOf(Value v) { return rt::bufferRoot(v); }
 
 /// The element type a call reads `v` as, and writes its result as.
 rt::DType readType(Operation *op) {

@@ -111,6 +111,7 @@ LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy) {
   if (failed(lowerToRuntime(copy, LoomDialect::kTrainStep, /*comments=*/false)))
     return failure();
   if (!copy->hasAttr(LoomDialect::NoFuseAttrHelper::getNameStr())) {
+    composeCopies(copy);
     fuseEpilogues(copy);
     fuseElementwise(copy);
   }

@@ -1358,18 +1358,7 @@ void addPatterns(RewritePatternSet &patterns, const TypeConverter &tc, Plan &pla
 // Release points: one liveness analysis over the lowered function
 //===----------------------------------------------------------------------===//
 
-/// The buffer whose memory `v` names: through views, to an alloc, a global,
-/// an argument or a call's result.
-Value rootOf(Value v) {
-  while (true) {
-    if (auto view = v.getDefiningOp<rt::ViewOp>())
-      v = view.getSource();
-    else if (auto rv = v.getDefiningOp<rt::RankViewOp>())
-      v = rv.getSource();
-    else
-      return v;
-  }
-}
+Value rootOf(Value v) { return rt::bufferRoot(v); }
 
 /// Which results of each function hand their buffer to the caller: an
 /// allocation of the callee, returned once.

@@ -21,6 +21,10 @@ namespace mlir::loom {
 LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = LoomDialect::kTrainStep,
                              bool comments = true);
 
+/// loom-compose-copies' work on a lowered module; returns the pairs of
+/// strided copies composed into one.
+int64_t composeCopies(ModuleOp module);
+
 /// loom-fuse-epilogues' work on a lowered module; returns the bias adds
 /// folded into their GEMMs.
 int64_t fuseEpilogues(ModuleOp module);

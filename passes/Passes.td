@@ -985,6 +985,52 @@ def LowerToRuntime : Pass<"loom-lower-to-runtime", "ModuleOp"> {
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }
 
+def ComposeCopies : Pass<"loom-compose-copies", "ModuleOp"> {
+  let summary = "Compose a strided copy into a temporary with the copy out of it";
+  let description = [{
+    Runs on the lowered step (after loom-lower-to-runtime). A
+    `loomrt.copy_strided` of `%a` into `%t`, followed on the same stream and
+    in the same block by one of `%t` into `%d`, becomes one copy of `%a`
+    into `%d` when
+
+    * `%t` is a device allocation the first copy writes whole and densely,
+      read by nothing but the second copy (and freed after it);
+    * nothing between the two uses `%a`'s buffer (frees of it move after
+      the composed copy), and `%d` is not in that buffer;
+    * each dimension of the second copy steps within one digit of `%t`'s
+      dense offset without carrying into the next (a dimension that steps
+      through several digits at unit stride is split into them).
+
+    The lowering makes such chains at every attention: a slice out of the
+    fused qkv projection and its head transpose in the forward, the
+    gradient's head transpose and its copy into the concatenated qkv
+    gradient in the backward. Each composition saves a read and a write of
+    the temporary. loomc's `--no-fuse` leaves the step as lowered.
+
+    Before (q's slice of a [2, 16, 192] projection, then [B, T, H, D] to
+    [B, H, T, D]):
+
+    ```mlir
+    %t = loomrt.alloc 4096
+    loomrt.copy_strided %qkv [3072, 192, 1] -> %t [1024, 64, 1] shape [2, 16, 64] elem 2 on %s
+    %q = loomrt.alloc 4096
+    loomrt.copy_strided %t [1024, 16, 64, 1] -> %q [1024, 256, 16, 1] shape [2, 4, 16, 16] elem 2 on %s
+    loomrt.free %t
+    ```
+
+    After:
+
+    ```mlir
+    %q = loomrt.alloc 4096
+    loomrt.copy_strided %qkv [3072, 16, 192, 1] -> %q [1024, 256, 16, 1] shape [2, 4, 16, 16] elem 2 on %s
+    ```
+  }];
+  let statistics = [
+    Statistic<"composed", "composed", "Pairs of copies composed into one">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
 def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
   let summary = "Fold a linear layer's bias add into its GEMM (loomrt.matmul_bias)";
   let description = [{

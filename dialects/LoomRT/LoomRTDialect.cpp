@@ -265,6 +265,17 @@ LogicalResult AdamOp::verify() {
 // model's roofline.
 //===----------------------------------------------------------------------===//
 
+Value mlir::loomrt::bufferRoot(Value v) {
+  while (true) {
+    if (auto view = v.getDefiningOp<ViewOp>())
+      v = view.getSource();
+    else if (auto rank = v.getDefiningOp<RankViewOp>())
+      v = rank.getSource();
+    else
+      return v;
+  }
+}
+
 int64_t mlir::loomrt::dtypeBytes(DType t) {
   switch (t) {
   case DType::f32:

@@ -36,6 +36,9 @@ int64_t dtypeBytes(DType t);
 /// A dense constant as the runtime stores it: little-endian elements of
 /// their storage size (bf16 bit patterns, i1 one byte each).
 std::vector<uint8_t> denseBytes(DenseElementsAttr value);
+/// The buffer whose memory `v` names: through views (loomrt.view,
+/// loomrt.rank_view) to an alloc, a global, an argument or a call's result.
+Value bufferRoot(Value v);
 /// The function attribute that describes the training program on a lowered
 /// @train_step: {batch, seq, vocab, world, zero_stage}.
 constexpr llvm::StringLiteral kProgramAttr = "loomrt.program";

@@ -534,9 +534,9 @@ struct LoomcOptions {
       cl::cat(cat)};
   cl::opt<bool> noFuse{
       "no-fuse", cl::init(false),
-      cl::desc("Leave the lowered step unfused: no GEMM epilogues (loom-fuse-epilogues) and "
-               "no elementwise regions (loom-fuse), so fused and unfused binaries can be "
-               "compared"),
+      cl::desc("Leave the lowered step unfused: no composed copies (loom-compose-copies), no "
+               "GEMM epilogues (loom-fuse-epilogues) and no elementwise regions (loom-fuse), "
+               "so fused and unfused binaries can be compared"),
       cl::cat(cat)};
   cl::opt<std::string> arena{
       "arena", cl::init("planned"), cl::value_desc("planned|online"),

@@ -127,6 +127,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   if (runs(Phase::Lowered)) {
     pm.addPass(mlir::loom::createLowerToRuntime());
     if (o.fuse) {
+      pm.addPass(mlir::loom::createComposeCopies());
       pm.addPass(mlir::loom::createFuseEpilogues());
       pm.addPass(mlir::loom::createFuseElementwise());
     }
@@ -162,7 +163,7 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> recompute{*this, "recompute", llvm::cl::desc("Recompute activations in the backward"),
                          llvm::cl::init(false)};
   Option<bool> fuse{*this, "fuse",
-                    llvm::cl::desc("loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
+                    llvm::cl::desc("loom-compose-copies, loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
                     llvm::cl::init(true)};
   Option<bool> planArena{*this, "plan-arena",
                          llvm::cl::desc("loom-plan-arena after the lowering (loomc --arena=online: off)"),
