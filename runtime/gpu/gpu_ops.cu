@@ -268,11 +268,33 @@ template <typename T> __global__ void fillKernel(T *x, T v, size_t n) {
 /// Strided copy over dims already normalised on the host (size-1 dims
 /// dropped, dims contiguous on both sides merged, the inner run widened to
 /// 16-byte elements where it can be): I is int32_t whenever every offset
-/// fits, so the per-element index math is a short chain of 32-bit divides.
+/// fits. Then each dimension's divide and remainder are a multiply-high by
+/// a magic number and a shift (Granlund & Montgomery 1994; the form of
+/// PyTorch's IntDivider, exact for dividends below 2^31): a 32-bit divide
+/// is a ~20-instruction sequence, and the head transposes' three of them
+/// per 16-byte element were as costly as the element's memory traffic.
 template <typename I> struct CopyDims {
   I shape[LOOMRT_MAX_RANK], ss[LOOMRT_MAX_RANK], ds[LOOMRT_MAX_RANK];
+  uint32_t magic[LOOMRT_MAX_RANK], shift[LOOMRT_MAX_RANK]; // int32_t only
   int rank;
 };
+/// The magic number and shift of an unsigned 32-bit divisor d >= 1.
+void divMagic(uint32_t d, uint32_t &magic, uint32_t &shift) {
+  constexpr uint32_t kBits = 8 * sizeof(uint32_t);
+  shift = 0;
+  while (shift < kBits && (uint64_t(1) << shift) < d)
+    ++shift;
+  magic = uint32_t(((uint64_t(1) << kBits) * ((uint64_t(1) << shift) - d)) / d + 1);
+}
+template <typename I>
+__device__ __forceinline__ I divDim(const CopyDims<I> &d, int k, I n) {
+  if constexpr (sizeof(I) == 4) {
+    uint32_t u = uint32_t(n);
+    return I((__umulhi(u, d.magic[k]) + u) >> d.shift[k]);
+  } else {
+    return n / d.shape[k];
+  }
+}
 /// Each thread moves kCopyUnroll elements a grid apart (so a warp's
 /// accesses stay contiguous), all loads before the stores: one element a
 /// thread left the head transposes of attention at 825 GB/s on an H100,
@@ -290,8 +312,8 @@ __global__ void copyStridedKernel(const E *src, E *dst, CopyDims<I> d, I n) {
       if (i < n) {
         I rem = i, os = 0, od = 0;
         for (int k = d.rank - 1; k > 0; --k) {
-          I c = rem % d.shape[k];
-          rem /= d.shape[k];
+          I q = divDim(d, k, rem), c = rem - q * d.shape[k];
+          rem = q;
           os += c * d.ss[k];
           od += c * d.ds[k];
         }
@@ -942,6 +964,8 @@ loomrt_status copyStridedG(void *, void *st, size_t elem, const void *src,
       dims.shape[d] = I(sh[d]);
       dims.ss[d] = I(a[d]);
       dims.ds[d] = I(b[d]);
+      if constexpr (sizeof(I) == 4)
+        divMagic(uint32_t(sh[d]), dims.magic[d], dims.shift[d]);
     }
     withElem(elem, [&](auto tag) {
       using E = decltype(tag);
