@@ -22,6 +22,8 @@
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "passes/Passes.h"
 
+#include "mlir/Interfaces/CallInterfaces.h"
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_COMPOSECOPIES
 #include "passes/Passes.h.inc"
@@ -96,12 +98,27 @@ std::optional<SmallVector<Dim>> composeDims(ArrayRef<int64_t> p, ArrayRef<int64_
   return out;
 }
 
-/// Whether `op` (or an op inside it) uses a buffer rooted at `root`.
+/// Whether two roots name the same memory: one value, or two
+/// `loomrt.global` ops of one symbol.
+bool sameMemory(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto ga = a.getDefiningOp<rt::GlobalOp>(), gb = b.getDefiningOp<rt::GlobalOp>();
+  return ga && gb && ga.getName() == gb.getName();
+}
+
+/// Whether `op` (or an op inside it) may use the memory of `root`: it uses
+/// a buffer rooted there, or it calls a function while `root` is not an
+/// allocation of this function's own (a callee reaches globals and its
+/// arguments without naming them here).
 bool touches(Operation *op, Value root) {
+  bool local = root.getDefiningOp<rt::AllocOp>() != nullptr;
   bool hit = false;
   op->walk([&](Operation *inner) {
+    if (!local && isa<CallOpInterface>(inner))
+      hit = true;
     for (Value v : inner->getOperands())
-      if (isa<rt::BufferType>(v.getType()) && rootOf(v) == root)
+      if (isa<rt::BufferType>(v.getType()) && sameMemory(rootOf(v), root))
         hit = true;
   });
   return hit;
@@ -149,7 +166,7 @@ bool compose(rt::CopyStridedOp second) {
   if (elems * int64_t(first.getElemBytes()) != int64_t(alloc.getBytes()))
     return false;
   Value root = rootOf(first.getSrc());
-  if (rootOf(second.getDst()) == root)
+  if (sameMemory(rootOf(second.getDst()), root))
     return false;
   SmallVector<rt::FreeOp> moved;
   for (Operation *op = first->getNextNode(); op != second.getOperation();

@@ -107,3 +107,31 @@ func.func @not_composed(%a: !loomrt.buffer, %d: !loomrt.buffer, %e: !loomrt.buff
   loomrt.free %t6
   return
 }
+
+// -----
+
+// Left alone: a parameter transposed, then written between the copies
+// through another loomrt.global of the same symbol; and a global's copy
+// with a call between (the callee may write it).
+// CHECK-LABEL: func.func @globals
+// CHECK-COUNT-4: loomrt.copy_strided
+module {
+  loom.param @w : tensor<4x4xf32> init #loom.init<zeros>
+  func.func private @update()
+  func.func @globals(%d: !loomrt.buffer, %e: !loomrt.buffer) {
+    %s = loomrt.stream compute
+    %w = loomrt.global @w
+    %t = loomrt.alloc 64
+    loomrt.copy_strided %w [1, 4] -> %t [4, 1] shape [4, 4] elem 4 on %s
+    %w2 = loomrt.global @w
+    loomrt.unary neg f32 %e -> %w2, 16 on %s
+    loomrt.copy_strided %t [4, 1] -> %d [4, 1] shape [4, 4] elem 4 on %s
+    loomrt.free %t
+    %t2 = loomrt.alloc 64
+    loomrt.copy_strided %w [1, 4] -> %t2 [4, 1] shape [4, 4] elem 4 on %s
+    func.call @update() : () -> ()
+    loomrt.copy_strided %t2 [4, 1] -> %d [4, 1] shape [4, 4] elem 4 on %s
+    loomrt.free %t2
+    return
+  }
+}
