@@ -23,6 +23,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Interfaces/CallInterfaces.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_COMPOSECOPIES
@@ -47,6 +48,16 @@ struct Dim {
 std::optional<SmallVector<Dim>> composeDims(ArrayRef<int64_t> p, ArrayRef<int64_t> a,
                                             ArrayRef<int64_t> q, ArrayRef<int64_t> c,
                                             ArrayRef<int64_t> d) {
+  // Empty copies, and sizes or strides past 2^40 (hand-written IR; the
+  // products below must not overflow) are left alone.
+  constexpr int64_t kMax = int64_t(1) << 40;
+  auto fits = [&](ArrayRef<int64_t> xs, int64_t lo) {
+    return llvm::all_of(xs, [&](int64_t x) { return x >= lo && x <= kMax; });
+  };
+  if (!fits(p, 1) || !fits(q, 1) || !fits(c, 0) ||
+      !llvm::all_of(a, [&](int64_t x) { return x >= -kMax && x <= kMax; }) ||
+      !llvm::all_of(d, [&](int64_t x) { return x >= -kMax && x <= kMax; }))
+    return std::nullopt;
   // The temporary's digits (dimensions of size 1 hold none) and their
   // dense strides, outermost first.
   SmallVector<int64_t> digits, place(p.size());
@@ -61,7 +72,7 @@ std::optional<SmallVector<Dim>> composeDims(ArrayRef<int64_t> p, ArrayRef<int64_
   SmallVector<int64_t> used(p.size(), 0); // the most each digit can receive
   SmallVector<Dim> out;
   for (size_t j = 0; j < q.size(); ++j) {
-    // A dimension may split into several (outermost first); `pending` holds
+    // A dimension may split into several (outermost first); `rest` holds
     // what is left of it, innermost digits taken first.
     SmallVector<Dim> parts;
     Dim rest{q[j], c[j], d[j]};
@@ -70,26 +81,32 @@ std::optional<SmallVector<Dim>> composeDims(ArrayRef<int64_t> p, ArrayRef<int64_
         parts.push_back({rest.size, 0, rest.dst});
         break;
       }
-      if (rest.src < 0)
-        return std::nullopt;
       auto it = llvm::find_if(digits, [&](int64_t k) {
         return place[k] <= rest.src && rest.src % place[k] == 0;
       });
       if (it == digits.end())
         return std::nullopt;
       int64_t k = *it, r = rest.src / place[k];
-      if ((rest.size - 1) * r + used[k] < p[k]) {
+      // (size - 1) * r + used < p, in a form that cannot overflow.
+      if (rest.size - 1 <= (p[k] - 1 - used[k]) / r) {
+        int64_t src;
+        if (llvm::MulOverflow(r, a[k], src))
+          return std::nullopt;
         used[k] += (rest.size - 1) * r;
-        parts.push_back({rest.size, r * a[k], rest.dst});
+        parts.push_back({rest.size, src, rest.dst});
         break;
       }
       // A unit step over a whole digit and more: the digit's part, then
       // the rest as the next digit out.
       if (r != 1 || used[k] != 0 || rest.size % p[k] != 0)
         return std::nullopt;
+      Dim outer{rest.size / p[k], 0, 0};
+      if (llvm::MulOverflow(rest.src, p[k], outer.src) ||
+          llvm::MulOverflow(rest.dst, p[k], outer.dst))
+        return std::nullopt;
       used[k] = p[k] - 1;
       parts.push_back({p[k], a[k], rest.dst});
-      rest = {rest.size / p[k], rest.src * p[k], rest.dst * p[k]};
+      rest = outer;
     }
     out.append(parts.rbegin(), parts.rend());
   }
@@ -159,7 +176,7 @@ bool compose(rt::CopyStridedOp second) {
   ArrayRef<int64_t> p = first.getShape(), b = first.getDstStrides();
   int64_t elems = 1;
   for (int64_t k = int64_t(p.size()) - 1; k >= 0; --k) {
-    if (p[k] > 1 && b[k] != elems)
+    if ((p[k] > 1 && b[k] != elems) || p[k] < 1 || elems > (int64_t(1) << 40) / p[k])
       return false;
     elems *= p[k];
   }

@@ -135,3 +135,22 @@ module {
     return
   }
 }
+
+// -----
+
+// Hand-written extremes are left alone, not overflowed: an empty copy and
+// sizes near 2^62.
+// CHECK-LABEL: func.func @extremes
+// CHECK-COUNT-4: loomrt.copy_strided
+func.func @extremes(%a: !loomrt.buffer, %d: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %t = loomrt.alloc 0
+  loomrt.copy_strided %a [1, 4] -> %t [4, 1] shape [0, 4] elem 4 on %s
+  loomrt.copy_strided %t [4, 1] -> %d [4, 1] shape [0, 4] elem 4 on %s
+  loomrt.free %t
+  %t2 = loomrt.alloc 64
+  loomrt.copy_strided %a [4611686018427387904, 1] -> %t2 [4, 1] shape [4, 4] elem 4 on %s
+  loomrt.copy_strided %t2 [4611686018427387904, 1] -> %d [4, 1] shape [4611686018427387904, 4] elem 4 on %s
+  loomrt.free %t2
+  return
+}
