@@ -49,7 +49,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.csv"))):
         if r.get("Metric Name") in short:
             v = r["Metric Value"].replace(",", "")
             if r["Metric Name"] == "gpu__time_duration.sum":
-                v = "%.1f" % (float(v) / (1000 if r.get("Metric Unit") == "nsecond" else 1))
+                v = "%.1f" % (float(v) / (1000 if r.get("Metric Unit") in ("ns", "nsecond") else 1))
             vals[short[r["Metric Name"]]] = v
     name = os.path.basename(f)[:-4]
     print(f"| {name} | " + " | ".join(vals.get(c, "?") for c in cols) + " |")
