@@ -180,7 +180,9 @@ bool compose(rt::CopyStridedOp second) {
       return false;
     elems *= p[k];
   }
-  if (elems * int64_t(first.getElemBytes()) != int64_t(alloc.getBytes()))
+  int64_t bytes;
+  if (llvm::MulOverflow(elems, int64_t(first.getElemBytes()), bytes) ||
+      bytes != int64_t(alloc.getBytes()))
     return false;
   Value root = rootOf(first.getSrc());
   if (sameMemory(rootOf(second.getDst()), root))
