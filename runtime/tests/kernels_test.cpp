@@ -25,6 +25,20 @@ namespace {
 
 using D = std::vector<double>;
 
+/// max and sum of exp(scale * x - max) over a row's n values, in float64:
+/// the references of the softmax and cross-entropy tests.
+struct RowExp {
+  double mx = -INFINITY, sum = 0;
+};
+RowExp rowExp(const float *x, int64_t n, double scale = 1.0) {
+  RowExp e;
+  for (int64_t j = 0; j < n; ++j)
+    e.mx = std::max(e.mx, scale * x[j]);
+  for (int64_t j = 0; j < n; ++j)
+    e.sum += std::exp(scale * x[j] - e.mx);
+  return e;
+}
+
 double relErr(const std::vector<float> &out, const D &ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -895,11 +909,7 @@ TEST_P(Kernels, SoftmaxCausalScaledLogAndGrad) {
     std::vector<double> yv(rows * d);
     for (int64_t r = 0; r < rows; ++r) {
       int64_t vis = (r % block) + (d - block) + 1;
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < vis; ++j)
-        mx = std::max(mx, double(scale) * X[r * d + j]);
-      for (int64_t j = 0; j < vis; ++j)
-        sum += std::exp(scale * X[r * d + j] - mx);
+      auto [mx, sum] = rowExp(&X[r * d], vis, scale);
       for (int64_t j = 0; j < d; ++j) {
         double p = j < vis ? std::exp(scale * X[r * d + j] - mx) / sum : 0.0;
         y[r * d + j] = log ? (j < vis ? std::log(p) : -INFINITY) : p;
@@ -921,11 +931,7 @@ TEST_P(Kernels, SoftmaxCausalScaledLogAndGrad) {
     D dx(rows * d);
     std::vector<float> yin(rows * d);
     for (int64_t r = 0; r < rows; ++r) {
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < d; ++j)
-        mx = std::max(mx, double(X[r * d + j]));
-      for (int64_t j = 0; j < d; ++j)
-        sum += std::exp(X[r * d + j] - mx);
+      auto [mx, sum] = rowExp(&X[r * d], d);
       for (int64_t j = 0; j < d; ++j) {
         double p = std::exp(X[r * d + j] - mx) / sum;
         yin[r * d + j] = float(log ? std::log(p) : p);
@@ -1019,11 +1025,7 @@ TEST_P(Kernels, CrossEntropyAndGrad) {
     double total = 0;
     D grad(rows * classes);
     for (int64_t r = 0; r < rows; ++r) {
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < classes; ++j)
-        mx = std::max(mx, double(L[r * classes + j]));
-      for (int64_t j = 0; j < classes; ++j)
-        sum += std::exp(L[r * classes + j] - mx);
+      auto [mx, sum] = rowExp(&L[r * classes], classes);
       total += std::log(sum) + mx - L[r * classes + labels[r]];
       for (int64_t j = 0; j < classes; ++j)
         grad[r * classes + j] = (std::exp(L[r * classes + j] - mx) / sum -
