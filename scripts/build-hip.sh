@@ -13,7 +13,11 @@ BUILD_DIR="${LOOM_BUILD_DIR:-build}"
 HIP_DIR="$BUILD_DIR/runtime-hip"
 ARCH="${LOOM_HIP_ARCH:-gfx90a;gfx942}"
 LAUNCHER=()
-command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+# ccache as the main build uses it (CMakeLists.txt): paths relative to the
+# source tree, so a second clone of the same commit compiles from the cache.
+CCACHE_LAUNCHER="cmake;-E;env;CCACHE_BASEDIR=$PWD;CCACHE_NOHASHDIR=1;ccache"
+command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER="$CCACHE_LAUNCHER"
+                                          -DCMAKE_C_COMPILER_LAUNCHER="$CCACHE_LAUNCHER")
 if [ ! -f "$HIP_DIR/build.ninja" ]; then
   echo "[build-hip] configuring $HIP_DIR for $ARCH"
   mkdir -p "$HIP_DIR"

@@ -19,6 +19,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+source scripts/phases.sh
+# Run alone, it prints its own phase times; under scripts/test.sh they join
+# that run's list.
+[ "${LOOM_RUN_START_OWNER:-}" ] || { export LOOM_RUN_START_OWNER=sanitize; trap phase_summary EXIT; }
 LOOM_SKIP_BUILD=1 scripts/setup.sh
 BUILD="${LOOM_SAN_BUILD_DIR:-build-san}"
 SECONDS_PER_TARGET="${LOOM_FUZZ_SECONDS:-25}"
@@ -32,17 +36,21 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     cat "$BUILD/configure.log"; exit 1; }
 fi
 echo "[sanitize] building in $BUILD"
-ninja -C "$BUILD"
+phase "sanitizer build" ninja -C "$BUILD"
 
 export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 if [ "${LOOM_FUZZ_ONLY:-0}" != 1 ]; then
   echo "[sanitize] unit tests"
-  (cd "$BUILD" && ctest --output-on-failure -j "$(nproc)" -E '^lit$|CommMpi')
+  CTEST_TIMEOUT="${LOOM_CTEST_TIMEOUT:-900}"
+  phase "sanitizer unit tests" bash -c "cd '$BUILD' && ctest --output-on-failure -j '$(nproc)' \
+      --timeout '$CTEST_TIMEOUT' -E '^lit|CommMpi'"
   # Open MPI's own start-up allocations are never freed (not Loom's leaks).
-  (cd "$BUILD" && ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure -R CommMpi)
+  phase "sanitizer MPI tests" bash -c "cd '$BUILD' && ASAN_OPTIONS='$ASAN_OPTIONS:detect_leaks=0' \
+      ctest --output-on-failure --timeout '$CTEST_TIMEOUT' -R CommMpi"
   echo "[sanitize] lit suite (without test/Integration and Tools/loomc-large.test)"
-  /usr/lib/llvm-22/bin/lit -sv "$BUILD/test" --filter-out 'Integration/|Tools/loomc-large\.test'
+  phase "sanitizer lit" /usr/lib/llvm-22/bin/lit -sv "$BUILD/test" \
+    --filter-out 'Integration/|Tools/loomc-large\.test'
 fi
 
 # Seeds: the test inputs, split where a test file holds several cases.
@@ -61,22 +69,25 @@ for f in test/Fuzz/regressions/safetensors/* test/Fuzz/regressions/tokens/*; do
   [ -f "$f" ] && cp "$f" "$FUZZ/seeds-$(basename "$(dirname "$f")")/"
 done
 
-status=0
-for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens \
-              npy:npy; do
-  name=${target%%:*}
-  seeds=${target##*:}
-  dir="$FUZZ/$name"
-  mkdir -p "$dir/corpus"
-  echo "[sanitize] fuzz-$name: $SECONDS_PER_TARGET s"
-  if ! (cd "$dir" && "$ROOT/$BUILD/test/Fuzz/fuzz-$name" corpus "$FUZZ/seeds-$seeds" \
-          -max_total_time="$SECONDS_PER_TARGET" -seed="${LOOM_FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=4096 \
-          -max_len=65536 -print_final_stats=1 -close_fd_mask=1 >"$dir/log" 2>&1); then
-    echo "[sanitize] fuzz-$name FAILED (input and log in $dir):"
-    grep -aE "ERROR|runtime error|SUMMARY|Test unit written" "$dir/log" | head -20
-    status=1
-  else
-    grep -aE "^stat::number_of_executed_units|DONE" "$dir/log" | tail -1
-  fi
-done
-exit $status
+run_fuzzers() {
+  local status=0 target name seeds dir
+  for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens \
+                npy:npy; do
+    name=${target%%:*}
+    seeds=${target##*:}
+    dir="$FUZZ/$name"
+    mkdir -p "$dir/corpus"
+    echo "[sanitize] fuzz-$name: $SECONDS_PER_TARGET s"
+    if ! (cd "$dir" && "$ROOT/$BUILD/test/Fuzz/fuzz-$name" corpus "$FUZZ/seeds-$seeds" \
+            -max_total_time="$SECONDS_PER_TARGET" -seed="${LOOM_FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=4096 \
+            -max_len=65536 -print_final_stats=1 -close_fd_mask=1 >"$dir/log" 2>&1); then
+      echo "[sanitize] fuzz-$name FAILED (input and log in $dir):"
+      grep -aE "ERROR|runtime error|SUMMARY|Test unit written" "$dir/log" | head -20
+      status=1
+    else
+      grep -aE "^stat::number_of_executed_units|DONE" "$dir/log" | tail -1
+    fi
+  done
+  return $status
+}
+phase "fuzzers ($SECONDS_PER_TARGET s a target)" run_fuzzers

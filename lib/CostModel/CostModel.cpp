@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace loom::cost {
@@ -15,39 +16,44 @@ namespace {
 
 constexpr double G = 1e9, T = 1e12, GiB = double(1ull << 30), MiB = double(1ull << 20);
 
-/// One numeric field of the description: its JSON key, where it lives and
-/// whether a description must give it. A table, so parsing, writing and the
-/// documentation's schema cannot drift apart.
+/// One numeric field of the description: its JSON key, where it lives,
+/// whether a description must give it, and the range a real machine's value
+/// lies in (generous: three or more orders of magnitude around today's
+/// machines; outside it a value is a typo or a hostile file, and a rate of
+/// 1e-300 would predict an infinite step). A table, so parsing, writing and
+/// the documentation's schema cannot drift apart.
 struct Field {
   const char *key;
   double Hardware::*member;
   bool required;
+  double min, max;
 };
 const Field kFields[] = {
-    {"cpu_clock_hz", &Hardware::cpuClockHz, true},
-    {"cpu_flops_per_cycle", &Hardware::cpuFlopsPerCycle, true},
-    {"dram_read_bandwidth", &Hardware::dramReadBandwidth, true},
-    {"dram_copy_bandwidth", &Hardware::dramCopyBandwidth, true},
-    {"cpu_adam_params_per_s", &Hardware::cpuAdamParamsPerSec, false},
-    {"pcie_h2d_pinned", &Hardware::h2dPinned, false},
-    {"pcie_d2h_pinned", &Hardware::d2hPinned, false},
-    {"pcie_bidirectional_pinned", &Hardware::bidirPinned, false},
-    {"pcie_h2d_pageable", &Hardware::h2dPageable, false},
-    {"pcie_d2h_pageable", &Hardware::d2hPageable, false},
-    {"gpu_memory_bytes", &Hardware::gpuMemoryBytes, false},
-    {"gpu_hbm_bandwidth", &Hardware::hbmBandwidth, false},
-    {"gpu_flops_f32", &Hardware::gpuFlopsF32, false},
-    {"gpu_flops_bf16", &Hardware::gpuFlopsBF16, false},
-    {"gpu_adam_params_per_s", &Hardware::gpuAdamParamsPerSec, false},
-    {"gpu_attention_bf16_flops", &Hardware::gpuAttentionBf16Rate, false},
-    {"gpu_launch_queue", &Hardware::gpuLaunchQueue, false},
-    {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false},
-    {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false},
-    {"zero_copy_gather_bandwidth", &Hardware::zeroCopyGatherBandwidth, false},
-    {"zero_copy_row_seconds", &Hardware::zeroCopyRowSeconds, false},
-    {"host_gather_bandwidth", &Hardware::hostGatherBandwidth, false},
-    {"host_gather_row_seconds", &Hardware::hostGatherRowSeconds, false},
-    {"gpus_per_host", &Hardware::gpusPerHost, false},
+    {"cpu_clock_hz", &Hardware::cpuClockHz, true, 1e7, 1e11},
+    {"cpu_flops_per_cycle", &Hardware::cpuFlopsPerCycle, true, 1, 4096},
+    {"dram_read_bandwidth", &Hardware::dramReadBandwidth, true, 1e6, 1e14},
+    {"dram_copy_bandwidth", &Hardware::dramCopyBandwidth, true, 1e6, 1e14},
+    {"cpu_adam_params_per_s", &Hardware::cpuAdamParamsPerSec, false, 1e3, 1e13},
+    {"pcie_h2d_pinned", &Hardware::h2dPinned, false, 1e6, 1e14},
+    {"pcie_d2h_pinned", &Hardware::d2hPinned, false, 1e6, 1e14},
+    {"pcie_bidirectional_pinned", &Hardware::bidirPinned, false, 1e6, 1e14},
+    {"pcie_h2d_pageable", &Hardware::h2dPageable, false, 1e6, 1e14},
+    {"pcie_d2h_pageable", &Hardware::d2hPageable, false, 1e6, 1e14},
+    {"gpu_memory_bytes", &Hardware::gpuMemoryBytes, false, 1e6, 1e15},
+    {"gpu_hbm_bandwidth", &Hardware::hbmBandwidth, false, 1e8, 1e15},
+    {"gpu_flops_f32", &Hardware::gpuFlopsF32, false, 1e9, 1e18},
+    {"gpu_flops_bf16", &Hardware::gpuFlopsBF16, false, 1e9, 1e18},
+    {"gpu_adam_params_per_s", &Hardware::gpuAdamParamsPerSec, false, 1e3, 1e14},
+    {"gpu_attention_bf16_flops", &Hardware::gpuAttentionBf16Rate, false, 1e9, 1e18},
+    {"gpu_launch_queue", &Hardware::gpuLaunchQueue, false, 1, 1e7},
+    // The efficiencies' upper bound is the (0, 1] check after the table.
+    {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false, 1e-6, 1e300},
+    {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false, 1e-6, 1e300},
+    {"zero_copy_gather_bandwidth", &Hardware::zeroCopyGatherBandwidth, false, 1e6, 1e14},
+    {"zero_copy_row_seconds", &Hardware::zeroCopyRowSeconds, false, 1e-12, 1},
+    {"host_gather_bandwidth", &Hardware::hostGatherBandwidth, false, 1e6, 1e14},
+    {"host_gather_row_seconds", &Hardware::hostGatherRowSeconds, false, 1e-12, 1},
+    {"gpus_per_host", &Hardware::gpusPerHost, false, 1, 1024},
 };
 // With a GPU these must be known too.
 const char *const kGpuRequired[] = {"pcie_h2d_pinned", "pcie_d2h_pinned",
@@ -140,6 +146,43 @@ Hardware frontier() {
 
 bool positive(double x) { return x > 0 && x < std::numeric_limits<double>::infinity(); }
 
+/// A number as C's %g writes it (1e-300, 4.2e+10), for messages.
+std::string g(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+/// More cores than any machine has: 2^32 in a file is a typo or an attack.
+constexpr int64_t kMaxCores = 1 << 20;
+/// A description is a flat object with arrays of flat objects: three levels
+/// of nesting. llvm::json parses recursively, so a file nested 40,000 deep
+/// would overflow the stack; nothing deeper than this is read.
+constexpr int kMaxJsonDepth = 16;
+
+/// The deepest nesting of [ and { in `text`, outside strings; stops counting
+/// past `limit`.
+int jsonDepth(llvm::StringRef text, int limit) {
+  int depth = 0, deepest = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 } // namespace
 
 std::optional<Hardware> preset(llvm::StringRef name) {
@@ -155,6 +198,11 @@ std::optional<Hardware> preset(llvm::StringRef name) {
 std::string presetNames() { return "h100, cpu-host, frontier"; }
 
 std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) {
+  if (jsonDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+    error = "hardware description nests arrays or objects more than " +
+            std::to_string(kMaxJsonDepth) + " deep (docs/cost-model.md lists the schema)";
+    return std::nullopt;
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed) {
     error = "hardware description is not JSON: " + llvm::toString(parsed.takeError());
@@ -170,20 +218,26 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
     return std::nullopt;
   };
   Hardware h;
+  // Where loom-calibrate found the cache sizes; read for the record only.
+  if (const llvm::json::Value *src = o->get("cache_source")) {
+    auto v = src->getAsString();
+    if (!v || !(*v == "sysfs" || *v == "cpuid" || *v == "none"))
+      return fail("'cache_source' must be \"sysfs\", \"cpuid\" or \"none\"");
+  }
   if (auto name = o->getString("name"))
     h.name = name->str();
   else
     return fail("'name' must be a string");
   auto cores = o->getInteger("cpu_cores");
-  if (!cores || *cores <= 0)
-    return fail("'cpu_cores' must be a positive integer");
+  if (!cores || *cores <= 0 || *cores > kMaxCores)
+    return fail("'cpu_cores' must be an integer in [1, " + std::to_string(kMaxCores) + "]");
   h.cpuCores = int(*cores);
   h.hasGpu = o->getBoolean("gpu").value_or(false);
   // Every key must be known: a typo would otherwise silently fall back.
   for (const auto &kv : *o) {
     llvm::StringRef k = kv.first;
     bool known = k == "name" || k == "cpu_cores" || k == "gpu" || k == "caches" || k == "links" ||
-                 k == "gpu_matmul_bf16_by_size";
+                 k == "gpu_matmul_bf16_by_size" || k == "cache_source";
     for (const Field &f : kFields)
       known |= k == f.key;
     if (!known)
@@ -203,6 +257,10 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
     std::optional<double> x = v->getAsNumber();
     if (!x || !positive(*x))
       return fail("'" + std::string(f.key) + "' must be a positive number");
+    if (*x < f.min || *x > f.max)
+      return fail("'" + std::string(f.key) + "' is " + g(*x) +
+                  ", outside the range of real machines [" + g(f.min) +
+                  ", " + g(f.max) + "]");
     h.*f.member = *x;
   }
   if (h.gpusPerHost != std::floor(h.gpusPerHost))
@@ -226,6 +284,16 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
         fail(std::string("each of '") + key + "' needs a 'name' and a positive '" + rateKey + "'");
         return false;
       }
+      // Bytes per second: a link from 1 kB/s (an emulated dial-up) to
+      // 100 TB/s, a cache up to 10 PB/s.
+      double maxRate = std::is_same_v<typename std::decay_t<decltype(out)>::value_type,
+                                      CacheLevel> ? 1e16 : 1e14;
+      if (*bw < 1e3 || *bw > maxRate) {
+        fail(std::string("'") + key + "' level '" + name->str() + "': '" + rateKey + "' " +
+             g(*bw) + " is outside [1e3, " +
+             g(maxRate) + "] bytes/s");
+        return false;
+      }
       using Elem = typename std::decay_t<decltype(out)>::value_type;
       Elem l;
       l.name = name->str();
@@ -233,8 +301,8 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
       if constexpr (std::is_same_v<Elem, LinkLevel>) {
         if (lo->get("latency")) {
           auto lat = lo->getNumber("latency");
-          if (!lat || *lat < 0 || !std::isfinite(*lat)) {
-            fail("link '" + l.name + "': 'latency' must be a non-negative number of seconds");
+          if (!lat || *lat < 0 || *lat > 10 || !std::isfinite(*lat)) {
+            fail("link '" + l.name + "': 'latency' must be a number of seconds in [0, 10]");
             return false;
           }
           l.latency = *lat;
@@ -242,8 +310,8 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
       }
       if constexpr (std::is_same_v<Elem, CacheLevel>) {
         auto bytes = lo->getNumber("bytes");
-        if (!bytes || !positive(*bytes)) {
-          fail("cache level '" + l.name + "' needs a positive 'bytes'");
+        if (!bytes || !positive(*bytes) || *bytes > 1e12) {
+          fail("cache level '" + l.name + "' needs a positive 'bytes' of at most 1e12");
           return false;
         }
         l.bytes = *bytes;

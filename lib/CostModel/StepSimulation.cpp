@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/StepSimulation.h"
+#include "loom/Support/Files.h"
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/Loom/LoomOps.h"
@@ -41,6 +42,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -548,14 +550,18 @@ double usableDeviceBytes(const cost::Hardware &hw) {
 std::optional<cost::Hardware> loadHardware(llvm::StringRef nameOrFile, std::string &error) {
   if (std::optional<cost::Hardware> hw = cost::preset(nameOrFile))
     return hw;
-  auto buf = llvm::MemoryBuffer::getFile(nameOrFile);
-  if (!buf) {
+  if (!llvm::sys::fs::exists(nameOrFile)) {
     error = "hardware '" + nameOrFile.str() + "' is neither a preset (" + cost::presetNames() +
             ") nor a readable file";
     return std::nullopt;
   }
-  std::string err;
-  std::optional<cost::Hardware> hw = cost::parseHardware((*buf)->getBuffer(), err);
+  // A description is a few kilobytes; 1 MiB is generous.
+  std::string text, err;
+  if (!::loom::readRegularFile(nameOrFile.str(), 1 << 20, "hardware file", text, err)) {
+    error = err;
+    return std::nullopt;
+  }
+  std::optional<cost::Hardware> hw = cost::parseHardware(text, err);
   if (!hw)
     error = "hardware file '" + nameOrFile.str() + "': " + err;
   return hw;

@@ -13,8 +13,10 @@
 // after a warm-up:
 //   * DRAM read: all threads sum their part of a buffer far larger than the
 //     caches; copy: all threads copy their part (read + write bytes);
-//   * caches: sizes from sysfs; bandwidth: all threads re-read a working set
-//     half the size of their share of the level;
+//   * caches: sizes from sysfs (LOOM_SYSFS_ROOT replaces /sys), else from
+//     CPUID (leaf 4 on Intel, 0x8000001D on AMD), else none (the output's
+//     "cache_source" says which); bandwidth: all threads re-read a working
+//     set half the size of their share of the level;
 //   * CPU Adam: loomrt_adam_f32 on the CPU backend (the rate the offload
 //     schedule charges);
 //   * clock and vector width: /proc/cpuinfo's MHz and the ISA flags
@@ -39,6 +41,9 @@
 #include "loomrt/loomrt.h"
 
 #include <algorithm>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -109,6 +114,15 @@ std::string readFile(const std::string &path) {
 
 // --- host -------------------------------------------------------------------
 
+/// Where /sys is: LOOM_SYSFS_ROOT replaces it, so a test can show what the
+/// tool does on a machine whose sysfs has no cache directory (some virtual
+/// machines of the CI's kind have none).
+std::string sysfsRoot() {
+  const char *v = std::getenv("LOOM_SYSFS_ROOT");
+  return v && *v ? v : "/sys";
+}
+
+
 double cpuClockHz() {
   // The highest "cpu MHz" /proc/cpuinfo lists (cores idle at lower clocks).
   std::istringstream in(readFile("/proc/cpuinfo"));
@@ -117,7 +131,7 @@ double cpuClockHz() {
   while (std::getline(in, line))
     if (line.rfind("cpu MHz", 0) == 0)
       mhz = std::max(mhz, std::atof(line.substr(line.find(':') + 1).c_str()));
-  if (std::string max = readFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  if (std::string max = readFile(sysfsRoot() + "/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
       !max.empty())
     mhz = std::max(mhz, std::atof(max.c_str()) / 1000.0);
   return mhz * 1e6;
@@ -137,12 +151,14 @@ struct Cache {
   double bytes = 0, bandwidth = 0;
 };
 
-/// Data and unified caches of cpu0, smallest first, with how many CPUs
-/// share each.
-std::vector<std::pair<Cache, int>> cacheLevels() {
-  std::vector<std::pair<Cache, int>> out;
+using CacheList = std::vector<std::pair<Cache, int>>; // level, CPUs sharing it
+
+/// Data and unified caches of cpu0 from sysfs, smallest first.
+CacheList sysfsCaches() {
+  CacheList out;
   for (int i = 0; i < 8; ++i) {
-    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::string dir =
+        sysfsRoot() + "/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
     std::string type = readFile(dir + "type"), level = readFile(dir + "level"),
                 size = readFile(dir + "size"), shared = readFile(dir + "shared_cpu_list");
     if (type.empty())
@@ -164,7 +180,66 @@ std::vector<std::pair<Cache, int>> cacheLevels() {
                      ? 1
                      : std::atoi(part.substr(dash + 1).c_str()) - std::atoi(part.c_str()) + 1;
     }
-    out.push_back({{"L" + std::to_string(std::atoi(level.c_str())), bytes, 0}, std::max(1, sharers)});
+    if (bytes > 0)
+      out.push_back({{"L" + std::to_string(std::atoi(level.c_str())), bytes, 0},
+                     std::max(1, sharers)});
+  }
+  return out;
+}
+
+/// Data and unified caches from CPUID's deterministic cache parameters:
+/// leaf 4 on Intel, leaf 0x8000001D on AMD (where the topology extensions
+/// are reported), both with the same register layout (Intel SDM vol. 2A,
+/// CPUID leaf 04H; AMD APM vol. 3, CPUID Fn8000_001D). Sharers: EAX[25:14]
+/// + 1 logical processors. Empty off x86 or where the leaf is absent (a
+/// hypervisor may hide it).
+CacheList cpuidCaches() {
+  CacheList out;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d))
+    return out;
+  unsigned maxLeaf = a;
+  bool amd = b == 0x68747541; // "Auth"enticAMD
+  unsigned leaf = 4;
+  if (amd) {
+    unsigned maxExt = __get_cpuid_max(0x80000000, nullptr);
+    // Fn8000_0001 ECX bit 22: TopologyExtensions, which Fn8000_001D needs.
+    if (maxExt < 0x8000001D || !__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c & (1u << 22)))
+      return out;
+    leaf = 0x8000001D;
+  } else if (maxLeaf < 4) {
+    return out;
+  }
+  for (unsigned i = 0; i < 16; ++i) {
+    __cpuid_count(leaf, i, a, b, c, d);
+    unsigned type = a & 0x1f; // 0: no more caches, 1: data, 2: instruction, 3: unified
+    if (type == 0)
+      break;
+    if (type == 2)
+      continue;
+    unsigned level = (a >> 5) & 0x7;
+    double ways = double(((b >> 22) & 0x3ff) + 1), partitions = double(((b >> 12) & 0x3ff) + 1),
+           line = double((b & 0xfff) + 1), sets = double(c) + 1;
+    int sharers = int(((a >> 14) & 0xfff) + 1);
+    out.push_back({{"L" + std::to_string(level), ways * partitions * line * sets, 0}, sharers});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto &x, const auto &y) { return x.first.bytes < y.first.bytes; });
+#endif
+  return out;
+}
+
+/// The caches and where they came from ("sysfs", "cpuid" or "none"): sysfs
+/// first (it knows what the kernel was told), CPUID where sysfs has no cache
+/// directory; with neither, no caches, and the cost model charges CPU work
+/// at DRAM speed.
+CacheList cacheLevels(std::string &source) {
+  CacheList out = sysfsCaches();
+  source = "sysfs";
+  if (out.empty()) {
+    out = cpuidCaches();
+    source = out.empty() ? "none" : "cpuid";
   }
   return out;
 }
@@ -539,9 +614,11 @@ std::vector<Link> measureLinks(const Options &o, int *rankOut) {
   return out;
 }
 
+/// Ten significant digits: cache sizes in bytes stay exact (2 MiB is
+/// 2097152, which six digits would round).
 std::string num(double x) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
+  std::snprintf(buf, sizeof buf, "%.10g", x);
   return buf;
 }
 
@@ -627,7 +704,13 @@ int main(int argc, char **argv) {
   double dramCopy = copyBandwidth(big / 2, reps);
   report("DRAM copy (read + write), all threads", dramCopy / 1e9, "GB/s");
   std::vector<Cache> caches;
-  for (auto &[c, sharers] : cacheLevels()) {
+  std::string cacheSource;
+  CacheList levels = cacheLevels(cacheSource);
+  std::printf("  caches from %s%s\n", cacheSource.c_str(),
+              cacheSource == "none" ? " (no sysfs cache directory, no CPUID cache leaf): the cost "
+                                      "model charges CPU work at DRAM speed"
+                                    : "");
+  for (auto &[c, sharers] : levels) {
     // Each thread re-reads half of its share of the level.
     size_t share = size_t(c.bytes / std::min(sharers, cores) / 2);
     if (share < 4096)
@@ -681,6 +764,7 @@ int main(int argc, char **argv) {
      << "  \"cpu_flops_per_cycle\": " << fpc << ",\n"
      << "  \"dram_read_bandwidth\": " << num(dramRead) << ",\n"
      << "  \"dram_copy_bandwidth\": " << num(dramCopy) << ",\n"
+     << "  \"cache_source\": \"" << cacheSource << "\",\n"
      << "  \"caches\": [";
   for (size_t i = 0; i < caches.size(); ++i)
     js << (i ? ", " : "") << "{\"name\": \"" << caches[i].name << "\", \"bytes\": "
