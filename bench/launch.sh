@@ -2,6 +2,9 @@
 # torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_PORT; MASTER_ADDR is
 # the caller's), one process per GPU, a fresh port per job.
 port=${port:-29600}
+# The elastic TCP transport (and NCCL's TCP bootstrap) admit only ranks that
+# hold the job's key: one fresh key for every job this script starts.
+export LOOMRT_JOB_KEY=${LOOMRT_JOB_KEY:-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # launch N LOG cmd...: N ranks, rank r's output in LOG.r; fails if any rank does.
 launch() {
   local n=$1 log=$2; shift 2

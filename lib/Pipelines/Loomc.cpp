@@ -30,6 +30,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "loom/Support/Files.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -108,11 +109,10 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
                     "try --optimizer-offload=interleaved\n";
   if (!timeline.empty()) {
     std::string terr;
-    std::unique_ptr<llvm::ToolOutputFile> tf = openOutputFile(timeline, &terr);
+    std::unique_ptr<llvm::raw_fd_ostream> tf = ::loom::openOutputNoFollow(timeline, terr);
     if (!tf)
       return loomcError(terr);
-    tf->os() << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw.name + ")");
-    tf->keep();
+    *tf << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw.name + ")");
   }
   return 0;
 }
@@ -206,14 +206,13 @@ static LogicalResult writeFusedKernels(ModuleOp module, const std::string &cpp,
   llvm::raw_string_ostream os(text);
   if (!emitFusedKernels(module, os))
     return success();
-  std::unique_ptr<llvm::ToolOutputFile> f = openOutputFile(cpp + ".kernels.cu", &err);
+  std::unique_ptr<llvm::raw_fd_ostream> f = ::loom::openOutputNoFollow(cpp + ".kernels.cu", err);
   if (!f)
     return failure();
-  f->os() << "// The fused elementwise regions of " << llvm::sys::path::filename(cpp)
+  *f << "// The fused elementwise regions of " << llvm::sys::path::filename(cpp)
           << " (loom-fuse), one kernel each: the text the runtime compiles\n"
              "// with NVRTC. Offline: nvcc -c -I<loom>/runtime, or clang -x hip.\n\n"
           << text;
-  f->keep();
   return success();
 }
 
@@ -252,13 +251,13 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
                    llvm::sys::fs::createTemporaryFile("loomc", "cpp", cpp)) {
       return loomcError("cannot create a temporary file: " + ec.message());
     }
-    std::unique_ptr<llvm::ToolOutputFile> src = openOutputFile(cpp, &err);
+    // --emit-dir's train.cpp is never written through a planted link.
+    std::unique_ptr<llvm::raw_fd_ostream> src = ::loom::openOutputNoFollow(cpp.str().str(), err);
     if (!src)
       return loomcError(err);
-    if (failed(emitTrainingCpp(module, src->os(), cg)))
+    if (failed(emitTrainingCpp(module, *src, cg)))
       return 1;
-    src->keep();
-    src->os().flush();
+    src->close();
     if (!emitDir.empty() && failed(writeFusedKernels(module, cpp.str().str(), err)))
       return loomcError(err);
     bool ok = compileTrainingBinary(cpp.str().str(), output, cg.runtimeDir, err);
@@ -271,18 +270,17 @@ static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
                                           : ""));
     return 0;
   }
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
+  std::unique_ptr<llvm::raw_fd_ostream> out = ::loom::openOutputNoFollow(output, err);
   if (!out)
     return loomcError(err);
   if (phase == Phase::Cpp) {
-    if (failed(emitTrainingCpp(module, out->os(), cg)))
+    if (failed(emitTrainingCpp(module, *out, cg)))
       return 1;
     if (output != "-" && failed(writeFusedKernels(module, output, err)))
       return loomcError(err);
   } else {
-    module->print(out->os());
+    module->print(*out);
   }
-  out->keep();
   return 0;
 }
 
@@ -363,14 +361,16 @@ parseTopology(const std::string &flag, SmallVectorImpl<std::pair<std::string, in
   std::string text = flag;
   std::string source = "--topology";
   if (llvm::sys::fs::exists(text)) {
-    auto buf = llvm::MemoryBuffer::getFile(text);
-    if (!buf)
-      return std::string("cannot read topology file '" + text + "'");
-    if ((*buf)->getBufferSize() > 4096)
+    // A FIFO or a device is refused before a read; a file too large to be
+    // a topology is named by its size, never echoed.
+    std::string contents, err;
+    if (!::loom::readRegularFile(text, 1 << 20, "topology file", contents, err))
+      return err + " (a topology file holds one line level=N,...)";
+    if (contents.size() > 4096)
       return std::string("topology file '" + text + "' is not a topology (level=N,...): it has " +
-                   std::to_string((*buf)->getBufferSize()) + " bytes");
+                         std::to_string(contents.size()) + " bytes");
     source = "topology file '" + text + "'";
-    text = (*buf)->getBuffer().trim().str();
+    text = llvm::StringRef(contents).trim().str();
   }
   SmallVector<llvm::StringRef> parts;
   llvm::StringRef(text).split(parts, ',');

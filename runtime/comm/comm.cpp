@@ -16,6 +16,7 @@
 // timeout (LOOMRT_COMM_TIMEOUT seconds, default 300; a rank died or hangs)
 // into a one-line error and an exit, so no rank waits forever; the launcher
 // (mpirun, torchrun) then tears down the rest.
+#include "comm/auth.h"
 #include "comm/tcp.h"
 #include "common/backend.h"
 
@@ -255,37 +256,70 @@ MPI_Op mpiOp(loomrt_dtype dt, loomrt_reduce_op op) {
 #ifdef LOOMRT_HAVE_NCCL
 /// Rank 0 hands the NCCL id to every other rank over TCP (MASTER_ADDR,
 /// MASTER_PORT, as torchrun sets them), retrying connects until the
-/// watchdog's timeout.
+/// watchdog's timeout. With a job key (LOOMRT_JOB_KEY or _FILE) the id goes
+/// only to ranks that prove they hold it, and strangers are dropped (auth.h);
+/// without one, to whoever connects first, as NCCL's own bootstrap does with
+/// its id: a shared host should set a key (docs/data-parallel.md).
 loomrt_status tcpExchangeId(int rank, int size, ncclUniqueId &id) {
   namespace tcp = loomrt::tcp;
+  std::vector<uint8_t> key;
+  if (loomrt_status st = loomrt::auth::loadJobKey(/*required=*/false, "comm_init (NCCL)", key))
+    return st;
   sockaddr_in master{};
   if (loomrt_status st = tcp::resolveMaster("NCCL ranks started without mpirun", &master))
     return st;
   tcp::Deadline deadline = tcp::deadlineIn(Watchdog::get().timeout());
   const char *where = std::getenv("MASTER_PORT");
+  const int32_t world = size;
   if (rank != 0) {
     int fd = tcp::connectBefore(master, deadline);
-    bool ok = fd >= 0 && tcp::recvAll(fd, &id, sizeof id);
+    std::string why;
+    int32_t me = rank, theirs = 0;
+    bool ok = fd >= 0 &&
+              (key.empty() || (loomrt::auth::handshake(fd, key, true, &me, sizeof me, &theirs,
+                                                       sizeof theirs, deadline, why) &&
+                               theirs == world)) &&
+              tcp::recvAll(fd, &id, sizeof id);
     if (fd >= 0)
       close(fd);
     return ok ? LOOMRT_OK
-              : fail(LOOMRT_ERR_BACKEND, fd < 0 ? std::string("comm_init: rank 0 never "
-                                                              "listened at port ") + where
-                                                : "comm_init: rank 0 closed the rendezvous early");
+              : fail(LOOMRT_ERR_BACKEND,
+                     fd < 0 ? std::string("comm_init: rank 0 never listened at port ") + where
+                            : "comm_init: rank 0 closed the rendezvous early" +
+                                  (why.empty() ? std::string() : ": " + why));
   }
   ncclGetUniqueId(&id);
+  uint32_t ip = 0;
+  if (loomrt_status st = tcp::bindAddress("comm_init", master.sin_addr.s_addr, &ip))
+    return st;
   uint16_t bound;
-  int ls = tcp::listenOn(master.sin_port, size, &bound);
+  int ls = tcp::listenOn(ip, master.sin_port, size, &bound);
   if (ls < 0)
     return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen on port ") + where +
                                         ": " + std::strerror(errno));
   loomrt_status st = LOOMRT_OK;
-  for (int k = 1; k < size && st == LOOMRT_OK; ++k) {
+  for (int k = 1; k < size && st == LOOMRT_OK;) {
     int fd = tcp::acceptBefore(ls, deadline);
-    if (fd < 0 || !tcp::sendAll(fd, &id, sizeof id))
-      st = fail(LOOMRT_ERR_BACKEND, "comm_init: handing the NCCL id to a rank failed");
-    if (fd >= 0)
+    if (fd < 0) {
+      st = fail(LOOMRT_ERR_BACKEND, "comm_init: only " + std::to_string(k) + " of " +
+                                        std::to_string(size) + " ranks took the NCCL id before "
+                                        "the timeout");
+      break;
+    }
+    std::string why;
+    int32_t who = -1;
+    if (!key.empty() &&
+        !loomrt::auth::handshake(fd, key, false, &world, sizeof world, &who, sizeof who,
+                                 std::min(deadline, tcp::deadlineIn(10)), why)) {
+      std::fprintf(stderr, "loomrt: rank 0: refused a connection from %s: %s\n",
+                   tcp::peerName(fd).c_str(), why.c_str());
       close(fd);
+      continue;
+    }
+    if (!tcp::sendAll(fd, &id, sizeof id))
+      st = fail(LOOMRT_ERR_BACKEND, "comm_init: handing the NCCL id to a rank failed");
+    close(fd);
+    ++k;
   }
   close(ls);
   return st;

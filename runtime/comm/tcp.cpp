@@ -14,6 +14,8 @@
 // its loss ends the job with a message that says so.
 #include "comm/tcp.h"
 
+#include "comm/auth.h"
+
 #include "common/adam_math.h"
 #include "common/backend.h"
 
@@ -32,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -400,7 +403,32 @@ loomrt_status resolveMaster(const char *who, sockaddr_in *out) {
   return LOOMRT_OK;
 }
 
-int listenOn(uint16_t port, int backlog, uint16_t *bound) {
+loomrt_status bindAddress(const char *who, uint32_t fallback, uint32_t *out) {
+  const char *v = std::getenv("LOOMRT_BIND");
+  if (!v) {
+    *out = fallback;
+    return LOOMRT_OK;
+  }
+  in_addr a{};
+  if (inet_pton(AF_INET, v, &a) != 1)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                std::string(who) + ": LOOMRT_BIND='" + v +
+                    "' is not an IPv4 address (the interface the rendezvous listens on; "
+                    "0.0.0.0 for every interface)");
+  *out = a.s_addr;
+  return LOOMRT_OK;
+}
+
+std::string peerName(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  char ip[INET_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0)
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+int listenOn(uint32_t ip, uint16_t port, int backlog, uint16_t *bound) {
   int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
   if (ls < 0)
     return -1;
@@ -408,7 +436,7 @@ int listenOn(uint16_t port, int backlog, uint16_t *bound) {
   sockaddr_in any{};
   any.sin_family = AF_INET;
   any.sin_port = port;
-  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  any.sin_addr.s_addr = ip;
   socklen_t len = sizeof any;
   if (bind(ls, reinterpret_cast<sockaddr *>(&any), sizeof any) != 0 || listen(ls, backlog) != 0 ||
       getsockname(ls, reinterpret_cast<sockaddr *>(&any), &len) != 0) {
@@ -426,7 +454,7 @@ int acceptBefore(int ls, Deadline d) {
       return -1;
     pollfd p{ls, POLLIN, 0};
     if (poll(&p, 1, left) > 0)
-      return accept(ls, nullptr, nullptr);
+      return accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
   }
 }
 
@@ -467,34 +495,81 @@ bool recvAll(int fd, void *p, size_t n) {
 }
 namespace {
 
+/// How long a connection may take to prove it holds the job's key before it
+/// is dropped (a silent or half-sent join must not hold the rendezvous
+/// until the whole timeout passes).
+constexpr double kHandshakeS = 10;
+
+/// Accepts on `ls` until one connection proves it holds `key` and passes
+/// `accept` (its card in `card`), or the deadline passes (-1). A connection
+/// that fails the handshake is a stranger: it is closed with a line on
+/// stderr and the wait goes on, so neither a stranger nor garbage ends the
+/// job. `accept` returning a message fails the join (a rank that holds the
+/// key but a wrong rank number is the job's own mistake).
+template <typename CardT>
+int acceptRank(int ls, const std::vector<uint8_t> &key, int rank, const void *mine,
+               size_t mineLen, CardT &card, Deadline deadline,
+               const std::function<std::string(const CardT &)> &accept, std::string &error) {
+  for (;;) {
+    int f = acceptBefore(ls, deadline);
+    if (f < 0)
+      return -1;
+    std::string why;
+    Deadline d = std::min(deadline, deadlineIn(kHandshakeS));
+    if (!auth::handshake(f, key, /*initiator=*/false, mine, mineLen, &card, sizeof card, d, why)) {
+      std::fprintf(stderr, "loomrt: rank %d: refused a connection from %s: %s\n", rank,
+                   peerName(f).c_str(), why.c_str());
+      std::fflush(stderr);
+      close(f);
+      continue;
+    }
+    error = accept(card);
+    if (!error.empty()) {
+      close(f);
+      return -2;
+    }
+    return f;
+  }
+}
+
 /// The full mesh: rank 0 takes every other rank's card on `ls` (its
 /// listener at `master`) and hands out the table; every other rank connects
-/// to the lower ranks and takes the higher ones' calls.
+/// to the lower ranks and takes the higher ones' calls. Every connection
+/// starts with the key's handshake (auth.h).
 loomrt_status mesh(int rank, int size, double bytesPerS, sockaddr_in master, int ls,
-                   Deadline deadline, Group **out) {
+                   const std::vector<uint8_t> &key, Deadline deadline, Group **out) {
   auto g = std::make_unique<Group>();
   g->rank = rank, g->size = size;
   g->fd.assign(size_t(size), -1);
   g->live.assign(size_t(size), 1);
   g->bytesPerS = bytesPerS;
   std::vector<Card> cards(static_cast<size_t>(size));
-  int mine = -1;
-  uint16_t minePort = 0;
+  const int32_t world = size;
   if (rank == 0) {
     for (int k = 1; k < size; ++k) {
-      int f = acceptBefore(ls, deadline);
       Card c{};
-      if (f < 0 || !recvAll(f, &c, sizeof c) || c.rank < 1 || c.rank >= size ||
-          g->fd[size_t(c.rank)] >= 0) {
-        if (f >= 0)
-          close(f);
+      std::string error;
+      int f = acceptRank<Card>(
+          ls, key, 0, &world, sizeof world, c, deadline,
+          [&](const Card &c) -> std::string {
+            if (c.rank < 1 || c.rank >= size)
+              return "comm_init: a rank holding the job's key joined as rank " +
+                     std::to_string(c.rank) + ", not in 1.." + std::to_string(size - 1) +
+                     " (is WORLD_SIZE the same for every rank?)";
+            if (g->fd[size_t(c.rank)] >= 0)
+              return "comm_init: two ranks joined as rank " + std::to_string(c.rank) +
+                     " (RANK must differ between the ranks)";
+            return "";
+          },
+          error);
+      if (f < 0) {
         close(ls);
         return fail(LOOMRT_ERR_BACKEND,
-                    f < 0 ? "comm_init: only " + std::to_string(k) + " of " +
-                                std::to_string(size) + " ranks joined at port " + std::to_string(ntohs(master.sin_port)) +
-                                " before the timeout"
-                          : std::string("comm_init: a rank joined with a bad or repeated rank "
-                                        "number"));
+                    f == -2 ? error
+                            : "comm_init: only " + std::to_string(k) + " of " +
+                                  std::to_string(size) + " ranks joined at port " +
+                                  std::to_string(ntohs(master.sin_port)) +
+                                  " before the timeout");
       }
       noDelay(f);
       g->fd[size_t(c.rank)] = f;
@@ -506,23 +581,43 @@ loomrt_status mesh(int rank, int size, double bytesPerS, sockaddr_in master, int
         return fail(LOOMRT_ERR_BACKEND, "comm_init: rank " + std::to_string(p) +
                                             " left while the ranks were joining");
   } else {
-    mine = listenOn(0, size, &minePort);
-    if (mine < 0)
-      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen: ") +
-                                          std::strerror(errno));
     int f = connectBefore(master, deadline);
-    if (f < 0) {
-      close(mine);
+    if (f < 0)
       return fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 never listened at port " +
                                           std::to_string(ntohs(master.sin_port)));
-    }
     noDelay(f);
+    g->fd[0] = f;
+    // This rank's listener for the higher ranks, on the interface that
+    // reaches rank 0 (or LOOMRT_BIND's), never on every interface.
     sockaddr_in self{};
     socklen_t len = sizeof self;
     getsockname(f, reinterpret_cast<sockaddr *>(&self), &len);
-    Card c{rank, self.sin_addr.s_addr, minePort, 0};
-    g->fd[0] = f;
-    if (!sendAll(f, &c, sizeof c) || !recvAll(f, cards.data(), cards.size() * sizeof(Card))) {
+    uint32_t ip = 0;
+    if (loomrt_status st = bindAddress("comm_init", self.sin_addr.s_addr, &ip))
+      return st;
+    uint16_t minePort = 0;
+    int mine = listenOn(ip, 0, size, &minePort);
+    if (mine < 0)
+      return fail(LOOMRT_ERR_BACKEND, std::string("comm_init: cannot listen: ") +
+                                          std::strerror(errno));
+    Card c{rank, ip == htonl(INADDR_ANY) ? self.sin_addr.s_addr : ip, minePort, 0};
+    int32_t theirWorld = 0;
+    std::string why;
+    if (!auth::handshake(f, key, /*initiator=*/true, &c, sizeof c, &theirWorld,
+                         sizeof theirWorld, deadline, why)) {
+      close(mine);
+      return fail(LOOMRT_ERR_BACKEND, "comm_init: rank " + std::to_string(rank) +
+                                          " could not join rank 0 at port " +
+                                          std::to_string(ntohs(master.sin_port)) + ": " + why +
+                                          " (is LOOMRT_JOB_KEY the same for every rank?)");
+    }
+    if (theirWorld != world) {
+      close(mine);
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "comm_init: rank 0 runs a world of " + std::to_string(theirWorld) +
+                      " ranks, this rank one of " + std::to_string(world) + " (WORLD_SIZE)");
+    }
+    if (!recvAll(f, cards.data(), cards.size() * sizeof(Card))) {
       close(mine);
       return fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 closed the rendezvous early");
     }
@@ -534,24 +629,38 @@ loomrt_status mesh(int rank, int size, double bytesPerS, sockaddr_in master, int
       to.sin_addr.s_addr = cards[size_t(p)].ip;
       to.sin_port = cards[size_t(p)].port;
       int q = connectBefore(to, deadline);
-      int32_t me = rank;
-      if (q < 0 || !sendAll(q, &me, sizeof me)) {
+      int32_t me = rank, them = -1;
+      if (q < 0 || !auth::handshake(q, key, /*initiator=*/true, &me, sizeof me, &them,
+                                    sizeof them, deadline, why) ||
+          them != p) {
+        if (q >= 0)
+          close(q);
         close(mine);
-        return fail(LOOMRT_ERR_BACKEND, "comm_init: cannot reach rank " + std::to_string(p));
+        return fail(LOOMRT_ERR_BACKEND, "comm_init: cannot reach rank " + std::to_string(p) +
+                                            (why.empty() ? "" : ": " + why));
       }
       noDelay(q);
       g->fd[size_t(p)] = q;
     }
     for (int k = rank + 1; k < size; ++k) {
-      int q = acceptBefore(mine, deadline);
-      int32_t who = -1;
-      if (q < 0 || !recvAll(q, &who, sizeof who) || who <= rank || who >= size ||
-          g->fd[size_t(who)] >= 0) {
-        if (q >= 0)
-          close(q);
+      int32_t who = -1, me = rank;
+      std::string error;
+      int q = acceptRank<int32_t>(
+          mine, key, rank, &me, sizeof me, who, deadline,
+          [&](const int32_t &w) -> std::string {
+            if (w <= rank || w >= size || g->fd[size_t(w)] >= 0)
+              return "comm_init: a rank holding the job's key connected to rank " +
+                     std::to_string(rank) + " as rank " + std::to_string(w) +
+                     ", which is not a higher rank still expected";
+            return "";
+          },
+          error);
+      if (q < 0) {
         close(mine);
-        return fail(LOOMRT_ERR_BACKEND, "comm_init: a higher rank did not connect to rank " +
-                                            std::to_string(rank));
+        return fail(LOOMRT_ERR_BACKEND,
+                    q == -2 ? error
+                            : "comm_init: a higher rank did not connect to rank " +
+                                  std::to_string(rank) + " before the timeout");
       }
       noDelay(q);
       g->fd[size_t(who)] = q;
@@ -574,20 +683,32 @@ loomrt_status join(int rank, int size, double timeoutS, Group **out) {
                   std::string("comm_init: LOOMRT_TCP_MBITS='") + v +
                       "' is not a rate in megabits per second above 0");
   }
+  std::vector<uint8_t> key;
+  if (loomrt_status st = auth::loadJobKey(/*required=*/true, "comm_init (elastic TCP)", key))
+    return st;
   sockaddr_in master{};
   if (loomrt_status st = resolveMaster("ranks started without mpirun", &master))
     return st;
   Deadline deadline = deadlineIn(timeoutS);
   int ls = -1;
   if (rank == 0) {
+    // On the interface MASTER_ADDR names (or LOOMRT_BIND's), not on every
+    // interface: with MASTER_ADDR=127.0.0.1 no other host can reach it.
+    uint32_t ip = 0;
+    if (loomrt_status st = bindAddress("comm_init", master.sin_addr.s_addr, &ip))
+      return st;
     uint16_t bound;
-    ls = listenOn(master.sin_port, size, &bound);
+    ls = listenOn(ip, master.sin_port, size, &bound);
     if (ls < 0)
       return fail(LOOMRT_ERR_BACKEND, "comm_init: rank 0 cannot listen on port " +
                                           std::to_string(ntohs(master.sin_port)) + ": " +
-                                          std::strerror(errno));
+                                          std::strerror(errno) +
+                                          (errno == EADDRNOTAVAIL
+                                               ? " (MASTER_ADDR is not an address of this "
+                                                 "host; LOOMRT_BIND names the one to listen on)"
+                                               : ""));
   }
-  return mesh(rank, size, mbits * 1e6 / 8, master, ls, deadline, out);
+  return mesh(rank, size, mbits * 1e6 / 8, master, ls, key, deadline, out);
 }
 
 loomrt_status dup(Group *g, double timeoutS, Group **out) {
@@ -597,8 +718,14 @@ loomrt_status dup(Group *g, double timeoutS, Group **out) {
   sockaddr_in master{};
   if (loomrt_status st = resolveMaster("ranks started without mpirun", &master))
     return st;
+  std::vector<uint8_t> key;
+  if (loomrt_status st = auth::loadJobKey(/*required=*/true, "comm_dup (elastic TCP)", key))
+    return st;
+  uint32_t ip = 0;
+  if (loomrt_status st = bindAddress("comm_dup", master.sin_addr.s_addr, &ip))
+    return st;
   uint16_t port = 0;
-  int ls = g->rank == 0 ? listenOn(0, g->size, &port) : -1;
+  int ls = g->rank == 0 ? listenOn(ip, 0, g->size, &port) : -1;
   // Rank 0's new port, to every rank (0: it could not listen).
   if (loomrt_status st = broadcast(g, &port, sizeof port, 0)) {
     if (ls >= 0)
@@ -608,7 +735,7 @@ loomrt_status dup(Group *g, double timeoutS, Group **out) {
   if (port == 0)
     return fail(LOOMRT_ERR_BACKEND, "comm_dup: rank 0 could not open a second listener");
   master.sin_port = port;
-  return mesh(g->rank, g->size, g->bytesPerS, master, ls, deadlineIn(timeoutS), out);
+  return mesh(g->rank, g->size, g->bytesPerS, master, ls, key, deadlineIn(timeoutS), out);
 }
 
 void destroy(Group *g) { delete g; }

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 namespace loomrt::tcp {
 
@@ -29,8 +30,14 @@ using Deadline = std::chrono::steady_clock::time_point;
 Deadline deadlineIn(double seconds);
 /// MASTER_ADDR:MASTER_PORT; `who` names the ranks in the message when unset.
 loomrt_status resolveMaster(const char *who, sockaddr_in *out);
-/// A listening socket on `port` (network order; 0: any), its port in *bound.
-int listenOn(uint16_t port, int backlog, uint16_t *bound);
+/// LOOMRT_BIND (an IPv4 address) when set, else `fallback` (network order):
+/// the address a rendezvous listens on.
+loomrt_status bindAddress(const char *who, uint32_t fallback, uint32_t *out);
+/// A listening socket on `ip`:`port` (network order; port 0: any), its port
+/// in *bound.
+int listenOn(uint32_t ip, uint16_t port, int backlog, uint16_t *bound);
+/// "a.b.c.d:port" of a connected socket's peer, for messages.
+std::string peerName(int fd);
 /// -1 when the deadline passes first.
 int acceptBefore(int listener, Deadline d);
 int connectBefore(const sockaddr_in &to, Deadline d);

@@ -81,13 +81,11 @@ loomrt_status checkRefs(const char *fn, const loomrt_tensor_ref *ts,
 /// Reads and parses the header; `dataStart` is the offset of the data.
 loomrt_status readHeader(const char *path, FILE *&f, json::Value &header,
                          uint64_t &dataStart, uint64_t &fileSize) {
-  f = std::fopen(path, "rb");
+  // A regular file only: a FIFO or a device would hang or never end.
+  std::string why;
+  f = fopenRegularForRead(path, kMaxCheckpointPartBytes, "checkpoint", why, &fileSize);
   if (!f)
-    return fail(LOOMRT_ERR_IO, std::string("cannot open checkpoint '") + path +
-                                   "': " + std::strerror(errno));
-  std::fseek(f, 0, SEEK_END);
-  fileSize = uint64_t(std::ftell(f));
-  std::fseek(f, 0, SEEK_SET);
+    return fail(LOOMRT_ERR_IO, why);
   unsigned char len8[8];
   if (fileSize < 8 || std::fread(len8, 1, 8, f) != 8)
     return fail(LOOMRT_ERR_IO, std::string("'") + path +

@@ -112,4 +112,120 @@ loomrt_status writeFileAtomic(
   return LOOMRT_OK;
 }
 
+int openRegularForRead(const std::string &path, uint64_t maxBytes, const char *what,
+                       std::string &error, struct stat *stOut) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    error = std::string(what) + ": cannot open '" + path + "': " + std::strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const char *kind = S_ISDIR(st.st_mode)    ? "a folder"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                      ? "a socket"
+                                                                   : "not a regular file";
+    error = std::string(what) + ": '" + path + "' is " + kind + "; a regular file was expected";
+    ::close(fd);
+    return -1;
+  }
+  if (uint64_t(st.st_size) > maxBytes) {
+    error = std::string(what) + ": '" + path + "' has " + std::to_string(st.st_size) +
+            " bytes, more than the " + std::to_string(maxBytes) + " such a file may have";
+    ::close(fd);
+    return -1;
+  }
+  // Reads block as usual from here (a regular file never would anyway).
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (stOut)
+    *stOut = st;
+  return fd;
+}
+
+bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *what,
+                     std::string &out, std::string &error, struct stat *stOut) {
+  struct stat st {};
+  int fd = openRegularForRead(path, maxBytes, what, error, &st);
+  if (fd < 0)
+    return false;
+  out.clear();
+  out.reserve(size_t(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      error = std::string(what) + ": cannot read '" + path + "': " + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (n == 0)
+      break;
+    // The file may grow while it is read: the limit holds for what is read.
+    if (out.size() + size_t(n) > maxBytes) {
+      error = std::string(what) + ": '" + path + "' grew past " + std::to_string(maxBytes) +
+              " bytes while it was read";
+      ::close(fd);
+      return false;
+    }
+    out.append(buf, size_t(n));
+  }
+  ::close(fd);
+  if (stOut)
+    *stOut = st;
+  return true;
+}
+
+std::FILE *fopenRegularForRead(const std::string &path, uint64_t maxBytes, const char *what,
+                               std::string &error, uint64_t *size) {
+  struct stat st {};
+  int fd = openRegularForRead(path, maxBytes, what, error, &st);
+  if (fd < 0)
+    return nullptr;
+  std::FILE *f = ::fdopen(fd, "rb");
+  if (!f) {
+    error = std::string(what) + ": cannot read '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  if (size)
+    *size = uint64_t(st.st_size);
+  return f;
+}
+
+std::FILE *fopenForAppend(const std::string &path, const char *what, std::string &error,
+                          bool truncate) {
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+                      (truncate ? 0 : O_APPEND),
+                  0644);
+  if (fd < 0) {
+    error = std::string(what) + ": cannot open '" + path + "' for writing: " +
+            (errno == ELOOP   ? std::string("it is a symbolic link, which is not followed")
+             : errno == ENXIO ? std::string("it is a FIFO or a device, not a regular file")
+                            : std::string(std::strerror(errno)));
+    return nullptr;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = std::string(what) + ": '" + path + "' is not a regular file";
+    ::close(fd);
+    return nullptr;
+  }
+  if (truncate && ::ftruncate(fd, 0) != 0) {
+    error = std::string(what) + ": cannot truncate '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE *f = ::fdopen(fd, truncate ? "wb" : "ab");
+  if (!f) {
+    error = std::string(what) + ": cannot write '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+  }
+  return f;
+}
+
 } // namespace loomrt

@@ -9,7 +9,11 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <ext/stdio_filebuf.h>
+#include <istream>
 #include <sys/stat.h>
+
+#include "common/file_util.h"
 
 namespace loomrt {
 namespace {
@@ -50,12 +54,15 @@ bool readNpy(const std::string &path, const loomrt_input_desc &in, int64_t exact
     error = "input '" + std::string(in.name) + "' from '" + path + "': " + why;
     return false;
   };
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0)
-    return fail(std::string("cannot open: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return fail("not a regular file");
-  std::ifstream f(path, std::ios::binary);
+  // A regular file only (a FIFO would hang the read), opened once: the
+  // stream reads the descriptor that was checked.
+  std::string why;
+  struct stat st {};
+  int fd = openRegularForRead(path, kMaxNpyBytes, "input file", why, &st);
+  if (fd < 0)
+    return fail(why);
+  __gnu_cxx::stdio_filebuf<char> fileBuf(fd, std::ios::in | std::ios::binary);
+  std::istream f(&fileBuf);
   char magic[10] = {};
   if (!f.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
     return fail("not a NumPy .npy file (save it with numpy.save)");

@@ -112,20 +112,21 @@ loomrt_status CheckpointSet::save(long step, const std::vector<loomrt_tensor_ref
 
 loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
   std::string path = manifestPath();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
     return fail(LOOMRT_ERR_IO, "no committed checkpoint in '" + dir + "' (cannot open '" + path +
                                    "': " + std::strerror(errno) + ")" +
                                    (world > 1 ? "; data-parallel checkpoints need a folder "
                                                 "every rank shares"
                                               : ""));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (buf.str().size() > (1 << 20))
-    return fail(LOOMRT_ERR_IO, "'" + path + "' is not a checkpoint manifest (too large)");
+  // A regular file of at most 1 MiB, checked before a byte is read (a FIFO
+  // would hang, a 1.5 GB file was read whole before).
+  std::string text, why;
+  if (!readRegularFile(path, kMaxManifestBytes, "checkpoint manifest", text, why))
+    return fail(LOOMRT_ERR_IO, why + " (it is not a checkpoint manifest)");
   json::Value m;
   std::string err;
-  if (!json::parse(buf.str(), m, err) || m.kind != json::Value::Object)
+  if (!json::parse(text, m, err) || m.kind != json::Value::Object)
     return fail(LOOMRT_ERR_IO, "'" + path + "' is not a checkpoint manifest: " +
                                    (err.empty() ? "not an object" : err));
   auto integer = [&](const char *key, long lo, long hi, long &out) -> loomrt_status {

@@ -1,5 +1,6 @@
 // graph.cpp: the graph folder and the neighbour sampler (see graph.h).
 #include "driver/graph.h"
+#include "common/file_util.h"
 
 #include "common/npy_header.h"
 #include "driver/arrays.h"
@@ -102,8 +103,8 @@ bool loadGraph(const std::string &dir, const loomrt_program &p, Graph &g, std::s
                      ") (the model's classes; -1 marks a node without a label)",
              false;
   std::string trainPath = at + "train.npy";
-  if (FILE *t = std::fopen(trainPath.c_str(), "rb")) {
-    std::fclose(t);
+  struct stat trainStat {};
+  if (::stat(trainPath.c_str(), &trainStat) == 0) { // loadNpy refuses a FIFO or a device
     loomrt_input_desc d = vector1("train", -1, n);
     ArrayInput a;
     if (!loadNpy(trainPath, d, a, error))
@@ -256,8 +257,13 @@ bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, 
 
 bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::string &error) {
   std::string pre = npyPreamble("<i8", {int64_t(v.size())});
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  bool ok = f != nullptr;
+  // Written in place (--dump-samples), never through a planted symbolic
+  // link or into a FIFO.
+  std::string why;
+  std::FILE *f = fopenForAppend(path, "--dump-samples", why, /*truncate=*/true);
+  if (!f)
+    return error = why, false;
+  bool ok = true;
   if (ok) {
     ok = std::fwrite(pre.data(), 1, pre.size(), f) == pre.size() &&
          std::fwrite(v.data(), 8, v.size(), f) == v.size();

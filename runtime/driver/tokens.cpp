@@ -6,23 +6,31 @@
 #include <fstream>
 #include <sys/stat.h>
 
+#include "common/file_util.h"
+
 namespace loomrt {
 
 bool loadTokens(const std::string &path, int64_t vocab, int64_t batch, int64_t seq,
                 std::vector<uint16_t> &tokens, std::string &error) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0)
-    return error = "cannot open data file '" + path + "': " + std::strerror(errno), false;
-  // A folder or a device has no size to trust (a folder read as a file
-  // asked for exabytes).
-  if (!S_ISREG(st.st_mode))
-    return error = "data file '" + path + "' is not a regular file", false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return error = "cannot open data file '" + path + "': " + std::strerror(errno), false;
-  tokens.assign(size_t(st.st_size) / 2, 0);
-  in.read(reinterpret_cast<char *>(tokens.data()), std::streamsize(tokens.size() * 2));
-  if (!in)
+  // A regular file only (a FIFO would hang the read, a device or a folder
+  // never end), no larger than kMaxTokenFileBytes.
+  std::string why;
+  uint64_t size = 0;
+  std::FILE *f = fopenRegularForRead(path, kMaxTokenFileBytes, "data file", why, &size);
+  if (!f)
+    return error = why, false;
+  try {
+    tokens.assign(size_t(size / 2), 0);
+  } catch (const std::bad_alloc &) {
+    std::fclose(f);
+    return error = "data file '" + path + "' has " + std::to_string(size) +
+                   " bytes, more than this host can hold in memory (the driver reads the "
+                   "token file whole); split it or train from a part of it",
+           false;
+  }
+  bool read = std::fread(tokens.data(), 2, tokens.size(), f) == tokens.size();
+  std::fclose(f);
+  if (!read)
     return error = "cannot read data file '" + path + "'", false;
   int64_t n = int64_t(tokens.size());
   if (vocab > 0)

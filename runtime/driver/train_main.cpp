@@ -1234,8 +1234,12 @@ int TrainRun::setupGlobals() {
     if (host[i].data() != G[i])
       TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
 
-  if (lead && !f.logJson.empty() && !(log = std::fopen(f.logJson.c_str(), "a")))
-    return die("cannot open '" + f.logJson + "': " + std::strerror(errno));
+  if (lead && !f.logJson.empty()) {
+    // Appended to, never through a planted symbolic link, never a FIFO.
+    std::string why;
+    if (!(log = loomrt::fopenForAppend(f.logJson, "--log-json", why)))
+      return die(why);
+  }
   if (lead && !f.trace.empty())
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
   return 0;

@@ -5,6 +5,7 @@
 // as the coordinator of a collective. A child reports through its exit
 // code (0: every check held), and prints what failed.
 #include "loomrt/loomrt.h"
+#include "comm/auth.h"
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -16,12 +17,16 @@
 #include <netinet/in.h>
 #include <string>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
 namespace {
+
+const char *const kKey = "0123456789abcdef-tcp-test-job-key";
 
 int freePort() {
   int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -66,8 +71,8 @@ struct Rank {
 /// when a signal ended it). `env(rank)` runs in the child before joining.
 std::vector<int> forkRanks(int n, const std::function<void(Rank &)> &body,
                            const std::function<void(int)> &env = [](int) {},
-                           const std::function<void(std::vector<pid_t> &)> &parent =
-                               [](std::vector<pid_t> &) {}) {
+                           const std::function<void(std::vector<pid_t> &, int)> &parent =
+                               [](std::vector<pid_t> &, int) {}) {
   std::string port = std::to_string(freePort());
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
@@ -78,6 +83,7 @@ std::vector<int> forkRanks(int n, const std::function<void(Rank &)> &body,
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port.c_str(), 1);
       setenv("LOOMRT_COMM_TIMEOUT", "60", 1);
+      setenv("LOOMRT_JOB_KEY", kKey, 1);
       unsetenv("OMPI_COMM_WORLD_SIZE");
       unsetenv("OMPI_COMM_WORLD_RANK");
       env(r);
@@ -93,7 +99,7 @@ std::vector<int> forkRanks(int n, const std::function<void(Rank &)> &body,
     }
     pids.push_back(pid);
   }
-  parent(pids);
+  parent(pids, std::stoi(port));
   std::vector<int> out;
   for (pid_t p : pids) {
     int st = 0;
@@ -211,7 +217,7 @@ TEST(Tcp, RankKilledDuringCollective) {
         if (r == 2)
           setenv("LOOMRT_TCP_MBITS", "8", 1);
       },
-      [](std::vector<pid_t> &pids) {
+      [](std::vector<pid_t> &pids, int) {
         usleep(1500 * 1000); // joined and well into the 4 s transfer, even on a loaded machine
         kill(pids[2], SIGKILL);
       });
@@ -231,6 +237,213 @@ TEST(Tcp, CoordinatorLostIsAnError) {
             std::string("expected the coordinator's loss, got: ") + loomrt_last_error());
   });
   EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+/// A process that is not a rank: connects to 127.0.0.1:port (retrying
+/// until someone listens, up to 30 s), sends `bytes`, then reads until the
+/// other end closes or `readFor` seconds pass; returns what it received.
+std::string stranger(int port, const std::string &bytes, double readFor) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  int f = -1;
+  for (int i = 0; i < 600; ++i) {
+    f = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(f, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0)
+      break;
+    close(f);
+    f = -1;
+    usleep(50 * 1000);
+  }
+  if (f < 0)
+    return "<never connected>";
+  if (!bytes.empty() && send(f, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
+  }
+  timeval tv{long(readFor), long((readFor - long(readFor)) * 1e6)};
+  setsockopt(f, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = recv(f, buf, sizeof buf, 0)) > 0;)
+    got.append(buf, size_t(n));
+  close(f);
+  return got;
+}
+
+// The probe's attack: a client that sends a well-formed join card of the
+// old protocol (rank 1, an address, a port) before the real rank 1 starts.
+// It is refused (it cannot prove the job's key) and learns nothing but
+// rank 0's nonce; the real rank 1 joins and the collectives are exact.
+TEST(Tcp, StrangersJoinIsRefusedAndTheRealRankJoins) {
+  std::string got;
+  auto st = forkRanks(
+      2,
+      [](Rank &k) {
+        k.check(k.mean(float(k.rank)) == 0.5f, "the group is ranks 0 and 1");
+        std::vector<float> x(1000, float(k.rank + 1));
+        auto g = k.allGather(x);
+        k.check(g[0] == 1 && g[999] == 1 && g[1000] == 2 && g[1999] == 2, "all-gather");
+      },
+      [](int r) {
+        if (r == 1)
+          usleep(1500 * 1000); // the stranger comes first
+      },
+      [&](std::vector<pid_t> &, int port) {
+        // int32 rank 1, ip 127.0.0.1, port 1, pad: the 12-byte card.
+        std::string card(12, '\0');
+        int32_t one = 1;
+        std::memcpy(&card[0], &one, 4);
+        uint32_t ip = htonl(INADDR_LOOPBACK);
+        std::memcpy(&card[4], &ip, 4);
+        got = stranger(port, card + std::string(64, 'x'), 20);
+      });
+  EXPECT_EQ(st, (std::vector<int>{0, 0}));
+  // Rank 0's hello (44 bytes: magic, version, nonce), nothing else.
+  EXPECT_EQ(got.size(), 44u);
+  EXPECT_EQ(got.substr(0, 8), "LOOMJOIN");
+}
+
+// A join that sends 4 of its bytes and then nothing is dropped after the
+// handshake's 10 s, not at the communication timeout, and the real rank
+// (started after it) still joins.
+TEST(Tcp, SilentJoinIsDroppedAndTheJobGoesOn) {
+  auto st = forkRanks(
+      2, [](Rank &k) { k.check(k.mean(float(k.rank)) == 0.5f, "the group is ranks 0 and 1"); },
+      [](int r) {
+        if (r == 1)
+          usleep(1000 * 1000);
+      },
+      [](std::vector<pid_t> &, int port) {
+        std::thread([port] { stranger(port, "LOOM", 40); }).detach();
+      });
+  EXPECT_EQ(st, (std::vector<int>{0, 0}));
+}
+
+// With only a silent stranger, rank 0 gives up at the communication
+// timeout with a message, instead of waiting forever on its bytes.
+TEST(Tcp, OnlyAStrangerJoinsTimesOut) {
+  auto st = forkRanks(
+      2,
+      [](Rank &k) { k.check(false, "rank " + std::to_string(k.rank) + " should not have joined"); },
+      [](int r) {
+        setenv("LOOMRT_COMM_TIMEOUT", "4", 1);
+        if (r == 1)
+          _exit(7); // the real rank 1 never comes
+      },
+      [](std::vector<pid_t> &, int port) {
+        std::thread([port] { stranger(port, "", 30); }).detach();
+      });
+  // Rank 0's setup fails (exit 2) with the timeout's message.
+  EXPECT_EQ(st, (std::vector<int>{2, 7}));
+}
+
+// A key file only its owner can read is accepted: the ranks join with it.
+TEST(Tcp, KeyFileJoins) {
+  std::string file = ::testing::TempDir() + "loomrt-job-key-file-" + std::to_string(getpid());
+  FILE *f = std::fopen(file.c_str(), "w");
+  std::fputs("a-key-in-a-file-0123456789\n", f);
+  std::fclose(f);
+  chmod(file.c_str(), 0600);
+  auto st = forkRanks(
+      2, [](Rank &k) { k.check(k.mean(float(k.rank)) == 0.5f, "the group is ranks 0 and 1"); },
+      [&](int) {
+        unsetenv("LOOMRT_JOB_KEY");
+        setenv("LOOMRT_JOB_KEY_FILE", file.c_str(), 1);
+      });
+  std::remove(file.c_str());
+  EXPECT_EQ(st, (std::vector<int>{0, 0}));
+}
+
+// A rank with another key cannot join (and says why); rank 0 times out.
+TEST(Tcp, WrongKeyCannotJoin) {
+  auto st = forkRanks(
+      2, [](Rank &) {},
+      [](int r) {
+        setenv("LOOMRT_COMM_TIMEOUT", "4", 1);
+        if (r == 1)
+          setenv("LOOMRT_JOB_KEY", "another-job-key-of-someone-else", 1);
+      });
+  EXPECT_EQ(st, (std::vector<int>{2, 2}));
+}
+
+// Without a key the elastic transport does not start, and says how to make
+// one; a key file others can read is refused; LOOMRT_BIND must be an
+// address.
+TEST(Tcp, KeyAndBindAreChecked) {
+  std::string port = std::to_string(freePort());
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port.c_str(), 1);
+  setenv("LOOMRT_COMM_TIMEOUT", "2", 1);
+  unsetenv("LOOMRT_JOB_KEY");
+  unsetenv("LOOMRT_JOB_KEY_FILE");
+  loomrt_device dev;
+  ASSERT_EQ(LOOMRT_OK, loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &dev));
+  loomrt_comm c = nullptr;
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("export LOOMRT_JOB_KEY="), std::string::npos)
+      << loomrt_last_error();
+  setenv("LOOMRT_JOB_KEY", "short", 1);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("16 to 4096"), std::string::npos);
+  unsetenv("LOOMRT_JOB_KEY");
+  std::string file = ::testing::TempDir() + "loomrt-job-key-" + std::to_string(getpid());
+  FILE *f = std::fopen(file.c_str(), "w");
+  std::fputs("a-key-in-a-file-0123456789\n", f);
+  std::fclose(f);
+  chmod(file.c_str(), 0644);
+  setenv("LOOMRT_JOB_KEY_FILE", file.c_str(), 1);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("chmod 600"), std::string::npos)
+      << loomrt_last_error();
+  setenv("LOOMRT_JOB_KEY_FILE", "/dev/zero", 1);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("is a device"), std::string::npos)
+      << loomrt_last_error();
+  chmod(file.c_str(), 0600);
+  setenv("LOOMRT_JOB_KEY_FILE", file.c_str(), 1);
+  setenv("LOOMRT_BIND", "every-interface", 1);
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_comm_init_from_env(dev, &c));
+  EXPECT_NE(std::string(loomrt_last_error()).find("LOOMRT_BIND='every-interface'"),
+            std::string::npos)
+      << loomrt_last_error();
+  unsetenv("LOOMRT_BIND");
+  std::remove(file.c_str());
+  for (const char *v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOOMRT_COMM_TIMEOUT",
+                        "LOOMRT_JOB_KEY_FILE"})
+    unsetenv(v);
+  loomrt_device_close(dev);
+}
+
+std::string hex(const loomrt::auth::Digest &d) {
+  std::string out;
+  char b[3];
+  for (uint8_t x : d) {
+    std::snprintf(b, sizeof b, "%02x", x);
+    out += b;
+  }
+  return out;
+}
+
+// The handshake's primitives against published vectors: SHA-256 of "abc"
+// and of the 448-bit message (FIPS 180-4 examples), HMAC-SHA256 of RFC 4231
+// test cases 2 (a short key) and 6 (a 131-byte key, hashed first).
+TEST(Auth, PublishedVectors) {
+  using loomrt::auth::hmac;
+  using loomrt::auth::sha256;
+  EXPECT_EQ(hex(sha256("abc", 3)),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(hex(sha256(m, std::strlen(m))),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  std::string jefe = "Jefe", data = "what do ya want for nothing?";
+  EXPECT_EQ(hex(hmac({jefe.begin(), jefe.end()}, {{data.data(), 10}, {data.data() + 10, 18}})),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  std::vector<uint8_t> big(131, 0xaa);
+  std::string t6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+  EXPECT_EQ(hex(hmac(big, {{t6.data(), t6.size()}})),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 TEST(Tcp, BadRateIsRefused) {

@@ -66,10 +66,12 @@ def trial(a, exe, data, name, kill_when, slow_rank=None):
         if os.path.exists(p):
             os.remove(p)
     port = str(free_port())
+    JOB_KEY = os.urandom(16).hex()
     procs, errs = [], []
     for r in range(3):
+        # The elastic rendezvous admits only ranks holding the job's key.
         env = dict(ENV, RANK=str(r), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                   LOOMRT_COMM_TIMEOUT="120")
+                   LOOMRT_COMM_TIMEOUT="120", LOOMRT_JOB_KEY=JOB_KEY)
         for v in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
             env.pop(v, None)
         if r == slow_rank:
