@@ -323,7 +323,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
       auto fn = func::FuncOp::create(b, loc, "diloco_outer_" + std::to_string(f),
                                      FunctionType::get(ctx, {}, {}));
       fn->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
-                  DilocoAttr::get(ctx, innerSteps, offset, /*async=*/false));
+                  DilocoAttr::get(ctx, innerSteps, offset, /*async=*/false, elastic));
       OpBuilder fb2(ctx);
       fb2.setInsertionPointToStart(fn.addEntryBlock());
       // The pseudo-gradients, flattened into one buffer (one all-reduce a
@@ -397,7 +397,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
       func::ReturnOp::create(fb2, loc);
       auto schedule = [&](func::FuncOp g, int64_t at, bool async) {
         g->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
-                   DilocoAttr::get(ctx, innerSteps, at, async));
+                   DilocoAttr::get(ctx, innerSteps, at, async, elastic));
       };
       b.setInsertionPointAfter(fn);
       auto ex = func::FuncOp::create(b, loc, "diloco_exchange_" + std::to_string(f),

@@ -1999,6 +1999,8 @@ struct Lowering {
          b.getNamedAttr("vocab", b.getI64IntegerAttr(tokens ? vocabOf(module) : 0)),
          b.getNamedAttr("world", b.getI64IntegerAttr(world)),
          b.getNamedAttr("zero_stage", b.getI64IntegerAttr(zeroStage)),
+         b.getNamedAttr("elastic", b.getI64IntegerAttr(elasticProgram(module, zeroStage,
+                                                                       freezeStep))),
          b.getNamedAttr("inputs", b.getArrayAttr(inputs))});
     // 1-bit Adam's second entry, named only where there is one.
     if (freezeStep)
@@ -2056,6 +2058,24 @@ struct Lowering {
 
   /// 1-bit Adam's freeze step: @train_step_frozen, with the arguments of
   /// @train_step, runs from it (0: no such step).
+  /// 1 when the ranks that remain may train on after one is lost: every
+  /// rank holds the whole state (ZeRO stage 0 without 1-bit Adam, whose
+  /// compressed all-reduce scatters the momentum's error feedback), or the
+  /// program is DiLoCo whose exchanges were compiled elastic. A DiLoCo
+  /// program that is not elastic exchanges by all-to-all, where a lost
+  /// replica's block would read as zeros.
+  static int64_t elasticProgram(ModuleOp module, int64_t zeroStage, int64_t freezeStep) {
+    bool diloco = false, elastic = true;
+    for (func::FuncOp fn : module.getOps<func::FuncOp>())
+      if (auto d = fn->getAttrOfType<DilocoAttr>(LoomDialect::DilocoAttrHelper::getNameStr())) {
+        diloco = true;
+        elastic &= d.getElastic();
+      }
+    if (diloco)
+      return elastic ? 1 : 0;
+    return zeroStage == 0 && freezeStep == 0 ? 1 : 0;
+  }
+
   static int64_t freezeStepOf(ModuleOp module, func::FuncOp step) {
     auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
     auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(

@@ -56,7 +56,14 @@ fi
 # Seeds: the test inputs, split where a test file holds several cases.
 FUZZ="$ROOT/$BUILD/fuzz"
 mkdir -p "$FUZZ"
-for t in onnx onnx-small mlir safetensors tokens npy; do mkdir -p "$FUZZ/seeds-$t"; done
+for t in onnx onnx-small mlir safetensors tokens npy hardware join; do mkdir -p "$FUZZ/seeds-$t"; done
+# The hardware descriptions the benchmarks use, and joins of the old and the
+# new protocol (a 12-byte card; a hello with a proof that cannot hold).
+cp bench/hardware/*.json "$FUZZ/seeds-hardware/"
+printf '\x01\x00\x00\x00\x7f\x00\x00\x01\x00\x01\x00\x00' > "$FUZZ/seeds-join/old-card"
+{ printf 'LOOMJOIN\x01\x00\x00\x00'; head -c 32 /dev/zero; printf '\x01\x00\x00\x00'; head -c 40 /dev/zero; } \
+  > "$FUZZ/seeds-join/hello-and-proof"
+printf 'LOOM' > "$FUZZ/seeds-join/half-hello"
 python3 test/Import/Inputs/hostile.py seeds "$FUZZ/seeds-onnx-small"
 cp test/Import/Inputs/{mlp,mlp_eval,conv,gcn,folded,dynamic}.onnx test/Fuzz/regressions/onnx/* \
   "$FUZZ/seeds-onnx-small/"
@@ -72,7 +79,7 @@ done
 run_fuzzers() {
   local status=0 target name seeds dir
   for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens \
-                npy:npy; do
+                npy:npy hardware:hardware join:join; do
     name=${target%%:*}
     seeds=${target##*:}
     dir="$FUZZ/$name"

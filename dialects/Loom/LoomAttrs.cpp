@@ -185,7 +185,7 @@ LogicalResult OffloadPlanAttr::verify(function_ref<InFlightDiagnostic()> emitErr
 }
 
 LogicalResult DilocoAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t every,
-                                 int64_t offset, bool) {
+                                 int64_t offset, bool, bool) {
   if (every < 1 || offset < 1)
     return emitError() << "diloco every and offset must be at least 1, got every = " << every
                        << ", offset = " << offset;

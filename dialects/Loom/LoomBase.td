@@ -431,6 +431,9 @@ def Loom_DilocoAttr : Loom_Attr<"Diloco", "diloco"> {
     when `t + 1 >= offset` and `t + 1 - offset` is a multiple of `every`.
     `async`: the function's collectives are left in flight when it returns
     (the exchange of an overlapped fragment, waited for by its apply).
+    `elastic`: the exchange counts the replicas that remain (`--diloco
+    elastic=true`), so the training binary lets the survivors go on when a
+    replica is lost.
 
     ```mlir
     func.func @diloco_outer_0() attributes {
@@ -440,7 +443,8 @@ def Loom_DilocoAttr : Loom_Attr<"Diloco", "diloco"> {
     ```
   }];
   let parameters = (ins "int64_t":$every, "int64_t":$offset,
-                    DefaultValuedParameter<"bool", "false">:$async);
+                    DefaultValuedParameter<"bool", "false">:$async,
+                    DefaultValuedParameter<"bool", "false">:$elastic);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

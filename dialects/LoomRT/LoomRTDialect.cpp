@@ -55,6 +55,12 @@ LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttrib
                              << "(0 tokens, 1 arrays or 2 graph); '" << k
                              << "' is missing or out of range";
   }
+  // Optional: whether the ranks may go on when one is lost (0 or 1).
+  if (Attribute e = dict.get("elastic")) {
+    auto v = dyn_cast<IntegerAttr>(e);
+    if (!v || v.getValue().getSignificantBits() > 64 || (v.getInt() != 0 && v.getInt() != 1))
+      return op->emitError() << "'" << kProgramAttr << "' elastic must be 0 or 1";
+  }
   // The step's arguments: {name, dtype (f32 0 or i64 2), shape, limit}.
   auto inputs = dict.getAs<ArrayAttr>("inputs");
   auto bad = [&](const Twine &why) {

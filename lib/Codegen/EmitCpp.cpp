@@ -470,7 +470,7 @@ public:
         << (fanouts.empty() ? std::string(", 0, nullptr, LOOMRT_GRAPH_MEAN")
                             : ", " + std::to_string(fanouts.size()) + ", kFanouts, " +
                                   (prog("norm") ? "LOOMRT_GRAPH_GCN" : "LOOMRT_GRAPH_MEAN"))
-        << "};\n"
+        << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }

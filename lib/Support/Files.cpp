@@ -21,7 +21,7 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *wha
                      std::string &out, std::string &error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    error = std::string(what) + " '" + path + "': cannot open it: " + std::strerror(errno);
+    error = "cannot open " + std::string(what) + " '" + path + "': " + std::strerror(errno);
     return false;
   }
   struct stat st {};
@@ -44,7 +44,7 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *wha
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
       continue;
     if (n < 0) {
-      error = std::string(what) + " '" + path + "': cannot read it: " + std::strerror(errno);
+      error = "cannot read " + std::string(what) + " '" + path + "': " + std::strerror(errno);
       ::close(fd);
       return false;
     }
@@ -77,13 +77,15 @@ std::unique_ptr<llvm::raw_fd_ostream> openOutputNoFollow(const std::string &path
                             : std::string(std::strerror(errno)));
     return nullptr;
   }
+  // A regular file, or a character device such as /dev/null (writing to
+  // one never hangs); not a FIFO (one with a reader opened above).
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
     error = "cannot write '" + path + "': it is " + kindOf(st.st_mode);
     ::close(fd);
     return nullptr;
   }
-  if (::ftruncate(fd, 0) != 0) {
+  if (S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     ::close(fd);
     return nullptr;

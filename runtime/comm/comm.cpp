@@ -793,6 +793,20 @@ loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out) {
   return LOOMRT_OK;
 }
 
+loomrt_status loomrt_comm_set_elastic(loomrt_comm c, int allowed) {
+  if (!c)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_set_elastic: null communicator");
+  if (c->transport == Transport::Tcp)
+    loomrt::tcp::setShrinkable(c->tcp, allowed != 0);
+  return LOOMRT_OK;
+}
+
+int loomrt_comm_live(loomrt_comm c) {
+  if (!c)
+    return 0;
+  return c->transport == Transport::Tcp ? loomrt::tcp::live(c->tcp) : c->size;
+}
+
 int loomrt_comm_concurrent(loomrt_comm c) {
   if (!c)
     return 0;

@@ -76,6 +76,10 @@ struct Group {
   std::vector<char> live; // members
   uint64_t seq = 0;
   double bytesPerS = 0; // 0: no cap
+  /// The program survives losing ranks (tcp.h, setShrinkable); otherwise a
+  /// loss fails every collective from then on.
+  bool shrinkable = false;
+  std::string lost; // the first loss, for the message
   Clock::time_point nextSend = Clock::now();
 
   ~Group() {
@@ -90,10 +94,15 @@ struct Group {
     fd[size_t(p)] = -1;
     if (live[size_t(p)]) {
       live[size_t(p)] = 0;
-      std::fprintf(stderr,
-                   "loomrt: rank %d of %d: lost rank %d (%s); the group continues with %d "
-                   "ranks\n",
-                   rank, size, p, why, members());
+      if (lost.empty())
+        lost = "lost rank " + std::to_string(p) + " (" + why + ")";
+      if (shrinkable)
+        std::fprintf(stderr,
+                     "loomrt: rank %d of %d: lost rank %d (%s); the group continues with %d "
+                     "ranks\n",
+                     rank, size, p, why, members());
+      else
+        std::fprintf(stderr, "loomrt: rank %d of %d: lost rank %d (%s)\n", rank, size, p, why);
       std::fflush(stderr);
     }
   }
@@ -294,9 +303,22 @@ loomrt_status decide(Group &g, const std::vector<char> &ok) {
 /// the receive buffer was copied by the caller.
 loomrt_status collective(Group &g, std::vector<Io> &io) {
   std::vector<char> ok(size_t(g.size), 0);
-  if (loomrt_status st = exchange(g, io, ok))
-    return st;
-  return decide(g, ok);
+  loomrt_status st = exchange(g, io, ok);
+  if (!st)
+    st = decide(g, ok);
+  // A program that keeps part of its state on every rank cannot go on
+  // without one: its result would be computed from zeros where the lost
+  // rank's shard was (ZeRO-1 and 3 went on to train a model that had lost
+  // half its parameters). It stops here, before another step or checkpoint.
+  if (!st && !g.shrinkable && g.members() < g.size)
+    return fail(LOOMRT_ERR_BACKEND,
+                "tcp: rank " + std::to_string(g.rank) + " of " + std::to_string(g.size) + ": " +
+                    g.lost +
+                    ": this program keeps part of its model or optimizer state on every rank "
+                    "(ZeRO stage 1 to 3, 1-bit Adam, or DiLoCo without elastic=true), so it "
+                    "cannot go on without it; restart all ranks (--resume continues from the "
+                    "last committed checkpoint)");
+  return st;
 }
 
 bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
@@ -392,6 +414,12 @@ loomrt_status resolveMaster(const char *who, sockaddr_in *out) {
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: ") + who +
                                                  " need MASTER_ADDR and MASTER_PORT (as "
                                                  "torchrun sets them)");
+  // getaddrinfo takes 99999 as port 34463 (it wraps to 16 bits).
+  char *end = nullptr;
+  long p = std::strtol(port, &end, 10);
+  if (!*port || !end || *end || p < 1 || p > 65535)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: MASTER_PORT='") + port +
+                                                 "' is not a port number in [1, 65535]");
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -735,10 +763,15 @@ loomrt_status dup(Group *g, double timeoutS, Group **out) {
   if (port == 0)
     return fail(LOOMRT_ERR_BACKEND, "comm_dup: rank 0 could not open a second listener");
   master.sin_port = port;
-  return mesh(g->rank, g->size, g->bytesPerS, master, ls, key, deadlineIn(timeoutS), out);
+  loomrt_status st =
+      mesh(g->rank, g->size, g->bytesPerS, master, ls, key, deadlineIn(timeoutS), out);
+  if (!st)
+    (*out)->shrinkable = g->shrinkable;
+  return st;
 }
 
 void destroy(Group *g) { delete g; }
+void setShrinkable(Group *g, bool on) { g->shrinkable = on; }
 int live(const Group *g) { return g ? g->members() : 0; }
 
 loomrt_status allGather(Group *g, const void *send, void *recv, size_t bytes) {

@@ -54,6 +54,11 @@ loomrt_status join(int rank, int size, double timeoutS, Group **out);
 /// threads can run collectives at once (one on each).
 loomrt_status dup(Group *g, double timeoutS, Group **out);
 void destroy(Group *g);
+/// Whether the group goes on when a rank is lost (the program allows it:
+/// DiLoCo replicas compiled elastic, plain data parallelism). Off by
+/// default: a loss then fails the collective that finds it and every one
+/// after, with a message. A duplicate takes the original's setting.
+void setShrinkable(Group *g, bool on);
 /// The ranks still in the group.
 int live(const Group *g);
 

@@ -202,6 +202,14 @@ loomrt_status loomrt_checkpoint_load(const char *path,
   if (meta)
     for (auto &[key, v] : meta->members)
       anyCrc |= key.rfind(kCrcPrefix, 0) == 0;
+  // A file that says it is one of Loom's checkpoint parts was written with
+  // a checksum for every tensor: one without them was edited, and is not
+  // loaded unchecked.
+  if (const json::Value *format = meta ? meta->get("format") : nullptr;
+      format && format->kind == json::Value::String &&
+      format->str.rfind("loom checkpoint", 0) == 0 && !anyCrc)
+    return fail(LOOMRT_ERR_IO, where + "says it is a Loom checkpoint part but has no crc32c "
+                                       "checksums: it was not written by Loom, or was edited");
   // Every tensor in the file must be asked for, and the reverse.
   for (auto &[name, v] : header.members) {
     if (name == "__metadata__")

@@ -116,7 +116,7 @@ int openRegularForRead(const std::string &path, uint64_t maxBytes, const char *w
                        std::string &error, struct stat *stOut) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    error = std::string(what) + ": cannot open '" + path + "': " + std::strerror(errno);
+    error = "cannot open " + std::string(what) + " '" + path + "': " + std::strerror(errno);
     return -1;
   }
   struct stat st {};
@@ -126,12 +126,12 @@ int openRegularForRead(const std::string &path, uint64_t maxBytes, const char *w
                        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                        : S_ISSOCK(st.st_mode)                      ? "a socket"
                                                                    : "not a regular file";
-    error = std::string(what) + ": '" + path + "' is " + kind + "; a regular file was expected";
+    error = std::string(what) + " '" + path + "' is " + kind + "; a regular file was expected";
     ::close(fd);
     return -1;
   }
   if (uint64_t(st.st_size) > maxBytes) {
-    error = std::string(what) + ": '" + path + "' has " + std::to_string(st.st_size) +
+    error = std::string(what) + " '" + path + "' has " + std::to_string(st.st_size) +
             " bytes, more than the " + std::to_string(maxBytes) + " such a file may have";
     ::close(fd);
     return -1;
@@ -157,7 +157,7 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *wha
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
-      error = std::string(what) + ": cannot read '" + path + "': " + std::strerror(errno);
+      error = "cannot read " + std::string(what) + " '" + path + "': " + std::strerror(errno);
       ::close(fd);
       return false;
     }
@@ -165,7 +165,7 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *wha
       break;
     // The file may grow while it is read: the limit holds for what is read.
     if (out.size() + size_t(n) > maxBytes) {
-      error = std::string(what) + ": '" + path + "' grew past " + std::to_string(maxBytes) +
+      error = std::string(what) + " '" + path + "' grew past " + std::to_string(maxBytes) +
               " bytes while it was read";
       ::close(fd);
       return false;
@@ -186,7 +186,7 @@ std::FILE *fopenRegularForRead(const std::string &path, uint64_t maxBytes, const
     return nullptr;
   std::FILE *f = ::fdopen(fd, "rb");
   if (!f) {
-    error = std::string(what) + ": cannot read '" + path + "': " + std::strerror(errno);
+    error = "cannot read " + std::string(what) + " '" + path + "': " + std::strerror(errno);
     ::close(fd);
     return nullptr;
   }
@@ -202,27 +202,29 @@ std::FILE *fopenForAppend(const std::string &path, const char *what, std::string
                       (truncate ? 0 : O_APPEND),
                   0644);
   if (fd < 0) {
-    error = std::string(what) + ": cannot open '" + path + "' for writing: " +
+    error = "cannot write " + std::string(what) + " '" + path + "': " +
             (errno == ELOOP   ? std::string("it is a symbolic link, which is not followed")
              : errno == ENXIO ? std::string("it is a FIFO or a device, not a regular file")
                             : std::string(std::strerror(errno)));
     return nullptr;
   }
+  // A regular file, or a character device such as /dev/null (writing to
+  // one never hangs); not a FIFO (one with a reader opened above).
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = std::string(what) + ": '" + path + "' is not a regular file";
+  if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+    error = "cannot write " + std::string(what) + " '" + path + "': it is not a regular file";
     ::close(fd);
     return nullptr;
   }
-  if (truncate && ::ftruncate(fd, 0) != 0) {
-    error = std::string(what) + ": cannot truncate '" + path + "': " + std::strerror(errno);
+  if (truncate && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
+    error = "cannot write " + std::string(what) + " '" + path + "': " + std::strerror(errno);
     ::close(fd);
     return nullptr;
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::FILE *f = ::fdopen(fd, truncate ? "wb" : "ab");
   if (!f) {
-    error = std::string(what) + ": cannot write '" + path + "': " + std::strerror(errno);
+    error = "cannot write " + std::string(what) + " '" + path + "': " + std::strerror(errno);
     ::close(fd);
   }
   return f;

@@ -59,9 +59,9 @@ std::FILE *fopenRegularForRead(const std::string &path, uint64_t maxBytes, const
 /// The one way the runtime opens a file it appends to or writes in place
 /// (the JSON log, sample dumps): never through a symbolic link (O_NOFOLLOW:
 /// a link planted under the name in a shared folder cannot redirect the
-/// write), never a FIFO or a device (refused after a non-blocking open),
-/// created 0644 when absent. Files replaced whole go through
-/// writeFileAtomic instead.
+/// write), never a FIFO (refused after a non-blocking open); a character
+/// device such as /dev/null is written as it is; created 0644 when absent.
+/// Files replaced whole go through writeFileAtomic instead.
 std::FILE *fopenForAppend(const std::string &path, const char *what, std::string &error,
                           bool truncate = false);
 

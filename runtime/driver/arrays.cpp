@@ -58,7 +58,7 @@ bool readNpy(const std::string &path, const loomrt_input_desc &in, int64_t exact
   // stream reads the descriptor that was checked.
   std::string why;
   struct stat st {};
-  int fd = openRegularForRead(path, kMaxNpyBytes, "input file", why, &st);
+  int fd = openRegularForRead(path, kMaxNpyBytes, "file", why, &st);
   if (fd < 0)
     return fail(why);
   __gnu_cxx::stdio_filebuf<char> fileBuf(fd, std::ios::in | std::ios::binary);
@@ -174,10 +174,12 @@ bool readNpy(const std::string &path, const loomrt_input_desc &in, int64_t exact
         } else {
           std::memcpy(&v, p, 8);
         }
-        if (!std::isfinite(v))
-          return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
-                      " is not finite");
+        // Finite as float32, the type it becomes: 1e300 is a finite
+        // float64 and an infinite float32.
         float x = float(v);
+        if (!std::isfinite(v) || !std::isfinite(x))
+          return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
+                      (std::isfinite(v) ? " is outside float32's range" : " is not finite"));
         std::memcpy(out + i * 4, &x, 4);
       } else {
         uint64_t u = 0;

@@ -94,6 +94,18 @@ loomrt_status CheckpointSet::save(long step, const std::vector<loomrt_tensor_ref
                                     "of step " + stepStr + "; the checkpoint of the previous "
                                     "save stays the one --resume continues from"))
     return s;
+  // A rank lost on the elastic transport wrote no part (the all-reduce
+  // above ran over the ranks that remain): a manifest naming its part would
+  // commit a checkpoint that cannot be resumed, and deleting the previous
+  // parts would leave none. The previous checkpoint stays committed.
+  if (int live = loomrt_comm_live(comm); live < world) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "loomrt: the checkpoint of step %s is not committed: %d of %d ranks remain, "
+                   "and a checkpoint needs every rank's part; the last committed one stays\n",
+                   stepStr.c_str(), live, world);
+    return LOOMRT_OK;
+  }
   mine = LOOMRT_OK;
   if (rank == 0) {
     std::string m = "{\"format\": " + json::quote(kManifestFormat) + ", \"step\": " + stepStr +

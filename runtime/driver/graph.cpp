@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -143,17 +144,29 @@ struct SharedHeader {
 constexpr uint64_t kReady = 0x4c4f4f4d52454459ull, kFailed = 0x4c4f4f4d4641494cull;
 constexpr size_t kHeaderBytes = 4096;
 
-std::string sharedName(const std::string &path, size_t bytes) {
-  char real[PATH_MAX];
-  std::string key = realpath(path.c_str(), real) ? real : path;
-  uint64_t h = 1469598103934665603ull; // FNV-1a of the file, its size, parent and user
-  for (char c : key + "|" + std::to_string(bytes) + "|" + std::to_string(getppid()) + "|" +
-                    std::to_string(getuid()))
-    h = (h ^ uint64_t(uint8_t(c))) * 1099511628211ull;
-  char name[64];
-  std::snprintf(name, sizeof name, "/loomrt-features-%016llx", (unsigned long long)h);
-  return name;
+/// A fresh name no other user can guess (128 random bits): the name used to
+/// be a hash of the file, its size, the parent's pid and the uid, which
+/// another user could compute and plant an object under.
+bool randomSharedName(std::string &name) {
+  unsigned char r[16];
+  if (getrandom(r, sizeof r, 0) != ssize_t(sizeof r))
+    return false;
+  char buf[64];
+  int n = std::snprintf(buf, sizeof buf, "/loomrt-features-");
+  for (unsigned char c : r)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), "%02x", c);
+  name = buf;
+  return true;
 }
+
+/// What each rank tells the others of its host: who it is and, from local
+/// rank 0, the object's name and whether it could create it.
+struct ShareCard {
+  char host[64];
+  int32_t localRank;
+  int32_t ok; // local rank 0: created; others: mapped
+  char name[48];
+};
 
 bool waitFor(const std::function<bool()> &done, double seconds) {
   auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -184,52 +197,95 @@ SharedTable::~SharedTable() {
 }
 
 bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, int localRank,
-                        int localSize, SharedTable &out, std::string &error,
-                        double timeoutSeconds) {
+                        int localSize, const AllGather &allGather, SharedTable &out,
+                        std::string &error, double timeoutSeconds) {
   std::string path = dir + "/features.npy";
   size_t bytes = size_t(table.shape[0]) * size_t(table.shape[1]) * 4;
-  std::string name = sharedName(path, bytes);
-  out.name = name;
-  auto sysFail = [&](const std::string &what) {
-    error = "sharing the feature table (" + name + "): " + what + ": " + std::strerror(errno);
-    return false;
-  };
   out.bytes = bytes;
   out.mapBytes = kHeaderBytes + bytes;
+  ShareCard mine{};
+  gethostname(mine.host, sizeof mine.host - 1);
+  mine.localRank = localRank;
+  std::string why;
   int fd = -1;
+  // 1. Local rank 0 creates the object under a fresh random name, this
+  // user's only (O_EXCL, 0600), at its full size.
   if (localRank == 0) {
-    shm_unlink(name.c_str()); // a crashed run's object of the same name
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0)
-      return sysFail("shm_open");
-    out.creator = true;
-    if (ftruncate(fd, off_t(out.mapBytes)) != 0) {
-      close(fd);
-      shm_unlink(name.c_str());
-      return sysFail("reserving " + std::to_string(out.mapBytes) + " bytes (is /dev/shm big enough?)");
+    if (!randomSharedName(out.name)) {
+      why = std::string("getrandom: ") + std::strerror(errno);
+    } else if ((fd = shm_open(out.name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600)) <
+               0) {
+      why = "shm_open: " + std::string(std::strerror(errno));
+    } else {
+      out.creator = true;
+      if (ftruncate(fd, off_t(out.mapBytes)) != 0)
+        why = "reserving " + std::to_string(out.mapBytes) + " bytes: " + std::strerror(errno) +
+              " (is /dev/shm big enough?)";
     }
-  } else if (!waitFor([&] { return (fd = shm_open(name.c_str(), O_RDWR, 0600)) >= 0; },
-                      timeoutSeconds)) {
-    error = "sharing the feature table (" + name + "): local rank 0 did not create it within " +
-            std::to_string(int(timeoutSeconds)) + " s";
-    return false;
+    mine.ok = why.empty();
+    std::snprintf(mine.name, sizeof mine.name, "%s", out.name.c_str());
   }
-  struct stat st;
-  if (localRank != 0 &&
-      !waitFor([&] { return fstat(fd, &st) == 0 && size_t(st.st_size) == out.mapBytes; },
-               timeoutSeconds)) {
+  // 2. The name goes to the host's other ranks through the rendezvous (an
+  // all-gather over the job's ranks), never through a name they compute.
+  auto gather = [&](std::vector<ShareCard> &all) {
+    all.assign(size_t(allGather.size), ShareCard{});
+    if (!allGather.fn(&mine, sizeof mine, all.data())) {
+      why = "exchanging the table's name between the ranks failed";
+      return false;
+    }
+    return true;
+  };
+  std::vector<ShareCard> all;
+  bool exchanged = gather(all);
+  const ShareCard *lead = nullptr;
+  for (const ShareCard &c : all)
+    if (c.localRank == 0 && std::strncmp(c.host, mine.host, sizeof c.host) == 0)
+      lead = &c;
+  if (exchanged && localRank != 0) {
+    if (!lead || !lead->ok) {
+      why = "local rank 0 of this host could not create it (its own error says why)";
+    } else {
+      out.name.assign(lead->name, strnlen(lead->name, sizeof lead->name));
+      // Opened only when it is this user's own object of exactly the size
+      // local rank 0 made: a planted object of another owner is never mapped.
+      struct stat st {};
+      if ((fd = shm_open(out.name.c_str(), O_RDWR | O_CLOEXEC, 0)) < 0)
+        why = "shm_open: " + std::string(std::strerror(errno));
+      else if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) ||
+               size_t(st.st_size) != out.mapBytes)
+        why = "the object is not this user's own, private and of " +
+              std::to_string(out.mapBytes) + " bytes: it is not the one local rank 0 made";
+    }
+  }
+  if (why.empty() && fd >= 0) {
+    out.map = mmap(nullptr, out.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (out.map == MAP_FAILED) {
+      out.map = nullptr;
+      why = "mmap: " + std::string(std::strerror(errno));
+    }
+  }
+  if (fd >= 0)
     close(fd);
-    error = "sharing the feature table (" + name + "): it never reached its size";
+  // 3. Every rank says whether it mapped the object; then its name goes
+  // (every exit path from here on leaves nothing in /dev/shm, a kill during
+  // the load included: the pages live until the last mapping does).
+  mine.ok = why.empty();
+  bool confirmed = exchanged && gather(all);
+  if (out.creator) {
+    shm_unlink(out.name.c_str());
+    out.creator = false;
+  }
+  if (why.empty() && confirmed)
+    for (const ShareCard &c : all)
+      if (std::strncmp(c.host, mine.host, sizeof c.host) == 0 && !c.ok)
+        why = "local rank " + std::to_string(c.localRank) + " of this host could not map it";
+  if (!why.empty() || !confirmed) {
+    error = "sharing the feature table" + (out.name.empty() ? std::string() : " (" + out.name + ")") +
+            ": " + (why.empty() ? "exchanging the table's name between the ranks failed" : why);
     return false;
   }
-  out.map = mmap(nullptr, out.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (out.map == MAP_FAILED) {
-    out.map = nullptr;
-    if (localRank == 0)
-      shm_unlink(name.c_str());
-    return sysFail("mmap");
-  }
+  (void)localSize;
+  // 4. Local rank 0 reads the file into it; the others wait for the flag.
   auto *header = static_cast<SharedHeader *>(out.map);
   out.data = static_cast<uint8_t *>(out.map) + kHeaderBytes;
   if (localRank == 0) {
@@ -237,21 +293,15 @@ bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, 
         dir, table,
         [&](size_t n) -> void * { return n == bytes ? out.data : nullptr; }, error);
     header->state.store(ok ? kReady : kFailed, std::memory_order_release);
-    if (!ok) {
-      shm_unlink(name.c_str());
-      return false;
-    }
-  } else if (!waitFor([&] { return header->state.load(std::memory_order_acquire) != 0; },
-                      timeoutSeconds) ||
-             header->state.load(std::memory_order_acquire) != kReady) {
-    error = "sharing the feature table (" + name + "): local rank 0 could not read '" + path +
+    return ok;
+  }
+  if (!waitFor([&] { return header->state.load(std::memory_order_acquire) != 0; },
+               timeoutSeconds) ||
+      header->state.load(std::memory_order_acquire) != kReady) {
+    error = "sharing the feature table (" + out.name + "): local rank 0 could not read '" + path +
             "' (its own error says why)";
     return false;
   }
-  // Once every rank of the host has it mapped, the name can go: the pages
-  // live until the last mapping does.
-  if (header->attached.fetch_add(1) + 1 == localSize)
-    shm_unlink(name.c_str());
   return true;
 }
 
@@ -260,7 +310,7 @@ bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::st
   // Written in place (--dump-samples), never through a planted symbolic
   // link or into a FIFO.
   std::string why;
-  std::FILE *f = fopenForAppend(path, "--dump-samples", why, /*truncate=*/true);
+  std::FILE *f = fopenForAppend(path, "--dump-samples file", why, /*truncate=*/true);
   if (!f)
     return error = why, false;
   bool ok = true;

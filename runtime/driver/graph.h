@@ -45,18 +45,27 @@ bool loadFeatures(const std::string &dir, const loomrt_input_desc &table,
 
 /// A feature table in POSIX shared memory, one copy for the ranks of a job
 /// on one host (the GCN paper's several GPUs reading one pinned table):
-/// local rank 0 reads DIR/features.npy into it, the others map the same
-/// pages once it is complete, and the object's name goes once all have
-/// mapped it (no file is left in /dev/shm). The job is told apart by the
-/// ranks' common parent (mpirun or torchrun), the user and the file.
+/// local rank 0 creates it under a fresh random name (O_EXCL, 0600) and
+/// hands the name to the host's other ranks through the job's rendezvous;
+/// they open it only when fstat says it is this user's private object of
+/// the expected size; once every rank has mapped it the name goes, before
+/// local rank 0 reads DIR/features.npy into it (so no exit path, a kill
+/// during the load included, leaves anything in /dev/shm).
 struct SharedTable {
   void *data = nullptr; // the table, page-aligned
   size_t bytes = 0;
   void *map = nullptr;
   size_t mapBytes = 0;
-  std::string name; // removed by its creator at the end too (a rank that failed never mapped it)
-  bool creator = false;
+  std::string name;
+  bool creator = false; // the name is still this rank's to remove
   ~SharedTable();
+};
+
+/// An all-gather of `n` host bytes a rank over the job's ranks (`size` of
+/// them): all[r * n ...] is rank r's. False when the collective fails.
+struct AllGather {
+  int size = 1;
+  std::function<bool(const void *mine, size_t n, void *all)> fn;
 };
 
 /// This host's ranks of the job (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE;
@@ -66,8 +75,8 @@ int localRanks();
 /// Maps (rank 0 of the host: creates and reads) the shared table. False
 /// with a one-line message; waits at most `timeoutSeconds` for rank 0.
 bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, int localRank,
-                        int localSize, SharedTable &out, std::string &error,
-                        double timeoutSeconds = 600);
+                        int localSize, const AllGather &allGather, SharedTable &out,
+                        std::string &error, double timeoutSeconds = 600);
 
 /// Writes `v` as a NumPy .npy file of int64 (--dump-samples).
 bool writeNpyI64(const std::string &path, const std::vector<int64_t> &v, std::string &error);

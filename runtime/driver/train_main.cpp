@@ -329,6 +329,7 @@ namespace {
 struct SlowLink {
   int64_t ranksPerNode = 0;
   double rate = 0;
+  bool invalid = false; // set but not RANKS:GBPS in range
 };
 SlowLink slowLink() {
   SlowLink l;
@@ -338,12 +339,10 @@ SlowLink slowLink() {
   char *end = nullptr;
   long long ranks = std::strtoll(v, &end, 10);
   double gbps = end && *end == ':' ? std::strtod(end + 1, &end) : 0;
-  if (ranks < 1 || !(gbps > 0) || !end || *end) {
-    static bool told = false;
-    if (!told)
-      std::fprintf(stderr, "loomrt: LOOMRT_SLOW_LINK='%s' is not RANKS:GBPS (e.g. 2:12.5); "
-                           "ignored\n", v);
-    told = true;
+  // A link from 1 kB/s to 10 TB/s: slower would hold a collective past the
+  // watchdog (1e-12 GB/s hung), a rate that rounds to 0 was ignored.
+  if (ranks < 1 || ranks > (1 << 20) || !(gbps >= 1e-6 && gbps <= 1e4) || !end || *end) {
+    l.invalid = true;
     return l;
   }
   l.ranksPerNode = ranks;
@@ -1116,7 +1115,15 @@ int TrainRun::joinWorld() {
   int ordinal = p->backend == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank();
   TRY(loomrt_device_open(p->backend, ordinal, &dev), "opening the device");
   TRY(loomrt_comm_init_from_env(dev, &comm), "joining the ranks");
-  if (SlowLink link = slowLink(); link.rate > 0 && loomrt_comm_size(comm) > link.ranksPerNode) {
+  // Whether the ranks that remain may go on when one is lost: only where
+  // every rank holds the whole state (the compiler says so).
+  TRY(loomrt_comm_set_elastic(comm, p->elastic), "joining the ranks");
+  SlowLink link = slowLink();
+  if (link.invalid)
+    return die(std::string("LOOMRT_SLOW_LINK='") + std::getenv("LOOMRT_SLOW_LINK") +
+               "' is not RANKS:GBPS with 1 <= RANKS <= 1048576 and 1e-6 <= GBPS <= 1e4 "
+               "(e.g. 2:12.5)");
+  if (link.rate > 0 && loomrt_comm_size(comm) > link.ranksPerNode) {
     TRY(loomrt_comm_shape(comm, link.rate), "LOOMRT_SLOW_LINK");
     if (loomrt_comm_rank(comm) == 0)
       std::fprintf(stderr, "loomrt: nodes of %lld ranks joined by an emulated %.3g GB/s link "
@@ -1237,7 +1244,7 @@ int TrainRun::setupGlobals() {
   if (lead && !f.logJson.empty()) {
     // Appended to, never through a planted symbolic link, never a FIFO.
     std::string why;
-    if (!(log = loomrt::fopenForAppend(f.logJson, "--log-json", why)))
+    if (!(log = loomrt::fopenForAppend(f.logJson, "--log-json file", why)))
       return die(why);
   }
   if (lead && !f.trace.empty())
@@ -1276,7 +1283,23 @@ int TrainRun::setupInputs() {
                   double(in.shape[0]) * double(in.shape[1]) * 4 / 1e9, locals);
       std::fflush(stdout);
       shared[i] = std::make_unique<loomrt::SharedTable>();
-      if (!loomrt::loadSharedFeatures(f.graph, in, local, locals, *shared[i], err))
+      // The object's name goes from local rank 0 to the others through the
+      // job's own collectives (device buffers: NCCL reads device memory).
+      loomrt::AllGather gather{loomrt_comm_size(comm), [&](const void *mine, size_t n,
+                                                          void *all) {
+        size_t total = n * size_t(loomrt_comm_size(comm));
+        void *d = nullptr;
+        if (loomrt_alloc(dev, LOOMRT_MEM_DEVICE, total + n, &d) != LOOMRT_OK)
+          return false;
+        char *dm = static_cast<char *>(d) + total;
+        bool ok = loomrt_memcpy_async(s, dm, mine, n) == LOOMRT_OK &&
+                  loomrt_all_gather_bytes(comm, s, dm, d, n) == LOOMRT_OK &&
+                  loomrt_memcpy_async(s, all, d, total) == LOOMRT_OK &&
+                  loomrt_stream_synchronize(s) == LOOMRT_OK;
+        loomrt_free(dev, LOOMRT_MEM_DEVICE, d);
+        return ok;
+      }};
+      if (!loomrt::loadSharedFeatures(f.graph, in, local, locals, gather, *shared[i], err))
         return die(err);
       TRY(loomrt_host_register(dev, shared[i]->data, shared[i]->bytes),
           "pinning the shared feature table");

@@ -17,3 +17,83 @@ TEST(Driver, RefusesAProgramOfAnotherLayout) {
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("generated for another version of the runtime"), std::string::npos) << err;
 }
+
+// The shared feature table (issue 41's probe: a /dev/shm object planted by
+// another user under a computable name reached training). A rank that is
+// not its host's rank 0 opens only the object local rank 0 names through
+// the rendezvous, and only when fstat says it is this user's, private and
+// of the expected size: a planted object (another owner, mode 0666, or the
+// wrong size) is refused with a message and never mapped.
+#include "driver/graph.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+namespace {
+struct Card { // graph.cpp's ShareCard, as it travels
+  char host[64];
+  int32_t localRank, ok;
+  char name[48];
+};
+
+std::string planted(const char *tag, size_t bytes, mode_t mode, bool otherOwner) {
+  std::string name = "/loomrt-features-test-" + std::string(tag) + std::to_string(getpid());
+  shm_unlink(name.c_str());
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(0, ftruncate(fd, off_t(bytes)));
+  EXPECT_EQ(0, fchmod(fd, mode));
+  if (otherOwner && geteuid() == 0)
+    EXPECT_EQ(0, fchown(fd, 65534, 65534)); // nobody
+  close(fd);
+  return name;
+}
+
+bool refusedAsRank1(const std::string &name, std::string &err) {
+  loomrt_input_desc table{};
+  table.name = "features";
+  table.dtype = LOOMRT_F32;
+  table.rank = 2;
+  table.shape[0] = 16;
+  table.shape[1] = 4;
+  loomrt::AllGather gather{2, [&](const void *mine, size_t n, void *all) {
+    EXPECT_EQ(n, sizeof(Card));
+    Card lead{};
+    gethostname(lead.host, sizeof lead.host - 1);
+    lead.localRank = 0;
+    lead.ok = 1;
+    std::snprintf(lead.name, sizeof lead.name, "%s", name.c_str());
+    std::memcpy(all, &lead, n);
+    std::memcpy(static_cast<char *>(all) + n, mine, n);
+    return true;
+  }};
+  loomrt::SharedTable out;
+  bool ok = loomrt::loadSharedFeatures("/nonexistent", table, 1, 2, gather, out, err, 1);
+  return !ok && out.map == nullptr;
+}
+} // namespace
+
+TEST(SharedTable, PlantedObjectIsNeverMapped) {
+  const size_t bytes = 4096 + 16 * 4 * 4; // header page + the table
+  std::string err;
+  std::string other = planted("owner", bytes, 0666, /*otherOwner=*/true);
+  EXPECT_TRUE(refusedAsRank1(other, err));
+  EXPECT_NE(err.find("not this user's own, private and of"), std::string::npos) << err;
+  shm_unlink(other.c_str());
+  std::string open = planted("mode", bytes, 0666, false);
+  EXPECT_TRUE(refusedAsRank1(open, err));
+  EXPECT_NE(err.find("not this user's own"), std::string::npos) << err;
+  shm_unlink(open.c_str());
+  std::string size = planted("size", bytes + 4096, 0600, false);
+  EXPECT_TRUE(refusedAsRank1(size, err));
+  EXPECT_NE(err.find("not this user's own"), std::string::npos) << err;
+  shm_unlink(size.c_str());
+  // The name the rendezvous gave does not exist (a stale message).
+  EXPECT_TRUE(refusedAsRank1("/loomrt-features-never-made", err));
+  EXPECT_NE(err.find("shm_open"), std::string::npos) << err;
+}

@@ -26,8 +26,9 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *wha
                      std::string &out, std::string &error);
 
 /// `path` opened for writing from its start ("-": stdout): created 0644
-/// when absent, truncated when a regular file, refused when it is a
-/// symbolic link, a FIFO or a device. Null with a one-line message.
+/// when absent, truncated when a regular file, written as it is when a
+/// character device (/dev/null), refused when it is a symbolic link, a FIFO
+/// or anything else. Null with a one-line message.
 std::unique_ptr<llvm::raw_fd_ostream> openOutputNoFollow(const std::string &path,
                                                          std::string &error);
 

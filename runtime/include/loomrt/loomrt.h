@@ -509,6 +509,14 @@ loomrt_status loomrt_comm_dup(loomrt_comm c, loomrt_comm *out);
  * a duplicate of it: the one-rank world, elastic TCP, MPI with
  * MPI_THREAD_MULTIPLE; not NCCL. */
 int loomrt_comm_concurrent(loomrt_comm c);
+/* Whether c goes on when a rank is lost (elastic TCP only; MPI and NCCL end
+ * the job): `allowed` = 1 for programs whose every rank holds the whole
+ * state (plain data parallelism, DiLoCo replicas compiled elastic); 0, the
+ * default, makes a loss fail the collective that finds it and every one
+ * after, so a program holding shards on every rank never trains on. */
+loomrt_status loomrt_comm_set_elastic(loomrt_comm c, int allowed);
+/* The ranks still in c (its size but on elastic TCP after a loss). */
+int loomrt_comm_live(loomrt_comm c);
 void loomrt_comm_destroy(loomrt_comm c);
 /* Emulates a slower link under c (bench runs on one host standing for
  * several): each collective's stream is held until the bytes the rank sends

@@ -128,7 +128,7 @@ typedef struct loomrt_outer_desc {
   int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 14
+#define LOOMRT_TRAIN_ABI 15
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -177,6 +177,12 @@ typedef struct loomrt_program {
   size_t num_fanouts;
   const int64_t *fanouts;
   loomrt_graph_norm graph_norm;
+  /* 1: every rank holds the whole model and optimizer state, so the ranks
+   * that remain may go on when one is lost (plain data parallelism with
+   * ZeRO stage 0, DiLoCo replicas compiled with elastic=true); 0: a lost
+   * rank ends the job (loomrt_comm_set_elastic). Only the elastic TCP
+   * transport can lose a rank and go on at all. */
+  int elastic;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
