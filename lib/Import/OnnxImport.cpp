@@ -2604,6 +2604,12 @@ std::string onnxOperatorTable() {
 
 OwningOpRef<ModuleOp> importOnnx(MLIRContext &ctx, StringRef path,
                                  const OnnxImportOptions &options, std::string &error) {
+  // A regular file only: a FIFO would hang the read, a device never end.
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && st.type() != llvm::sys::fs::file_type::regular_file)
+    return error = "model '" + path.str() + "' is not a regular file (a FIFO, a device or a "
+                   "folder); a regular .onnx file was expected",
+           nullptr;
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
     return error = "cannot open '" + path.str() + "': " + std::strerror(errno), nullptr;

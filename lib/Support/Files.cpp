@@ -14,7 +14,7 @@ static const char *kindOf(mode_t m) {
          : S_ISFIFO(m)               ? "a FIFO"
          : S_ISCHR(m) || S_ISBLK(m)  ? "a device"
          : S_ISSOCK(m)               ? "a socket"
-                                     : "not a regular file";
+                                     : "something else";
 }
 
 bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *what,
@@ -26,8 +26,8 @@ bool readRegularFile(const std::string &path, uint64_t maxBytes, const char *wha
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = std::string(what) + " '" + path + "' is " + kindOf(st.st_mode) +
-            "; a regular file was expected";
+    error = std::string(what) + " '" + path + "' is not a regular file (it is " +
+            kindOf(st.st_mode) + ")";
     ::close(fd);
     return false;
   }

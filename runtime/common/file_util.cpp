@@ -125,8 +125,8 @@ int openRegularForRead(const std::string &path, uint64_t maxBytes, const char *w
                        : S_ISFIFO(st.st_mode) ? "a FIFO"
                        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                        : S_ISSOCK(st.st_mode)                      ? "a socket"
-                                                                   : "not a regular file";
-    error = std::string(what) + " '" + path + "' is " + kind + "; a regular file was expected";
+                                                                   : "something else";
+    error = std::string(what) + " '" + path + "' is not a regular file (it is " + kind + ")";
     ::close(fd);
     return -1;
   }

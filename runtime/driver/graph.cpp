@@ -165,7 +165,7 @@ struct ShareCard {
   char host[64];
   int32_t localRank;
   int32_t ok; // local rank 0: created; others: mapped
-  char name[48];
+  char name[64]; // "/loomrt-features-" and 32 hex digits
 };
 
 bool waitFor(const std::function<bool()> &done, double seconds) {

@@ -38,7 +38,7 @@ namespace {
 struct Card { // graph.cpp's ShareCard, as it travels
   char host[64];
   int32_t localRank, ok;
-  char name[48];
+  char name[64]; // "/loomrt-features-" and 32 hex digits
 };
 
 std::string planted(const char *tag, size_t bytes, mode_t mode, bool otherOwner) {

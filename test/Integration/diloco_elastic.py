@@ -25,25 +25,16 @@ flight in the first run.
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import ENV, noisy_pattern, parse_args, run  # noqa: E402
+from mpitest import ENV, free_port, noisy_pattern, parse_args, run  # noqa: E402
 
 KEYS = "layers=2,d_model=64,heads=4,vocab=64,seq=64,batch=6"
 STEPS, KILL_AT = 160, 60
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def tensors(path):

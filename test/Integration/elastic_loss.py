@@ -19,25 +19,17 @@ rank 1 killed with SIGKILL once the log shows step KILL_AT:
 """
 import json
 import os
+import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import ENV, noisy_pattern, parse_args, run  # noqa: E402
+from mpitest import ENV, free_port, noisy_pattern, parse_args, run  # noqa: E402
 
 KEYS = "layers=1,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 STEPS, KILL_AT, EVERY = 400, 12, 4
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(exe, data, log, ck, steps, extra=()):
@@ -68,7 +60,8 @@ def trial(a, stage, data):
     run([os.path.join(a.bin, "loomc"), "--model", f"gpt:{KEYS}", "--lr=3e-3",
          "--topology=rank=2", f"--zero-stage={stage}", "-o", exe])
     tmp = os.path.join(a.tmp, f"z{stage}-run")
-    os.makedirs(tmp, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)  # a stale log would trigger the kill at once
+    os.makedirs(tmp)
     log, ck = os.path.join(tmp, "log.jsonl"), os.path.join(tmp, "ck")
     procs, errs = start(exe, data, log, ck, STEPS)
     killed_after, deadline = None, time.time() + 300

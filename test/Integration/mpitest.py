@@ -1,9 +1,10 @@
 """Shared pieces of the multi-rank tests (standard library only): Open MPI's
 launcher as the tests start it, running a training binary on ranks, a token
-file, and finding a job's rank processes."""
+file, a free port, and finding a job's rank processes."""
 import argparse
 import json
 import os
+import socket
 import random
 import subprocess
 import sys
@@ -39,6 +40,15 @@ def train(exe, ranks, data, steps, log, *extra):
     run(MPIRUN + ["-np", str(ranks), exe, "--data", data, "--steps", str(steps),
                   "--log-json", log, *extra])
     return [json.loads(line) for line in open(log)]
+
+
+def free_port():
+    """A TCP port on the loopback that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def noisy_pattern(path, vocab, n):

@@ -6,16 +6,19 @@ LOOMRT_SLOW_LINK=2:0.001 every collective over the world spans both
 then lasts at least the bytes this rank sends a step / 1 MB/s (a lower
 bound the runtime's hold guarantees; the real transfers are far faster).
 Without the variable the same steps are checked to be well under that
-bound, so the check shows the shaping, not a slow machine. A malformed
-value is reported and ignored.
+bound, so the check shows the shaping, not a slow machine. A malformed or
+out-of-range value (a rate that would hold a collective past the watchdog,
+or one that rounds to nothing) ends the run before training, with one line
+that names it.
     slow_link.py --bin BIN --tmp TMP
 """
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import MPIRUN, noisy_pattern, parse_args, run  # noqa: E402
+from mpitest import ENV, MPIRUN, noisy_pattern, parse_args, run  # noqa: E402
 
 RATE = 0.001e9  # bytes a second: slow enough that a loaded machine stays far under it
 
@@ -46,9 +49,14 @@ def main():
     print(f"shaped steps at least {fastest_slow:.1f} ms, bound {bound:.1f} ms "
           f"({slow[-1]['comm_bytes']} B at 1 MB/s); unshaped at most {slowest_plain:.1f} ms; "
           f"announced {said} {'ok' if ok else 'FAIL'}")
-    p, _ = steps(exe, data, exe + ".bad.jsonl", ["LOOMRT_SLOW_LINK=two"])
-    bad = "LOOMRT_SLOW_LINK='two' is not RANKS:GBPS" in p.stdout + p.stderr
-    print(f"malformed value reported and ignored {'ok' if bad else 'FAIL'}")
+    bad = True
+    for value in ("two", "2:1e-12", "2:1e-300", "0:5"):
+        p = subprocess.run(MPIRUN + ["-np", "4", "-x", f"LOOMRT_SLOW_LINK={value}", exe, "--data",
+                                     data, "--steps", "3"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+        bad = bad and p.returncode != 0 and \
+            f"LOOMRT_SLOW_LINK='{value}' is not RANKS:GBPS with 1 <= RANKS" in p.stdout
+    print(f"malformed and out-of-range values refused {'ok' if bad else 'FAIL'}")
     if not (ok and bad):
         sys.exit("slow link checks failed")
 

@@ -5,6 +5,14 @@
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" --loom-lower-to-runtime | FileCheck %s --check-prefix=FP4-RT
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4 elastic=true" | FileCheck %s --check-prefix=ELASTIC
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4 elastic=true" --loom-lower-to-runtime | FileCheck %s --check-prefix=ELASTIC-RT
+// The binary lets the replicas that remain go on only when the exchanges
+// count them (elastic); otherwise a lost replica ends the job.
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4 elastic=true" --loom-lower-to-runtime | FileCheck %s --check-prefix=ELASTIC-PROG
+// RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 quant-block=4" --loom-lower-to-runtime | FileCheck %s --check-prefix=STRICT-PROG
+// ELASTIC-PROG: loomrt.program = {{{.*}}elastic = 1 : i64
+// ELASTIC-PROG: loom.diloco = #loom.diloco<every = 4, offset = {{[0-9]+}}, elastic = true>
+// STRICT-PROG: loomrt.program = {{{.*}}elastic = 0 : i64
+// STRICT-PROG-NOT: elastic = true
 // RUN: not loom-opt %s --loom-diloco="quant=int3" 2>&1 | FileCheck %s --check-prefix=BADQUANT
 // RUN: not loom-opt %s --loom-diloco="inner-steps=4 fragments=2 overlap=2" 2>&1 | FileCheck %s --check-prefix=OVERLAP
 // RUN: loom-opt %s --loom-diloco="inner-steps=4 fragments=2 overlap=1 quant=fp32" | FileCheck %s --check-prefix=TAU
