@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -177,9 +178,12 @@ bool readNpy(const std::string &path, const loomrt_input_desc &in, int64_t exact
         // Finite as float32, the type it becomes: 1e300 is a finite
         // float64 and an infinite float32.
         float x = float(v);
-        if (!std::isfinite(v) || !std::isfinite(x))
-          return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
+        if (!std::isfinite(v) || !std::isfinite(x)) {
+          char shown[32];
+          std::snprintf(shown, sizeof shown, "%g", v);
+          return fail(std::string("value ") + shown + " at element " + std::to_string(i) +
                       (std::isfinite(v) ? " is outside float32's range" : " is not finite"));
+        }
         std::memcpy(out + i * 4, &x, 4);
       } else {
         uint64_t u = 0;
