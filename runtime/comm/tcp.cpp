@@ -11,7 +11,19 @@
 // happens. A peer is lost when its connection closes or fails (a killed
 // process's sockets close); one that hangs is the watchdog's (comm.cpp).
 // Rank 0 is the single point that must survive, as torchft's lighthouse;
-// its loss ends the job with a message that says so.
+// its loss ends the job with a message that says so. Whether the others go
+// on after losing a rank is the program's to say (setShrinkable): by
+// default a loss fails every collective from then on.
+//
+// Joining. Every connection of the mesh starts with the job key's
+// challenge-response (auth.h); a connection that fails it is closed and
+// the listener waits on, so a stranger, a silent client or garbage costs
+// at most kHandshakeS of the join and never ends the job. Listeners bind
+// the interface MASTER_ADDR names (rank 0) or the one that reaches rank 0
+// (the others), or LOOMRT_BIND's. The handshakes are taken one at a time:
+// a local process that keeps opening silent connections can delay the
+// join by kHandshakeS each until the timeout (a denial of service, never
+// an admission).
 #include "comm/tcp.h"
 
 #include "comm/auth.h"

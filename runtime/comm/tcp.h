@@ -47,7 +47,8 @@ bool recvAll(int fd, void *p, size_t n);
 struct Group;
 
 /// Joins `size` ranks through rank 0 listening at MASTER_ADDR:MASTER_PORT,
-/// waiting up to `timeoutS` for the others. LOOMRT_TCP_MBITS (megabits per
+/// waiting up to `timeoutS` for the others; only ranks that prove the job
+/// key (LOOMRT_JOB_KEY or LOOMRT_JOB_KEY_FILE, required) are admitted. LOOMRT_TCP_MBITS (megabits per
 /// second) caps what this rank sends, to emulate a slower link.
 loomrt_status join(int rank, int size, double timeoutS, Group **out);
 /// A second group of the same ranks with connections of its own, so two

@@ -2,8 +2,9 @@
 #include "driver/tokens.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <new>
 #include <sys/stat.h>
 
 #include "common/file_util.h"
