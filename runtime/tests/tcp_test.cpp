@@ -394,15 +394,21 @@ TEST(Tcp, WrongKeyCannotJoin) {
   EXPECT_EQ(st, (std::vector<int>{2, 2}));
 }
 
-// Without a key the elastic transport does not start, and says how to make
-// one; a key file others can read is refused; LOOMRT_BIND must be an
-// address.
-TEST(Tcp, KeyAndBindAreChecked) {
+/// This process as rank 0 of 2 on the loopback (a fresh port), for the
+/// tests of what comm_init refuses before any rank joins.
+void rankZeroOfTwo() {
   std::string port = std::to_string(freePort());
   setenv("RANK", "0", 1);
   setenv("WORLD_SIZE", "2", 1);
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", port.c_str(), 1);
+}
+
+// Without a key the elastic transport does not start, and says how to make
+// one; a key file others can read is refused; LOOMRT_BIND must be an
+// address.
+TEST(Tcp, KeyAndBindAreChecked) {
+  rankZeroOfTwo();
   setenv("LOOMRT_COMM_TIMEOUT", "2", 1);
   unsetenv("LOOMRT_JOB_KEY");
   unsetenv("LOOMRT_JOB_KEY_FILE");
@@ -475,11 +481,7 @@ TEST(Auth, PublishedVectors) {
 }
 
 TEST(Tcp, BadRateIsRefused) {
-  std::string port = std::to_string(freePort());
-  setenv("RANK", "0", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", port.c_str(), 1);
+  rankZeroOfTwo();
   setenv("LOOMRT_TCP_MBITS", "fast", 1);
   loomrt_device dev;
   ASSERT_EQ(LOOMRT_OK, loomrt_device_open(LOOMRT_BACKEND_CPU, 0, &dev));
