@@ -31,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import ENV, free_port, noisy_pattern, parse_args, run  # noqa: E402
+from mpitest import free_port, noisy_pattern, parse_args, run, tcp_rank_env  # noqa: E402
 
 KEYS = "layers=2,d_model=64,heads=4,vocab=64,seq=64,batch=6"
 STEPS, KILL_AT = 160, 60
@@ -60,11 +60,7 @@ def trial(a, exe, data, name, kill_when, slow_rank=None):
     JOB_KEY = os.urandom(16).hex()
     procs, errs = [], []
     for r in range(3):
-        # The elastic rendezvous admits only ranks holding the job's key.
-        env = dict(ENV, RANK=str(r), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                   LOOMRT_COMM_TIMEOUT="120", LOOMRT_JOB_KEY=JOB_KEY)
-        for v in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
-            env.pop(v, None)
+        env = tcp_rank_env(r, 3, port, JOB_KEY, 120)
         if r == slow_rank:
             env["LOOMRT_TCP_MBITS"] = "0.4"
         err = open(os.path.join(tmp, f"rank{r}.err"), "w+")

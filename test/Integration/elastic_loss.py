@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import ENV, free_port, noisy_pattern, parse_args, run  # noqa: E402
+from mpitest import free_port, noisy_pattern, parse_args, run, tcp_rank_env  # noqa: E402
 
 KEYS = "layers=1,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 STEPS, KILL_AT, EVERY = 400, 12, 4
@@ -36,10 +36,7 @@ def start(exe, data, log, ck, steps, extra=()):
     port, key = str(free_port()), os.urandom(16).hex()
     procs, errs = [], []
     for r in range(2):
-        env = dict(ENV, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                   LOOMRT_COMM_TIMEOUT="60", LOOMRT_JOB_KEY=key)
-        for v in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
-            env.pop(v, None)
+        env = tcp_rank_env(r, 2, port, key, 60)
         err = open(f"{log}.rank{r}.err", "w+")
         errs.append(err)
         procs.append(subprocess.Popen(

@@ -51,6 +51,18 @@ def free_port():
     return port
 
 
+def tcp_rank_env(rank, world, port, key, timeout):
+    """The environment of one rank started torchrun-style on the loopback,
+    over the runtime's elastic TCP transport (not under mpirun): its rank,
+    the rendezvous, the job key the rendezvous checks, the collective
+    timeout."""
+    env = dict(ENV, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port), LOOMRT_COMM_TIMEOUT=str(timeout), LOOMRT_JOB_KEY=key)
+    for v in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
+        env.pop(v, None)
+    return env
+
+
 def noisy_pattern(path, vocab, n):
     """A token file (uint16): a 29-token phrase repeated, 10% of tokens
     replaced at random (seeded), so a small model learns it but not
