@@ -139,7 +139,6 @@ namespace {
 /// The shared object's first page; the table follows it.
 struct SharedHeader {
   std::atomic<uint64_t> state; // kReady or kFailed once rank 0 is done
-  std::atomic<int64_t> attached;
 };
 constexpr uint64_t kReady = 0x4c4f4f4d52454459ull, kFailed = 0x4c4f4f4d4641494cull;
 constexpr size_t kHeaderBytes = 4096;
@@ -197,7 +196,7 @@ SharedTable::~SharedTable() {
 }
 
 bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, int localRank,
-                        int localSize, const AllGather &allGather, SharedTable &out,
+                        const AllGather &allGather, SharedTable &out,
                         std::string &error, double timeoutSeconds) {
   std::string path = dir + "/features.npy";
   size_t bytes = size_t(table.shape[0]) * size_t(table.shape[1]) * 4;
@@ -284,7 +283,6 @@ bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, 
             ": " + (why.empty() ? "exchanging the table's name between the ranks failed" : why);
     return false;
   }
-  (void)localSize;
   // 4. Local rank 0 reads the file into it; the others wait for the flag.
   auto *header = static_cast<SharedHeader *>(out.map);
   out.data = static_cast<uint8_t *>(out.map) + kHeaderBytes;

@@ -72,10 +72,11 @@ struct AllGather {
 /// 1 without either).
 int localRanks();
 
-/// Maps (rank 0 of the host: creates and reads) the shared table. False
+/// Maps (rank 0 of the host: creates and reads) the shared table; the
+/// host's ranks are those whose host name matches in the all-gather. False
 /// with a one-line message; waits at most `timeoutSeconds` for rank 0.
 bool loadSharedFeatures(const std::string &dir, const loomrt_input_desc &table, int localRank,
-                        int localSize, const AllGather &allGather, SharedTable &out,
+                        const AllGather &allGather, SharedTable &out,
                         std::string &error, double timeoutSeconds = 600);
 
 /// Writes `v` as a NumPy .npy file of int64 (--dump-samples).

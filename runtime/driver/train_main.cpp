@@ -1299,7 +1299,7 @@ int TrainRun::setupInputs() {
         loomrt_free(dev, LOOMRT_MEM_DEVICE, d);
         return ok;
       }};
-      if (!loomrt::loadSharedFeatures(f.graph, in, local, locals, gather, *shared[i], err))
+      if (!loomrt::loadSharedFeatures(f.graph, in, local, gather, *shared[i], err))
         return die(err);
       TRY(loomrt_host_register(dev, shared[i]->data, shared[i]->bytes),
           "pinning the shared feature table");

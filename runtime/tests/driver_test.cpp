@@ -73,7 +73,7 @@ bool refusedAsRank1(const std::string &name, std::string &err) {
     return true;
   }};
   loomrt::SharedTable out;
-  bool ok = loomrt::loadSharedFeatures("/nonexistent", table, 1, 2, gather, out, err, 1);
+  bool ok = loomrt::loadSharedFeatures("/nonexistent", table, 1, gather, out, err, 1);
   return !ok && out.map == nullptr;
 }
 } // namespace
