@@ -13,7 +13,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "loomrt/loomrt.h" // loomrt_fused_program (loomrt.fused_elementwise)
-#include "runtime/common/arena_policy.h" // ArenaPolicy::kAlign (loomrt.arena)
+#include "loomrt/arena_policy.h" // ArenaPolicy::kAlign (loomrt.arena)
 
 #include <vector>
 

@@ -19,7 +19,9 @@
 #ifndef LOOM_PIPELINES_H
 #define LOOM_PIPELINES_H
 
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
+#include "loom/Passes/LoomRT.h"
+#include "loom/Passes/LoomToLoomRT.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>

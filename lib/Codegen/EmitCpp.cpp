@@ -21,7 +21,9 @@
 
 #include "dialects/Loom/LoomOps.h"
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomToLoomRT.h"
+#include "loom/Passes/LoomRT.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"

@@ -14,7 +14,8 @@
 #include "dialects/Loom/LoomOps.h"
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loomrt/loomrt.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomToLoomRT.h"
+#include "loom/Passes/LoomRT.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

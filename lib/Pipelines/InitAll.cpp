@@ -3,7 +3,9 @@
 
 #include "dialects/Loom/LoomDialect.h"
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
+#include "loom/Passes/LoomRT.h"
+#include "loom/Passes/LoomToLoomRT.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -27,6 +29,8 @@ void loom::installCrashMessage() {
 
 void loom::registerAllPasses() {
   mlir::loom::registerLoomPasses();
+  mlir::loom::registerLoomToLoomRTPasses();
+  mlir::loom::registerLoomRTPasses();
   // Generic cleanups that Loom pipelines run between phases.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

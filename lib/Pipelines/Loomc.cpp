@@ -11,8 +11,9 @@
 #include "loom/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines.h"
-#include "passes/Offload.h"
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
+#include "loom/Passes/LoomRT.h"
+#include "loom/Passes/LoomToLoomRT.h"
 #include "loom/FeaturePlacement.h"
 
 #include "mlir/IR/AsmState.h"

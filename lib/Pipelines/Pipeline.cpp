@@ -7,7 +7,6 @@
 #include <numeric>
 #include "loom/Pipelines.h"
 
-#include "passes/Offload.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"

@@ -7,7 +7,7 @@
 // MPI or BLAS.
 #include "loomrt/loomrt.h"
 
-#include "common/arena_policy.h"
+#include "loomrt/arena_policy.h"
 #include "common/launch_rules.h"
 
 #include <unordered_map>

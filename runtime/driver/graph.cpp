@@ -2,7 +2,7 @@
 #include "driver/graph.h"
 #include "common/file_util.h"
 
-#include "common/npy_header.h"
+#include "loomrt/npy_header.h"
 #include "driver/arrays.h"
 
 #include <algorithm>

@@ -8,7 +8,7 @@
 #include "loomrt/train.h"
 #include "common/backend.h"
 #include "common/adam_math.h"
-#include "common/arena_policy.h"
+#include "loomrt/arena_policy.h"
 #include "common/file_util.h"
 #include "driver/checkpoint_set.h"
 #include "driver/arrays.h"

@@ -12,7 +12,9 @@
 
 #include "loom/Codegen.h"
 #include "loom/InitAll.h"
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
+#include "loom/Passes/LoomRT.h"
+#include "loom/Passes/LoomToLoomRT.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -2,7 +2,7 @@
 // lifetimes, no two buffers alive at once share a byte, every offset is
 // aligned, and the region is at least the most bytes alive at once (a lower
 // bound no placement beats) and close to it; worked cases by hand.
-#include "passes/Passes.h"
+#include "loom/Passes/LoomRT.h"
 
 #include <gtest/gtest.h>
 

@@ -36,7 +36,7 @@
 
 #include <omp.h>
 
-#include "common/npy_header.h"
+#include "loomrt/npy_header.h"
 
 namespace {
 

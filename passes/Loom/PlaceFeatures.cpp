@@ -12,14 +12,14 @@
 // loom.graph), so it can be printed, tested and forced.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 #include "loom/FeaturePlacement.h"
 
 #include "loom/StepSimulation.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_PLACEFEATURES
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

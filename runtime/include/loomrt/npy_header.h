@@ -2,9 +2,10 @@
 // them (format 1.0): the magic, the version, and the header dict padded
 // with spaces so the data starts on a 64-byte boundary. Header-only, so
 // tools that do not link the runtime (loom-graphgen) write the same files
-// as the training binary (--dump-samples).
-#ifndef LOOMRT_COMMON_NPY_HEADER_H
-#define LOOMRT_COMMON_NPY_HEADER_H
+// as the training binary (--dump-samples); a public runtime header for that
+// reason (scripts/check-layering.py keeps the compiler off private ones).
+#ifndef LOOMRT_NPY_HEADER_H
+#define LOOMRT_NPY_HEADER_H
 
 #include <cstdint>
 #include <string>

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Offload.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomRT.h"
+#include "loom/Passes/LoomToLoomRT.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -16,7 +16,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_SIMULATESTEP
-#include "passes/Passes.h.inc"
+#include "passes/LoomToLoomRT/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -4,11 +4,11 @@
 // imported models need no weights).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_REINITPARAMS
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -20,14 +20,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomRT.h"
 
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_COMPOSECOPIES
-#include "passes/Passes.h.inc"
+#include "passes/LoomRT/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -38,14 +38,14 @@
 // needs a communicator per level).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Regex.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_DILOCO
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

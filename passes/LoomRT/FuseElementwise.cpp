@@ -27,7 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomRT.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -35,7 +35,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_FUSEELEMENTWISE
-#include "passes/Passes.h.inc"
+#include "passes/LoomRT/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -31,8 +31,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Offload.h"
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
+#include "loom/Passes/LoomToLoomRT.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -42,7 +42,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_INTERLEAVEOFFLOAD
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

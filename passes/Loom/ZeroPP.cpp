@@ -12,14 +12,14 @@
 // op it cannot quantise and writes why in `loom.note`.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_QUANTIZEWEIGHTS
 #define GEN_PASS_DEF_QUANTIZEGRADIENTS
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;
@@ -166,7 +166,7 @@ struct QuantizeGradients : public mlir::loom::impl::QuantizeGradientsBase<Quanti
     Type f32 = b.getF32Type();
     Value d = DecompressOp::create(b, loc, vec(f32, from * n), packed);
     Value m = ReshapeOp::create(b, loc, RankedTensorType::get({from, n}, f32), d);
-    return loom::ReduceOp::create(b, loc, vec(f32, n), ReduceKind::mean, m,
+    return mlir::loom::ReduceOp::create(b, loc, vec(f32, n), ReduceKind::mean, m,
                                   b.getDenseI64ArrayAttr({0}), false);
   }
 

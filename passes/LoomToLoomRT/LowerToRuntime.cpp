@@ -27,7 +27,9 @@
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loomrt/loomrt.h"
 #include "loomrt/train.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomRT.h"
+#include "loom/Passes/LoomToLoomRT.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/IR/AsmState.h"
@@ -40,7 +42,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOWERTORUNTIME
-#include "passes/Passes.h.inc"
+#include "passes/LoomToLoomRT/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;
@@ -2127,20 +2129,5 @@ struct LowerToRuntimePass : mlir::loom::impl::LowerToRuntimeBase<LowerToRuntimeP
 LogicalResult mlir::loom::lowerToRuntime(ModuleOp module, StringRef entry, bool comments) {
   module.getContext()->getOrLoadDialect<rt::LoomRTDialect>();
   return Lowering{module, entry, comments}.run();
-}
-
-bool mlir::loom::isLoweredToRuntime(ModuleOp module) {
-  for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
-    auto ty = fn.getFunctionType();
-    if (llvm::any_of(llvm::concat<const Type>(ty.getInputs(), ty.getResults()),
-                     [](Type t) { return isa<TensorType>(t); }))
-      return false;
-    if (fn.walk([](Operation *op) {
-            return isa<LoomDialect>(op->getDialect()) ? WalkResult::interrupt()
-                                                      : WalkResult::advance();
-          }).wasInterrupted())
-      return false;
-  }
-  return true;
 }
 

@@ -7,7 +7,7 @@
 // reach a loom.load become that parameter's gradient.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
@@ -23,7 +23,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_AUTODIFF
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

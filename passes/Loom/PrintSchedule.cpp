@@ -4,7 +4,7 @@
 // function, with the bytes each transfer moves.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
@@ -14,7 +14,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_PRINTSCHEDULE
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -36,15 +36,14 @@
 // waits for a copy into host memory before the CPU reads it.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Offload.h"
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_OFFLOADOPTIMIZER
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -8,7 +8,7 @@
 // What it matches is in Passes.td; everything else is left as it is.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"
@@ -18,7 +18,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_RECOGNIZEOPS
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

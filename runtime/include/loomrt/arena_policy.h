@@ -1,16 +1,18 @@
 // arena_policy.h: where the step arena places each buffer. Header-only and
 // free of any runtime type, so that the driver (runtime/driver/train_main.cpp,
-// real memory) and loomc's step simulation (passes/StepSimulation.cpp, a model
-// of device memory for the offload planner) run the very same policy: what the
-// planner predicts is what the binary reserves.
+// real memory), loomc's step simulation (passes/LoomRT/StepSimulation.cpp, a
+// model of device memory for the offload planner) and loom-plan-arena
+// (passes/LoomRT/PlanArena.cpp) run the very same policy: what the planner
+// predicts is what the binary reserves. A public runtime header on purpose:
+// this is the one piece of the runtime the compiler must share, not copy.
 //
 // Memory comes in blocks of at least 64 MiB; inside them, free ranges are
 // handed out best fit (the smallest range that holds the request, lowest
 // block and offset among equals), split (the rest stays free) and merged with
 // free neighbours when released. A step is the same straight-line code every
 // time, so placements are deterministic. Sizes are rounded to 256 bytes.
-#ifndef LOOMRT_COMMON_ARENA_POLICY_H
-#define LOOMRT_COMMON_ARENA_POLICY_H
+#ifndef LOOMRT_ARENA_POLICY_H
+#define LOOMRT_ARENA_POLICY_H
 
 #include <cstddef>
 #include <iterator>
@@ -131,4 +133,4 @@ private:
 
 } // namespace loomrt
 
-#endif // LOOMRT_COMMON_ARENA_POLICY_H
+#endif // LOOMRT_ARENA_POLICY_H

@@ -21,13 +21,13 @@
 // are made (loomc's generators divide the batch by the world size).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_DATAPARALLEL
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -18,7 +18,7 @@
 // updates) so one bucket's exchange overlaps the next one's arithmetic.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -27,7 +27,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_ONEBITADAM
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

@@ -19,8 +19,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Passes.h"
-#include "runtime/common/arena_policy.h"
+#include "dialects/Loom/LoomDialect.h"
+#include "loom/Passes/LoomRT.h"
+#include "loomrt/arena_policy.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -31,7 +32,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_PLANARENA
-#include "passes/Passes.h.inc"
+#include "passes/LoomRT/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

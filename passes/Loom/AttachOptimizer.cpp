@@ -5,13 +5,13 @@
 // update (torch.optim.AdamW / Adam / SGD semantics, see loom.adam / loom.sgd).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_ATTACHOPTIMIZER
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

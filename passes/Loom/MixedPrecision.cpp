@@ -18,13 +18,13 @@
 //     of other ops is cast back to the function's fp32 result).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_MIXEDPRECISION
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

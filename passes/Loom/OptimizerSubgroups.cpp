@@ -4,13 +4,13 @@
 // offload schedule moves and updates as units.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
+#include "loom/Passes/Loom.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_OPTIMIZERSUBGROUPS
-#include "passes/Passes.h.inc"
+#include "passes/Loom/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;

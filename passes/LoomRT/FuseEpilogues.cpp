@@ -11,13 +11,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
-#include "passes/Passes.h"
+#include "loom/Passes/LoomRT.h"
 
 #include "mlir/IR/Dominance.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_FUSEEPILOGUES
-#include "passes/Passes.h.inc"
+#include "passes/LoomRT/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;
@@ -105,17 +105,4 @@ int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
   for (rt::MatmulOp m : matmuls)
     n += fuse(m, dom);
   return n;
-}
-
-LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy) {
-  if (failed(lowerToRuntime(copy, LoomDialect::kTrainStep, /*comments=*/false)))
-    return failure();
-  if (!copy->hasAttr(LoomDialect::NoFuseAttrHelper::getNameStr())) {
-    composeCopies(copy);
-    fuseEpilogues(copy);
-    fuseElementwise(copy);
-  }
-  if (!copy->hasAttr(LoomDialect::OnlineArenaAttrHelper::getNameStr()))
-    planArena(copy);
-  return success();
 }

@@ -1,0 +1,63 @@
+//===- Loom.h - loom -> loom transforms (passes/Loom) -----------*- C++ -*-===//
+//
+// The passes that build and distribute the training step on loom IR:
+// autodiff, the optimizer, mixed precision, data parallelism and ZeRO,
+// ZeRO++, 1-bit Adam, DiLoCo, optimizer subgroups and offload, feature
+// placement. They may use the conversion (the step simulation lowers a copy,
+// include/loom/Passes/LoomToLoomRT.h) but nothing in passes/LoomToLoomRT or
+// passes/LoomRT uses them (test/Tools/layering.test).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PASSES_LOOM_H
+#define LOOM_PASSES_LOOM_H
+
+#include "dialects/Loom/LoomOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace loom::cost {
+struct Hardware;
+} // namespace loom::cost
+
+namespace mlir::loom {
+
+#define GEN_PASS_DECL
+#include "passes/Loom/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Loom/Passes.h.inc"
+
+/// The loom.topology named `name`, or the module's only one when `name` is
+/// empty; null when there is none. Several without a name is an error
+/// (reported on the second, prefixed with `pass`): failure.
+FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pass);
+
+/// The last call to @`callee` inside `fn` (null: none): the optimizer and
+/// distribution passes find @train_step's call to @forward_backward so.
+func::CallOp findCall(func::FuncOp fn, StringRef callee);
+
+// Offload schedules, shared by loom-offload-optimizer (applies a placement
+// per parameter), loom-interleave-offload (plans one per subgroup by
+// simulating candidate schedules) and loomc (prints the simulated step).
+
+/// The placement `mode` gives each of `params`.
+FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, OptimizerOffloadAttr mode,
+                                                  ArrayRef<FlatSymbolRefAttr> params);
+/// Replaces `call` by a copy of `callee`'s body (one block), its results by
+/// the returned values.
+void inlineCall(func::CallOp call, func::FuncOp callee);
+/// Rewrites @train_step for `mode` (cpu, static:R or subgroups:
+/// loom-offload-optimizer's work).
+LogicalResult applyOffload(ModuleOp module, StringRef mode);
+
+/// loom-interleave-offload planning for `hw` as given (a caller that has
+/// read, or scaled, the description already), instead of its option.
+std::unique_ptr<Pass> createInterleaveOffloadFor(const ::loom::cost::Hardware &hw);
+
+} // namespace mlir::loom
+
+#endif // LOOM_PASSES_LOOM_H

@@ -1,0 +1,213 @@
+//===- Passes.td - loomrt -> loomrt transforms: fusion and the arena plan of the lowered step ===//
+#ifndef LOOM_PASSES_LOOMRT_TD
+#define LOOM_PASSES_LOOMRT_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ComposeCopies : Pass<"loom-compose-copies", "ModuleOp"> {
+  let summary = "Compose a strided copy into a temporary with the copy out of it";
+  let description = [{
+    Runs on the lowered step (after loom-lower-to-runtime). A
+    `loomrt.copy_strided` of `%a` into `%t`, followed on the same stream and
+    in the same block by one of `%t` into `%d`, becomes one copy of `%a`
+    into `%d` when
+
+    * `%t` is a device allocation the first copy writes whole and densely,
+      read by nothing but the second copy (and freed after it);
+    * nothing between the two uses `%a`'s buffer (frees of it move after
+      the composed copy), and `%d` is not in that buffer;
+    * each dimension of the second copy steps within one digit of `%t`'s
+      dense offset without carrying into the next (a dimension that steps
+      through several digits at unit stride is split into them).
+
+    The lowering makes such chains at every attention: a slice out of the
+    fused qkv projection and its head transpose in the forward, the
+    gradient's head transpose and its copy into the concatenated qkv
+    gradient in the backward. Each composition saves a read and a write of
+    the temporary. loomc's `--no-fuse` leaves the step as lowered.
+
+    Before (q's slice of a [2, 16, 192] projection, then [B, T, H, D] to
+    [B, H, T, D]):
+
+    ```mlir
+    %t = loomrt.alloc 4096
+    loomrt.copy_strided %qkv [3072, 192, 1] -> %t [1024, 64, 1] shape [2, 16, 64] elem 2 on %s
+    %q = loomrt.alloc 4096
+    loomrt.copy_strided %t [1024, 16, 64, 1] -> %q [1024, 256, 16, 1] shape [2, 4, 16, 16] elem 2 on %s
+    loomrt.free %t
+    ```
+
+    After:
+
+    ```mlir
+    %q = loomrt.alloc 4096
+    loomrt.copy_strided %qkv [3072, 16, 192, 1] -> %q [1024, 256, 16, 1] shape [2, 4, 16, 16] elem 2 on %s
+    ```
+  }];
+  let statistics = [
+    Statistic<"composed", "composed", "Pairs of copies composed into one">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
+def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
+  let summary = "Fold a linear layer's bias add into its GEMM (loomrt.matmul_bias)";
+  let description = [{
+    Runs on the lowered step (after loom-lower-to-runtime). A
+    `loomrt.matmul` whose result the next call (comments and allocations
+    aside) adds a bias to, on the same stream and in the same type, becomes
+    one `loomrt.matmul_bias`, when
+
+    * the add's other operand is a vector of `n` elements broadcast along
+      the matmul's rows (shape `[1, ..., 1, n]`) computed before the matmul;
+    * the matmul writes its whole, contiguous `[batch, m, n]` result, read by
+      nothing but the add (and freed);
+    * both results are step-arena allocations of the same size.
+
+    The add's result buffer is dropped and its readers read the matmul's.
+    On CUDA, loomrt_matmul_bias adds the bias in cuBLASLt's epilogue (to the
+    fp32 accumulator, before rounding to bf16); elsewhere it is the matmul
+    and the add. loomc's `--no-fuse` leaves the step as lowered.
+
+    Before:
+
+    ```mlir
+    %y = loomrt.alloc 12288
+    loomrt.matmul bf16 %x, %w -> bf16 %y on %s {batch = 2 : i64, k = 64 : i64,
+        m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64,
+        stride_c = 3072 : i64, trans_b}
+    %z = loomrt.alloc 12288
+    loomrt.binary add bf16 %y [2, 16, 192], %b [1, 1, 192] -> %z [2, 16, 192] on %s
+    loomrt.free %y
+    loomrt.unary gelu bf16 %z -> %g, 6144 on %s
+    ```
+
+    After:
+
+    ```mlir
+    %y = loomrt.alloc 12288
+    loomrt.matmul_bias bf16 %x, %w bias %b -> bf16 %y on %s {batch = 2 : i64,
+        k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64,
+        stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
+    loomrt.unary gelu bf16 %y -> %g, 6144 on %s
+    ```
+  }];
+  let statistics = [
+    Statistic<"fused", "fused", "Bias adds folded into their GEMM">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
+def FuseElementwise : Pass<"loom-fuse", "ModuleOp"> {
+  let summary = "Fuse chains of elementwise calls into generated kernels (loomrt.fused_elementwise)";
+  let description = [{
+    Runs on the lowered step (after loom-fuse-epilogues). A run of adjacent
+    calls (comments, allocations and frees between them aside) on one
+    stream over the same number of elements, each after the first reading a
+    buffer an earlier one wrote, becomes one `loomrt.fused_elementwise`:
+
+    * `loomrt.unary`, `loomrt.unary_grad`, `loomrt.cast` between f32 and
+      bf16, and `loomrt.binary` with one shape for both operands and the
+      result (no broadcasting);
+    * every buffer they touch a step-arena allocation (views and globals
+      may alias, so they end a chain);
+    * at most 8 inputs, 8 outputs and 48 instructions.
+
+    The region loads each buffer the chain reads before writing it, keeps
+    every intermediate value in fp32 registers, and stores the last value of
+    each buffer used after the chain; a buffer first written inside the
+    chain and used only there (and freed) has no memory any more. The region
+    takes the place of the chain's last call; the frees met on the way move
+    after it. On CUDA the runtime compiles the region's generated kernel
+    with NVRTC (`loomrt_fused_source`: its text is written beside
+    `loomc --compile-to=cpp` output); elsewhere it interprets the program.
+    loomc's `--no-fuse` (loom-pipeline `fuse=false`) leaves the step as
+    lowered.
+
+    Before (a SwiGLU: silu of the gate times the up projection):
+
+    ```mlir
+    %g = loomrt.alloc 8192
+    loomrt.unary silu bf16 %gate -> %g, 4096 on %s
+    %y = loomrt.alloc 8192
+    loomrt.binary mul bf16 %g [4096], %up [4096] -> %y [4096] on %s
+    loomrt.free %g
+    ```
+
+    After:
+
+    ```mlir
+    %y = loomrt.alloc 8192
+    loomrt.fused_elementwise "fused_0" (%gate, %up) -> (%y), 4096 on %s {
+        in_types = array<i32: 1, 1>, out_types = array<i32: 1>,
+        program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 2, 2, 2, 1, 4, 0, 0, 3>}
+    ```
+  }];
+  let statistics = [
+    Statistic<"fused", "fused", "Elementwise regions made">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
+def PlanArena : Pass<"loom-plan-arena", "ModuleOp"> {
+  let summary = "Place the step's device buffers at offsets planned ahead (loomrt.alloc ... at)";
+  let description = [{
+    Runs on the lowered step, after fusion. A step is straight-line code,
+    so every `loomrt.alloc` of device memory and its `loomrt.free` are known
+    before the binary runs: this pass gives each buffer of the planned
+    functions (@train_step and @train_step_frozen by default) a fixed offset
+    (`at`) in one region whose size goes on the function as `loomrt.arena`.
+    Two buffers whose lifetimes (from the allocation to the free, in the
+    order the issuing thread reaches them) overlap never share a byte; a
+    buffer freed inside a `loomrt.host_task` (on the host thread, later than
+    its place in the block) or never freed keeps its bytes to the function's
+    end.
+
+    Placement is greedy by size (largest first, each at the lowest offset
+    where it meets no placed buffer alive at the same time): the offline
+    dynamic-storage-allocation heuristic of TensorFlow Lite's and XLA's
+    buffer assignment. The runtime's arena places buffers online, best fit,
+    in 64 MiB blocks, and cannot know what comes later: on the 6.7B
+    Llama-style step with the optimizer interleaved it reserves 30.7 GiB
+    where at most 18.2 GiB are in use at once; the plan needs 18.5 GiB.
+    The step simulation charges the plan's size, so the offload planner
+    spends what the plan saves on resident optimizer state.
+
+    Host buffers, functions that call others and buffers already placed are
+    left to the runtime. loomc's `--arena=online` skips the pass.
+
+    Before:
+
+    ```mlir
+    func.func @train_step(...) {
+      %a = loomrt.alloc 4096
+      %b = loomrt.alloc 1024
+      loomrt.free %a
+      %c = loomrt.alloc 2048
+      ...
+    }
+    ```
+
+    After (%c reuses %a's bytes):
+
+    ```mlir
+    func.func @train_step(...) attributes {loomrt.arena = 5120 : i64} {
+      %a = loomrt.alloc 4096 at 0
+      %b = loomrt.alloc 1024 at 4096
+      loomrt.free %a
+      %c = loomrt.alloc 2048 at 0
+      ...
+    }
+    ```
+  }];
+  let options = [
+    ListOption<"functions", "functions", "std::string",
+               "The functions to plan (default: train_step, train_step_frozen)">,
+  ];
+  let statistics = [
+    Statistic<"planned", "planned", "Buffers given a planned offset">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
+#endif // LOOM_PASSES_LOOMRT_TD
