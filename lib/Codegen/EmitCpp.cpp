@@ -824,7 +824,10 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
   if (!module.lookupSymbol(LoomDialect::kTrainStep) || !isLoweredToRuntime(module)) {
     lowered = module.clone();
     PassManager pm(module.getContext());
-    pm.addPass(createLowerToRuntime());
+    LoweringOptions lo;
+    lo.hostThread = LoweringOptions::recordedIn(module).hostThread;
+    lo.fuse = lo.planArena = false;
+    buildLoweringPipeline(pm, lo);
     if (failed(pm.run(*lowered)))
       return failure();
     module = *lowered;

@@ -248,9 +248,11 @@ public:
       return *it->second;
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager pm(module.getContext());
-    LowerToRuntimeOptions opts;
-    opts.entry = function.str();
-    pm.addPass(createLowerToRuntime(opts));
+    LoweringOptions lo;
+    lo.entry = function.str();
+    lo.hostThread = LoweringOptions::recordedIn(module).hostThread;
+    lo.fuse = lo.planArena = false;
+    buildLoweringPipeline(pm, lo);
     std::string diags;
     {
       ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {

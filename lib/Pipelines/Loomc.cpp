@@ -1057,7 +1057,8 @@ int loomcMain(int argc, char **argv) {
   }
   // The host thread is a decision the lowering reads wherever it runs (the
   // planner and the step simulation lower copies of the module).
-  if (o.hostThread == "on" || (o.hostThread == "auto" && o.target != "cpu"))
+  po.hostThread = o.hostThread == "on" || (o.hostThread == "auto" && o.target != "cpu");
+  if (po.hostThread)
     (*module)->setAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr(),
                        UnitAttr::get(&ctx));
   else

@@ -124,14 +124,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   if (to == Phase::Schedule && runs(Phase::Schedule))
     pm.addPass(mlir::loom::createPrintSchedule());
   if (runs(Phase::Lowered)) {
-    pm.addPass(mlir::loom::createLowerToRuntime());
-    if (o.fuse) {
-      pm.addPass(mlir::loom::createComposeCopies());
-      pm.addPass(mlir::loom::createFuseEpilogues());
-      pm.addPass(mlir::loom::createFuseElementwise());
-    }
-    if (o.planArena)
-      pm.addPass(mlir::loom::createPlanArena());
+    mlir::loom::LoweringOptions lo;
+    lo.hostThread = o.hostThread;
+    lo.fuse = o.fuse;
+    lo.planArena = o.planArena;
+    mlir::loom::buildLoweringPipeline(pm, lo);
   }
 }
 

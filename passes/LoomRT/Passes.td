@@ -4,6 +4,94 @@
 
 include "mlir/Pass/PassBase.td"
 
+def InsertFrees : Pass<"loom-insert-frees", "ModuleOp"> {
+  let summary = "Release each buffer after its last use";
+  let description = [{
+    Runs on the lowered step (after loom-lower-to-runtime), every function,
+    callees first. Inserts `loomrt.free` after the last use of each buffer
+    a function owns: its `loomrt.alloc`s and the results its callees hand
+    over (an allocation of the callee that it returns once). What a
+    function returns is not released there: it goes to the caller. A
+    transfer (a `loomrt.memcpy` or a collective on a copy or comm stream,
+    then `loomrt.record` on that stream) reads its buffers until that
+    event is waited (`loomrt.wait`, `loomrt.sync`): the release follows
+    the wait. One liveness analysis in Loom: the step simulation and the
+    arena plan see these releases. A function that has releases already (a
+    lowered module read back) is left as it is.
+
+    Before:
+
+    ```mlir
+    %a = loomrt.alloc 1024
+    %b = loomrt.alloc 1024
+    loomrt.unary relu f32 %a -> %b n 256 on %s
+    loomrt.wait %c for %ready
+    loomrt.memcpy %h, %b, 1024 on %c
+    %done = loomrt.record %c
+    loomrt.wait %s for %done
+    ```
+
+    After (`%b` is read by the copy until its event is waited):
+
+    ```mlir
+    %a = loomrt.alloc 1024
+    %b = loomrt.alloc 1024
+    loomrt.unary relu f32 %a -> %b n 256 on %s
+    loomrt.free %a
+    loomrt.wait %c for %ready
+    loomrt.memcpy %h, %b, 1024 on %c
+    %done = loomrt.record %c
+    loomrt.wait %s for %done
+    loomrt.free %b
+    ```
+  }];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
+def FormHostTasks : Pass<"loom-form-host-tasks", "ModuleOp"> {
+  let summary = "Run the CPU's optimizer updates on the step's host thread";
+  let description = [{
+    Runs on the lowered step after loom-insert-frees, when loomc's
+    `--host-thread` is on (the default for GPU targets with
+    `--optimizer-offload`). Each run of host-stream updates (`loomrt.adam`,
+    `loomrt.sgd`, the casts of their refreshed weights), with the host's
+    `loomrt.sync` for the gradient copy they read and the copies of what
+    they wrote (with their stream's wait before and event after), becomes
+    one `loomrt.host_task`, issued where its last op was; its events are
+    its results. The issuing thread keeps what orders its own work: the
+    device buffers released after a moved sync are released after the
+    compute stream waits for the same event (inside the backward, a few
+    tasks later in an interleaved plan), and the host buffers a task uses
+    after the next `loomrt.join`, which precedes the first use of a task's
+    event outside tasks, anything else that touches what a task wrote, and
+    the return. A function that has tasks already is left as it is.
+
+    Before:
+
+    ```mlir
+    loomrt.sync %g_copied
+    loomrt.adam %w, %g, %m, %v step %t on %h {...}
+    loomrt.wait %h2d for %ready
+    loomrt.memcpy %w_dev, %w, 32768 on %h2d
+    %w_up = loomrt.record %h2d
+    ```
+
+    After:
+
+    ```mlir
+    %w_up = loomrt.host_task -> !loomrt.event {
+      loomrt.sync %g_copied
+      loomrt.adam %w, %g, %m, %v step %t on %h {...}
+      loomrt.wait %h2d for %ready
+      loomrt.memcpy %w_dev, %w, 32768 on %h2d
+      %e = loomrt.record %h2d
+      loomrt.yield %e
+    }
+    ```
+  }];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
 def ComposeCopies : Pass<"loom-compose-copies", "ModuleOp"> {
   let summary = "Compose a strided copy into a temporary with the copy out of it";
   let description = [{

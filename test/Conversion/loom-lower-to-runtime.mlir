@@ -1,6 +1,6 @@
-// RUN: loom-opt %s -split-input-file --loom-lower-to-runtime -verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-lower-to-runtime --loom-insert-frees -verify-diagnostics | FileCheck %s
 // Round trip: the lowered IR parses, verifies and lowers to itself.
-// RUN: loom-opt %s -split-input-file --loom-lower-to-runtime 2>/dev/null | loom-opt --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
+// RUN: loom-opt %s -split-input-file --loom-lower-to-runtime --loom-insert-frees 2>/dev/null | loom-opt --loom-lower-to-runtime --loom-insert-frees | FileCheck %s --check-prefix=RT
 
 // Buffers: one per result from the step arena, freed right after the last
 // use of every value naming it (a reshape aliases its input, so %e lives

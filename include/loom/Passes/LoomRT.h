@@ -28,6 +28,14 @@ namespace mlir::loom {
 /// signature, no loom op in a body): loom-lower-to-runtime's output.
 bool isLoweredToRuntime(ModuleOp module);
 
+/// loom-insert-frees' work: `loomrt.free` after the last use of each buffer
+/// a function owns (functions that have releases already are left alone).
+void insertFrees(ModuleOp module);
+
+/// loom-form-host-tasks' work: the CPU's updates of each function as host
+/// tasks (functions that have tasks already are left alone).
+void formHostTasks(ModuleOp module);
+
 /// loom-compose-copies' work on a lowered module; returns the pairs of
 /// strided copies composed into one.
 int64_t composeCopies(ModuleOp module);

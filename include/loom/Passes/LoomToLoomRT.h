@@ -15,6 +15,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+#include <string>
 
 namespace mlir::loom {
 
@@ -30,9 +34,44 @@ namespace mlir::loom {
 LogicalResult lowerToRuntime(ModuleOp module, StringRef entry = LoomDialect::kTrainStep,
                              bool comments = true);
 
-/// lowerToRuntime for the step simulation's copy of `module`, with the
-/// fusion the binary gets (none where the module has loom.no_fuse) and its
-/// arena plan (none where it has loom.online_arena).
+/// What the lowering pipeline does after the conversion.
+struct LoweringOptions {
+  /// The entry point (and the functions it calls) to lower.
+  std::string entry = LoomDialect::kTrainStep.str();
+  /// Each loom op's text as a `loomrt.comment` before its calls.
+  bool comments = true;
+  /// The CPU's updates on the step's host thread (loom-form-host-tasks).
+  bool hostThread = false;
+  /// loom-compose-copies, loom-fuse-epilogues and loom-fuse (loomc
+  /// --no-fuse: off).
+  bool fuse = true;
+  /// loom-plan-arena (loomc --arena=online: off).
+  bool planArena = true;
+
+  /// The options loomc compiled `module` with, as its module attributes
+  /// record them (loom.host_thread, loom.no_fuse, loom.online_arena): the
+  /// step simulation, which lowers copies inside passes, reads them so.
+  static LoweringOptions recordedIn(ModuleOp module);
+};
+
+/// The lowering pipeline, defined once: loom-lower-to-runtime, then
+/// loom-insert-frees, loom-form-host-tasks (with `hostThread`), the fusion
+/// passes (with `fuse`) and loom-plan-arena (with `planArena`). loomc,
+/// loom-run, code generation and the step simulation all run this list.
+struct LoweringStep {
+  std::function<std::unique_ptr<Pass>()> pass;
+  std::function<LogicalResult(ModuleOp)> run;
+};
+SmallVector<LoweringStep> loweringSteps(const LoweringOptions &options);
+/// The steps as passes on `pm` (a pass manager on modules).
+void buildLoweringPipeline(OpPassManager &pm, const LoweringOptions &options);
+/// The steps run directly on `module`: for callers inside a running pass
+/// (the step simulation of loom-interleave-offload), where a nested pass
+/// manager may not run on a module that is not the pass's own.
+LogicalResult runLoweringPipeline(ModuleOp module, const LoweringOptions &options);
+
+/// runLoweringPipeline for the step simulation's copy of `module`: the
+/// options recorded in it, without comments.
 LogicalResult lowerForSimulation(ModuleOp copy);
 
 /// Simulates one @train_step of `module` (not modified) on `hw`: lowers a
