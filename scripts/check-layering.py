@@ -88,8 +88,6 @@ DEBTS = {
     "passes/Loom/OnebitAdam.cpp:run": 246,
     "runtime/driver/train_main.cpp": 1666,
     "runtime/driver/train_main.cpp:parse": 163,
-    "runtime/gpu/gpu_ops.cu": 2038,
-    "runtime/tests/kernels_test.cpp": 1356,
     "tools/loom-calibrate/loom-calibrate.cpp:main": 183,
     "tools/loom-graphgen/loom-graphgen.cpp:main": 161,
     "tools/loom-run/loom-run.cpp:main": 155,

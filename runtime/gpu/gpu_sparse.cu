@@ -1,0 +1,301 @@
+// gpu_sparse.cu: the GPU backend's embeddings, cross-entropy, sparse aggregation (single
+// source for CUDA and HIP; gpu_kernels.h has what the kernel files share).
+#include "gpu/gpu_kernels.h"
+
+namespace loomrt {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Embedding, cross-entropy, sparse aggregation
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void embeddingKernel(const T *table, const int64_t *idx, T *out,
+                                int64_t n, int64_t d, int64_t vocab) {
+  GRID_STRIDE(t, size_t(n * d)) {
+    int64_t i = int64_t(t) / d, j = int64_t(t) % d, row = idx[i];
+    out[t] = (row >= 0 && row < vocab) ? table[row * d + j] : store<T>(0.0f);
+  }
+}
+#if LOOMRT_GPU_HAS_RADIX_SORT
+/// The sort keys of embeddingGradSortedKernel: the token, or `vocab` for one
+/// out of range (its own segment, skipped), so every key fits the sort's bits.
+__global__ void embeddingKeysKernel(const int64_t *idx, int64_t *keys, int64_t *pos, int64_t n,
+                                    int64_t vocab) {
+  GRID_STRIDE(i, size_t(n)) {
+    int64_t row = idx[i];
+    keys[i] = row >= 0 && row < vocab ? row : vocab;
+    pos[i] = int64_t(i);
+  }
+}
+/// dtable from the positions sorted by token (stable: each token's
+/// positions ascending): the thread of a segment's first position and
+/// column j sums the segment in that order and writes the row's element
+/// once. The CPU backend's order of additions, so the same bits on every
+/// run and on both backends; atomics made the sum's order the scheduler's.
+template <typename T>
+__global__ void embeddingGradSortedKernel(const T *dy, const int64_t *keys, const int64_t *pos,
+                                          float *dtable, int64_t n, int64_t d, int64_t vocab) {
+  GRID_STRIDE(t, size_t(n * d)) {
+    int64_t i = int64_t(t) / d, j = int64_t(t) % d, row = keys[i];
+    if (row >= vocab || (i > 0 && keys[i - 1] == row))
+      continue;
+    float acc = 0.0f;
+    for (int64_t e = i; e < n && keys[e] == row; ++e)
+      acc += load(dy[pos[e] * d + j]);
+    dtable[row * d + j] = acc;
+  }
+}
+#endif
+/// Without a device sort (HIP: no hipCUB in Debian): atomics, the order of
+/// additions to a repeated token's row left to the scheduler.
+template <typename T>
+__global__ void embeddingGradKernel(const T *dy, const int64_t *idx,
+                                    float *dtable, int64_t n, int64_t d,
+                                    int64_t vocab) {
+  GRID_STRIDE(t, size_t(n * d)) {
+    int64_t i = int64_t(t) / d, j = int64_t(t) % d, row = idx[i];
+    if (row >= 0 && row < vocab)
+      atomicAdd(dtable + row * d + j, load(dy[t]));
+  }
+}
+
+/// Folds values into one thread's running max m and sum s of exp(x - m)
+/// (the online softmax of Milakov & Gimelshein 2018): one rescale per call
+/// when the max grows, none per element, so a word of eight logits costs
+/// eight exponentials and no divergent branch. A NaN logit makes s NaN.
+template <int N> __device__ __forceinline__ void foldOnline(float &m, float &s, const float (&v)[N]) {
+  float wm = v[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i)
+    wm = fmaxf(wm, v[i]);
+  if (wm > m) {
+    s *= expf(m - wm);
+    m = wm;
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    s += expf(v[i] - m);
+}
+template <typename T, int W>
+__device__ __forceinline__ void unpackWord(const uint4 &word, float (&v)[W]) {
+  const T *e = reinterpret_cast<const T *>(&word);
+#pragma unroll
+  for (int k = 0; k < W; ++k)
+    v[k] = load(e[k]);
+}
+
+/// Whether a cross-entropy's rows start on 16-byte words (every row: the
+/// row length in bytes is a whole number of words) in all of `bases`.
+template <typename T> bool rowsInWords(int64_t classes, std::initializer_list<const void *> bases) {
+  return (size_t(classes) * sizeof(T)) % 16 == 0 && wordAligned(bases);
+}
+
+/// Block-wide max and sum of exp(x - max) of one row (stable log-sum-exp),
+/// shared by the loss and its gradient, in one pass over the row. Rows of
+/// whole 16-byte words (`vec`: GPT-2's 50304 bf16 logits are 6288 words)
+/// are read a word at a time, two words in flight a thread: one 2-byte load
+/// a thread an iteration, behind a branch, kept too few bytes in flight to
+/// reach memory bandwidth (GPT-2's loss and its gradient took 5 ms of the
+/// bf16 step on an H100 for ~5 GB of traffic).
+template <typename T>
+__device__ void rowMaxSumExp(const T *row, int64_t n, bool vec, float &mx, float &sum) {
+  float m = -FLT_MAX, s = 0;
+  if (vec) {
+    constexpr int W = 16 / int(sizeof(T));
+    const uint4 *words = reinterpret_cast<const uint4 *>(row);
+    int64_t nw = n / W, j = threadIdx.x;
+    for (; j + blockDim.x < nw; j += 2 * blockDim.x) {
+      uint4 a = words[j], b = words[j + blockDim.x];
+      float va[W], vb[W];
+      unpackWord<T, W>(a, va);
+      unpackWord<T, W>(b, vb);
+      foldOnline(m, s, va);
+      foldOnline(m, s, vb);
+    }
+    if (j < nw) {
+      float va[W];
+      unpackWord<T, W>(words[j], va);
+      foldOnline(m, s, va);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      float v[1] = {load(row[j])};
+      foldOnline(m, s, v);
+    }
+  }
+  mx = blockReduce<true>(m);
+  sum = blockReduce<false>(s * expf(m - mx)); // a thread with no elements adds 0
+}
+
+/// Per-row loss; a label out of range yields NaN (visible in the loss).
+template <typename T>
+__global__ void crossEntropyRowKernel(const T *logits, const int64_t *labels,
+                                      float *rowLoss, int64_t classes, bool vec) {
+  const T *lr = logits + blockIdx.x * classes;
+  float mx, sum;
+  rowMaxSumExp(lr, classes, vec, mx, sum);
+  if (threadIdx.x == 0) {
+    int64_t lab = labels[blockIdx.x];
+    rowLoss[blockIdx.x] = (lab >= 0 && lab < classes)
+                              ? logf(sum) + mx - load(lr[lab])
+                              : NAN;
+  }
+}
+__global__ void meanKernel(const float *x, float *out, int64_t n) {
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += x[i];
+  s = blockReduce<false>(s);
+  if (threadIdx.x == 0)
+    *out = s / float(n);
+}
+template <typename T>
+__global__ void crossEntropyGradKernel(const T *logits, const int64_t *labels,
+                                       const float *dloss, T *dlogits,
+                                       int64_t rows, int64_t classes, bool vec) {
+  const T *lr = logits + blockIdx.x * classes;
+  T *gr = dlogits + blockIdx.x * classes;
+  float mx, sum;
+  rowMaxSumExp(lr, classes, vec, mx, sum);
+  float scale = *dloss / float(rows), inv = 1.0f / sum;
+  int64_t lab = labels[blockIdx.x];
+  if (vec) {
+    constexpr int W = 16 / int(sizeof(T));
+    const uint4 *in = reinterpret_cast<const uint4 *>(lr);
+    uint4 *out = reinterpret_cast<uint4 *>(gr);
+    for (int64_t j = threadIdx.x; j < classes / W; j += blockDim.x) {
+      float v[W];
+      unpackWord<T, W>(in[j], v);
+      uint4 word;
+      T *e = reinterpret_cast<T *>(&word);
+#pragma unroll
+      for (int k = 0; k < W; ++k)
+        e[k] = store<T>((expf(v[k] - mx) * inv - (j * W + k == lab)) * scale);
+      out[j] = word;
+    }
+    return;
+  }
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    float p = expf(load(lr[j]) - mx) * inv;
+    gr[j] = store<T>((p - (j == lab)) * scale);
+  }
+}
+
+loomrt_status embeddingG(void *, void *st, loomrt_dtype dt, const void *table,
+                         const int64_t *idx, void *out, int64_t n, int64_t d,
+                         int64_t vocab) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(table), idx, static_cast<T *>(out), n, d, vocab);
+  });
+  return launched("embedding");
+}
+loomrt_status embeddingGradG(void *, void *st, loomrt_dtype dt, const void *dy,
+                             const int64_t *idx, float *dtable, int64_t n,
+                             int64_t d, int64_t vocab) {
+  if (loomrt_status s = gpuCheck(
+          gpuMemsetAsync(dtable, 0, size_t(vocab * d) * 4, S(st)),
+          "embedding_grad zero"))
+    return s;
+  if (n * d == 0)
+    return LOOMRT_OK;
+#if LOOMRT_GPU_HAS_RADIX_SORT
+  int bits = 1;
+  while (bits < 63 && (int64_t(1) << bits) <= vocab)
+    ++bits;
+  size_t temp = 0;
+  sortPairs(nullptr, temp, nullptr, nullptr, nullptr, nullptr, size_t(n), bits, S(st));
+  void *scratch = nullptr;
+  if (loomrt_status e = gpuCheck(gpuMallocAsync(&scratch, 4 * size_t(n) * 8 + temp, S(st)),
+                                 "embedding_grad sort scratch"))
+    return e;
+  auto *keys = static_cast<int64_t *>(scratch), *pos = keys + n, *sortedKeys = pos + n,
+       *sortedPos = sortedKeys + n;
+  embeddingKeysKernel<<<gridFor(size_t(n)), kThreads, 0, S(st)>>>(idx, keys, pos, n, vocab);
+  sortPairs(sortedPos + n, temp, keys, sortedKeys, pos, sortedPos, size_t(n), bits, S(st));
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingGradSortedKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dy), sortedKeys, sortedPos, dtable, n, d, vocab);
+  });
+  (void)gpuFreeAsync(scratch, S(st));
+#else
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingGradKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dy), idx, dtable, n, d, vocab);
+  });
+#endif
+  return launched("embedding_grad");
+}
+loomrt_status crossEntropyG(void *, void *st, loomrt_dtype dt,
+                            const void *logits, const int64_t *labels,
+                            float *loss, int64_t rows, int64_t classes) {
+  float *rowLoss;
+  if (loomrt_status s = gpuCheck(
+          gpuMallocAsync((void **)&rowLoss, rows * sizeof(float), S(st)),
+          "cross_entropy scratch"))
+    return s;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    crossEntropyRowKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(logits), labels, rowLoss, classes,
+        rowsInWords<T>(classes, {logits}));
+  });
+  meanKernel<<<1, 1024, 0, S(st)>>>(rowLoss, loss, rows);
+  loomrt_status s = launched("cross_entropy");
+  (void)gpuFreeAsync(rowLoss, S(st));
+  return s;
+}
+loomrt_status crossEntropyGradG(void *, void *st, loomrt_dtype dt,
+                                const void *logits, const int64_t *labels,
+                                const float *dloss, void *dlogits,
+                                int64_t rows, int64_t classes) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    crossEntropyGradKernel<T><<<unsigned(rows), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(logits), labels, dloss,
+        static_cast<T *>(dlogits), rows, classes,
+        rowsInWords<T>(classes, {logits, dlogits}));
+  });
+  return launched("cross_entropy_grad");
+}
+
+template <typename T>
+__global__ void spmmKernel(const int64_t *rowPtr, const int64_t *colIdx,
+                           const T *vals, const T *x, T *y, int64_t f) {
+  int64_t r = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < f; c += blockDim.x) {
+    float acc = 0;
+    for (int64_t j = rowPtr[r]; j < rowPtr[r + 1]; ++j)
+      acc += load(vals[j]) * load(x[colIdx[j] * f + c]);
+    y[r * f + c] = store<T>(acc);
+  }
+}
+loomrt_status spmmG(void *, void *st, loomrt_dtype dt, const int64_t *rowPtr,
+                    const int64_t *colIdx, const void *vals, const void *x,
+                    void *y, int64_t rows, int64_t f) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    spmmKernel<T><<<unsigned(rows), f < kThreads ? kWarp * ((f + kWarp - 1) / kWarp) : kThreads,
+                    0, S(st)>>>(rowPtr, colIdx, static_cast<const T *>(vals),
+                                static_cast<const T *>(x), static_cast<T *>(y),
+                                f);
+  });
+  return launched("spmm");
+}
+
+
+} // namespace
+
+void gpu::addSparseKernels(KernelOps &k) {
+  k.embedding = embeddingG;
+  k.embedding_grad = embeddingGradG;
+  k.cross_entropy = crossEntropyG;
+  k.cross_entropy_grad = crossEntropyGradG;
+  k.spmm = spmmG;
+}
+
+} // namespace loomrt
