@@ -743,21 +743,47 @@ loomrt_status fusedK(void *, void *, const FusedProgram *p, const loomrt_fused_p
   return LOOMRT_OK;
 }
 
-const KernelOps kCpuKernels = {
-    unary,       unaryGradK,    binary,       castK,      lerpK,      cumsumK,    fillK,
-    copyStrided, reduceK,       matmulK,      layerNorm,  layerNormGrad,
-    softmaxK,    softmaxGrad,   embeddingK,   embeddingGrad,
-    crossEntropy, crossEntropyGrad, spmmK,    sgdK,
-    nullptr,     nullptr, // attention: composed (common/attention.cpp)
-    onebitCompressK, onebitDecompressK, onebitAverageK,
-    blockCompressK, blockDecompressK,
-    dropoutK,      gatherRowsK,
-    nullptr, // matmul_bias: the matmul and the add
-    fusedK,
-};
+/// The CPU's kernels by field name; attention (common/attention.cpp
+/// composes it from GEMMs and softmax) and matmul_bias (the matmul, then
+/// the add) are left empty: the runtime composes them.
+KernelOps makeCpuKernels() {
+  KernelOps k{};
+  k.unary = unary;
+  k.unary_grad = unaryGradK;
+  k.binary = binary;
+  k.cast = castK;
+  k.lerp = lerpK;
+  k.cumsum = cumsumK;
+  k.fill = fillK;
+  k.copy_strided = copyStrided;
+  k.reduce = reduceK;
+  k.matmul = matmulK;
+  k.layer_norm = layerNorm;
+  k.layer_norm_grad = layerNormGrad;
+  k.softmax = softmaxK;
+  k.softmax_grad = softmaxGrad;
+  k.embedding = embeddingK;
+  k.embedding_grad = embeddingGrad;
+  k.cross_entropy = crossEntropy;
+  k.cross_entropy_grad = crossEntropyGrad;
+  k.spmm = spmmK;
+  k.sgd = sgdK;
+  k.onebit_compress = onebitCompressK;
+  k.onebit_decompress = onebitDecompressK;
+  k.onebit_average = onebitAverageK;
+  k.block_compress = blockCompressK;
+  k.block_decompress = blockDecompressK;
+  k.dropout = dropoutK;
+  k.gather_rows = gatherRowsK;
+  k.fused = fusedK;
+  return k;
+}
 
 } // namespace
 
-const KernelOps *cpuKernels() { return &kCpuKernels; }
+const KernelOps *cpuKernels() {
+  static const KernelOps kCpuKernels = makeCpuKernels();
+  return &kCpuKernels;
+}
 
 } // namespace loomrt
