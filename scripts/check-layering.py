@@ -86,8 +86,6 @@ DEBTS = {
     "passes/Loom/Diloco.cpp:run": 234,
     "passes/Loom/OffloadOptimizer.cpp:applyOffload": 331,
     "passes/Loom/OnebitAdam.cpp:run": 246,
-    "runtime/driver/train_main.cpp": 1666,
-    "runtime/driver/train_main.cpp:parse": 163,
     "tools/loom-calibrate/loom-calibrate.cpp:main": 183,
     "tools/loom-graphgen/loom-graphgen.cpp:main": 161,
     "tools/loom-run/loom-run.cpp:main": 155,

@@ -1,0 +1,289 @@
+// flags.cpp: the training binary's command line (flags.h).
+#include "driver/flags.h"
+#include "driver/arrays.h"
+#include "driver/graph.h"
+
+#include <cmath>
+
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace loomrt::driver {
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+int die(const std::string &msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  return 1;
+}
+
+/// "--input x=FILE.npy --input labels=FILE.npy" for the program's inputs.
+std::string inputFlags(const loomrt_program *p) {
+  std::string s;
+  for (size_t i = 0; i < p->num_inputs; ++i)
+    s += std::string(i ? " " : "") + "--input " + p->inputs[i].name + "=FILE.npy";
+  return s;
+}
+
+std::string fanoutText(const loomrt_program *p) {
+  std::string s;
+  for (size_t i = 0; i < p->num_fanouts; ++i)
+    s += (i ? "-" : "") + std::to_string(p->fanouts[i]);
+  return s;
+}
+
+std::string inputShape(const loomrt_input_desc &in) {
+  std::string s = std::string(in.dtype == LOOMRT_I64 ? "int" : "float") + " [N";
+  for (int d = 1; d < in.rank; ++d)
+    s += ", " + std::to_string(in.shape[d]);
+  return s + "]";
+}
+
+void usage(const char *argv0, const loomrt_program *p) {
+  bool arrays = p->task == LOOMRT_TASK_ARRAYS, graph = p->task == LOOMRT_TASK_GRAPH;
+  const loomrt_input_desc *table = loomrt::inputWithRole(*p, LOOMRT_INPUT_NODE_TABLE);
+  std::string inputsHelp;
+  for (size_t i = 0; arrays && i < p->num_inputs; ++i)
+    inputsHelp += "                         " + std::string(p->inputs[i].name) + ": " +
+                  inputShape(p->inputs[i]) +
+                  (p->inputs[i].index_limit
+                       ? ", values in [0, " + std::to_string(p->inputs[i].index_limit) + ")"
+                       : std::string()) +
+                  "\n";
+  std::printf(
+      "usage: %s %s [--steps N] [--lr LR] [--seed S]\n"
+      "          [--init model|random] [--weights FILE]\n"
+      "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
+      "          [--resume] [--trace FILE] [--comm-timeout S] [--sample sequential|random]\n\n"
+      "Trains %s (batch %lld%s) on %s.\n\n"
+      "%s"
+      "  --steps N              steps to run (default 10)\n"
+      "  --sample MODE          sequential (default): step s reads the batch's rows\n"
+      "                         one after the other at s x batch x seq; random: each\n"
+      "                         row at its own offset, drawn from --seed, the step and\n"
+      "                         the row (resume with the same --seed: the same rows)\n"
+      "  --lr LR                learning rate (default: the compiled one)\n"
+      "  --seed S               seed of the initial weights (default 0)\n"
+      "  --init model|random    start from the model's weights (default) or draw\n"
+      "                         every parameter from its initialiser and --seed\n"
+      "  --weights FILE         the imported weights (default: %s)\n"
+      "  --log-json FILE        one JSON object per step: step, loss, step_ms, tokens_per_s\n"
+      "  --checkpoint-dir DIR   where DIR/checkpoint.safetensors is written\n"
+      "  --checkpoint-every K   save every K steps (and after the last)\n"
+      "  --resume               continue from DIR/checkpoint.safetensors\n"
+      "  --trace FILE           Chrome trace JSON of the steps (opens in Perfetto)\n"
+      "  --comm-timeout S       data-parallel runs: a collective that has not finished\n"
+      "                         after S seconds (a rank died or hangs) ends the run\n"
+      "                         with an error (default 300, or LOOMRT_COMM_TIMEOUT)\n"
+      "%s",
+      argv0, graph ? "--graph DIR" : arrays ? inputFlags(p).c_str() : "--data FILE", p->model,
+      (long long)p->batch,
+      graph ? " seed nodes" : arrays ? " rows" : (" x " + std::to_string(p->seq) + " tokens").c_str(),
+      loomrt_backend_name(p->backend),
+      graph && table
+          ? ("  --graph DIR            the graph: DIR/indptr.npy and indices.npy (CSR),\n"
+               "                         features.npy [" + std::to_string(table->shape[0]) +
+               ", " + std::to_string(table->shape[1]) + "] floats, labels.npy (a class\n"
+               "                         or -1 a node), optional train.npy (the seed nodes);\n"
+               "                         see docs/graphs.md. Each step samples fan-outs " +
+               fanoutText(p) + "\n"
+               "                         around its seeds, drawn from --seed and the step\n"
+               "  --dump-samples DIR     also write each step's sampled node ids (padding -1)\n"
+               "                         to DIR/step<S>_nodes<D>.npy (rank R: rank<R>_step...)\n")
+                  .c_str()
+      : arrays ? ("  --input NAME=FILE      each input's data: a NumPy .npy file (numpy.save) of\n"
+                "                         N rows; step s reads rows (s*batch + r) mod N\n" +
+                inputsHelp)
+                   .c_str()
+             : "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n",
+      p->weights ? p->weights : "none, the model has initialisers",
+      p->world > 1 ? ("\nCompiled for " + std::to_string(p->world) +
+                      " data-parallel ranks (ZeRO stage " + std::to_string(p->zero_stage) +
+                      "): start it with mpirun -np " + std::to_string(p->world) +
+                      " (CPU) or torchrun-style RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                      "MASTER_PORT variables (GPU).\n")
+                         .c_str()
+                   : "");
+}
+
+/// The data flags against the program's task: a graph folder, one --input
+/// per array input, or a token file.
+bool checkData(const loomrt_program *p, const Flags &f, std::string &err) {
+  if (p->task == LOOMRT_TASK_GRAPH) {
+    if (!f.data.empty() || !f.inputs.empty())
+      return err = "this graph model reads a graph folder: give --graph DIR instead of " +
+                   std::string(f.data.empty() ? "--input" : "--data") + " (see --help)",
+             false;
+    if (f.graph.empty())
+      return err = "no graph: give --graph DIR (indptr.npy, indices.npy, features.npy, "
+                   "labels.npy; see --help)",
+             false;
+    if (f.sample != "sequential")
+      return err = "--sample is for array and token data; a graph model's seeds are "
+                   "shuffled every epoch from --seed",
+             false;
+  } else if (!f.graph.empty() || !f.dumpSamples.empty()) {
+    return err = "--graph and --dump-samples are for graph models (loomc --model sage or gcn)",
+           false;
+  } else if (p->task == LOOMRT_TASK_ARRAYS) {
+    if (!f.data.empty())
+      return err = "this model takes arrays, not a token file: give " + inputFlags(p) +
+                   " instead of --data (see --help)",
+             false;
+    for (auto &[name, file] : f.inputs) {
+      bool known = false;
+      for (size_t i = 0; i < p->num_inputs; ++i)
+        known |= name == p->inputs[i].name;
+      if (!known)
+        return err = "--input " + name + "=...: the model has no input '" + name +
+                     "' (it takes " + inputFlags(p) + ")",
+               false;
+    }
+    for (size_t i = 0; i < p->num_inputs; ++i) {
+      size_t given = 0;
+      for (auto &in : f.inputs)
+        given += in.first == p->inputs[i].name;
+      if (given != 1)
+        return err = std::string(given ? "more than one" : "no") + " --input for '" +
+                     p->inputs[i].name + "' (the model takes " + inputFlags(p) + ")",
+               false;
+    }
+  } else if (!f.inputs.empty()) {
+    return err = "--input is for models that take arrays; this language model reads "
+                 "--data FILE (see --help)",
+           false;
+  } else if (f.data.empty()) {
+    return err = "no training data: give --data FILE (see --help)", false;
+  }
+  return true;
+}
+
+bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
+           std::string &err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], inlineValue;
+    bool hasInline = false;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inlineValue = a.substr(eq + 1); // --flag=value as well as --flag value
+      a = a.substr(0, eq);
+      hasInline = true;
+    }
+    auto value = [&](std::string &out) {
+      if (hasInline)
+        return out = inlineValue, true;
+      if (i + 1 >= argc)
+        return err = "missing value after " + a, false;
+      out = argv[++i];
+      return true;
+    };
+    // Finite numbers only: --lr=inf or --steps=1e30 are typos, not
+    // requests (a step count past the range of a long trained 0 steps).
+    auto number = [&](double &out, double min, double max = 1e300) {
+      std::string v;
+      if (!value(v))
+        return false;
+      char *end = nullptr;
+      out = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !std::isfinite(out) || !(out >= min) || out > max)
+        return err = a + " expects a number in [" + fmt(min) + ", " + fmt(max) +
+                     "], got '" + v + "'",
+               false;
+      return true;
+    };
+    auto integer = [&](long &out, long min, long max) {
+      std::string v;
+      if (!value(v))
+        return false;
+      char *end = nullptr;
+      errno = 0;
+      long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || errno || x < min || x > max)
+        return err = a + " expects a whole number in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "], got '" + v + "'",
+               false;
+      out = long(x);
+      return true;
+    };
+    long k;
+    double x;
+    if (a == "--help" || a == "-h") {
+      usage(argv[0], p);
+      std::exit(0);
+    } else if (a == "--data") {
+      if (!value(f.data))
+        return false;
+    } else if (a == "--graph") {
+      if (!value(f.graph))
+        return false;
+    } else if (a == "--dump-samples") {
+      if (!value(f.dumpSamples))
+        return false;
+    } else if (a == "--input") {
+      std::string v;
+      if (!value(v))
+        return false;
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        return err = "--input expects NAME=FILE.npy, got '" + v + "'", false;
+      f.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
+    } else if (a == "--log-json") {
+      if (!value(f.logJson))
+        return false;
+    } else if (a == "--checkpoint-dir") {
+      if (!value(f.ckptDir))
+        return false;
+    } else if (a == "--trace") {
+      if (!value(f.trace))
+        return false;
+    } else if (a == "--steps") {
+      if (!integer(f.steps, 1, 1000000000000L))
+        return false;
+    } else if (a == "--checkpoint-every") {
+      if (!integer(f.ckptEvery, 1, 1000000000000L))
+        return false;
+    } else if (a == "--lr") {
+      if (!number(x, 1e-12, 1e6))
+        return false;
+      f.lr = x;
+    } else if (a == "--seed") {
+      if (!integer(k, 0, std::numeric_limits<long>::max()))
+        return false;
+      f.seed = (unsigned long long)k;
+    } else if (a == "--weights") {
+      if (!value(f.weights))
+        return false;
+    } else if (a == "--init") {
+      if (!value(f.init))
+        return false;
+      if (f.init != "model" && f.init != "random")
+        return err = "--init expects 'model' or 'random', got '" + f.init + "'", false;
+    } else if (a == "--sample") {
+      if (!value(f.sample))
+        return false;
+      if (f.sample != "sequential" && f.sample != "random")
+        return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
+    } else if (a == "--resume") {
+      f.resume = true;
+    } else if (a == "--comm-timeout") {
+      if (!number(x, 1e-3, 1e7))
+        return false;
+      f.commTimeout = x;
+    } else {
+      return err = "unknown flag '" + a + "' (see --help)", false;
+    }
+  }
+  if (!checkData(p, f, err))
+    return false;
+  if ((f.resume || f.ckptEvery) && f.ckptDir.empty())
+    return err = "--resume and --checkpoint-every need --checkpoint-dir", false;
+  return true;
+}
+
+/// A relative file name resolved against the executable's folder, so a
+
+} // namespace loomrt::driver

@@ -1,0 +1,39 @@
+// flags.h: the command line of generated training binaries (private to
+// runtime/driver): what --help prints and what parse() accepts, checked
+// against the program's inputs before anything is loaded.
+#ifndef LOOMRT_DRIVER_FLAGS_H
+#define LOOMRT_DRIVER_FLAGS_H
+
+#include "loomrt/train.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loomrt::driver {
+
+struct Flags {
+  std::string data, logJson, ckptDir, trace, weights, init = "model", sample = "sequential";
+  std::string graph, dumpSamples; // graph models: --graph DIR, --dump-samples DIR
+  long steps = 10, ckptEvery = 0;
+  double commTimeout = 0; // seconds; 0: LOOMRT_COMM_TIMEOUT or the default
+  double lr = -1;
+  unsigned long long seed = 0;
+  bool resume = false;
+  std::vector<std::pair<std::string, std::string>> inputs; // --input NAME=FILE
+};
+
+/// `x` as %g.
+std::string fmt(double x);
+/// Prints "error: MSG" and returns the exit status 1.
+int die(const std::string &msg);
+/// "--input x=FILE.npy --input labels=FILE.npy" for the program's inputs.
+std::string inputFlags(const loomrt_program *p);
+/// Prints --help for the program.
+void usage(const char *argv0, const loomrt_program *p);
+/// Reads the flags into `f`; false with `err` set on a bad one.
+bool parse(int argc, char **argv, const loomrt_program *p, Flags &f, std::string &err);
+
+} // namespace loomrt::driver
+
+#endif // LOOMRT_DRIVER_FLAGS_H
