@@ -624,17 +624,8 @@ std::string num(double x) {
 
 } // namespace
 
-int main(int argc, char **argv) {
-  Options o;
-  // A worker of sharedAdamRate: prints its CPU Adam rate and stops.
-  if (argc == 2 && std::strncmp(argv[1], "--adam-worker=", 14) == 0) {
-    size_t n = 0;
-    int reps = 0;
-    if (std::sscanf(argv[1] + 14, "%zu,%d", &n, &reps) != 2 || n == 0 || reps < 1)
-      die("--adam-worker=N,REPS");
-    std::printf("%.6g\n", adamRate(LOOMRT_BACKEND_CPU, n, reps));
-    return 0;
-  }
+/// The command line into `o` (dies on a bad argument); false after --help.
+bool parseOptions(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-o" && i + 1 < argc)
@@ -671,10 +662,26 @@ int main(int argc, char **argv) {
                   "             host rates measured are the whole host's; the cost model\n"
                   "             gives each data-parallel rank its share); CPU Adam is\n"
                   "             then measured as N processes at once, summed\n");
-      return 0;
+      return false;
     } else
       die("unknown argument '" + a + "' (see --help)");
   }
+  return true;
+}
+
+int main(int argc, char **argv) {
+  Options o;
+  // A worker of sharedAdamRate: prints its CPU Adam rate and stops.
+  if (argc == 2 && std::strncmp(argv[1], "--adam-worker=", 14) == 0) {
+    size_t n = 0;
+    int reps = 0;
+    if (std::sscanf(argv[1] + 14, "%zu,%d", &n, &reps) != 2 || n == 0 || reps < 1)
+      die("--adam-worker=N,REPS");
+    std::printf("%.6g\n", adamRate(LOOMRT_BACKEND_CPU, n, reps));
+    return 0;
+  }
+  if (!parseOptions(argc, argv, o))
+    return 0; // --help
   if (o.out.empty())
     die("give -o FILE.json (see --help)");
   std::ofstream test(o.out, std::ios::app);

@@ -173,6 +173,50 @@ struct Npy {
 
 } // namespace
 
+/// Labels, the training nodes (each with probability P), and the features
+/// in chunks of rows: N(0, 1) noise (Box-Muller) plus its class's mean.
+void writeNodeData(const Options &o, const std::vector<int32_t> &label) {
+  const int64_t n = o.nodes;
+  {
+    Npy f(o.out + "/labels.npy", "<i8", {n});
+    std::vector<int64_t> l(label.begin(), label.end());
+    f.write(l.data(), l.size() * 8);
+  }
+  {
+    std::vector<int64_t> train;
+    for (int64_t i = 0; i < n; ++i)
+      if (uniform(hash(o.seed, 3, uint64_t(i))) < o.trainFraction)
+        train.push_back(i);
+    if (train.empty())
+      train.push_back(0);
+    Npy f(o.out + "/train.npy", "<i8", {int64_t(train.size())});
+    f.write(train.data(), train.size() * 8);
+  }
+  std::vector<float> mean(static_cast<size_t>(o.classes * o.features));
+  for (size_t i = 0; i < mean.size(); ++i)
+    mean[i] = float(uniform(hash(o.seed, 4, i)) * 2 - 1);
+  Npy f(o.out + "/features.npy", "<f4", {n, o.features});
+  const int64_t rows = std::max<int64_t>(1, (int64_t(1) << 24) / o.features);
+  std::vector<float> chunk(static_cast<size_t>(rows * o.features));
+  for (int64_t first = 0; first < n; first += rows) {
+    int64_t count = std::min(rows, n - first);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t v = first + r;
+      const float *mu = mean.data() + size_t(label[size_t(v)]) * size_t(o.features);
+      for (int64_t j = 0; j < o.features; j += 2) {
+        uint64_t h = hash(o.seed, 5, uint64_t(v) * uint64_t(o.features) + uint64_t(j));
+        double u1 = (double(h >> 40) + 1) * 0x1.0p-24, u2 = double(h & 0xFFFFFF) * 0x1.0p-24;
+        double rad = std::sqrt(-2 * std::log(u1)), ang = 6.283185307179586 * u2;
+        chunk[size_t(r * o.features + j)] = float(rad * std::cos(ang)) + mu[j];
+        if (j + 1 < o.features)
+          chunk[size_t(r * o.features + j + 1)] = float(rad * std::sin(ang)) + mu[j + 1];
+      }
+    }
+    f.write(chunk.data(), size_t(count * o.features) * 4);
+  }
+}
+
 int main(int argc, char **argv) {
   Options o = parse(argc, argv);
   if (mkdir(o.out.c_str(), 0777) != 0 && errno != EEXIST)
@@ -290,46 +334,7 @@ int main(int argc, char **argv) {
               (long long)m, double(m) / double(n));
   std::fflush(stdout);
 
-  // Labels, the training nodes (each with probability P), and the features
-  // in chunks of rows: N(0, 1) noise (Box-Muller) plus its class's mean.
-  {
-    Npy f(o.out + "/labels.npy", "<i8", {n});
-    std::vector<int64_t> l(label.begin(), label.end());
-    f.write(l.data(), l.size() * 8);
-  }
-  {
-    std::vector<int64_t> train;
-    for (int64_t i = 0; i < n; ++i)
-      if (uniform(hash(o.seed, 3, uint64_t(i))) < o.trainFraction)
-        train.push_back(i);
-    if (train.empty())
-      train.push_back(0);
-    Npy f(o.out + "/train.npy", "<i8", {int64_t(train.size())});
-    f.write(train.data(), train.size() * 8);
-  }
-  std::vector<float> mean(static_cast<size_t>(o.classes * o.features));
-  for (size_t i = 0; i < mean.size(); ++i)
-    mean[i] = float(uniform(hash(o.seed, 4, i)) * 2 - 1);
-  Npy f(o.out + "/features.npy", "<f4", {n, o.features});
-  const int64_t rows = std::max<int64_t>(1, (int64_t(1) << 24) / o.features);
-  std::vector<float> chunk(static_cast<size_t>(rows * o.features));
-  for (int64_t first = 0; first < n; first += rows) {
-    int64_t count = std::min(rows, n - first);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < count; ++r) {
-      int64_t v = first + r;
-      const float *mu = mean.data() + size_t(label[size_t(v)]) * size_t(o.features);
-      for (int64_t j = 0; j < o.features; j += 2) {
-        uint64_t h = hash(o.seed, 5, uint64_t(v) * uint64_t(o.features) + uint64_t(j));
-        double u1 = (double(h >> 40) + 1) * 0x1.0p-24, u2 = double(h & 0xFFFFFF) * 0x1.0p-24;
-        double rad = std::sqrt(-2 * std::log(u1)), ang = 6.283185307179586 * u2;
-        chunk[size_t(r * o.features + j)] = float(rad * std::cos(ang)) + mu[j];
-        if (j + 1 < o.features)
-          chunk[size_t(r * o.features + j + 1)] = float(rad * std::sin(ang)) + mu[j + 1];
-      }
-    }
-    f.write(chunk.data(), size_t(count * o.features) * 4);
-  }
+  writeNodeData(o, label);
   std::printf("loom-graphgen: done (%.3g GB of features)\n",
               double(n) * double(o.features) * 4 / 1e9);
   return 0;

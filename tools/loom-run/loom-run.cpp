@@ -100,7 +100,59 @@ bool writeTensors(const std::string &path,
   return true;
 }
 
+/// The tokens of `path` for @f, a function of (tokens, targets), both
+/// [B, T] i64: false with `err` set when it is not one or the file is short.
+bool readTokens(func::FuncOp f, const std::string &path, std::vector<uint16_t> &tokens,
+                int64_t &batch, int64_t &seq, std::string &err) {
+  auto isTokens = [](Type t) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    return r && r.getRank() == 2 && r.getElementType().isInteger(64);
+  };
+  if (f.getNumArguments() != 2 || !isTokens(f.getArgumentTypes()[0]) ||
+      f.getArgumentTypes()[0] != f.getArgumentTypes()[1])
+    return err = ("--data feeds functions of (tokens, targets), both [B, T] i64; @" +
+                  f.getName() + " is not one").str(),
+           false;
+  auto shape = cast<RankedTensorType>(f.getArgumentTypes()[0]).getShape();
+  batch = shape[0];
+  seq = shape[1];
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  if (!file)
+    return err = "cannot open data file '" + path + "': " + file.getError().message(), false;
+  size_t n = (*file)->getBufferSize() / 2;
+  if (int64_t(n) < batch * seq + 2)
+    return err = ("data file '" + path + "' has " + llvm::Twine(n) + " tokens; a batch of " +
+                  llvm::Twine(batch) + " x " + llvm::Twine(seq) + " needs at least " +
+                  llvm::Twine(batch * seq + 2))
+                     .str(),
+           false;
+  tokens.resize(n);
+  std::memcpy(tokens.data(), (*file)->getBufferStart(), n * 2);
+  return true;
+}
+
+/// Step `step`'s (tokens, targets): the data order of the training binary
+/// (issue 6), so runs compare with other frameworks reading the same file.
+std::vector<::loom::HostTensor> tokenArgs(const std::vector<uint16_t> &tokens, int64_t batch,
+                                          int64_t seq, unsigned step) {
+  int64_t bt = batch * seq, n = int64_t(tokens.size());
+  int64_t offset = (int64_t(step - 1) * bt) % (n - bt - 1);
+  std::vector<::loom::HostTensor> args(2);
+  for (int k = 0; k < 2; ++k) {
+    args[k].name = k ? "targets" : "tokens";
+    args[k].dtype = "I64";
+    args[k].shape = {batch, seq};
+    args[k].bytes.resize(size_t(bt) * 8);
+    for (int64_t i = 0; i < bt; ++i) {
+      int64_t v = tokens[size_t(offset + i + k)];
+      std::memcpy(&args[k].bytes[size_t(i) * 8], &v, 8);
+    }
+  }
+  return args;
+}
+
 } // namespace
+
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -177,29 +229,8 @@ int main(int argc, char **argv) {
   std::vector<uint16_t> tokens;
   int64_t batch = 0, seq = 0;
   if (!data.empty()) {
-    auto isTokens = [](Type t) {
-      auto r = dyn_cast<RankedTensorType>(t);
-      return r && r.getRank() == 2 && r.getElementType().isInteger(64);
-    };
-    if (f.getNumArguments() != 2 || !isTokens(f.getArgumentTypes()[0]) ||
-        f.getArgumentTypes()[0] != f.getArgumentTypes()[1])
-      return fail("--data feeds functions of (tokens, targets), both [B, T] "
-                  "i64; @" + function + " is not one");
-    auto shape = cast<RankedTensorType>(f.getArgumentTypes()[0]).getShape();
-    batch = shape[0];
-    seq = shape[1];
-    auto file = llvm::MemoryBuffer::getFile(data, /*IsText=*/false);
-    if (!file)
-      return fail("cannot open data file '" + data + "': " +
-                  file.getError().message());
-    size_t n = (*file)->getBufferSize() / 2;
-    if (int64_t(n) < batch * seq + 2)
-      return fail("data file '" + data + "' has " + llvm::Twine(n) +
-                  " tokens; a batch of " + llvm::Twine(batch) + " x " +
-                  llvm::Twine(seq) + " needs at least " +
-                  llvm::Twine(batch * seq + 2));
-    tokens.resize(n);
-    std::memcpy(tokens.data(), (*file)->getBufferStart(), n * 2);
+    if (!readTokens(f, data, tokens, batch, seq, err))
+      return fail(err);
   } else if (f.getNumArguments()) {
     if (inputs.empty())
       return fail("@" + function + " takes " +
@@ -214,23 +245,8 @@ int main(int argc, char **argv) {
   std::vector<::loom::HostTensor> results;
   for (unsigned step = 1; step <= steps; ++step) {
     results.clear();
-    if (!tokens.empty()) {
-      // The data order of the training binary (issue 6), so runs compare
-      // with other frameworks reading the same file.
-      int64_t bt = batch * seq, n = int64_t(tokens.size());
-      int64_t offset = (int64_t(step - 1) * bt) % (n - bt - 1);
-      args.assign(2, {});
-      for (int k = 0; k < 2; ++k) {
-        args[k].name = k ? "targets" : "tokens";
-        args[k].dtype = "I64";
-        args[k].shape = {batch, seq};
-        args[k].bytes.resize(size_t(bt) * 8);
-        for (int64_t i = 0; i < bt; ++i) {
-          int64_t v = tokens[size_t(offset + i + k)];
-          std::memcpy(&args[k].bytes[size_t(i) * 8], &v, 8);
-        }
-      }
-    }
+    if (!tokens.empty())
+      args = tokenArgs(tokens, batch, seq, step);
     auto t0 = std::chrono::steady_clock::now();
     if (!exec->run(function, args, results, err))
       return fail(err);
