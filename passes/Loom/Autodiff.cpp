@@ -256,9 +256,20 @@ public:
     if (!any)
       return success(); // not on the path to the loss
     Value dy = dys.empty() ? Value() : dys[0];
-    auto binaryTo = [&](Value operand, Value g) { accumulate(operand, sumTo(g, tt(operand))); };
 
-    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+    if (std::optional<LogicalResult> r = elementwiseVjp(op, dy))
+      return *r;
+    if (std::optional<LogicalResult> r = structuredVjp(op, dy))
+      return *r;
+    return op->emitOpError() << "has no gradient rule (loom-autodiff), but it lies on the "
+                                "path from a parameter to the loss";
+  }
+
+  /// The rules of elementwise ops (and loads, which end the walk); nullopt
+  /// for other ops.
+  std::optional<LogicalResult> elementwiseVjp(Operation *op, Value dy) {
+    auto binaryTo = [&](Value operand, Value g) { accumulate(operand, sumTo(g, tt(operand))); };
+    return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
         .Case([&](LoadOp) { return success(); })
         .Case([&](AddOp o) {
           binaryTo(o.getLhs(), dy);
@@ -401,6 +412,13 @@ public:
                      CastOp::create(b, loc, o.getInput().getType(), dy));
           return success();
         })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+
+  /// The rules of products, rows (norms, softmax, embeddings, attention,
+  /// losses), shapes and reductions; nullopt for other ops.
+  std::optional<LogicalResult> structuredVjp(Operation *op, Value dy) {
+    return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
         .Case([&](MatmulOp o) { return matmulVjp(o, dy); })
         .Case([&](LayerNormOp o) {
           auto w = o.getWeight().getType();
@@ -491,11 +509,7 @@ public:
           return success();
         })
         .Case([&](ReduceOp o) { return reduceVjp(o, dy); })
-        .Default([&](Operation *other) {
-          return other->emitOpError()
-                 << "has no gradient rule (loom-autodiff), but it lies on the "
-                    "path from a parameter to the loss";
-        });
+        .Default([](Operation *) { return std::nullopt; });
   }
 
   LogicalResult matmulVjp(MatmulOp o, Value dc) {
