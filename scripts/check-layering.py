@@ -81,7 +81,6 @@ DEBTS = {
     "lib/Import/OnnxImport.cpp": 2631,
     "lib/Import/OnnxImport.cpp:run": 213,
     "lib/Import/OnnxImport.cpp:fold": 414,
-    "passes/Loom/Diloco.cpp:run": 234,
     "passes/Loom/OffloadOptimizer.cpp:applyOffload": 331,
     "passes/Loom/OnebitAdam.cpp:run": 246,
 }

@@ -192,6 +192,132 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     }
   }
 
+  /// The outer step of each fragment (@diloco_outer_F; with overlap also
+  /// @diloco_exchange_F and @diloco_apply_F), after `b`'s insertion point.
+  void buildFragments(ModuleOp module, OpBuilder &b, Location loc, ArrayRef<ParamOp> params,
+                      ArrayRef<int64_t> fragmentOf, GroupAttr group, StreamAttr comm,
+                      int64_t replicas, InitAttr zeros) {
+    MLIRContext *ctx = module.getContext();
+    auto tok = TokenType::get(ctx);
+    auto f32 = b.getF32Type();
+    Type wire = quant == "bf16" ? Type(b.getBF16Type()) : Type(f32);
+    bool narrow = quant == "fp8" || quant == "fp4";
+    auto codec = CodecAttr::get(ctx, quant == "fp8" ? CodecKind::fp8_e4m3 : CodecKind::fp4_e2m1,
+                                quantBlock);
+    for (int64_t f = 0; f < fragments; ++f) {
+      SmallVector<ParamOp> mine;
+      for (auto [p, frag] : llvm::zip(params, fragmentOf))
+        if (frag == f)
+          mine.push_back(p);
+      if (mine.empty())
+        continue;
+      int64_t offset = innerSteps * (f + 1) / fragments;
+      auto fn = func::FuncOp::create(b, loc, "diloco_outer_" + std::to_string(f),
+                                     FunctionType::get(ctx, {}, {}));
+      fn->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
+                  DilocoAttr::get(ctx, innerSteps, offset, /*async=*/false, elastic));
+      OpBuilder fb2(ctx);
+      fb2.setInsertionPointToStart(fn.addEntryBlock());
+      // The pseudo-gradients, flattened into one buffer (one all-reduce a
+      // fragment).
+      SmallVector<Value> locals, globals, parts;
+      int64_t n = 0;
+      for (ParamOp p : mine) {
+        auto type = cast<RankedTensorType>(p.getType());
+        locals.push_back(LoadOp::create(fb2, loc, type, p.getSymName()));
+        globals.push_back(LoadOp::create(fb2, loc, type, (p.getSymName() + ".diloco.global").str()));
+        Value delta = SubOp::create(fb2, loc, type, globals.back(), locals.back());
+        int64_t k = type.getNumElements();
+        parts.push_back(type.getRank() == 1
+                            ? delta
+                            : ReshapeOp::create(fb2, loc, RankedTensorType::get({k}, f32), delta)
+                                  .getResult());
+        n += k;
+      }
+      // fp8/fp4: padded so that every replica's chunk is whole blocks
+      // (elastic: the fragment is, each replica sending all of it).
+      int64_t unit = !narrow ? 1 : elastic ? quantBlock : replicas * quantBlock;
+      int64_t padded = (n + unit - 1) / unit * unit;
+      if (padded > n) {
+        auto zt = RankedTensorType::get({padded - n}, f32);
+        parts.push_back(arith::ConstantOp::create(fb2, loc, zt, DenseElementsAttr::get(zt, 0.0f)));
+      }
+      auto flatT = RankedTensorType::get({padded}, f32);
+      Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(fb2, loc, flatT, parts, 0);
+      // The mean over the replicas of a flat buffer, built by `eb`.
+      auto exchange = [&](OpBuilder &eb, Value x) -> Value {
+        if (narrow && elastic)
+          return elasticMean(eb, loc, x, codec, replicas, group, comm);
+        if (narrow)
+          return narrowMean(eb, loc, x, codec, replicas, group, comm);
+        auto wireT = RankedTensorType::get({n}, wire);
+        if (wire != f32)
+          x = CastOp::create(eb, loc, wireT, x);
+        auto avg = AllReduceOp::create(eb, loc, wireT, tok, x, ValueRange{}, group,
+                                       ReduceKind::mean, comm);
+        WaitOp::create(eb, loc, ValueRange{avg.getToken()});
+        Value m = avg.getResult();
+        return wire != f32 ? Value(CastOp::create(eb, loc, flatT, m)) : m;
+      };
+      if (overlap == 0) {
+        applyOuter(fb2, loc, mine, exchange(fb2, flat), locals, globals, padded);
+        func::ReturnOp::create(fb2, loc);
+        b.setInsertionPointAfter(fn);
+        continue;
+      }
+      // Streaming DiLoCo's overlap, in three functions: @diloco_outer_F
+      // keeps the pseudo-gradients in @diloco.delta_F (a snapshot at the
+      // offset step); @diloco_exchange_F (attribute `async`: the driver may
+      // run it beside the next inner steps, on its own streams and
+      // communicator) averages them into @diloco.pending_F; τ steps later
+      // @diloco_apply_F steps the global copy and merges it into the
+      // parameters as they are by then.
+      std::string delta = "diloco.delta_" + std::to_string(f);
+      std::string pending = "diloco.pending_" + std::to_string(f);
+      auto addState = [&](StringRef name, Type type) {
+        OpBuilder mb(ctx);
+        mb.setInsertionPoint(module.getBody(), module.getBody()->begin());
+        for (Operation &op : module.getBody()->getOperations())
+          if (isa<TopologyOp>(op))
+            mb.setInsertionPointAfter(&op);
+        StateOp::create(mb, loc, mb.getStringAttr(name), TypeAttr::get(type),
+                        StateRoleAttr::get(ctx, StateRole::other), FlatSymbolRefAttr(), zeros);
+      };
+      addState(pending, flatT);
+      addState(delta, flatT);
+      StoreOp::create(fb2, loc, flat, delta);
+      func::ReturnOp::create(fb2, loc);
+      auto schedule = [&](func::FuncOp g, int64_t at, bool async) {
+        g->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
+                   DilocoAttr::get(ctx, innerSteps, at, async, elastic));
+      };
+      b.setInsertionPointAfter(fn);
+      auto ex = func::FuncOp::create(b, loc, "diloco_exchange_" + std::to_string(f),
+                                     FunctionType::get(ctx, {}, {}));
+      schedule(ex, offset, true);
+      OpBuilder xb(ctx);
+      xb.setInsertionPointToStart(ex.addEntryBlock());
+      StoreOp::create(xb, loc, exchange(xb, LoadOp::create(xb, loc, flatT, delta)), pending);
+      func::ReturnOp::create(xb, loc);
+      b.setInsertionPointAfter(ex);
+      auto apply = func::FuncOp::create(b, loc, "diloco_apply_" + std::to_string(f),
+                                        FunctionType::get(ctx, {}, {}));
+      schedule(apply, offset + overlap, false);
+      OpBuilder ab(ctx);
+      ab.setInsertionPointToStart(apply.addEntryBlock());
+      SmallVector<Value> nowLocal, nowGlobal;
+      for (ParamOp p : mine) {
+        nowLocal.push_back(LoadOp::create(ab, loc, p.getType(), p.getSymName()));
+        nowGlobal.push_back(
+            LoadOp::create(ab, loc, p.getType(), (p.getSymName() + ".diloco.global").str()));
+      }
+      Value waited = LoadOp::create(ab, loc, flatT, pending);
+      applyOuter(ab, loc, mine, waited, nowLocal, nowGlobal, padded);
+      func::ReturnOp::create(ab, loc);
+      b.setInsertionPointAfter(apply);
+    }
+  }
+
   LogicalResult run(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
     if (innerSteps < 1 || fragments < 1 || fragments > innerSteps)
@@ -306,124 +432,8 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
                       (p.getSymName() + ".diloco.global").str());
     func::ReturnOp::create(b, loc);
 
-    auto f32 = b.getF32Type();
-    Type wire = quant == "bf16" ? Type(b.getBF16Type()) : Type(f32);
-    bool narrow = quant == "fp8" || quant == "fp4";
-    auto codec = CodecAttr::get(ctx, quant == "fp8" ? CodecKind::fp8_e4m3 : CodecKind::fp4_e2m1,
-                                quantBlock);
     b.setInsertionPointAfter(start);
-    for (int64_t f = 0; f < fragments; ++f) {
-      SmallVector<ParamOp> mine;
-      for (auto [p, frag] : llvm::zip(params, fragmentOf))
-        if (frag == f)
-          mine.push_back(p);
-      if (mine.empty())
-        continue;
-      int64_t offset = innerSteps * (f + 1) / fragments;
-      auto fn = func::FuncOp::create(b, loc, "diloco_outer_" + std::to_string(f),
-                                     FunctionType::get(ctx, {}, {}));
-      fn->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
-                  DilocoAttr::get(ctx, innerSteps, offset, /*async=*/false, elastic));
-      OpBuilder fb2(ctx);
-      fb2.setInsertionPointToStart(fn.addEntryBlock());
-      // The pseudo-gradients, flattened into one buffer (one all-reduce a
-      // fragment).
-      SmallVector<Value> locals, globals, parts;
-      int64_t n = 0;
-      for (ParamOp p : mine) {
-        auto type = cast<RankedTensorType>(p.getType());
-        locals.push_back(LoadOp::create(fb2, loc, type, p.getSymName()));
-        globals.push_back(LoadOp::create(fb2, loc, type, (p.getSymName() + ".diloco.global").str()));
-        Value delta = SubOp::create(fb2, loc, type, globals.back(), locals.back());
-        int64_t k = type.getNumElements();
-        parts.push_back(type.getRank() == 1
-                            ? delta
-                            : ReshapeOp::create(fb2, loc, RankedTensorType::get({k}, f32), delta)
-                                  .getResult());
-        n += k;
-      }
-      // fp8/fp4: padded so that every replica's chunk is whole blocks
-      // (elastic: the fragment is, each replica sending all of it).
-      int64_t unit = !narrow ? 1 : elastic ? quantBlock : replicas * quantBlock;
-      int64_t padded = (n + unit - 1) / unit * unit;
-      if (padded > n) {
-        auto zt = RankedTensorType::get({padded - n}, f32);
-        parts.push_back(arith::ConstantOp::create(fb2, loc, zt, DenseElementsAttr::get(zt, 0.0f)));
-      }
-      auto flatT = RankedTensorType::get({padded}, f32);
-      Value flat = parts.size() == 1 ? parts[0] : ConcatOp::create(fb2, loc, flatT, parts, 0);
-      // The mean over the replicas of a flat buffer, built by `eb`.
-      auto exchange = [&](OpBuilder &eb, Value x) -> Value {
-        if (narrow && elastic)
-          return elasticMean(eb, loc, x, codec, replicas, group, comm);
-        if (narrow)
-          return narrowMean(eb, loc, x, codec, replicas, group, comm);
-        auto wireT = RankedTensorType::get({n}, wire);
-        if (wire != f32)
-          x = CastOp::create(eb, loc, wireT, x);
-        auto avg = AllReduceOp::create(eb, loc, wireT, tok, x, ValueRange{}, group,
-                                       ReduceKind::mean, comm);
-        WaitOp::create(eb, loc, ValueRange{avg.getToken()});
-        Value m = avg.getResult();
-        return wire != f32 ? Value(CastOp::create(eb, loc, flatT, m)) : m;
-      };
-      if (overlap == 0) {
-        applyOuter(fb2, loc, mine, exchange(fb2, flat), locals, globals, padded);
-        func::ReturnOp::create(fb2, loc);
-        b.setInsertionPointAfter(fn);
-        continue;
-      }
-      // Streaming DiLoCo's overlap, in three functions: @diloco_outer_F
-      // keeps the pseudo-gradients in @diloco.delta_F (a snapshot at the
-      // offset step); @diloco_exchange_F (attribute `async`: the driver may
-      // run it beside the next inner steps, on its own streams and
-      // communicator) averages them into @diloco.pending_F; τ steps later
-      // @diloco_apply_F steps the global copy and merges it into the
-      // parameters as they are by then.
-      std::string delta = "diloco.delta_" + std::to_string(f);
-      std::string pending = "diloco.pending_" + std::to_string(f);
-      auto addState = [&](StringRef name, Type type) {
-        OpBuilder mb(ctx);
-        mb.setInsertionPoint(module.getBody(), module.getBody()->begin());
-        for (Operation &op : module.getBody()->getOperations())
-          if (isa<TopologyOp>(op))
-            mb.setInsertionPointAfter(&op);
-        StateOp::create(mb, loc, mb.getStringAttr(name), TypeAttr::get(type),
-                        StateRoleAttr::get(ctx, StateRole::other), FlatSymbolRefAttr(), zeros);
-      };
-      addState(pending, flatT);
-      addState(delta, flatT);
-      StoreOp::create(fb2, loc, flat, delta);
-      func::ReturnOp::create(fb2, loc);
-      auto schedule = [&](func::FuncOp g, int64_t at, bool async) {
-        g->setAttr(LoomDialect::DilocoAttrHelper::getNameStr(),
-                   DilocoAttr::get(ctx, innerSteps, at, async, elastic));
-      };
-      b.setInsertionPointAfter(fn);
-      auto ex = func::FuncOp::create(b, loc, "diloco_exchange_" + std::to_string(f),
-                                     FunctionType::get(ctx, {}, {}));
-      schedule(ex, offset, true);
-      OpBuilder xb(ctx);
-      xb.setInsertionPointToStart(ex.addEntryBlock());
-      StoreOp::create(xb, loc, exchange(xb, LoadOp::create(xb, loc, flatT, delta)), pending);
-      func::ReturnOp::create(xb, loc);
-      b.setInsertionPointAfter(ex);
-      auto apply = func::FuncOp::create(b, loc, "diloco_apply_" + std::to_string(f),
-                                        FunctionType::get(ctx, {}, {}));
-      schedule(apply, offset + overlap, false);
-      OpBuilder ab(ctx);
-      ab.setInsertionPointToStart(apply.addEntryBlock());
-      SmallVector<Value> nowLocal, nowGlobal;
-      for (ParamOp p : mine) {
-        nowLocal.push_back(LoadOp::create(ab, loc, p.getType(), p.getSymName()));
-        nowGlobal.push_back(
-            LoadOp::create(ab, loc, p.getType(), (p.getSymName() + ".diloco.global").str()));
-      }
-      Value waited = LoadOp::create(ab, loc, flatT, pending);
-      applyOuter(ab, loc, mine, waited, nowLocal, nowGlobal, padded);
-      func::ReturnOp::create(ab, loc);
-      b.setInsertionPointAfter(apply);
-    }
+    buildFragments(module, b, loc, params, fragmentOf, group, comm, replicas, zeros);
     return success();
   }
 };
