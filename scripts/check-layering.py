@@ -82,7 +82,6 @@ DEBTS = {
     "lib/Import/OnnxImport.cpp:run": 213,
     "lib/Import/OnnxImport.cpp:fold": 414,
     "passes/Loom/OffloadOptimizer.cpp:applyOffload": 331,
-    "passes/Loom/OnebitAdam.cpp:run": 246,
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
