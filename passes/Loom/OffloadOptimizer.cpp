@@ -245,31 +245,12 @@ void hoistHostUpdates(Block &blk, ArrayRef<SmallVector<Operation *>> groups,
   }
 }
 
-LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
-  MLIRContext *ctx = module.getContext();
-  std::string error;
-  FailureOr<OptimizerOffloadAttr> mode = parseOffloadMode(ctx, modeName, error);
-  if (failed(mode))
-    return fail(module, error);
-  auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
-  auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
-  if (!step || !fb)
-    return fail(module, "needs @forward_backward and @train_step (run "
-                        "loom-attach-optimizer first)");
-  // A data-parallel step (loom-data-parallel before this pass): at ZeRO
-  // stage 0 each rank updates every parameter from the averaged gradient,
-  // at stages 1-3 its shard of each bucket (`@zero.bucketK.params`; at
-  // stages 1 and 2 loom-data-parallel's master-shards makes it a symbol,
-  // and an all-gather after the update reads it back) from its slice of
-  // the reduced gradient; either way each update loads its weights from a
-  // symbol and takes one gradient, which is all this pass needs, and each
-  // rank offloads what it updates.
-  func::CallOp call = findCall(step, LoomDialect::kForwardBackward);
-  if (!call)
-    return fail(fb, "@train_step must call @forward_backward");
-  // Every update of the step and the symbol its weights are loaded from (a
-  // parameter, or a ZeRO-3 shard of a bucket); its gradient comes from
-  // @forward_backward, directly or as a slice of a reduced bucket.
+/// Every update of @train_step, the symbol its weights are loaded from (a
+/// parameter, or a ZeRO-3 shard of a bucket) and where `mode` places it.
+FailureOr<SmallVector<Update>> collectUpdates(ModuleOp module, OptimizerOffloadAttr mode,
+                                              func::FuncOp step, func::FuncOp fb) {
+  // Its gradient comes from @forward_backward, directly or as a slice of a
+  // reduced bucket.
   SmallVector<FlatSymbolRefAttr> syms;
   SmallVector<AdamOp> adams;
   for (Operation &op : step.getBody().front()) {
@@ -288,7 +269,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
   }
   if (adams.empty())
     return fail(step, "has no loom.adam to offload (--optimizer=adam|adamw)");
-  FailureOr<SmallVector<UpdatePlace>> where = offloadPlaces(module, *mode, syms);
+  FailureOr<SmallVector<UpdatePlace>> where = offloadPlaces(module, mode, syms);
   if (failed(where))
     return failure();
 
@@ -317,27 +298,33 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
     u.group = it != groupOf.end() ? it->second : groups + int(i);
     updates.push_back(u);
   }
-  step->setAttr(LoomDialect::OptimizerOffloadAttrHelper::getNameStr(), *mode);
-  if (llvm::all_of(updates, [](const Update &u) { return u.where == UpdatePlace::gpu; }))
-    return success();
+  return updates;
+}
 
-  inlineCall(call, fb);
-  if (SymbolTable::symbolKnownUseEmpty(fb, module))
-    fb.erase();
-
-  Block &blk = step.getBody().front();
-  auto ret = cast<func::ReturnOp>(blk.getTerminator());
-  OpBuilder b(ctx);
-  auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
-  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
-  auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
-  auto tok = TokenType::get(ctx);
+/// The rewrite of @train_step for the updates placed off the device.
+struct OffloadRewrite {
+  ModuleOp module;
+  MLIRContext *ctx;
+  Block &blk;
+  OpBuilder b;
+  InitAttr zeros;
+  StreamAttr h2d, d2h;
+  Type tok;
   SmallVector<Value> refreshTokens, backTokens;
   SmallVector<std::pair<Value, FlatSymbolRefAttr>> backStores, refreshStores;
 
-  for (Update &u : updates) {
+  OffloadRewrite(ModuleOp module, Block &blk)
+      : module(module), ctx(module.getContext()), blk(blk), b(module.getContext()),
+        zeros(InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0))),
+        h2d(StreamAttr::get(ctx, StreamKind::h2d, 0)),
+        d2h(StreamAttr::get(ctx, StreamKind::d2h, 0)), tok(TokenType::get(ctx)) {}
+
+  /// Places one update off the device: its working copy, its master
+  /// weights and state in pinned memory, and the copies a streamed update
+  /// needs (a CPU update is placed at the end by scheduleCpu).
+  LogicalResult place(Update &u) {
     if (u.where == UpdatePlace::gpu)
-      continue;
+      return success();
     AdamOp adam = u.adam;
     Location loc = adam.getLoc();
     auto pt = cast<RankedTensorType>(u.param.getType());
@@ -433,7 +420,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
       adam.getGradMutable().assign(copy.getResult());
       for (Value out : adam->getResults())
         out.setType(pinned(out.getType()));
-      continue; // placed at the end, in gradient order (below)
+      return success(); // placed at the end, in gradient order (scheduleCpu)
     }
 
     // stream: the state comes to the device once the gradients exist (the
@@ -466,114 +453,169 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
     }
     for (StoreOp st : stores) // not before: the builder inserts in front of one
       st.erase();
+    return success();
   }
 
-  // CPU updates run after every GPU op of the step has been issued (the
-  // host blocks in them), one group at a time in the order the backward
-  // finishes their gradients, each group starting as soon as its gradients
-  // have landed in host memory.
-  SmallVector<Update *> cpu;
-  for (Update &u : updates)
-    if (u.where == UpdatePlace::cpu)
-      cpu.push_back(&u);
-  // Positions in the step, to order CPU updates by when their gradients
-  // exist.
-  llvm::DenseMap<Operation *, int64_t> position;
-  for (Operation &o : blk)
-    position[&o] = int64_t(position.size());
-  llvm::DenseMap<int, int64_t> groupReady;
-  for (Update *u : cpu) {
-    int64_t p = u->ready ? position.lookup(u->ready) : -1;
-    auto [it, fresh] = groupReady.try_emplace(u->group, p);
-    if (!fresh)
-      it->second = std::max(it->second, p);
-  }
-  llvm::stable_sort(cpu, [&](Update *a, Update *c) {
-    int64_t ra = groupReady[a->group], rc = groupReady[c->group];
-    return ra != rc ? ra < rc : a->group < c->group;
-  });
-  // With the step's host thread (loom.host_thread), each group then moves
-  // up to where it can first run: the host thread waits for its gradients
-  // there while the step goes on issuing the backward (Deep Optimizer
-  // States, section 3: CPU updates overlap the backward).
-  SmallVector<SmallVector<Operation *>> groupOps;
-  for (size_t i = 0; i < cpu.size();) {
-    size_t j = i;
-    SmallVector<Value> waitFor;
-    while (j < cpu.size() && cpu[j]->group == cpu[i]->group)
-      waitFor.append(cpu[j++]->gradTokens);
-    b.setInsertionPoint(ret);
-    groupOps.emplace_back();
-    groupOps.back().push_back(WaitOp::create(b, ret.getLoc(), waitFor));
-    for (; i < j; ++i) {
-      Update &u = *cpu[i];
-      AdamOp adam = u.adam;
-      Location loc = adam.getLoc();
-      SmallVector<Operation *> after;
-      for (Operation *user : adam->getUsers())
-        after.push_back(user);
-      adam->moveBefore(ret);
-      for (Operation *op : after)
-        op->moveBefore(ret);
-      groupOps.back().push_back(adam);
-      groupOps.back().append(after);
+  /// Orders the CPU updates after the step's device work, by group in the
+  /// order their gradients finish, with the refresh of each working copy;
+  /// returns them.
+  SmallVector<Update *> scheduleCpu(SmallVector<Update> &updates, func::ReturnOp ret) {
+    // CPU updates run after every GPU op of the step has been issued (the
+    // host blocks in them), one group at a time in the order the backward
+    // finishes their gradients, each group starting as soon as its gradients
+    // have landed in host memory.
+    SmallVector<Update *> cpu;
+    for (Update &u : updates)
+      if (u.where == UpdatePlace::cpu)
+        cpu.push_back(&u);
+    // Positions in the step, to order CPU updates by when their gradients
+    // exist.
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (Operation &o : blk)
+      position[&o] = int64_t(position.size());
+    llvm::DenseMap<int, int64_t> groupReady;
+    for (Update *u : cpu) {
+      int64_t p = u->ready ? position.lookup(u->ready) : -1;
+      auto [it, fresh] = groupReady.try_emplace(u->group, p);
+      if (!fresh)
+        it->second = std::max(it->second, p);
+    }
+    llvm::stable_sort(cpu, [&](Update *a, Update *c) {
+      int64_t ra = groupReady[a->group], rc = groupReady[c->group];
+      return ra != rc ? ra < rc : a->group < c->group;
+    });
+    // With the step's host thread (loom.host_thread), each group then moves
+    // up to where it can first run: the host thread waits for its gradients
+    // there while the step goes on issuing the backward (Deep Optimizer
+    // States, section 3: CPU updates overlap the backward).
+    SmallVector<SmallVector<Operation *>> groupOps;
+    for (size_t i = 0; i < cpu.size();) {
+      size_t j = i;
+      SmallVector<Value> waitFor;
+      while (j < cpu.size() && cpu[j]->group == cpu[i]->group)
+        waitFor.append(cpu[j++]->gradTokens);
       b.setInsertionPoint(ret);
-      auto workSym = FlatSymbolRefAttr::get(ctx, (u.sym.getValue() + ".work").str());
-      auto workState = module.lookupSymbol<StateOp>(workSym);
-      auto workType = cast<RankedTensorType>(workState.getType());
-      Value fresh = adam.getNewParam();
-      if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType()) {
-        fresh = CastOp::create(b, loc, pinned(workType), fresh);
-        groupOps.back().push_back(fresh.getDefiningOp());
+      groupOps.emplace_back();
+      groupOps.back().push_back(WaitOp::create(b, ret.getLoc(), waitFor));
+      for (; i < j; ++i) {
+        Update &u = *cpu[i];
+        AdamOp adam = u.adam;
+        Location loc = adam.getLoc();
+        SmallVector<Operation *> after;
+        for (Operation *user : adam->getUsers())
+          after.push_back(user);
+        adam->moveBefore(ret);
+        for (Operation *op : after)
+          op->moveBefore(ret);
+        groupOps.back().push_back(adam);
+        groupOps.back().append(after);
+        b.setInsertionPoint(ret);
+        auto workSym = FlatSymbolRefAttr::get(ctx, (u.sym.getValue() + ".work").str());
+        auto workState = module.lookupSymbol<StateOp>(workSym);
+        auto workType = cast<RankedTensorType>(workState.getType());
+        Value fresh = adam.getNewParam();
+        if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType()) {
+          fresh = CastOp::create(b, loc, pinned(workType), fresh);
+          groupOps.back().push_back(fresh.getDefiningOp());
+        }
+        auto up = CopyOp::create(b, loc, workType, tok, fresh, ValueRange{}, h2d);
+        groupOps.back().push_back(up);
+        refreshTokens.push_back(up.getToken());
+        refreshStores.push_back({up.getResult(), workSym});
       }
-      auto up = CopyOp::create(b, loc, workType, tok, fresh, ValueRange{}, h2d);
-      groupOps.back().push_back(up);
-      refreshTokens.push_back(up.getToken());
-      refreshStores.push_back({up.getResult(), workSym});
     }
+
+    if (module->hasAttr(LoomDialect::HostThreadAttrHelper::getNameStr())) {
+      llvm::SmallPtrSet<Operation *, 16> late;
+      for (Update *u : cpu)
+        late.insert(u->readsAfter.begin(), u->readsAfter.end());
+      hoistHostUpdates(blk, groupOps, late);
+    }
+    return cpu;
   }
 
-  if (module->hasAttr(LoomDialect::HostThreadAttrHelper::getNameStr())) {
-    llvm::SmallPtrSet<Operation *, 16> late;
+  /// What the step waits for before it returns: the refreshed working
+  /// copies (and the reads of them moved after), the streamed state back.
+  void finish(ArrayRef<Update *> cpu, func::ReturnOp ret) {
+    // Before the step returns: the next forward reads the refreshed working
+    // copies (the compute stream waits), and the streamed state is back in
+    // host memory (the host waits, then stores it).
+    b.setInsertionPoint(ret);
+    if (!refreshTokens.empty()) {
+      WaitOp::create(b, ret.getLoc(), refreshTokens);
+      for (auto &[v, sym] : refreshStores)
+        StoreOp::create(b, ret.getLoc(), v, sym);
+    }
+    // Reads of refreshed weights, and everything computed from them, after
+    // the refresh (in their order).
+    llvm::SmallPtrSet<Operation *, 16> moved;
     for (Update *u : cpu)
-      late.insert(u->readsAfter.begin(), u->readsAfter.end());
-    hoistHostUpdates(blk, groupOps, late);
-  }
-
-  // Before the step returns: the next forward reads the refreshed working
-  // copies (the compute stream waits), and the streamed state is back in
-  // host memory (the host waits, then stores it).
-  b.setInsertionPoint(ret);
-  if (!refreshTokens.empty()) {
-    WaitOp::create(b, ret.getLoc(), refreshTokens);
-    for (auto &[v, sym] : refreshStores)
-      StoreOp::create(b, ret.getLoc(), v, sym);
-  }
-  // Reads of refreshed weights, and everything computed from them, after
-  // the refresh (in their order).
-  llvm::SmallPtrSet<Operation *, 16> moved;
-  for (Update *u : cpu)
-    moved.insert(u->readsAfter.begin(), u->readsAfter.end());
-  if (!moved.empty()) {
-    SmallVector<Operation *> slice;
-    for (Operation &op : blk) {
-      if (&op == ret)
-        break;
-      if (!moved.contains(&op) && llvm::none_of(op.getOperands(), [&](Value v) {
-            return v.getDefiningOp() && moved.contains(v.getDefiningOp());
-          }))
-        continue;
-      moved.insert(&op);
-      slice.push_back(&op);
+      moved.insert(u->readsAfter.begin(), u->readsAfter.end());
+    if (!moved.empty()) {
+      SmallVector<Operation *> slice;
+      for (Operation &op : blk) {
+        if (&op == ret)
+          break;
+        if (!moved.contains(&op) && llvm::none_of(op.getOperands(), [&](Value v) {
+              return v.getDefiningOp() && moved.contains(v.getDefiningOp());
+            }))
+          continue;
+        moved.insert(&op);
+        slice.push_back(&op);
+      }
+      for (Operation *op : slice)
+        op->moveBefore(ret);
     }
-    for (Operation *op : slice)
-      op->moveBefore(ret);
+    if (!backTokens.empty()) {
+      WaitOp::create(b, ret.getLoc(), backTokens);
+      for (auto &[v, sym] : backStores)
+        StoreOp::create(b, ret.getLoc(), v, sym);
+    }
   }
-  if (!backTokens.empty()) {
-    WaitOp::create(b, ret.getLoc(), backTokens);
-    for (auto &[v, sym] : backStores)
-      StoreOp::create(b, ret.getLoc(), v, sym);
-  }
+};
+
+LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
+  MLIRContext *ctx = module.getContext();
+  std::string error;
+  FailureOr<OptimizerOffloadAttr> mode = parseOffloadMode(ctx, modeName, error);
+  if (failed(mode))
+    return fail(module, error);
+  auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
+  auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
+  if (!step || !fb)
+    return fail(module, "needs @forward_backward and @train_step (run "
+                        "loom-attach-optimizer first)");
+  // A data-parallel step (loom-data-parallel before this pass): at ZeRO
+  // stage 0 each rank updates every parameter from the averaged gradient,
+  // at stages 1-3 its shard of each bucket (`@zero.bucketK.params`; at
+  // stages 1 and 2 loom-data-parallel's master-shards makes it a symbol,
+  // and an all-gather after the update reads it back) from its slice of
+  // the reduced gradient; either way each update loads its weights from a
+  // symbol and takes one gradient, which is all this pass needs, and each
+  // rank offloads what it updates.
+  func::CallOp call = findCall(step, LoomDialect::kForwardBackward);
+  if (!call)
+    return fail(fb, "@train_step must call @forward_backward");
+  FailureOr<SmallVector<Update>> collected = collectUpdates(module, *mode, step, fb);
+  if (failed(collected))
+    return failure();
+  SmallVector<Update> &updates = *collected;
+  step->setAttr(LoomDialect::OptimizerOffloadAttrHelper::getNameStr(), *mode);
+  if (llvm::all_of(updates, [](const Update &u) { return u.where == UpdatePlace::gpu; }))
+    return success();
+
+  inlineCall(call, fb);
+  if (SymbolTable::symbolKnownUseEmpty(fb, module))
+    fb.erase();
+
+  Block &blk = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(blk.getTerminator());
+  OffloadRewrite rw(module, blk);
+  for (Update &u : updates)
+    if (failed(rw.place(u)))
+      return failure();
+  SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
+  rw.finish(cpu, ret);
   return success();
 }
 
