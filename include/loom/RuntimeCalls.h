@@ -42,9 +42,9 @@ template <typename Op> loomrt_gemm gemmOf(Op o) {
                      loomrt_dtype(o.getOut())};
 }
 
-/// Calls `b.call(...)` for a loomrt op that is a runtime call; returns
-/// false (and does nothing) for any other op.
-template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
+/// The runtime calls of copies, elementwise ops and compression (a part
+/// of visitRuntimeCall's table).
+template <typename B> bool visitElementwiseCall(mlir::Operation *op, B &b) {
   namespace rt = mlir::loomrt;
   using llvm::TypeSwitch;
   return TypeSwitch<mlir::Operation *, bool>(op)
@@ -132,6 +132,14 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
         return b.call("loomrt_cast", loomrt_cast, b.stream(o.getStream()), b.dtype(o.getFrom()),
                       b.buf(o.getX()), b.dtype(o.getTo()), b.buf(o.getY()), b.i(o.getN()));
       })
+      .Default([](mlir::Operation *) { return false; });
+}
+
+/// The runtime calls of products, row ops and attention.
+template <typename B> bool visitRowCall(mlir::Operation *op, B &b) {
+  namespace rt = mlir::loomrt;
+  using llvm::TypeSwitch;
+  return TypeSwitch<mlir::Operation *, bool>(op)
       .Case([&](rt::MatmulOp o) {
         return b.call("loomrt_matmul", loomrt_matmul, b.stream(o.getStream()),
                       b.gemm(gemmOf(o)), b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getC()));
@@ -221,6 +229,15 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.buf(o.getQ()), b.buf(o.getK()), b.buf(o.getV()), b.buf(o.getOut()),
                       b.buf(o.getSaved()), b.buf(o.getWorkspace()));
       })
+      .Default([](mlir::Operation *) { return false; });
+}
+
+/// The runtime calls of losses, reductions, optimizer updates and
+/// collectives.
+template <typename B> bool visitUpdateCall(mlir::Operation *op, B &b) {
+  namespace rt = mlir::loomrt;
+  using llvm::TypeSwitch;
+  return TypeSwitch<mlir::Operation *, bool>(op)
       .Case([&](rt::AttentionGradSavedOp o) {
         return b.call("loomrt_attention_grad_saved", loomrt_attention_grad_saved,
                       b.stream(o.getStream()), b.dtype(o.getDtype()), b.i(o.getBh()),
@@ -310,6 +327,12 @@ template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
                       b.buf(o.getOutput()), b.i(o.getN()));
       })
       .Default([](mlir::Operation *) { return false; });
+}
+
+/// Calls `b.call(...)` for a loomrt op that is a runtime call; returns
+/// false (and does nothing) for any other op.
+template <typename B> bool visitRuntimeCall(mlir::Operation *op, B &b) {
+  return visitElementwiseCall(op, b) || visitRowCall(op, b) || visitUpdateCall(op, b);
 }
 
 } // namespace loom
