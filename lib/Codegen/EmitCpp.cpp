@@ -198,12 +198,162 @@ struct TextCall {
   bool call(const char *fn, F, const A &...args);
 };
 
+/// The helper macros at the top of every generated source.
+const char kMacros[] =
+    "#define LOOM_CHECK(x)                                        \\\n"
+    "  do {                                                     \\\n"
+    "    loomrt_status st_ = (x);                               \\\n"
+    "    if (st_ != LOOMRT_OK)                                  \\\n"
+    "      return st_;                                          \\\n"
+    "  } while (0)\n"
+    "#define LOOM_ALLOC(v, bytes)                                 \\\n"
+    "  void *v = loomrt_step_alloc(c, (bytes));                 \\\n"
+    "  if (!v)                                                  \\\n"
+    "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
+    "#define LOOM_ALLOC_AT(v, offset, bytes)                      \\\n"
+    "  void *v = loomrt_step_alloc_at(c, (offset), (bytes));    \\\n"
+    "  if (!v)                                                  \\\n"
+    "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
+    "#define LOOM_ALLOC_HOST(v, bytes)                            \\\n"
+    "  void *v = loomrt_step_alloc_host(c, (bytes));            \\\n"
+    "  if (!v)                                                  \\\n"
+    "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n";
+
 class Emitter {
   friend struct TextCall;
 
 public:
   Emitter(ModuleOp module, const CodegenOptions &opts)
       : module(module), opts(opts) {}
+
+  /// The last field of a global's entry: an imported splat's value.
+  static std::string splatOf(Operation *op) {
+    auto p = dyn_cast<ParamOp>(op);
+    return p && isSplatValue(p)
+               ? f(cast<DenseElementsAttr>(p.getValueAttr()).getSplatValue<APFloat>())
+               : std::string("0");
+  }
+
+  /// `op`'s (a loom.param or loom.state) entry of the globals table, up to
+  /// its placement fields; `anyWeights` set when it reads the weights file.
+  LogicalResult describeGlobal(Operation *op, std::string &out, bool &anyWeights) {
+    RankedTensorType type;
+    InitAttr init;
+    StringRef name;
+    bool isParam = false;
+    int fromWeights = 0;
+    if (auto p = dyn_cast<ParamOp>(op)) {
+      type = cast<RankedTensorType>(p.getType());
+      init = p.getInitAttr();
+      if (p.getValue()) {
+        // Imported values live in the weights file beside the binary,
+        // or in the entry itself when they are one number repeated; the
+        // initialiser is what --init=random draws instead.
+        if (isSplatValue(p)) {
+          fromWeights = 2;
+        } else {
+          if (opts.weightsFile.empty())
+            return p.emitError() << "parameters with imported values need a "
+                                    "weights file: give -o FILE (or use "
+                                    "--init=random)";
+          fromWeights = 1;
+        }
+        init = defaultInitFor(p);
+      }
+      name = p.getSymName();
+      isParam = true;
+    } else {
+      auto s = cast<StateOp>(op);
+      type = cast<RankedTensorType>(s.getType());
+      init = s.getInitAttr();
+      name = s.getSymName();
+    }
+    std::optional<rt::DType> dt = rt::dtypeOf(type.getElementType());
+    std::optional<MemSpace> space = getMemSpace(type);
+    if (!dt || type.getRank() > 8 ||
+        (type.getEncoding() && space != MemSpace::device && space != MemSpace::pinned))
+      return op->emitError() << "code generation supports f32, bf16 and i64 "
+                                "parameters and state on the device or in pinned "
+                                "host memory";
+    llvm::raw_string_ostream o(out);
+    o << "{" << cppStringLiteral(name) << ", " << dtypeName(*dt) << ", " << type.getRank() << ", {"
+      << join(type.getShape()) << "}, " << (init ? int(init.getKind()) : 0) << ", "
+      << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
+      << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
+      << (isParam ? 1 : 0) << ", " << fromWeights;
+    anyWeights |= fromWeights == 1;
+    return success();
+    }
+
+  /// The globals table (parameters and state in declaration order, the
+  /// initialisation order) and the member tables of ZeRO-3 shards: a shard
+  /// (loom.shard_of) lists its member parameters, which are not globals
+  /// themselves; the driver initialises each member as it would a
+  /// parameter and keeps this rank's block of their concatenation.
+  LogicalResult globalTables(std::string &table, std::string &memberTables, bool &anyWeights) {
+    llvm::raw_string_ostream tos(table), mos(memberTables);
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (!isa<ParamOp, StateOp>(op) || op.hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr()))
+      continue;
+    std::string entry;
+    if (failed(describeGlobal(&op, entry, anyWeights)))
+      return failure();
+    StringRef name = cast<SymbolOpInterface>(op).getName();
+    globals[name] = int(globals.size());
+    auto members = op.getAttrOfType<ArrayAttr>(LoomDialect::ShardOfAttrHelper::getNameStr());
+    // Placement and the mirrored parameter (a working copy the driver
+    // initialises from the master weights: loom-offload-optimizer).
+    int mirror = 0; // 1 + the global's index
+    if (auto m = op.getAttrOfType<FlatSymbolRefAttr>(LoomDialect::MirrorOfAttrHelper::getNameStr())) {
+      if (!globals.count(m.getValue()))
+        return op.emitError() << "code generation: loom.mirror_of must name a "
+                                 "parameter declared before it";
+      mirror = globals.lookup(m.getValue()) + 1;
+    }
+    std::string tail = ", " + std::string(isHostMemory(op.getAttrOfType<TypeAttr>("type").getValue())
+                                              ? "LOOMRT_MEM_PINNED"
+                                              : "LOOMRT_MEM_DEVICE") +
+                       ", " + std::to_string(mirror) + ", " + splatOf(&op) + "},\n";
+    if (!members) {
+      tos << "    " << entry << ", 0, nullptr, 0" << tail;
+      continue;
+    }
+    std::string mt = "kMembers" + std::to_string(globals.size() - 1);
+    mos << "const loomrt_global_desc " << mt << "[] = {\n";
+    for (Attribute a : members) {
+      auto m = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
+      std::string me;
+      if (!m || failed(describeGlobal(m, me, anyWeights)))
+        return op.emitError() << "code generation: a member of this shard is not a loom.param";
+      // A member that is a global itself (ZeRO 1-2 master shards,
+      // loom-data-parallel master-shards) is the shard's source: the
+      // driver copies its block from it instead of drawing again.
+      int source = 0;
+      if (!m->hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr())) {
+        auto it = globals.find(m.getSymName());
+        if (it == globals.end())
+          return op.emitError() << "code generation: a shard's member '" << m.getSymName()
+                                << "' that is a global must be declared before the shard";
+        source = it->second + 1;
+      }
+      mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, " << source << ", "
+          << splatOf(m) << "},\n";
+    }
+    mos << "};\n";
+    auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());
+    if (!padded)
+      return op.emitError() << "code generation: a loom.shard_of parameter needs loom.padded";
+    // The members' alignment in the bucket (loom-data-parallel
+    // member-align): the gaps between them in the gathered bucket.
+    int64_t align = 1;
+    if (auto a = op.getAttrOfType<IntegerAttr>(LoomDialect::MemberAlignAttrHelper::getNameStr()))
+      align = a.getInt();
+    tail.insert(tail.size() - 3, ", " + std::to_string(align));
+    tos << "    " << entry << ", " << members.size() << ", " << mt << ", "
+        << padded.getInt() << tail;
+  }
+    return success();
+  }
 
   LogicalResult run(llvm::raw_ostream &out) {
     auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
@@ -282,123 +432,9 @@ public:
     // not globals themselves: the driver initialises each member as it
     // would a parameter and keeps this rank's block of their concatenation.
     std::string table, memberTables;
-    llvm::raw_string_ostream tos(table), mos(memberTables);
     bool anyWeights = false;
-    // The last field of a global's entry: an imported splat's value.
-    auto splatOf = [](Operation *op) {
-      auto p = dyn_cast<ParamOp>(op);
-      return p && isSplatValue(p)
-                 ? f(cast<DenseElementsAttr>(p.getValueAttr()).getSplatValue<APFloat>())
-                 : std::string("0");
-    };
-    auto describe = [&](Operation *op, std::string &out) -> LogicalResult {
-      RankedTensorType type;
-      InitAttr init;
-      StringRef name;
-      bool isParam = false;
-      int fromWeights = 0;
-      if (auto p = dyn_cast<ParamOp>(op)) {
-        type = cast<RankedTensorType>(p.getType());
-        init = p.getInitAttr();
-        if (p.getValue()) {
-          // Imported values live in the weights file beside the binary,
-          // or in the entry itself when they are one number repeated; the
-          // initialiser is what --init=random draws instead.
-          if (isSplatValue(p)) {
-            fromWeights = 2;
-          } else {
-            if (opts.weightsFile.empty())
-              return p.emitError() << "parameters with imported values need a "
-                                      "weights file: give -o FILE (or use "
-                                      "--init=random)";
-            fromWeights = 1;
-          }
-          init = defaultInitFor(p);
-        }
-        name = p.getSymName();
-        isParam = true;
-      } else {
-        auto s = cast<StateOp>(op);
-        type = cast<RankedTensorType>(s.getType());
-        init = s.getInitAttr();
-        name = s.getSymName();
-      }
-      std::optional<rt::DType> dt = rt::dtypeOf(type.getElementType());
-      std::optional<MemSpace> space = getMemSpace(type);
-      if (!dt || type.getRank() > 8 ||
-          (type.getEncoding() && space != MemSpace::device && space != MemSpace::pinned))
-        return op->emitError() << "code generation supports f32, bf16 and i64 "
-                                  "parameters and state on the device or in pinned "
-                                  "host memory";
-      llvm::raw_string_ostream o(out);
-      o << "{" << cppStringLiteral(name) << ", " << dtypeName(*dt) << ", " << type.getRank() << ", {"
-        << join(type.getShape()) << "}, " << (init ? int(init.getKind()) : 0) << ", "
-        << llvm::format("%.17g", init ? init.getA().convertToDouble() : 0.0) << ", "
-        << llvm::format("%.17g", init ? init.getB().convertToDouble() : 0.0) << ", "
-        << (isParam ? 1 : 0) << ", " << fromWeights;
-      anyWeights |= fromWeights == 1;
-      return success();
-    };
-    for (Operation &op : module.getBody()->getOperations()) {
-      if (!isa<ParamOp, StateOp>(op) || op.hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr()))
-        continue;
-      std::string entry;
-      if (failed(describe(&op, entry)))
-        return failure();
-      StringRef name = cast<SymbolOpInterface>(op).getName();
-      globals[name] = int(globals.size());
-      auto members = op.getAttrOfType<ArrayAttr>(LoomDialect::ShardOfAttrHelper::getNameStr());
-      // Placement and the mirrored parameter (a working copy the driver
-      // initialises from the master weights: loom-offload-optimizer).
-      int mirror = 0; // 1 + the global's index
-      if (auto m = op.getAttrOfType<FlatSymbolRefAttr>(LoomDialect::MirrorOfAttrHelper::getNameStr())) {
-        if (!globals.count(m.getValue()))
-          return op.emitError() << "code generation: loom.mirror_of must name a "
-                                   "parameter declared before it";
-        mirror = globals.lookup(m.getValue()) + 1;
-      }
-      std::string tail = ", " + std::string(isHostMemory(op.getAttrOfType<TypeAttr>("type").getValue())
-                                                ? "LOOMRT_MEM_PINNED"
-                                                : "LOOMRT_MEM_DEVICE") +
-                         ", " + std::to_string(mirror) + ", " + splatOf(&op) + "},\n";
-      if (!members) {
-        tos << "    " << entry << ", 0, nullptr, 0" << tail;
-        continue;
-      }
-      std::string mt = "kMembers" + std::to_string(globals.size() - 1);
-      mos << "const loomrt_global_desc " << mt << "[] = {\n";
-      for (Attribute a : members) {
-        auto m = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
-        std::string me;
-        if (!m || failed(describe(m, me)))
-          return op.emitError() << "code generation: a member of this shard is not a loom.param";
-        // A member that is a global itself (ZeRO 1-2 master shards,
-        // loom-data-parallel master-shards) is the shard's source: the
-        // driver copies its block from it instead of drawing again.
-        int source = 0;
-        if (!m->hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr())) {
-          auto it = globals.find(m.getSymName());
-          if (it == globals.end())
-            return op.emitError() << "code generation: a shard's member '" << m.getSymName()
-                                  << "' that is a global must be declared before the shard";
-          source = it->second + 1;
-        }
-        mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, " << source << ", "
-            << splatOf(m) << "},\n";
-      }
-      mos << "};\n";
-      auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());
-      if (!padded)
-        return op.emitError() << "code generation: a loom.shard_of parameter needs loom.padded";
-      // The members' alignment in the bucket (loom-data-parallel
-      // member-align): the gaps between them in the gathered bucket.
-      int64_t align = 1;
-      if (auto a = op.getAttrOfType<IntegerAttr>(LoomDialect::MemberAlignAttrHelper::getNameStr()))
-        align = a.getInt();
-      tail.insert(tail.size() - 3, ", " + std::to_string(align));
-      tos << "    " << entry << ", " << members.size() << ", " << mt << ", "
-          << padded.getInt() << tail;
-    }
+    if (failed(globalTables(table, memberTables, anyWeights)))
+      return failure();
 
     // The lowered functions, in module order (the lowering keeps callees
     // first: it only removes what @train_step does not reach).
@@ -413,24 +449,7 @@ public:
         << "// Regenerate it with loomc rather than editing it: each runtime "
            "call below\n// is preceded by the loom op it implements.\n"
         << "#include \"loomrt/train.h\"\n\n#include <cmath>\n#include <cstring>\n\n"
-        << "#define LOOM_CHECK(x)                                        \\\n"
-        << "  do {                                                     \\\n"
-        << "    loomrt_status st_ = (x);                               \\\n"
-        << "    if (st_ != LOOMRT_OK)                                  \\\n"
-        << "      return st_;                                          \\\n"
-        << "  } while (0)\n"
-        << "#define LOOM_ALLOC(v, bytes)                                 \\\n"
-        << "  void *v = loomrt_step_alloc(c, (bytes));                 \\\n"
-        << "  if (!v)                                                  \\\n"
-        << "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
-        << "#define LOOM_ALLOC_AT(v, offset, bytes)                      \\\n"
-        << "  void *v = loomrt_step_alloc_at(c, (offset), (bytes));    \\\n"
-        << "  if (!v)                                                  \\\n"
-        << "    return LOOMRT_ERR_OUT_OF_MEMORY\n"
-        << "#define LOOM_ALLOC_HOST(v, bytes)                            \\\n"
-        << "  void *v = loomrt_step_alloc_host(c, (bytes));            \\\n"
-        << "  if (!v)                                                  \\\n"
-        << "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n"
+        << kMacros
         << (hostTasks ? kHostTaskHelper : "") << "namespace {\n\n"
         << constants << decls << bodies
         << "loomrt_status entry(loomrt_step_ctx c, void **G, const void *const *in, "
@@ -534,6 +553,29 @@ private:
     inBlock = false;
   }
 
+  /// The world's communicator, or a group of some levels: split from the
+  /// world's the first time (the driver keeps it in the step context).
+  LogicalResult emitComm(rt::CommOp o) {
+    if (!o.getLevels()) {
+      names[o.getResult()] = "comm";
+      return success();
+    }
+    // A group of some levels: split from the world's communicator the
+    // first time (the driver keeps it in the step context).
+    std::string v = define(o.getResult(), "g");
+    // (Named: a range-for over *o.getLevels() would outlive the
+    // optional holding the ArrayRef.)
+    ArrayRef<int64_t> levels = *o.getLevels(), sizes = *o.getSizes();
+    uint64_t mask = 0;
+    for (int64_t l : levels)
+      mask |= uint64_t(1) << l;
+    *os << "  static const int64_t " << v << "_sizes[] = {" << join(sizes) << "};\n"
+        << "  loomrt_comm " << v << " = loomrt_step_group(c, " << mask << "u, "
+        << sizes.size() << ", " << v << "_sizes);\n"
+        << "  if (!" << v << ")\n    return LOOMRT_ERR_BACKEND;\n";
+    return success();
+  }
+
   LogicalResult emit(Operation *op) {
     for (Value v : op->getOperands())
       if (!names.count(v))
@@ -553,26 +595,7 @@ private:
           names[o.getResult()] = role[int(o.getRole())];
           return success();
         })
-        .Case([&](rt::CommOp o) -> LogicalResult {
-          if (!o.getLevels()) {
-            names[o.getResult()] = "comm";
-            return success();
-          }
-          // A group of some levels: split from the world's communicator the
-          // first time (the driver keeps it in the step context).
-          std::string v = define(o.getResult(), "g");
-          // (Named: a range-for over *o.getLevels() would outlive the
-          // optional holding the ArrayRef.)
-          ArrayRef<int64_t> levels = *o.getLevels(), sizes = *o.getSizes();
-          uint64_t mask = 0;
-          for (int64_t l : levels)
-            mask |= uint64_t(1) << l;
-          *os << "  static const int64_t " << v << "_sizes[] = {" << join(sizes) << "};\n"
-              << "  loomrt_comm " << v << " = loomrt_step_group(c, " << mask << "u, "
-              << sizes.size() << ", " << v << "_sizes);\n"
-              << "  if (!" << v << ")\n    return LOOMRT_ERR_BACKEND;\n";
-          return success();
-        })
+        .Case([&](rt::CommOp o) { return emitComm(o); })
         .Case([&](rt::AllocOp o) {
           if (std::optional<uint64_t> at = o.getOffset()) {
             *os << "  LOOM_ALLOC_AT(" << define(o.getResult()) << ", " << *at << "u, "
