@@ -189,6 +189,9 @@ CASES = {
                                   inputs=('input { name: "x" type { tensor_type { elem_type: 1 shape { dim { dim_value: 2 } dim { dim_value: 4294967296 } } } } }',)),
     # ONNX's Attention exists from opset 23; 4-D inputs only.
     "attention_below_opset_23": model([node("Attention", ["x", "x", "x"], ["y"], name="att")]),
+    # So does RMSNormalization: each row of the operator table says since
+    # when, and checkNode refuses a node newer than the model's opset.
+    "rms_norm_below_opset_23": model([node("RMSNormalization", ["x", "w"], ["y"], name="rms")]),
     "attention_2d": model([node("Attention", ["x", "x", "x"], ["y"], name="att")],
                           opset="opset_import { version: 23 }"),
     # Not protobuf at all.
