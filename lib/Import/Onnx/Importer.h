@@ -294,10 +294,6 @@ private:
   llvm::StringMap<std::string> retieTransposes(ModuleOp module);
 
   //===--------------------------------------------------------------===//
-  // Nodes
-  //===--------------------------------------------------------------===//
-
-  //===--------------------------------------------------------------===//
   // Shape rules shared by folding and conversion, each checking what the
   // file declares (axes in range, sizes that add up) before using it.
   //===--------------------------------------------------------------===//
