@@ -1,7 +1,7 @@
 //===- StepSimulation.cpp - the step simulation from the passes ----------===//
 //
 // The passes plan on loom IR; the simulation prices the calls the binary
-// makes (lib/CostModel/StepSimulation.cpp). In between: the lowering, on a
+// makes (passes/LoomRT/StepSimulation.cpp). In between: the lowering, on a
 // copy. loom-simulate-step is the simulation as a pass, for loom-opt.
 //
 //===----------------------------------------------------------------------===//

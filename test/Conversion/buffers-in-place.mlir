@@ -1,4 +1,4 @@
-// Buffers the lowering does not copy (passes/LowerToRuntime.cpp, Plan):
+// Buffers the lowering does not copy (passes/LoomToLoomRT/Plan.cpp):
 // a concatenation's inputs made by kernels are computed in its buffer, a
 // contiguous slice is a view of its input, and an update reads its state
 // in place when the state's other readers come earlier on the compute
