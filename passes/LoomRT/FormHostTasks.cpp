@@ -23,6 +23,7 @@ namespace rt = mlir::loomrt;
 
 namespace {
 
+/// A buffer's root, by which tasks and releases compare buffers.
 Value rootOf(Value v) { return rt::bufferRoot(v); }
 
 /// The role of the stream an op runs on (its stream operand), if any.

@@ -22,9 +22,6 @@ namespace rt = mlir::loomrt;
 
 namespace {
 
-Value rootOf(Value v) { return rt::bufferRoot(v); }
-
-
 /// Which results of each function hand their buffer to the caller: an
 /// allocation of the callee, returned once.
 using Transfers = llvm::DenseMap<Operation *, SmallVector<bool>>;
@@ -39,7 +36,7 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers, bool in
   llvm::SetVector<Value> owned;
   llvm::DenseMap<Value, Operation *> last;
   auto use = [&](Value v, Operation *at) {
-    Value r = rootOf(v);
+    Value r = rt::bufferRoot(v);
     Operation *&l = last[r];
     if (!l || l->isBeforeInBlock(at))
       l = at;
@@ -58,8 +55,8 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers, bool in
       if (isa<rt::BufferType>(v.getType()))
         use(v, &op);
     for (Value r : op.getResults()) // defined here: live from here
-      if (isa<rt::BufferType>(r.getType()) && !last.count(rootOf(r)))
-        last[rootOf(r)] = &op;
+      if (isa<rt::BufferType>(r.getType()) && !last.count(rt::bufferRoot(r)))
+        last[rt::bufferRoot(r)] = &op;
   }
   // A transfer's buffers stay in use until its event (the next record on
   // its stream) is waited.
@@ -92,10 +89,10 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers, bool in
   llvm::DenseMap<Value, int> count;
   auto ret = cast<func::ReturnOp>(blk.getTerminator());
   for (Value v : ret.getOperands())
-    ++count[rootOf(v)];
+    ++count[rt::bufferRoot(v)];
   SmallVector<bool> &moved = transfers[fn];
   for (Value v : ret.getOperands())
-    moved.push_back(owned.contains(rootOf(v)) && count[rootOf(v)] == 1);
+    moved.push_back(owned.contains(rt::bufferRoot(v)) && count[rt::bufferRoot(v)] == 1);
   if (!insert)
     return;
   OpBuilder b(fn.getContext());

@@ -38,19 +38,24 @@ bool Importer::foldable(const onnx::NodeProto &n, ArrayRef<int64_t> shape) {
 
 std::optional<Val> Importer::fold(const onnx::NodeProto &n, bool &bad) {
   const OnnxOp *row = findOnnxOp(n.op_type());
-  return row && row->fold ? (this->*row->fold)(n, bad) : std::nullopt;
+  if (!row || !row->fold)
+    return std::nullopt;
+  Folding f{[&](int i) -> const Val & { return *constInput(n, i); },
+            [&](const std::string &msg) -> std::optional<Val> {
+              bad = true;
+              nodeFail(n, msg);
+              return std::nullopt;
+            },
+            bad};
+  return (this->*row->fold)(n, f);
 }
 
-/// Folds arithmetic, comparisons, logic, casts and cumulative sums over host constants (fold's contract,
-/// Importer.h).
-std::optional<Val> Importer::foldArithmetic(const onnx::NodeProto &n, bool &bad) {
+/// Folds arithmetic, comparisons, logic, casts and cumulative sums over host constants
+/// (fold's contract, Importer.h).
+std::optional<Val> Importer::foldArithmetic(const onnx::NodeProto &n, const Folding &f) {
   const std::string &op = n.op_type();
-  auto in = [&](int i) -> const Val & { return *constInput(n, i); };
-  auto invalid = [&](const std::string &msg) -> std::optional<Val> {
-    bad = true;
-    nodeFail(n, msg);
-    return std::nullopt;
-  };
+  auto &in = f.in;
+  auto &invalid = f.invalid;
   Val r;
   // Folds with numpy broadcasting (shape arithmetic, masks built from
   // ranges: [1, 1, T, 1] against [1, 1, 1, T]), up to kMaxFolded elements.
@@ -179,16 +184,12 @@ std::optional<Val> Importer::foldArithmetic(const onnx::NodeProto &n, bool &bad)
   return std::nullopt;
 }
 
-/// Folds shape ops (expand, transpose, squeeze, concat, reshape, slice) over host constants (fold's contract,
-/// Importer.h).
-std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
+/// Folds shape ops (expand, transpose, squeeze, concat, reshape, slice) over host constants
+/// (fold's contract, Importer.h).
+std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, const Folding &f) {
   const std::string &op = n.op_type();
-  auto in = [&](int i) -> const Val & { return *constInput(n, i); };
-  auto invalid = [&](const std::string &msg) -> std::optional<Val> {
-    bad = true;
-    nodeFail(n, msg);
-    return std::nullopt;
-  };
+  auto &in = f.in;
+  auto &invalid = f.invalid;
   Val r;
   // Expand of a constant (a mask of ones for the batch).
   if (op == "Expand") {
@@ -216,7 +217,7 @@ std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
     const Val &x = in(0);
     SmallVector<int64_t> perm;
     if (!transposePerm(n, int64_t(x.shape.size()), perm))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     // Output dimension d walks input dimension perm[d].
     SmallVector<int64_t> inStride = broadcastStrides(x.shape, x.shape.size()), st;
     r.elem = x.elem;
@@ -234,9 +235,9 @@ std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
     r = in(0);
     const Val *axesC;
     if (!optionalConst(n, 1, axesC, "axes"))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     if (!squeezeShape(n, op == "Unsqueeze", axesC ? ints(*axesC) : intsAttr(n, "axes"), r.shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     return r;
   }
   if (op == "Concat") {
@@ -261,7 +262,7 @@ std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
       r.shape[size_t(axis)] += x.shape[size_t(axis)];
     }
     if (!foldable(n, r.shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     // Each outer index takes its block from every input in turn.
     r.data.clear();
     for (int64_t o = 0; o < outer; ++o)
@@ -276,7 +277,7 @@ std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
     r = in(0);
     std::vector<int64_t> shape;
     if (!reshapeTarget(n, r.shape, in(1), shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     r.shape = shape;
     return r;
   }
@@ -284,10 +285,10 @@ std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
     const Val &data = in(0);
     const Val *axesC, *stepsC;
     if (!optionalConst(n, 3, axesC, "axes") || !optionalConst(n, 4, stepsC, "steps"))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     SmallVector<int64_t> lo, hi, st, out;
     if (!sliceBounds(n, data.shape, in(1), in(2), axesC, stepsC, lo, hi, st, out))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     int64_t rank = int64_t(data.shape.size());
     r.elem = data.elem;
     r.shape.assign(out.begin(), out.end());
@@ -309,16 +310,12 @@ std::optional<Val> Importer::foldShapes(const onnx::NodeProto &n, bool &bad) {
   return std::nullopt;
 }
 
-/// Folds gathers (Gather, GatherElements, GatherND) over host constants (fold's contract,
-/// Importer.h).
-std::optional<Val> Importer::foldGathers(const onnx::NodeProto &n, bool &bad) {
+/// Folds gathers (Gather, GatherElements, GatherND) over host constants
+/// (fold's contract, Importer.h).
+std::optional<Val> Importer::foldGathers(const onnx::NodeProto &n, const Folding &f) {
   const std::string &op = n.op_type();
-  auto in = [&](int i) -> const Val & { return *constInput(n, i); };
-  auto invalid = [&](const std::string &msg) -> std::optional<Val> {
-    bad = true;
-    nodeFail(n, msg);
-    return std::nullopt;
-  };
+  auto &in = f.in;
+  auto &invalid = f.invalid;
   Val r;
   if (op == "Gather") {
     const Val &data = in(0), &idx = in(1);
@@ -331,7 +328,7 @@ std::optional<Val> Importer::foldGathers(const onnx::NodeProto &n, bool &bad) {
     r.shape = idx.shape;
     r.shape.insert(r.shape.end(), data.shape.begin() + 1, data.shape.end());
     if (!foldable(n, r.shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     for (int64_t row : ints(idx)) {
       if (row < -rows || row >= rows)
         return invalid("index " + std::to_string(row) + " is out of range for " +
@@ -361,7 +358,7 @@ std::optional<Val> Importer::foldGathers(const onnx::NodeProto &n, bool &bad) {
     r.elem = data.elem;
     r.shape = idx.shape;
     if (!foldable(n, r.shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     std::vector<int64_t> at = ints(idx);
     r.data.resize(size_t(idx.numel()));
     for (int64_t i = 0; i < idx.numel(); ++i) {
@@ -409,7 +406,7 @@ std::optional<Val> Importer::foldGathers(const onnx::NodeProto &n, bool &bad) {
     r.shape.assign(idx.shape.begin(), idx.shape.end() - 1);
     r.shape.insert(r.shape.end(), data.shape.begin() + batch + k, data.shape.end());
     if (!foldable(n, r.shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     std::vector<int64_t> at = ints(idx);
     int64_t perBatch = data.numel() / std::max<int64_t>(1, bsize);
     for (int64_t bi = 0; bi < bsize; ++bi)
@@ -427,16 +424,12 @@ std::optional<Val> Importer::foldGathers(const onnx::NodeProto &n, bool &bad) {
   return std::nullopt;
 }
 
-/// Folds generators (Trilu, Range, ConstantOfShape) over host constants (fold's contract,
-/// Importer.h).
-std::optional<Val> Importer::foldGenerators(const onnx::NodeProto &n, bool &bad) {
+/// Folds generators (Trilu, Range, ConstantOfShape) over host constants
+/// (fold's contract, Importer.h).
+std::optional<Val> Importer::foldGenerators(const onnx::NodeProto &n, const Folding &f) {
   const std::string &op = n.op_type();
-  auto in = [&](int i) -> const Val & { return *constInput(n, i); };
-  auto invalid = [&](const std::string &msg) -> std::optional<Val> {
-    bad = true;
-    nodeFail(n, msg);
-    return std::nullopt;
-  };
+  auto &in = f.in;
+  auto &invalid = f.invalid;
   Val r;
   if (op == "Trilu") {
     // A causal mask built in forward (torch.tril of ones): keep the band
@@ -444,7 +437,7 @@ std::optional<Val> Importer::foldGenerators(const onnx::NodeProto &n, bool &bad)
     r = in(0);
     const Val *kC;
     if (!optionalConst(n, 1, kC, "k"))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     if (kC && kC->numel() != 1)
       return invalid("k must be a scalar");
     int64_t k = kC ? ints(*kC)[0] : 0;
@@ -482,7 +475,7 @@ std::optional<Val> Importer::foldGenerators(const onnx::NodeProto &n, bool &bad)
       return invalid("the shape must be 1-d");
     std::vector<int64_t> shape = ints(in(0));
     if (!foldable(n, shape))
-      return bad = true, std::nullopt;
+      return f.bad = true, std::nullopt;
     const auto *v = attr(n, "value");
     r.elem = v ? v->t().data_type() : onnx::TensorProto::FLOAT;
     double x = 0;

@@ -43,6 +43,7 @@
 #include <onnx/onnx_pb.h>
 #include <google/protobuf/unknown_field_set.h>
 
+#include <functional>
 #include <map>
 
 #include <charconv>
@@ -216,6 +217,15 @@ struct Val {
 
 class Importer;
 
+/// What a family folder gets from fold: the node's inputs as constants
+/// (checkNode and allConst have run), and `invalid(msg)`, which reports the
+/// node as invalid (sets `bad`) and returns nullopt.
+struct Folding {
+  std::function<const Val &(int)> in;
+  std::function<std::optional<Val>(const std::string &)> invalid;
+  bool &bad;
+};
+
 /// One ONNX operator of the default domain: the opset it exists since, its
 /// arity (ONNX's, optional inputs included: nodes are checked against it
 /// before anything reads them), what it becomes (`loomc
@@ -227,7 +237,7 @@ struct OnnxOp {
   int minIn, maxIn, minOut, maxOut;
   StringRef how;
   bool (Importer::*convert)(const onnx::NodeProto &);
-  std::optional<Val> (Importer::*fold)(const onnx::NodeProto &, bool &bad);
+  std::optional<Val> (Importer::*fold)(const onnx::NodeProto &, const Folding &);
 };
 constexpr int kMany = std::numeric_limits<int>::max();
 constexpr StringRef kFolds = "folds on the host (constant inputs only)";
@@ -330,10 +340,10 @@ private:
   std::optional<Val> fold(const onnx::NodeProto &n, bool &bad);
   // fold's contract for each family of operators (Fold.cpp); a row of the
   // operator table names its folder.
-  std::optional<Val> foldArithmetic(const onnx::NodeProto &n, bool &bad);
-  std::optional<Val> foldShapes(const onnx::NodeProto &n, bool &bad);
-  std::optional<Val> foldGathers(const onnx::NodeProto &n, bool &bad);
-  std::optional<Val> foldGenerators(const onnx::NodeProto &n, bool &bad);
+  std::optional<Val> foldArithmetic(const onnx::NodeProto &n, const Folding &f);
+  std::optional<Val> foldShapes(const onnx::NodeProto &n, const Folding &f);
+  std::optional<Val> foldGathers(const onnx::NodeProto &n, const Folding &f);
+  std::optional<Val> foldGenerators(const onnx::NodeProto &n, const Folding &f);
 
 public:
   /// The rows of each family of operators (Elementwise.cpp, Shapes.cpp,
