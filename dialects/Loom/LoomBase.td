@@ -67,18 +67,6 @@ def Loom_Dialect : Dialect {
     // On @train_step: #loom.optimizer_offload, the mode
     // loom-offload-optimizer applied.
     "::mlir::loom::OptimizerOffloadAttr":$optimizer_offload,
-    // On the module: the CPU's updates run on the step's host thread
-    // (loomrt.host_task) and start when their gradients land (loomc
-    // --host-thread, on for GPU targets).
-    "::mlir::UnitAttr":$host_thread,
-    // On the module: loomc --no-fuse; the step simulation's lowered copies
-    // are left unfused, as the binary's step is (else they get
-    // loom-fuse-epilogues, as loomc's pipeline runs it).
-    "::mlir::UnitAttr":$no_fuse,
-    // On the module: loomc --arena=online; the step simulation's lowered
-    // copies keep the runtime's placement of buffers, as the binary's step
-    // does (else they get loom-plan-arena, as loomc's pipeline runs it).
-    "::mlir::UnitAttr":$online_arena,
     // On the module: the names of @forward's arguments, in order (the
     // model's inputs and the loss's labels; the training binary's
     // --input NAME=FILE.npy).

@@ -82,10 +82,6 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   if (name == LoomDialect::ModelAttrHelper::getNameStr() ||
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
-  if (name == LoomDialect::HostThreadAttrHelper::getNameStr() ||
-      name == LoomDialect::NoFuseAttrHelper::getNameStr() ||
-      name == LoomDialect::OnlineArenaAttrHelper::getNameStr())
-    return expect(isa<UnitAttr>(value) && isa<ModuleOp>(op), "a unit attribute on the module");
   if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1,

@@ -301,7 +301,7 @@ LogicalResult BroadcastCommOp::verifySymbolUses(SymbolTableCollection &table) {
   FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
   if (failed(size))
     return failure();
-  if (getRoot() < 0 || getRoot() >= *size)
+  if (getRoot() >= uint64_t(*size)) // (unsigned: never below 0)
     return emitOpError() << "root " << getRoot()
                          << " is not a rank of a group of " << *size;
   return verifySameType(*this, getInput().getType(), getResult().getType());

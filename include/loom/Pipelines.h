@@ -103,6 +103,11 @@ struct PipelineOptions {
 /// loomrt (lowered). `cpp` and `binary` are not passes (lib/Codegen).
 void buildPipeline(mlir::OpPassManager &pm, Phase from, Phase to, const PipelineOptions &o);
 
+/// The lowering the binary of `o` gets (host thread, fusion, arena plan):
+/// the lowering pipeline's options, and what the step simulation lowers
+/// copies with.
+mlir::loom::LoweringOptions loweringOf(const PipelineOptions &o);
+
 /// The phase a module has reached, read from what it defines: a lowered
 /// @train_step, @train_step, @forward_backward, or a forward only.
 Phase reachedPhase(mlir::ModuleOp module);

@@ -848,7 +848,6 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
     lowered = module.clone();
     PassManager pm(module.getContext());
     LoweringOptions lo;
-    lo.hostThread = LoweringOptions::recordedIn(module).hostThread;
     lo.fuse = lo.planArena = false;
     buildLoweringPipeline(pm, lo);
     if (failed(pm.run(*lowered)))

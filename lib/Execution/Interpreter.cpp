@@ -250,7 +250,6 @@ public:
     PassManager pm(module.getContext());
     LoweringOptions lo;
     lo.entry = function.str();
-    lo.hostThread = LoweringOptions::recordedIn(module).hostThread;
     lo.fuse = lo.planArena = false;
     buildLoweringPipeline(pm, lo);
     std::string diags;

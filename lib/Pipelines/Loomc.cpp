@@ -74,9 +74,10 @@ static std::string commSummary(const mlir::loom::StepPrediction &p) {
 /// The cost model's prediction of the step (stderr) and, with `timeline`,
 /// the whole predicted schedule as a Chrome trace. Returns the exit code.
 static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
-                            const std::string &timeline) {
+                            const std::string &timeline,
+                            const mlir::loom::LoweringOptions &lowering) {
   FailureOr<mlir::loom::StepPrediction> pred =
-      mlir::loom::simulateStep(module, hw, !timeline.empty());
+      mlir::loom::simulateStep(module, hw, !timeline.empty(), lowering);
   if (failed(pred))
     return 1;
   constexpr double GiB = double(1ull << 30);
@@ -94,7 +95,8 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   // 1-bit Adam: the step after the freeze is another function.
   if (module.lookupSymbol(mlir::loom::LoomDialect::kTrainStepFrozen)) {
     FailureOr<mlir::loom::StepPrediction> frozen =
-        mlir::loom::simulateStep(module, hw, false, mlir::loom::LoomDialect::kTrainStepFrozen);
+        mlir::loom::simulateStep(module, hw, false, lowering,
+                                 mlir::loom::LoomDialect::kTrainStepFrozen);
     if (failed(frozen))
       return 1;
     llvm::errs() << llvm::formatv("loomc: predicted step after the freeze (1-bit Adam) on "
@@ -161,7 +163,10 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
     buildPipeline(pm, reached, Phase::Lowered, po);
     if (failed(pm.run(*copy)))
       return std::nullopt;
-    FailureOr<mlir::loom::StepPrediction> p = mlir::loom::simulateStep(*copy, hw, false);
+    // (Lowered by the pipeline already: the options only matter for
+    // unlowered input.)
+    FailureOr<mlir::loom::StepPrediction> p =
+        mlir::loom::simulateStep(*copy, hw, false, loweringOf(po));
     if (failed(p))
       return std::nullopt;
     c.pred = std::move(*p);
@@ -1055,26 +1060,10 @@ int loomcMain(int argc, char **argv) {
     po.hpzLevels = chosen->secondary;
     po.qgzInner = chosen->qgzInner;
   }
-  // The host thread is a decision the lowering reads wherever it runs (the
-  // planner and the step simulation lower copies of the module).
+  // The host thread: the offload passes and the lowering read it from the
+  // pipeline's options (so do the planner's and the prediction's lowered
+  // copies, with fusion and the arena plan: loweringOf).
   po.hostThread = o.hostThread == "on" || (o.hostThread == "auto" && o.target != "cpu");
-  if (po.hostThread)
-    (*module)->setAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr(),
-                       UnitAttr::get(&ctx));
-  else
-    (*module)->removeAttr(mlir::loom::LoomDialect::HostThreadAttrHelper::getNameStr());
-  // So is fusion: the step simulation's lowered copies fuse as the binary.
-  if (!po.fuse)
-    (*module)->setAttr(mlir::loom::LoomDialect::NoFuseAttrHelper::getNameStr(),
-                       UnitAttr::get(&ctx));
-  else
-    (*module)->removeAttr(mlir::loom::LoomDialect::NoFuseAttrHelper::getNameStr());
-  // And the arena plan.
-  if (!po.planArena)
-    (*module)->setAttr(mlir::loom::LoomDialect::OnlineArenaAttrHelper::getNameStr(),
-                       UnitAttr::get(&ctx));
-  else
-    (*module)->removeAttr(mlir::loom::LoomDialect::OnlineArenaAttrHelper::getNameStr());
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
@@ -1087,7 +1076,7 @@ int loomcMain(int argc, char **argv) {
   // the lowered step (a lowered copy before --compile-to=lowered).
   if (hw && phase >= Phase::Optimizer &&
       module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
-      reportPrediction(*module, *hw, o.timeline))
+      reportPrediction(*module, *hw, o.timeline, loweringOf(po)))
     return 1;
 
   CodegenOptions cg;

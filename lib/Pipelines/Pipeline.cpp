@@ -25,17 +25,18 @@ namespace {
 void addOffload(OpPassManager &pm, const PipelineOptions &o) {
   mlir::loom::OffloadOptimizerOptions oo;
   oo.mode = o.offload;
+  oo.hostThread = o.hostThread;
   if (o.offload == "interleaved") {
     mlir::loom::OptimizerSubgroupsOptions so;
     so.subGroupSize = o.subGroupSize;
     pm.addPass(mlir::loom::createOptimizerSubgroups(so));
-    if (o.hardware) {
-      pm.addPass(mlir::loom::createInterleaveOffloadFor(*o.hardware));
-    } else {
-      mlir::loom::InterleaveOffloadOptions io;
-      io.hardware = o.hardwareName;
-      pm.addPass(mlir::loom::createInterleaveOffload(io));
-    }
+    mlir::loom::InterleaveOffloadOptions io;
+    io.hardware = o.hardwareName;
+    io.hostThread = o.hostThread;
+    io.fuse = o.fuse;
+    io.planArena = o.planArena;
+    pm.addPass(o.hardware ? mlir::loom::createInterleaveOffloadFor(*o.hardware, io)
+                          : mlir::loom::createInterleaveOffload(io));
     oo.mode = "subgroups";
   }
   pm.addPass(mlir::loom::createOffloadOptimizer(oo));
@@ -124,12 +125,16 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   if (to == Phase::Schedule && runs(Phase::Schedule))
     pm.addPass(mlir::loom::createPrintSchedule());
   if (runs(Phase::Lowered)) {
-    mlir::loom::LoweringOptions lo;
-    lo.hostThread = o.hostThread;
-    lo.fuse = o.fuse;
-    lo.planArena = o.planArena;
-    mlir::loom::buildLoweringPipeline(pm, lo);
+    mlir::loom::buildLoweringPipeline(pm, loweringOf(o));
   }
+}
+
+mlir::loom::LoweringOptions loweringOf(const PipelineOptions &o) {
+  mlir::loom::LoweringOptions lo;
+  lo.hostThread = o.hostThread;
+  lo.fuse = o.fuse;
+  lo.planArena = o.planArena;
+  return lo;
 }
 
 Phase reachedPhase(ModuleOp module) {

@@ -75,7 +75,12 @@ struct InterleaveOffload
     Outcome o;
     // The copy is ours: lowered in place, without the comments, fused as
     // the binary will be.
-    if (failed(applyOffload(*copy, "subgroups")) || failed(lowerForSimulation(*copy)))
+    LoweringOptions lowering;
+    lowering.hostThread = hostThread;
+    lowering.fuse = fuse;
+    lowering.planArena = planArena;
+    if (failed(applyOffload(*copy, "subgroups", hostThread)) ||
+        failed(lowerForSimulation(*copy, lowering)))
       return o;
     FailureOr<StepPrediction> p = simulateLoweredStep(*copy, hw, false);
     if (failed(p))
@@ -187,8 +192,9 @@ struct InterleaveOffload
 
 } // namespace
 
-std::unique_ptr<Pass> mlir::loom::createInterleaveOffloadFor(const cost::Hardware &hw) {
-  auto pass = std::make_unique<InterleaveOffload>();
+std::unique_ptr<Pass> mlir::loom::createInterleaveOffloadFor(const cost::Hardware &hw,
+                                                             const InterleaveOffloadOptions &o) {
+  auto pass = std::make_unique<InterleaveOffload>(o);
   pass->given = hw;
   return pass;
 }

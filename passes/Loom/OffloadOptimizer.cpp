@@ -82,7 +82,7 @@ struct OffloadOptimizer
   using Base::Base;
 
   void runOnOperation() override {
-    if (failed(applyOffload(getOperation(), mode)))
+    if (failed(applyOffload(getOperation(), mode, hostThread)))
       signalPassFailure();
   }
 };
@@ -310,14 +310,18 @@ struct OffloadRewrite {
   InitAttr zeros;
   StreamAttr h2d, d2h;
   Type tok;
+  /// Each CPU group moves up to where its gradients land, for the step's
+  /// host thread (loomc --host-thread).
+  bool hostThread;
   SmallVector<Value> refreshTokens, backTokens;
   SmallVector<std::pair<Value, FlatSymbolRefAttr>> backStores, refreshStores;
 
-  OffloadRewrite(ModuleOp module, Block &blk)
+  OffloadRewrite(ModuleOp module, Block &blk, bool hostThread)
       : module(module), ctx(module.getContext()), blk(blk), b(module.getContext()),
         zeros(InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0))),
         h2d(StreamAttr::get(ctx, StreamKind::h2d, 0)),
-        d2h(StreamAttr::get(ctx, StreamKind::d2h, 0)), tok(TokenType::get(ctx)) {}
+        d2h(StreamAttr::get(ctx, StreamKind::d2h, 0)), tok(TokenType::get(ctx)),
+        hostThread(hostThread) {}
 
   /// Places one update off the device: its working copy, its master
   /// weights and state in pinned memory, and the copies a streamed update
@@ -484,7 +488,7 @@ struct OffloadRewrite {
       int64_t ra = groupReady[a->group], rc = groupReady[c->group];
       return ra != rc ? ra < rc : a->group < c->group;
     });
-    // With the step's host thread (loom.host_thread), each group then moves
+    // With the step's host thread (the host-thread option), each group then moves
     // up to where it can first run: the host thread waits for its gradients
     // there while the step goes on issuing the backward (Deep Optimizer
     // States, section 3: CPU updates overlap the backward).
@@ -525,7 +529,7 @@ struct OffloadRewrite {
       }
     }
 
-    if (module->hasAttr(LoomDialect::HostThreadAttrHelper::getNameStr())) {
+    if (hostThread) {
       llvm::SmallPtrSet<Operation *, 16> late;
       for (Update *u : cpu)
         late.insert(u->readsAfter.begin(), u->readsAfter.end());
@@ -574,7 +578,7 @@ struct OffloadRewrite {
   }
 };
 
-LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
+LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread) {
   MLIRContext *ctx = module.getContext();
   std::string error;
   FailureOr<OptimizerOffloadAttr> mode = parseOffloadMode(ctx, modeName, error);
@@ -610,7 +614,7 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName) {
 
   Block &blk = step.getBody().front();
   auto ret = cast<func::ReturnOp>(blk.getTerminator());
-  OffloadRewrite rw(module, blk);
+  OffloadRewrite rw(module, blk, hostThread);
   for (Update &u : updates)
     if (failed(rw.place(u)))
       return failure();

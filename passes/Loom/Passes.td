@@ -676,6 +676,9 @@ def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"hostThread", "host-thread", "bool", /*default=*/"false",
+           "Move each CPU update up to just after its gradient's copy, for the "
+           "step's host thread (loomc --host-thread)">,
     Option<"mode", "mode", "std::string", /*default=*/"\"cpu\"",
            "Which schedule: cpu (every update on the CPU), static:R (the "
            "first parameters holding a fraction R of the elements keep their "
@@ -726,6 +729,14 @@ def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
            "A hardware preset (h100, cpu-host) or a description file from "
            "loom-calibrate">,
+    Option<"hostThread", "host-thread", "bool", /*default=*/"false",
+           "The simulated step runs the CPU's updates on its host thread "
+           "(loom-form-host-tasks; loomc --host-thread)">,
+    Option<"fuse", "fuse", "bool", /*default=*/"true",
+           "The simulated step is fused as the binary's (loomc --no-fuse: false)">,
+    Option<"planArena", "plan-arena", "bool", /*default=*/"true",
+           "The simulated step's buffers at planned offsets (loomc "
+           "--arena=online: false)">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Device memory the plan may use, in bytes (0: the description's "
            "capacity less what the runtime keeps)">,

@@ -12,14 +12,6 @@
 using namespace mlir;
 using namespace mlir::loom;
 
-LoweringOptions LoweringOptions::recordedIn(ModuleOp module) {
-  LoweringOptions o;
-  o.hostThread = module->hasAttr(LoomDialect::HostThreadAttrHelper::getNameStr());
-  o.fuse = !module->hasAttr(LoomDialect::NoFuseAttrHelper::getNameStr());
-  o.planArena = !module->hasAttr(LoomDialect::OnlineArenaAttrHelper::getNameStr());
-  return o;
-}
-
 SmallVector<LoweringStep> mlir::loom::loweringSteps(const LoweringOptions &o) {
   SmallVector<LoweringStep> steps;
   auto always = [](auto fn) {
@@ -60,8 +52,7 @@ LogicalResult mlir::loom::runLoweringPipeline(ModuleOp module, const LoweringOpt
   return success();
 }
 
-LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy) {
-  LoweringOptions o = LoweringOptions::recordedIn(copy);
+LogicalResult mlir::loom::lowerForSimulation(ModuleOp copy, LoweringOptions o) {
   o.comments = false;
   return runLoweringPipeline(copy, o);
 }

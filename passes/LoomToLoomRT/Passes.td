@@ -36,6 +36,14 @@ def SimulateStep : Pass<"loom-simulate-step", "ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"hostThread", "host-thread", "bool", /*default=*/"false",
+           "The simulated step runs the CPU's updates on its host thread "
+           "(loom-form-host-tasks; loomc --host-thread)">,
+    Option<"fuse", "fuse", "bool", /*default=*/"true",
+           "The simulated step is fused as the binary's (loomc --no-fuse: false)">,
+    Option<"planArena", "plan-arena", "bool", /*default=*/"true",
+           "The simulated step's buffers at planned offsets (loomc "
+           "--arena=online: false)">,
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
            "A hardware preset (h100, cpu-host) or a description file from "
            "loom-calibrate">,

@@ -23,11 +23,13 @@ using namespace mlir;
 using namespace mlir::loom;
 
 FailureOr<StepPrediction> mlir::loom::simulateStep(ModuleOp module, const ::loom::cost::Hardware &hw,
-                                                   bool keepSpans, StringRef function) {
+                                                   bool keepSpans,
+                                                   const LoweringOptions &lowering,
+                                                   StringRef function) {
   if (isLoweredToRuntime(module))
     return simulateLoweredStep(module, hw, keepSpans, function);
   OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(lowerForSimulation(*copy)))
+  if (failed(lowerForSimulation(*copy, lowering)))
     return failure();
   return simulateLoweredStep(*copy, hw, keepSpans, function);
 }
@@ -43,7 +45,11 @@ struct SimulateStep : public mlir::loom::impl::SimulateStepBase<SimulateStep> {
       module.emitError() << "loom-simulate-step: " << err;
       return signalPassFailure();
     }
-    FailureOr<StepPrediction> p = simulateStep(module, *hw, !timeline.empty());
+    LoweringOptions lowering;
+    lowering.hostThread = hostThread;
+    lowering.fuse = fuse;
+    lowering.planArena = planArena;
+    FailureOr<StepPrediction> p = simulateStep(module, *hw, !timeline.empty(), lowering);
     if (failed(p))
       return signalPassFailure();
     // Full precision: tests compare against times worked out by hand.

@@ -56,18 +56,17 @@ def main():
                                    text=True).stdout)
         subprocess.run([loomc, b + ".mlir", "-o", b], check=True)
         losses["subgroups"] = binary_losses(b, data, b + ".json", "--steps", "6")
-        # Small subgroups, most on the CPU, with the host thread (the
-        # module's loom.host_thread, set before loom-offload-optimizer moves
-        # the CPU updates into the backward): the first device gradients
-        # are released a few tasks later, inside the backward.
+        # Small subgroups, most on the CPU, with the host thread
+        # (loom-offload-optimizer's host-thread option moves the CPU
+        # updates into the backward): the first device gradients are
+        # released a few tasks later, inside the backward.
         places = iter(["cpu", "cpu", "cpu", "stream", "cpu", "gpu", "cpu"] * 100)
         small = subprocess.run([loomopt, "--loom-optimizer-subgroups=sub-group-size=600"],
                                input=step, check=True, capture_output=True, text=True).stdout
         threaded = re.sub(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
                           lambda m: f'{m.group(1)} update {next(places)}', small)
-        threaded = threaded.replace("module attributes {", "module attributes {loom.host_thread, ", 1)
         with open(b + "-thread.mlir", "w") as f:
-            f.write(subprocess.run([loomopt, "--loom-offload-optimizer=mode=subgroups"],
+            f.write(subprocess.run([loomopt, "--loom-offload-optimizer=mode=subgroups host-thread=true"],
                                    input=threaded,
                                    check=True, capture_output=True, text=True).stdout)
         subprocess.run([loomc, b + "-thread.mlir", "--host-thread=on", "-o", b + "-thread"],

@@ -1,40 +1,39 @@
 // Plans on a tiny step with a fixed hardware description (a host CPU far
 // slower than PCIe) and fixed device memory limits. Device memory:
 // persistent state (12 bytes per parameter of resident state, working
-// copies) plus the step arena. The module asks for the runtime's online
-// arena (loom.online_arena, loomc --arena=online), whose first block is
+// copies) plus the step arena. The first runs plan for the runtime's online
+// arena (plan-arena=false, loomc --arena=online), whose first block is
 // 64 MiB (67108864 bytes) however small the step.
 // Enough memory: everything stays resident (no offload at all).
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67109100" | FileCheck %s --check-prefix=ALL
+// RUN: loom-opt %s --loom-interleave-offload="plan-arena=false hardware=%S/Inputs/crawling-cpu.json memory-limit=67109100" | FileCheck %s --check-prefix=ALL
 // ALL: loom.offload_plan = #loom.offload_plan<gpu = 2, stream = 0, cpu = 0, hardware = "crawling host CPU
 // ALL: loom.subgroup @sg0 [@a] numel 6 update gpu
 // ALL: loom.subgroup @sg1 [@b] numel 3 update gpu
 // Room for @a's state but not @b's as well: @a resident; @b's state can be
 // brought in during the backward (the arena has room) and the crawling CPU
 // would take 3 ms, so it is streamed.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" | FileCheck %s --check-prefix=MIX
+// RUN: loom-opt %s --loom-interleave-offload="plan-arena=false hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" | FileCheck %s --check-prefix=MIX
 // MIX: loom.subgroup @sg0 [@a] numel 6 update gpu
 // MIX: loom.subgroup @sg1 [@b] numel 3 update stream
 // Less: nothing resident; both streamed (their state fits in the arena's
 // block after the backward).
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108900" | FileCheck %s --check-prefix=LESS
+// RUN: loom-opt %s --loom-interleave-offload="plan-arena=false hardware=%S/Inputs/crawling-cpu.json memory-limit=67108900" | FileCheck %s --check-prefix=LESS
 // LESS: loom.subgroup @sg0 [@a] numel 6 update stream
 // LESS: loom.subgroup @sg1 [@b] numel 3 update stream
 // A CPU-only description: the "device" is host memory too (the CPU
 // target), so keeping the state where the step runs avoids every copy.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=cpu-host memory-limit=67109100" | FileCheck %s --check-prefix=CPU
-// RUN: loom-opt %s --loom-interleave-offload=hardware=cpu-host | FileCheck %s --check-prefix=CPU
+// RUN: loom-opt %s --loom-interleave-offload="plan-arena=false hardware=cpu-host memory-limit=67109100" | FileCheck %s --check-prefix=CPU
+// RUN: loom-opt %s --loom-interleave-offload="plan-arena=false hardware=cpu-host" | FileCheck %s --check-prefix=CPU
 // CPU: loom.subgroup @sg0 [@a] numel 6 update gpu
 // CPU: loom.subgroup @sg1 [@b] numel 3 update gpu
-// With the arena planned (loom-plan-arena, the default: the attribute
-// removed), the step's buffers take 1396 bytes with both resident (each
+// With the arena planned (loom-plan-arena, the default), the step's buffers take 1396 bytes with both resident (each
 // buffer rounded up to 256 bytes) and 1372 with @b on the CPU.
-// RUN: sed 's/attributes {loom.online_arena} //' %s | loom-opt --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1396" | FileCheck %s --check-prefix=PLANNED
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1396" | FileCheck %s --check-prefix=PLANNED
 // PLANNED: loom.offload_plan = #loom.offload_plan<gpu = 2, stream = 0, cpu = 0, {{.*}} predicted_peak_device_bytes = 1396
-// RUN: sed 's/attributes {loom.online_arena} //' %s | loom-opt --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1395" | FileCheck %s --check-prefix=PLANNED1
+// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=1395" | FileCheck %s --check-prefix=PLANNED1
 // PLANNED1: loom.offload_plan = #loom.offload_plan<gpu = 1, stream = 0, cpu = 1, {{.*}} predicted_peak_device_bytes = 1372
 // Too little even with every update on the CPU; unknown hardware.
-// RUN: not loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
+// RUN: not loom-opt %s --loom-interleave-offload="plan-arena=false hardware=%S/Inputs/crawling-cpu.json memory-limit=67108800" 2>&1 | FileCheck %s --check-prefix=TIGHT
 // TIGHT: loom-interleave-offload: the step needs 0.1 GiB of device memory with every update on the CPU, more than the 0.1 GiB usable
 // RUN: not loom-opt %s --loom-interleave-offload=hardware=no-such-machine 2>&1 | FileCheck %s --check-prefix=HW
 // HW: loom-interleave-offload: hardware 'no-such-machine' is neither a preset (h100, cpu-host, frontier) nor a readable file
@@ -43,7 +42,7 @@
 // exists (during the backward), Adam runs on the device after the
 // backward, the new weights go to the working copy and the state back to
 // host memory, which the host waits for before the step ends.
-// RUN: loom-opt %s --loom-interleave-offload="hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" --loom-offload-optimizer=mode=subgroups | FileCheck %s --check-prefix=APPLY
+// RUN: loom-opt %s --loom-interleave-offload="plan-arena=false hardware=%S/Inputs/crawling-cpu.json memory-limit=67108960" --loom-offload-optimizer=mode=subgroups | FileCheck %s --check-prefix=APPLY
 // APPLY: loom.param @a : tensor<3x2xf32> init
 // APPLY: loom.param @b : tensor<3xf32, #loom.mem<pinned>> init #loom.init<zeros>
 // APPLY-NEXT: loom.state @b.work : tensor<3xf32>
@@ -67,7 +66,7 @@
 // APPLY-NEXT: loom.store %[[BM]] to @b.exp_avg
 // APPLY-NEXT: loom.store %[[BV]] to @b.exp_avg_sq
 // APPLY-NEXT: return
-module attributes {loom.online_arena} {
+module {
 loom.param @a : tensor<3x2xf32> init #loom.init<ones>
 loom.param @b : tensor<3xf32> init #loom.init<zeros>
 loom.state @a.exp_avg : tensor<3x2xf32> role adam_m of @a init #loom.init<zeros>

@@ -51,12 +51,15 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, OptimizerOffl
 /// the returned values.
 void inlineCall(func::CallOp call, func::FuncOp callee);
 /// Rewrites @train_step for `mode` (cpu, static:R or subgroups:
-/// loom-offload-optimizer's work).
-LogicalResult applyOffload(ModuleOp module, StringRef mode);
+/// loom-offload-optimizer's work); `hostThread`: for the step's host thread
+/// (each CPU update moved up to where its gradient lands).
+LogicalResult applyOffload(ModuleOp module, StringRef mode, bool hostThread);
 
 /// loom-interleave-offload planning for `hw` as given (a caller that has
-/// read, or scaled, the description already), instead of its option.
-std::unique_ptr<Pass> createInterleaveOffloadFor(const ::loom::cost::Hardware &hw);
+/// read, or scaled, the description already) instead of its `hardware`
+/// option; its other options from `options`.
+std::unique_ptr<Pass> createInterleaveOffloadFor(const ::loom::cost::Hardware &hw,
+                                                 const InterleaveOffloadOptions &options);
 
 } // namespace mlir::loom
 

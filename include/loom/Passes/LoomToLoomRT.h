@@ -47,11 +47,6 @@ struct LoweringOptions {
   bool fuse = true;
   /// loom-plan-arena (loomc --arena=online: off).
   bool planArena = true;
-
-  /// The options loomc compiled `module` with, as its module attributes
-  /// record them (loom.host_thread, loom.no_fuse, loom.online_arena): the
-  /// step simulation, which lowers copies inside passes, reads them so.
-  static LoweringOptions recordedIn(ModuleOp module);
 };
 
 /// The lowering pipeline, defined once: loom-lower-to-runtime, then
@@ -70,16 +65,16 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringOptions &options);
 /// manager may not run on a module that is not the pass's own.
 LogicalResult runLoweringPipeline(ModuleOp module, const LoweringOptions &options);
 
-/// runLoweringPipeline for the step simulation's copy of `module`: the
-/// options recorded in it, without comments.
-LogicalResult lowerForSimulation(ModuleOp copy);
+/// runLoweringPipeline for the step simulation's copy of a module: as
+/// `options` (the binary's), without comments.
+LogicalResult lowerForSimulation(ModuleOp copy, LoweringOptions options);
 
 /// Simulates one @train_step of `module` (not modified) on `hw`: lowers a
-/// copy to loomrt (unless it is lowered already) and prices that
-/// (loom/StepSimulation.h), so the prediction is of the calls the binary
-/// makes.
+/// copy to loomrt as `lowering` says the binary's step is (unless it is
+/// lowered already) and prices that (loom/StepSimulation.h), so the
+/// prediction is of the calls the binary makes.
 FailureOr<StepPrediction> simulateStep(ModuleOp module, const ::loom::cost::Hardware &hw,
-                                       bool keepSpans,
+                                       bool keepSpans, const LoweringOptions &lowering,
                                        llvm::StringRef function = LoomDialect::kTrainStep);
 
 } // namespace mlir::loom
