@@ -85,12 +85,13 @@ struct PipelineOptions {
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket
-  std::string onebitVariance = "sharded"; // loom-data-parallel's frozen-variance
+  // loom-data-parallel's frozen-variance
+  mlir::loom::FrozenVariance onebitVariance = mlir::loom::FrozenVariance::sharded;
   /// Streaming DiLoCo (loom-diloco in place of loom-data-parallel).
   struct Diloco {
     int64_t innerSteps = 100, fragments = 1, overlap = 0, quantBlock = 128;
     double alpha = 0.5, outerLr = 0.7, outerMomentum = 0.9;
-    std::string quant = "fp4";
+    mlir::loom::DilocoQuant quant = mlir::loom::DilocoQuant::fp4;
     bool elastic = false;
   };
   std::optional<Diloco> diloco;

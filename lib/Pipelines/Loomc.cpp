@@ -329,8 +329,19 @@ std::optional<std::string> parseDiloco(StringRef text,
       err = real(d.outerLr, 1e-12, 1e6, "above 0");
     else if (key == "outer-momentum")
       err = real(d.outerMomentum, 0, 0.999999, "in [0, 1)");
-    else if (key == "quant")
-      d.quant = value.str();
+    else if (key == "quant") {
+      std::optional<mlir::loom::DilocoQuant> q =
+          llvm::StringSwitch<std::optional<mlir::loom::DilocoQuant>>(value)
+              .Case("fp32", mlir::loom::DilocoQuant::fp32)
+              .Case("bf16", mlir::loom::DilocoQuant::bf16)
+              .Case("fp8", mlir::loom::DilocoQuant::fp8)
+              .Case("fp4", mlir::loom::DilocoQuant::fp4)
+              .Default(std::nullopt);
+      if (!q)
+        return ("--diloco: quant=" + value + " is not a quantisation (fp32, bf16, fp8, fp4)")
+            .str();
+      d.quant = *q;
+    }
     else if (key == "quant-block")
       err = integer(d.quantBlock, 2);
     else if (key == "elastic" && (value == "1" || value == "true" || value == "0" ||
@@ -349,8 +360,6 @@ std::optional<std::string> parseDiloco(StringRef text,
   if (d.fragments > d.innerSteps)
     return std::string("--diloco: fragments must not exceed inner-steps (each fragment "
                        "synchronises once every inner-steps steps)");
-  if (d.quant != "fp32" && d.quant != "bf16" && d.quant != "fp8" && d.quant != "fp4")
-    return "--diloco: quant=" + d.quant + " is not a quantisation (fp32, bf16, fp8, fp4)";
   if (d.quantBlock % 2)
     return std::string("--diloco: quant-block must be even (fp4 packs two elements a byte)");
   if (d.overlap * d.fragments >= d.innerSteps)
@@ -925,7 +934,8 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.optimizer.optimizer = d.onebit ? "adamw" : std::string(o.optimizer);
   po.onebitFreezeStep = d.onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
-  po.onebitVariance = o.onebitVariance;
+  po.onebitVariance = o.onebitVariance == "replicated" ? mlir::loom::FrozenVariance::replicated
+                                                       : mlir::loom::FrozenVariance::sharded;
   po.diloco = d.diloco;
   po.optimizer.lr = o.lr;
   po.optimizer.weightDecay = o.weightDecay;

@@ -199,10 +199,14 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                    llvm::cl::desc("1-bit Adam: elements a compressed bucket "
                                                   "(0: one parameter each)"),
                                    llvm::cl::init(0)};
-  Option<std::string> onebitVariance{*this, "onebit-variance",
-                                     llvm::cl::desc("1-bit Adam at ZeRO 1-2 after the freeze: "
-                                                    "sharded or replicated"),
-                                     llvm::cl::init("sharded")};
+  Option<mlir::loom::FrozenVariance> onebitVariance{
+      *this, "onebit-variance",
+      llvm::cl::desc("1-bit Adam at ZeRO 1-2 after the freeze"),
+      llvm::cl::init(mlir::loom::FrozenVariance::sharded),
+      llvm::cl::values(clEnumValN(mlir::loom::FrozenVariance::sharded, "sharded",
+                                  "each rank keeps its shard of the frozen variance"),
+                       clEnumValN(mlir::loom::FrozenVariance::replicated, "replicated",
+                                  "the variance gathered once at the freeze"))};
 };
 } // namespace
 

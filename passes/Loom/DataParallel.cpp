@@ -316,10 +316,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       return fail(fb, "@forward_backward must return the loss and one gradient per "
                       "loom.grad_params entry");
     frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
-    if (frozenVariance != "sharded" && frozenVariance != "replicated")
-      return fail(module, "frozen-variance must be 'sharded' or 'replicated', not '" +
-                              frozenVariance + "'");
-    replicated = frozenVariance == "replicated";
+    replicated = frozenVariance == FrozenVariance::replicated;
     if (masterShards && zeroStage == 0)
       return fail(module, "master-shards partitions the optimizer's master weights: it needs "
                           "zero-stage 1, 2 or 3 (stage 3's parameters are shards already)");

@@ -200,9 +200,11 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     MLIRContext *ctx = module.getContext();
     auto tok = TokenType::get(ctx);
     auto f32 = b.getF32Type();
-    Type wire = quant == "bf16" ? Type(b.getBF16Type()) : Type(f32);
-    bool narrow = quant == "fp8" || quant == "fp4";
-    auto codec = CodecAttr::get(ctx, quant == "fp8" ? CodecKind::fp8_e4m3 : CodecKind::fp4_e2m1,
+    Type wire = quant == DilocoQuant::bf16 ? Type(b.getBF16Type()) : Type(f32);
+    bool narrow = quant == DilocoQuant::fp8 || quant == DilocoQuant::fp4;
+    auto codec = CodecAttr::get(ctx,
+                                quant == DilocoQuant::fp8 ? CodecKind::fp8_e4m3
+                                                          : CodecKind::fp4_e2m1,
                                 quantBlock);
     for (int64_t f = 0; f < fragments; ++f) {
       SmallVector<ParamOp> mine;
@@ -327,8 +329,6 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
                           "(a fragment's exchange ends before its next one starts)");
     if (alpha < 0 || alpha > 1 || outerLr <= 0 || outerMomentum < 0 || outerMomentum >= 1)
       return fail(module, "needs 0 <= alpha <= 1, outer-lr > 0 and 0 <= outer-momentum < 1");
-    if (quant != "fp32" && quant != "bf16" && quant != "fp8" && quant != "fp4")
-      return fail(module, "quant=" + quant + " is not a quantisation (fp32, bf16, fp8, fp4)");
     if (quantBlock < 2 || quantBlock % 2)
       return fail(module, "quant-block must be an even number of elements, at least 2");
     FailureOr<TopologyOp> found = findTopology(module, topology, "loom-diloco");

@@ -371,9 +371,14 @@ def Diloco : Pass<"loom-diloco", "ModuleOp"> {
     Option<"outerLr", "outer-lr", "double", /*default=*/"0.7", "Outer SGD learning rate">,
     Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
            "Outer Nesterov momentum (0: plain SGD)">,
-    Option<"quant", "quant", "std::string", /*default=*/"\"fp4\"",
-           "The outer exchange's type: fp32, bf16 (an all-reduce), or fp8 (E4M3), fp4 "
-           "(E2M1) with a scale a block (all-to-all, fp32 mean, all-gather)">,
+    Option<"quant", "quant", "mlir::loom::DilocoQuant", /*default=*/"mlir::loom::DilocoQuant::fp4",
+           "The outer exchange's type", [{::llvm::cl::values(
+             clEnumValN(mlir::loom::DilocoQuant::fp32, "fp32", "an fp32 all-reduce"),
+             clEnumValN(mlir::loom::DilocoQuant::bf16, "bf16", "a bf16 all-reduce"),
+             clEnumValN(mlir::loom::DilocoQuant::fp8, "fp8",
+                        "E4M3 with a scale a block (all-to-all, fp32 mean, all-gather)"),
+             clEnumValN(mlir::loom::DilocoQuant::fp4, "fp4",
+                        "E2M1 with a scale a block (all-to-all, fp32 mean, all-gather)"))}]>,
     Option<"quantBlock", "quant-block", "int64_t", /*default=*/"128",
            "Elements per scale of fp8 and fp4">,
     Option<"elastic", "elastic", "bool", /*default=*/"false",
@@ -476,11 +481,15 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "2 (+ gradients reduce-scattered), 3 (+ parameters partitioned)">,
     Option<"bucketSize", "bucket-size", "int64_t", /*default=*/"16777216",
            "Most elements per communication bucket (small tensors share one)">,
-    Option<"frozenVariance", "frozen-variance", "std::string", /*default=*/"\"sharded\"",
-           "1-bit Adam at stages 1-2, after its freeze: 'sharded' (each rank steps its "
-           "shard with its shard of the frozen variance and all-gathers fp32 parameters) "
-           "or 'replicated' (the variance gathered once at the freeze; every rank updates "
-           "every parameter and only the 1-bit momenta cross the link)">,
+    Option<"frozenVariance", "frozen-variance", "mlir::loom::FrozenVariance",
+           /*default=*/"mlir::loom::FrozenVariance::sharded",
+           "1-bit Adam at stages 1-2, after its freeze", [{::llvm::cl::values(
+             clEnumValN(mlir::loom::FrozenVariance::sharded, "sharded",
+                        "each rank steps its shard with its shard of the frozen variance "
+                        "and all-gathers fp32 parameters"),
+             clEnumValN(mlir::loom::FrozenVariance::replicated, "replicated",
+                        "the variance gathered once at the freeze; every rank updates every "
+                        "parameter and only the 1-bit momenta cross the link"))}]>,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
     Option<"exclude", "exclude", "std::string", /*default=*/"\"\"",

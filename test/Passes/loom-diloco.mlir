@@ -118,7 +118,7 @@
 // ELASTIC-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 16 bytes over
 // ELASTIC-RT: loomrt.all_gather_bytes %{{.*}} -> %{{.*}}, 8 bytes over
 // ELASTIC-RT: loomrt.block_decompress fp4_e2m1 %{{.*}} -> %{{.*}}, 32 block 4
-// BADQUANT: loom-diloco: quant=int3 is not a quantisation (fp32, bf16, fp8, fp4)
+// BADQUANT: for the --quant option: Cannot find option named 'int3'!
 // OVERLAP: loom-diloco: overlap (tau) must be at least 0 and below inner-steps / fragments
 // overlap=1: a snapshot of the pseudo-gradients at offset 2, an exchange
 // (async: the binary may run it beside the next step) into a state; the

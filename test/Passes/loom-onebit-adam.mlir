@@ -151,7 +151,7 @@
 // Z1RT: loomrt.all_gather
 
 // Z3: loom-data-parallel: 1-bit Adam composes with ZeRO stages 0-2
-// BADVAR: frozen-variance must be 'sharded' or 'replicated', not 'halved'
+// BADVAR: for the --frozen-variance option: Cannot find option named 'halved'!
 
 loom.topology @world ["rank" = 2]
 loom.param @w : tensor<3x2xf32> init #loom.init<ones>

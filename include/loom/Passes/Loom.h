@@ -25,6 +25,13 @@ struct Hardware;
 
 namespace mlir::loom {
 
+/// loom-diloco's outer exchange: an fp32 or bf16 all-reduce, or fp8 (E4M3)
+/// or fp4 (E2M1) blocks with a scale each.
+enum class DilocoQuant { fp32, bf16, fp8, fp4 };
+/// 1-bit Adam's frozen variance at ZeRO stages 1-2 (loom-data-parallel):
+/// kept as shards, or gathered once at the freeze.
+enum class FrozenVariance { sharded, replicated };
+
 #define GEN_PASS_DECL
 #include "passes/Loom/Passes.h.inc"
 
