@@ -102,6 +102,12 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kTrainStep = "train_step";
     /// loom-onebit-adam's step after the freeze (compressed momentum).
     static constexpr ::llvm::StringLiteral kTrainStepFrozen = "train_step_frozen";
+    /// With ZeRO 1-2 and 1-bit Adam, the function the driver runs once
+    /// before the first frozen step (loom-data-parallel).
+    static constexpr ::llvm::StringLiteral kEnterFrozen = "enter_frozen";
+    /// Streaming DiLoCo's start: the global copy from the initial
+    /// parameters (loom-diloco).
+    static constexpr ::llvm::StringLiteral kDilocoStart = "diloco_start";
   }];
 }
 

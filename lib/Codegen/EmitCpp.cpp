@@ -374,10 +374,10 @@ public:
                                    "@train_step_frozen";
     // With ZeRO 1 and 2, the function the driver runs once before the
     // first frozen step (loom-data-parallel's @enter_frozen).
-    bool enter = freezeStep && module.lookupSymbol("enter_frozen");
+    bool enter = freezeStep && module.lookupSymbol(LoomDialect::kEnterFrozen);
     // Streaming DiLoCo: its start and its outer steps, a table for the
     // driver.
-    bool dilocoStart = module.lookupSymbol("diloco_start") != nullptr;
+    bool dilocoStart = module.lookupSymbol(LoomDialect::kDilocoStart) != nullptr;
     // The entries that take only the globals (@enter_frozen, DiLoCo's):
     // each a wrapper named entry_<function>, defined in `globalsEntries`.
     std::string globalsEntries;
@@ -387,8 +387,8 @@ public:
                         cppIdentifier("fn_", name) + "(c, G);\n}\n\n";
       return wrapper;
     };
-    std::string enterEntry = enter ? globalsEntry("enter_frozen") : "nullptr";
-    std::string startEntry = dilocoStart ? globalsEntry("diloco_start") : "nullptr";
+    std::string enterEntry = enter ? globalsEntry(LoomDialect::kEnterFrozen) : "nullptr";
+    std::string startEntry = dilocoStart ? globalsEntry(LoomDialect::kDilocoStart) : "nullptr";
     std::string outerTable;
     size_t numOuter = 0;
     if (auto outer = program.getAs<ArrayAttr>("outer"))
@@ -454,7 +454,7 @@ public:
         << constants << decls << bodies
         << "loomrt_status entry(loomrt_step_ctx c, void **G, const void *const *in, "
            "void **loss) {\n"
-        << "  return " << cppIdentifier("fn_", "train_step") << "(c, G" << entryArgs
+        << "  return " << cppIdentifier("fn_", LoomDialect::kTrainStep) << "(c, G" << entryArgs
         << ", loss);\n}\n\n"
         << (freezeStep ? "loomrt_status entry_frozen(loomrt_step_ctx c, void **G, "
                          "const void *const *in, void **loss) {\n  return " +

@@ -325,7 +325,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (frozen && zeroStage == 3)
       return fail(frozen, "1-bit Adam composes with ZeRO stages 0-2; stage 3's sharded "
                           "parameters are not built for its frozen step");
-    if (frozen && module.lookupSymbol("enter_frozen"))
+    if (frozen && module.lookupSymbol(LoomDialect::kEnterFrozen))
       return fail(frozen, "@enter_frozen exists already");
     // The driver's world: every rank of the topology.
     setDataParallel(step, topo.getWorldSize(), zeroStage);
@@ -633,7 +633,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     MLIRContext *ctx = module.getContext();
     OpBuilder b(ctx);
     b.setInsertionPointAfter(frozen);
-    auto enter = func::FuncOp::create(b, loc, "enter_frozen", FunctionType::get(ctx, {}, {}));
+    auto enter = func::FuncOp::create(b, loc, LoomDialect::kEnterFrozen, FunctionType::get(ctx, {}, {}));
     b.setInsertionPointToStart(enter.addEntryBlock());
     for (auto [k, bk] : llvm::enumerate(buckets)) {
       int64_t shard = bk.padded / world;

@@ -362,7 +362,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     if (inner && (inner.getWorld() != world || inner.getZeroStage() == 3))
       return fail(step, "data parallelism inside the replicas must span the other levels "
                         "with ZeRO 0-2 (stage 3 shards the parameters the outer step reads)");
-    if (module.lookupSymbol("diloco_start"))
+    if (module.lookupSymbol(LoomDialect::kDilocoStart))
       return fail(step, "@diloco_start exists already");
     // The trained parameters: @forward_backward's gradients, or, once data
     // parallelism has made them buckets, as it left them on the step.
@@ -425,7 +425,7 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
 
     // @diloco_start: the global copy starts as the initial parameters.
     b.setInsertionPointAfter(step);
-    auto start = func::FuncOp::create(b, loc, "diloco_start", FunctionType::get(ctx, {}, {}));
+    auto start = func::FuncOp::create(b, loc, LoomDialect::kDilocoStart, FunctionType::get(ctx, {}, {}));
     b.setInsertionPointToStart(start.addEntryBlock());
     for (ParamOp p : params)
       StoreOp::create(b, loc, LoadOp::create(b, loc, p.getType(), p.getSymName()),

@@ -98,13 +98,13 @@ struct Lowering {
       visit(frozen);
     // With ZeRO 1 and 2, the once-only entry that gathers the momentum
     // before the first frozen step.
-    auto enter = module.lookupSymbol<func::FuncOp>("enter_frozen");
+    auto enter = module.lookupSymbol<func::FuncOp>(LoomDialect::kEnterFrozen);
     if (frozen && enter && entry == LoomDialect::kTrainStep)
       visit(enter);
     // Streaming DiLoCo's start and outer steps (loom-diloco): entries too.
     if (entry == LoomDialect::kTrainStep)
       for (auto fn : module.getOps<func::FuncOp>())
-        if (fn.getName() == "diloco_start" ||
+        if (fn.getName() == LoomDialect::kDilocoStart ||
             fn->hasAttr(LoomDialect::DilocoAttrHelper::getNameStr()))
           visit(fn);
     if (bad)
