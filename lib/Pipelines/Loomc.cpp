@@ -824,6 +824,9 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
     return "unknown --precision '" + o.precision + "': expected fp32 or bf16";
   if (o.target != "cpu" && o.target != "cuda" && o.target != "hip")
     return "unknown --target '" + o.target + "': expected cpu, cuda or hip";
+  if (o.optimizer != "adamw" && o.optimizer != "adam" && o.optimizer != "sgd" &&
+      o.optimizer != "onebit-adam")
+    return "unknown --optimizer '" + o.optimizer + "': expected adamw, adam, sgd or onebit-adam";
   d.runtimeDir = o.runtimeDir.empty() ? defaultRuntimeDir(o.target) : o.runtimeDir.getValue();
   if (d.phase == Phase::Binary) {
     llvm::SmallString<256> lib(d.runtimeDir);
@@ -931,7 +934,9 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.planArena = o.arena == "planned";
   // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
   // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
-  po.optimizer.optimizer = d.onebit ? "adamw" : std::string(o.optimizer);
+  po.optimizer.optimizer = o.optimizer == "sgd"    ? mlir::loom::OptimizerKind::sgd
+                           : o.optimizer == "adam" ? mlir::loom::OptimizerKind::adam
+                                                   : mlir::loom::OptimizerKind::adamw;
   po.onebitFreezeStep = d.onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
   po.onebitVariance = o.onebitVariance == "replicated" ? mlir::loom::FrozenVariance::replicated

@@ -169,8 +169,12 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> planArena{*this, "plan-arena",
                          llvm::cl::desc("loom-plan-arena after the lowering (loomc --arena=online: off)"),
                          llvm::cl::init(true)};
-  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw, adam or sgd"),
-                                llvm::cl::init("adamw")};
+  Option<mlir::loom::OptimizerKind> optimizer{
+      *this, "optimizer", llvm::cl::desc("The update"),
+      llvm::cl::init(mlir::loom::OptimizerKind::adamw),
+      llvm::cl::values(clEnumValN(mlir::loom::OptimizerKind::adamw, "adamw", "AdamW"),
+                       clEnumValN(mlir::loom::OptimizerKind::adam, "adam", "Adam"),
+                       clEnumValN(mlir::loom::OptimizerKind::sgd, "sgd", "SGD with momentum"))};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"), llvm::cl::init(1e-3)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("Weight decay"),
                              llvm::cl::init(0.01)};

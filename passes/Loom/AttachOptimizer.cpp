@@ -30,9 +30,6 @@ struct AttachOptimizer
       at->emitError() << "loom-attach-optimizer: " << msg;
       signalPassFailure();
     };
-    if (optimizer != "adamw" && optimizer != "adam" && optimizer != "sgd")
-      return fail(module, "unknown optimizer '" + optimizer +
-                              "': expected adamw, adam or sgd");
     if (!(lr > 0))
       return fail(module, "lr must be positive");
     auto fb = module.lookupSymbol<func::FuncOp>(function);
@@ -50,7 +47,7 @@ struct AttachOptimizer
     OpBuilder b(ctx);
     Location loc = fb.getLoc();
     auto zeros = InitAttr::get(ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0));
-    bool adam = optimizer != "sgd";
+    bool adam = optimizer != OptimizerKind::sgd;
 
     // State declarations, right after each parameter.
     auto i64 = RankedTensorType::get({}, IntegerType::get(ctx, 64));
@@ -123,7 +120,7 @@ struct AttachOptimizer
             b, loc, type, type, type, w, g, m, v, t, b.getF64FloatAttr(lr),
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
             b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
-            optimizer == "adamw" ? b.getUnitAttr() : UnitAttr(),
+            optimizer == OptimizerKind::adamw ? b.getUnitAttr() : UnitAttr(),
             FlatSymbolRefAttr(), IntegerAttr());
         StoreOp::create(b, loc, upd.getNewParam(), p);
         StoreOp::create(b, loc, upd.getNewExpAvg(), mName);

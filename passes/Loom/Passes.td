@@ -180,8 +180,11 @@ def AttachOptimizer : Pass<"loom-attach-optimizer", "ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward_backward\"",
            "The function returning the loss and the gradients">,
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "adamw, adam (L2 weight decay) or sgd">,
+    Option<"optimizer", "optimizer", "mlir::loom::OptimizerKind",
+           /*default=*/"mlir::loom::OptimizerKind::adamw", "The update", [{::llvm::cl::values(
+             clEnumValN(mlir::loom::OptimizerKind::adamw, "adamw", "AdamW (decoupled weight decay)"),
+             clEnumValN(mlir::loom::OptimizerKind::adam, "adam", "Adam (L2 weight decay)"),
+             clEnumValN(mlir::loom::OptimizerKind::sgd, "sgd", "SGD with momentum"))}]>,
     Option<"lr", "lr", "double", /*default=*/"1.0e-3", "Learning rate">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,

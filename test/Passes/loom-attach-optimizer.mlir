@@ -28,7 +28,7 @@ loom.param @w : tensor<4x3xf32>
 // SGD: loom.state @w.momentum_buffer : tensor<4x3xf32> role momentum of @w
 // SGD-NOT: optimizer.step
 // SGD: loom.sgd %{{.+}}, %{{.+}}, %{{.+}} {lr = 0.69999999999999996 : f64, momentum = 9.000000e-01 : f64, nesterov}
-// BAD: loom-attach-optimizer: unknown optimizer 'lion': expected adamw, adam or sgd
+// BAD: for the --optimizer option: Cannot find option named 'lion'!
 func.func @forward_backward(%x: tensor<2x3xf32>) -> (tensor<f32>, tensor<4x3xf32>) attributes {loom.grad_params = [@w]} {
   %w = loom.load @w : tensor<4x3xf32>
   %l = loom.reduce sum %x [0, 1] : tensor<2x3xf32> to tensor<f32>

@@ -25,6 +25,9 @@ struct Hardware;
 
 namespace mlir::loom {
 
+/// loom-attach-optimizer's update, with torch.optim's semantics: AdamW
+/// (decoupled weight decay), Adam (L2 weight decay) or SGD with momentum.
+enum class OptimizerKind { adamw, adam, sgd };
 /// loom-diloco's outer exchange: an fp32 or bf16 all-reduce, or fp8 (E4M3)
 /// or fp4 (E2M1) blocks with a scale each.
 enum class DilocoQuant { fp32, bf16, fp8, fp4 };
