@@ -10,6 +10,7 @@
 #   there: bench/check-renovation-gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 OUT="${OUT:-/tmp/renovation}"
 mkdir -p "$OUT"
 GT=(-DLOOM_GTEST_SOURCE_DIR="$PWD/.carry/googletest" -DCMAKE_CUDA_ARCHITECTURES=90)
@@ -26,9 +27,7 @@ wait
 T=$(find build-new -name loomrt-tests -type f | head -1)
 echo "runtime tests (new runtime, CUDA and CPU):"
 $T --gtest_brief=1 2>&1 | tail -3
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 4_000_000, dtype=np.uint16).tofile('$OUT/tok.bin')"
+write_tokens 32000 "$OUT/tok.bin"
 printf '| model | steps | losses equal | last loss (new) | ms/step new | ms/step old |\n|---|---|---|---|---|---|\n'
 for m in gpt2 llama offload unfused; do
   for side in new old; do

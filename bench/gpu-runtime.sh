@@ -6,8 +6,8 @@
 #                            build-bench; sets RT (logs in $OUT)
 #   nccl_root                the NCCL of the host's PyTorch (pip's nvidia.nccl)
 #   link_binary SRC.cpp EXE [-O1]
-#   write_tokens VOCAB FILE  4M uint16 tokens below VOCAB (seed 0), the data
-#                            the binaries train on
+#   write_tokens VOCAB FILE [N]  N (default 4M) uint16 tokens below VOCAB
+#                            (numpy seed 0), the data the binaries train on
 build_runtime() {
   local target=${1:-loomrt_shared}
   shift $(($# > 0 ? 1 : 0))
@@ -25,5 +25,5 @@ link_binary() {
 write_tokens() {
   python3 -c "
 import numpy as np; np.random.seed(0)
-np.random.randint(0, $1, 4_000_000, dtype=np.uint16).tofile('$2')"
+np.random.randint(0, $1, ${3:-4_000_000}, dtype=np.uint16).tofile('$2')"
 }

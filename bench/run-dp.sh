@@ -10,6 +10,7 @@
 # bench/gen-gpu-sources.sh (carried in .carry/gen).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/gen
@@ -69,9 +70,7 @@ PY
 
 echo "== GPT-2 124M bf16, global batch 16 x 1024: tokens/s"
 /tmp/gpt2_124m_b16_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1.jsonl" > "$OUT/g1.txt" 2>&1 ||
-  { python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')";
+  { write_tokens 50257 "/tmp/tok50k.bin";
     /tmp/gpt2_124m_b16_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1.jsonl" > "$OUT/g1.txt" 2>&1; }
 /tmp/gpt2_124m_b8_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1b8.jsonl" > "$OUT/g1b8.txt" 2>&1
 for z in 0 3; do

@@ -10,6 +10,7 @@
 #   there:  bench/run-driver-ab-gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 # Per-run logs stay on the host (/tmp/driver-ab); the table is printed.
 OUT=/tmp/driver-ab
 mkdir -p "$OUT"
@@ -23,9 +24,7 @@ build() { # SOURCE_ROOT BUILD_DIR
 build "$SRC/base" "$PWD/build-base" &
 build "$PWD" "$PWD/build-bench" &
 wait
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 4_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+write_tokens 32000 "/tmp/tok32k.bin"
 for src in "$SRC"/*.cpp; do
   f=$(basename "$src" .cpp)
   for which in base new; do

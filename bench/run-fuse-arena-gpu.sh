@@ -10,6 +10,7 @@
 #   there: bench/run-fuse-arena-gpu.sh  (carry .carry/fa and .carry/googletest)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 STEPS=${STEPS:-50}
 OUT=${OUT:-/tmp/fa}; mkdir -p "$OUT"
 cmake -G Ninja -S bench -B build-tests -DLOOM_BUILD_TESTS=ON \
@@ -25,9 +26,7 @@ build-tests/runtime/tests/loomrt-tests --gtest_filter='*cuda*:Fused*' > "$OUT/te
 echo "conformance: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$OUT/tests.log" | head
 wait
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
+write_tokens 50257 "/tmp/tok50k.bin"
 for b in planned online nofuse; do
   "/tmp/gpt2_$b" --data /tmp/tok50k.bin --steps "$STEPS" --seed 1 --log-json "$OUT/$b.jsonl" \
     > "$OUT/$b.txt" 2>&1 || echo "$b failed: $(tail -3 "$OUT/$b.txt")"

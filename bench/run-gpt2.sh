@@ -7,6 +7,7 @@
 # 124M-shaped training throughput beside PyTorch in the same run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/gen
@@ -40,9 +41,7 @@ PY
 done
 
 echo "== GPT-2 124M shape (12 x 768, vocab 50257, seq 1024): tokens/s"
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
+write_tokens 50257 "/tmp/tok50k.bin"
 for b in 16 8; do
   for p in bf16 fp32; do
     bin=/tmp/gpt2_124m_b${b}_cuda; [ $p = bf16 ] && bin=/tmp/gpt2_124m_b${b}_bf16_cuda

@@ -10,6 +10,7 @@
 # host compiler's part from the IR's) and prints every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 SRC=.carry/lower
@@ -28,9 +29,7 @@ for which in $(echo $ORDER | tr ' ' '\n' | sort -u); do
   done
 done
 wait
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 4_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+write_tokens 32000 "/tmp/tok32k.bin"
 for f in $MODELS; do
   steps=6; [ $f = gpt2_bf16 ] && steps=12
   for which in $ORDER; do

@@ -21,9 +21,7 @@ for r in $ROWS; do
       2> "$OUT/$r.compile.log" || echo "compiling $r failed"; } &
 done
 wait
-[ -f /tmp/tok32k.bin ] || python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 2_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+[ -f /tmp/tok32k.bin ] || write_tokens 32000 "/tmp/tok32k.bin" 2_000_000
 for r in $ROWS; do
   rm -f "$OUT/$r.jsonl"
   /usr/bin/time -f "%e s wall, %M KB host peak" "/tmp/$r" --data /tmp/tok32k.bin --steps "$STEPS" \

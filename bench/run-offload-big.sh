@@ -13,6 +13,7 @@
 # (bench/compare-timeline.py: phases, and when the CPU updates start).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 SIZES="${SIZES:-1b 3b 5b}"
 STEPS="${STEPS:-6}"
@@ -33,9 +34,7 @@ for size in $SIZES; do
   done
 done
 wait
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 32000, 2_000_000, dtype=np.uint16).tofile('/tmp/tok32k.bin')"
+write_tokens 32000 "/tmp/tok32k.bin" 2_000_000
 for size in $SIZES; do
   for m in $MODES; do
     f=${size}_$m

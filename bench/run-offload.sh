@@ -5,6 +5,7 @@
 # GPT-2 124M (bf16, batch 8) step time in each mode.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/gen
@@ -41,9 +42,7 @@ err = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
 print(f"  {'off_small_mixed_bf16_cuda':26} {got[0]:.5f} -> {got[-1]:.5f}; max relative difference vs bf16 on-device optimizer {err:.2e}")
 PY
 echo "== GPT-2 124M bf16, batch 8 x 1024: step time by optimizer placement"
-python3 -c "
-import numpy as np; np.random.seed(0)
-np.random.randint(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/tok50k.bin')"
+write_tokens 50257 "/tmp/tok50k.bin"
 for m in none cpu static0.5 interleaved; do
   /tmp/off_gpt2_${m}_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/off_gpt2_$m.jsonl" \
     > "$OUT/off_gpt2_$m.txt" 2>&1 || echo "  $m failed: $(tail -1 "$OUT/off_gpt2_$m.txt")"
