@@ -3,17 +3,16 @@
 // loomc is phase-ordered: each phase is a pipeline over the loom IR, and
 // `--compile-to=<phase>` stops after it and prints the IR. buildPipeline
 // builds any range of phases; loom-opt --loom-pipeline reaches it too, so
-// a phase of loomc is reproduced with loom-opt. The phases, in
-// order, and what exists today (2026-11-26):
+// a phase of loomc is reproduced with loom-opt. The phases, in order:
 //
-//   import     model file or --model generator -> forward graph + loss  [built]
-//   autodiff   backward graph and gradients (loom-autodiff)             [built]
-//   optimizer  optimizer state and @train_step (loom-attach-optimizer)   [built]
-//   distribute data parallelism, ZeRO partitioning, topology            [built]
-//   schedule   subgroups, offload, stream schedule                      [built]
-//   lowered    loomrt runtime calls (loom-lower-to-runtime)             [built]
-//   cpp        C++ source (lib/Codegen)                                 [built]
-//   binary     executable linked with the runtime                       [built]
+//   import     model file or --model generator -> forward graph + loss
+//   autodiff   backward graph and gradients (loom-autodiff)
+//   optimizer  optimizer state and @train_step (loom-attach-optimizer)
+//   distribute data parallelism, ZeRO partitioning, topology
+//   schedule   subgroups, offload, stream schedule
+//   lowered    loomrt runtime calls (the lowering pipeline, LoweringPipeline.cpp)
+//   cpp        C++ source (lib/Codegen)
+//   binary     executable linked with the runtime
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PIPELINES_H
@@ -50,8 +49,6 @@ enum class Phase {
 
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase p);
-/// The last phase this build of the compiler implements.
-Phase lastImplementedPhase();
 
 /// What the phases are built with: loomc's flags, loom-opt's
 /// `--loom-pipeline` options.

@@ -53,8 +53,6 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
 
 llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
-Phase lastImplementedPhase() { return Phase::Binary; }
-
 /// One line "loomc: error: MSG"; returns loomc's exit code for it.
 static int loomcError(const llvm::Twine &msg) {
   llvm::errs() << "loomc: error: " << msg << "\n";
