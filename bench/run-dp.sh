@@ -10,7 +10,6 @@
 # bench/gen-gpu-sources.sh (carried in .carry/gen).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/gen
@@ -69,6 +68,7 @@ for z in (0, 3):
 PY
 
 echo "== GPT-2 124M bf16, global batch 16 x 1024: tokens/s"
+source bench/gpu-runtime.sh # write_tokens
 /tmp/gpt2_124m_b16_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1.jsonl" > "$OUT/g1.txt" 2>&1 ||
   { write_tokens 50257 "/tmp/tok50k.bin";
     /tmp/gpt2_124m_b16_bf16_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/g1.jsonl" > "$OUT/g1.txt" 2>&1; }

@@ -7,7 +7,6 @@
 # 124M-shaped training throughput beside PyTorch in the same run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/gen
@@ -41,6 +40,7 @@ PY
 done
 
 echo "== GPT-2 124M shape (12 x 768, vocab 50257, seq 1024): tokens/s"
+source bench/gpu-runtime.sh # write_tokens
 write_tokens 50257 "/tmp/tok50k.bin"
 for b in 16 8; do
   for p in bf16 fp32; do

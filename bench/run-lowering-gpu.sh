@@ -10,7 +10,6 @@
 # host compiler's part from the IR's) and prints every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 SRC=.carry/lower
@@ -29,6 +28,7 @@ for which in $(echo $ORDER | tr ' ' '\n' | sort -u); do
   done
 done
 wait
+source bench/gpu-runtime.sh # write_tokens
 write_tokens 32000 "/tmp/tok32k.bin"
 for f in $MODELS; do
   steps=6; [ $f = gpt2_bf16 ] && steps=12

@@ -5,7 +5,6 @@
 # GPT-2 124M (bf16, batch 8) step time in each mode.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source bench/gpu-runtime.sh
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 GEN=.carry/gen
@@ -42,6 +41,7 @@ err = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
 print(f"  {'off_small_mixed_bf16_cuda':26} {got[0]:.5f} -> {got[-1]:.5f}; max relative difference vs bf16 on-device optimizer {err:.2e}")
 PY
 echo "== GPT-2 124M bf16, batch 8 x 1024: step time by optimizer placement"
+source bench/gpu-runtime.sh # write_tokens
 write_tokens 50257 "/tmp/tok50k.bin"
 for m in none cpu static0.5 interleaved; do
   /tmp/off_gpt2_${m}_cuda --data /tmp/tok50k.bin --steps 8 --log-json "$OUT/off_gpt2_$m.jsonl" \
