@@ -59,7 +59,7 @@ const std::vector<Family> &families() {
       {"gpt", {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256},
                {"seq", 32}, {"batch", 4}}},
       {"llama", {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256},
-                 {"seq", 32}, {"batch", 4}, {"ffn", 0}}},
+                 {"seq", 32}, {"batch", 4}, {"ffn", 0}, {"kv_heads", 0}}},
       {"mlp", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 10},
                {"batch", 16}}},
       // Graph models over a node table of `nodes` rows of `in` features;
@@ -136,7 +136,7 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
              false;
   }
   for (auto &[k, v] : fam->keys)
-    if (spec.values[k] < 1 && !(spec.family == "llama" && StringRef(k) == "ffn"))
+    if (spec.values[k] < 1 && !(spec.family == "llama" && (StringRef(k) == "ffn" || StringRef(k) == "kv_heads")))
       return error = "model key '" + std::string(k) + "' must be positive",
              false;
   return true;
@@ -240,6 +240,17 @@ public:
     auto s = shape(x);
     Value r = reshape(x, {s[0], s[1], heads, s[2] / heads});
     return transpose(r, {0, 2, 1, 3});
+  }
+  /// [B, KV, T, Dh] -> [B, KV * rep, T, Dh], each key/value head serving
+  /// `rep` query heads in turn (grouped-query attention, as Hugging Face's
+  /// repeat_kv: query head j reads key/value head j / rep).
+  Value repeatHeads(Value x, int64_t rep) {
+    if (rep == 1)
+      return x;
+    auto s = shape(x);
+    Value r = reshape(x, {s[0], s[1], 1, s[2], s[3]});
+    r = BroadcastOp::create(b, loc, t({s[0], s[1], rep, s[2], s[3]}), r);
+    return reshape(r, {s[0], s[1] * rep, s[2], s[3]});
   }
   Value mergeHeads(Value x) {
     auto s = shape(x);
@@ -360,9 +371,11 @@ void buildLlama(GraphBuilder &g, const Spec &s) {
   int64_t L = s.values.lookup("layers"), D = s.values.lookup("d_model"),
           H = s.values.lookup("heads"), V = s.values.lookup("vocab"),
           T = s.values.lookup("seq"), B = s.values.lookup("batch"),
-          F = s.values.lookup("ffn");
+          F = s.values.lookup("ffn"), KV = s.values.lookup("kv_heads");
   if (!F) // Llama's rule: 2/3 of 4D, rounded up to a multiple of 64.
     F = (8 * D / 3 + 63) / 64 * 64;
+  if (!KV) // multi-head attention; fewer: grouped-query (Llama 2 70B, Llama 3)
+    KV = H;
   int64_t Dh = D / H;
   auto i64 = IntegerType::get(&g.ctx, 64);
   auto [tok, tgt] = g.beginForward(g.t({B, T}, i64), g.t({B, T}, i64));
@@ -388,11 +401,11 @@ void buildLlama(GraphBuilder &g, const Spec &s) {
   for (int64_t i = 0; i < L; ++i) {
     Value h = g.rmsNorm(x, g.ones(name(i, "input_layernorm.weight"), {D}), 1e-6);
     Value q = g.splitHeads(proj(h, name(i, "self_attn.q_proj.weight"), D, D), H);
-    Value k = g.splitHeads(proj(h, name(i, "self_attn.k_proj.weight"), D, D), H);
-    Value v = g.splitHeads(proj(h, name(i, "self_attn.v_proj.weight"), D, D), H);
+    Value k = g.splitHeads(proj(h, name(i, "self_attn.k_proj.weight"), KV * Dh, D), KV);
+    Value v = g.splitHeads(proj(h, name(i, "self_attn.v_proj.weight"), KV * Dh, D), KV);
     Value qr = rope(q);
-    Value kr = rope(k);
-    Value a = g.mergeHeads(g.attention(qr, kr, v));
+    Value kr = g.repeatHeads(rope(k), H / KV);
+    Value a = g.mergeHeads(g.attention(qr, kr, g.repeatHeads(v, H / KV)));
     x = g.add(x, proj(a, name(i, "self_attn.o_proj.weight"), D, D));
     Value h2 = g.rmsNorm(x, g.ones(name(i, "post_attention_layernorm.weight"), {D}), 1e-6);
     Value gate = g.silu(proj(h2, name(i, "mlp.gate_proj.weight"), F, D));
@@ -585,6 +598,11 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
     if (spec.family == "llama" && (D / H) % 2)
       return error = "llama's rotary embeddings need an even head dimension, "
                      "d_model/heads is " + std::to_string(D / H),
+             nullptr;
+    int64_t KV = spec.family == "llama" ? spec.values["kv_heads"] : 0;
+    if (KV && (KV > H || H % KV))
+      return error = "heads (" + std::to_string(H) + ") must be a multiple of kv_heads (" +
+                     std::to_string(KV) + ")",
              nullptr;
   }
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();

@@ -17,18 +17,20 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from loomtest import (MODELS, model_inputs, parse_args, read_st, rel,  # noqa: E402
-                      spec_config, tool, write_st)
+from loomtest import (LLAMA_GQA, MODELS, model_inputs, parse_args, read_st,  # noqa: E402
+                      rel, spec_config, tool, write_st)
 
 
 def main():
     a = parse_args()
     torch.manual_seed(0)
     worst = 0.0
-    for family, keys, ref, extra in [m + ([],) for m in MODELS] + \
-            [("gpt", MODELS[1][1], MODELS[1][2], ["--recompute"])]:
+    cases = [m + ([], m[0]) for m in MODELS] + \
+        [("gpt", MODELS[1][1], MODELS[1][2], ["--recompute"], "gpt (recompute)"),
+         LLAMA_GQA + ([], "llama (gqa)")]
+    for case, (family, keys, ref, extra, label) in enumerate(cases):
         cfg = spec_config(keys)
-        mlir = os.path.join(a.tmp, f"{family}{len(extra)}.mlir")
+        mlir = os.path.join(a.tmp, f"{family}{case}.mlir")
         tool(a.bin, "loomc", "--model", f"{family}:{keys}", "--compile-to=autodiff",
              "-o", mlir, *extra)
         inputs = model_inputs(family, cfg)
@@ -47,7 +49,6 @@ def main():
             errs[name] = rel(out[f"grad.{name}"].double(), prm.grad)
         name, err = max(errs.items(), key=lambda kv: kv[1])
         worst = max(worst, err)
-        label = family + (" (recompute)" if extra else "")
         print(f"{label:16} loss {loss.item():.6f}  {len(params)} gradients  "
               f"max rel error {err:.2e} ({name})")
         if len(out) != len(params) + 1:

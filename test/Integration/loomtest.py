@@ -86,6 +86,7 @@ def gpt(p, tok, tgt, cfg):
 
 def llama(p, tok, tgt, cfg):
     L, H = cfg["layers"], cfg["heads"]
+    KV = cfg.get("kv_heads", 0) or H  # grouped-query attention: fewer k/v heads
     T = tok.shape[1]
     D = p["model.embed_tokens.weight"].shape[1]
     dh = D // H
@@ -107,9 +108,11 @@ def llama(p, tok, tgt, cfg):
         g = lambda n: p[f"model.layers.{i}.{n}"]
         h = rms(x, g("input_layernorm.weight"))
         q = heads(h @ g("self_attn.q_proj.weight").T, H)
-        k = heads(h @ g("self_attn.k_proj.weight").T, H)
-        v = heads(h @ g("self_attn.v_proj.weight").T, H)
-        x = x + merge(attention(rope(q), rope(k), v)) @ g("self_attn.o_proj.weight").T
+        k = heads(h @ g("self_attn.k_proj.weight").T, KV)
+        v = heads(h @ g("self_attn.v_proj.weight").T, KV)
+        # Hugging Face's repeat_kv: query head j reads key/value head j // (H / KV).
+        k, v = (t.repeat_interleave(H // KV, dim=1) for t in (rope(k), v))
+        x = x + merge(attention(rope(q), k, v)) @ g("self_attn.o_proj.weight").T
         h2 = rms(x, g("post_attention_layernorm.weight"))
         m = F.silu(h2 @ g("mlp.gate_proj.weight").T) * (h2 @ g("mlp.up_proj.weight").T)
         x = x + m @ g("mlp.down_proj.weight").T
@@ -130,6 +133,9 @@ MODELS = [
     ("gpt", "layers=2,d_model=16,heads=2,vocab=50,seq=8,batch=2", gpt),
     ("llama", "layers=2,d_model=16,heads=2,vocab=50,seq=8,batch=2,ffn=24", llama),
 ]
+# Grouped-query attention (Llama 2 70B, Llama 3): 4 query heads over 2
+# key/value heads.
+LLAMA_GQA = ("llama", "layers=2,d_model=16,heads=4,kv_heads=2,vocab=50,seq=8,batch=2,ffn=24", llama)
 
 
 def rel(a, b):
