@@ -36,6 +36,9 @@ import pathlib
 import re
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from cpp_text import strip  # noqa: E402
+
 SOURCE_SUFFIXES = (".cpp", ".h", ".cu", ".inc.h")
 SOURCE_DIRS = ("dialects", "passes", "lib", "include", "tools", "runtime", "test/Unit",
                "test/Fuzz")
@@ -130,42 +133,6 @@ def layering(root):
                     if nxt in graph:
                         stack.append(nxt)
     return findings, len(graph)
-
-
-def strip(src):
-    """Comments, strings and character literals blanked, newlines kept."""
-    out, i, n = [], 0, len(src)
-    while i < n:
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("\n" * src.count("\n", i, j))
-            i = j
-            continue
-        m = re.match(r'R"([^(\s]{0,16})\(', src[i:i + 20]) if src[i] == "R" and (
-            i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")) else None
-        if m:
-            end = ")" + m.group(1) + '"'
-            j = src.find(end, i + len(m.group(0)))
-            j = n if j < 0 else j + len(end)
-            out.append('""' + "\n" * src.count("\n", i, j))
-            i = j
-            continue
-        c = src[i]
-        if c == '"' or (c == "'" and not (i > 0 and src[i - 1].isalnum())):
-            j = i + 1
-            while j < n and src[j] != c and src[j] != "\n":
-                j += 2 if src[j] == "\\" else 1
-            out.append(c + c)
-            i = j + 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 FUNC_HEAD = re.compile(r"\)\s*(?:const|override|noexcept|final|mutable|->\s*[\w:<>&*, ]+|\s)*$")

@@ -16,6 +16,9 @@ import pathlib
 import re
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from cpp_text import strip  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT = sorted(
     [p for p in (ROOT / "runtime" / "gpu").iterdir()
@@ -29,29 +32,6 @@ CUDA_ONLY = re.compile(
     r"|__CUDACC__)\b|\basm\s*(?:volatile\s*)?\(|%globaltimer")
 WARP_LITERAL = re.compile(r"(?<![\w.])32(?![\w.])|&\s*31\b|>>\s*5\b|0x[fF]{8}u?\b")
 CONSTEXPR = re.compile(r"^\s*(static\s+)?constexpr\b")
-
-
-def strip(text):
-    """Comments and string/char literals replaced by spaces; lines kept."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i)); i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j])); i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c:
-                j += 2 if text[j] == "\\" else 1
-            out.append(" " * (min(j + 1, n) - i)); i = j + 1
-        else:
-            out.append(c); i += 1
-    return "".join(out)
 
 
 def check(path):
