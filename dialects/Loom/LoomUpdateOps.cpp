@@ -20,12 +20,19 @@ using namespace mlir::loom::verify;
 // Gradients
 //===----------------------------------------------------------------------===//
 
+/// What a norm's gradient shares with its forward: the incoming gradient,
+/// the input and the input's gradient of one type, a weight over the last
+/// dimension.
+static LogicalResult verifyNormGrad(Operation *op, RankedTensorType x, Type grad, Type gradInput,
+                                    RankedTensorType weight) {
+  if (!sameShapeAndElement(grad, x) || !sameShapeAndElement(gradInput, x))
+    return op->emitOpError() << "grad, input and grad_input must have one type";
+  return verifyLastDimParam(op, x, weight, "weight");
+}
+
 LogicalResult LayerNormGradOp::verify() {
-  auto x = getInput().getType();
-  if (!sameShapeAndElement(getGrad().getType(), x) ||
-      !sameShapeAndElement(getGradInput().getType(), x))
-    return emitOpError() << "grad, input and grad_input must have one type";
-  if (failed(verifyLastDimParam(*this, x, getWeight().getType(), "weight")))
+  if (failed(verifyNormGrad(*this, getInput().getType(), getGrad().getType(),
+                            getGradInput().getType(), getWeight().getType())))
     return failure();
   if (!sameShapeAndElement(getGradWeight().getType(), getWeight().getType()) ||
       !sameShapeAndElement(getGradBias().getType(), getWeight().getType()))
@@ -35,11 +42,8 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 LogicalResult RmsNormGradOp::verify() {
-  auto x = getInput().getType();
-  if (!sameShapeAndElement(getGrad().getType(), x) ||
-      !sameShapeAndElement(getGradInput().getType(), x))
-    return emitOpError() << "grad, input and grad_input must have one type";
-  if (failed(verifyLastDimParam(*this, x, getWeight().getType(), "weight")))
+  if (failed(verifyNormGrad(*this, getInput().getType(), getGrad().getType(),
+                            getGradInput().getType(), getWeight().getType())))
     return failure();
   if (!sameShapeAndElement(getGradWeight().getType(), getWeight().getType()))
     return emitOpError() << "grad_weight must have the weight's type";

@@ -130,11 +130,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
 }
 
 mlir::loom::LoweringOptions loweringOf(const PipelineOptions &o) {
-  mlir::loom::LoweringOptions lo;
-  lo.hostThread = o.hostThread;
-  lo.fuse = o.fuse;
-  lo.planArena = o.planArena;
-  return lo;
+  return mlir::loom::LoweringOptions::ofStep(o.hostThread, o.fuse, o.planArena);
 }
 
 Phase reachedPhase(ModuleOp module) {

@@ -75,12 +75,8 @@ struct InterleaveOffload
     Outcome o;
     // The copy is ours: lowered in place, without the comments, fused as
     // the binary will be.
-    LoweringOptions lowering;
-    lowering.hostThread = hostThread;
-    lowering.fuse = fuse;
-    lowering.planArena = planArena;
     if (failed(applyOffload(*copy, "subgroups", hostThread)) ||
-        failed(lowerForSimulation(*copy, lowering)))
+        failed(lowerForSimulation(*copy, LoweringOptions::ofStep(hostThread, fuse, planArena))))
       return o;
     FailureOr<StepPrediction> p = simulateLoweredStep(*copy, hw, false);
     if (failed(p))

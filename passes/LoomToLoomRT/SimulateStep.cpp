@@ -45,11 +45,9 @@ struct SimulateStep : public mlir::loom::impl::SimulateStepBase<SimulateStep> {
       module.emitError() << "loom-simulate-step: " << err;
       return signalPassFailure();
     }
-    LoweringOptions lowering;
-    lowering.hostThread = hostThread;
-    lowering.fuse = fuse;
-    lowering.planArena = planArena;
-    FailureOr<StepPrediction> p = simulateStep(module, *hw, !timeline.empty(), lowering);
+    FailureOr<StepPrediction> p =
+        simulateStep(module, *hw, !timeline.empty(),
+                     LoweringOptions::ofStep(hostThread, fuse, planArena));
     if (failed(p))
       return signalPassFailure();
     // Full precision: tests compare against times worked out by hand.

@@ -47,6 +47,16 @@ struct LoweringOptions {
   bool fuse = true;
   /// loom-plan-arena (loomc --arena=online: off).
   bool planArena = true;
+
+  /// The lowering of the training step a binary gets: what loomc's flags
+  /// and the passes' host-thread, fuse and plan-arena options say.
+  static LoweringOptions ofStep(bool hostThread, bool fuse, bool planArena) {
+    LoweringOptions o;
+    o.hostThread = hostThread;
+    o.fuse = fuse;
+    o.planArena = planArena;
+    return o;
+  }
 };
 
 /// The lowering pipeline, defined once: loom-lower-to-runtime, then
