@@ -152,7 +152,9 @@ bool Importer::sliceBounds(const onnx::NodeProto &n, ArrayRef<int64_t> shape, co
   }
   out.clear();
   for (int64_t d = 0; d < rank; ++d)
-    out.push_back((hi[d] - lo[d] + step[d] - 1) / step[d]);
+    // ceil((hi - lo) / step) without forming hi - lo + step - 1: a step near
+    // INT64_MAX (legal in ONNX, found by fuzz-onnx-proto) would overflow.
+    out.push_back(hi[d] > lo[d] ? (hi[d] - lo[d] - 1) / step[d] + 1 : 0);
   return true;
 }
 

@@ -101,6 +101,14 @@ CASES = {
     "slice_axis_out_of_range": model(then(node("Slice", ["t", "s", "e", "a"], ["c"])),
                                      inits=(W, i64("t", [3], [1, 2, 3]), i64("s", [1], [0]),
                                             i64("e", [1], [2]), i64("a", [1], [5]))),
+    # A step of INT64_MAX is legal ONNX (one element); the size arithmetic
+    # must not overflow (fuzz-onnx-proto found it). The Reshape then fails
+    # on purpose and its message shows the slice kept exactly one element.
+    "slice_step_int64_max": model(then(node("Slice", ["t", "s", "e", "a", "p"], ["u"]),
+                                       node("Reshape", ["u", "r"], ["c"])),
+                                  inits=(W, i64("t", [3], [1, 2, 3]), i64("s", [1], [0]),
+                                         i64("e", [1], [3]), i64("a", [1], [0]),
+                                         i64("p", [1], [9223372036854775807]), i64("r", [1], [3]))),
     "unsqueeze_axis_out_of_range": model(then(node("Unsqueeze", ["t", "a"], ["c"])),
                                          inits=(W, i64("t", [3], [1, 2, 3]), i64("a", [1], [10]))),
     "unsqueeze_axes_undefined": model([node("Unsqueeze", ["x", "nope"], ["u"]),
