@@ -58,7 +58,10 @@ struct PipelineOptions {
   /// A graph model's feature table (loom-place-features placement=): auto,
   /// device, zero-copy or host-gather; empty: the pass does not run.
   std::string graphFeatures;
-  bool recompute = false;
+  /// loom-autodiff's activation checkpointing: its mode, and how many units
+  /// from the first take it (-1: all).
+  mlir::loom::RecomputeKind recompute = mlir::loom::RecomputeKind::none;
+  int64_t recomputeUnits = -1;
   bool fuse = true; // loom-fuse-epilogues after the lowering (loomc --no-fuse)
   bool planArena = true; // loom-plan-arena after them (loomc --arena=online: off)
   bool hostThread = false; // loom-form-host-tasks after the lowering (loomc --host-thread)

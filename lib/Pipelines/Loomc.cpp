@@ -34,6 +34,9 @@
 #include "loom/Support/Files.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace mlir;
 namespace cost = ::loom::cost;
 namespace cl = llvm::cl;
@@ -198,6 +201,106 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
                  << (fits(c) ? "" : "  (does not fit)") << "\n";
   }
   return *best;
+}
+
+/// --recompute=auto: activation checkpointing only where memory needs it.
+/// Compiles the step without recompute; if it fits `budget` bytes, that is
+/// the plan. Otherwise it compiles selective and full recompute on every
+/// unit, and for each mode the number of units (from the first) that
+/// brings the predicted peak under the budget, interpolated linearly
+/// between none and all (a unit's activations are the same size from one
+/// block to the next) and then checked by compiling it (one unit more at a
+/// time while it does not fit); it keeps the fastest candidate that fits,
+/// or full recompute on every unit when none does. Prints the plan; false
+/// after an error.
+static bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
+                          const cost::Hardware &hw, double budget) {
+  struct Candidate {
+    mlir::loom::RecomputeKind kind;
+    int64_t units;
+    mlir::loom::StepPrediction pred;
+  };
+  auto compile = [&](mlir::loom::RecomputeKind kind, int64_t units)
+      -> std::optional<Candidate> {
+    PipelineOptions c = po;
+    c.recompute = kind;
+    c.recomputeUnits = units;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    buildPipeline(pm, reached, Phase::Lowered, c);
+    if (failed(pm.run(*copy)))
+      return std::nullopt;
+    FailureOr<mlir::loom::StepPrediction> p =
+        mlir::loom::simulateStep(*copy, hw, false, loweringOf(c));
+    if (failed(p))
+      return std::nullopt;
+    return Candidate{kind, units, std::move(*p)};
+  };
+  auto fits = [&](const Candidate &c) { return c.pred.peakDeviceBytes() <= budget; };
+  constexpr double GiB = double(1ull << 30);
+  auto name = [](const Candidate &c) {
+    std::string mode = c.kind == mlir::loom::RecomputeKind::none        ? "none"
+                       : c.kind == mlir::loom::RecomputeKind::selective ? "selective"
+                                                                        : "full";
+    return c.kind == mlir::loom::RecomputeKind::none || c.units < 0
+               ? mode
+               : mode + " on the first " + std::to_string(c.units) + " units";
+  };
+  std::optional<Candidate> none = compile(mlir::loom::RecomputeKind::none, -1);
+  if (!none)
+    return false;
+  if (fits(*none)) {
+    po.recompute = mlir::loom::RecomputeKind::none;
+    return true;
+  }
+  // The number of units: what loom-autodiff finds in the forward.
+  int64_t units = 1;
+  if (auto fwd = module.lookupSymbol<func::FuncOp>(mlir::loom::LoomDialect::kForward)) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : fwd.getBody().front().without_terminator())
+      ops.push_back(&op);
+    units = mlir::loom::planUnits(ops).count();
+  }
+  std::vector<Candidate> tried{*none};
+  std::optional<Candidate> best;
+  for (auto kind : {mlir::loom::RecomputeKind::selective, mlir::loom::RecomputeKind::full}) {
+    std::optional<Candidate> all = compile(kind, -1);
+    if (!all)
+      return false;
+    tried.push_back(*all);
+    if (!fits(*all))
+      continue;
+    // Peak(k) ~ none - k * (none - all) / units.
+    double saved = (none->pred.peakDeviceBytes() - all->pred.peakDeviceBytes()) / double(units);
+    int64_t k = saved > 0 ? int64_t(std::ceil((none->pred.peakDeviceBytes() - budget) / saved))
+                          : units;
+    std::optional<Candidate> pick = *all;
+    for (k = std::clamp<int64_t>(k, 1, units); k < units; ++k) {
+      std::optional<Candidate> c = compile(kind, k);
+      if (!c)
+        return false;
+      tried.push_back(*c);
+      if (fits(*c)) {
+        pick = c;
+        break;
+      }
+    }
+    if (!best || pick->pred.stepSeconds < best->pred.stepSeconds)
+      best = pick;
+  }
+  if (!best)
+    best = tried.back(); // full on every unit: the least memory there is
+  llvm::errs() << llvm::formatv("loomc: recompute plan (auto) on '{0}' for a budget of {1:F1} GiB "
+                                "({2} units):\n",
+                                hw.name, budget / GiB, units);
+  for (const Candidate &c : tried)
+    llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB", name(c),
+                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
+                 << (c.kind == best->kind && c.units == best->units ? "  <- chosen" : "")
+                 << (fits(c) ? "" : "  (over the budget)") << "\n";
+  po.recompute = best->kind;
+  po.recomputeUnits = best->units;
+  return true;
 }
 
 /// The generated kernels of the module's fused regions, beside the C++
@@ -557,10 +660,19 @@ struct LoomcOptions {
                "loom-plan-arena: one region of the size the step needs) or online (the "
                "runtime's best-fit arena places them as the step runs)"),
       cl::cat(cat)};
-  cl::opt<bool> recompute{
-      "recompute", cl::init(false),
-      cl::desc("Activation checkpointing: recompute the forward pass in the "
-               "backward (loom-autodiff recompute=true)"),
+  cl::opt<std::string> recompute{
+      "recompute", cl::init("auto"), cl::ValueOptional, cl::value_desc("none|full|selective|auto"),
+      cl::desc("Activation checkpointing per transformer block (loom-autodiff recompute=): "
+               "none; full (keep each block's input, run the block again in its backward; "
+               "the bare --recompute); selective (recompute norms and elementwise, keep "
+               "products and attention); auto (the default: none when the step fits "
+               "--memory-budget, else the fastest choice of mode and number of blocks the "
+               "cost model predicts to fit; none without a GPU --hardware)"),
+      cl::cat(cat)};
+  cl::opt<double> memoryBudget{
+      "memory-budget", cl::init(0), cl::value_desc("GiB"),
+      cl::desc("Device memory --recompute=auto plans for (default: 90% of the usable "
+               "memory of --hardware, leaving a tenth for the allocator and libraries)"),
       cl::cat(cat)};
   cl::opt<std::string> precision{
       "precision", cl::init("fp32"), cl::value_desc("fp32|bf16"),
@@ -818,6 +930,11 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
       !llvm::StringRef(o.offload).starts_with("static:"))
     return "unknown --optimizer-offload '" + o.offload +
            "': expected none, cpu, static:R or interleaved";
+  if (!o.recompute.empty() && o.recompute != "none" && o.recompute != "full" &&
+      o.recompute != "selective" && o.recompute != "auto")
+    return "unknown --recompute '" + o.recompute + "': expected none, full, selective or auto";
+  if (o.memoryBudget < 0 || !std::isfinite(o.memoryBudget))
+    return std::string("--memory-budget must be a non-negative number of GiB (0: the default)");
   if (o.precision != "fp32" && o.precision != "bf16")
     return "unknown --precision '" + o.precision + "': expected fp32 or bf16";
   if (o.target != "cpu" && o.target != "cuda" && o.target != "hip")
@@ -927,7 +1044,10 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   PipelineOptions po;
   po.reinitParams = o.init == "random";
   po.precision = o.precision;
-  po.recompute = o.recompute;
+  if (o.recompute == "full" || o.recompute.empty())
+    po.recompute = mlir::loom::RecomputeKind::full;
+  else if (o.recompute == "selective")
+    po.recompute = mlir::loom::RecomputeKind::selective;
   po.fuse = !o.noFuse;
   po.planArena = o.arena == "planned";
   // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
@@ -1064,6 +1184,15 @@ int loomcMain(int argc, char **argv) {
   if (reached >= Phase::Lowered)
     return error("the input is already lowered (loomrt IR): loomc builds binaries from loom IR, "
                  "whose every access it can check; give the module before --compile-to=lowered");
+  if (o.recompute == "auto" && hw && hw->hasGpu && phase >= Phase::Optimizer &&
+      reached < Phase::Autodiff) {
+    if (failed(verify(*module)))
+      return 1;
+    double budget = o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
+                                       : 0.9 * mlir::loom::usableDeviceBytes(*hw);
+    if (!planRecompute(*module, reached, po, *hw, budget))
+      return 1;
+  }
   if (d.planHpz) {
     if (failed(verify(*module)))
       return 1;

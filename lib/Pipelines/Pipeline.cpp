@@ -64,6 +64,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
       pm.addPass(mlir::loom::createMixedPrecision());
     mlir::loom::AutodiffOptions ad;
     ad.recompute = o.recompute;
+    ad.recomputeUnits = o.recomputeUnits;
     pm.addPass(mlir::loom::createAutodiff(ad));
   }
   if (runs(Phase::Optimizer)) {
@@ -157,8 +158,16 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                           llvm::cl::init(false)};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
-  Option<bool> recompute{*this, "recompute", llvm::cl::desc("Recompute activations in the backward"),
-                         llvm::cl::init(false)};
+  Option<mlir::loom::RecomputeKind> recompute{
+      *this, "recompute", llvm::cl::desc("Activation checkpointing per unit (loom-autodiff)"),
+      llvm::cl::init(mlir::loom::RecomputeKind::none),
+      llvm::cl::values(clEnumValN(mlir::loom::RecomputeKind::none, "none", "keep every activation"),
+                       clEnumValN(mlir::loom::RecomputeKind::full, "full", "recompute each unit"),
+                       clEnumValN(mlir::loom::RecomputeKind::selective, "selective",
+                                  "recompute all but products and attention"))};
+  Option<int64_t> recomputeUnits{*this, "recompute-units",
+                                 llvm::cl::desc("Units, from the first, that recompute (-1: all)"),
+                                 llvm::cl::init(-1)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("loom-compose-copies, loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
                     llvm::cl::init(true)};
@@ -229,6 +238,7 @@ void registerLoomPipeline() {
         o.reinitParams = cl.initRandom;
         o.precision = cl.precision;
         o.recompute = cl.recompute;
+        o.recomputeUnits = cl.recomputeUnits;
         o.fuse = cl.fuse;
         o.planArena = cl.planArena;
         o.optimizer.optimizer = cl.optimizer;

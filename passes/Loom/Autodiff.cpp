@@ -20,6 +20,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <functional>
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_AUTODIFF
@@ -166,6 +167,12 @@ public:
         z->erase();
   }
   Value get(Value v) const { return adjoint.lookup(v); }
+  /// Drops what is known of `v` (before its op is erased: a later op may
+  /// reuse the address).
+  void forget(Value v) {
+    adjoint.erase(v);
+    active.erase(v);
+  }
 
   //===--------------------------------------------------------------===//
   // Building blocks
@@ -633,6 +640,81 @@ private:
 struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
   using Base::Base;
 
+  /// The backward with activation checkpointing: unit by unit, last first.
+  /// A recomputed unit's ops are cloned (after everything emitted so far)
+  /// with their inputs from other units taken as the forward computed them
+  /// and free ops (loads, constants, their casts) made afresh; the clones
+  /// are differentiated instead of the originals, so the originals' values
+  /// die in the forward except those a later unit reads. An op's adjoint
+  /// gathered on the original (from later units) moves to its clone just
+  /// before the clone's rule runs, when every user has contributed.
+  LogicalResult backwardByUnits(Differentiator &d, OpBuilder &b,
+                                ArrayRef<Operation *> forwardOps) {
+    UnitPlan plan = planUnits(forwardOps);
+    int64_t units = plan.count();
+    int64_t recomputed = recomputeUnits < 0 ? units : std::min(recomputeUnits.getValue(), units);
+    SmallVector<SmallVector<Operation *>> byUnit(units);
+    for (Operation *op : forwardOps)
+      if (!plan.free.contains(op))
+        byUnit[plan.unitOf(op)].push_back(op);
+    for (int64_t u = units - 1; u >= 0; --u) {
+      if (u >= recomputed) {
+        for (Operation *op : llvm::reverse(byUnit[u]))
+          if (failed(d.vjp(op)))
+            return failure();
+        continue;
+      }
+      IRMapping again;
+      // Each clone with the op it stands for (null: a free op's copy).
+      SmallVector<std::pair<Operation *, Operation *>> clones;
+      // Selective: products and attention are not run again; a copy made
+      // only for their gradient rule goes once the rule has run.
+      auto kept = [&](Operation *op) {
+        return recompute == RecomputeKind::selective && isa<MatmulOp, AttentionOp>(op);
+      };
+      std::function<void(Value)> remake = [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        if (!def || again.contains(v) || !plan.free.contains(def))
+          return;
+        for (Value in : def->getOperands())
+          remake(in);
+        clones.push_back({nullptr, b.clone(*def, again)});
+      };
+      for (Operation *op : byUnit[u]) {
+        for (Value in : op->getOperands())
+          remake(in);
+        Operation *c = b.clone(*op, again);
+        if (kept(op))
+          for (Value r : op->getResults())
+            again.erase(r);
+        clones.push_back({op, c});
+      }
+      SmallVector<Operation *> made;
+      for (auto &[orig, c] : clones)
+        made.push_back(c);
+      d.markActive(made);
+      for (auto &[orig, c] : llvm::reverse(clones)) {
+        if (orig)
+          for (auto [r, rc] : llvm::zip(orig->getResults(), c->getResults()))
+            d.accumulate(rc, d.get(r));
+        if (failed(d.vjp(c)))
+          return failure();
+        if (orig && kept(orig)) {
+          for (Value rc : c->getResults())
+            d.forget(rc);
+          c->replaceAllUsesWith(orig->getResults());
+          c->erase();
+        }
+      }
+    }
+    // The forward's own free ops (the casts of parameters the units that
+    // keep their activations read), once all their users are done.
+    for (Operation *op : llvm::reverse(forwardOps))
+      if (plan.free.contains(op) && failed(d.vjp(op)))
+        return failure();
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fwd = module.lookupSymbol<func::FuncOp>(function);
@@ -683,7 +765,7 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       map.map(from, to);
     b.setInsertionPointToStart(entry);
     SmallVector<Operation *> forwardOps;
-    Value loss, recomputedLoss;
+    Value loss;
     for (Operation &op : fwd.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         loss = map.lookup(ret.getOperand(0));
@@ -692,49 +774,35 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       forwardOps.push_back(b.clone(op, map));
     }
 
-    // With recompute, the backward differentiates a second copy of the
-    // forward pass made after the loss: the first copy's activations die at
-    // the loss and are rematerialised when the backward needs them (full
-    // activation checkpointing: one checkpoint, the inputs).
     Location loc = fwd.getLoc();
-    if (recompute) {
-      IRMapping again;
-      for (auto [from, to] : llvm::zip(fwd.getArguments(), entry->getArguments()))
-        again.map(from, to);
-      forwardOps.clear();
-      for (Operation &op : fwd.getBody().front()) {
-        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-          recomputedLoss = again.lookup(ret.getOperand(0));
-          continue;
-        }
-        forwardOps.push_back(b.clone(op, again));
-      }
-    }
-
-    // Backward, from d(loss) = 1.
     Differentiator d(b, loc);
     d.markActive(forwardOps);
-    Value seedAt = recompute ? recomputedLoss : loss;
-    d.accumulate(seedAt, d.splat(cast<RankedTensorType>(loss.getType()), 1.0));
-    for (Operation *op : llvm::reverse(forwardOps))
-      if (failed(d.vjp(op)))
-        return signalPassFailure();
+    d.accumulate(loss, d.splat(cast<RankedTensorType>(loss.getType()), 1.0));
+    if (recompute == RecomputeKind::none) {
+      for (Operation *op : llvm::reverse(forwardOps))
+        if (failed(d.vjp(op)))
+          return signalPassFailure();
+    } else if (failed(backwardByUnits(d, b, forwardOps))) {
+      return signalPassFailure();
+    }
 
     // One gradient per parameter, in module order; tied loads are summed.
     llvm::MapVector<StringRef, Value> grads;
     llvm::StringMap<Type> gradType;
-    for (Operation *op : forwardOps)
-      if (auto load = dyn_cast<LoadOp>(op))
-        if (differentiable(load.getResult())) {
-          gradType[load.getName()] = load.getType();
-          grads[load.getName()] = Value();
-        }
-    for (Operation *op : forwardOps)
-      if (auto load = dyn_cast<LoadOp>(op))
-        if (Value g = d.get(load.getResult())) {
-          Value &acc = grads[load.getName()];
-          acc = acc ? AddOp::create(b, loc, g.getType(), acc, g).getResult() : g;
-        }
+    // (Recomputed units load their parameters again: every load counts.)
+    SmallVector<LoadOp> loads;
+    for (auto load : entry->getOps<LoadOp>())
+      loads.push_back(load);
+    for (LoadOp load : loads)
+      if (differentiable(load.getResult())) {
+        gradType[load.getName()] = load.getType();
+        grads[load.getName()] = Value();
+      }
+    for (LoadOp load : loads)
+      if (Value g = d.get(load.getResult())) {
+        Value &acc = grads[load.getName()];
+        acc = acc ? AddOp::create(b, loc, g.getType(), acc, g).getResult() : g;
+      }
     SmallVector<Value> outs{loss};
     SmallVector<Type> types{loss.getType()};
     SmallVector<Attribute> names;

@@ -90,6 +90,27 @@ def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
     no gradient. An op on the path from a parameter to the loss without a
     gradient rule is an error naming it.
 
+    **Activation checkpointing** (`recompute`, per unit: one transformer
+    block, found from the parameters' names by `planUnits`,
+    passes/Loom/Units.cpp; a model without numbered blocks is one unit).
+    With `full`, the backward of unit k starts by running unit k's forward
+    again from the values that enter it (the previous unit's output, the
+    tokens): only those values live from the forward to the backward, and
+    at most one unit's activations at a time (Chen et al., "Training Deep
+    Nets with Sublinear Memory Cost", 2016; Megatron-LM's
+    `--recompute-granularity full --recompute-method uniform
+    --recompute-num-layers 1`). `selective` recomputes only the cheap ops
+    of each unit (norms, elementwise, reshapes) and keeps the outputs of
+    `loom.matmul` and `loom.attention` (Korthikanti et al., "Reducing
+    Activation Recomputation in Large Transformer Models", 2022, keep the
+    products and recompute around them). `recompute-units=N` applies the
+    mode to the first N units only (the cost model's choice under
+    `loomc --recompute=auto`): the first units' activations live longest.
+    Parameter loads, constants and their casts are made again in each
+    recomputed unit, so ZeRO-3 gathers a unit's parameters anew for its
+    backward. The recomputed copies come after the loss, in reverse unit
+    order, each just before its unit's backward.
+
     The backward graph uses the dialect's gradient ops (`loom.gelu_grad`,
     `loom.layer_norm_grad`, `loom.attention_grad`, `loom.cross_entropy_grad`,
     `loom.embedding_grad`, ...); broadcasting is undone with `loom.reduce`,
@@ -125,11 +146,17 @@ def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
            "The function to differentiate (returns one scalar loss)">,
-    Option<"recompute", "recompute", "bool", /*default=*/"false",
-           "Activation checkpointing: the backward differentiates a second "
-           "copy of the forward pass made after the loss, so forward "
-           "activations need not live until the backward (one checkpoint: "
-           "the inputs; about a third more compute)">,
+    Option<"recompute", "recompute", "mlir::loom::RecomputeKind",
+           /*default=*/"mlir::loom::RecomputeKind::none",
+           "Activation checkpointing per unit (one transformer block)", [{::llvm::cl::values(
+             clEnumValN(mlir::loom::RecomputeKind::none, "none", "keep every activation"),
+             clEnumValN(mlir::loom::RecomputeKind::full, "full",
+                        "keep each unit's inputs, run the unit again in its backward"),
+             clEnumValN(mlir::loom::RecomputeKind::selective, "selective",
+                        "as full, but keep the outputs of products and attention"))}]>,
+    Option<"recomputeUnits", "recompute-units", "int64_t", /*default=*/"-1",
+           "How many units, from the first, recompute (-1: every unit); the "
+           "others keep their activations">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect",
                            "::mlir::arith::ArithDialect",

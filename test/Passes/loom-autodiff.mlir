@@ -1,5 +1,7 @@
 // RUN: loom-opt %s -split-input-file --loom-autodiff -verify-diagnostics | FileCheck %s
-// RUN: loom-opt %s -split-input-file --loom-autodiff=recompute=true -verify-diagnostics | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: loom-opt %s -split-input-file --loom-autodiff=recompute=full -verify-diagnostics | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: loom-opt %s -split-input-file --loom-autodiff=recompute=selective -verify-diagnostics | FileCheck %s --check-prefix=SELECTIVE
+// RUN: loom-opt %s -split-input-file "--loom-autodiff=recompute=full recompute-units=2" -verify-diagnostics | FileCheck %s --check-prefix=FIRST2
 
 loom.param @w : tensor<4x3xf32>
 loom.param @b : tensor<4xf32>
@@ -177,5 +179,66 @@ func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
   // expected-error@+1 {{loom-autodiff: @forward calls another function; differentiation does not cross calls (inline it first, e.g. loom-opt --inline)}}
   %y = call @layer(%x) : (tensor<4xf32>) -> tensor<4xf32>
   %l = loom.reduce sum %y [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Units: the parameters h.0.* and h.1.* make two blocks (units 1 and 2;
+// unit 0, before the first block, is empty here); the head joins the last.
+// With full recompute each unit's backward starts by running the unit
+// again from what enters it: unit 2 from unit 1's output %[[A0]], which is
+// all that lives from the forward to unit 2's backward; unit 1 after
+// unit 2's backward, from the input. Each recomputed unit loads its
+// parameters again (ZeRO-3 gathers them again there).
+// RECOMPUTE-LABEL: func.func @forward_backward(%arg0: tensor<2x4xf32>
+// RECOMPUTE: %[[M0:.+]] = loom.matmul %arg0
+// RECOMPUTE: %[[A0:.+]] = loom.tanh %[[M0]]
+// RECOMPUTE: loom.cross_entropy
+// RECOMPUTE: %[[W1:.+]] = loom.load @h.1.w
+// RECOMPUTE: %[[M1R:.+]] = loom.matmul %[[A0]], %[[W1]]
+// RECOMPUTE: %[[A1R:.+]] = loom.tanh %[[M1R]]
+// RECOMPUTE: loom.cross_entropy_grad
+// RECOMPUTE: loom.matmul %{{.+}}, %[[A0]] transpose_lhs
+// RECOMPUTE: %[[W0:.+]] = loom.load @h.0.w
+// RECOMPUTE: %[[M0R:.+]] = loom.matmul %arg0, %[[W0]]
+// RECOMPUTE: loom.tanh %[[M0R]]
+// RECOMPUTE: loom.matmul %{{.+}}, %arg0 transpose_lhs
+// RECOMPUTE: return
+
+// Selective keeps the products' outputs and recomputes only the tanh.
+// SELECTIVE-LABEL: func.func @forward_backward(%arg0: tensor<2x4xf32>
+// SELECTIVE: %[[M0:.+]] = loom.matmul %arg0
+// SELECTIVE: %[[M1:.+]] = loom.matmul
+// SELECTIVE: %[[LG:.+]] = loom.matmul
+// SELECTIVE: loom.cross_entropy
+// SELECTIVE: loom.tanh %[[M1]]
+// SELECTIVE: loom.cross_entropy_grad %[[LG]]
+// SELECTIVE: loom.tanh %[[M0]]
+// SELECTIVE-NOT: loom.matmul %arg0, %{{.+}} transpose_rhs
+// SELECTIVE: return
+
+// recompute-units=2: units 0 and 1 recompute, unit 2 keeps its activations
+// (the backward reads the forward's tanh %[[A1]]).
+// FIRST2-LABEL: func.func @forward_backward(%arg0: tensor<2x4xf32>
+// FIRST2: %[[A1:.+]] = loom.tanh
+// FIRST2: %[[A1B:.+]] = loom.tanh
+// FIRST2: loom.cross_entropy_grad
+// FIRST2: loom.mul %[[A1B]], %[[A1B]]
+// FIRST2: loom.load @h.0.w
+// FIRST2: return
+loom.param @h.0.w : tensor<4x4xf32>
+loom.param @h.1.w : tensor<4x4xf32>
+loom.param @head : tensor<5x4xf32>
+func.func @forward(%x: tensor<2x4xf32>, %y: tensor<2xi64>) -> tensor<f32> {
+  %w0 = loom.load @h.0.w : tensor<4x4xf32>
+  %m0 = loom.matmul %x, %w0 transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %a0 = loom.tanh %m0 : tensor<2x4xf32>
+  %w1 = loom.load @h.1.w : tensor<4x4xf32>
+  %m1 = loom.matmul %a0, %w1 transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %a1 = loom.tanh %m1 : tensor<2x4xf32>
+  %hw = loom.load @head : tensor<5x4xf32>
+  %lg = loom.matmul %a1, %hw transpose_rhs : tensor<2x4xf32>, tensor<5x4xf32> -> tensor<2x5xf32>
+  %l = loom.cross_entropy %lg, %y : tensor<2x5xf32>, tensor<2xi64> -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -16,6 +16,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <memory>
 
@@ -34,6 +36,9 @@ enum class DilocoQuant { fp32, bf16, fp8, fp4 };
 /// 1-bit Adam's frozen variance at ZeRO stages 1-2 (loom-data-parallel):
 /// kept as shards, or gathered once at the freeze.
 enum class FrozenVariance { sharded, replicated };
+/// loom-autodiff's activation checkpointing per unit: none, the whole unit
+/// again in its backward, or only its cheap ops (products kept).
+enum class RecomputeKind { none, full, selective };
 
 #define GEN_PASS_DECL
 #include "passes/Loom/Passes.h.inc"
@@ -70,6 +75,29 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode, bool hostThread);
 /// option; its other options from `options`.
 std::unique_ptr<Pass> createInterleaveOffloadFor(const ::loom::cost::Hardware &hw,
                                                  const InterleaveOffloadOptions &options);
+
+/// Units of sharding and recomputation (passes/Loom/Units.cpp says how they
+/// are found): one per transformer block, unit 0 before the first.
+struct UnitPlan {
+  /// Each non-free op's unit.
+  llvm::DenseMap<Operation *, int64_t> ofOp;
+  /// Parameter loads, constants, and casts/reshapes/transposes/broadcasts
+  /// of them: made again wherever they are needed.
+  llvm::DenseSet<Operation *> free;
+  /// Each parameter's unit: the first that reads it.
+  llvm::StringMap<int64_t> ofParam;
+  /// The blocks' name prefixes (`model.layers.3`): unit k is blocks[k-1].
+  SmallVector<std::string> blocks;
+  int64_t count() const { return int64_t(blocks.size()) + 1; }
+  int64_t unitOf(Operation *op) const { return ofOp.lookup_or(op, 0); }
+};
+/// The units of a forward pass, its ops in program order.
+UnitPlan planUnits(ArrayRef<Operation *> forwardOps);
+/// The block a parameter name belongs to (the prefix up to its first
+/// numeric component: `model.layers.3`), empty when none.
+StringRef blockOfParam(StringRef name);
+/// Whether `op` is free given the free ops before it.
+bool isFreeOp(Operation *op, const llvm::DenseSet<Operation *> &free);
 
 } // namespace mlir::loom
 
