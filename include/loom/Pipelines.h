@@ -74,6 +74,8 @@ struct PipelineOptions {
   std::string hardwareName = "h100";
   bool dataParallel = false; // needs a loom.topology @world in the module
   int64_t zeroStage = 0, bucketSize = 16777216;
+  /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
+  int64_t prefetch = 1;
   /// hpZ's secondary partition (loom-data-parallel secondary=): levels,
   /// comma-separated; empty: none.
   std::string hpzLevels;

@@ -109,6 +109,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // two tensors.
     dp.shardMultiple = std::lcm(std::max<int64_t>(o.qwzBlock, 1), std::max<int64_t>(o.qgzBlock, 1));
     dp.memberAlign = dp.shardMultiple;
+    // bf16 gathers where the forward casts; qwZ quantises the fp32 shard
+    // and the offloaded shards live in host memory, so those keep fp32.
+    dp.computeGathers = o.qwzBlock == 0 && o.offload == "none";
+    dp.prefetch = o.prefetch;
     // Stages 1 and 2 offload each rank's master shard: a symbol of its own.
     dp.masterShards = o.offload != "none" && (o.zeroStage == 1 || o.zeroStage == 2);
     pm.addPass(mlir::loom::createDataParallel(dp));

@@ -25,6 +25,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <numeric>
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_DATAPARALLEL
 #include "passes/Loom/Passes.h.inc"
@@ -44,6 +46,7 @@ struct Member {
   Value grad;       // from @forward_backward
   AdamOp adam;      // the update it replaces (stages 1-3)
   int64_t numel = 0;
+  unsigned index = 0; // its gradient among @forward_backward's results (after the loss)
 };
 
 struct Bucket {
@@ -157,12 +160,11 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     SmallVector<Value> reduced, tokens;
     // Where each reduction's ops start, to bound how many are in flight.
     SmallVector<std::pair<Operation *, Value>> issued;
-    unsigned gi = 1;
     for (Bucket &bk : buckets) {
       SmallVector<Value> grads;
       Operation *last = nullptr;
-      for (size_t i = 0; i < bk.members.size(); ++i, ++gi) {
-        Value g = ret.getOperand(gi);
+      for (Member &m : bk.members) {
+        Value g = ret.getOperand(1 + m.index);
         grads.push_back(g);
         Operation *d = g.getDefiningOp();
         if (!d)
@@ -213,8 +215,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     call = newCall;
     unsigned mi = 1;
     for (Bucket &bk : buckets)
-      for (Member &m : bk.members)
-        m.grad = newCall.getResult(mi++);
+      for (Member &m : bk.members) {
+        m.grad = newCall.getResult(1 + m.index);
+        ++mi;
+      }
     SmallVector<Value> out;
     for (size_t k = 0; k < buckets.size(); ++k)
       out.push_back(newCall.getResult(mi + k));
@@ -347,7 +351,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       if (!p)
         return fail(fb, "'" + cast<FlatSymbolRefAttr>(a).getValue() + "' is not a loom.param");
       Member m{p, call.getResult(i + 1), nullptr,
-               cast<RankedTensorType>(p.getType()).getNumElements()};
+               cast<RankedTensorType>(p.getType()).getNumElements(), unsigned(i)};
       for (Operation *u : m.grad.getUsers())
         if (auto adam = dyn_cast<AdamOp>(u))
           m.adam = adam;
@@ -362,14 +366,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         return fail(p, "ZeRO partitioning supports fp32 parameters (master weights)");
       members.push_back(m);
     }
-    // Buckets: consecutive members up to bucket-size elements.
-    SmallVector<Bucket> buckets;
-    for (Member &m : members) {
-      if (buckets.empty() || buckets.back().numel + m.numel > bucketSize)
-        buckets.emplace_back();
-      buckets.back().members.push_back(m);
-      buckets.back().numel = aligned(buckets.back().numel) + m.numel;
-    }
+    SmallVector<Bucket> buckets = formBuckets(fb, members);
     int64_t multiple = world * shardMultiple;
     for (Bucket &bk : buckets)
       bk.padded = (bk.numel + multiple - 1) / multiple * multiple;
@@ -382,6 +379,50 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                               : rewritePartitioned(b, loc, fb, buckets, *reduced)))
       return failure();
     return dropFullGradients(fb, call, members.size());
+  }
+
+  /// Buckets: consecutive members up to bucket-size elements. At stage 3,
+  /// one per unit (a transformer block) instead, in the units' order: the
+  /// unit of sharding FSDP wraps, gathered in one collective.
+  SmallVector<Bucket> formBuckets(func::FuncOp fb, SmallVector<Member> &members) {
+    SmallVector<Bucket> buckets;
+    SmallVector<int64_t> unitOf(members.size(), 0);
+    bool byUnit = false;
+    if (zeroStage == 3) {
+      Operation *lossOp = fb.getBody().front().getTerminator()->getOperand(0).getDefiningOp();
+      SmallVector<Operation *> forwardOps;
+      for (Operation &op : fb.getBody().front()) {
+        forwardOps.push_back(&op);
+        if (&op == lossOp)
+          break;
+      }
+      UnitPlan plan = planUnits(forwardOps);
+      byUnit = plan.count() > 1;
+      if (byUnit) {
+        for (auto [i, m] : llvm::enumerate(members))
+          unitOf[i] = plan.ofParam.lookup(m.param.getSymName());
+        SmallVector<size_t> order(members.size());
+        std::iota(order.begin(), order.end(), 0);
+        llvm::stable_sort(order, [&](size_t x, size_t y) { return unitOf[x] < unitOf[y]; });
+        SmallVector<Member> sorted;
+        SmallVector<int64_t> sortedUnits;
+        for (size_t i : order) {
+          sorted.push_back(members[i]);
+          sortedUnits.push_back(unitOf[i]);
+        }
+        members = std::move(sorted);
+        unitOf = std::move(sortedUnits);
+      }
+    }
+    for (auto [i, m] : llvm::enumerate(members)) {
+      bool next = byUnit ? (i == 0 || unitOf[i] != unitOf[i - 1])
+                         : (buckets.empty() || buckets.back().numel + m.numel > bucketSize);
+      if (next)
+        buckets.emplace_back();
+      buckets.back().members.push_back(m);
+      buckets.back().numel = aligned(buckets.back().numel) + m.numel;
+    }
+    return buckets;
   }
 
   /// @train_step now reads only the reduced buckets: @forward_backward stops
@@ -658,6 +699,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   /// and again before the first use in the backward.
   LogicalResult gatherParamsInForwardBackward(func::FuncOp fb, MutableArrayRef<Bucket> buckets) {
     Block &body = fb.getBody().front();
+    // Every gather made, and whether it is the backward's (for prefetch).
+    SmallVector<std::pair<AllGatherOp, bool>> gathers;
     // The forward ends where the loss is computed.
     Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
     if (!lossOp)
@@ -737,21 +780,54 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         b.setInsertionPoint(firstUser);
         Location loc = firstUser->getLoc();
         auto shardType = RankedTensorType::get({shard}, b.getF32Type());
+        // The compute type when every use casts to it (mixed precision's
+        // casts of the fp32 masters): the gather moves bf16 and the casts go.
+        Type compute;
+        if (computeGathers)
+          for (auto &list : uses)
+            for (OpOperand *u : list) {
+              auto c = dyn_cast<CastOp>(u->getOwner());
+              Type to = c ? cast<RankedTensorType>(c.getType()).getElementType() : Type();
+              if (!c || to.isF32() || (compute && compute != to) || !isa<FloatType>(to)) {
+                compute = Type();
+                goto decided;
+              }
+              compute = to;
+            }
+      decided:
         Value full;
-        if (&uses == &bwdUses && secondaryKept) {
+        if (&uses == &bwdUses && secondaryKept &&
+            cast<RankedTensorType>(secondaryKept.getType()).getElementType() ==
+                (compute ? compute : b.getF32Type())) {
           // hpZ: the backward gathers inside the secondary group, from the
           // block the forward kept.
           full = allGatherOver(b, loc, secondaryKept, bk.padded, secondaryGroup);
         } else {
-          full = allGather(b, loc, LoadOp::create(b, loc, shardType, pSym), bk.padded);
+          Value mine = LoadOp::create(b, loc, shardType, pSym);
+          if (compute)
+            mine = CastOp::create(b, loc, flatType(RankedTensorType::get({shard}, compute), shard),
+                                  mine);
+          full = allGather(b, loc, mine, bk.padded);
           if (secondaryGroup && &uses == &fwdUses)
-            secondaryKept = ShardOp::create(b, loc, flatType(shardType, bk.padded / secondarySize),
-                                            full, secondaryGroup);
+            secondaryKept = ShardOp::create(
+                b, loc, flatType(cast<RankedTensorType>(full.getType()), bk.padded / secondarySize),
+                full, secondaryGroup);
         }
-        SmallVector<Value> pieces = unflatten(b, loc, full, types);
+        gathers.push_back({full.getDefiningOp<AllGatherOp>(), &uses == &bwdUses});
+        SmallVector<RankedTensorType> pieceTypes;
+        for (RankedTensorType t : types)
+          pieceTypes.push_back(compute ? RankedTensorType::get(t.getShape(), compute) : t);
+        SmallVector<Value> pieces = unflatten(b, loc, full, pieceTypes);
         for (auto [i, list] : llvm::enumerate(uses))
-          for (OpOperand *u : list)
-            u->set(pieces[i]);
+          for (OpOperand *u : list) {
+            if (!compute) {
+              u->set(pieces[i]);
+              continue;
+            }
+            Operation *c = u->getOwner();
+            c->getResult(0).replaceAllUsesWith(pieces[i]);
+            c->erase();
+          }
       };
       gatherAt(fwdUses);
       gatherAt(bwdUses);
@@ -765,7 +841,53 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         l.erase();
       }
     }
+    prefetchGathers(gathers);
     return success();
+  }
+
+  /// Moves each gather (with the load and cast that feed it) `prefetch`
+  /// gathers earlier, in the order the forward, then the backward, issues
+  /// them; its wait stays at the first use. The comm stream then runs
+  /// the next units' gathers while this one computes (FSDP2's forward and
+  /// backward prefetch); the price is `prefetch` more units gathered at once.
+  void prefetchGathers(ArrayRef<std::pair<AllGatherOp, bool>> gathers) {
+    if (prefetch <= 0)
+      return;
+    for (bool backward : {false, true}) {
+      SmallVector<AllGatherOp> order;
+      for (auto &[g, bwd] : gathers)
+        if (bwd == backward)
+          order.push_back(g);
+      llvm::stable_sort(order, [](AllGatherOp x, AllGatherOp y) {
+        return x->isBeforeInBlock(y);
+      });
+      // The ops that make a gather's input (a load, a cast), first first.
+      auto chain = [](AllGatherOp g) {
+        SmallVector<Operation *> ops{g};
+        for (Operation *d = g.getInput().getDefiningOp();
+             d && isa<LoadOp, CastOp>(d) && d->hasOneUse();
+             d = d->getNumOperands() ? d->getOperand(0).getDefiningOp() : nullptr)
+          ops.insert(ops.begin(), d);
+        return ops;
+      };
+      // Gather i goes just before the wait of gather i - prefetch: issued
+      // while the units before its own compute. (The waits do not move.)
+      SmallVector<Operation *> waits;
+      for (AllGatherOp g : order) {
+        Operation *w = nullptr;
+        for (Operation *u : g.getToken().getUsers())
+          if (isa<WaitOp>(u) && (!w || u->isBeforeInBlock(w)))
+            w = u;
+        waits.push_back(w);
+      }
+      for (size_t i = size_t(prefetch); i < order.size(); ++i) {
+        Operation *at = waits[i - size_t(prefetch)];
+        if (!at || !at->isBeforeInBlock(order[i]))
+          continue;
+        for (Operation *op : chain(order[i]))
+          op->moveBefore(at);
+      }
+    }
   }
 };
 

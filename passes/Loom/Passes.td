@@ -445,7 +445,15 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
       (`@zero.bucketK.params`, `loom.shard_of` lists its members, which stay
       declared for their initialisers): `@forward_backward` all-gathers a
       bucket before its first use in the forward and again before its
-      first use in the backward.
+      first use in the backward. Buckets follow the units (one transformer
+      block each, `planUnits`): a unit's parameters are one bucket, gathered
+      in one collective and released after the unit's last use, as FSDP's
+      `fully_shard` per block does (a model without numbered blocks keeps
+      buckets of `bucket-size`). With `compute-gathers`, a bucket whose
+      every use is a cast to bf16 is gathered in bf16 (the shard cast
+      first: half the bytes of the fp32 master). With `prefetch=N`, the
+      gather is issued N gathers before its use (its wait stays at the use),
+      so it runs on the `comm` stream while the previous units compute.
 
     With `master-shards` (stages 1 and 2; what `loom-offload-optimizer` moves
     to the host), each rank's fp32 master weights of a bucket are a
@@ -546,6 +554,13 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "Start each tensor of a bucket at a multiple of this many elements "
            "(zeros between): a quantisation block then never spans two tensors, "
            "whose ranges differ (a layer norm's gain of 1 beside weights of 0.02)">,
+    Option<"computeGathers", "compute-gathers", "bool", /*default=*/"true",
+           "Stage 3: gather a bucket in the compute type (bf16) where every use of "
+           "its members is a cast to it (loom-mixed-precision's), so half the bytes "
+           "move; false: fp32 master shards (what qwZ quantises)">,
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
+           "Stage 3: issue each bucket's gather this many gathers ahead of its use, "
+           "in the forward's order and in the backward's (0: where it is used)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

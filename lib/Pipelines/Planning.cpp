@@ -1,0 +1,219 @@
+//===- Planning.cpp - loomc's plans made by the step simulation -----------===//
+//
+// The decisions loomc makes by compiling candidates and pricing each with
+// the step simulation: ZeRO-3's hierarchy (--hierarchy=auto) and activation
+// checkpointing (--recompute=auto).
+//
+//===----------------------------------------------------------------------===//
+#include "Planning.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+namespace cost = ::loom::cost;
+
+namespace loom {
+
+/// " NAME BYTES B SECONDS s;" for each communicator of a prediction.
+std::string commSummary(const mlir::loom::StepPrediction &p) {
+  std::string out;
+  for (auto &[key, comm] : p.comm)
+    out += llvm::formatv(" {0} {1} B {2:F4} s;", p.groupName(key), uint64_t(comm.bytes),
+                         comm.seconds)
+               .str();
+  return out;
+}
+
+/// --hierarchy=auto: compiles the step once per candidate — hpZ's
+/// secondary partition (none, then the innermost 1, 2, ... levels short of
+/// the world) and, with qgZ, its first stage (the innermost 1, 2, ...
+/// levels short of the world) — prices each with the step simulation and
+/// keeps the fastest that fits the device (hpZ trades memory for traffic
+/// between levels). Prints the plan; returns the chosen candidate, or
+/// nullopt after an error.
+std::optional<HierarchyCandidate>
+planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
+              const cost::Hardware &hw, ArrayRef<std::pair<std::string, int64_t>> levels) {
+  // The innermost k levels, k = 0 .. L-1, skipping a k whose last level
+  // has one rank (the same ranks as k-1).
+  std::vector<std::string> prefixes;
+  for (size_t k = 0; k < levels.size(); ++k) {
+    if (k > 0 && levels[k - 1].second == 1)
+      continue;
+    std::string sec;
+    for (size_t i = 0; i < k; ++i)
+      sec += (i ? "," : "") + levels[i].first;
+    prefixes.push_back(sec);
+  }
+  std::vector<HierarchyCandidate> cands;
+  for (const std::string &sec : prefixes)
+    for (const std::string &inner : prefixes) {
+      if (po.qgzBlock > 0 ? inner.empty() : !inner.empty())
+        continue;
+      cands.push_back({sec, inner, {}});
+    }
+  for (HierarchyCandidate &c : cands) {
+    po.hpzLevels = c.secondary;
+    po.qgzInner = c.qgzInner;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    buildPipeline(pm, reached, Phase::Lowered, po);
+    if (failed(pm.run(*copy)))
+      return std::nullopt;
+    // (Lowered by the pipeline already: the options only matter for
+    // unlowered input.)
+    FailureOr<mlir::loom::StepPrediction> p =
+        mlir::loom::simulateStep(*copy, hw, false, loweringOf(po));
+    if (failed(p))
+      return std::nullopt;
+    c.pred = std::move(*p);
+  }
+  const HierarchyCandidate *best = nullptr;
+  auto fits = [&](const HierarchyCandidate &c) {
+    return !hw.hasGpu || c.pred.peakDeviceBytes() <= mlir::loom::usableDeviceBytes(hw);
+  };
+  for (const HierarchyCandidate &c : cands)
+    if (!best || (fits(c) && !fits(*best)) ||
+        (fits(c) == fits(*best) && c.pred.stepSeconds < best->pred.stepSeconds))
+      best = &c;
+  constexpr double GiB = double(1ull << 30);
+  std::string topo;
+  for (auto &l : llvm::reverse(levels))
+    topo += (topo.empty() ? "" : " x ") + l.first + "=" + std::to_string(l.second);
+  llvm::errs() << "loomc: hierarchy plan (auto) for ZeRO-3 over " << topo << " on '" << hw.name
+               << "': bytes this rank sends a step and their link time, per communicator\n";
+  // Levels as the plan's rows name them: "gcd,gpu" -> "gcd+gpu".
+  auto joined = [](std::string levels) {
+    std::replace(levels.begin(), levels.end(), ',', '+');
+    return levels;
+  };
+  for (const HierarchyCandidate &c : cands) {
+    std::string name = c.secondary.empty() ? "flat" : "hpZ inside " + joined(c.secondary);
+    if (!c.qgzInner.empty())
+      name += ", qgZ first inside " + joined(c.qgzInner);
+    llvm::errs() << llvm::formatv("loomc:   {0,-44} step {1:F4} s, device memory {2:F2} GiB:", name,
+                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
+                 << commSummary(c.pred) << (&c == best ? "  <- chosen" : "")
+                 << (fits(c) ? "" : "  (does not fit)") << "\n";
+  }
+  return *best;
+}
+
+/// --recompute=auto: activation checkpointing only where memory needs it.
+/// Compiles the step without recompute; if it fits `budget` bytes, that is
+/// the plan. Otherwise it compiles selective and full recompute on every
+/// unit, and for each mode the number of units (from the first) that
+/// brings the predicted peak under the budget, interpolated linearly
+/// between none and all (a unit's activations are the same size from one
+/// block to the next) and then checked by compiling it (one unit more at a
+/// time while it does not fit); it keeps the fastest candidate that fits.
+/// When none fits the budget: the fastest that fits the device's usable
+/// memory, else the one with the least memory. Prints the plan.
+bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
+                          const cost::Hardware &hw, double budget) {
+  struct Candidate {
+    mlir::loom::RecomputeKind kind;
+    int64_t units;
+    mlir::loom::StepPrediction pred;
+  };
+  auto compile = [&](mlir::loom::RecomputeKind kind, int64_t units)
+      -> std::optional<Candidate> {
+    PipelineOptions c = po;
+    c.recompute = kind;
+    c.recomputeUnits = units;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    buildPipeline(pm, reached, Phase::Lowered, c);
+    if (failed(pm.run(*copy)))
+      return std::nullopt;
+    FailureOr<mlir::loom::StepPrediction> p =
+        mlir::loom::simulateStep(*copy, hw, false, loweringOf(c));
+    if (failed(p))
+      return std::nullopt;
+    return Candidate{kind, units, std::move(*p)};
+  };
+  auto fits = [&](const Candidate &c) { return c.pred.peakDeviceBytes() <= budget; };
+  constexpr double GiB = double(1ull << 30);
+  auto name = [](const Candidate &c) {
+    std::string mode = c.kind == mlir::loom::RecomputeKind::none        ? "none"
+                       : c.kind == mlir::loom::RecomputeKind::selective ? "selective"
+                                                                        : "full";
+    return c.kind == mlir::loom::RecomputeKind::none || c.units < 0
+               ? mode
+               : mode + " on the first " + std::to_string(c.units) + " units";
+  };
+  std::optional<Candidate> none = compile(mlir::loom::RecomputeKind::none, -1);
+  if (!none)
+    return false;
+  if (fits(*none)) {
+    po.recompute = mlir::loom::RecomputeKind::none;
+    return true;
+  }
+  // The number of units: what loom-autodiff finds in the forward.
+  int64_t units = 1;
+  if (auto fwd = module.lookupSymbol<func::FuncOp>(mlir::loom::LoomDialect::kForward)) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : fwd.getBody().front().without_terminator())
+      ops.push_back(&op);
+    units = mlir::loom::planUnits(ops).count();
+  }
+  std::vector<Candidate> tried{*none};
+  std::optional<Candidate> best;
+  for (auto kind : {mlir::loom::RecomputeKind::selective, mlir::loom::RecomputeKind::full}) {
+    std::optional<Candidate> all = compile(kind, -1);
+    if (!all)
+      return false;
+    tried.push_back(*all);
+    if (!fits(*all))
+      continue;
+    // Peak(k) ~ none - k * (none - all) / units.
+    double saved = (none->pred.peakDeviceBytes() - all->pred.peakDeviceBytes()) / double(units);
+    int64_t k = saved > 0 ? int64_t(std::ceil((none->pred.peakDeviceBytes() - budget) / saved))
+                          : units;
+    std::optional<Candidate> pick = *all;
+    // (A step of a sixteenth of the units when the guess falls short.)
+    for (k = std::clamp<int64_t>(k, 1, units); k < units;
+         k += std::max<int64_t>(1, units / 16)) {
+      std::optional<Candidate> c = compile(kind, k);
+      if (!c)
+        return false;
+      tried.push_back(*c);
+      if (fits(*c)) {
+        pick = c;
+        break;
+      }
+    }
+    if (!best || pick->pred.stepSeconds < best->pred.stepSeconds)
+      best = pick;
+  }
+  // Nothing under the budget: the fastest candidate that still fits the
+  // device (the budget's headroom given up), else the least memory there is.
+  if (!best) {
+    double usable = mlir::loom::usableDeviceBytes(hw);
+    for (const Candidate &c : tried)
+      if (c.pred.peakDeviceBytes() <= usable && (!best || c.pred.stepSeconds < best->pred.stepSeconds))
+        best = c;
+    if (!best)
+      for (const Candidate &c : tried)
+        if (!best || c.pred.peakDeviceBytes() < best->pred.peakDeviceBytes())
+          best = c;
+  }
+  llvm::errs() << llvm::formatv("loomc: recompute plan (auto) on '{0}' for a budget of {1:F1} GiB "
+                                "({2} units):\n",
+                                hw.name, budget / GiB, units);
+  for (const Candidate &c : tried)
+    llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB", name(c),
+                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
+                 << (c.kind == best->kind && c.units == best->units ? "  <- chosen" : "")
+                 << (fits(c) ? "" : "  (over the budget)") << "\n";
+  po.recompute = best->kind;
+  po.recomputeUnits = best->units;
+  return true;
+}
+
+} // namespace loom
