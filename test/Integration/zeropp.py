@@ -16,7 +16,11 @@ backward's all-gathers run inside the node instead of over all 8 ranks.
     (W-1)S for the backward's and (W-1)S for the gradients' reduce-scatter
     (W = 8 ranks) plus 7 bytes for the loss; hpZ sends the backward's
     inside the node instead, (G-1)(W/G)S over the node's group (G = 4
-    ranks a node), counted under that group's levels ("0,1").
+    ranks a node), counted under that group's levels ("0,1"). In bf16 the
+    blocks' gathers move bf16 (the embedding's stays fp32, which the
+    embedding reads): the backward gathers' bytes g are what hpZ takes off
+    the world's, (W-1-(G-1)W/G) g, and puts in the node's, (G-1)(W/G) g,
+    and bf16's flat step moves fewer bytes than fp32's.
 
 qwZ and qgZ (--zeropp=qwz,hpz,qgz):
   * a GPT (2 layers, width 128) on real text (the GPL-3's bytes, as the
@@ -45,6 +49,7 @@ def main():
     data = os.path.join(a.tmp, "tokens.bin")
     noisy_pattern(data, 61, 20000)
     bad = []
+    flat_bytes = {}
     for precision, more in (("fp32", []), ("bf16", ["--recompute"]), ("bf16", [])):
         logs = {}
         for name, extra in (("flat", ["--hierarchy=flat"]), ("hpz", ["--zeropp=hpz"])):
@@ -56,12 +61,28 @@ def main():
         flat, hpz = logs["flat"], logs["hpz"]
         err = max(abs(x["loss"] - y["loss"]) for x, y in zip(flat, hpz))
         fb = flat[-1]["comm_bytes"]
-        s = (fb - 7) / (3 * (W - 1))  # bytes of one rank's shard
-        want_node = (G - 1) * (W // G) * s
-        want_all = fb - (W - 1) * s + want_node
+        # hpZ moves each bucket's backward gather, (W - 1) shards of g bytes
+        # over the world, inside the node: (G - 1) blocks of W/G shards. So
+        # the world's bytes drop by the backward gathers' shard bytes times
+        # (W - 1) - (G - 1) W/G and the node's are (G - 1) W/G times them.
+        # In fp32 every collective moves the same shard (forward gather,
+        # backward gather, reduce-scatter: 3 (W - 1) s, and 7 for the loss);
+        # in bf16 the blocks' gathers move half of it.
+        drop = (W - 1) - (G - 1) * (W // G)
+        g = (fb - hpz[-1]["comm_bytes"]) / drop
+        want_node = (G - 1) * (W // G) * g
+        if precision == "fp32":
+            s = (fb - 7) / (3 * (W - 1))  # bytes of one rank's shard
+            g = s if s == int(s) else -1
+            want_node = (G - 1) * (W // G) * g
+        want_all = fb - drop * g
         got_node = hpz[-1].get("comm_bytes_by_group", {}).get("0,1")
-        ok_bytes = (s == int(s) and got_node == want_node and hpz[-1]["comm_bytes"] == want_all
+        ok_bytes = (g == int(g) and g > 0 and got_node == want_node and hpz[-1]["comm_bytes"] == want_all
                     and all(x["comm_bytes"] == hpz[-1]["comm_bytes"] for x in hpz))
+        flat_bytes[precision] = fb
+        if precision == "bf16" and fb >= flat_bytes["fp32"]:
+            ok_bytes = False
+            print(f"bf16's gathers should move fewer bytes than fp32's: {fb} vs {flat_bytes['fp32']}")
         ok = err <= 1e-6 and ok_bytes
         print(f"{precision}{' --recompute' if more else (' without --recompute' if precision == 'bf16' else '')}: hpZ losses {err:.1e} from flat ZeRO-3's (bound 1e-6; "
               f"{flat[0]['loss']:.4f} -> {flat[-1]['loss']:.4f}); bytes a step: flat {fb}, hpZ "
