@@ -522,7 +522,14 @@ struct LoomcOptions {
       cl::cat(cat)};
   cl::opt<int64_t> bucketSize{
       "bucket-size", cl::init(16777216), cl::value_desc("elements"),
-      cl::desc("Most elements per gradient communication bucket"), cl::cat(cat)};
+      cl::desc("Most elements per gradient communication bucket (ZeRO-3 on a model with "
+               "numbered blocks: one bucket per block instead)"),
+      cl::cat(cat)};
+  cl::opt<int64_t> prefetch{
+      "prefetch", cl::init(1), cl::value_desc("N"),
+      cl::desc("ZeRO-3: issue each block's all-gather N gathers ahead of its use, in the "
+               "forward and in the backward (0: at its use)"),
+      cl::cat(cat)};
   cl::opt<std::string> offload{
       "optimizer-offload", cl::init("none"),
       cl::value_desc("none|cpu|static:R|interleaved"),
@@ -742,6 +749,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (!o.recompute.empty() && o.recompute != "none" && o.recompute != "full" &&
       o.recompute != "selective" && o.recompute != "auto")
     return "unknown --recompute '" + o.recompute + "': expected none, full, selective or auto";
+  if (o.prefetch < 0 || o.prefetch > 64)
+    return "--prefetch must be between 0 and 64 gathers, got " + std::to_string(o.prefetch);
   if (o.memoryBudget < 0 || !std::isfinite(o.memoryBudget))
     return std::string("--memory-budget must be a non-negative number of GiB (0: the default)");
   if (o.precision != "fp32" && o.precision != "bf16")
@@ -882,6 +891,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.dataParallel = d.dataParallel;
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
+  po.prefetch = o.prefetch;
   po.hpzLevels = d.hpzLevels;
   po.qwzBlock = d.qwzBlock;
   po.qgzBlock = d.qgzBlock;
