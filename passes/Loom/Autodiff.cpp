@@ -676,6 +676,10 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
         Operation *def = v.getDefiningOp();
         if (!def || again.contains(v) || !plan.free.contains(def))
           return;
+        // Constants are data, not work: every unit reads the one copy
+        // (a copy each would repeat a rotary table in every block's code).
+        if (def->getNumOperands() == 0 && !isa<LoadOp>(def))
+          return;
         for (Value in : def->getOperands())
           remake(in);
         clones.push_back({nullptr, b.clone(*def, again)});
