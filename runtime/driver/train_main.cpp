@@ -212,7 +212,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 /// One line of --log-json for a finished step.
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
-             const std::string &byGroup, double dataWaitMs) {
+             const std::string &byGroup, double dataWaitMs, double deviceMiB) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -233,7 +233,12 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // Graph models: how long the step waited for its sampled batch (the
   // sampler runs one step ahead; step_ms starts after the wait).
   if (dataWaitMs >= 0)
-    std::snprintf(phases + n, sizeof phases - size_t(n), ", \"data_wait_ms\": %.4f", dataWaitMs);
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"data_wait_ms\": %.4f",
+                       dataWaitMs);
+  // What this rank holds on the device: the step arena's high-water mark
+  // (gathered parameters and recomputed activations included) and the
+  // parameters and state that live there (loomc predicts the sum).
+  std::snprintf(phases + n, sizeof phases - size_t(n), ", \"device_mib\": %.1f", deviceMiB);
   std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
                step, lossText, ms, unit, tps, phases,
                byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
@@ -241,13 +246,23 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   std::fflush(log);
 }
 
+/// The bytes of the globals that live in device memory.
+size_t deviceGlobalBytes(const loomrt_program *p, const std::vector<HostView> &host) {
+  size_t onDevice = 0;
+  for (size_t i = 0; i < p->num_globals; ++i)
+    if (p->globals[i].space != LOOMRT_MEM_PINNED)
+      onDevice += host[i].size();
+  return onDevice;
+}
+
 /// What the run held: device memory (what loomc's prediction counts) apart
 /// from pinned host memory (offloaded state, the host step arena).
 void reportMemory(const loomrt_program *p, const std::vector<HostView> &host,
                   loomrt_step_ctx_t &ctx, int world) {
-  size_t onDevice = 0, pinned = 0;
+  size_t onDevice = deviceGlobalBytes(p, host), pinned = 0;
   for (size_t i = 0; i < p->num_globals; ++i)
-    (p->globals[i].space == LOOMRT_MEM_PINNED ? pinned : onDevice) += host[i].size();
+    if (p->globals[i].space == LOOMRT_MEM_PINNED)
+      pinned += host[i].size();
   std::printf("step memory: %.1f MiB of activations and workspace, %.1f MiB of "
               "parameters and optimizer state%s\n",
               double(ctx.reserved()) / (1 << 20), double(onDevice) / (1 << 20),
@@ -816,7 +831,8 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
                               (before == groupBefore.end() ? 0 : before->second));
   }
   logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
-          world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs);
+          world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs,
+          double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20));
   return 0;
 }
 

@@ -57,14 +57,20 @@ def main():
         subprocess.run([os.path.join(a.bin, "loomc"), "--model", big, f"--recompute={mode}",
                         "--hardware=cpu-host", "--timeline", tl, "-o", b], check=True,
                        stderr=subprocess.DEVNULL)
-        want = json.load(open(tl))["loom_prediction"]["step_arena_bytes"] / 2**20
-        out = subprocess.run([b, "--data", data, "--steps", "1"], check=True, capture_output=True,
-                             text=True).stdout
+        pred = json.load(open(tl))["loom_prediction"]
+        want = pred["step_arena_bytes"] / 2**20
+        out = subprocess.run([b, "--data", data, "--steps", "1", "--log-json", b + ".jsonl"],
+                             check=True, capture_output=True, text=True).stdout
         got = float(re.search(r"step memory: ([0-9.]+) MiB of activations", out)[1])
         arenas[mode] = got
-        close = abs(got - want) <= 0.05 * want
+        # The log's device_mib: arena and device-resident state, the peak
+        # loomc predicts.
+        logged = json.loads(open(b + ".jsonl").readline())["device_mib"]
+        peak = pred["peak_device_bytes"] / 2**20
+        close = abs(got - want) <= 0.05 * want and abs(logged - peak) <= 0.05 * peak
         ok = ok and close
-        print(f"8-layer GPT, --recompute={mode}: step arena {got:.1f} MiB, predicted {want:.1f} "
+        print(f"8-layer GPT, --recompute={mode}: step arena {got:.1f} MiB, predicted {want:.1f}; "
+              f"logged device_mib {logged:.1f}, predicted peak {peak:.1f} "
               f"({'within 5%' if close else 'OFF BY MORE THAN 5%'})")
     third = arenas["full"] <= arenas["none"] / 3
     ok = ok and third
