@@ -525,10 +525,12 @@ struct LoomcOptions {
       cl::desc("Most elements per gradient communication bucket (ZeRO-3 on a model with "
                "numbered blocks: one bucket per block instead)"),
       cl::cat(cat)};
-  cl::opt<int64_t> prefetch{
-      "prefetch", cl::init(1), cl::value_desc("N"),
+  cl::opt<std::string> prefetch{
+      "prefetch", cl::init("auto"), cl::value_desc("auto|N"),
       cl::desc("ZeRO-3: issue each block's all-gather N gathers ahead of its use, in the "
-               "forward and in the backward (0: at its use)"),
+               "forward and in the backward (0: at its use); auto (the default): the "
+               "fastest of 0-3 the cost model predicts to fit --memory-budget with a GPU "
+               "--hardware, else 1"),
       cl::cat(cat)};
   cl::opt<std::string> offload{
       "optimizer-offload", cl::init("none"),
@@ -749,8 +751,12 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (!o.recompute.empty() && o.recompute != "none" && o.recompute != "full" &&
       o.recompute != "selective" && o.recompute != "auto")
     return "unknown --recompute '" + o.recompute + "': expected none, full, selective or auto";
-  if (o.prefetch < 0 || o.prefetch > 64)
-    return "--prefetch must be between 0 and 64 gathers, got " + std::to_string(o.prefetch);
+  if (o.prefetch != "auto") {
+    int64_t n = -1;
+    if (llvm::StringRef(o.prefetch).getAsInteger(10, n) || n < 0 || n > 64)
+      return "unknown --prefetch '" + o.prefetch + "': expected auto or a number of gathers "
+             "from 0 to 64";
+  }
   if (o.memoryBudget < 0 || !std::isfinite(o.memoryBudget))
     return std::string("--memory-budget must be a non-negative number of GiB (0: the default)");
   if (o.precision != "fp32" && o.precision != "bf16")
@@ -891,7 +897,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.dataParallel = d.dataParallel;
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
-  po.prefetch = o.prefetch;
+  po.prefetch = o.prefetch == "auto" ? 1 : std::stoll(o.prefetch);
   po.hpzLevels = d.hpzLevels;
   po.qwzBlock = d.qwzBlock;
   po.qgzBlock = d.qgzBlock;
@@ -1010,6 +1016,15 @@ int loomcMain(int argc, char **argv) {
     double budget = o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
                                        : 0.9 * mlir::loom::usableDeviceBytes(*hw);
     if (!planRecompute(*module, reached, po, *hw, budget))
+      return 1;
+  }
+  if (o.prefetch == "auto" && hw && hw->hasGpu && phase >= Phase::Distribute &&
+      d.dataParallel && o.zeroStage == 3 && reached < Phase::Distribute) {
+    if (failed(verify(*module)))
+      return 1;
+    double budget = o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
+                                       : 0.9 * mlir::loom::usableDeviceBytes(*hw);
+    if (!planPrefetch(*module, reached, po, *hw, budget))
       return 1;
   }
   if (d.planHpz) {

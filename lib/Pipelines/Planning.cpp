@@ -216,4 +216,45 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
   return true;
 }
 
+/// --prefetch=auto: each window from 0 to 3 gathers ahead compiled and
+/// priced; the fastest that fits the budget (the window trades memory, a
+/// gathered block more in flight for each, against the gathers' wait).
+bool planPrefetch(ModuleOp module, Phase reached, PipelineOptions &po, const cost::Hardware &hw,
+                  double budget) {
+  struct Candidate {
+    int64_t window;
+    mlir::loom::StepPrediction pred;
+  };
+  std::vector<Candidate> tried;
+  for (int64_t w = 0; w <= 3; ++w) {
+    PipelineOptions c = po;
+    c.prefetch = w;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    buildPipeline(pm, reached, Phase::Lowered, c);
+    if (failed(pm.run(*copy)))
+      return false;
+    FailureOr<mlir::loom::StepPrediction> p =
+        mlir::loom::simulateStep(*copy, hw, false, loweringOf(c));
+    if (failed(p))
+      return false;
+    tried.push_back({w, std::move(*p)});
+  }
+  const Candidate *best = nullptr;
+  for (const Candidate &c : tried)
+    if (c.pred.peakDeviceBytes() <= budget &&
+        (!best || c.pred.stepSeconds < best->pred.stepSeconds - 1e-9))
+      best = &c;
+  po.prefetch = best ? best->window : 1;
+  constexpr double GiB = double(1ull << 30);
+  llvm::errs() << llvm::formatv("loomc: prefetch plan (auto) for ZeRO-3's gathers on '{0}':",
+                                hw.name);
+  for (const Candidate &c : tried)
+    llvm::errs() << llvm::formatv(" {0} ahead {1:F4} s {2:F2} GiB{3};", c.window,
+                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB,
+                                  c.window == po.prefetch ? " <- chosen" : "");
+  llvm::errs() << "\n";
+  return true;
+}
+
 } // namespace loom

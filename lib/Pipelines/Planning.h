@@ -30,6 +30,12 @@ planHierarchy(mlir::ModuleOp module, Phase reached, PipelineOptions po,
 bool planRecompute(mlir::ModuleOp module, Phase reached, PipelineOptions &po,
                    const cost::Hardware &hw, double budget);
 
+/// --prefetch=auto (ZeRO-3): sets po.prefetch to the fastest window of 0-3
+/// gathers whose step fits `budget` bytes (1 when none does); false after
+/// an error.
+bool planPrefetch(mlir::ModuleOp module, Phase reached, PipelineOptions &po,
+                  const cost::Hardware &hw, double budget);
+
 } // namespace loom
 
 #endif // LOOM_LIB_PIPELINES_PLANNING_H
