@@ -76,6 +76,8 @@ struct PipelineOptions {
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
   int64_t prefetch = 1;
+  /// Gradients reduced in bf16 (loom-data-parallel reduce-bf16=).
+  bool reduceBf16 = false;
   /// hpZ's secondary partition (loom-data-parallel secondary=): levels,
   /// comma-separated; empty: none.
   std::string hpzLevels;

@@ -525,6 +525,12 @@ struct LoomcOptions {
       cl::desc("Most elements per gradient communication bucket (ZeRO-3 on a model with "
                "numbered blocks: one bucket per block instead)"),
       cl::cat(cat)};
+  cl::opt<std::string> reduceDtype{
+      "reduce-dtype", cl::init("fp32"), cl::value_desc("fp32|bf16"),
+      cl::desc("Data parallelism: the type gradients are reduced in (bf16: half the bytes, "
+               "FSDP's reduce_dtype=bfloat16; the reduced shard is cast to fp32 for the "
+               "optimizer)"),
+      cl::cat(cat)};
   cl::opt<std::string> prefetch{
       "prefetch", cl::init("auto"), cl::value_desc("auto|N"),
       cl::desc("ZeRO-3: issue each block's all-gather N gathers ahead of its use, in the "
@@ -674,6 +680,12 @@ static std::optional<std::string> parseZeropp(const LoomcOptions &o, FlagDecisio
 static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
                                                         FlagDecisions &d) {
   d.onebit = o.optimizer == "onebit-adam";
+  if (o.reduceDtype == "bf16" &&
+      (!d.dataParallel || d.onebit || !o.diloco.empty() || o.offload != "none" ||
+       llvm::StringRef(o.zeropp).contains("qgz")))
+    return std::string("--reduce-dtype=bf16 reduces data parallelism's gradients: it needs "
+                       "--topology, and is not built for 1-bit Adam, --diloco, "
+                       "--optimizer-offload or qgZ (which quantise or move them themselves)");
   if (d.onebit && !d.dataParallel)
     return std::string("--optimizer=onebit-adam averages momenta across ranks: give --topology");
   if (d.onebit && o.freezeStep < 1)
@@ -751,6 +763,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (!o.recompute.empty() && o.recompute != "none" && o.recompute != "full" &&
       o.recompute != "selective" && o.recompute != "auto")
     return "unknown --recompute '" + o.recompute + "': expected none, full, selective or auto";
+  if (o.reduceDtype != "fp32" && o.reduceDtype != "bf16")
+    return "unknown --reduce-dtype '" + o.reduceDtype + "': expected fp32 or bf16";
   if (o.prefetch != "auto") {
     int64_t n = -1;
     if (llvm::StringRef(o.prefetch).getAsInteger(10, n) || n < 0 || n > 64)
@@ -898,6 +912,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
   po.prefetch = o.prefetch == "auto" ? 1 : std::stoll(o.prefetch);
+  po.reduceBf16 = o.reduceDtype == "bf16";
   po.hpzLevels = d.hpzLevels;
   po.qwzBlock = d.qwzBlock;
   po.qgzBlock = d.qgzBlock;

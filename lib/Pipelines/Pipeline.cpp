@@ -113,6 +113,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // and the offloaded shards live in host memory, so those keep fp32.
     dp.computeGathers = o.qwzBlock == 0 && o.offload == "none";
     dp.prefetch = o.prefetch;
+    dp.reduceBf16 = o.reduceBf16;
     // Stages 1 and 2 offload each rank's master shard: a symbol of its own.
     dp.masterShards = o.offload != "none" && (o.zeroStage == 1 || o.zeroStage == 2);
     pm.addPass(mlir::loom::createDataParallel(dp));

@@ -175,6 +175,19 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       b.setInsertionPointAfter(last);
       Location loc = last->getLoc();
       int64_t to = zeroStage == 0 ? bk.numel : bk.padded;
+      if (reduceBf16)
+        for (Value &g : grads) {
+          // Mixed precision's fp32 gradient is the cast of a bf16 one: take
+          // that (the cast then goes), else cast down.
+          auto c = g.getDefiningOp<CastOp>();
+          if (c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16())
+            g = c.getInput();
+          else
+            g = CastOp::create(b, loc,
+                               RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(),
+                                                     b.getBF16Type()),
+                               g);
+        }
       auto [r, t] = issueReduction(b, loc, flatten(b, loc, grads, to), bk.padded / world);
       reduced.push_back(r);
       tokens.push_back(t);
@@ -220,8 +233,17 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         ++mi;
       }
     SmallVector<Value> out;
-    for (size_t k = 0; k < buckets.size(); ++k)
-      out.push_back(newCall.getResult(mi + k));
+    b.setInsertionPointAfter(newCall);
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      Value r = newCall.getResult(mi + k);
+      // A bf16 reduction: the optimizer reads fp32.
+      if (reduceBf16)
+        r = CastOp::create(b, newCall.getLoc(),
+                           RankedTensorType::get(cast<RankedTensorType>(r.getType()).getShape(),
+                                                 b.getF32Type()),
+                           r);
+      out.push_back(r);
+    }
     return out;
   }
 
@@ -378,7 +400,16 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (failed(zeroStage == 0 ? rewriteStage0(b, loc, buckets, *reduced)
                               : rewritePartitioned(b, loc, fb, buckets, *reduced)))
       return failure();
-    return dropFullGradients(fb, call, members.size());
+    if (failed(dropFullGradients(fb, call, members.size())))
+      return failure();
+    // reduce-bf16 took the bf16 gradients under mixed precision's casts;
+    // the casts' fp32 copies are read by nothing now.
+    if (reduceBf16)
+      fb.walk([](CastOp c) {
+        if (c->use_empty())
+          c->erase();
+      });
+    return success();
   }
 
   /// Buckets: consecutive members up to bucket-size elements. At stage 3,

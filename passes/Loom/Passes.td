@@ -558,6 +558,10 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
            "Stage 3: gather a bucket in the compute type (bf16) where every use of "
            "its members is a cast to it (loom-mixed-precision's), so half the bytes "
            "move; false: fp32 master shards (what qwZ quantises)">,
+    Option<"reduceBf16", "reduce-bf16", "bool", /*default=*/"false",
+           "Reduce gradients in bf16 (half the bytes; FSDP's reduce_dtype=bfloat16): "
+           "mixed precision's bf16 gradients are reduced as they are, the reduced "
+           "shard cast to fp32 for the optimizer">,
     Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
            "Stage 3: issue each bucket's gather this many gathers ahead of its use, "
            "in the forward's order and in the backward's (0: where it is used)">,

@@ -61,7 +61,10 @@ def main():
         masters = 1 if stage in (1, 2) else 0
         grouped = run([loomopt, f"--loom-data-parallel=zero-stage={stage} bucket-size=1000 "
                        f"master-shards={masters}",
-                       f"--loom-optimizer-subgroups=sub-group-size={2000 // ranks}"], step)
+                       # (ZeRO-3's buckets are whole blocks: smaller subgroups
+                       # so that there are three or more.)
+                       f"--loom-optimizer-subgroups=sub-group-size="
+                       f"{(600 if stage == 3 else 2000) // ranks}"], step)
         places = iter(["gpu", "stream", "cpu"] * 100)
         planned, n = re.subn(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
                              lambda m: f'{m.group(1)} update {next(places)}', grouped)
