@@ -7,7 +7,9 @@
 // (its uses read %x). On CUDA the bias then joins the GEMM's fp32
 // accumulator in cuBLASLt's epilogue, and the add's pass over the
 // activation (a read and a write of [rows, n]) is gone: four a GPT block in
-// the forward.
+// the forward. Likewise a bf16 product cast up to fp32 into a gradient
+// bucket at once (a weight's gradient under mixed precision and data
+// parallelism) becomes one product writing fp32 into the bucket.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
@@ -90,6 +92,72 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
   return true;
 }
 
+/// Fuses a bf16 `m` with the cast of its whole result to fp32 right after
+/// it into a slot of a larger buffer (a gradient bucket of data
+/// parallelism, where mixed precision's weight gradients are flattened in
+/// fp32 for their reduction): the GEMM writes fp32 from its fp32
+/// accumulator straight into the slot, so the bf16 buffer, its rounding and
+/// the cast's pass (2 + 4 bytes an element) go. Only into a slot: a cast
+/// into a buffer of its own feeds an update that the offload path feeds
+/// with the bf16 gradient itself (offloaded and on-device steps stay equal
+/// bit for bit), while a bucket is reduced in fp32 either way. Only
+/// comments, allocations, views and other buffers' frees may stand between;
+/// the slot's view (and its buffer's allocation) moves up to the product.
+/// Returns whether it did.
+bool fuseUpcast(rt::MatmulOp m) {
+  Value x = m.getC();
+  if (m.getOut() != rt::DType::bf16)
+    return false;
+  Operation *n = m->getNextNode();
+  while (n && (isa<rt::CommentOp, rt::AllocOp, rt::ViewOp>(n) ||
+               (isa<rt::FreeOp>(n) && n->getOperand(0) != x)))
+    n = n->getNextNode();
+  auto c = dyn_cast_or_null<rt::CastOp>(n);
+  if (!c || c.getX() != x || c.getFrom() != rt::DType::bf16 || c.getTo() != rt::DType::f32 ||
+      c.getStream() != m.getStream() || !c.getY().getDefiningOp<rt::ViewOp>())
+    return false;
+  if (int64_t(c.getN()) != int64_t(m.getBatch() * m.getM() * m.getN()) ||
+      (m.getBatch() > 1 && m.getStrideC() != m.getM() * m.getN()))
+    return false;
+  auto xAlloc = x.getDefiningOp<rt::AllocOp>();
+  rt::FreeOp xFree;
+  for (Operation *user : x.getUsers()) {
+    if (user == m || user == c)
+      continue;
+    auto f = dyn_cast<rt::FreeOp>(user);
+    if (!f || xFree)
+      return false;
+    xFree = f;
+  }
+  // The slot must exist where the product runs.
+  Value y = c.getY();
+  SmallVector<Operation *> hoist;
+  for (Value v = y; Operation *d = v.getDefiningOp();) {
+    if (d->getBlock() != m->getBlock() || d->isBeforeInBlock(m))
+      break;
+    if (!isa<rt::AllocOp, rt::ViewOp>(d))
+      return false;
+    hoist.insert(hoist.begin(), d);
+    if (auto view = dyn_cast<rt::ViewOp>(d))
+      v = view.getSource();
+    else
+      break;
+  }
+  for (Operation *d : hoist)
+    d->moveBefore(m);
+  OpBuilder b(m);
+  rt::MatmulOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), y, m.getTransA(),
+                       m.getTransB(), m.getBatch(), m.getM(), m.getN(), m.getK(), m.getStrideA(),
+                       m.getStrideB(), m.getStrideC(), m.getIn(), rt::DType::f32);
+  c.erase();
+  if (xFree)
+    xFree.erase();
+  m.erase();
+  if (xAlloc && xAlloc->use_empty())
+    xAlloc.erase();
+  return true;
+}
+
 struct FuseEpilogues : public mlir::loom::impl::FuseEpiloguesBase<FuseEpilogues> {
   using Base::Base;
   void runOnOperation() override { fused += mlir::loom::fuseEpilogues(getOperation()); }
@@ -103,6 +171,6 @@ int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
   DominanceInfo dom(module);
   int64_t n = 0;
   for (rt::MatmulOp m : matmuls)
-    n += fuse(m, dom);
+    n += fuse(m, dom) || fuseUpcast(m);
   return n;
 }

@@ -139,7 +139,7 @@ def ComposeCopies : Pass<"loom-compose-copies", "ModuleOp"> {
 }
 
 def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
-  let summary = "Fold a linear layer's bias add into its GEMM (loomrt.matmul_bias)";
+  let summary = "Fold a linear layer's bias add (loomrt.matmul_bias), or a weight gradient's upcast into its bucket, into its GEMM";
   let description = [{
     Runs on the lowered step (after loom-lower-to-runtime). A
     `loomrt.matmul` whose result the next call (comments and allocations
@@ -179,9 +179,27 @@ def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
         stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
     loomrt.unary gelu bf16 %y -> %g, 6144 on %s
     ```
+
+    Second pattern: a bf16 `loomrt.matmul` whose whole result the next
+    call casts to fp32 into a slot of a larger buffer (`loomrt.view`: a
+    gradient bucket, where data parallelism flattens mixed precision's
+    weight gradients in fp32) writes fp32 into the slot itself, from its
+    fp32 accumulator: the bf16 buffer, its rounding and the cast's pass go
+    (the view and its buffer's allocation move up to the product). A cast
+    into a buffer of its own is left alone: it feeds an update that the
+    offload path feeds with the bf16 gradient itself, and offloaded and
+    on-device steps stay equal bit for bit.
+
+    ```mlir
+    loomrt.matmul bf16 %dy, %x -> bf16 %g on %s {...}
+    %slot = loomrt.view %bucket[4096]
+    loomrt.cast bf16 %g -> f32 %slot, 1024 on %s
+    ```
+
+    becomes `loomrt.matmul bf16 %dy, %x -> f32 %slot on %s {...}`.
   }];
   let statistics = [
-    Statistic<"fused", "fused", "Bias adds folded into their GEMM">,
+    Statistic<"fused", "fused", "Bias adds and upcasts folded into their GEMM">,
   ];
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }

@@ -73,3 +73,44 @@ func.func @not_fused(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.buffer,
   loomrt.free %y4
   return %y, %z2, %z3, %z4 : !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer
 }
+
+// -----
+
+// A weight gradient under mixed precision and data parallelism: the bf16
+// product cast up into its slot of the fp32 bucket becomes one product
+// writing fp32 into the slot (the bucket's allocation and the view move up);
+// the bf16 buffer and the cast go.
+// CHECK-LABEL: func.func @upcast_into_bucket
+// CHECK: %[[B:.+]] = loomrt.alloc 8192
+// CHECK-NEXT: %[[V:.+]] = loomrt.view %[[B]][4096]
+// CHECK-NEXT: loomrt.matmul bf16 %arg0, %arg1 -> f32 %[[V]] on %{{.+}} {batch = 1 : i64, k = 16 : i64, m = 32 : i64, n = 32 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 1024 : i64, trans_a}
+// CHECK-NOT: loomrt.cast
+// CHECK: return %[[B]]
+func.func @upcast_into_bucket(%dy: !loomrt.buffer, %x: !loomrt.buffer) -> !loomrt.buffer {
+  %s = loomrt.stream compute
+  %g = loomrt.alloc 2048
+  loomrt.matmul bf16 %dy, %x -> bf16 %g on %s {batch = 1 : i64, k = 16 : i64, m = 32 : i64, n = 32 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 1024 : i64, trans_a}
+  loomrt.comment "the cast"
+  %bucket = loomrt.alloc 8192
+  %slot = loomrt.view %bucket[4096]
+  loomrt.cast bf16 %g -> f32 %slot, 1024 on %s
+  loomrt.free %g
+  return %bucket : !loomrt.buffer
+}
+
+// -----
+
+// Cast into a buffer of its own (an update reads it; offload feeds that
+// update the bf16 gradient itself): left alone.
+// CHECK-LABEL: func.func @upcast_alone
+// CHECK: loomrt.matmul bf16 %arg0, %arg1 -> bf16
+// CHECK: loomrt.cast bf16
+func.func @upcast_alone(%dy: !loomrt.buffer, %x: !loomrt.buffer) -> !loomrt.buffer {
+  %s = loomrt.stream compute
+  %g = loomrt.alloc 2048
+  loomrt.matmul bf16 %dy, %x -> bf16 %g on %s {batch = 1 : i64, k = 16 : i64, m = 32 : i64, n = 32 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 1024 : i64, trans_a}
+  %f = loomrt.alloc 4096
+  loomrt.cast bf16 %g -> f32 %f, 1024 on %s
+  loomrt.free %g
+  return %f : !loomrt.buffer
+}
