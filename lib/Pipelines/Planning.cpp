@@ -115,7 +115,7 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
 /// When none fits the budget: the fastest that fits the device's usable
 /// memory, else the one with the least memory. Prints the plan.
 bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
-                          const cost::Hardware &hw, double budget) {
+                   const cost::Hardware &hw, double budget) {
   struct Candidate {
     mlir::loom::RecomputeKind kind;
     int64_t units;
@@ -196,7 +196,8 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
   if (!best) {
     double usable = mlir::loom::usableDeviceBytes(hw);
     for (const Candidate &c : tried)
-      if (c.pred.peakDeviceBytes() <= usable && (!best || c.pred.stepSeconds < best->pred.stepSeconds))
+      if (c.pred.peakDeviceBytes() <= usable &&
+          (!best || c.pred.stepSeconds < best->pred.stepSeconds))
         best = c;
     if (!best)
       for (const Candidate &c : tried)
@@ -207,8 +208,8 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
                                 "({2} units):\n",
                                 hw.name, budget / GiB, units);
   for (const Candidate &c : tried)
-    llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB", name(c),
-                                  c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
+    llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB",
+                                  name(c), c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
                  << (c.kind == best->kind && c.units == best->units ? "  <- chosen" : "")
                  << (fits(c) ? "" : "  (over the budget)") << "\n";
   po.recompute = best->kind;
