@@ -733,7 +733,9 @@ LogicalResult SliceOp::verify() {
       return emitOpError() << "bounds [" << s << ", " << l
                            << ") out of range in dimension " << d << " of size "
                            << in.getDimSize(d);
-    shape.push_back((l - s + st - 1) / st);
+    // ceil((l - s) / st) without l - s + st - 1, which overflows for a
+    // step near INT64_MAX (legal: one element; fuzz-onnx-proto found it).
+    shape.push_back(l > s ? (l - s - 1) / st + 1 : 0);
   }
   if (ArrayRef<int64_t>(shape) != out.getShape() ||
       in.getElementType() != out.getElementType())

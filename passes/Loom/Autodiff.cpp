@@ -563,6 +563,10 @@ public:
       int64_t len = tt(g).getDimSize(d);
       if (step < 1)
         return o.emitOpError() << "has no gradient rule for step " << step << " (loom-autodiff)";
+      // One element: no spacing to restore (and a step near INT64_MAX, legal
+      // there, would overflow len * step).
+      if (len <= 1)
+        step = 1;
       if (step > 1 && len > 0) {
         auto gt = tt(g);
         SmallVector<int64_t> split(gt.getShape());

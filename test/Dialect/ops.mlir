@@ -259,3 +259,12 @@ func.func @collectives(%g: tensor<64x4xf32>, %e: tensor<64x4xf32>) -> tensor<64x
   %q2 = loom.decompress %q : !loom.packed<tensor<64x4xf32>, #loom.codec<int8, block = 4096>> -> tensor<64x4xf32>
   return %q2 : tensor<64x4xf32>
 }
+
+// A step as large as int64 allows keeps one element (its size is computed
+// without overflow).
+// CHECK-LABEL: func.func @huge_step
+// CHECK: loom.slice %{{.*}} [0, 3] [16, 8] [1, 9223372036854775807] : tensor<16x16xf32> to tensor<16x1xf32>
+func.func @huge_step(%a: tensor<16x16xf32>) -> tensor<16x1xf32> {
+  %s = loom.slice %a [0, 3] [16, 8] [1, 9223372036854775807] : tensor<16x16xf32> to tensor<16x1xf32>
+  return %s : tensor<16x1xf32>
+}
