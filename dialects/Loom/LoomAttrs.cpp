@@ -149,7 +149,9 @@ int64_t PackedType::getStorageBytes() const {
   int64_t bits = n * getCodec().getBitsPerElement();
   int64_t block = getCodec().getBlock();
   // A codec without a block keeps one scale for the whole tensor.
-  int64_t scales = block > 0 ? (n + block - 1) / block : 1;
+  // (ceil(n / block) without n + block - 1, which a block near INT64_MAX
+  // in a hand-written attribute would overflow.)
+  int64_t scales = block > 0 ? (n > 0 ? (n - 1) / block + 1 : 0) : 1;
   return (bits + 7) / 8 + 4 * scales;
 }
 

@@ -343,7 +343,7 @@ bool Importer::convertSplitToSequence(const onnx::NodeProto &n) {
   constexpr int64_t kMaxPieces = 4096;
   int64_t pieces = !sp ? dim : sp->shape.empty() ? 0 : sp->numel();
   if (sp && sp->shape.empty() && !ints(*sp).empty() && ints(*sp)[0] > 0)
-    pieces = (dim + ints(*sp)[0] - 1) / ints(*sp)[0];
+    pieces = dim > 0 ? (dim - 1) / ints(*sp)[0] + 1 : 0; // (no dim + size - 1: it overflows)
   if (pieces > kMaxPieces)
     return nodeFail(n, "splits dimension " + std::to_string(axis) + " (" + std::to_string(dim) +
                            ") into " + std::to_string(pieces) + " pieces; the importer takes " +
