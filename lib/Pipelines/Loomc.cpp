@@ -1024,12 +1024,14 @@ int loomcMain(int argc, char **argv) {
   if (reached >= Phase::Lowered)
     return error("the input is already lowered (loomrt IR): loomc builds binaries from loom IR, "
                  "whose every access it can check; give the module before --compile-to=lowered");
+  // What --recompute=auto and --prefetch=auto plan for.
+  const double budget = !hw                 ? 0
+                        : o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
+                                             : 0.9 * mlir::loom::usableDeviceBytes(*hw);
   if (o.recompute == "auto" && hw && hw->hasGpu && phase >= Phase::Optimizer &&
       reached < Phase::Autodiff) {
     if (failed(verify(*module)))
       return 1;
-    double budget = o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
-                                       : 0.9 * mlir::loom::usableDeviceBytes(*hw);
     if (!planRecompute(*module, reached, po, *hw, budget))
       return 1;
   }
@@ -1037,8 +1039,6 @@ int loomcMain(int argc, char **argv) {
       d.dataParallel && o.zeroStage == 3 && reached < Phase::Distribute) {
     if (failed(verify(*module)))
       return 1;
-    double budget = o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
-                                       : 0.9 * mlir::loom::usableDeviceBytes(*hw);
     if (!planPrefetch(*module, reached, po, *hw, budget))
       return 1;
   }

@@ -29,6 +29,26 @@ std::string commSummary(const mlir::loom::StepPrediction &p) {
   return out;
 }
 
+/// The step `module` becomes under `po` (compiled to the lowered phase on a
+/// copy), priced by the step simulation on `hw`; nullopt after an error
+/// (reported). Every planner's candidate is one of these.
+static std::optional<mlir::loom::StepPrediction>
+predictCandidate(ModuleOp module, Phase reached, const PipelineOptions &po,
+                 const cost::Hardware &hw) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  PassManager pm(module.getContext());
+  buildPipeline(pm, reached, Phase::Lowered, po);
+  if (failed(pm.run(*copy)))
+    return std::nullopt;
+  // (Lowered by the pipeline already: the options only matter for
+  // unlowered input.)
+  FailureOr<mlir::loom::StepPrediction> p =
+      mlir::loom::simulateStep(*copy, hw, false, loweringOf(po));
+  if (failed(p))
+    return std::nullopt;
+  return std::move(*p);
+}
+
 /// --hierarchy=auto: compiles the step once per candidate — hpZ's
 /// secondary partition (none, then the innermost 1, 2, ... levels short of
 /// the world) and, with qgZ, its first stage (the innermost 1, 2, ...
@@ -60,16 +80,8 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
   for (HierarchyCandidate &c : cands) {
     po.hpzLevels = c.secondary;
     po.qgzInner = c.qgzInner;
-    OwningOpRef<ModuleOp> copy = module.clone();
-    PassManager pm(module.getContext());
-    buildPipeline(pm, reached, Phase::Lowered, po);
-    if (failed(pm.run(*copy)))
-      return std::nullopt;
-    // (Lowered by the pipeline already: the options only matter for
-    // unlowered input.)
-    FailureOr<mlir::loom::StepPrediction> p =
-        mlir::loom::simulateStep(*copy, hw, false, loweringOf(po));
-    if (failed(p))
+    std::optional<mlir::loom::StepPrediction> p = predictCandidate(module, reached, po, hw);
+    if (!p)
       return std::nullopt;
     c.pred = std::move(*p);
   }
@@ -126,14 +138,8 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
     PipelineOptions c = po;
     c.recompute = kind;
     c.recomputeUnits = units;
-    OwningOpRef<ModuleOp> copy = module.clone();
-    PassManager pm(module.getContext());
-    buildPipeline(pm, reached, Phase::Lowered, c);
-    if (failed(pm.run(*copy)))
-      return std::nullopt;
-    FailureOr<mlir::loom::StepPrediction> p =
-        mlir::loom::simulateStep(*copy, hw, false, loweringOf(c));
-    if (failed(p))
+    std::optional<mlir::loom::StepPrediction> p = predictCandidate(module, reached, c, hw);
+    if (!p)
       return std::nullopt;
     return Candidate{kind, units, std::move(*p)};
   };
@@ -230,14 +236,8 @@ bool planPrefetch(ModuleOp module, Phase reached, PipelineOptions &po, const cos
   for (int64_t w = 0; w <= 3; ++w) {
     PipelineOptions c = po;
     c.prefetch = w;
-    OwningOpRef<ModuleOp> copy = module.clone();
-    PassManager pm(module.getContext());
-    buildPipeline(pm, reached, Phase::Lowered, c);
-    if (failed(pm.run(*copy)))
-      return false;
-    FailureOr<mlir::loom::StepPrediction> p =
-        mlir::loom::simulateStep(*copy, hw, false, loweringOf(c));
-    if (failed(p))
+    std::optional<mlir::loom::StepPrediction> p = predictCandidate(module, reached, c, hw);
+    if (!p)
       return false;
     tried.push_back({w, std::move(*p)});
   }
