@@ -16,6 +16,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(__file__))
+from check_zoo import compile_cmd  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -28,10 +31,8 @@ def main():
     bad = []
     for name in a.names:
         ref = json.load(open(os.path.join(a.zoo, f"{name}.json")))
-        base = [os.path.join(a.bin, "loomc"), os.path.join(a.zoo, f"{name}.onnx"),
-                "--lr", str(ref["optimizer"]["lr"]), "--hardware=cpu-host"]
-        if ref["frozen"]:
-            base.append("--frozen=" + ",".join(ref["frozen"]))
+        # The zoo's own compile line (optimizer and frozen buffers).
+        base = compile_cmd(a, name, ref) + ["--hardware=cpu-host"]
         losses, arena = {}, {}
         for mode in ("none", "full", "selective"):
             exe = os.path.join(a.tmp, f"{name}-{mode}")
