@@ -56,6 +56,16 @@ def train(cmd, log, steps=STEPS, extra=()):
     return losses(log)
 
 
+def resumes_exactly(binary, ranks, half, ck):
+    """`half` steps, a checkpoint, `half` more resumed from it: the losses
+    of the straight run the binary logged before (BINARY.json), exactly."""
+    first = train(MPIRUN + ["-np", str(ranks), binary], binary + ".a.json", steps=half,
+                  extra=["--checkpoint-dir", ck, "--checkpoint-every", str(half)])
+    second = train(MPIRUN + ["-np", str(ranks), binary], binary + ".b.json", steps=half,
+                   extra=["--checkpoint-dir", ck, "--resume"])
+    return first + second == losses(binary + ".json")
+
+
 def fault(binary, sig, timeout, bound):
     """Starts 2 ranks, waits for 3 logged steps, sends `sig` to rank 1 and
     returns (seconds until mpirun exited, its exit code, its output)."""
@@ -132,14 +142,7 @@ def main():
 
     # Per-rank checkpoints: 4 steps, checkpoint, resume 4 more on 4 ranks at
     # ZeRO 3 (every rank keeps its own shards) equals 8 straight steps.
-    b = os.path.join(a.tmp, "z3-np4")
-    ck = os.path.join(a.tmp, "ck")
-    first = train(MPIRUN + ["-np", "4", b], b + ".a.json", steps=4,
-                  extra=["--checkpoint-dir", ck, "--checkpoint-every", "4"])
-    second = train(MPIRUN + ["-np", "4", b], b + ".b.json", steps=4,
-                   extra=["--checkpoint-dir", ck, "--resume"])
-    straight = losses(b + ".json")
-    same = first + second == straight
+    same = resumes_exactly(os.path.join(a.tmp, "z3-np4"), 4, 4, os.path.join(a.tmp, "ck"))
     print(f"zero-stage 3 on 4 ranks, resumed after 4 steps: "
           f"{'identical' if same else 'DIFFERENT'} losses")
     worst = worst if same else 1.0
@@ -182,13 +185,8 @@ def main():
                   f"{err:.1e} over {len(got)} steps (bound 1e-6) {'ok' if ok else 'FAILED'}")
             worst = worst if ok else 1.0
     # Resumed: 10 steps, checkpoint, 10 more equal 20 straight.
-    b = os.path.join(a.tmp, "z3-full-np2")
-    ck = os.path.join(a.tmp, "ck-recompute")
-    first = train(MPIRUN + ["-np", "2", b], b + ".a.json", steps=10,
-                  extra=["--checkpoint-dir", ck, "--checkpoint-every", "10"])
-    second = train(MPIRUN + ["-np", "2", b], b + ".b.json", steps=10,
-                   extra=["--checkpoint-dir", ck, "--resume"])
-    same = first + second == losses(b + ".json")
+    same = resumes_exactly(os.path.join(a.tmp, "z3-full-np2"), 2, 10,
+                           os.path.join(a.tmp, "ck-recompute"))
     print(f"zero-stage 3 --recompute=full on 2 ranks, resumed after 10 steps: "
           f"{'identical' if same else 'DIFFERENT'} losses")
     worst = worst if same else 1.0
