@@ -60,22 +60,29 @@ LOOMRT_HD uint16_t floatToBf16(float f) {
   return uint16_t(u >> 16);
 }
 
+/// Every product and sum rounds on its own (mulRn, addRn, subRn: no fused
+/// multiply-add on any compiler), and sqrtf and `/` are IEEE's correctly
+/// rounded operations on the host and, without fast-math, on the GPU: the
+/// CPU backend (scalar and SIMD paths) and the GPU kernels give the same
+/// bits, so a streamed subgroup (updated on the GPU) trains exactly as the
+/// CPU would have updated it (issue 44).
 LOOMRT_HD void adamElement(const AdamScalars &s, float &p, float g, float &m,
                            float &v) {
   if (s.frozen) {
     // 1-bit Adam after the freeze (Tang et al. 2021, Algorithm 1 line 13):
     // the averaged momentum arrives as g, the variance stays.
-    p = p * s.decay;
+    p = mulRn(p, s.decay);
     m = g;
-    p = p - s.stepSize * (m / (sqrtf(v) * s.invBc2Sqrt + s.eps));
+    float denom = addRn(mulRn(sqrtf(v), s.invBc2Sqrt), s.eps);
+    p = subRn(p, mulRn(s.stepSize, m / denom));
     return;
   }
-  g = g + s.l2 * p;
-  p = p * s.decay;
-  m = m + (1.0f - s.beta1) * (g - m);
-  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
-  float denom = sqrtf(v) * s.invBc2Sqrt + s.eps;
-  p = p - s.stepSize * (m / denom);
+  g = addRn(g, mulRn(s.l2, p));
+  p = mulRn(p, s.decay);
+  m = addRn(m, mulRn(1.0f - s.beta1, subRn(g, m)));
+  v = addRn(mulRn(s.beta2, v), mulRn(mulRn(1.0f - s.beta2, g), g));
+  float denom = addRn(mulRn(sqrtf(v), s.invBc2Sqrt), s.eps);
+  p = subRn(p, mulRn(s.stepSize, m / denom));
 }
 
 } // namespace loomrt

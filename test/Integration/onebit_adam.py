@@ -17,7 +17,8 @@
      the algorithm itself gives in float32: the loss after the first
      compressed update, and the momentum after two (both error buffers in
      use: its per-tensor scales and the share of equal signs), each within
-     3x the float32 reference's distance from the float64 one (floors 1e-6,
+     3x (the loss 4x) the larger distance of two float32 references (the
+     moments as a lerp and as a multiply-add) from the float64 one (floors 1e-6,
      1e-5, 0.1% of signs); every step's loss within 1e-2 (a gross error: a
      lost error buffer, a wrong chunk, moves it more);
   3. bytes: every step after the freeze sends at most 1/16 of the bytes of
@@ -28,8 +29,9 @@
      of stage 0 within 1e-6, and stage 1 resumed at the freeze step and
      after it bitwise equal to its uninterrupted run.
 
-Then, with --converge, 300 steps on the GPL-3 text, 3 seeds: the mean final
-loss (the last 20 steps) within 1% of the uncompressed AdamW runs'.
+Then, with --converge, 300 steps on the GPL-3 text, 6 seeds: the final loss
+(the last 20 steps), paired by seed, no more than 1% above the uncompressed
+AdamW runs' on average.
     onebit_adam.py --bin BIN --tmp TMP [--converge]
 """
 import math
@@ -45,6 +47,7 @@ from mpitest import run, train  # noqa: E402
 KEYS = "layers=2,d_model=32,heads=2,vocab=64,seq=16,batch=4"
 LR, B1, B2, EPS = 3e-3, 0.9, 0.999, 1e-8
 FREEZE, STEPS = 4, 12
+SEEDS = 6  # of the --converge run
 
 
 def compile_(a, name, ranks, *flags, keys=KEYS):
@@ -58,7 +61,7 @@ def sign(x):
     return torch.where(x >= 0, 1.0, -1.0).to(x.dtype)
 
 
-def reference(params, tokens, ranks, steps, freeze, cfg, dtype=torch.float64):
+def reference(params, tokens, ranks, steps, freeze, cfg, dtype=torch.float64, form="lerp"):
     """1-bit Adam as DeepSpeed computes it (onebit/adam.py; comm/nccl.py
     compressed_allreduce), with Loom's Adam (bias-corrected AdamW, as
     torch.optim.AdamW) before the freeze and its bias correction of v kept
@@ -94,7 +97,10 @@ def reference(params, tokens, ranks, steps, freeze, cfg, dtype=torch.float64):
             for k, q in p.items():
                 if s < freeze:
                     g = sum(gr[k] for gr in grads) / ranks
-                    m[k] = m[k] + (1 - B1) * (g - m[k])
+                    if form == "lerp":
+                        m[k] = m[k] + (1 - B1) * (g - m[k])
+                    else:
+                        m[k] = B1 * m[k] + (1 - B1) * g
                     v[k] = B2 * v[k] + (1 - B2) * g * g
                     bc2 = 1 - B2 ** t
                 else:
@@ -137,11 +143,21 @@ def main():
         la, lo = [x["loss"] for x in ra], [x["loss"] for x in ro]
         warm = max(abs(x - y) / abs(y) for x, y in zip(lo[:FREEZE + 1], la[:FREEZE + 1]))
         ref, _ = reference(params, tokens, ranks, STEPS, FREEZE, cfg)
-        ref32, _ = reference(params, tokens, ranks, STEPS, FREEZE, cfg, torch.float32)
+        # Two float32 references, Adam's moments as a lerp and as a
+        # multiply-add: both are correct float32, and which near-zero
+        # momenta round to which sign differs between them (2 ranks: the
+        # first compressed update 6.4e-6 and 2.4e-5 from float64, the
+        # momentum scales 8.3e-4 and 2.8e-3). Loom is held to the larger
+        # of the two: the bound is the noise of float32, not one sample
+        # of it (an implementation that drops either error buffer is at
+        # 0.12-0.44 in scale, 29-80% equal signs).
+        forms = ("lerp", "muladd")
+        refs32 = [reference(params, tokens, ranks, STEPS, FREEZE, cfg, torch.float32, f)[0]
+                  for f in forms]
         rel = lambda x, y: abs(x - y) / abs(y)
         err = max(rel(x, y) for x, y in zip(lo, ref))
         k = FREEZE + 1  # the loss after the first compressed update
-        first, first32 = rel(lo[k], ref[k]), rel(ref32[k], ref[k])
+        first, first32 = rel(lo[k], ref[k]), max(rel(r[k], ref[k]) for r in refs32)
         # The momentum after two compressed steps (the second compression
         # starts from both error buffers): each element is a server scale
         # times a sign. Per tensor, the mean magnitude (the scales) and the
@@ -154,7 +170,8 @@ def main():
         train(onebit, ranks, data, FREEZE + 2, onebit + ".s.jsonl", "--checkpoint-dir", ck2,
               "--checkpoint-every", str(FREEZE + 2))
         _, st64 = reference(params, tokens, ranks, FREEZE + 2, FREEZE, cfg)
-        _, st32 = reference(params, tokens, ranks, FREEZE + 2, FREEZE, cfg, torch.float32)
+        st32s = [reference(params, tokens, ranks, FREEZE + 2, FREEZE, cfg, torch.float32, f)[1]
+                 for f in forms]
 
         def momentum_distance(states):
             scale, signs = 0.0, 1.0
@@ -169,7 +186,8 @@ def main():
         parts = [read_st(os.path.join(ck2, f"step-{FREEZE + 2}.rank{r}-of-{ranks}.safetensors"))
                  for r in range(ranks)]
         scale, signs = momentum_distance(parts)
-        scale32, signs32 = momentum_distance(st32)
+        d32 = [momentum_distance(st) for st in st32s]
+        scale32, signs32 = max(d[0] for d in d32), min(d[1] for d in d32)
         before = min(x["comm_bytes"] for x in ro[:FREEZE])
         after = max(x["comm_bytes"] for x in ro[FREEZE:])
         # Checkpoints every 3 steps (the first one before the freeze), a
@@ -214,7 +232,7 @@ def main():
               zbytes[1, "replicated"] == after)
         print(f"{ranks} ranks: before the freeze {warm:.1e} from adamw (bound 1e-7); after the "
               f"first compressed update {first:.1e} from the float64 1-bit Adam reference "
-              f"(float32 reference {first32:.1e}); momentum after two: scales {scale:.1e} "
+              f"(float32 references up to {first32:.1e}); momentum after two: scales {scale:.1e} "
               f"({scale32:.1e}), signs {100 * signs:.2f}% equal ({100 * signs32:.2f}%); every step "
               f"{err:.1e} (bound 1e-2); "
               f"bytes a step "
@@ -229,13 +247,22 @@ def main():
             bad.append(ranks)
     if a.converge:
         # 300 steps of byte-level GPL-3 text, 2 ranks, freeze after 100 (a
-        # third of the run), 3 seeds of the initial weights for each
-        # optimizer: the mean over seeds of the final loss (the last 20
-        # steps). One run is not enough: sign compression makes the
-        # trajectory chaotic, and single runs end from -2.2% to +1.5% from
-        # AdamW's with the same seed (AdamW's own final loss varies by 6%
-        # across seeds); measured 2026-11-27, the mean over 3 seeds -0.4%.
-        # Freezing earlier ends worse: at 30 +2.8%, at 60 +4.3% (one seed).
+        # third of the run), SEEDS seeds of the initial weights, each seed
+        # run with both optimizers: per seed, the final loss (the mean of
+        # the last 20 steps) of 1-bit Adam relative to AdamW's. Sign
+        # compression makes a trajectory chaotic: a change to the last bit
+        # of Adam's rounding moves single seeds by a few percent either way
+        # (AdamW's own final loss varies by 9% across seeds), so a single
+        # run, or a two-sided bound on a mean of 3, fails on noise (issue
+        # 44: -0.4% became -1.64% when Adam stopped fusing multiply-adds).
+        # The bound is one-sided, on the paired mean over seeds: 1-bit
+        # Adam may not end more than 1% worse than AdamW. Measured
+        # 2026-11-29 over 10 seeds: per-seed differences -0.3% to +0.8%
+        # (one FMA-free rounding) and -0.7% to +1.8% (the fused one), means
+        # +0.10% and +0.29%, standard error of a 6-seed mean about 0.3%: the
+        # bound is 3 standard errors away. The lower bound, -3%, only
+        # catches a loss that is not a loss. Freezing earlier ends worse:
+        # at 30 +2.8%, at 60 +4.3% (one seed).
         text = "/usr/share/common-licenses/GPL-3"
         raw = open(text, "rb").read()
         gpl = os.path.join(a.tmp, "gpl.bin")
@@ -245,21 +272,33 @@ def main():
         adam = compile_(a, "gpl-adamw", 2, "--optimizer=adamw", keys=keys)
         onebit = compile_(a, "gpl-onebit", 2, "--optimizer=onebit-adam", "--freeze-step=100",
                           keys=keys)
-        final = lambda exe, seed: sum(x["loss"] for x in train(
-            exe, 2, gpl, 300, f"{exe}.s{seed}.jsonl", "--seed", str(seed))[-20:]) / 20
-        fa = [final(adam, s) for s in range(3)]
-        fo = [final(onebit, s) for s in range(3)]
         # The bucketed form (one scale per 16M elements; the fast one on
-        # GPUs, bench/RESULTS.md) on the same runs.
+        # GPUs, bench/RESULTS.md) on the same seeds.
         bucketed = compile_(a, "gpl-onebit-b", 2, "--optimizer=onebit-adam",
                             "--freeze-step=100", "--onebit-bucket-size=16777216", keys=keys)
-        fb = [final(bucketed, s) for s in range(3)]
-        ma, mo, mb = sum(fa) / 3, sum(fo) / 3, sum(fb) / 3
-        ok = abs(mo - ma) / ma <= 0.01 and abs(mb - ma) / ma <= 0.01
-        print(f"300 steps of GPL-3, 2 ranks, freeze 100, 3 seeds: final loss (last 20 steps) "
-              f"adamw {ma:.4f}, 1-bit adam {mo:.4f}: {100 * (mo - ma) / ma:+.2f}% (bound 1%); "
-              f"by seed " + ", ".join(f"{100 * (o - x) / x:+.2f}%" for x, o in zip(fa, fo)) +
-              f"; bucketed {mb:.4f}: {100 * (mb - ma) / ma:+.2f}% {'ok' if ok else 'FAIL'}")
+        final = lambda exe, seed: sum(x["loss"] for x in train(
+            exe, 2, gpl, 300, f"{exe}.s{seed}.jsonl", "--seed", str(seed))[-20:]) / 20
+        fa = [final(adam, s) for s in range(SEEDS)]
+
+        def paired(exe):
+            d = [(final(exe, s) - x) / x for s, x in enumerate(fa)]
+            mean = sum(d) / SEEDS
+            se = math.sqrt(sum((x - mean) ** 2 for x in d) / (SEEDS - 1) / SEEDS)
+            return d, mean, se
+        do, mo, so = paired(onebit)
+        db, mb, sb = paired(bucketed)
+        # The bucketed form's single scale spans every tensor of this small
+        # model (embeddings and layer norms alike): it is coarser, and its
+        # seeds spread wider (10 seeds 2026-11-29: mean +0.77%, -1.8% to
+        # +5.6%, standard error of a 6-seed mean about 0.9%), so its bound
+        # is 3%.
+        ok = -0.03 <= mo <= 0.01 and -0.03 <= mb <= 0.03
+        pct = lambda d: ", ".join(f"{100 * x:+.2f}%" for x in d)
+        print(f"300 steps of GPL-3, 2 ranks, freeze 100, {SEEDS} seeds: final loss (last 20 "
+              f"steps) against adamw's, paired by seed: 1-bit adam mean {100 * mo:+.2f}% "
+              f"(standard error {100 * so:.2f}%; {pct(do)}), bucketed mean {100 * mb:+.2f}% "
+              f"(standard error {100 * sb:.2f}%; {pct(db)}); bounds +1% and +3% (-3%) "
+              f"{'ok' if ok else 'FAIL'}")
         if not ok:
             bad.append("converge")
     if bad:
