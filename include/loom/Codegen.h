@@ -30,6 +30,12 @@ struct CodegenOptions {
   std::string weightsFile;
   /// The folder of the libloomrt.so the binary links (defaultRuntimeDir).
   std::string runtimeDir;
+  /// loomc --device-memory (bytes; 0: none): the binary holds the rest of a
+  /// larger card back (loomrt_program.device_memory_bytes).
+  int64_t deviceMemoryBytes = 0;
+  /// The cost model's predicted peak device bytes of the step (0: not
+  /// predicted), which the binary checks against what the cap leaves.
+  int64_t predictedDeviceBytes = 0;
 };
 
 /// This build's runtime for `target`: build/runtime for cpu and cuda,

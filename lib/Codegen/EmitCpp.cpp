@@ -491,7 +491,8 @@ public:
         << (fanouts.empty() ? std::string(", 0, nullptr, LOOMRT_GRAPH_MEAN")
                             : ", " + std::to_string(fanouts.size()) + ", kFanouts, " +
                                   (prog("norm") ? "LOOMRT_GRAPH_GCN" : "LOOMRT_GRAPH_MEAN"))
-        << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << "};\n"
+        << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << ",\n      "
+        << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }

@@ -67,11 +67,12 @@ static int loomcError(const llvm::Twine &msg) {
 /// the whole predicted schedule as a Chrome trace. Returns the exit code.
 static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
                             const std::string &timeline,
-                            const mlir::loom::LoweringOptions &lowering) {
+                            const mlir::loom::LoweringOptions &lowering, double &peakDevice) {
   FailureOr<mlir::loom::StepPrediction> pred =
       mlir::loom::simulateStep(module, hw, !timeline.empty(), lowering);
   if (failed(pred))
     return 1;
+  peakDevice = pred->peakDeviceBytes();
   constexpr double GiB = double(1ull << 30);
   llvm::errs() << llvm::formatv(
       "loomc: predicted step on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
@@ -483,6 +484,14 @@ struct LoomcOptions {
       cl::desc("Device memory --recompute=auto plans for (default: 90% of the usable "
                "memory of --hardware, leaving a tenth for the allocator and libraries)"),
       cl::cat(cat)};
+  cl::opt<double> deviceMemory{
+      "device-memory", cl::init(0), cl::value_desc("GiB"),
+      cl::desc("Plan for a card of this much device memory instead of --hardware's (the "
+               "offload, recompute and prefetch planners and the prediction), and build a "
+               "binary that holds the rest of a larger card back so the step runs within it "
+               "(an 80 GB card's plan on an H200: --device-memory=80). 0: --hardware's; "
+               "GPU targets only; the binary's --device-memory overrides it"),
+      cl::cat(cat)};
   cl::opt<std::string> precision{
       "precision", cl::init("fp32"), cl::value_desc("fp32|bf16"),
       cl::desc("Compute precision: fp32 throughout, or bf16 activations and "
@@ -771,6 +780,10 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
       return "unknown --prefetch '" + o.prefetch + "': expected auto or a number of gathers "
              "from 0 to 64";
   }
+  if (o.deviceMemory < 0 || !std::isfinite(o.deviceMemory) || o.deviceMemory > 1e6)
+    return std::string("--device-memory must be a number of GiB from 0 (--hardware's) to 1e6");
+  if (o.deviceMemory > 0 && o.target == "cpu")
+    return std::string("--device-memory caps a GPU's memory: it needs --target=cuda or hip");
   if (o.memoryBudget < 0 || !std::isfinite(o.memoryBudget))
     return std::string("--memory-budget must be a non-negative number of GiB (0: the default)");
   if (o.precision != "fp32" && o.precision != "bf16")
@@ -856,12 +869,25 @@ static std::string hardwareName(const LoomcOptions &o) {
 static std::optional<std::string> readHardware(const LoomcOptions &o, const FlagDecisions &d,
                                                std::optional<cost::Hardware> &hw) {
   if (o.offload == "none" && o.timeline.empty() && o.whatIf.empty() && !d.planHpz &&
-      o.hardware.getNumOccurrences() == 0)
+      o.hardware.getNumOccurrences() == 0 && o.deviceMemory == 0)
     return std::nullopt;
   std::string herr;
   hw = mlir::loom::loadHardware(hardwareName(o), herr);
   if (!hw)
     return herr;
+  // --device-memory: the card the plan is for has this much memory (an
+  // H200 planned as an 80 GB card); the binary holds the rest back.
+  if (o.deviceMemory > 0) {
+    if (!hw->hasGpu)
+      return "--device-memory: hardware '" + hw->name + "' has no GPU";
+    double cap = o.deviceMemory * double(1ull << 30);
+    if (hw->gpuMemoryBytes > 0 && cap > hw->gpuMemoryBytes)
+      return llvm::formatv("--device-memory={0} is more than the {1:F1} GiB of hardware '{2}'",
+                           o.deviceMemory.getValue(), hw->gpuMemoryBytes / double(1ull << 30),
+                           hw->name)
+          .str();
+    hw->gpuMemoryBytes = cap;
+  }
   // What-if: the same plan and prediction on a machine that differs in one
   // resource (the high-frequency-cores paper's question).
   for (const std::string &w : o.whatIf) {
@@ -1065,12 +1091,15 @@ int loomcMain(int argc, char **argv) {
   // The cost model's view of the step: one line whenever the optimizer is
   // offloaded, and the whole predicted schedule with --timeline. It prices
   // the lowered step (a lowered copy before --compile-to=lowered).
+  double peakDevice = 0;
   if (hw && phase >= Phase::Optimizer &&
       module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
-      reportPrediction(*module, *hw, o.timeline, loweringOf(po)))
+      reportPrediction(*module, *hw, o.timeline, loweringOf(po), peakDevice))
     return 1;
 
   CodegenOptions cg;
+  cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
+  cg.predictedDeviceBytes = hw && hw->hasGpu ? int64_t(peakDevice) : 0;
   cg.target = o.target;
   cg.runtimeDir = d.runtimeDir;
   cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();

@@ -77,6 +77,10 @@ void usage(const char *argv0, const loomrt_program *p) {
       "  --checkpoint-every K   save every K steps (and after the last)\n"
       "  --resume               continue from DIR/checkpoint.safetensors\n"
       "  --trace FILE           Chrome trace JSON of the steps (opens in Perfetto)\n"
+      "  --device-memory GiB    GPU binaries: use at most this much of the card's memory\n"
+      "                         (the rest is held back before anything is allocated, so\n"
+      "                         an 80 GB card's plan runs on a larger card within 80 GB);\n"
+      "                         0: the whole card (default: %s)\n"
       "  --comm-timeout S       data-parallel runs: a collective that has not finished\n"
       "                         after S seconds (a rank died or hangs) ends the run\n"
       "                         with an error (default 300, or LOOMRT_COMM_TIMEOUT)\n"
@@ -102,6 +106,11 @@ void usage(const char *argv0, const loomrt_program *p) {
                    .c_str()
              : "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n",
       p->weights ? p->weights : "none, the model has initialisers",
+      p->device_memory_bytes > 0
+          ? ("loomc's --device-memory, " + fmt(double(p->device_memory_bytes) / (1ull << 30)) +
+             " GiB")
+                .c_str()
+          : "the whole card",
       p->world > 1 ? ("\nCompiled for " + std::to_string(p->world) +
                       " data-parallel ranks (ZeRO stage " + std::to_string(p->zero_stage) +
                       "): start it with mpirun -np " + std::to_string(p->world) +
@@ -269,6 +278,10 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
     } else if (a == "--resume") {
       f.resume = true;
+    } else if (a == "--device-memory") {
+      if (!number(x, 0, 1e6))
+        return false;
+      f.deviceMemory = x;
     } else if (a == "--comm-timeout") {
       if (!number(x, 1e-3, 1e7))
         return false;

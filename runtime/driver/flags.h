@@ -18,6 +18,7 @@ struct Flags {
   long steps = 10, ckptEvery = 0;
   double commTimeout = 0; // seconds; 0: LOOMRT_COMM_TIMEOUT or the default
   double lr = -1;
+  double deviceMemory = -1; // GiB; -1: the compiled cap (loomc --device-memory), 0: none
   unsigned long long seed = 0;
   bool resume = false;
   std::vector<std::pair<std::string, std::string>> inputs; // --input NAME=FILE

@@ -212,12 +212,13 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 /// One line of --log-json for a finished step.
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
-             const std::string &byGroup, double dataWaitMs, double deviceMiB) {
+             const std::string &byGroup, double dataWaitMs, double deviceMiB,
+             double cardUsedMiB) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
     std::snprintf(lossText, sizeof lossText, "%.8g", loss);
-  char phases[256] = "";
+  char phases[512] = "";
   int n = 0;
   if (backwardMs >= 0)
     n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
@@ -238,7 +239,13 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // What this rank holds on the device: the step arena's high-water mark
   // (gathered parameters and recomputed activations included) and the
   // parameters and state that live there (loomc predicts the sum).
-  std::snprintf(phases + n, sizeof phases - size_t(n), ", \"device_mib\": %.1f", deviceMiB);
+  n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"device_mib\": %.1f", deviceMiB);
+  // GPU binaries: what the card reports in use after the step (the
+  // context, libraries and pools included; --device-memory's ballast not),
+  // the figure a --device-memory cap bounds.
+  if (cardUsedMiB >= 0)
+    std::snprintf(phases + n, sizeof phases - size_t(n), ", \"card_used_mib\": %.1f",
+                  cardUsedMiB);
   std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
                step, lossText, ms, unit, tps, phases,
                byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
@@ -301,6 +308,8 @@ private:
   int fillBatch(long step, double &dataWaitMs);
   int runOuterSteps(long step, uint64_t &sideBytes);
   int joinSide();
+  int capDeviceMemory();
+  double cardUsedMiB() const;
   int saveCheckpoint(long stepDone);
   std::vector<loomrt_tensor_ref> refs() const;
   int64_t draw(long step, int64_t row, uint64_t range) const;
@@ -322,6 +331,9 @@ private:
   bool lead = true;
   loomrt_device dev = nullptr;
   loomrt_comm comm = nullptr;
+  // --device-memory's ballast: the card's memory beyond the cap, held.
+  void *ballastPtr = nullptr;
+  size_t ballastBytes = 0;
   // bt: what one rank's step takes (tokens, or rows of arrays); gbt the
   // world's; mine: this rank's first row of each global batch.
   int64_t bt = 0, n = 0, gbt = 0, mine = 0;
@@ -422,6 +434,9 @@ int TrainRun::joinWorld() {
   world = p->world < 1 ? 1 : p->world;
   int ordinal = p->backend == LOOMRT_BACKEND_CPU ? 0 : loomrt_local_rank();
   TRY(loomrt_device_open(p->backend, ordinal, &dev), "opening the device");
+  // Before the communicator's buffers and anything else: they count too.
+  if (int rc = capDeviceMemory())
+    return rc;
   TRY(loomrt_comm_init_from_env(dev, &comm), "joining the ranks");
   // Whether the ranks that remain may go on when one is lost: only where
   // every rank holds the whole state (the compiler says so).
@@ -460,6 +475,58 @@ int TrainRun::joinWorld() {
   gbt = bt * world;
   mine = bt * rank;
   unit = graphTask ? "seeds" : arrays ? "samples" : "tokens";
+  return 0;
+}
+
+/// --device-memory (or loomc's): a card larger than the cap gets the rest
+/// allocated and held for the whole run (the ballast), so the CUDA context,
+/// the communicator's buffers, cuBLAS's workspaces, the arena and every
+/// kernel's scratch share the cap as they would share a smaller card, and
+/// going over it fails as it would there. Then the plan's predicted peak is
+/// checked against what is left.
+/// What the card reports in use, less the ballast (-1 on the CPU).
+double TrainRun::cardUsedMiB() const {
+  size_t freeBytes = 0, total = 0;
+  if (p->backend == LOOMRT_BACKEND_CPU || loomrt_device_memory(dev, &freeBytes, &total))
+    return -1;
+  return (double(total) - double(freeBytes) - double(ballastBytes)) / double(1 << 20);
+}
+
+int TrainRun::capDeviceMemory() {
+  double capGiB = f.deviceMemory >= 0 ? f.deviceMemory
+                                      : double(p->device_memory_bytes) / double(1ull << 30);
+  if (capGiB <= 0)
+    return 0;
+  if (p->backend == LOOMRT_BACKEND_CPU)
+    return die("--device-memory caps a GPU's memory; this binary runs on the CPU");
+  constexpr double GiB = double(1ull << 30);
+  size_t freeBytes = 0, total = 0;
+  TRY(loomrt_device_memory(dev, &freeBytes, &total), "--device-memory: reading the card's memory");
+  double cap = capGiB * GiB;
+  // What the context and other processes already hold counts against the
+  // cap: the ballast is what is free beyond the cap's share of the card.
+  double used = double(total) - double(freeBytes);
+  double ballast = double(total) - cap > used ? double(total) - cap : 0;
+  ballast = ballast > double(freeBytes) ? double(freeBytes) : ballast;
+  if (ballast < double(64ull << 20)) {
+    std::fprintf(stderr, "loomrt: --device-memory=%g GiB: the card has %.1f GiB, nothing to "
+                         "hold back\n", capGiB, double(total) / GiB);
+  } else {
+    TRY(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, size_t(ballast), &ballastPtr),
+        "--device-memory: holding back the card's memory beyond the cap");
+    if (loomrt_local_rank() == 0)
+      std::fprintf(stderr, "loomrt: device memory capped at %g GiB (--device-memory): %.1f of "
+                           "the card's %.1f GiB held back\n",
+                   capGiB, ballast / GiB, double(total) / GiB);
+  }
+  TRY(loomrt_device_memory(dev, &freeBytes, &total), "--device-memory: reading the card's memory");
+  ballastBytes = size_t(ballast);
+  if (p->predicted_device_bytes > 0 && double(p->predicted_device_bytes) > double(freeBytes))
+    return die("--device-memory=" + fmt(capGiB) + ": the plan needs " +
+               fmt(std::round(double(p->predicted_device_bytes) / GiB * 10) / 10) +
+               " GiB of device memory (loomc's prediction) and the cap leaves " +
+               fmt(std::round(double(freeBytes) / GiB * 10) / 10) +
+               " GiB free; compile for the cap (loomc --device-memory) or raise it");
   return 0;
 }
 
@@ -832,7 +899,7 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   }
   logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
           world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs,
-          double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20));
+          double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20), cardUsedMiB());
   return 0;
 }
 
@@ -928,6 +995,8 @@ void TrainRun::finish() {
         loomrt_free(dev, LOOMRT_MEM_PINNED, b);
   for (size_t i = 0; i < G.size(); ++i)
     loomrt_free(dev, p->globals[i].space, G[i]);
+  if (ballastPtr)
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, ballastPtr);
   ctx.release();
   side.release();
   loomrt_comm_destroy(sideComm);

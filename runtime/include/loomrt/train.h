@@ -128,7 +128,7 @@ typedef struct loomrt_outer_desc {
   int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 15
+#define LOOMRT_TRAIN_ABI 16
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -183,6 +183,14 @@ typedef struct loomrt_program {
    * rank ends the job (loomrt_comm_set_elastic). Only the elastic TCP
    * transport can lose a rank and go on at all. */
   int elastic;
+  /* loomc --device-memory: bytes of device memory the step may use (the
+   * driver holds the rest of a larger card back before allocating
+   * anything, so an 80 GB card's plan runs on an H200 within 80 GB; the
+   * binary's --device-memory overrides it); 0: the whole card. And the
+   * cost model's predicted peak device bytes of the step (0: none), which
+   * the driver checks against what the cap leaves free. */
+  int64_t device_memory_bytes;
+  int64_t predicted_device_bytes;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
