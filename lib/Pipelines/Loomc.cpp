@@ -1019,10 +1019,11 @@ int loomcMain(int argc, char **argv) {
                  "input already has @forward_backward (give the forward only)");
   // Offload with data parallelism: each rank keeps the master weights and
   // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
-  // of it; stages 1-3: its shard of each bucket). The other distributed
-  // optimizers are not built for it yet.
-  if (o.offload != "none" && d.dataParallel && (d.diloco || d.onebit || !o.zeropp.empty()))
-    return error("--optimizer-offload with --diloco, 1-bit Adam or --zeropp is not supported yet");
+  // of it; stages 1-3: its shard of each bucket), ZeRO++'s codecs included
+  // (they rewrite the collectives before the offload). DiLoCo's and 1-bit
+  // Adam's steps are not built for it yet.
+  if (o.offload != "none" && d.dataParallel && (d.diloco || d.onebit))
+    return error("--optimizer-offload with --diloco or 1-bit Adam is not supported yet");
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
   if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))

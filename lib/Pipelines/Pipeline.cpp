@@ -117,8 +117,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // Stages 1 and 2 offload each rank's master shard: a symbol of its own.
     dp.masterShards = o.offload != "none" && (o.zeroStage == 1 || o.zeroStage == 2);
     pm.addPass(mlir::loom::createDataParallel(dp));
-    if (o.offload != "none")
-      addOffload(pm, o);
+    // ZeRO++'s codecs rewrite the collectives before the offload moves the
+    // updates: they then quantise what every rank sends whether its update
+    // runs on the GPU or the CPU (after the offload they would no longer
+    // find the collectives they rewrite).
     if (o.qwzBlock > 0)
       pm.addPass(mlir::loom::createQuantizeWeights({o.qwzBlock}));
     if (o.qgzBlock > 0) {
@@ -127,6 +129,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
       q.innerLevels = o.qgzInner;
       pm.addPass(mlir::loom::createQuantizeGradients(q));
     }
+    if (o.offload != "none")
+      addOffload(pm, o);
   }
   if (to == Phase::Schedule && runs(Phase::Schedule))
     pm.addPass(mlir::loom::createPrintSchedule());
