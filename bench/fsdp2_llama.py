@@ -8,6 +8,11 @@ attention, untied head: the shape loomc's llama generator builds).
 `--ac` wraps every decoder layer in activation checkpointing
 (`checkpoint_wrapper`, non-reentrant: the layer's input is kept and the
 layer runs again in its backward), as torchtitan's `--activation_checkpoint.mode full`.
+`--offload` adds `CPUOffloadPolicy` (sharded fp32 parameters, gradients and
+AdamW state in pinned host memory, the optimizer step on the CPU: the
+peer of loomc --optimizer-offload); `--device-memory GiB` caps what
+PyTorch's allocator may take (`set_per_process_memory_fraction`), the peer
+of the binary's --device-memory.
 
     torchrun --nproc-per-node 2 bench/fsdp2_llama.py --layers 32 --d 4096 --heads 32 \\
         --ffn 11008 --vocab 32000 --batch 4 [--ac]
@@ -26,7 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 import transformers as tf
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
 
 def main():
@@ -41,10 +46,15 @@ def main():
     ap.add_argument("--batch", type=int, default=4, help="sequences a rank")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--ac", action="store_true", help="activation checkpointing per layer")
+    ap.add_argument("--offload", action="store_true", help="CPUOffloadPolicy (optimizer on the CPU)")
+    ap.add_argument("--device-memory", type=float, default=0, help="GiB the allocator may take")
     a = ap.parse_args()
     dist.init_process_group("nccl")
     rank = dist.get_rank()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    if a.device_memory > 0:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.device_memory * 2**30 / total))
     cfg = tf.LlamaConfig(vocab_size=a.vocab, hidden_size=a.d, intermediate_size=a.ffn,
                          num_hidden_layers=a.layers, num_attention_heads=a.heads,
                          num_key_value_heads=a.kv_heads or a.heads, max_position_embeddings=a.seq,
@@ -59,10 +69,11 @@ def main():
         for i, layer in enumerate(model.model.layers):
             model.model.layers[i] = checkpoint_wrapper(layer)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    kw = {"offload_policy": CPUOffloadPolicy(pin_memory=True)} if a.offload else {}
     for layer in model.model.layers:
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
-    model.to_empty(device="cuda")
+        fully_shard(layer, mp_policy=mp, **kw)
+    fully_shard(model, mp_policy=mp, **kw)
+    model.to_empty(device="cpu" if a.offload else "cuda")
     with torch.no_grad():
         for name, p in model.named_parameters():
             local = p.to_local()
@@ -97,7 +108,9 @@ def main():
     world = dist.get_world_size()
     tokens = a.batch * a.seq * world / step_s
     if rank == 0:
-        print(json.dumps({"impl": f"torch {torch.__version__} FSDP2" + (" + AC per layer" if a.ac else ""),
+        print(json.dumps({"impl": f"torch {torch.__version__} FSDP2" + (" + AC per layer" if a.ac else "")
+                          + (" + CPUOffloadPolicy" if a.offload else ""),
+                          "steps": [round(t, 4) for t in times],
                           "params": n, "ranks": world, "batch_per_rank": a.batch,
                           "step_s": step_s, "tokens_per_s": tokens,
                           "mfu": 6 * n * tokens / (989e12 * world), "loss": float(loss),

@@ -35,10 +35,15 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=1, help="sequences a rank")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--device-memory", type=float, default=0,
+                    help="GiB PyTorch's allocator may take (set_per_process_memory_fraction)")
     a = ap.parse_args()
     dist.init_process_group("nccl")
     rank = dist.get_rank()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    if a.device_memory > 0:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.device_memory * 2**30 / total))
     torch.manual_seed(0)
     with torch.device("meta"):
         model = GPT(a.layers, a.width, a.heads, a.vocab, a.seq)
@@ -89,7 +94,7 @@ def main():
     if rank == 0:
         print(json.dumps({"params": n, "ranks": dist.get_world_size(), "batch_per_rank": a.batch,
                           "step_s": med(0), "forward_backward_s": med(1), "optimizer_s": med(2),
-                          "init_s": init_s, "loss": float(loss),
+                          "init_s": init_s, "loss": float(loss), "device_memory_gib": a.device_memory,
                           "peak_gpu_gib": torch.cuda.max_memory_allocated() / 2**30}))
     dist.destroy_process_group()
 
