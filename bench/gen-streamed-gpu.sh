@@ -30,5 +30,24 @@ sys.stderr.write(f"st-hand: {n} subgroups placed gpu, stream, cpu in turn\n")
 sys.stdout.write(text)' > "$GEN/st.planned.mlir"
 "$BIN/loom-opt" --loom-offload-optimizer=mode=subgroups "$GEN/st.planned.mlir" -o "$GEN/st.hand.mlir"
 "$BIN/loomc" "$GEN/st.hand.mlir" --target=cuda --compile-to=cpp -o "$GEN/st-hand.cpp"
+# The same plan with the CPU's updates on the step's host thread (what
+# loomc does for CUDA), and a plan shaped as the 7.1B Llama's interleaved
+# one (the first subgroups resident, one streamed among CPU ones), with
+# and without the host thread.
+"$BIN/loom-opt" --loom-offload-optimizer="mode=subgroups host-thread=1" "$GEN/st.planned.mlir" \
+  -o "$GEN/st.hand-ht.mlir"
+"$BIN/loomc" "$GEN/st.hand-ht.mlir" --target=cuda --compile-to=cpp -o "$GEN/st-hand-ht.cpp"
+"$BIN/loom-opt" --loom-optimizer-subgroups=sub-group-size=5000000 "$GEN/st.opt.mlir" |
+  python3 -c '
+import re, sys
+places = iter(["gpu"] * 4 + ["cpu", "cpu", "stream"] + ["cpu"] * 100)
+sys.stdout.write(re.sub(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
+                        lambda m: m.group(1) + " update " + next(places), sys.stdin.read()))' \
+  > "$GEN/st.mix.mlir"
+for ht in 0 1; do
+  "$BIN/loom-opt" --loom-offload-optimizer="mode=subgroups host-thread=$ht" "$GEN/st.mix.mlir" \
+    -o "$GEN/st.mix$ht.mlir"
+  "$BIN/loomc" "$GEN/st.mix$ht.mlir" --target=cuda --compile-to=cpp -o "$GEN/st-mix$ht.cpp"
+done
 rm -f "$GEN"/*.mlir
 ls -la "$GEN"
