@@ -372,7 +372,7 @@ double FusedElementwiseOp::getFlops() {
   ArrayRef<int32_t> p = getProgram();
   double ops = 0;
   for (size_t k = 0; k + 3 < p.size(); k += 4)
-    ops += p[k] != LOOMRT_FUSED_LOAD && p[k] != LOOMRT_FUSED_STORE;
+    ops += p[k] != LOOMRT_FUSED_LOAD && p[k] != LOOMRT_FUSED_STORE && p[k] != LOOMRT_FUSED_ROUND;
   return ops * double(getN());
 }
 DType FusedElementwiseOp::getWorkDType() {

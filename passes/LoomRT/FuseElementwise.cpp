@@ -21,9 +21,16 @@
 // never freed); a buffer first written inside the chain and only used
 // there is an intermediate and has no memory at all.
 //
-// Rounding: the unfused bf16 calls round every intermediate to bf16; the
-// region keeps them in fp32 (outputs are rounded once). fp32 chains compute
-// the same values.
+// Rounding: a region gives the unfused calls' bits. Each call computes in
+// fp32, and where the unfused call would have written bf16 (a bf16 unary,
+// binary or gradient, a cast to bf16) the value is rounded to bf16 before
+// anything else reads it (LOOMRT_FUSED_ROUND; a bf16 output rounds anyway).
+// Fusion is then only a speed decision: which calls fuse depends on what is
+// read after a chain, so it changes with the schedule (an offloaded
+// gradient is read by a copy, a resident one by Adam), and a region that
+// kept bf16 intermediates in fp32 made a step's numbers depend on where
+// the optimizer ran (issue 44: an interleaved plan's losses left the CPU
+// plan's at the second step).
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
@@ -139,6 +146,10 @@ void fuse(ArrayRef<Operation *> chain, ArrayRef<rt::FreeOp> frees, int64_t n, St
       r = emit(LOOMRT_FUSED_BINARY, int32_t(b.getKind()), reg[e.in[0]], reg[e.in[1]]);
     else // a cast: the value as it is (fp32 inside the region)
       r = reg[e.in[0]];
+    // What the unfused call would have stored: bf16 is rounded (a cast to
+    // fp32 is exact; an fp32 result stays).
+    if (writeType(op) == rt::DType::bf16)
+      r = emit(LOOMRT_FUSED_ROUND, 0, r, 0);
     reg[e.out] = r;
     outType[e.out] = writeType(op);
   }
@@ -292,7 +303,9 @@ int64_t mlir::loom::fuseElementwise(ModuleOp module) {
         for (Value v : e->in)
           all.insert(v);
         all.insert(e->out);
-        if (all.size() > LOOMRT_FUSED_MAX_IO || 2 * all.size() + chain.size() + 1 >
+        // (A load and a store a buffer at most, a call and its rounding
+        // each.)
+        if (all.size() > LOOMRT_FUSED_MAX_IO || 2 * all.size() + 2 * (chain.size() + 1) >
                                                     LOOMRT_FUSED_MAX_INSTS)
           joins = false;
       }

@@ -220,7 +220,10 @@ def FuseElementwise : Pass<"loom-fuse", "ModuleOp"> {
     * at most 8 inputs, 8 outputs and 48 instructions.
 
     The region loads each buffer the chain reads before writing it, keeps
-    every intermediate value in fp32 registers, and stores the last value of
+    every intermediate value in fp32 registers, rounded to bf16 wherever the
+    unfused call would have written bf16 (instruction 5, round: a fused
+    region gives the unfused calls' bits, so what fuses, which changes with
+    the schedule, never changes a number), and stores the last value of
     each buffer used after the chain; a buffer first written inside the
     chain and used only there (and freed) has no memory any more. The region
     takes the place of the chain's last call; the frees met on the way move
@@ -246,7 +249,8 @@ def FuseElementwise : Pass<"loom-fuse", "ModuleOp"> {
     %y = loomrt.alloc 8192
     loomrt.fused_elementwise "fused_0" (%gate, %up) -> (%y), 4096 on %s {
         in_types = array<i32: 1, 1>, out_types = array<i32: 1>,
-        program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 2, 2, 2, 1, 4, 0, 0, 3>}
+        program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 5, 0, 2, 0,
+                             2, 2, 3, 1, 5, 0, 4, 0, 4, 0, 0, 5>}
     ```
   }];
   let statistics = [

@@ -53,6 +53,9 @@ LOOMRT_HD void fusedElement(const FusedProgram &p, const FusedBuffers &b, size_t
     case LOOMRT_FUSED_UNARY_GRAD:
       r[k] = unaryGrad(loomrt_unary_op(x.kind), r[x.a], r[x.b]);
       break;
+    case LOOMRT_FUSED_ROUND:
+      r[k] = load(store<uint16_t>(r[x.a]));
+      break;
     default: // LOOMRT_FUSED_STORE
       if (p.outT[x.a] == LOOMRT_BF16)
         static_cast<uint16_t *>(b.out[x.a])[i] = store<uint16_t>(r[x.b]);

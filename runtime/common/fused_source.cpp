@@ -90,6 +90,10 @@ loomrt_status loomrt::checkFusedProgram(const loomrt_fused_program *p, FusedProg
                    std::to_string(p->n_outputs) + " from an earlier register");
       stored[size_t(x.a)] = true;
       break;
+    case LOOMRT_FUSED_ROUND:
+      if (!reg(x.a))
+        return bad(at + "rounds an earlier register");
+      break;
     default:
       return bad(at + "unknown opcode " + std::to_string(x.opcode));
     }
@@ -148,6 +152,9 @@ std::string loomrt::fusedKernelText(const char *name, const FusedProgram &prog) 
     case LOOMRT_FUSED_UNARY_GRAD:
       src += "    float " + r + " = loomrt::unaryGrad(loomrt_unary_op(" + kind + "), " + a +
              ", " + b + ");\n";
+      break;
+    case LOOMRT_FUSED_ROUND:
+      src += "    float " + r + " = loomrt::load(loomrt::store<uint16_t>(" + a + "));\n";
       break;
     default:
       src += "    out" + std::to_string(x.a) + "[i] = loomrt::store<" +

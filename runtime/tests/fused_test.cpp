@@ -5,6 +5,7 @@
 // CUDA builds the generated text of programs that use every op compiles
 // with NVRTC (no GPU needed).
 #include "loomrt/loomrt.h"
+#include "common/adam_math.h"
 #if defined(LOOMRT_HAVE_CUDA)
 #include "cuda/fused_rtc.h"
 #endif
@@ -56,6 +57,33 @@ TEST_F(FusedProgram, RunsAProgramInPlace) {
   EXPECT_FLOAT_EQ(x[2], std::exp(-2.0f) + 2.0f);
 }
 
+// ROUND gives what an unfused bf16 call would have written: x + 1 rounded
+// to bf16 (nearest, ties to even) and back, here stored as fp32.
+TEST_F(FusedProgram, RoundsToBf16) {
+  float x[3] = {1.0f / 3.0f, 255.5f, 1e-3f}, y[3] = {};
+  float one = 1.0f;
+  const loomrt_fused_inst prog[] = {{LOOMRT_FUSED_LOAD, 0, 0, 0},
+                                    {LOOMRT_FUSED_LOAD, 0, 1, 0},
+                                    {LOOMRT_FUSED_BINARY, LOOMRT_ADD, 0, 1},
+                                    {LOOMRT_FUSED_ROUND, 0, 2, 0},
+                                    {LOOMRT_FUSED_STORE, 0, 0, 3}};
+  std::vector<float> ones(3, one);
+  loomrt_fused_program p = {"round", 2, 1, 5, kF32, kF32, prog};
+  const void *in[2] = {x, ones.data()};
+  void *out[1] = {y};
+  ASSERT_EQ(LOOMRT_OK, loomrt_fused_elementwise(s, &p, in, out, 3)) << loomrt_last_error();
+  ASSERT_EQ(LOOMRT_OK, loomrt_stream_synchronize(s));
+  for (int i = 0; i < 3; ++i) {
+    float want = loomrt::bf16ToFloat(loomrt::floatToBf16(x[i] + 1.0f));
+    EXPECT_EQ(want, y[i]) << i;
+    EXPECT_NE(x[i] + 1.0f, y[i]) << i; // none of them is a bf16 value
+  }
+  std::string src(loomrt_fused_source(&p, nullptr, 0) + 1, '\0');
+  loomrt_fused_source(&p, src.data(), src.size());
+  EXPECT_NE(src.find("float r3 = loomrt::load(loomrt::store<uint16_t>(r2));"), std::string::npos)
+      << src;
+}
+
 TEST_F(FusedProgram, MalformedProgramsAreErrors) {
   const loomrt_fused_inst good[] = {{LOOMRT_FUSED_LOAD, 0, 0, 0}, {LOOMRT_FUSED_STORE, 0, 0, 0}};
   struct Case {
@@ -83,6 +111,8 @@ TEST_F(FusedProgram, MalformedProgramsAreErrors) {
               {LOOMRT_FUSED_STORE, 0, 0, 1}}, "from an earlier register"},
       {"ok", {{LOOMRT_FUSED_LOAD, 0, 0, 0}, {LOOMRT_FUSED_STORE, 0, 0, 0}},
        "output 1 is never stored", 1, 2},
+      {"ok", {{LOOMRT_FUSED_LOAD, 0, 0, 0}, {LOOMRT_FUSED_ROUND, 0, 1, 0},
+              {LOOMRT_FUSED_STORE, 0, 0, 1}}, "rounds an earlier register"},
       {"ok", {{LOOMRT_FUSED_LOAD, 0, 0, 0}, {7, 0, 0, 0}}, "unknown opcode 7"},
       {"ok", {good, good + 2}, "inputs", 9, 1},
   };

@@ -10,7 +10,7 @@
 // CHECK-NEXT: %[[UP:.+]] = loomrt.alloc 8192
 // CHECK-NEXT: loomrt.matmul bf16 %[[X]], %[[W]] -> bf16 %[[UP]]
 // CHECK-NEXT: %[[Y:.+]] = loomrt.alloc 8192
-// CHECK-NEXT: loomrt.fused_elementwise "silu_mul_exp_0"(%[[GATE]], %[[UP]]) -> (%[[Y]], %[[X]]), 4096 on %{{.+}} {in_types = array<i32: 1, 1>, out_types = array<i32: 1, 1>, program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 2, 2, 2, 1, 1, 1, 3, 0, 4, 0, 0, 3, 4, 0, 1, 4>}
+// CHECK-NEXT: loomrt.fused_elementwise "silu_mul_exp_0"(%[[GATE]], %[[UP]]) -> (%[[Y]], %[[X]]), 4096 on %{{.+}} {in_types = array<i32: 1, 1>, out_types = array<i32: 1, 1>, program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 5, 0, 2, 0, 2, 2, 3, 1, 5, 0, 4, 0, 1, 1, 5, 0, 5, 0, 6, 0, 4, 0, 0, 5, 4, 0, 1, 7>}
 // CHECK-NEXT: loomrt.free %[[UP]]
 // CHECK-NEXT: loomrt.free %[[GATE]]
 // CHECK-NEXT: return

@@ -286,13 +286,15 @@ loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const
  *   BINARY      r_k = r_a kind r_b                  (a loomrt_binary_op)
  *   UNARY_GRAD  r_k = r_a * kind'(r_b)              (dy, x: as loomrt_unary_grad)
  *   STORE       outputs[a][i] = r_b, rounded to out_types[a]
- * Each op computes what the unfused call computes on one element, but
- * intermediate values stay fp32 (unfused bf16 calls round each to bf16).
+ *   ROUND       r_k = r_a rounded to bf16 (nearest, ties to even) and back
+ * Each op computes what the unfused call computes on one element in fp32;
+ * a program that rounds after each op an unfused bf16 call would have
+ * written as bf16 (loom-fuse's) gives the unfused calls' bits.
  * Outputs may alias inputs of the same element type (element i is read
  * before it is written). */
 typedef LOOMRT_ENUM(loomrt_fused_opcode) {
   LOOMRT_FUSED_LOAD, LOOMRT_FUSED_UNARY, LOOMRT_FUSED_BINARY,
-  LOOMRT_FUSED_UNARY_GRAD, LOOMRT_FUSED_STORE, LOOMRT_FUSED_OPCODE_COUNT
+  LOOMRT_FUSED_UNARY_GRAD, LOOMRT_FUSED_STORE, LOOMRT_FUSED_ROUND, LOOMRT_FUSED_OPCODE_COUNT
 } loomrt_fused_opcode;
 typedef struct loomrt_fused_inst {
   int32_t opcode, kind, a, b;
