@@ -36,6 +36,9 @@ struct CodegenOptions {
   /// The cost model's predicted peak device bytes of the step (0: not
   /// predicted), which the binary checks against what the cap leaves.
   int64_t predictedDeviceBytes = 0;
+  /// The CPU Adam rate the plan assumed (parameters a second; 0: not
+  /// planned), which the binary compares with the rate it measures.
+  double plannedCpuAdamRate = 0;
 };
 
 /// This build's runtime for `target`: build/runtime for cpu and cuda,

@@ -65,6 +65,10 @@ simulateLoweredStep(ModuleOp lowered, const ::loom::cost::Hardware &hw, bool kee
 /// The spans as Chrome trace JSON (one thread per lane), the format the
 /// binary's --trace writes, so both open side by side in Perfetto.
 std::string chromeTrace(const StepPrediction &p, llvm::StringRef title);
+/// The parameters a second the step simulation charges a CPU Adam update
+/// (the measured rate, or the DRAM rate's, times cpu_update_efficiency):
+/// what a binary's own measurement is compared with.
+double cpuAdamRate(const ::loom::cost::Hardware &hw);
 /// Device memory a plan may use: the capacity less what the runtime keeps
 /// for itself (CUDA context, library workspaces, arena slack).
 double usableDeviceBytes(const ::loom::cost::Hardware &hw);

@@ -31,6 +31,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
@@ -372,6 +373,14 @@ public:
     if (freezeStep && !module.lookupSymbol(LoomDialect::kTrainStepFrozen))
       return module.emitError() << "code generation: the program has a freeze step but no "
                                    "@train_step_frozen";
+    // Offloaded optimizers: the parameters the CPU's Adam updates a step
+    // (the driver measures their rate against the plan's).
+    int64_t cpuUpdateParams = 0;
+    step.walk([&](rt::AdamOp a) {
+      if (auto st = a.getStream().getDefiningOp<rt::StreamOp>())
+        if (st.getRole() == rt::StreamRole::host)
+          cpuUpdateParams += int64_t(a.getN());
+    });
     // With ZeRO 1 and 2, the function the driver runs once before the
     // first frozen step (loom-data-parallel's @enter_frozen).
     bool enter = freezeStep && module.lookupSymbol(LoomDialect::kEnterFrozen);
@@ -492,7 +501,9 @@ public:
                             : ", " + std::to_string(fanouts.size()) + ", kFanouts, " +
                                   (prog("norm") ? "LOOMRT_GRAPH_GCN" : "LOOMRT_GRAPH_MEAN"))
         << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << ",\n      "
-        << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL};\n"
+        << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
+        << cpuUpdateParams << "LL, " << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str()
+        << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();
   }

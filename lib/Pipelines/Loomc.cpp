@@ -1101,6 +1101,7 @@ int loomcMain(int argc, char **argv) {
   CodegenOptions cg;
   cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
   cg.predictedDeviceBytes = hw && hw->hasGpu ? int64_t(peakDevice) : 0;
+  cg.plannedCpuAdamRate = hw && o.offload != "none" ? mlir::loom::cpuAdamRate(*hw) : 0;
   cg.target = o.target;
   cg.runtimeDir = d.runtimeDir;
   cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();

@@ -183,11 +183,7 @@ struct Simulator {
   /// Issuing work to a GPU costs the host a launch; on a CPU-only machine
   /// the work is a function call.
   double launch() const { return hw.hasGpu ? kLaunch : 0; }
-  double cpuAdamRate() const {
-    return (hw.cpuAdamParamsPerSec > 0 ? hw.cpuAdamParamsPerSec
-                                       : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam) *
-           hw.cpuUpdateEfficiency;
-  }
+  double cpuAdamRate() const { return mlir::loom::cpuAdamRate(hw); }
   /// The device's memory bandwidth: HBM, or host memory on the CPU target.
   double deviceBandwidth() const { return hw.hasGpu ? hw.hbmBandwidth : hw.dramCopyBandwidth; }
 
@@ -540,6 +536,12 @@ struct Simulator {
 } // namespace
 
 namespace mlir::loom {
+
+double cpuAdamRate(const cost::Hardware &hw) {
+  return (hw.cpuAdamParamsPerSec > 0 ? hw.cpuAdamParamsPerSec
+                                     : hw.dramCopyBandwidth / cost::kCpuAdamBytesPerParam) *
+         hw.cpuUpdateEfficiency;
+}
 
 double usableDeviceBytes(const cost::Hardware &hw) {
   // The CUDA context, cuBLAS's workspace and the arena's rounding: 3% and

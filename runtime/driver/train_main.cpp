@@ -213,7 +213,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
              const std::string &byGroup, double dataWaitMs, double deviceMiB,
-             double cardUsedMiB) {
+             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -244,8 +244,14 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // context, libraries and pools included; --device-memory's ballast not),
   // the figure a --device-memory cap bounds.
   if (cardUsedMiB >= 0)
-    std::snprintf(phases + n, sizeof phases - size_t(n), ", \"card_used_mib\": %.1f",
-                  cardUsedMiB);
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"card_used_mib\": %.1f",
+                       cardUsedMiB);
+  // Offloaded optimizers, once (the third step): the CPU Adam rate measured
+  // and the one the plan assumed.
+  if (cpuAdamRate > 0)
+    std::snprintf(phases + n, sizeof phases - size_t(n),
+                  ", \"cpu_adam_params_per_s\": %.4g, \"planned_cpu_adam_params_per_s\": %.4g",
+                  cpuAdamRate, plannedCpuAdamRate);
   std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
                step, lossText, ms, unit, tps, phases,
                byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
@@ -334,6 +340,8 @@ private:
   // --device-memory's ballast: the card's memory beyond the cap, held.
   void *ballastPtr = nullptr;
   size_t ballastBytes = 0;
+  // The CPU updates' time over steps 2 and 3 (report).
+  double hostAdamMs = 0;
   // bt: what one rank's step takes (tokens, or rows of arrays); gbt the
   // world's; mine: this rank's first row of each global batch.
   int64_t bt = 0, n = 0, gbt = 0, mine = 0;
@@ -874,6 +882,29 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
   std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f %s/s  eta %4.0fs\n", step + 1, last, loss,
               ms, tps, unit, eta);
+  // Offloaded optimizers: the CPU's Adam rate over this run's steps 2 and 3
+  // (the first pays for first touches of the pinned state), against the
+  // rate the plan was made with (loomc's --hardware): the host the binary
+  // runs on is not always the one the description measured (issue 44: two
+  // machines of one kind differed by 10%). Its time is ctx.hostTotalMs, the
+  // driver's clock around each CPU update.
+  double cpuAdamRate = -1;
+  long done = step - firstStep + 1;
+  const double planned = p->planned_cpu_adam_params_per_s;
+  if (p->cpu_update_params > 0 && planned > 0 && (done == 2 || done == 3))
+    hostAdamMs += ctx.hostTotalMs;
+  if (p->cpu_update_params > 0 && planned > 0 && done == 3 && hostAdamMs > 0) {
+    cpuAdamRate = double(p->cpu_update_params) / (hostAdamMs / 2 / 1000);
+    double ratio = cpuAdamRate / planned;
+    std::printf("loomrt: the CPU's Adam updates %.3g G parameters a step at %.3g G/s; the plan "
+                "assumed %.3g G/s (%.2fx)",
+                double(p->cpu_update_params) / 1e9, cpuAdamRate / 1e9, planned / 1e9, ratio);
+    if (ratio > 1.1 || ratio < 0.9)
+      std::printf(": to plan for this host, compile again with loomc's --what-if=dram=%.2f (the "
+                  "Adam rate follows the DRAM bandwidth) or a loom-calibrate file",
+                  ratio);
+    std::printf("\n");
+  }
   std::fflush(stdout);
   if (lead && !std::isfinite(loss) && !warnedNonFinite) {
     std::fprintf(stderr,
@@ -899,7 +930,8 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   }
   logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
           world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs,
-          double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20), cardUsedMiB());
+          double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20), cardUsedMiB(),
+          cpuAdamRate, planned);
   return 0;
 }
 

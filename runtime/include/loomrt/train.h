@@ -191,6 +191,12 @@ typedef struct loomrt_program {
    * the driver checks against what the cap leaves free. */
   int64_t device_memory_bytes;
   int64_t predicted_device_bytes;
+  /* Offloaded optimizers: the parameters the CPU's Adam updates each step
+   * and the rate (parameters a second) the plan assumed for it; after three
+   * steps the driver reports the rate it measured against it (0, 0: no CPU
+   * updates). */
+  int64_t cpu_update_params;
+  double planned_cpu_adam_params_per_s;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
