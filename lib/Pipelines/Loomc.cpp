@@ -1101,7 +1101,16 @@ int loomcMain(int argc, char **argv) {
   CodegenOptions cg;
   cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
   cg.predictedDeviceBytes = hw && hw->hasGpu ? int64_t(peakDevice) : 0;
-  cg.plannedCpuAdamRate = hw && o.offload != "none" ? mlir::loom::cpuAdamRate(*hw) : 0;
+  // The rate the plan charged one rank's CPU updates: its share of the
+  // host it shares with the other ranks on it (the step simulation's).
+  if (hw && o.offload != "none") {
+    int64_t world = 1;
+    if (Operation *step = module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
+      if (mlir::loom::DataParallelAttr dp = mlir::loom::getDataParallel(step))
+        world = dp.getWorld();
+    cg.plannedCpuAdamRate =
+        mlir::loom::cpuAdamRate(cost::rankShare(*hw, cost::ranksPerHost(*hw, world)));
+  }
   cg.target = o.target;
   cg.runtimeDir = d.runtimeDir;
   cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();

@@ -492,14 +492,6 @@ int TrainRun::joinWorld() {
 /// kernel's scratch share the cap as they would share a smaller card, and
 /// going over it fails as it would there. Then the plan's predicted peak is
 /// checked against what is left.
-/// What the card reports in use, less the ballast (-1 on the CPU).
-double TrainRun::cardUsedMiB() const {
-  size_t freeBytes = 0, total = 0;
-  if (p->backend == LOOMRT_BACKEND_CPU || loomrt_device_memory(dev, &freeBytes, &total))
-    return -1;
-  return (double(total) - double(freeBytes) - double(ballastBytes)) / double(1 << 20);
-}
-
 int TrainRun::capDeviceMemory() {
   double capGiB = f.deviceMemory >= 0 ? f.deviceMemory
                                       : double(p->device_memory_bytes) / double(1ull << 30);
@@ -536,6 +528,14 @@ int TrainRun::capDeviceMemory() {
                fmt(std::round(double(freeBytes) / GiB * 10) / 10) +
                " GiB free; compile for the cap (loomc --device-memory) or raise it");
   return 0;
+}
+
+/// What the card reports in use, less the ballast (-1 on the CPU).
+double TrainRun::cardUsedMiB() const {
+  size_t freeBytes = 0, total = 0;
+  if (p->backend == LOOMRT_BACKEND_CPU || loomrt_device_memory(dev, &freeBytes, &total))
+    return -1;
+  return (double(total) - double(freeBytes) - double(ballastBytes)) / double(1 << 20);
 }
 
 /// The step's context (streams, events, arena) and, for DiLoCo's async
