@@ -410,6 +410,7 @@ bool Importer::initializer(const onnx::TensorProto &t, bool asConstant) {
                              InitAttr(), ElementsAttr());
     p.setInitAttr(defaultInitFor(p));
     paramValues.push_back({t.name(), type});
+    paramNames.insert(t.name());
     if (!notedShapesOnly)
       llvm::errs() << "loomc: note: --init=random: parameters in external data are declared "
                       "from their shapes; the data files are not read\n";
@@ -473,6 +474,7 @@ bool Importer::initializer(const onnx::TensorProto &t, bool asConstant) {
   ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(type), InitAttr(),
                   DenseElementsAttr::get(type, ArrayRef<float>(data)));
   paramValues.push_back({name, type});
+  paramNames.insert(name);
   return true;
 }
 
@@ -671,11 +673,22 @@ bool Importer::intInput(const onnx::NodeProto &n, int i, Value &out) {
   }
   if (!input(n, i, out))
     return false;
-  if (!tt(out).getElementType().isInteger(64))
+  if (!tt(out).getElementType().isInteger(64)) {
+    // A float computed from a trained initializer: often a buffer (a causal
+    // mask) that the export wrote as an initializer; frozen, it is a
+    // constant and the comparison folds.
+    std::string param =
+        paramNames.contains(n.input(i)) ? n.input(i) : fromParam.lookup(n.input(i));
     return nodeFail(n, "input '" + n.input(i) + "' is " + typeStr(out.getType()) +
                            "; " + n.op_type() +
                            " on computed tensors takes integers or booleans (int64 on the "
-                           "device)");
+                           "device)" +
+                           (param.empty()
+                                ? std::string()
+                                : "; it is computed from the initializer '" + param +
+                                      "', imported as a trained parameter: if it is a "
+                                      "constant buffer (a mask), give --frozen=" + param));
+  }
   return true;
 }
 
@@ -766,8 +779,22 @@ bool Importer::convert(const onnx::NodeProto &n) {
   // The ops of a node carry its name, so a later error (a verifier, the
   // lowering) names the ONNX node it came from.
   loc = NameLoc::get(b.getStringAttr("onnx node '" + n.name() + "' (" + op + ")"), fileLoc);
-  for (const std::string &o : n.output())
+  std::string source;
+  for (const std::string &in : n.input()) {
+    if (in.empty())
+      continue;
+    if (paramNames.contains(in))
+      source = in;
+    else
+      source = fromParam.lookup(in);
+    if (!source.empty())
+      break;
+  }
+  for (const std::string &o : n.output()) {
     producer[o] = op;
+    if (!source.empty())
+      fromParam[o] = source;
+  }
   if (n.input_size() && allConst(n) && n.output_size() == 1) {
     // Shape arithmetic and masks fold on the host.
     bool bad = false;

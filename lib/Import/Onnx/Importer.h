@@ -576,6 +576,11 @@ private:
   OwningOpRef<ModuleOp> module;
   llvm::StringMap<Val> values;
   llvm::StringMap<std::string> producer; // value -> the op type that made it
+  // value -> the trained float initializer it is computed from (through any
+  // chain of nodes, by their first such input), for errors that should
+  // point at --frozen: a buffer exported as an initializer (nanoGPT's
+  // causal mask) is imported as a parameter.
+  llvm::StringMap<std::string> fromParam;
   bool notedNanGuard = false;
   // Initializers the exporter folded from parameters: (name, a source).
   std::vector<std::pair<std::string, std::string>> foldedFromParams;
@@ -583,7 +588,9 @@ private:
   int64_t dropoutKeys = 0; // loom.dropout keys: the Dropout nodes in order
   bool notedShapesOnly = false;
   int64_t opset = -1; // of the default domain
-  std::vector<std::pair<std::string, RankedTensorType>> paramValues;};
+  std::vector<std::pair<std::string, RankedTensorType>> paramValues;
+  llvm::StringSet<> paramNames; // paramValues' names
+};
 
 } // namespace loom::onnximport
 

@@ -168,6 +168,11 @@ CASES = {
                                        node("Where", ["e", "x", "x"], ["c"], name="where"), MATMUL],
                                       inits=(W, i64("p", [], [1])), inputs=(X, IDS)),
     "equal_on_computed_floats": model(then(node("Equal", ["x", "x"], ["c"], name="eq"))),
+    # nanoGPT's causal mask: a float buffer written as an initializer,
+    # transposed (any chain of nodes) and compared: the error names it and
+    # --frozen.
+    "equal_on_a_float_buffer": model(then(node("Transpose", ["w"], ["wt"], name="tr"),
+                                          node("Equal", ["wt", "wt"], ["c"], name="eq"))),
     "cumsum_computed_axis": model(then(node("CumSum", ["ids", "a"], ["c"], name="cs"),
                                        node("CumSum", ["ids", "c"], ["d"], name="cs2")),
                                   inits=(W, i64("a", [], [1])), inputs=(X, IDS)),
