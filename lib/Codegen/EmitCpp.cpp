@@ -220,6 +220,18 @@ const char kMacros[] =
     "  if (!v)                                                  \\\n"
     "    return LOOMRT_ERR_OUT_OF_MEMORY\n\n";
 
+/// Offloaded optimizers: the parameters the CPU's Adam updates a step (the
+/// driver measures their rate against the plan's).
+int64_t cpuUpdateParams(func::FuncOp step) {
+  int64_t n = 0;
+  step.walk([&](rt::AdamOp a) {
+    if (auto st = a.getStream().getDefiningOp<rt::StreamOp>())
+      if (st.getRole() == rt::StreamRole::host)
+        n += int64_t(a.getN());
+  });
+  return n;
+}
+
 class Emitter {
   friend struct TextCall;
 
@@ -373,14 +385,6 @@ public:
     if (freezeStep && !module.lookupSymbol(LoomDialect::kTrainStepFrozen))
       return module.emitError() << "code generation: the program has a freeze step but no "
                                    "@train_step_frozen";
-    // Offloaded optimizers: the parameters the CPU's Adam updates a step
-    // (the driver measures their rate against the plan's).
-    int64_t cpuUpdateParams = 0;
-    step.walk([&](rt::AdamOp a) {
-      if (auto st = a.getStream().getDefiningOp<rt::StreamOp>())
-        if (st.getRole() == rt::StreamRole::host)
-          cpuUpdateParams += int64_t(a.getN());
-    });
     // With ZeRO 1 and 2, the function the driver runs once before the
     // first frozen step (loom-data-parallel's @enter_frozen).
     bool enter = freezeStep && module.lookupSymbol(LoomDialect::kEnterFrozen);
@@ -502,7 +506,8 @@ public:
                                   (prog("norm") ? "LOOMRT_GRAPH_GCN" : "LOOMRT_GRAPH_MEAN"))
         << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << ",\n      "
         << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
-        << cpuUpdateParams << "LL, " << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str()
+        << cpuUpdateParams(step) << "LL, "
+        << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str()
         << "};\n"
         << "  return loomrt_train_main(argc, argv, &program);\n}\n";
     return success();

@@ -1097,6 +1097,13 @@ int loomcMain(int argc, char **argv) {
       module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
       reportPrediction(*module, *hw, o.timeline, loweringOf(po), peakDevice))
     return 1;
+  // A CPU target planned and predicted on a GPU machine's description (the
+  // default --hardware): the figures are that machine's, not this binary's.
+  if (hw && hw->hasGpu && o.target == "cpu" && !o.hardware.getNumOccurrences() &&
+      phase >= Phase::Optimizer && module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
+    llvm::errs() << "loomc: note: the prediction and plan above are for '" << hw->name
+                 << "' (the default --hardware), a GPU host, not for this CPU binary: give "
+                    "--hardware=cpu-host or a loom-calibrate file to predict the CPU\n";
 
   CodegenOptions cg;
   cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
