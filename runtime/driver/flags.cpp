@@ -174,6 +174,7 @@ bool checkData(const loomrt_program *p, const Flags &f, std::string &err) {
 
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
            std::string &err) {
+  f.argv0 = argc > 0 && argv[0] ? argv[0] : "./train";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], inlineValue;
     bool hasInline = false;

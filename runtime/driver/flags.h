@@ -22,6 +22,7 @@ struct Flags {
   unsigned long long seed = 0;
   bool resume = false;
   std::vector<std::pair<std::string, std::string>> inputs; // --input NAME=FILE
+  std::string argv0; // how the binary was started, for the launch hints
 };
 
 /// `x` as %g.

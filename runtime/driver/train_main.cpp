@@ -471,7 +471,11 @@ int TrainRun::joinWorld() {
                          std::to_string(ranks) + ") to train data-parallel"
                    : "this binary was compiled for " + std::to_string(world) +
                          " data-parallel ranks (loomc --topology) but was started on " +
-                         std::to_string(ranks));
+                         std::to_string(ranks) + ": start " + std::to_string(world) +
+                         " processes, on CPUs with `mpirun -np " + std::to_string(world) + " " +
+                         f.argv0 + " ...` (as root add --allow-run-as-root), on GPUs one per "
+                         "GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT "
+                         "set (torchrun-style; docs/data-parallel.md)");
   // Only rank 0 talks; every rank reports errors.
   lead = rank == 0;
   if (!lead && !std::freopen("/dev/null", "w", stdout))
