@@ -1022,8 +1022,11 @@ int loomcMain(int argc, char **argv) {
   // of it; stages 1-3: its shard of each bucket), ZeRO++'s codecs included
   // (they rewrite the collectives before the offload). DiLoCo's and 1-bit
   // Adam's steps are not built for it yet.
-  if (o.offload != "none" && d.dataParallel && (d.diloco || d.onebit))
-    return error("--optimizer-offload with --diloco or 1-bit Adam is not supported yet");
+  if (o.offload != "none" && d.dataParallel && d.diloco)
+    return error("--optimizer-offload with --diloco is not supported yet");
+  if (o.offload != "none" && d.onebit && o.zeroStage > 0)
+    return error("--optimizer-offload with 1-bit Adam is built for --zero-stage=0 (stages 1 "
+                 "and 2 are not yet)");
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
   if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))

@@ -53,6 +53,11 @@ namespace {
 
 /// `t` in pinned host memory.
 RankedTensorType pinned(Type t) { return withMemSpace(cast<RankedTensorType>(t), MemSpace::pinned); }
+/// `t` in device memory (no placement).
+RankedTensorType unpinned(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  return RankedTensorType::get(rt.getShape(), rt.getElementType());
+}
 RankedTensorType withElement(Type t, Type elt) {
   auto rt = cast<RankedTensorType>(t);
   return RankedTensorType::get(rt.getShape(), elt, rt.getEncoding());
@@ -337,8 +342,14 @@ struct OffloadRewrite {
     // update (the step's forward and backward, and functions such as
     // @forward) is a cast to bf16.
     SmallVector<LoadOp> reads;
+    // (Not the master weights 1-bit Adam's frozen update reads: that one
+    // stays an update, offloadFrozenStep's.)
     module.walk([&](LoadOp l) {
-      if (l.getNameAttr() == u.sym && l.getResult() != adam.getParam())
+      if (l.getNameAttr() == u.sym && l.getResult() != adam.getParam() &&
+          llvm::none_of(l->getUsers(), [&](Operation *user) {
+            auto a = dyn_cast<AdamOp>(user);
+            return a && a.getParam() == l.getResult();
+          }))
         reads.push_back(l);
     });
     bool bf16 = !reads.empty() && llvm::all_of(reads, [](LoadOp l) {
@@ -578,6 +589,118 @@ struct OffloadRewrite {
   }
 };
 
+/// 1-bit Adam's step after the freeze (@train_step_frozen), for the
+/// updates @train_step placed off the device (their master weights and
+/// moments are in pinned memory now). Its forward already reads the working
+/// copies (place() rewrote every read). What is left is the update: the
+/// momentum, which the device compresses each step (worker side: a lerp of
+/// the stored momentum and the local gradient), comes up from host memory
+/// at the start of the step; the compressed all-reduce's momentum goes down
+/// once it exists; the frozen update (the variance fixed at the freeze)
+/// runs on the CPU after the step's device work and stores the weights and
+/// momentum in host memory; the working copy is refreshed before the step
+/// returns. A streamed subgroup's frozen update also runs on the CPU (the
+/// same bits: both backends' Adam round alike). Data parallelism at ZeRO
+/// stage 0 only: the sharded stages keep the momentum in shards that
+/// @enter_frozen gathers (not built).
+LogicalResult offloadFrozenStep(ModuleOp module, func::FuncOp frozen,
+                                ArrayRef<Update> updates) {
+  MLIRContext *ctx = module.getContext();
+  if (module.lookupSymbol(LoomDialect::kEnterFrozen))
+    return fail(frozen, "offloading 1-bit Adam's updates is built for ZeRO stage 0; stages 1 "
+                        "and 2 (@enter_frozen's gathered momentum) are not yet");
+  llvm::DenseMap<StringAttr, const Update *> offloaded;
+  for (const Update &u : updates)
+    if (u.where != UpdatePlace::gpu)
+      offloaded[u.sym.getAttr()] = &u;
+  Block &blk = frozen.getBody().front();
+  auto ret = cast<func::ReturnOp>(blk.getTerminator());
+  OpBuilder b(ctx);
+  auto tok = TokenType::get(ctx);
+  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
+  auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
+  SmallVector<AdamOp> adams;
+  for (Operation &op : blk)
+    if (auto a = dyn_cast<AdamOp>(op))
+      if (auto l = a.getParam().getDefiningOp<LoadOp>();
+          l && offloaded.count(l.getNameAttr().getAttr()))
+        adams.push_back(a);
+  SmallVector<Value> downTokens, refreshTokens;
+  SmallVector<std::pair<Value, FlatSymbolRefAttr>> refreshStores;
+  SmallVector<Operation *> hostOps;
+  for (AdamOp adam : adams) {
+    Location loc = adam.getLoc();
+    auto sym = adam.getParam().getDefiningOp<LoadOp>().getNameAttr();
+    Value ins[3] = {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()};
+    for (Value in : ins) {
+      auto l = in.getDefiningOp<LoadOp>();
+      if (!l)
+        return fail(adam, "1-bit Adam's frozen update must load its weights and moments");
+      in.setType(pinned(in.getType()));
+    }
+    // The stored momentum's device reads (the worker's lerp): a copy up,
+    // waited for where it is first read.
+    Value m = ins[1];
+    SmallVector<OpOperand *> deviceUses;
+    for (OpOperand &use : m.getUses())
+      if (use.getOwner() != adam.getOperation())
+        deviceUses.push_back(&use);
+    if (!deviceUses.empty()) {
+      b.setInsertionPointAfter(m.getDefiningOp());
+      auto up = CopyOp::create(b, loc, unpinned(m.getType()), tok, m, ValueRange{}, h2d);
+      WaitOp::create(b, loc, ValueRange{up.getToken()});
+      for (OpOperand *use : deviceUses)
+        use->set(up.getResult());
+    }
+    // The exchanged momentum goes down as soon as it exists.
+    Value mom = adam.getGrad();
+    Operation *ready = mom.getDefiningOp();
+    if (ready)
+      b.setInsertionPointAfter(ready);
+    else
+      b.setInsertionPointToStart(&blk);
+    SmallVector<Value> after;
+    if (auto async = dyn_cast_or_null<AsyncOpInterface>(ready))
+      after.push_back(async.getAsyncToken());
+    auto down = CopyOp::create(b, loc, pinned(mom.getType()), tok, mom, after, d2h);
+    downTokens.push_back(down.getToken());
+    adam.getGradMutable().assign(down.getResult());
+    for (Value out : adam->getResults())
+      out.setType(pinned(out.getType()));
+    // The update and its stores at the end, then the working copy's
+    // refresh.
+    hostOps.push_back(adam);
+    for (Operation *user : adam->getUsers())
+      hostOps.push_back(user);
+    auto workSym = FlatSymbolRefAttr::get(ctx, (sym.getValue() + ".work").str());
+    auto workState = module.lookupSymbol<StateOp>(workSym);
+    if (!workState)
+      return fail(adam, "no working copy '" + workSym.getValue() + "' (run on @train_step first)");
+    refreshStores.push_back({adam.getNewParam(), workSym});
+  }
+  if (adams.empty())
+    return success();
+  b.setInsertionPoint(ret);
+  WaitOp::create(b, ret.getLoc(), downTokens);
+  for (Operation *op : hostOps)
+    op->moveBefore(ret);
+  b.setInsertionPoint(ret);
+  SmallVector<std::pair<Value, FlatSymbolRefAttr>> ups;
+  for (auto &[fresh, workSym] : refreshStores) {
+    auto workType = cast<RankedTensorType>(module.lookupSymbol<StateOp>(workSym).getType());
+    Value v = fresh;
+    if (workType.getElementType() != cast<RankedTensorType>(v.getType()).getElementType())
+      v = CastOp::create(b, ret.getLoc(), pinned(workType), v);
+    auto up = CopyOp::create(b, ret.getLoc(), workType, tok, v, ValueRange{}, h2d);
+    refreshTokens.push_back(up.getToken());
+    ups.push_back({up.getResult(), workSym});
+  }
+  WaitOp::create(b, ret.getLoc(), refreshTokens);
+  for (auto &[v, workSym] : ups)
+    StoreOp::create(b, ret.getLoc(), v, workSym);
+  return success();
+}
+
 LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread) {
   MLIRContext *ctx = module.getContext();
   std::string error;
@@ -620,6 +743,8 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread)
       return failure();
   SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
   rw.finish(cpu, ret);
+  if (auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen))
+    return offloadFrozenStep(module, frozen, updates);
   return success();
 }
 

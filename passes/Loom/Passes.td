@@ -699,6 +699,13 @@ def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
     GPU, the rest on the CPU), `subgroups` (each `loom.subgroup`'s
     `update`: what `loom-interleave-offload` plans, or a user writes).
 
+    1-bit Adam (ZeRO stage 0): `@train_step_frozen`'s updates of the
+    offloaded parameters read the same pinned master weights and moments.
+    The stored momentum comes up (`h2d`) for the worker's compression, the
+    exchanged momentum goes down (`d2h`) once it exists, the frozen update
+    runs on the CPU at the end of the step (a `stream` placement's too: the
+    backends' Adam give the same bits) and the working copy is refreshed.
+
     Before (bf16 model):
 
     ```mlir

@@ -18,9 +18,9 @@ ranks:
     the ranks' shards gpu, stream, cpu in turn, applied by
     loom-offload-optimizer mode=subgroups), run through loom-opt so each
     pass of the composed pipeline is the one loomc runs.
-ZeRO-3 with ZeRO++ (qwZ, hpZ, qgZ) on 2 and 4 ranks: loomc's cpu plan and a
-hand-written gpu/stream/cpu plan give the losses of the same ZeRO++ run
-without offload. Resumed runs continue exactly; what is not supported is
+ZeRO-3 with ZeRO++ (qwZ, hpZ, qgZ) and 1-bit Adam at ZeRO 0, on 2 and 4
+ranks: loomc's cpu plan and a hand-written gpu/stream/cpu plan give the
+losses of the same run without offload. Resumed runs continue exactly; what is not supported is
 refused with one line."""
 import os
 import re
@@ -126,9 +126,10 @@ def main():
     # offload then moves each rank's update of its shard; the losses are
     # those of the same ZeRO++ run without offload (so the codecs are still
     # there: dropping them changes the losses from the second step).
-    def zeropp_hand(name, ranks, common):
-        """loomc's distributed, quantised step; its shards' subgroups
-        placed gpu, stream, cpu in turn; the offload applied."""
+    def distributed_hand(name, ranks, common):
+        """loomc's distributed step (ZeRO++'s codecs, 1-bit Adam's frozen
+        step); its updates' subgroups placed gpu, stream, cpu in turn; the
+        offload applied."""
         step = run([loomc, "--model", SPEC, "--bucket-size=1000", *common,
                     "--compile-to=distribute"])
         grouped = run([loomopt, f"--loom-optimizer-subgroups=sub-group-size={600 // ranks}"],
@@ -154,7 +155,7 @@ def main():
             plain = build(tag + "-plain", *common[:2], f"--precision={precision}")
             flat = [r["loss"] for r in train(plain, ranks, data, STEPS, plain + ".log")]
             exes = {"cpu": build(tag + "-cpu", *common, "--optimizer-offload=cpu"),
-                    "gpu/stream/cpu": zeropp_hand(tag + "-hand", ranks, common)}
+                    "gpu/stream/cpu": distributed_hand(tag + "-hand", ranks, common)}
             for mode, exe in exes.items():
                 got = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".log")]
                 same = got == want and want != flat and got[-1] < got[0]
@@ -174,7 +175,42 @@ def main():
     bad += not same
     print(f"r4zppfp32-cpu, resumed after 3 steps: {'identical' if same else 'DIFFERENT'} losses")
 
-    for flags in (["--topology=gpu=2", "--optimizer=onebit-adam", "--freeze-step=2"],
+    # 1-bit Adam at ZeRO 0 (issue 44): the warm-up step offloaded as
+    # AdamW's, the frozen step's momentum up from host memory for the
+    # worker's compression, the exchanged momentum down, the frozen update
+    # on the CPU. Against the same 1-bit Adam run without offload, across
+    # the freeze (step 4 of 8), and a resume across it.
+    for ranks in (2, 4):
+        for precision in ("fp32", "bf16"):
+            common = [f"--topology=gpu={ranks}", "--optimizer=onebit-adam", "--freeze-step=4",
+                      f"--precision={precision}"]
+            tag = f"r{ranks}ob{precision}"
+            ref = build(tag, *common)
+            want = [r["loss"] for r in train(ref, ranks, data, STEPS, ref + ".log")]
+            exes = {"cpu": build(tag + "-cpu", *common, "--optimizer-offload=cpu"),
+                    "gpu/stream/cpu": distributed_hand(tag + "-hand", ranks, common)}
+            for mode, exe in exes.items():
+                got = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".log")]
+                same = got == want and got[-1] < got[0]
+                bad += not same
+                print(f"{ranks} ranks, 1-bit Adam, {precision}: offload {mode} vs on-device "
+                      f"optimizer: {'identical' if same else 'DIFFERENT'} losses")
+                if not same:
+                    print(f"  {want}\n  {got}")
+    exe = os.path.join(a.tmp, "r2obfp32-cpu")
+    ck = os.path.join(a.tmp, "ck-ob")
+    straight = [r["loss"] for r in train(exe, 2, data, STEPS, exe + ".s.log")]
+    first = [r["loss"] for r in train(exe, 2, data, 3, exe + ".a.log", "--checkpoint-dir", ck,
+                                      "--checkpoint-every", "3")]
+    second = [r["loss"] for r in train(exe, 2, data, STEPS - 3, exe + ".b.log",
+                                       "--checkpoint-dir", ck, "--resume")]
+    same = first + second == straight
+    bad += not same
+    print(f"r2obfp32-cpu, resumed after 3 steps (across the freeze): "
+          f"{'identical' if same else 'DIFFERENT'} losses")
+
+    for flags in (["--topology=gpu=2", "--zero-stage=1", "--optimizer=onebit-adam",
+                   "--freeze-step=2"],
                   ["--topology=replica=2", "--diloco=inner-steps=2"]):
         args = [loomc, "--model", SPEC, "--optimizer-offload=cpu",
                 "-o", os.path.join(a.tmp, "x"), *flags]
