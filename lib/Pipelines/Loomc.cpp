@@ -856,6 +856,26 @@ static int addTopology(ModuleOp module, const FlagDecisions &d) {
   return 0;
 }
 
+/// A CPU target planned and predicted on a GPU machine's description (the
+/// default --hardware): the figures are that machine's, not this binary's.
+static void noteForeignDescription(const LoomcOptions &o, const cost::Hardware &hw) {
+  if (hw.hasGpu && o.target == "cpu" && !o.hardware.getNumOccurrences())
+    llvm::errs() << "loomc: note: the prediction and plan above are for '" << hw.name
+                 << "' (the default --hardware), a GPU host, not for this CPU binary: give "
+                    "--hardware=cpu-host or a loom-calibrate file to predict the CPU\n";
+}
+
+/// The rate the plan charged one rank's CPU updates: its share of the host
+/// it shares with the other ranks on it (the step simulation's), which the
+/// binary compares with what it measures.
+static double plannedCpuAdamRate(ModuleOp module, const cost::Hardware &hw) {
+  int64_t world = 1;
+  if (Operation *step = module.lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
+    if (mlir::loom::DataParallelAttr dp = mlir::loom::getDataParallel(step))
+      world = dp.getWorld();
+  return mlir::loom::cpuAdamRate(cost::rankShare(hw, cost::ranksPerHost(hw, world)));
+}
+
 /// --hardware, or when it is not given an MI250X GCD (frontier) for
 /// --target=hip and the H100 otherwise.
 static std::string hardwareName(const LoomcOptions &o) {
@@ -1100,27 +1120,14 @@ int loomcMain(int argc, char **argv) {
       module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
       reportPrediction(*module, *hw, o.timeline, loweringOf(po), peakDevice))
     return 1;
-  // A CPU target planned and predicted on a GPU machine's description (the
-  // default --hardware): the figures are that machine's, not this binary's.
-  if (hw && hw->hasGpu && o.target == "cpu" && !o.hardware.getNumOccurrences() &&
-      phase >= Phase::Optimizer && module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
-    llvm::errs() << "loomc: note: the prediction and plan above are for '" << hw->name
-                 << "' (the default --hardware), a GPU host, not for this CPU binary: give "
-                    "--hardware=cpu-host or a loom-calibrate file to predict the CPU\n";
+  if (hw && phase >= Phase::Optimizer && module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
+    noteForeignDescription(o, *hw);
 
   CodegenOptions cg;
   cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
   cg.predictedDeviceBytes = hw && hw->hasGpu ? int64_t(peakDevice) : 0;
-  // The rate the plan charged one rank's CPU updates: its share of the
-  // host it shares with the other ranks on it (the step simulation's).
-  if (hw && o.offload != "none") {
-    int64_t world = 1;
-    if (Operation *step = module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
-      if (mlir::loom::DataParallelAttr dp = mlir::loom::getDataParallel(step))
-        world = dp.getWorld();
-    cg.plannedCpuAdamRate =
-        mlir::loom::cpuAdamRate(cost::rankShare(*hw, cost::ranksPerHost(*hw, world)));
-  }
+  if (hw && o.offload != "none")
+    cg.plannedCpuAdamRate = plannedCpuAdamRate(*module, *hw);
   cg.target = o.target;
   cg.runtimeDir = d.runtimeDir;
   cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();
