@@ -167,6 +167,22 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, OptimizerOffl
   return where;
 }
 
+/// The refreshed master weights `fresh` (host memory) on their way to the
+/// device working copy `workSym`: cast to its element type (bf16) where
+/// they differ, then copied up on h2d; the ops made are appended to `made`.
+CopyOp refreshUp(OpBuilder &b, Location loc, ModuleOp module, Value fresh,
+                 FlatSymbolRefAttr workSym, SmallVectorImpl<Operation *> &made) {
+  auto workType = cast<RankedTensorType>(module.lookupSymbol<StateOp>(workSym).getType());
+  if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType()) {
+    fresh = CastOp::create(b, loc, pinned(workType), fresh);
+    made.push_back(fresh.getDefiningOp());
+  }
+  auto up = CopyOp::create(b, loc, workType, TokenType::get(b.getContext()), fresh, ValueRange{},
+                           StreamAttr::get(b.getContext(), StreamKind::h2d, 0));
+  made.push_back(up);
+  return up;
+}
+
 /// The ops that read a loaded buffer in place: the load's users, through
 /// the ops the lowering makes aliases of their input (reshapes, shards).
 void readersOf(Value v, SmallVectorImpl<Operation *> &out) {
@@ -526,15 +542,7 @@ struct OffloadRewrite {
         groupOps.back().append(after);
         b.setInsertionPoint(ret);
         auto workSym = FlatSymbolRefAttr::get(ctx, (u.sym.getValue() + ".work").str());
-        auto workState = module.lookupSymbol<StateOp>(workSym);
-        auto workType = cast<RankedTensorType>(workState.getType());
-        Value fresh = adam.getNewParam();
-        if (workType.getElementType() != cast<RankedTensorType>(fresh.getType()).getElementType()) {
-          fresh = CastOp::create(b, loc, pinned(workType), fresh);
-          groupOps.back().push_back(fresh.getDefiningOp());
-        }
-        auto up = CopyOp::create(b, loc, workType, tok, fresh, ValueRange{}, h2d);
-        groupOps.back().push_back(up);
+        CopyOp up = refreshUp(b, loc, module, adam.getNewParam(), workSym, groupOps.back());
         refreshTokens.push_back(up.getToken());
         refreshStores.push_back({up.getResult(), workSym});
       }
@@ -686,12 +694,9 @@ LogicalResult offloadFrozenStep(ModuleOp module, func::FuncOp frozen,
     op->moveBefore(ret);
   b.setInsertionPoint(ret);
   SmallVector<std::pair<Value, FlatSymbolRefAttr>> ups;
+  SmallVector<Operation *> made;
   for (auto &[fresh, workSym] : refreshStores) {
-    auto workType = cast<RankedTensorType>(module.lookupSymbol<StateOp>(workSym).getType());
-    Value v = fresh;
-    if (workType.getElementType() != cast<RankedTensorType>(v.getType()).getElementType())
-      v = CastOp::create(b, ret.getLoc(), pinned(workType), v);
-    auto up = CopyOp::create(b, ret.getLoc(), workType, tok, v, ValueRange{}, h2d);
+    CopyOp up = refreshUp(b, ret.getLoc(), module, fresh, workSym, made);
     refreshTokens.push_back(up.getToken());
     ups.push_back({up.getResult(), workSym});
   }

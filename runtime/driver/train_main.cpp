@@ -895,9 +895,10 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   double cpuAdamRate = -1;
   long done = step - firstStep + 1;
   const double planned = p->planned_cpu_adam_params_per_s;
-  if (p->cpu_update_params > 0 && planned > 0 && (done == 2 || done == 3))
+  const bool measures = p->cpu_update_params > 0 && planned > 0;
+  if (measures && (done == 2 || done == 3))
     hostAdamMs += ctx.hostTotalMs;
-  if (p->cpu_update_params > 0 && planned > 0 && done == 3 && hostAdamMs > 0) {
+  if (measures && done == 3 && hostAdamMs > 0) {
     cpuAdamRate = double(p->cpu_update_params) / (hostAdamMs / 2 / 1000);
     double ratio = cpuAdamRate / planned;
     std::printf("loomrt: the CPU's Adam updates %.3g G parameters a step at %.3g G/s; the plan "

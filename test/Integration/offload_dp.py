@@ -54,6 +54,36 @@ def main():
         run([loomc, "--model", SPEC, "--bucket-size=1000", "-o", exe, *flags])
         return exe
 
+    def placed_in_turn(name, grouped):
+        """A step with loom.subgroups: placed gpu, stream, cpu in turn, the
+        offload applied (loom-offload-optimizer mode=subgroups), built."""
+        places = iter(["gpu", "stream", "cpu"] * 100)
+        planned, n = re.subn(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
+                             lambda m: f'{m.group(1)} update {next(places)}', grouped)
+        assert n >= 3, "fewer than three subgroups: not every placement is tested"
+        mlir = os.path.join(a.tmp, name + ".mlir")
+        with open(mlir, "w") as f:
+            f.write(run([loomopt, "--loom-offload-optimizer=mode=subgroups"], planned))
+        exe = os.path.join(a.tmp, name)
+        run([loomc, mlir, "-o", exe])
+        return exe
+
+    def resumes_exactly(tag, ranks, what=""):
+        """3 steps, a checkpoint of every rank's offloaded shards, state and
+        working copies, 5 more: the 8 straight steps' losses. Prints the
+        line and returns whether they are equal."""
+        exe = os.path.join(a.tmp, tag)
+        ck = os.path.join(a.tmp, "ck-" + tag)
+        straight = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".s.log")]
+        first = [r["loss"] for r in train(exe, ranks, data, 3, exe + ".a.log", "--checkpoint-dir",
+                                          ck, "--checkpoint-every", "3")]
+        second = [r["loss"] for r in train(exe, ranks, data, STEPS - 3, exe + ".b.log",
+                                           "--checkpoint-dir", ck, "--resume")]
+        same = first + second == straight
+        print(f"{tag}, resumed after 3 steps{what}: {'identical' if same else 'DIFFERENT'} "
+              f"losses")
+        return same
+
     def hand_planned(name, ranks, stage, precision):
         """The composed pipeline by hand: the step before distribution,
         loom-data-parallel (master shards at stages 1 and 2), subgroups of
@@ -67,16 +97,7 @@ def main():
                        # so that there are three or more.)
                        f"--loom-optimizer-subgroups=sub-group-size="
                        f"{(600 if stage == 3 else 2000) // ranks}"], step)
-        places = iter(["gpu", "stream", "cpu"] * 100)
-        planned, n = re.subn(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
-                             lambda m: f'{m.group(1)} update {next(places)}', grouped)
-        assert n >= 3, "fewer than three subgroups: not every placement is tested"
-        mlir = os.path.join(a.tmp, name + ".mlir")
-        with open(mlir, "w") as f:
-            f.write(run([loomopt, "--loom-offload-optimizer=mode=subgroups"], planned))
-        exe = os.path.join(a.tmp, name)
-        run([loomc, mlir, "-o", exe])
-        return exe
+        return placed_in_turn(name, grouped)
 
     bad = 0
     for ranks in (2, 4):
@@ -107,20 +128,9 @@ def main():
                     if not same:
                         print(f"  {want}\n  {got}")
 
-    # Resume: 3 steps, a checkpoint of every rank's offloaded shards, state
-    # and working copies, 5 more: the 8 straight steps' losses.
+    # Resume across a checkpoint of the offloaded state.
     for tag in ("r2z1fp32-cpu", "r2z2bf16-hand", "r4z3fp32-cpu"):
-        exe = os.path.join(a.tmp, tag)
-        ranks = int(tag[1])
-        ck = os.path.join(a.tmp, "ck-" + tag)
-        straight = [r["loss"] for r in train(exe, ranks, data, STEPS, exe + ".s.log")]
-        first = [r["loss"] for r in train(exe, ranks, data, 3, exe + ".a.log", "--checkpoint-dir",
-                                          ck, "--checkpoint-every", "3")]
-        second = [r["loss"] for r in train(exe, ranks, data, STEPS - 3, exe + ".b.log",
-                                           "--checkpoint-dir", ck, "--resume")]
-        same = first + second == straight
-        bad += not same
-        print(f"{tag}, resumed after 3 steps: {'identical' if same else 'DIFFERENT'} losses")
+        bad += not resumes_exactly(tag, int(tag[1]))
 
     # ZeRO++ (issue 44): qwZ, hpZ and qgZ rewrite the collectives, the
     # offload then moves each rank's update of its shard; the losses are
@@ -134,16 +144,7 @@ def main():
                     "--compile-to=distribute"])
         grouped = run([loomopt, f"--loom-optimizer-subgroups=sub-group-size={600 // ranks}"],
                       step)
-        places = iter(["gpu", "stream", "cpu"] * 100)
-        planned, n = re.subn(r"(loom\.subgroup @sg\d+ \[[^\]]*\] numel \d+)",
-                             lambda m: f'{m.group(1)} update {next(places)}', grouped)
-        assert n >= 3, "fewer than three subgroups: not every placement is tested"
-        mlir = os.path.join(a.tmp, name + ".mlir")
-        with open(mlir, "w") as f:
-            f.write(run([loomopt, "--loom-offload-optimizer=mode=subgroups"], planned))
-        exe = os.path.join(a.tmp, name)
-        run([loomc, mlir, "-o", exe])
-        return exe
+        return placed_in_turn(name, grouped)
 
     for ranks, topology, zeropp in ((2, "gpu=2", "qwz,qgz"), (4, "node=2,gpu=2", "qwz,hpz,qgz")):
         for precision in ("fp32", "bf16"):
@@ -164,16 +165,7 @@ def main():
                       f"on-device optimizer: {'identical' if same else 'DIFFERENT'} losses")
                 if not same:
                     print(f"  {want}\n  {got}\n  without ZeRO++ {flat}")
-    exe = os.path.join(a.tmp, "r4zppfp32-cpu")
-    ck = os.path.join(a.tmp, "ck-zpp")
-    straight = [r["loss"] for r in train(exe, 4, data, STEPS, exe + ".s.log")]
-    first = [r["loss"] for r in train(exe, 4, data, 3, exe + ".a.log", "--checkpoint-dir", ck,
-                                      "--checkpoint-every", "3")]
-    second = [r["loss"] for r in train(exe, 4, data, STEPS - 3, exe + ".b.log",
-                                       "--checkpoint-dir", ck, "--resume")]
-    same = first + second == straight
-    bad += not same
-    print(f"r4zppfp32-cpu, resumed after 3 steps: {'identical' if same else 'DIFFERENT'} losses")
+    bad += not resumes_exactly("r4zppfp32-cpu", 4)
 
     # 1-bit Adam at ZeRO 0 (issue 44): the warm-up step offloaded as
     # AdamW's, the frozen step's momentum up from host memory for the
@@ -197,17 +189,7 @@ def main():
                       f"optimizer: {'identical' if same else 'DIFFERENT'} losses")
                 if not same:
                     print(f"  {want}\n  {got}")
-    exe = os.path.join(a.tmp, "r2obfp32-cpu")
-    ck = os.path.join(a.tmp, "ck-ob")
-    straight = [r["loss"] for r in train(exe, 2, data, STEPS, exe + ".s.log")]
-    first = [r["loss"] for r in train(exe, 2, data, 3, exe + ".a.log", "--checkpoint-dir", ck,
-                                      "--checkpoint-every", "3")]
-    second = [r["loss"] for r in train(exe, 2, data, STEPS - 3, exe + ".b.log",
-                                       "--checkpoint-dir", ck, "--resume")]
-    same = first + second == straight
-    bad += not same
-    print(f"r2obfp32-cpu, resumed after 3 steps (across the freeze): "
-          f"{'identical' if same else 'DIFFERENT'} losses")
+    bad += not resumes_exactly("r2obfp32-cpu", 2, " (across the freeze)")
 
     for flags in (["--topology=gpu=2", "--zero-stage=1", "--optimizer=onebit-adam",
                    "--freeze-step=2"],
