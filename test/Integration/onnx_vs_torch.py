@@ -16,7 +16,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
 from loomtest import parse_args, read_st, rel, tool, write_st  # noqa: E402
-from make_onnx import GCN, GPT, MLP, Llama, normalised_adjacency  # noqa: E402
+from make_onnx import GCN, GPT, MLP, Gathers, Llama, normalised_adjacency  # noqa: E402
 
 
 def check(a, name, model, xs, y):
@@ -43,7 +43,7 @@ def check(a, name, model, xs, y):
     for pname, p in ref.named_parameters():
         errs[pname] = rel(out[f"grad.{pname}"].double(), p.grad)
     worst = max(errs.values())
-    print(f"onnx {name:5} loss {loss.item():.6f}  {len(errs) - 1} gradients  "
+    print(f"onnx {name:7} loss {loss.item():.6f}  {len(errs) - 1} gradients  "
           f"max rel error {worst:.2e} (bound 1e-4)")
     return worst
 
@@ -59,6 +59,9 @@ def main():
     worst = max(worst, check(a, "llama", Llama(), [tok], torch.randint(0, 50, (2, 8))))
     worst = max(worst, check(a, "gcn", GCN(), [normalised_adjacency(), torch.randn(5, 6)],
                              torch.randint(0, 3, (5,))))
+    worst = max(worst, check(a, "gathers", Gathers(), [torch.randn(4, 8),
+                                                      torch.tensor([3, 1, 1, 0])],
+                             torch.randint(0, 3, (4,))))
     if worst > 1e-4:
         sys.exit(1)
 

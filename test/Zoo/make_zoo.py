@@ -102,6 +102,68 @@ ARCHS["gpt-neox-dropout"] = (tf.GPTNeoXConfig, dict(common, hidden_dropout=DROPO
                                                     attention_dropout=DROPOUT_P))
 
 
+# Issue 45's architectures, tiny as the rest: multi-query attention with a
+# fused QKV (GPT-BigCode), local attention (GPT-Neo), DistilBERT, Starcoder2
+# (biases everywhere), Helium, BLOOM (ALiBi, fused QKV split by a Gather on
+# a head axis), Persimmon (q/k layer norms, partial rotary) and Mamba (the
+# depthwise causal conv1d and the selective scan written out).
+ARCHS["gpt-bigcode"] = (tf.GPTBigCodeConfig, dict(vocab_size=V, n_layer=2, n_embd=32, n_head=4,
+                                                  n_positions=64, multi_query=True,
+                                                  resid_pdrop=0.0, embd_pdrop=0.0,
+                                                  attn_pdrop=0.0, use_cache=False))
+ARCHS["gpt-neo"] = (tf.GPTNeoConfig, dict(vocab_size=V, num_layers=2, hidden_size=32, num_heads=4,
+                                          intermediate_size=64, max_position_embeddings=64,
+                                          attention_types=[[["global", "local"], 1]],
+                                          window_size=8, embed_dropout=0.0, attention_dropout=0.0,
+                                          resid_dropout=0.0, use_cache=False))
+ARCHS["distilbert"] = (tf.DistilBertConfig, dict(vocab_size=V, n_layers=2, dim=32, n_heads=4,
+                                                 hidden_dim=64, max_position_embeddings=64,
+                                                 dropout=0.0, attention_dropout=0.0,
+                                                 pad_token_id=None))
+ARCHS["starcoder2"] = (tf.Starcoder2Config, dict(common, num_key_value_heads=2, use_bias=True,
+                                                 residual_dropout=0.0, embedding_dropout=0.0,
+                                                 attention_dropout=0.0))
+ARCHS["helium"] = (tf.HeliumConfig, dict(common, num_key_value_heads=4, head_dim=8,
+                                         pad_token_id=None))
+ARCHS["bloom"] = (tf.BloomConfig, dict(vocab_size=V, n_layer=2, hidden_size=32, n_head=4,
+                                       hidden_dropout=0.0, attention_dropout=0.0,
+                                       use_cache=False, pad_token_id=None))
+ARCHS["persimmon"] = (tf.PersimmonConfig, dict(common, qk_layernorm=True, partial_rotary_factor=0.5,
+                                               hidden_dropout=0.0, attention_dropout=0.0,
+                                               pad_token_id=None))
+ARCHS["mamba"] = (tf.MambaConfig, dict(vocab_size=V, hidden_size=32, state_size=8,
+                                       num_hidden_layers=2, expand=2, conv_kernel=4,
+                                       use_cache=False, pad_token_id=None))
+MASKED_LM.add("distilbert")
+# NAME-wide: the issue's shape (3 layers, width 96, 6 heads, vocabulary 160),
+# random-initialised from the config as a user would (no perturbation: the
+# exporter may merge equal initializers), weight decay 0, 5 steps.
+WIDE = {
+    "gpt2": dict(n_layer=3, n_embd=96, n_head=6, vocab_size=160),
+    "gpt-bigcode": dict(n_layer=3, n_embd=96, n_head=6, vocab_size=160),
+    "gpt-neo": dict(num_layers=3, hidden_size=96, num_heads=6, intermediate_size=384,
+                    vocab_size=160, attention_types=[[["global", "local"], 1], [["global"], 1]]),
+    "distilbert": dict(n_layers=3, dim=96, n_heads=6, hidden_dim=384, vocab_size=160),
+    "starcoder2": dict(num_hidden_layers=3, hidden_size=96, num_attention_heads=6,
+                       intermediate_size=384, vocab_size=160),
+    "helium": dict(num_hidden_layers=3, hidden_size=96, num_attention_heads=6,
+                   num_key_value_heads=6, head_dim=16, intermediate_size=384, vocab_size=160),
+}
+for _n, _kw in WIDE.items():
+    ARCHS[_n + "-wide"] = (ARCHS[_n][0], dict(ARCHS[_n][1], **_kw))
+    # NAME-fresh: the zoo's tiny shape, left as from_config made it (the
+    # exporter merges its equal initializers: loomc splits them again).
+    ARCHS[_n + "-fresh"] = ARCHS[_n]
+# Vision classifiers (--task=classify): pixel arrays in, class logits out.
+ARCHS["vit"] = (tf.ViTConfig, dict(image_size=16, patch_size=4, num_channels=3, hidden_size=32,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=64, num_labels=10, hidden_dropout_prob=0.0,
+                                   attention_probs_dropout_prob=0.0))
+ARCHS["resnet"] = (tf.ResNetConfig, dict(num_channels=3, embedding_size=16, hidden_sizes=[16, 32],
+                                         depths=[1, 1], layer_type="basic", num_labels=10))
+CLASSIFY = {"vit": (3, 16), "resnet": (3, 32)}
+
+
 class LogitsOnly(torch.nn.Module):
     """input_ids -> logits: the graph loomc trains with --task=lm."""
 
@@ -110,16 +172,26 @@ class LogitsOnly(torch.nn.Module):
         self.m = m
 
     def forward(self, input_ids):
+        if self.m.config.model_type in ("vit", "resnet"):
+            return self.m(pixel_values=input_ids, return_dict=True).logits
         if self.m.config.model_type in MASKED_LM:
             return self.m(input_ids=input_ids, return_dict=True).logits
         return self.m(input_ids=input_ids, use_cache=False, return_dict=True).logits
 
 
+def arch(name):
+    """The ARCHS key of an export's name (NAME-raw, -sdpa, -opset23)."""
+    for suffix in ("-raw", "-sdpa", "-opset23"):
+        if name.endswith(suffix) and name[:-len(suffix)] in ARCHS:
+            return name[:-len(suffix)]
+    return name
+
+
 def auto_model(name, cfg):
-    base = name[:-4] if name.endswith("-raw") else name
-    base = base[:-5] if base.endswith("-sdpa") else base
-    base = base[:-8] if base.endswith("-opset23") else base
-    cls = tf.AutoModelForMaskedLM if base in MASKED_LM else tf.AutoModelForCausalLM
+    base = arch(name)
+    base = base[:-5] if base.endswith("-wide") else base[:-6] if base.endswith("-fresh") else base
+    cls = (tf.AutoModelForImageClassification if base in CLASSIFY else
+           tf.AutoModelForMaskedLM if base in MASKED_LM else tf.AutoModelForCausalLM)
     return cls.from_config(cfg)
 
 
@@ -136,7 +208,14 @@ def logits_model(name, cfg):
 
 
 def batches(tokens, steps=STEPS):
-    """The binary's order: step s reads rows at (s * B*T) % (n - B*T - 1)."""
+    """The binary's order: step s reads rows at (s * B*T) % (n - B*T - 1);
+    for a classifier's (pixels, labels) arrays, rows (s*B + r) % N."""
+    if isinstance(tokens, tuple):
+        px, lab = tokens
+        for s in range(steps):
+            rows = [(s * B + r) % len(lab) for r in range(B)]
+            yield torch.tensor(px[rows]), torch.tensor(lab[rows])
+        return
     n, gbt = len(tokens), B * T
     for s in range(steps):
         off = (s * gbt) % (n - gbt - 1)
@@ -145,15 +224,15 @@ def batches(tokens, steps=STEPS):
         yield x, y
 
 
-def train_losses(model, tokens, steps=STEPS, dropout=False):
+def train_losses(model, tokens, steps=STEPS, dropout=False, wd=WD):
     """Per-step losses of AdamW steps on the binary's batches; with dropout
     off, the model's forward in eval mode (which only turns dropout off in
     these models)."""
     model.train(dropout)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=wd)
     losses = []
     for x, y in batches(tokens, steps):
-        logits = model(x)
+        logits = model(x.to(next(model.parameters()).dtype) if x.is_floating_point() else x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -162,14 +241,9 @@ def train_losses(model, tokens, steps=STEPS, dropout=False):
     return losses
 
 
-def make(name, out, tokens, attn):
-    # NAME-raw: the same model exported with optimize=False (no graph
-    # optimizer: weights stay named, nothing is folded or merged).
-    raw = name.endswith("-raw")
-    # NAME-opset23: exported at opset 23, where scaled_dot_product_attention
-    # becomes ONNX's Attention operator.
-    opset23 = name.endswith("-opset23")
-    cls, kw = ARCHS[name[:-4] if raw else name[:-8] if opset23 else name]
+def build(name, attn):
+    """The export's PyTorch model, seeded: the same weights on every call."""
+    cls, kw = ARCHS[arch(name)]
     torch.manual_seed(0)
     cfg = cls(**kw)
     cfg._attn_implementation = attn
@@ -180,58 +254,192 @@ def make(name, out, tokens, attn):
     # A fresh model's norms are all ones and its biases all zeros, and the
     # exporter's optimizer merges identical initializers into one (which
     # would tie what PyTorch trains apart): perturb every parameter so each
-    # is distinct, as trained weights are.
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+    # is distinct, as trained weights are. NAME-wide models are left as a
+    # user's fresh model is.
+    if not arch(name).endswith(("-wide", "-fresh")):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.02 * torch.randn_like(p))
+    return cfg, model
+
+
+def classify_data(name):
+    """A classifier's pixels [N, C, S, S] and labels [N]: N = B * STEPS rows."""
+    c, size = CLASSIFY[arch(name)]
+    rng = np.random.default_rng(11)
+    px = rng.standard_normal((B * STEPS, c, size, size)).astype(np.float32)
+    return px, rng.integers(0, 10, B * STEPS).astype(np.int64)
+
+
+def locate(a, pvals):
+    """(parameter, "direct"|"transposed", flat start) of the parameter whose
+    values (as they are or transposed) hold `a` contiguously, or None."""
+    flat = a.ravel()
+    for pname, p in pvals:
+        for how, q in ([("direct", p), ("transposed", p.T)] if p.ndim == 2 else [("direct", p)]):
+            qf = np.ascontiguousarray(q).ravel()
+            if qf.size < flat.size or flat.size == 0:
+                continue
+            for start in np.flatnonzero(qf == flat[0]):
+                if start + flat.size <= qf.size and np.array_equal(
+                        qf[start:start + flat.size], flat):
+                    return pname, how, int(start)
+    return None
+
+
+def step1_grads(model, data):
+    """Loss and every parameter's gradient (by state_dict name: tied names
+    share one) of the first batch, dropout off."""
+    model.train(False)
+    model.zero_grad()
+    x, y = next(iter(batches(data)))
+    logits = model(x.to(next(model.parameters()).dtype) if x.is_floating_point() else x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    loss.backward()
+    return loss.item(), {k: (v.grad if v.grad is not None else torch.zeros_like(v))
+                         .detach().double().numpy().copy()
+                         for k, v in model.state_dict(keep_vars=True).items()
+                         if isinstance(v, torch.nn.Parameter)}
+
+
+def write_st(path, tensors, meta):
+    """float32 safetensors (numpy arrays) with a string __metadata__."""
+    header, blobs, off = {"__metadata__": meta}, [], 0
+    for k, v in tensors.items():
+        raw = np.ascontiguousarray(v, dtype=np.float32).tobytes()
+        header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def reference_grads(name, out, m, model, model64, init, data):
+    """OUT/NAME.grads.safetensors: PyTorch's step-1 gradient of every float
+    initializer of the export `m` (fp32 autograd), found by name or by the
+    parameter whose values it holds (a transpose or slice the exporter
+    folded: the gradient transformed alike; copies stacked on a leading
+    axis: compared summed over it, "sum0"). Returns the JSON summary: how
+    each was found, the fp64 gradient's norm and fp32's distance from it."""
+    from onnx import numpy_helper
+    model.load_state_dict(init)
+    model64.load_state_dict({k: v.double() if v.is_floating_point() else v
+                             for k, v in init.items()})
+    loss, g32 = step1_grads(model, data)
+    loss64, g64 = step1_grads(model64, data)
+    sd = {k: v.detach().numpy() for k, v in model.state_dict(keep_vars=True).items()
+          if isinstance(v, torch.nn.Parameter)}
+    pvals = list(sd.items())
+    refs, how, norms, rel32 = {}, {}, {}, {}
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype.kind != "f":
+            continue
+        def take(g, where):
+            pname, kind, start = where
+            q = g[pname].T if kind == "transposed" else g[pname]
+            return np.ascontiguousarray(q).ravel()[start:start + a[0].size if sum0 else
+                                                   start + a.size]
+        sum0, where = False, None
+        if t.name in sd and sd[t.name].shape == a.shape:
+            if not np.array_equal(sd[t.name], a):
+                sys.exit(f"{name}: initializer {t.name} is not the rebuilt model's values")
+            where = (t.name, "direct", 0)
+        elif a.size > 1:
+            where = locate(a, pvals)
+            if where is None and a.ndim >= 2:
+                rows = [locate(r, pvals) for r in a]
+                if rows[0] is not None and all(r == rows[0] for r in rows):
+                    sum0, where = True, rows[0]
+        if where is None:
+            continue
+        shape = a.shape[1:] if sum0 else a.shape
+        refs[t.name] = take(g32, where).reshape(shape)
+        r64 = take(g64, where).reshape(shape)
+        how[t.name] = list(where) + (["sum0"] if sum0 else [])
+        norms[t.name] = float(np.linalg.norm(r64))
+        rel32[t.name] = float(np.linalg.norm(refs[t.name] - r64) / max(norms[t.name], 1e-300))
+    # The parameters no initializer holds whole (merged by the exporter's
+    # optimizer, which loomc splits again under their PyTorch names).
+    whole = {w[0] for n, w in how.items() if len(w) == 3 and w[2] == 0 and
+             refs[n].size == sd[w[0]].size}
+    for pname in sd:
+        if pname not in whole and pname not in refs:
+            refs[pname] = g32[pname]
+            how[pname] = [pname, "direct", 0]
+            norms[pname] = float(np.linalg.norm(g64[pname]))
+            rel32[pname] = float(np.linalg.norm(g32[pname] - g64[pname]) /
+                                 max(norms[pname], 1e-300))
+    write_st(os.path.join(out, f"{name}.grads.safetensors"), refs,
+             {"loss": repr(loss), "loss_f64": repr(loss64)})
+    return {"loss": loss, "loss_f64": loss64, "where": how, "norm_f64": norms,
+            "rel_f32_f64": rel32}
+
+
+def make(name, out, tokens, attn):
+    # NAME-raw: the same model exported with optimize=False (no graph
+    # optimizer: weights stay named, nothing is folded or merged).
+    raw = name.endswith("-raw")
+    # NAME-opset23: exported at opset 23, where scaled_dot_product_attention
+    # becomes ONNX's Attention operator.
+    opset23 = name.endswith("-opset23")
+    drop = name.endswith("-dropout")
+    wide = arch(name).endswith("-wide")
+    steps, wd = (5, 0.0) if wide else (STEPS, WD)
+    if arch(name) in CLASSIFY:
+        tokens = classify_data(name)
+        np.save(os.path.join(out, f"{name}.pixel_values.npy"), tokens[0])
+        np.save(os.path.join(out, f"{name}.labels.npy"), tokens[1])
+    cfg, model = build(name, attn)
     init = {k: v.detach().clone() for k, v in model.state_dict().items()}
     path = os.path.join(out, f"{name}.onnx")
     x0 = next(iter(batches(tokens)))[0]
     t0 = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = torch.onnx.export(model, (x0,), dynamo=True, input_names=["input_ids"],
+        prog = torch.onnx.export(model, (x0,), dynamo=True,
+                                 input_names=["pixel_values" if arch(name) in CLASSIFY
+                                              else "input_ids"],
                                  output_names=["logits"], external_data=False,
                                  optimize=not raw, **({"opset_version": 23} if opset23 else {}))
     prog.save(path, external_data=False)
     export_s = time.time() - t0
+    return describe(name, out, attn, cfg, model, init, tokens, steps, wd,
+                    {"export_s": round(export_s, 1), "optimize": not raw})
+
+
+def describe(name, out, attn, cfg, model, init, tokens, steps, wd, extra):
+    """NAME.json (and NAME.grads.safetensors) for the export OUT/NAME.onnx of
+    `model`, whose initial weights are `init`."""
     import onnx
+    from onnx import numpy_helper
+    path = os.path.join(out, f"{name}.onnx")
     m = onnx.load(path)
+    drop = name.endswith("-dropout")
     # The exporter's optimizer folds transposes of weights into new
     # initializers ("permute_3" = W^T): an initializer holding a parameter's
-    # values (as they are or transposed) is trained; any other float one is
+    # values (as they are, transposed, or a contiguous slice: position
+    # embeddings folded to the rows used) is trained; any other float one is
     # a buffer or folded from buffers (rotary tables), which loomc must not
     # train (--frozen).
-    from onnx import numpy_helper
-    pvals = [p.detach().numpy() for p in model.parameters()]
-    def trainable(a):
-        # A parameter's values, as they are, transposed, or a contiguous
-        # slice of them (position embeddings folded to the rows used).
-        flat = a.ravel()
-        for p in pvals:
-            for q in ([p, p.T] if p.ndim == 2 else [p]):
-                qf = np.ascontiguousarray(q).ravel()
-                if qf.size < flat.size:
-                    continue
-                for start in np.flatnonzero(qf == flat[0]):
-                    if start + flat.size <= qf.size and np.array_equal(
-                            qf[start:start + flat.size], flat):
-                        return True
-        return False
+    pvals = [(k, p.detach().numpy()) for k, p in model.named_parameters()]
     frozen = []
     for t in m.graph.initializer:
         a = numpy_helper.to_array(t)
-        if a.dtype.kind == "f" and a.size > 1 and not trainable(a):
+        if a.dtype.kind == "f" and a.size > 1 and locate(a, pvals) is None:
             frozen.append(t.name)
     # PyTorch's losses: the same initial weights, AdamW, fp32 on the CPU;
     # then the same steps in float64: how far float32 arithmetic alone moves
     # the losses (check_zoo.py's tolerance takes it into account).
     model.load_state_dict(init)
-    losses = train_losses(model, tokens)
+    losses = train_losses(model, tokens, steps, wd=wd)
     model64 = logits_model(name, cfg).double()
     model64.load_state_dict({k: v.double() if v.is_floating_point() else v
                              for k, v in init.items()})
-    losses64 = train_losses(model64, tokens)
+    losses64 = train_losses(model64, tokens, steps, wd=wd)
+    grads = reference_grads(name, out, m, model, model64, init, tokens)
     if drop:
         runs = []
         for seed in range(SEEDS):
@@ -242,13 +450,18 @@ def make(name, out, tokens, attn):
         off50 = train_losses(model, tokens, DROPOUT_STEPS)
         ntrain = sum(1 for n in m.graph.node if n.op_type == "Dropout")
     ops = sorted({n.op_type for n in m.graph.node})
-    ref = {"name": name, "attention": attn, "optimize": not raw, "torch": torch.__version__,
+    ref = {"name": name, "attention": attn, "torch": torch.__version__,
            "transformers": tf.__version__, "onnx_opsets": {o.domain or "ai.onnx": o.version
                                                            for o in m.opset_import},
-           "export_s": round(export_s, 1), "bytes": os.path.getsize(path),
-           "batch": B, "seq": T, "vocab": V, "steps": STEPS,
-           "optimizer": {"lr": LR, "betas": BETAS, "eps": EPS, "weight_decay": WD},
-           "frozen": frozen, "ops": ops, "losses": losses, "losses_f64": losses64}
+           "bytes": os.path.getsize(path), "batch": B,
+           "optimizer": {"lr": LR, "betas": BETAS, "eps": EPS, "weight_decay": wd},
+           "steps": steps, "frozen": frozen, "ops": ops, "losses": losses,
+           "losses_f64": losses64, "grads": grads, **extra}
+    if arch(name) in CLASSIFY:
+        ref.update({"task": "classify", "inputs": ["pixel_values", "labels"],
+                    "classes": cfg.num_labels})
+    else:
+        ref.update({"seq": T, "vocab": cfg.vocab_size})
     if drop:
         ref.update({"dropout": {"p": DROPOUT_P, "steps": DROPOUT_STEPS, "seeds": SEEDS,
                                 "onnx_dropout_nodes": ntrain},
@@ -258,42 +471,78 @@ def make(name, out, tokens, attn):
     return ref
 
 
+def grads_only(name, out, tokens):
+    """Adds the step-1 gradients to an existing export (OUT/NAME.onnx and
+    .json from an earlier run): the model rebuilt from its seed, whose
+    weights must be the file's (reference_grads checks every named one) and
+    whose first loss must be the recorded one."""
+    import onnx
+    path = os.path.join(out, f"{name}.json")
+    ref = json.load(open(path))
+    cfg, model = build(name, ref["attention"])
+    if arch(name) in CLASSIFY:
+        tokens = classify_data(name)
+    init = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model64 = logits_model(name, cfg).double()
+    m = onnx.load(os.path.join(out, f"{name}.onnx"))
+    g = reference_grads(name, out, m, model, model64, init, tokens)
+    if abs(g["loss"] - ref["losses"][0]) > 1e-6:
+        raise RuntimeError(f"the rebuilt model's first loss {g['loss']} is not the recorded "
+                           f"{ref['losses'][0]}")
+    ref["grads"] = g
+    with open(path, "w") as f:
+        json.dump(ref, f, indent=1)
+    return ref
+
+
+def job(args):
+    """One export (or, with grads_only, one existing export's gradients):
+    its summary line, run in a worker process."""
+    name, attn, out, tokens, only = args
+    torch.set_num_threads(1)
+    try:
+        r = grads_only(name, out, tokens) if only else make(name, out, tokens, attn)
+        return (f"{name:16} ok   {r['bytes']:8d} B  frozen {len(r['frozen'])}  loss "
+                f"{r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}  gradients "
+                f"{len(r['grads']['where'])}  ops {' '.join(r['ops'])}")
+    except Exception as e:  # noqa: BLE001 - one line per failure
+        with open(os.path.join(out, f"{name}.err"), "w") as f:
+            traceback.print_exc(file=f)
+        return f"{name:16} FAIL {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+
+
 def main():
-    out = sys.argv[1]
-    names = sys.argv[2:] or list(ARCHS) + [f"{a}-raw" for a in ("gpt2", "llama", "opt", "gemma2",
-                                                                 "olmo", "falcon", "bert",
-                                                                 "bart", "roberta")] + \
+    """make_zoo.py OUT [--grads-only] [--jobs N] [NAME ...]: NAME is an
+    ARCHS key (exported eager and, for language models, as NAME-sdpa) or
+    NAME-raw / NAME-opset23; --grads-only adds gradients to OUT's exports."""
+    args = sys.argv[1:]
+    only = "--grads-only" in args
+    jobs = int(args[args.index("--jobs") + 1]) if "--jobs" in args else 1
+    args = [a for i, a in enumerate(args) if a != "--grads-only" and a != "--jobs" and
+            (i == 0 or args[i - 1] != "--jobs")]
+    out, names = args[0], args[1:]
+    names = names or list(ARCHS) + [f"{a}-raw" for a in ("gpt2", "llama", "opt", "gemma2",
+                                                         "olmo", "falcon", "bert",
+                                                         "bart", "roberta")] + \
         [f"{a}-opset23" for a in ("llama", "llama-gqa")]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(7)
     tokens = rng.integers(0, V, N_TOKENS, dtype=np.uint16)
     tokens.tofile(os.path.join(out, "tokens.bin"))
-    print(f"torch {torch.__version__}, transformers {tf.__version__}")
+    print(f"torch {torch.__version__}, transformers {tf.__version__}", flush=True)
+    todo = []
     for name in names:
-        if name.endswith("-opset23"):
-            try:
-                r = make(name, out, tokens, "sdpa")
-                print(f"{name:16} ok   {r['bytes']:8d} B  opsets {r['onnx_opsets']}  "
-                      f"ops {' '.join(r['ops'])}")
-            except Exception as e:  # noqa: BLE001
-                print(f"{name:16} FAIL {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-                traceback.print_exc(file=open(os.path.join(out, f"{name}.err"), "w"))
+        if only or name.endswith("-opset23"):
+            todo.append((name, "sdpa" if name.endswith(("-opset23", "-sdpa")) else "eager"))
             continue
-        for attn in ("eager",) if name.endswith(("-raw", "-dropout")) else ("eager", "sdpa"):
+        one = name.endswith(("-raw", "-dropout", "-wide", "-fresh")) or arch(name) in CLASSIFY
+        for attn in ("eager",) if one else ("eager", "sdpa"):
             tag = name if attn == "eager" else f"{name}-sdpa"
-            try:
-                r = make(name, out, tokens, attn) if attn == "eager" else None
-                if attn == "sdpa":
-                    # The SDPA export under its own name.
-                    cls, kw = ARCHS[name]
-                    ARCHS[tag] = (cls, kw)
-                    r = make(tag, out, tokens, attn)
-                print(f"{tag:16} ok   {r['bytes']:8d} B  export {r['export_s']:5.1f} s  "
-                      f"frozen {len(r['frozen'])}  loss {r['losses'][0]:.4f} -> "
-                      f"{r['losses'][-1]:.4f}  ops {' '.join(r['ops'])}")
-            except Exception as e:  # noqa: BLE001 - one line per failure
-                print(f"{tag:16} FAIL {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-                traceback.print_exc(file=open(os.path.join(out, f"{tag}.err"), "w"))
+            todo.append((tag, attn))
+    import multiprocessing as mp
+    with mp.get_context("fork").Pool(jobs) as pool:
+        for line in pool.imap(job, [(n, a, out, tokens, only) for n, a in todo]):
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
   frozenByExporter(g, frozenSet);
   if (!readInitializers(g, frozen, frozenSet, inits))
     return nullptr;
+  llvm::DenseMap<int, onnx::NodeProto> patched;
+  splitMerged(g, patched);
   // Inputs that are not initializers become the function's arguments.
   SmallVector<std::pair<std::string, RankedTensorType>> args;
   for (const onnx::ValueInfoProto &in : g.input()) {
@@ -212,8 +214,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
       values[name] = Val{TransposeOp::create(b, loc, value, values[it->second].v,
                                              b.getDenseI64ArrayAttr({1, 0}))};
 
-  for (const onnx::NodeProto &node : g.node())
-    if (!convert(node))
+  for (int k = 0; k < g.node_size(); ++k)
+    if (auto it = patched.find(k); !convert(it == patched.end() ? g.node(k) : it->second))
       return nullptr;
   loc = fileLoc; // the loss is the importer's, not a node's
 

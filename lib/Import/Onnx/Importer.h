@@ -302,6 +302,11 @@ private:
   /// another is that other one, transposed: its declaration goes and its
   /// uses read the transpose. Returns folded name -> kept name.
   llvm::StringMap<std::string> retieTransposes(ModuleOp module);
+  /// Initializers PyTorch's exporter merged because their values were
+  /// equal (Merged.cpp), split again by what each node's FX line read: a
+  /// parameter per reader, and the nodes that read one, patched to name
+  /// it, into `patched` (node index -> node).
+  void splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::NodeProto> &patched);
 
   //===--------------------------------------------------------------===//
   // Shape rules shared by folding and conversion, each checking what the
@@ -488,6 +493,7 @@ private:
   bool convertLayerNormalization(const onnx::NodeProto &n);
 
   bool convertReshape(const onnx::NodeProto &n);
+  bool convertFlatten(const onnx::NodeProto &n);
 
   /// Split's and SplitToSequence's operands: the tensor, its axis
   /// (checked, made non-negative) and the optional constant split sizes.

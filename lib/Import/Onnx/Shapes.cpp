@@ -19,7 +19,9 @@ ArrayRef<OnnxOp> Importer::shapeOps() {
        "loom.broadcast_to (the shape must be constant)",
        &Importer::convertExpand, &Importer::foldShapes},
       {"Gather", 13, 2, 2, 1, 1,
-       "loom.embedding (axis 0 of a table); folds on constants",
+       "any axis: constant indices in arithmetic progression as a strided loom.slice, others "
+       "(computed ones included) as loom.embedding of the axis's rows (a transpose before "
+       "and after on other axes); folds on constants",
        &Importer::convertGather, &Importer::foldGathers},
       {"GatherElements", 13, 2, 2, 1, 1,
        "folds on constants; at computed indices, of a constant whose elements are all equal: that value",
@@ -27,6 +29,9 @@ ArrayRef<OnnxOp> Importer::shapeOps() {
       {"GatherND", 13, 2, 2, 1, 1,
        "loom.embedding of the rows the constant indices address; folds on constants",
        &Importer::convertGatherND, &Importer::foldGathers},
+      {"Flatten", 13, 1, 1, 1, 1,
+       "loom.reshape to [product of the dims before axis, product of the rest]",
+       &Importer::convertFlatten, nullptr},
       {"Reshape", 13, 2, 2, 1, 1,
        "loom.reshape (constant shape); folds on constants",
        &Importer::convertReshape, &Importer::foldShapes},
@@ -198,20 +203,106 @@ bool Importer::convertShape(const onnx::NodeProto &n) {
   return true;
 }
 
+/// Gather on any axis. Constant indices in arithmetic progression (a
+/// scalar, BLOOM's and Persimmon's `fused_qkv[..., 0, :]`, a range) are a
+/// strided slice, whose gradient pads; any other indices, computed ones
+/// included, gather rows: the axis moved to the front, the rest flattened,
+/// loom.embedding (whose gradient is the scatter-add on that axis), and
+/// the axis moved back. Axis 0 of a [rows, features] table is an embedding
+/// lookup as it is.
 bool Importer::convertGather(const onnx::NodeProto &n) {
-  Value table;
-  if (!input(n, 0, table))
+  Value data, idx;
+  if (!input(n, 0, data))
     return false;
-  if (intAttr(n, "axis", 0) != 0)
-    return nodeFail(n, "only axis 0 (an embedding lookup) is supported");
-  Value idx;
-  if (!input(n, 1, idx))
+  auto dt = tt(data);
+  int64_t rank = dt.getRank(), axis = intAttr(n, "axis", 0);
+  if (rank < 1)
+    return nodeFail(n, "gathers from a scalar");
+  if (!normAxis(n, axis, rank))
     return false;
-  if (!tt(idx).getElementType().isInteger(64) || tt(table).getRank() != 2)
-    return nodeFail(n, "expects a [rows, features] table and int64 indices");
-  SmallVector<int64_t> shape(tt(idx).getShape());
-  shape.push_back(tt(table).getDimSize(1));
-  define(n, EmbeddingOp::create(b, loc, RankedTensorType::get(shape, f32), table, idx));
+  int64_t dim = dt.getDimSize(axis);
+  if (!isa<FloatType>(dt.getElementType()))
+    return nodeFail(n, "gathers from a computed tensor of integers; only float data (or "
+                       "constant integers, which fold) is supported");
+  SmallVector<int64_t> idxShape;
+  if (const Val *c = constInput(n, 1)) {
+    std::vector<int64_t> at = ints(*c);
+    for (int64_t &k : at) {
+      if (k < -dim || k >= dim)
+        return nodeFail(n, "index " + std::to_string(k) + " is out of range for " +
+                               std::to_string(dim) + " elements on axis " + std::to_string(axis));
+      k = k < 0 ? k + dim : k;
+    }
+    idxShape.assign(c->shape.begin(), c->shape.end());
+    int64_t step = at.size() > 1 ? at[1] - at[0] : 1;
+    bool progression = !at.empty() && step > 0;
+    for (size_t k = 1; k < at.size() && progression; ++k)
+      progression = at[k] - at[k - 1] == step;
+    if (progression) {
+      SmallVector<int64_t> start(rank, 0), limit(dt.getShape()), steps(rank, 1),
+          shape(dt.getShape());
+      start[axis] = at[0];
+      limit[axis] = at.back() + 1;
+      steps[axis] = step;
+      shape[axis] = int64_t(at.size());
+      Value sl = SliceOp::create(b, loc, RankedTensorType::get(shape, dt.getElementType()), data,
+                                 b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
+                                 b.getDenseI64ArrayAttr(steps));
+      SmallVector<int64_t> out(dt.getShape().take_front(axis));
+      out.append(idxShape.begin(), idxShape.end());
+      out.append(dt.getShape().begin() + axis + 1, dt.getShape().end());
+      define(n, ReshapeOp::create(b, loc, RankedTensorType::get(out, dt.getElementType()), sl));
+      return true;
+    }
+    auto type = RankedTensorType::get(idxShape, i64);
+    idx = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, ArrayRef<int64_t>(at)));
+  } else {
+    if (!input(n, 1, idx))
+      return false;
+    if (!tt(idx).getElementType().isInteger(64))
+      return nodeFail(n, "expects int64 indices");
+    idxShape.assign(tt(idx).getShape().begin(), tt(idx).getShape().end());
+  }
+  // Rows of a [dim, rest] table: the axis first, the other dimensions in
+  // their order after it.
+  SmallVector<int64_t> perm{axis}, moved{dim};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      perm.push_back(d);
+      moved.push_back(dt.getDimSize(d));
+    }
+  Value table = data;
+  if (axis != 0)
+    table = TransposeOp::create(b, loc, RankedTensorType::get(moved, dt.getElementType()), data,
+                                b.getDenseI64ArrayAttr(perm));
+  int64_t rest = dt.getNumElements() / std::max<int64_t>(dim, 1);
+  if (rank != 2)
+    table = ReshapeOp::create(b, loc, RankedTensorType::get({dim, rest}, dt.getElementType()),
+                              table);
+  SmallVector<int64_t> rows(idxShape);
+  rows.push_back(rest);
+  Value g = EmbeddingOp::create(b, loc, RankedTensorType::get(rows, dt.getElementType()), table,
+                                idx);
+  // [idx..., the other dims], then the idx dims moved to where the axis was.
+  SmallVector<int64_t> gathered(idxShape);
+  gathered.append(moved.begin() + 1, moved.end());
+  if (rank != 2)
+    g = ReshapeOp::create(b, loc, RankedTensorType::get(gathered, dt.getElementType()), g);
+  if (axis != 0) {
+    int64_t q = int64_t(idxShape.size());
+    SmallVector<int64_t> back, out;
+    for (int64_t d = 0; d < axis; ++d)
+      back.push_back(q + d);
+    for (int64_t d = 0; d < q; ++d)
+      back.push_back(d);
+    for (int64_t d = q + axis; d < int64_t(gathered.size()); ++d)
+      back.push_back(d);
+    for (int64_t d : back)
+      out.push_back(gathered[d]);
+    g = TransposeOp::create(b, loc, RankedTensorType::get(out, dt.getElementType()), g,
+                            b.getDenseI64ArrayAttr(back));
+  }
+  define(n, g);
   return true;
 }
 
@@ -255,6 +346,26 @@ bool Importer::convertGatherND(const onnx::NodeProto &n) {
   Value g = EmbeddingOp::create(b, loc, RankedTensorType::get(gathered, dt.getElementType()),
                                 table, ids);
   define(n, ReshapeOp::create(b, loc, RankedTensorType::get(out, dt.getElementType()), g));
+  return true;
+}
+
+bool Importer::convertFlatten(const onnx::NodeProto &n) {
+  Value x;
+  if (!input(n, 0, x))
+    return false;
+  auto t = tt(x);
+  int64_t rank = t.getRank(), axis = intAttr(n, "axis", 1);
+  // axis may equal the rank (everything in the first dimension).
+  if (axis < -rank || axis > rank)
+    return nodeFail(n, "axis " + std::to_string(axis) + " is out of range for rank " +
+                           std::to_string(rank));
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= t.getDimSize(d);
+  int64_t inner = outer ? t.getNumElements() / outer : 0;
+  define(n, ReshapeOp::create(b, loc, RankedTensorType::get({outer, inner}, t.getElementType()),
+                              x));
   return true;
 }
 

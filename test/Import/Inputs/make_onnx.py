@@ -147,6 +147,23 @@ class GCN(nn.Module):
         return adj @ self.w2(torch.relu(adj @ self.w1(x)))
 
 
+class Gathers(nn.Module):
+    """Gathers on axes other than 0 (BLOOM's and Persimmon's fused QKV
+    split): a constant scalar index (a strided slice), constant indices out
+    of order and indices given as an input (rows of the moved axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.out = nn.Linear(8, 24), nn.Linear(30, 3)
+
+    def forward(self, x, ids):
+        h = self.fc1(x).view(4, 2, 3, 4)
+        a = h[:, :, 1, :]
+        b = h.index_select(2, torch.tensor([2, 0]))
+        c = h[0].index_select(2, ids)
+        return self.out(torch.cat([a.flatten(1), b.flatten(1), c.flatten().view(4, 6)], 1))
+
+
 class DropoutMLP(nn.Module):
     """An MLP with nn.Dropout(0.1): a training-mode export keeps the node
     (ratio 0.1, training_mode true)."""

@@ -1,0 +1,160 @@
+//===- Merged.cpp - initializers the exporter merged, split again --------===//
+//
+// PyTorch's dynamo exporter (torch.onnx.export(..., dynamo=True), optimize
+// on by default) keeps one initializer of each set with equal contents. A
+// freshly initialised model has many: every norm's weight is ones, every
+// bias zeros. The file then says the model has one `ln_1.weight` read by
+// all its layer norms, and trained so, every layer's norm gets the sum of
+// their gradients and one Adam state: the forward is PyTorch's, the second
+// step is not (issue 45: GPT-2, GPT-BigCode, GPT-Neo, DistilBERT and
+// Starcoder2 from their configs drifted by 1e-4..4e-3 in 5 steps).
+//
+// Each node the exporter wrote still names, in its FX source line
+// (pkg.torch.onnx.fx_node), the parameter PyTorch read there: "%layer_norm
+// = ...layer_norm(%x, [96], %p_m_h_1_ln_1_weight, %p_m_h_1_ln_1_bias,...)".
+// A use of initializer `m.h.0.ln_1.weight` by a node whose line reads
+// `%p_m_h_1_ln_1_weight` (and not the initializer's own placeholder) is
+// that other parameter's use: it gets a parameter of its own, with the
+// same values, named by the node's module scope (pkg.torch.onnx.
+// name_scopes: "m.h.1.ln_1" + "weight"). A use is attributed only when
+// exactly one placeholder of the line ends as the initializer's own name
+// does ("_weight", "_bias"); other uses stay with the initializer.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Import/Onnx/Importer.h"
+
+namespace loom::onnximport {
+
+namespace {
+
+/// `a.B.c` as torch.export names its placeholder: `p_a_b_c` (lower case).
+std::string placeholderOf(StringRef name) {
+  std::string p = "p_" + name.lower();
+  std::replace(p.begin(), p.end(), '.', '_');
+  return p;
+}
+
+/// The placeholders (`%p_...`) an FX node's printed line reads.
+SmallVector<std::string> placeholdersIn(StringRef fx) {
+  SmallVector<std::string> out;
+  // The line is "%out : [...] = call_function[target=...](args = (...), ...)":
+  // only the arguments, not the output's own name.
+  size_t args = fx.find("args = (");
+  if (args == StringRef::npos)
+    return out;
+  fx = fx.drop_front(args);
+  while (true) {
+    size_t at = fx.find("%p_");
+    if (at == StringRef::npos)
+      break;
+    fx = fx.drop_front(at + 1);
+    StringRef id = fx.take_while([](char c) { return isalnum(c) || c == '_'; });
+    out.push_back(id.str());
+    fx = fx.drop_front(id.size());
+  }
+  return out;
+}
+
+/// The dotted parameter name of placeholder `ph` read by node `n`: its
+/// innermost module scope whose placeholder prefix it is, plus the rest
+/// ("m.h.1.LayerNorm" + "." + "weight"), the rest in the case of the
+/// initializer `init`'s last part where the two agree ("A_log"); "" when
+/// no scope fits.
+std::string dottedName(const std::map<std::string, std::string> &meta, StringRef ph,
+                       StringRef init) {
+  auto it = meta.find("pkg.torch.onnx.name_scopes");
+  if (it == meta.end())
+    return "";
+  std::vector<std::string> scopes = foldedFrom(it->second);
+  for (const std::string &s : llvm::reverse(scopes)) {
+    if (s.empty())
+      continue;
+    std::string prefix = placeholderOf(s) + "_";
+    if (!ph.starts_with(prefix) || ph.size() <= prefix.size())
+      continue;
+    StringRef rest = ph.drop_front(prefix.size()), last = init.substr(init.rfind('.') + 1);
+    return s + "." + (rest.equals_insensitive(last) ? last : rest).str();
+  }
+  return "";
+}
+
+} // namespace
+
+void Importer::splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::NodeProto> &patched) {
+  // Per trained initializer: the uses (node, input) and who reads there.
+  struct Use {
+    int node, input;
+    std::string owner, name; // placeholder, dotted name ("" if unknown)
+  };
+  llvm::StringMap<std::vector<Use>> uses;
+  for (int k = 0; k < g.node_size(); ++k) {
+    const onnx::NodeProto &n = g.node(k);
+    std::map<std::string, std::string> meta;
+    SmallVector<std::string> phs;
+    for (int i = 0; i < n.input_size(); ++i) {
+      StringRef in = n.input(i);
+      size_t dot = in.rfind('.');
+      if (!paramNames.contains(in) || dot == StringRef::npos)
+        continue;
+      if (meta.empty()) {
+        meta = unknownMetadata(n, 9);
+        auto fx = meta.find("pkg.torch.onnx.fx_node");
+        if (fx == meta.end())
+          break; // not PyTorch's dynamo exporter: nothing to go by
+        phs = placeholdersIn(fx->second);
+      }
+      std::string own = placeholderOf(in), suffix = "_" + in.drop_front(dot + 1).lower();
+      Use u{k, i, "", ""};
+      if (llvm::is_contained(phs, own)) {
+        u.owner = own;
+      } else {
+        SmallVector<StringRef> cands;
+        for (const std::string &p : phs)
+          if (StringRef(p).ends_with(suffix) && !llvm::is_contained(cands, p))
+            cands.push_back(p);
+        if (cands.size() == 1) {
+          u.owner = cands[0].str();
+          u.name = dottedName(meta, cands[0], in);
+        }
+      }
+      uses[in].push_back(u);
+    }
+  }
+  size_t merged = 0, made = 0;
+  for (auto &[init, list] : uses) {
+    std::string own = placeholderOf(init);
+    // A new parameter for each reader other than the initializer's own
+    // (and other than an unknown one, which stays with it).
+    llvm::StringMap<std::string> newName;
+    for (const Use &u : list)
+      if (!u.owner.empty() && u.owner != own && !u.name.empty() &&
+          !paramNames.contains(u.name) && !newName.count(u.owner))
+        newName[u.owner] = u.name;
+    if (newName.empty())
+      continue;
+    ++merged;
+    auto kept = module->lookupSymbol<ParamOp>(init);
+    for (auto &[owner, name] : newName) {
+      ParamOp::create(b, loc, b.getStringAttr(name), kept.getTypeAttr(), InitAttr(),
+                      kept.getValueAttr());
+      paramValues.push_back({name, cast<RankedTensorType>(kept.getType())});
+      paramNames.insert(name);
+      ++made;
+    }
+    for (const Use &u : list) {
+      auto it = newName.find(u.owner);
+      if (it == newName.end())
+        continue;
+      auto p = patched.try_emplace(u.node, g.node(u.node)).first;
+      p->second.set_input(u.input, it->second);
+    }
+  }
+  if (merged)
+    llvm::errs() << "loomc: note: " << merged
+                 << " initializer(s) were merged by the exporter's optimizer (equal values, "
+                    "as a fresh model's norm weights and biases are); split again into the "
+                 << made << " further parameter(s) PyTorch trains apart, from the nodes' "
+                    "pkg.torch.onnx.fx_node lines\n";
+}
+
+} // namespace loom::onnximport
