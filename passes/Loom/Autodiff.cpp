@@ -611,10 +611,6 @@ public:
   }
 
   LogicalResult reduceVjp(ReduceOp o, Value dy) {
-    if (o.getKind() != ReduceKind::sum && o.getKind() != ReduceKind::mean)
-      return o.emitOpError() << "has no gradient rule for "
-                             << stringifyReduceKind(o.getKind())
-                             << " reductions (loom-autodiff)";
     auto in = tt(o.getInput());
     // Put the reduced dims back as size 1, then broadcast.
     SmallVector<int64_t> kept(in.getShape());
@@ -630,6 +626,18 @@ public:
     g = BroadcastOp::create(b, loc, like(tt(dy), in.getShape()), g);
     if (o.getKind() == ReduceKind::mean)
       g = mul(g, scalar(g, 1.0 / double(count)));
+    if (o.getKind() == ReduceKind::max || o.getKind() == ReduceKind::min) {
+      // To the elements equal to the result (MaxPool's winner), split
+      // evenly between ties; PyTorch gives a tie's gradient to one of them.
+      Value y = o.getResult();
+      if (tt(y).getShape() != ArrayRef<int64_t>(kept))
+        y = ReshapeOp::create(b, loc, like(tt(y), kept), y);
+      y = BroadcastOp::create(b, loc, like(tt(y), in.getShape()), y);
+      Value hit = EqOp::create(b, loc, in, o.getInput(), y);
+      Value ties = ReduceOp::create(b, loc, like(in, kept), ReduceKind::sum, hit,
+                                    o.getDimsAttr(), true);
+      g = mul(g, div(hit, BroadcastOp::create(b, loc, in, ties)));
+    }
     accumulate(o.getInput(), g);
     return success();
   }

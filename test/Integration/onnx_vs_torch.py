@@ -16,15 +16,16 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Import", "Inputs"))
 from loomtest import parse_args, read_st, rel, tool, write_st  # noqa: E402
-from make_onnx import GCN, GPT, MLP, Gathers, Llama, normalised_adjacency  # noqa: E402
+from make_onnx import (GCN, GPT, MLP, Convs, DepthwiseConv1d, Gathers, Llama,  # noqa: E402
+                       normalised_adjacency)
 
 
-def check(a, name, model, xs, y):
+def check(a, name, model, xs, y, mode=torch.onnx.TrainingMode.TRAINING):
     onnx_path = os.path.join(a.tmp, f"{name}.onnx")
+    model.train(mode == torch.onnx.TrainingMode.TRAINING)
     torch.onnx.export(model, tuple(xs), onnx_path,
                       input_names=[f"in{i}" for i in range(len(xs))], output_names=["logits"],
-                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+                      opset_version=17, training=mode, do_constant_folding=False)
     mlir = os.path.join(a.tmp, f"{name}.mlir")
     tool(a.bin, "loomc", onnx_path, "--compile-to=autodiff", "-o", mlir)
     fin = os.path.join(a.tmp, f"{name}.in.safetensors")
@@ -62,6 +63,11 @@ def main():
     worst = max(worst, check(a, "gathers", Gathers(), [torch.randn(4, 8),
                                                       torch.tensor([3, 1, 1, 0])],
                              torch.randint(0, 3, (4,))))
+    # Batch norm in eval mode: the file holds the running statistics.
+    worst = max(worst, check(a, "convs", Convs(), [torch.randn(2, 3, 9, 9)],
+                             torch.randint(0, 3, (2,)), torch.onnx.TrainingMode.EVAL))
+    worst = max(worst, check(a, "conv1d", DepthwiseConv1d(), [torch.randn(2, 4, 10)],
+                             torch.randint(0, 3, (2,))))
     if worst > 1e-4:
         sys.exit(1)
 

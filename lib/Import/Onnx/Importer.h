@@ -357,6 +357,7 @@ public:
   static ArrayRef<OnnxOp> shapeOps();
   static ArrayRef<OnnxOp> layerOps();
   static ArrayRef<OnnxOp> constantOps();
+  static ArrayRef<OnnxOp> convOps();
 
 private:
 
@@ -494,6 +495,25 @@ private:
 
   bool convertReshape(const onnx::NodeProto &n);
   bool convertFlatten(const onnx::NodeProto &n);
+
+  // Conv.cpp: convolutions and pooling as gathered receptive fields.
+  /// A window over the spatial dimensions: kernel, strides, dilations,
+  /// the padding before each dimension, the output's sizes, and the counts
+  /// of output positions and kernel offsets.
+  struct Window {
+    std::vector<int64_t> kernel, strides, dilations, begin, out;
+    int64_t positions = 1, offsets = 1;
+  };
+  /// Reads strides, dilations, pads and auto_pad for `kernel` on `spatial`.
+  bool windowAttrs(const onnx::NodeProto &n, ArrayRef<int64_t> spatial,
+                   ArrayRef<int64_t> kernel, Window &w);
+  /// x [N, C, spatial...]'s receptive fields as [positions, offsets, N, C]
+  /// (padding reads `padValue`); `valid` gets each position's count of
+  /// offsets inside the input.
+  Value receptiveFields(Value x, const Window &w, float padValue, SmallVectorImpl<int64_t> &valid);
+  bool convertConv(const onnx::NodeProto &n);
+  bool convertPool(const onnx::NodeProto &n);
+  bool convertBatchNorm(const onnx::NodeProto &n);
 
   /// Split's and SplitToSequence's operands: the tensor, its axis
   /// (checked, made non-negative) and the optional constant split sizes.

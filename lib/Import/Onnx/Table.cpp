@@ -15,7 +15,8 @@ ArrayRef<OnnxOp> onnxOps() {
   static const std::vector<OnnxOp> table = [] {
     std::vector<OnnxOp> t;
     for (ArrayRef<OnnxOp> family : {Importer::elementwiseOps(), Importer::shapeOps(),
-                                    Importer::layerOps(), Importer::constantOps()})
+                                    Importer::layerOps(), Importer::constantOps(),
+                                    Importer::convOps()})
       t.insert(t.end(), family.begin(), family.end());
     std::sort(t.begin(), t.end(),
               [](const OnnxOp &a, const OnnxOp &b) { return a.name < b.name; });

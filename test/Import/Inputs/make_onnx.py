@@ -30,13 +30,15 @@ class MLP(nn.Module):
         return self.out(h)
 
 
-class Conv(nn.Module):
+class Resize(nn.Module):
+    """Upsampling (ONNX Resize), which the importer does not take."""
+
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv1d(1, 3, 8)
+        self.fc = nn.Linear(16, 3)
 
     def forward(self, x):
-        return self.conv(x.unsqueeze(1)).squeeze(-1)
+        return self.fc(F.interpolate(x.unsqueeze(1), scale_factor=2.0).squeeze(1))
 
 
 class Transposed(nn.Module):
@@ -164,6 +166,44 @@ class Gathers(nn.Module):
         return self.out(torch.cat([a.flatten(1), b.flatten(1), c.flatten().view(4, 6)], 1))
 
 
+class Convs(nn.Module):
+    """A small CNN (ResNet-style pieces): a strided, padded 2-d convolution,
+    max pooling, a grouped dilated convolution, average pooling without
+    the padding counted, batch norm (eval mode: running statistics) and a
+    global average pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.c2 = nn.Conv2d(4, 4, 3, groups=2, dilation=2, padding=2, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.out = nn.Linear(4 + 4 * 4 * 4, 3)
+        with torch.no_grad():  # running statistics that are not the identity
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        h = F.max_pool2d(torch.relu(self.c1(x)), 3, stride=2, padding=1)
+        # The norm after a ReLU: after a convolution an eval-mode export folds
+        # it into the convolution's weights.
+        h = F.avg_pool2d(self.bn(torch.relu(self.c2(h))), 2, stride=1, padding=1,
+                         count_include_pad=False)
+        g = F.adaptive_avg_pool2d(h, 1).flatten(1)
+        return self.out(torch.cat([g, h[:, :, :4, :4].flatten(1)], 1))
+
+
+class DepthwiseConv1d(nn.Module):
+    """Mamba's causal depthwise convolution: padding k-1, the first T outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 4, 3, groups=4, padding=2)
+        self.out = nn.Linear(40, 3)
+
+    def forward(self, x):
+        return self.out(self.conv(x)[..., :10].flatten(1))
+
+
 class DropoutMLP(nn.Module):
     """An MLP with nn.Dropout(0.1): a training-mode export keeps the node
     (ratio 0.1, training_mode true)."""
@@ -204,8 +244,8 @@ def main():
     m.eval()
     torch.onnx.export(m, (torch.randn(4, 8),), os.path.join(out, "mlp_eval.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17)
-    # Not supported: convolutions; a dynamic batch dimension.
-    export(Conv(), (torch.randn(4, 8),), os.path.join(out, "conv.onnx"), (["x"], ["logits"]))
+    # Not supported: upsampling (Resize); a dynamic batch dimension.
+    export(Resize(), (torch.randn(4, 8),), os.path.join(out, "resize.onnx"), (["x"], ["logits"]))
     torch.onnx.export(MLP(), (torch.randn(4, 8),), os.path.join(out, "dynamic.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17,
                       dynamic_axes={"x": {0: "batch"}})
