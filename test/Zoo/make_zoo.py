@@ -316,13 +316,54 @@ def write_st(path, tensors, meta):
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
+def where_held(a, name, sd, pvals):
+    """How initializer `a` (named `name`) holds a parameter: [parameter,
+    "direct"|"transposed", flat start] (a transpose or slice the exporter
+    folded), plus "sum0" for copies stacked on a leading axis (their
+    gradients sum to the parameter's); None for a buffer or a value
+    computed from parameters."""
+    if name in sd and sd[name].shape == a.shape:
+        if not np.array_equal(sd[name], a):
+            raise RuntimeError(f"initializer {name} is not the rebuilt model's values")
+        return [name, "direct", 0]
+    if a.size <= 1:
+        return None
+    where = locate(a, pvals)
+    if where is not None:
+        return list(where)
+    if a.ndim >= 2:
+        rows = [locate(r, pvals) for r in a]
+        if rows[0] is not None and all(r == rows[0] for r in rows):
+            return list(rows[0]) + ["sum0"]
+    return None
+
+
+def frozen_of(m, model):
+    """The float initializers of export `m` that hold no parameter of
+    `model` (where_held): buffers and values folded from them."""
+    from onnx import numpy_helper
+    sd = {k: p.detach().numpy() for k, p in model.named_parameters()}
+    return [t.name for t in m.graph.initializer
+            if (a := numpy_helper.to_array(t)).dtype.kind == "f" and a.size > 1 and
+            where_held(a, t.name, sd, list(sd.items())) is None]
+
+
+def held(g, where, size):
+    """The part of gradient g[parameter] an initializer holding `size`
+    elements (one copy, for sum0) the way `where` says sees."""
+    q = g[where[0]].T if where[1] == "transposed" else g[where[0]]
+    return np.ascontiguousarray(q).ravel()[where[2]:where[2] + size]
+
+
 def reference_grads(name, out, m, model, model64, init, data):
-    """OUT/NAME.grads.safetensors: PyTorch's step-1 gradient of every float
-    initializer of the export `m` (fp32 autograd), found by name or by the
-    parameter whose values it holds (a transpose or slice the exporter
-    folded: the gradient transformed alike; copies stacked on a leading
-    axis: compared summed over it, "sum0"). Returns the JSON summary: how
-    each was found, the fp64 gradient's norm and fp32's distance from it."""
+    """PyTorch's step-1 gradients (fp32 autograd) of every parameter, into
+    OUT/BASE.grads.safetensors by parameter name (BASE: the architecture;
+    its -sdpa, -raw and -opset23 exports share the file), and for the
+    export `m` the JSON summary: for each float initializer, how it holds a
+    parameter (where_held: check_zoo.py derives its reference gradient from
+    the parameter's), the fp64 gradient's norm and fp32's distance from it;
+    parameters no initializer holds whole (merged by the exporter, split
+    again by loomc under their PyTorch names) are listed as themselves."""
     from onnx import numpy_helper
     model.load_state_dict(init)
     model64.load_state_dict({k: v.double() if v.is_floating_point() else v
@@ -332,50 +373,29 @@ def reference_grads(name, out, m, model, model64, init, data):
     sd = {k: v.detach().numpy() for k, v in model.state_dict(keep_vars=True).items()
           if isinstance(v, torch.nn.Parameter)}
     pvals = list(sd.items())
-    refs, how, norms, rel32 = {}, {}, {}, {}
+    how, norms, rel32 = {}, {}, {}
+    sizes = {}
     for t in m.graph.initializer:
         a = numpy_helper.to_array(t)
-        if a.dtype.kind != "f":
-            continue
-        def take(g, where):
-            pname, kind, start = where
-            q = g[pname].T if kind == "transposed" else g[pname]
-            return np.ascontiguousarray(q).ravel()[start:start + a[0].size if sum0 else
-                                                   start + a.size]
-        sum0, where = False, None
-        if t.name in sd and sd[t.name].shape == a.shape:
-            if not np.array_equal(sd[t.name], a):
-                sys.exit(f"{name}: initializer {t.name} is not the rebuilt model's values")
-            where = (t.name, "direct", 0)
-        elif a.size > 1:
-            where = locate(a, pvals)
-            if where is None and a.ndim >= 2:
-                rows = [locate(r, pvals) for r in a]
-                if rows[0] is not None and all(r == rows[0] for r in rows):
-                    sum0, where = True, rows[0]
-        if where is None:
-            continue
-        shape = a.shape[1:] if sum0 else a.shape
-        refs[t.name] = take(g32, where).reshape(shape)
-        r64 = take(g64, where).reshape(shape)
-        how[t.name] = list(where) + (["sum0"] if sum0 else [])
-        norms[t.name] = float(np.linalg.norm(r64))
-        rel32[t.name] = float(np.linalg.norm(refs[t.name] - r64) / max(norms[t.name], 1e-300))
-    # The parameters no initializer holds whole (merged by the exporter's
-    # optimizer, which loomc splits again under their PyTorch names).
-    whole = {w[0] for n, w in how.items() if len(w) == 3 and w[2] == 0 and
-             refs[n].size == sd[w[0]].size}
+        if a.dtype.kind == "f":
+            where = where_held(a, t.name, sd, pvals)
+            if where is not None:
+                how[t.name] = where
+                sizes[t.name] = a[0].size if where[-1] == "sum0" else a.size
+    whole = {w[0] for n, w in how.items() if w[2] == 0 and sizes[n] == sd[w[0]].size}
     for pname in sd:
-        if pname not in whole and pname not in refs:
-            refs[pname] = g32[pname]
-            how[pname] = [pname, "direct", 0]
-            norms[pname] = float(np.linalg.norm(g64[pname]))
-            rel32[pname] = float(np.linalg.norm(g32[pname] - g64[pname]) /
-                                 max(norms[pname], 1e-300))
-    write_st(os.path.join(out, f"{name}.grads.safetensors"), refs,
-             {"loss": repr(loss), "loss_f64": repr(loss64)})
-    return {"loss": loss, "loss_f64": loss64, "where": how, "norm_f64": norms,
-            "rel_f32_f64": rel32}
+        if pname not in whole and pname not in how:
+            how[pname], sizes[pname] = [pname, "direct", 0], sd[pname].size
+    for n, w in how.items():
+        r32, r64 = held(g32, w, sizes[n]), held(g64, w, sizes[n])
+        norms[n] = float(np.linalg.norm(r64))
+        rel32[n] = float(np.linalg.norm(r32 - r64) / max(norms[n], 1e-300))
+    base = arch(name)
+    if name == base:
+        write_st(os.path.join(out, f"{base}.grads.safetensors"), g32,
+                 {"loss": repr(loss), "loss_f64": repr(loss64)})
+    return {"file": f"{base}.grads.safetensors", "loss": loss, "loss_f64": loss64,
+            "where": how, "norm_f64": norms, "rel_f32_f64": rel32}
 
 
 def make(name, out, tokens, attn):
@@ -411,25 +431,20 @@ def make(name, out, tokens, attn):
 
 
 def describe(name, out, attn, cfg, model, init, tokens, steps, wd, extra):
-    """NAME.json (and NAME.grads.safetensors) for the export OUT/NAME.onnx of
-    `model`, whose initial weights are `init`."""
+    """NAME.json (and the gradients: reference_grads) for the export
+    OUT/NAME.onnx of `model`, whose initial weights are `init`."""
     import onnx
-    from onnx import numpy_helper
     path = os.path.join(out, f"{name}.onnx")
     m = onnx.load(path)
     drop = name.endswith("-dropout")
     # The exporter's optimizer folds transposes of weights into new
     # initializers ("permute_3" = W^T): an initializer holding a parameter's
-    # values (as they are, transposed, or a contiguous slice: position
-    # embeddings folded to the rows used) is trained; any other float one is
-    # a buffer or folded from buffers (rotary tables), which loomc must not
+    # values (as they are, transposed, a contiguous slice: position
+    # embeddings folded to the rows used, or copies of one: ViT's class
+    # token expanded to the batch) is trained; any other float one is a
+    # buffer or folded from buffers (rotary tables), which loomc must not
     # train (--frozen).
-    pvals = [(k, p.detach().numpy()) for k, p in model.named_parameters()]
-    frozen = []
-    for t in m.graph.initializer:
-        a = numpy_helper.to_array(t)
-        if a.dtype.kind == "f" and a.size > 1 and locate(a, pvals) is None:
-            frozen.append(t.name)
+    frozen = frozen_of(m, model)
     # PyTorch's losses: the same initial weights, AdamW, fp32 on the CPU;
     # then the same steps in float64: how far float32 arithmetic alone moves
     # the losses (check_zoo.py's tolerance takes it into account).
@@ -490,6 +505,7 @@ def grads_only(name, out, tokens):
         raise RuntimeError(f"the rebuilt model's first loss {g['loss']} is not the recorded "
                            f"{ref['losses'][0]}")
     ref["grads"] = g
+    ref["frozen"] = frozen_of(m, model)
     with open(path, "w") as f:
         json.dump(ref, f, indent=1)
     return ref

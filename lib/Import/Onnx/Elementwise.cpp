@@ -98,6 +98,9 @@ ArrayRef<OnnxOp> Importer::elementwiseOps() {
       {"Sin", 13, 1, 1, 1, 1,
        "loom.sin; folds on constants",
        &Importer::unary<SinOp>, &Importer::foldArithmetic},
+      {"Softplus", 13, 1, 1, 1, 1,
+       "relu(x) + log(1 + exp(x - 2 relu(x))): log(1 + exp(x)) without overflow",
+       &Importer::convertSoftplus, nullptr},
       {"Sqrt", 13, 1, 1, 1, 1,
        "loom.sqrt; folds on constants",
        &Importer::unary<SqrtOp>, &Importer::foldArithmetic},
@@ -134,10 +137,61 @@ bool Importer::convertReciprocal(const onnx::NodeProto &n) {
   return true;
 }
 
+bool Importer::convertSoftplus(const onnx::NodeProto &n) {
+  // log(1 + e^x) = relu(x) + log(1 + e^-|x|), with -|x| = x - 2 relu(x):
+  // e^x never overflows, and every piece has a gradient (sigmoid(x) in all).
+  Value x;
+  if (!input(n, 0, x))
+    return false;
+  auto t = x.getType();
+  auto st = RankedTensorType::get({}, tt(x).getElementType());
+  Value one = arith::ConstantOp::create(b, loc, st, DenseElementsAttr::get(st, 1.0f));
+  Value two = arith::ConstantOp::create(b, loc, st, DenseElementsAttr::get(st, 2.0f));
+  Value r = ReluOp::create(b, loc, t, x);
+  Value e = ExpOp::create(b, loc, t, SubOp::create(b, loc, t, x, MulOp::create(b, loc, t, r, two)));
+  Value l = LogOp::create(b, loc, t, AddOp::create(b, loc, t, e, one));
+  define(n, AddOp::create(b, loc, t, r, l));
+  return true;
+}
+
 bool Importer::convertIsNaN(const onnx::NodeProto &n) {
   Val guard;
   guard.nanOf = n.input(0);
   values[n.output(0)] = guard;
+  return true;
+}
+
+bool Importer::blendWhere(const onnx::NodeProto &n, const Val &mask) {
+  // cond ? x : y as x m + y (1 - m): exact for finite
+  // branches (x * 1 + y * 0), and the gradient is select's (dx = dy m,
+  // dy' = dy (1 - m); the mask's own is zero). A constant branch that is
+  // not finite (masked_fill with -inf) would make NaN: refused, as any
+  // other use of a computed float mask is.
+  for (int i = 1; i < 3; ++i)
+    if (const Val *c = constInput(n, i))
+      if (llvm::any_of(c->data, [](double v) { return !std::isfinite(v); }))
+        return nodeFail(n, mask.refuse);
+  Value x, y;
+  if (!input(n, 1, x) || !input(n, 2, y))
+    return false;
+  Value m = mask.v;
+  // The broadcast type of two operands (null if they do not broadcast).
+  auto joint = [&](Value p, Value q) {
+    SmallVector<int64_t> s;
+    return OpTrait::util::getBroadcastedShape(tt(p).getShape(), tt(q).getShape(), s)
+               ? RankedTensorType::get(s, tt(x).getElementType())
+               : RankedTensorType();
+  };
+  RankedTensorType xm = joint(x, m), ym = joint(y, m);
+  if (!xm || !ym || !joint(x, y))
+    return nodeFail(n, "shapes do not broadcast");
+  auto st = RankedTensorType::get({}, tt(x).getElementType());
+  Value one = arith::ConstantOp::create(b, loc, st, DenseElementsAttr::get(st, 1.0f));
+  Value notM = SubOp::create(b, loc, m.getType(), one, m);
+  Value a = MulOp::create(b, loc, xm, x, m);
+  Value c = MulOp::create(b, loc, ym, y, notM);
+  RankedTensorType t = joint(a, c);
+  define(n, AddOp::create(b, loc, t, a, c));
   return true;
 }
 
@@ -160,6 +214,8 @@ bool Importer::convertWhere(const onnx::NodeProto &n) {
     define(n, p);
     return true;
   }
+  if (auto m = values.find(n.input(0)); m != values.end() && m->second.floatMask)
+    return blendWhere(n, m->second);
   Value c, x, y;
   if (!input(n, 0, c) || !input(n, 1, x) || !input(n, 2, y))
     return false;
@@ -264,8 +320,48 @@ bool Importer::convertCast(const onnx::NodeProto &n) {
                      typeStr(from) + " to ONNX type " + std::to_string(to));
 }
 
+bool Importer::floatComparison(const onnx::NodeProto &n) {
+  // Constants as f32, computed floats as they are.
+  SmallVector<Value, 2> xs;
+  std::string why;
+  for (int i = 0; i < 2; ++i) {
+    Value v;
+    if (const Val *c = constInput(n, i)) {
+      Val f = *c;
+      f.elem = onnx::TensorProto::FLOAT;
+      v = materialize(f);
+    } else if (!input(n, i, v)) {
+      return false;
+    } else if (!isa<FloatType>(tt(v).getElementType())) {
+      return nodeFail(n, "compares a float with an integer tensor computed on the device");
+    } else if (why.empty()) {
+      why = notInteger(n, i, v);
+    }
+    xs.push_back(v);
+  }
+  const std::string &op = n.op_type();
+  bool swap = op == "Greater" || op == "GreaterOrEqual";
+  Value l = xs[swap ? 1 : 0], r = xs[swap ? 0 : 1];
+  if (!(op == "Equal"           ? broadcastOp<EqOp>(n, l, r)
+        : op == "Less" || op == "Greater" ? broadcastOp<LtOp>(n, l, r)
+                                          : broadcastOp<LeOp>(n, l, r)))
+    return false;
+  Val &m = values[n.output(0)];
+  m.floatMask = true;
+  m.refuse = why;
+  return true;
+}
+
 bool Importer::convertLogic(const onnx::NodeProto &n) {
   const std::string &op = n.op_type();
+  // Comparisons of computed floats (Mamba's softplus threshold) give a
+  // mask for Where.
+  if (op != "Not" && op != "And" && op != "Or")
+    for (int i = 0; i < 2; ++i)
+      if (!constInput(n, i))
+        if (auto it = values.find(n.input(i)); it != values.end() && it->second.v &&
+                                               isa<FloatType>(tt(it->second.v).getElementType()))
+          return floatComparison(n);
   Value l, r;
   if (!intInput(n, 0, l) || (n.input_size() > 1 && !intInput(n, 1, r)))
     return false;

@@ -193,10 +193,12 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
     values[a.first] = Val{entry->getArgument(i)};
   Value labelArg = entry->getArgument(args.size());
   llvm::StringMap<std::string> tiedTo = retieTransposes(*module);
+  llvm::StringMap<RankedTensorType> tiles = retieTiles(*module);
   // Computed by the exporter from a module tensor, and not a transposed
-  // copy re-tied above: trained as a tensor of its own. Said, not
-  // silently trained.
-  llvm::erase_if(foldedFromParams, [&](auto &f) { return tiedTo.count(f.first) > 0; });
+  // copy or a tile re-tied above: trained as a tensor of its own. Said,
+  // not silently trained.
+  llvm::erase_if(foldedFromParams,
+                 [&](auto &f) { return tiedTo.count(f.first) > 0 || tiles.count(f.first) > 0; });
   if (!foldedFromParams.empty())
     llvm::errs() << "loomc: warning: " << foldedFromParams.size()
                  << " initializer(s) were computed by the exporter's optimizer from module "
@@ -206,9 +208,17 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
                  << "): pass the ones computed from buffers to --frozen (rotary tables), and "
                     "export with torch.onnx.export(..., optimize=False) to train parameters "
                     "as PyTorch does\n";
-  for (auto &[name, value] : paramValues)
-    if (!tiedTo.count(name))
-      values[name] = Val{LoadOp::create(b, loc, value, FlatSymbolRefAttr::get(&ctx, name))};
+  for (auto &[name, value] : paramValues) {
+    if (tiedTo.count(name))
+      continue;
+    bool tile = tiles.count(name);
+    SmallVector<int64_t> one(value.getShape());
+    if (tile)
+      one[0] = 1; // the copy declared, broadcast to what the uses read
+    Value v = LoadOp::create(b, loc, RankedTensorType::get(one, value.getElementType()),
+                             FlatSymbolRefAttr::get(&ctx, name));
+    values[name] = Val{tile ? Value(BroadcastOp::create(b, loc, value, v)) : v};
+  }
   for (auto &[name, value] : paramValues)
     if (auto it = tiedTo.find(name); it != tiedTo.end())
       values[name] = Val{TransposeOp::create(b, loc, value, values[it->second].v,
@@ -519,6 +529,45 @@ llvm::StringMap<std::string> Importer::retieTransposes(ModuleOp module) {
   return tiedTo;
 }
 
+llvm::StringMap<RankedTensorType> Importer::retieTiles(ModuleOp module) {
+  llvm::StringMap<RankedTensorType> tiles;
+  llvm::StringSet<> folded;
+  for (auto &f : foldedFromParams)
+    folded.insert(f.first);
+  SmallVector<ParamOp> gone;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    auto v = dyn_cast_or_null<DenseElementsAttr>(p.getValueAttr());
+    auto t = p.getType();
+    if (!v || !folded.contains(p.getSymName()) || t.getRank() < 2 || t.getDimSize(0) < 2)
+      continue;
+    int64_t row = t.getNumElements() / t.getDimSize(0);
+    auto vals = v.getValues<float>();
+    bool same = true;
+    for (int64_t i = row; i < t.getNumElements() && same; ++i)
+      same = vals[i] == vals[i % row];
+    if (!same)
+      continue;
+    SmallVector<int64_t> one(t.getShape());
+    one[0] = 1;
+    auto oneT = RankedTensorType::get(one, t.getElementType());
+    std::vector<float> first(static_cast<size_t>(row));
+    for (int64_t i = 0; i < row; ++i)
+      first[size_t(i)] = vals[i];
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(p);
+    ParamOp::create(b, p.getLoc(), p.getSymNameAttr(), TypeAttr::get(oneT), InitAttr(),
+                    DenseElementsAttr::get(oneT, ArrayRef<float>(first)));
+    llvm::errs() << "loomc: note: initializer '" << p.getSymName() << "' holds "
+                 << t.getDimSize(0) << " equal copies of one tensor (the exporter folded an "
+                 << "expand of a module tensor); training one copy, broadcast\n";
+    tiles[p.getSymName()] = t;
+    gone.push_back(p);
+  }
+  for (ParamOp p : gone)
+    p.erase();
+  return tiles;
+}
+
 bool Importer::normAxis(const onnx::NodeProto &n, int64_t &axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return nodeFail(n, "axis " + std::to_string(axis) + " is out of range for rank " +
@@ -675,23 +724,23 @@ bool Importer::intInput(const onnx::NodeProto &n, int i, Value &out) {
   }
   if (!input(n, i, out))
     return false;
-  if (!tt(out).getElementType().isInteger(64)) {
-    // A float computed from a trained initializer: often a buffer (a causal
-    // mask) that the export wrote as an initializer; frozen, it is a
-    // constant and the comparison folds.
-    std::string param =
-        paramNames.contains(n.input(i)) ? n.input(i) : fromParam.lookup(n.input(i));
-    return nodeFail(n, "input '" + n.input(i) + "' is " + typeStr(out.getType()) +
-                           "; " + n.op_type() +
-                           " on computed tensors takes integers or booleans (int64 on the "
-                           "device)" +
-                           (param.empty()
-                                ? std::string()
-                                : "; it is computed from the initializer '" + param +
-                                      "', imported as a trained parameter: if it is a "
-                                      "constant buffer (a mask), give --frozen=" + param));
-  }
+  if (!tt(out).getElementType().isInteger(64))
+    return nodeFail(n, notInteger(n, i, out));
   return true;
+}
+
+std::string Importer::notInteger(const onnx::NodeProto &n, int i, Value v) {
+  // A float computed from a trained initializer: often a buffer (a causal
+  // mask) that the export wrote as an initializer; frozen, it is a
+  // constant and the comparison folds.
+  std::string param =
+      paramNames.contains(n.input(i)) ? n.input(i) : fromParam.lookup(n.input(i));
+  return "input '" + n.input(i) + "' is " + typeStr(v.getType()) + "; " + n.op_type() +
+         " on computed tensors takes integers or booleans (int64 on the device)" +
+         (param.empty() ? std::string()
+                        : "; it is computed from the initializer '" + param +
+                              "', imported as a trained parameter: if it is a constant "
+                              "buffer (a mask), give --frozen=" + param);
 }
 
 bool Importer::computedInt(const onnx::NodeProto &n) {

@@ -204,6 +204,9 @@ struct Val {
   // An output the importer does not compute (Dropout's mask): an error
   // saying this if a node uses it.
   std::string refuse;
+  // A comparison of computed floats (1.0/0.0 in v): only Where takes it
+  // (as a blend of two finite branches); any other reader gets `refuse`.
+  bool floatMask = false;
   // A sequence (SplitToSequence's output): its tensors, read by SequenceAt.
   bool isSeq = false;
   std::vector<Value> seq;
@@ -302,6 +305,12 @@ private:
   /// another is that other one, transposed: its declaration goes and its
   /// uses read the transpose. Returns folded name -> kept name.
   llvm::StringMap<std::string> retieTransposes(ModuleOp module);
+  /// A folded initializer (foldedFromParams) made of equal copies along
+  /// its first dimension (ViT's class token expanded to the batch, OPT's
+  /// position rows copied per batch row) is one copy, [1, ...], read
+  /// broadcast: trained as PyTorch trains the tensor it was expanded from.
+  /// Returns name -> the full type its uses read.
+  llvm::StringMap<RankedTensorType> retieTiles(ModuleOp module);
   /// Initializers PyTorch's exporter merged because their values were
   /// equal (Merged.cpp), split again by what each node's FX line read: a
   /// parameter per reader, and the nodes that read one, patched to name
@@ -391,6 +400,12 @@ private:
   /// boolean) taken as i64. Integer and boolean tensors computed on the
   /// device are i64, booleans 1 or 0.
   bool intInput(const onnx::NodeProto &n, int i, Value &out);
+  /// Why input #i, a float computed on the device, cannot be an integer
+  /// operand (naming the trained initializer it comes from, if any).
+  std::string notInteger(const onnx::NodeProto &n, int i, Value v);
+  /// Equal, Less, Greater and their OrEqual forms on computed floats: a
+  /// 1.0/0.0 mask only Where reads (floatMask).
+  bool floatComparison(const onnx::NodeProto &n);
   /// Whether some input of n is an integer tensor computed on the device.
   bool computedInt(const onnx::NodeProto &n);
   template <typename Op> bool broadcastOp(const onnx::NodeProto &n, Value l, Value r) {
@@ -463,6 +478,8 @@ private:
   bool convertTranspose(const onnx::NodeProto &n);
 
   bool convertReciprocal(const onnx::NodeProto &n);
+  bool convertSoftplus(const onnx::NodeProto &n);
+  bool blendWhere(const onnx::NodeProto &n, const Val &mask);
 
   bool convertShape(const onnx::NodeProto &n);
 
