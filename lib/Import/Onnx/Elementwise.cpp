@@ -170,7 +170,9 @@ bool Importer::blendWhere(const onnx::NodeProto &n, const Val &mask) {
   for (int i = 1; i < 3; ++i)
     if (const Val *c = constInput(n, i))
       if (llvm::any_of(c->data, [](double v) { return !std::isfinite(v); }))
-        return nodeFail(n, mask.refuse);
+        return nodeFail(n, "a branch is a constant that is not finite (masked_fill with -inf), "
+                           "which a blend on a computed condition would make NaN; " +
+                               mask.maskWhy);
   Value x, y;
   if (!input(n, 1, x) || !input(n, 2, y))
     return false;
@@ -348,7 +350,8 @@ bool Importer::floatComparison(const onnx::NodeProto &n) {
     return false;
   Val &m = values[n.output(0)];
   m.floatMask = true;
-  m.refuse = why;
+  m.maskWhy = "node '" + n.name() + "' (" + op + ") compares computed floats: " + why;
+  m.refuse = "input '" + n.output(0) + "' is a mask only a Where condition takes; " + m.maskWhy;
   return true;
 }
 

@@ -206,7 +206,9 @@ struct Val {
   std::string refuse;
   // A comparison of computed floats (1.0/0.0 in v): only Where takes it
   // (as a blend of two finite branches); any other reader gets `refuse`.
+  // maskWhy: why its operands are no integers (notInteger), with the node.
   bool floatMask = false;
+  std::string maskWhy;
   // A sequence (SplitToSequence's output): its tensors, read by SequenceAt.
   bool isSeq = false;
   std::vector<Value> seq;

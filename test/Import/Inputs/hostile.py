@@ -167,12 +167,22 @@ CASES = {
     "where_computed_condition": model([node("Equal", ["ids", "p"], ["e"], name="eq"),
                                        node("Where", ["e", "x", "x"], ["c"], name="where"), MATMUL],
                                       inits=(W, i64("p", [], [1])), inputs=(X, IDS)),
-    "equal_on_computed_floats": model(then(node("Equal", ["x", "x"], ["c"], name="eq"))),
+    # A comparison of computed floats is a mask only Where takes (as a
+    # blend of finite branches): used otherwise, refused.
+    "equal_on_computed_floats": model([node("Equal", ["x", "x"], ["c"], name="eq"),
+                                       node("Mul", ["c", "x"], ["cx"], name="use"),
+                                       'node { input: "cx" input: "w" output: "y" name: "mm" '
+                                       'op_type: "MatMul" }']),
     # nanoGPT's causal mask: a float buffer written as an initializer,
-    # transposed (any chain of nodes) and compared: the error names it and
-    # --frozen.
-    "equal_on_a_float_buffer": model(then(node("Transpose", ["w"], ["wt"], name="tr"),
-                                          node("Equal", ["wt", "wt"], ["c"], name="eq"))),
+    # transposed (any chain of nodes), compared and used by masked_fill
+    # with -inf: the error names it and --frozen.
+    "equal_on_a_float_buffer": model(
+        [node("Transpose", ["w"], ["wt"], name="tr"),
+         node("Equal", ["wt", "wt"], ["c"], name="eq"),
+         node("Where", ["c", "ninf", "wt"], ["m"], name="where"),
+         node("Transpose", ["m"], ["mt"], name="tr2"),
+         'node { input: "x" input: "mt" output: "y" name: "mm" op_type: "MatMul" }'],
+        inits=(W, 'initializer { name: "ninf" data_type: 1 float_data: -inf }')),
     "cumsum_computed_axis": model(then(node("CumSum", ["ids", "a"], ["c"], name="cs"),
                                        node("CumSum", ["ids", "c"], ["d"], name="cs2")),
                                   inits=(W, i64("a", [], [1])), inputs=(X, IDS)),
