@@ -26,5 +26,7 @@ for n in "${names[@]}"; do
   "$BIN/loomc" "$T/zoo/$n.onnx" ${frozen:+--frozen=$frozen} $off --target=cuda --precision=bf16 \
     --compile-to=cpp -o "$OUT/$n.cpp" 2> "$OUT/$n.loomc.log"
   cp "$T/zoo/$n.json" "$OUT/"
+  # A classifier's arrays (run-zoo-gpu.sh passes them as --input).
+  cp "$T/zoo/$n".*.npy "$OUT/" 2>/dev/null || true
 done
 ls "$OUT" | wc -l

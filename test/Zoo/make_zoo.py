@@ -321,10 +321,9 @@ def where_held(a, name, sd, pvals):
     "direct"|"transposed", flat start] (a transpose or slice the exporter
     folded), plus "sum0" for copies stacked on a leading axis (their
     gradients sum to the parameter's); None for a buffer or a value
-    computed from parameters."""
-    if name in sd and sd[name].shape == a.shape:
-        if not np.array_equal(sd[name], a):
-            raise RuntimeError(f"initializer {name} is not the rebuilt model's values")
+    computed from parameters (under its own name or, as a ResNet export's
+    convolution weights with the batch norm folded in, the parameter's)."""
+    if name in sd and sd[name].shape == a.shape and np.array_equal(sd[name], a):
         return [name, "direct", 0]
     if a.size <= 1:
         return None
@@ -383,9 +382,13 @@ def reference_grads(name, out, m, model, model64, init, data):
                 how[t.name] = where
                 sizes[t.name] = a[0].size if where[-1] == "sum0" else a.size
     whole = {w[0] for n, w in how.items() if w[2] == 0 and sizes[n] == sd[w[0]].size}
+    names = {t.name for t in m.graph.initializer}
     for pname in sd:
         if pname not in whole and pname not in how:
-            how[pname], sizes[pname] = [pname, "direct", 0], sd[pname].size
+            # Under its own name with other values: folded into (a ResNet
+            # convolution's weight with its batch norm), not compared.
+            how[pname] = [pname, "direct", 0] + (["folded"] if pname in names else [])
+            sizes[pname] = sd[pname].size
     for n, w in how.items():
         r32, r64 = held(g32, w, sizes[n]), held(g64, w, sizes[n])
         norms[n] = float(np.linalg.norm(r64))

@@ -20,7 +20,16 @@ done
 wait
 for n in $names; do
   rm -f "$OUT/$n.jsonl"
-  "/tmp/zoo_$n" --data "$SRC/tokens.bin" --steps 10 --weights "$SRC/$n.cpp.weights.safetensors" \
+  # A classifier reads its arrays, a language model the tokens.
+  data=(--data "$SRC/tokens.bin")
+  if ls "$SRC/$n".*.npy > /dev/null 2>&1; then
+    data=()
+    for f in "$SRC/$n".*.npy; do
+      i=${f#"$SRC/$n."}
+      data+=(--input "${i%.npy}=$f")
+    done
+  fi
+  "/tmp/zoo_$n" "${data[@]}" --steps 10 --weights "$SRC/$n.cpp.weights.safetensors" \
     --log-json "$OUT/$n.jsonl" > "$OUT/$n.txt" 2>&1 || echo "$n failed: $(tail -2 "$OUT/$n.txt" | tr '\n' ' ')"
 done
 python3 - "$OUT" "$SRC" $names <<'PY'

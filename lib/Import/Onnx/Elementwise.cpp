@@ -102,8 +102,9 @@ ArrayRef<OnnxOp> Importer::elementwiseOps() {
        "relu(x) + log(1 + exp(x - 2 relu(x))): log(1 + exp(x)) without overflow",
        &Importer::convertSoftplus, nullptr},
       {"Sqrt", 13, 1, 1, 1, 1,
-       "loom.sqrt; folds on constants",
-       &Importer::unary<SqrtOp>, &Importer::foldArithmetic},
+       "loom.sqrt (a warning for the root of a mean of squares with no epsilon); folds on "
+       "constants",
+       &Importer::convertSqrt, &Importer::foldArithmetic},
       {"Sub", 13, 2, 2, 1, 1,
        "loom.sub; folds on constants",
        &Importer::binaryOp<SubOp>, &Importer::foldArithmetic},
@@ -152,6 +153,25 @@ bool Importer::convertSoftplus(const onnx::NodeProto &n) {
   Value l = LogOp::create(b, loc, t, AddOp::create(b, loc, t, e, one));
   define(n, AddOp::create(b, loc, t, r, l));
   return true;
+}
+
+bool Importer::convertSqrt(const onnx::NodeProto &n) {
+  // sqrt(mean(x^2)) with nothing added: an RMS norm whose epsilon the
+  // dynamo exporter's optimizer removed (it rewrites x + c as x for a
+  // constant c of 1e-8 or less: Helium's rms_norm_eps 1e-8). The file then
+  // is not the module (gradients 1e-5 apart) and a row of zeros is NaN.
+  StringRef in = n.input(0);
+  std::string sq = producer.lookup(producerInput.lookup(in));
+  if (!notedNoEpsilon && producer.lookup(in) == "ReduceMean" && (sq == "Pow" || sq == "Mul")) {
+    llvm::errs() << "loomc: warning: node '" << n.name()
+                 << "' (Sqrt) takes the root of a mean of squares with no epsilon added: an "
+                    "RMS norm whose small epsilon the exporter's optimizer removed (1e-8 or "
+                    "less); a row of zeros gives NaN and the model is not PyTorch's. Export "
+                    "with torch.onnx.export(..., optimize=False) to keep it"
+                 << pytorchSource(n) << "\n";
+    notedNoEpsilon = true;
+  }
+  return unary<SqrtOp>(n);
 }
 
 bool Importer::convertIsNaN(const onnx::NodeProto &n) {

@@ -39,6 +39,7 @@ void Importer::frozenByExporter(const onnx::GraphProto &g, llvm::StringSet<> &fr
       if (auto ff = it->second.find("pkg.onnxscript.optimizer.folded_from");
           ff != it->second.end())
         sources = foldedFrom(ff->second);
+    foldedSources.insert(foldedSources.end(), sources.begin(), sources.end());
     if (constantKind(kindOf(t.name()))) {
       frozenSet.insert(t.name());
       ++autoFrozen;
@@ -228,6 +229,7 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
     if (auto it = patched.find(k); !convert(it == patched.end() ? g.node(k) : it->second))
       return nullptr;
   loc = fileLoc; // the loss is the importer's, not a node's
+  noteRemovedParams(model, inits);
 
   auto out = values.find(g.output(0).name());
   if (out == values.end() || !out->second.v)
@@ -843,6 +845,8 @@ bool Importer::convert(const onnx::NodeProto &n) {
   }
   for (const std::string &o : n.output()) {
     producer[o] = op;
+    if (n.input_size())
+      producerInput[o] = n.input(0);
     if (!source.empty())
       fromParam[o] = source;
   }

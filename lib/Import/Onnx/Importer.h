@@ -318,6 +318,11 @@ private:
   /// parameter per reader, and the nodes that read one, patched to name
   /// it, into `patched` (node index -> node).
   void splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::NodeProto> &patched);
+  /// Warns about the module's parameters (the exporter's recorded
+  /// signature) that the file no longer holds in any form: removed by the
+  /// exporter's optimizer as no-ops for their initial values (a fresh
+  /// model's zero biases), so not trained.
+  void noteRemovedParams(const onnx::ModelProto &model, const llvm::StringSet<> &inits);
 
   //===--------------------------------------------------------------===//
   // Shape rules shared by folding and conversion, each checking what the
@@ -481,6 +486,7 @@ private:
 
   bool convertReciprocal(const onnx::NodeProto &n);
   bool convertSoftplus(const onnx::NodeProto &n);
+  bool convertSqrt(const onnx::NodeProto &n);
   bool blendWhere(const onnx::NodeProto &n, const Val &mask);
 
   bool convertShape(const onnx::NodeProto &n);
@@ -621,6 +627,8 @@ private:
   OwningOpRef<ModuleOp> module;
   llvm::StringMap<Val> values;
   llvm::StringMap<std::string> producer; // value -> the op type that made it
+  llvm::StringMap<std::string> producerInput; // value -> its producer's first input
+  bool notedNoEpsilon = false;
   // value -> the trained float initializer it is computed from (through any
   // chain of nodes, by their first such input), for errors that should
   // point at --frozen: a buffer exported as an initializer (nanoGPT's
@@ -629,6 +637,7 @@ private:
   bool notedNanGuard = false;
   // Initializers the exporter folded from parameters: (name, a source).
   std::vector<std::pair<std::string, std::string>> foldedFromParams;
+  std::vector<std::string> foldedSources; // every name a folded_from lists
   bool notedDropout = false;
   int64_t dropoutKeys = 0; // loom.dropout keys: the Dropout nodes in order
   bool notedShapesOnly = false;

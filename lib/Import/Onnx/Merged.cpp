@@ -157,4 +157,74 @@ void Importer::splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::
                     "pkg.torch.onnx.fx_node lines\n";
 }
 
+void Importer::noteRemovedParams(const onnx::ModelProto &model,
+                                 const llvm::StringSet<> &inits) {
+  // The exporter records the module's signature: a line per input, as
+  // "p_m_h_0_ln_1_bias: PARAMETER target='m.h.0.ln_1.bias'".
+  // (GraphProto's metadata_props, field 16: newer than Debian's onnx.proto.)
+  std::map<std::string, std::string> meta = unknownMetadata(model.graph(), 16);
+  for (const onnx::StringStringEntryProto &e : model.metadata_props())
+    meta[e.key()] = e.value();
+  std::string sig = meta["pkg.torch.export.ExportedProgram.graph_signature"];
+  if (sig.empty())
+    return;
+  // What the file still has of each parameter: an initializer, a parameter
+  // loomc made (a split), or a tensor folded from it.
+  llvm::StringSet<> held;
+  for (const auto &k : inits)
+    held.insert(k.getKey());
+  for (const auto &k : paramNames)
+    held.insert(k.getKey());
+  for (const std::string &s : foldedSources)
+    held.insert(s);
+  // A tied parameter is held under the other name: a node whose FX line
+  // reads placeholder P (p_m_wte_weight) but whose ONNX inputs give an
+  // initializer of another placeholder (m.lm_head.weight), ending alike,
+  // holds P's tensor. (A removed bias is not: its node's weight is read
+  // under its own placeholder.)
+  // A placeholder no FX line reads (the second name of a tied parameter,
+  // which the graph reads under the first) is not a removal either.
+  llvm::StringSet<> heldPh, readPh;
+  for (const onnx::NodeProto &n : model.graph().node()) {
+    auto meta = unknownMetadata(n, 9);
+    auto fx = meta.find("pkg.torch.onnx.fx_node");
+    if (fx == meta.end())
+      continue;
+    SmallVector<std::string> phs = placeholdersIn(fx->second);
+    for (const std::string &p : phs)
+      readPh.insert(p);
+    for (const std::string &in : n.input()) {
+      size_t dot = in.rfind('.');
+      if (!inits.contains(in) || dot == std::string::npos || llvm::is_contained(phs, placeholderOf(in)))
+        continue;
+      std::string suffix = "_" + StringRef(in).drop_front(dot + 1).lower();
+      for (const std::string &p : phs)
+        if (StringRef(p).ends_with(suffix))
+          heldPh.insert(p);
+    }
+  }
+  SmallVector<std::string> gone;
+  StringRef rest = sig;
+  while (!rest.empty()) {
+    auto [line, next] = rest.split('\n');
+    rest = next;
+    size_t at = line.find(": PARAMETER target='");
+    if (at == StringRef::npos)
+      continue;
+    StringRef target = line.drop_front(at + 20).take_until([](char c) { return c == '\''; });
+    std::string ph = placeholderOf(target);
+    if (!held.contains(target) && !heldPh.contains(ph) && readPh.contains(ph))
+      gone.push_back(target.str());
+  }
+  if (gone.empty())
+    return;
+  llvm::errs() << "loomc: warning: " << gone.size()
+               << " parameter(s) of the module are not in the file (" << gone.front()
+               << (gone.size() > 1 ? ", ..." : "")
+               << "): the exporter's optimizer removed them (a zero bias added is a no-op) "
+                  "or folded them into other tensors (a batch norm into its convolution); "
+                  "they are not trained here and are in PyTorch. Export with "
+                  "torch.onnx.export(..., optimize=False) to keep them\n";
+}
+
 } // namespace loom::onnximport

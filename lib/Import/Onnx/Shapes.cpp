@@ -39,7 +39,7 @@ ArrayRef<OnnxOp> Importer::shapeOps() {
        "a piece of SplitToSequence (constant position)",
        &Importer::convertSequenceAt, nullptr},
       {"Shape", 13, 1, 1, 1, 1,
-       "folds (shapes are static)",
+       "folds (shapes are static; opset 15's start and end)",
        &Importer::convertShape, nullptr},
       {"Slice", 13, 3, 5, 1, 1,
        "loom.slice (any step > 0); folds on constants",
@@ -195,6 +195,13 @@ bool Importer::convertShape(const onnx::NodeProto &n) {
   std::vector<int64_t> sh;
   if (!shapeOf(n, 0, sh))
     return false;
+  // Opset 15's start and end: the dimensions [start, end), negative ones
+  // counted from the end, clamped to the rank (a raw export's
+  // Shape(weight, start=0, end=1) for a missing convolution bias).
+  int64_t rank = int64_t(sh.size());
+  auto clampDim = [&](int64_t d) { return std::clamp<int64_t>(d < 0 ? d + rank : d, 0, rank); };
+  int64_t start = clampDim(intAttr(n, "start", 0)), end = clampDim(intAttr(n, "end", rank));
+  sh = std::vector<int64_t>(sh.begin() + start, sh.begin() + std::max(start, end));
   Val v;
   v.elem = onnx::TensorProto::INT64;
   v.shape = {int64_t(sh.size())};
