@@ -324,10 +324,7 @@ public:
           }
           return success();
         })
-        .Case<EqOp, NeOp, LtOp, LeOp>([&](Operation *) {
-          // A comparison's 1/0 is flat in its operands (a Where's mask).
-          return success();
-        })
+        .Case<EqOp, NeOp, LtOp, LeOp>([&](Operation *) { return success(); }) // flat 1/0
         .Case([&](NegOp o) {
           accumulate(o.getInput(), neg(dy));
           return success();

@@ -193,6 +193,33 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
   for (auto [i, a] : llvm::enumerate(args))
     values[a.first] = Val{entry->getArgument(i)};
   Value labelArg = entry->getArgument(args.size());
+  loadParams();
+  for (int k = 0; k < g.node_size(); ++k)
+    if (auto it = patched.find(k); !convert(it == patched.end() ? g.node(k) : it->second))
+      return nullptr;
+  loc = fileLoc; // the loss is the importer's, not a node's
+  noteRemovedParams(model, inits);
+
+  auto out = values.find(g.output(0).name());
+  if (out == values.end() || !out->second.v)
+    return fail("the output '" + g.output(0).name() + "' was not computed"), nullptr;
+  Value logits = out->second.v;
+  auto lt = cast<RankedTensorType>(logits.getType());
+  if (lt.getRank() < 1 || lt.getShape().drop_back() != labels.getShape())
+    return fail("the output has shape " + shapeStr(lt.getShape()) + ", which a " +
+                (lm ? "language-model" : "classification") +
+                " loss cannot take (expected the input's shape plus a class "
+                "dimension; use --task)"),
+           nullptr;
+  Value loss = CrossEntropyOp::create(b, loc, RankedTensorType::get({}, f32), logits,
+                                      labelArg);
+  func::ReturnOp::create(b, loc, loss);
+  if (failed(verify(*module)))
+    return fail("the imported module does not verify (see the diagnostics above)"), nullptr;
+  return std::move(module);
+}
+
+void Importer::loadParams() {
   llvm::StringMap<std::string> tiedTo = retieTransposes(*module);
   llvm::StringMap<RankedTensorType> tiles = retieTiles(*module);
   // Computed by the exporter from a module tensor, and not a transposed
@@ -224,30 +251,6 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
     if (auto it = tiedTo.find(name); it != tiedTo.end())
       values[name] = Val{TransposeOp::create(b, loc, value, values[it->second].v,
                                              b.getDenseI64ArrayAttr({1, 0}))};
-
-  for (int k = 0; k < g.node_size(); ++k)
-    if (auto it = patched.find(k); !convert(it == patched.end() ? g.node(k) : it->second))
-      return nullptr;
-  loc = fileLoc; // the loss is the importer's, not a node's
-  noteRemovedParams(model, inits);
-
-  auto out = values.find(g.output(0).name());
-  if (out == values.end() || !out->second.v)
-    return fail("the output '" + g.output(0).name() + "' was not computed"), nullptr;
-  Value logits = out->second.v;
-  auto lt = cast<RankedTensorType>(logits.getType());
-  if (lt.getRank() < 1 || lt.getShape().drop_back() != labels.getShape())
-    return fail("the output has shape " + shapeStr(lt.getShape()) + ", which a " +
-                (lm ? "language-model" : "classification") +
-                " loss cannot take (expected the input's shape plus a class "
-                "dimension; use --task)"),
-           nullptr;
-  Value loss = CrossEntropyOp::create(b, loc, RankedTensorType::get({}, f32), logits,
-                                      labelArg);
-  func::ReturnOp::create(b, loc, loss);
-  if (failed(verify(*module)))
-    return fail("the imported module does not verify (see the diagnostics above)"), nullptr;
-  return std::move(module);
 }
 
 bool Importer::fail(const std::string &msg) {

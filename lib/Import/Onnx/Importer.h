@@ -313,6 +313,10 @@ private:
   /// broadcast: trained as PyTorch trains the tensor it was expanded from.
   /// Returns name -> the full type its uses read.
   llvm::StringMap<RankedTensorType> retieTiles(ModuleOp module);
+  /// Every parameter's value for the nodes: a load, the transpose of the
+  /// one a folded transpose is tied to, or a tile's one copy broadcast
+  /// (warning about folded tensors trained as they are).
+  void loadParams();
   /// Initializers PyTorch's exporter merged because their values were
   /// equal (Merged.cpp), split again by what each node's FX line read: a
   /// parameter per reader, and the nodes that read one, patched to name
