@@ -61,7 +61,8 @@ def main():
     worst = max(worst, check(a, "gcn", GCN(), [normalised_adjacency(), torch.randn(5, 6)],
                              torch.randint(0, 3, (5,))))
     worst = max(worst, check(a, "gathers", Gathers(), [torch.randn(4, 8),
-                                                      torch.tensor([3, 1, 1, 0])],
+                                                      torch.tensor([3, 1, 1, 0]),
+                                                      torch.tensor([2, 0, 3, 2])],
                              torch.randint(0, 3, (4,))))
     # Batch norm in eval mode: the file holds the running statistics.
     worst = max(worst, check(a, "convs", Convs(), [torch.randn(2, 3, 9, 9)],

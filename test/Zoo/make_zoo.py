@@ -135,6 +135,22 @@ ARCHS["mamba"] = (tf.MambaConfig, dict(vocab_size=V, hidden_size=32, state_size=
                                        num_hidden_layers=2, expand=2, conv_kernel=4,
                                        use_cache=False, pad_token_id=None))
 MASKED_LM.add("distilbert")
+# Mixtures of experts (top-k routing): what today's exporter writes for
+# them, if it can (issue 45).
+moe = dict(common, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+           router_aux_loss_coef=0.0, output_router_logits=False)
+ARCHS["mixtral"] = (tf.MixtralConfig, moe)
+ARCHS["qwen2-moe"] = (tf.Qwen2MoeConfig, dict(common, num_key_value_heads=2, num_experts=4,
+                                              num_experts_per_tok=2, moe_intermediate_size=32,
+                                              shared_expert_intermediate_size=32,
+                                              output_router_logits=False))
+ARCHS["olmoe"] = (tf.OlmoeConfig, dict(common, num_key_value_heads=4, num_experts=4,
+                                       num_experts_per_tok=2, output_router_logits=False,
+                                       pad_token_id=None))
+ARCHS["granitemoe"] = (tf.GraniteMoeConfig, dict(common, num_key_value_heads=2,
+                                                 num_local_experts=4, num_experts_per_tok=2,
+                                                 output_router_logits=False))
+MOE = {"mixtral", "qwen2-moe", "olmoe", "granitemoe"}
 # NAME-wide: the issue's shape (3 layers, width 96, 6 heads, vocabulary 160),
 # random-initialised from the config as a user would (no perturbation: the
 # exporter may merge equal initializers), weight decay 0, 5 steps.
@@ -247,6 +263,11 @@ def build(name, attn):
     torch.manual_seed(0)
     cfg = cls(**kw)
     cfg._attn_implementation = attn
+    if arch(name) in MOE:
+        # transformers' default experts implementation is a custom op
+        # (transformers.grouped_mm_fallback) the exporter cannot translate;
+        # the eager one loops over the experts with index_add.
+        cfg._experts_implementation = "eager"
     drop = name.endswith("-dropout")
     # A dropout model is exported in training mode, so its Dropout nodes
     # say training_mode = true, as a user exporting for training gets them.

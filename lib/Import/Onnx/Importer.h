@@ -524,6 +524,7 @@ private:
 
   bool convertReshape(const onnx::NodeProto &n);
   bool convertFlatten(const onnx::NodeProto &n);
+  bool gatherNDComputed(const onnx::NodeProto &n, Value data);
 
   // Conv.cpp: convolutions and pooling as gathered receptive fields.
   /// A window over the spatial dimensions: kernel, strides, dilations,

@@ -27,7 +27,8 @@ ArrayRef<OnnxOp> Importer::shapeOps() {
        "folds on constants; at computed indices, of a constant whose elements are all equal: that value",
        &Importer::convertGatherElements, &Importer::foldGathers},
       {"GatherND", 13, 2, 2, 1, 1,
-       "loom.embedding of the rows the constant indices address; folds on constants",
+       "loom.embedding of the rows the indices address (computed ones: offsets computed on "
+       "the device in int64); folds on constants",
        &Importer::convertGatherND, &Importer::foldGathers},
       {"Flatten", 13, 1, 1, 1, 1,
        "loom.reshape to [product of the dims before axis, product of the rest]",
@@ -269,6 +270,17 @@ bool Importer::convertGather(const onnx::NodeProto &n) {
     if (!tt(idx).getElementType().isInteger(64))
       return nodeFail(n, "expects int64 indices");
     idxShape.assign(tt(idx).getShape().begin(), tt(idx).getShape().end());
+    // ONNX counts negative indices from the end: idx + dim * (idx < 0),
+    // for indices computed on the device (a model input is taken as it is:
+    // token ids are not negative).
+    if (!isa<BlockArgument>(idx)) {
+      auto it = tt(idx);
+      auto st = RankedTensorType::get({}, i64);
+      Value zero = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(st, int64_t(0)));
+      Value len = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(st, dim));
+      idx = AddOp::create(b, loc, it, idx,
+                          MulOp::create(b, loc, it, LtOp::create(b, loc, it, idx, zero), len));
+    }
   }
   // Rows of a [dim, rest] table: the axis first, the other dimensions in
   // their order after it.
@@ -317,14 +329,14 @@ bool Importer::convertGatherND(const onnx::NodeProto &n) {
   Value data;
   if (!input(n, 0, data))
     return false;
-  const Val *idx = constInput(n, 1);
-  if (!idx)
-    return nodeFail(n, "indices must be constant (computed indices are not supported)");
   if (intAttr(n, "batch_dims", 0) != 0)
     return nodeFail(n, "batch_dims > 0 on a computed tensor is not supported");
   auto dt = tt(data);
   if (!isa<FloatType>(dt.getElementType()))
     return nodeFail(n, "a computed tensor of integers is not supported");
+  const Val *idx = constInput(n, 1);
+  if (!idx)
+    return gatherNDComputed(n, data);
   int64_t rank = dt.getRank();
   if (idx->shape.empty() || idx->shape.back() < 1 || idx->shape.back() > rank)
     return nodeFail(n, "index tuples of shape " + shapeStr(idx->shape) +
@@ -373,6 +385,61 @@ bool Importer::convertFlatten(const onnx::NodeProto &n) {
   int64_t inner = outer ? t.getNumElements() / outer : 0;
   define(n, ReshapeOp::create(b, loc, RankedTensorType::get({outer, inner}, t.getElementType()),
                               x));
+  return true;
+}
+
+/// GatherND at indices computed on the device: each index tuple's row-major
+/// offset into the first k dimensions (negative indices counted from the
+/// end) computed there in int64, then rows of the [rows, rest] table
+/// gathered (loom.embedding). An index out of range is not checked on the
+/// device: the embedding reads what it reads (as a computed Gather does).
+bool Importer::gatherNDComputed(const onnx::NodeProto &n, Value data) {
+  Value idx;
+  if (!input(n, 1, idx))
+    return false;
+  auto dt = tt(data), it = tt(idx);
+  int64_t rank = dt.getRank();
+  if (!it.getElementType().isInteger(64) || it.getRank() < 1 || it.getShape().back() < 1 ||
+      it.getShape().back() > rank)
+    return nodeFail(n, "index tuples " + typeStr(it) + " do not fit data of shape " +
+                           shapeStr(dt.getShape()));
+  int64_t k = it.getShape().back(), rows = 1, rest = 1;
+  for (int64_t d = 0; d < k; ++d)
+    rows *= dt.getDimSize(d);
+  for (int64_t d = k; d < rank; ++d)
+    rest *= dt.getDimSize(d);
+  SmallVector<int64_t> tuples(it.getShape().drop_back());
+  auto I = [&](ArrayRef<int64_t> s) { return RankedTensorType::get(s, i64); };
+  auto scalar = [&](int64_t v) {
+    return Value(arith::ConstantOp::create(b, loc, DenseElementsAttr::get(I({}), v)));
+  };
+  Value off;
+  int64_t stride = rows;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t len = dt.getDimSize(j);
+    stride /= len;
+    SmallVector<int64_t> start(it.getRank(), 0), limit(it.getShape()), step(it.getRank(), 1),
+        one(tuples);
+    start.back() = j;
+    limit.back() = j + 1;
+    one.push_back(1);
+    Value c = SliceOp::create(b, loc, I(one), idx, b.getDenseI64ArrayAttr(start),
+                              b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step));
+    c = ReshapeOp::create(b, loc, I(tuples), c);
+    // c + len * (c < 0), then times the dimension's stride.
+    Value neg = LtOp::create(b, loc, I(tuples), c, scalar(0));
+    c = AddOp::create(b, loc, I(tuples), c, MulOp::create(b, loc, I(tuples), neg, scalar(len)));
+    if (stride != 1)
+      c = MulOp::create(b, loc, I(tuples), c, scalar(stride));
+    off = off ? Value(AddOp::create(b, loc, I(tuples), off, c)) : c;
+  }
+  Type elt = dt.getElementType();
+  Value table = ReshapeOp::create(b, loc, RankedTensorType::get({rows, rest}, elt), data);
+  SmallVector<int64_t> gathered(tuples), out(tuples);
+  gathered.push_back(rest);
+  out.append(dt.getShape().begin() + k, dt.getShape().end());
+  Value g = EmbeddingOp::create(b, loc, RankedTensorType::get(gathered, elt), table, off);
+  define(n, ReshapeOp::create(b, loc, RankedTensorType::get(out, elt), g));
   return true;
 }
 

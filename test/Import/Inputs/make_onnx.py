@@ -152,18 +152,21 @@ class GCN(nn.Module):
 class Gathers(nn.Module):
     """Gathers on axes other than 0 (BLOOM's and Persimmon's fused QKV
     split): a constant scalar index (a strided slice), constant indices out
-    of order and indices given as an input (rows of the moved axis)."""
+    of order, indices given as an input (rows of the moved axis) and two
+    index tensors together (offsets computed on the device)."""
 
     def __init__(self):
         super().__init__()
-        self.fc1, self.out = nn.Linear(8, 24), nn.Linear(30, 3)
+        self.fc1, self.out = nn.Linear(8, 24), nn.Linear(34, 3)
 
-    def forward(self, x, ids):
+    def forward(self, x, ids, rows):
         h = self.fc1(x).view(4, 2, 3, 4)
         a = h[:, :, 1, :]
         b = h.index_select(2, torch.tensor([2, 0]))
         c = h[0].index_select(2, ids)
-        return self.out(torch.cat([a.flatten(1), b.flatten(1), c.flatten().view(4, 6)], 1))
+        # Two index tensors: the exporter computes flat offsets, a Gather.
+        d = h.view(4, 6, 4)[rows, ids]
+        return self.out(torch.cat([a.flatten(1), b.flatten(1), c.flatten().view(4, 6), d], 1))
 
 
 class Convs(nn.Module):
