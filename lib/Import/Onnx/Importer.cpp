@@ -124,6 +124,8 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
     return nullptr;
   llvm::DenseMap<int, onnx::NodeProto> patched;
   splitMerged(g, patched);
+  std::vector<std::string> removed = removedParams(model, inits);
+  planBiasRestores(g, removed);
   // Inputs that are not initializers become the function's arguments.
   SmallVector<std::pair<std::string, RankedTensorType>> args;
   for (const onnx::ValueInfoProto &in : g.input()) {
@@ -194,11 +196,16 @@ OwningOpRef<ModuleOp> Importer::run(const onnx::ModelProto &model, StringRef pat
     values[a.first] = Val{entry->getArgument(i)};
   Value labelArg = entry->getArgument(args.size());
   loadParams();
-  for (int k = 0; k < g.node_size(); ++k)
-    if (auto it = patched.find(k); !convert(it == patched.end() ? g.node(k) : it->second))
+  for (int k = 0; k < g.node_size(); ++k) {
+    auto it = patched.find(k);
+    const onnx::NodeProto &node = it == patched.end() ? g.node(k) : it->second;
+    if (!convert(node))
       return nullptr;
+    if (auto r = biasRestores.find(k); r != biasRestores.end() && !restoreBias(node, r->second))
+      return nullptr;
+  }
   loc = fileLoc; // the loss is the importer's, not a node's
-  noteRemovedParams(model, inits);
+  warnRemoved(removed);
 
   auto out = values.find(g.output(0).name());
   if (out == values.end() || !out->second.v)

@@ -322,11 +322,20 @@ private:
   /// parameter per reader, and the nodes that read one, patched to name
   /// it, into `patched` (node index -> node).
   void splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::NodeProto> &patched);
-  /// Warns about the module's parameters (the exporter's recorded
-  /// signature) that the file no longer holds in any form: removed by the
-  /// exporter's optimizer as no-ops for their initial values (a fresh
-  /// model's zero biases), so not trained.
-  void noteRemovedParams(const onnx::ModelProto &model, const llvm::StringSet<> &inits);
+  /// The module's parameters (the exporter's recorded signature) that the
+  /// file no longer holds in any form: removed by the exporter's optimizer
+  /// as no-ops for their initial values (a fresh model's zero biases) or
+  /// folded into other tensors.
+  std::vector<std::string> removedParams(const onnx::ModelProto &model,
+                                         const llvm::StringSet<> &inits);
+  /// The removed biases of an addmm or a linear (their FX lines name
+  /// them), to add back, as zeros, after the last node of each: into
+  /// biasRestores (node index -> parameter name).
+  void planBiasRestores(const onnx::GraphProto &g, ArrayRef<std::string> removed);
+  bool restoreBias(const onnx::NodeProto &n, const std::string &name);
+  /// A note for the restored biases, a warning naming what stays missing.
+  void warnRemoved(ArrayRef<std::string> removed);
+  llvm::DenseMap<int, std::string> biasRestores;
 
   //===--------------------------------------------------------------===//
   // Shape rules shared by folding and conversion, each checking what the

@@ -157,8 +157,8 @@ void Importer::splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::
                     "pkg.torch.onnx.fx_node lines\n";
 }
 
-void Importer::noteRemovedParams(const onnx::ModelProto &model,
-                                 const llvm::StringSet<> &inits) {
+std::vector<std::string> Importer::removedParams(const onnx::ModelProto &model,
+                                                const llvm::StringSet<> &inits) {
   // The exporter records the module's signature: a line per input, as
   // "p_m_h_0_ln_1_bias: PARAMETER target='m.h.0.ln_1.bias'".
   // (GraphProto's metadata_props, field 16: newer than Debian's onnx.proto.)
@@ -167,7 +167,7 @@ void Importer::noteRemovedParams(const onnx::ModelProto &model,
     meta[e.key()] = e.value();
   std::string sig = meta["pkg.torch.export.ExportedProgram.graph_signature"];
   if (sig.empty())
-    return;
+    return {};
   // What the file still has of each parameter: an initializer, a parameter
   // loomc made (a split), or a tensor folded from it.
   llvm::StringSet<> held;
@@ -216,6 +216,72 @@ void Importer::noteRemovedParams(const onnx::ModelProto &model,
     if (!held.contains(target) && !heldPh.contains(ph) && readPh.contains(ph))
       gone.push_back(target.str());
   }
+  return std::vector<std::string>(gone.begin(), gone.end());
+}
+
+void Importer::planBiasRestores(const onnx::GraphProto &g, ArrayRef<std::string> removed) {
+  // The last node carrying an addmm's or a linear's FX line makes its
+  // result: the bias goes after it.
+  llvm::StringMap<std::string> byPh;
+  for (const std::string &r : removed)
+    byPh[placeholderOf(r)] = r;
+  llvm::StringMap<int> last;
+  llvm::StringMap<std::string> biasOf;
+  for (int k = 0; k < g.node_size(); ++k) {
+    auto meta = unknownMetadata(g.node(k), 9);
+    auto fx = meta.find("pkg.torch.onnx.fx_node");
+    if (fx == meta.end())
+      continue;
+    StringRef line = fx->second;
+    bool addmm = line.contains("aten.addmm.default]("), linear = line.contains("aten.linear.default](");
+    if (!addmm && !linear)
+      continue;
+    SmallVector<std::string> phs = placeholdersIn(line);
+    // addmm(bias, x, w) reads the bias first; linear(x, w, bias) last.
+    if (phs.empty())
+      continue;
+    const std::string &bias = addmm ? phs.front() : phs.back();
+    if (!byPh.count(bias) || (linear && phs.size() < 2))
+      continue;
+    last[line] = k;
+    biasOf[line] = byPh[bias];
+  }
+  for (auto &[line, k] : last)
+    biasRestores[k] = biasOf[line];
+}
+
+bool Importer::restoreBias(const onnx::NodeProto &n, const std::string &name) {
+  auto it = values.find(n.output(0));
+  if (it == values.end() || !it->second.v)
+    return true; // nothing computed on the device: left as it is
+  Value y = it->second.v;
+  auto yt = tt(y);
+  if (yt.getRank() < 1 || !isa<FloatType>(yt.getElementType()))
+    return true;
+  auto bt = RankedTensorType::get({yt.getShape().back()}, yt.getElementType());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(*module->getOps<func::FuncOp>().begin());
+    std::vector<float> zeros(static_cast<size_t>(bt.getNumElements()), 0.0f);
+    ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(bt), InitAttr(),
+                    DenseElementsAttr::get(bt, ArrayRef<float>(zeros)));
+  }
+  paramValues.push_back({name, bt});
+  paramNames.insert(name);
+  Value bias = LoadOp::create(b, loc, bt, FlatSymbolRefAttr::get(&ctx, name));
+  values[n.output(0)] = Val{AddOp::create(b, loc, yt, y, bias)};
+  return true;
+}
+
+void Importer::warnRemoved(ArrayRef<std::string> removed) {
+  SmallVector<std::string> gone;
+  for (const std::string &r : removed)
+    if (!paramNames.contains(r))
+      gone.push_back(r);
+  if (size_t restored = removed.size() - gone.size())
+    llvm::errs() << "loomc: note: " << restored
+                 << " zero bias(es) the exporter's optimizer removed (x + 0 is x) added back "
+                    "as trained parameters after their addmm or linear, from its FX lines\n";
   if (gone.empty())
     return;
   llvm::errs() << "loomc: warning: " << gone.size()
