@@ -1130,7 +1130,14 @@ int loomcMain(int argc, char **argv) {
     cg.plannedCpuAdamRate = plannedCpuAdamRate(*module, *hw);
   cg.target = o.target;
   cg.runtimeDir = d.runtimeDir;
-  cg.model = o.model.empty() ? o.input.getValue() : o.model.getValue();
+  // What was compiled: the generator's spec, or the model file. IR that
+  // loomc (or loom-opt) wrote from a model says which (its loom.model), so
+  // a binary built from it resumes the checkpoints of the model's binary.
+  auto recorded = (*module)->getAttrOfType<StringAttr>(
+      mlir::loom::LoomDialect::ModelAttrHelper::getNameStr());
+  cg.model = !o.model.empty() ? o.model.getValue()
+             : recorded && StringRef(o.input).ends_with(".mlir") ? recorded.getValue().str()
+                                                                 : o.input.getValue();
   return writeOutput(*module, phase, o.output, o.emitDir, cg);
 }
 

@@ -217,6 +217,11 @@ loomrt_status loomrt_checkpoint_load(const char *path,
     bool wanted = false;
     for (size_t i = 0; i < count && !wanted; ++i)
       wanted = name == ts[i].name;
+    // A working copy `P.work` that checkpoints before 2026-11-29 held: the
+    // driver makes it from its master P, loaded here (whatever the plan).
+    size_t n = name.size();
+    for (size_t i = 0; i < count && !wanted && n > 5 && name.compare(n - 5, 5, ".work") == 0; ++i)
+      wanted = name.compare(0, n - 5, ts[i].name) == 0 && std::strlen(ts[i].name) == n - 5;
     if (!wanted)
       return fail(LOOMRT_ERR_IO, where + "has tensor '" + name +
                                      "' that the model does not have");

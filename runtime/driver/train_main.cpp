@@ -52,6 +52,8 @@ size_t numel(const loomrt_global_desc &g) {
 /// --seed in declaration order (ZeRO-3 shards: every member, keeping this
 /// rank's block), imported values over their stand-ins, working copies from
 /// their masters. Returns 0 or die()'s code.
+int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host);
+
 int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
                       std::vector<HostView> &host) {
   std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
@@ -182,9 +184,16 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     std::memcpy(host[i].data(), full[i].data() + numel(g) * size_t(rank), host[i].size());
     std::vector<float>().swap(full[i]);
   }
-  // Working copies start as their master weights: the same bytes, or an
-  // fp32 master rounded to a bf16 working copy (what the update's
-  // mixed-precision refresh writes each step, rounded the same way).
+  return copyToWorkingCopies(p, host);
+}
+
+/// Working copies (offloaded parameters' device copies) as their master
+/// weights: the same bytes, or an fp32 master rounded to a bf16 working
+/// copy (what the update's mixed-precision refresh writes each step,
+/// rounded the same way). At the start of a run and after a resume:
+/// checkpoints do not hold them, so a run resumes under another offload
+/// plan than the one that saved it.
+int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host) {
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
     if (g.mirror_of <= 0)
@@ -582,6 +591,8 @@ std::vector<loomrt_tensor_ref> TrainRun::refs() const {
   std::vector<loomrt_tensor_ref> r;
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
+    if (g.mirror_of > 0)
+      continue; // a working copy: its master's values (copyToWorkingCopies)
     loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, host[i].data()};
     for (int d = 0; d < g.rank; ++d)
       t.shape[d] = g.shape[d];
@@ -619,6 +630,8 @@ int TrainRun::setupGlobals() {
   long maxStep = long(std::numeric_limits<int64_t>::max() / gbt) - f.steps;
   if (f.resume) {
     TRY(ckpt->resume(refs(), maxStep, firstStep), "resuming");
+    if (int rc = copyToWorkingCopies(p, host))
+      return rc;
     std::printf("resumed from %s at step %ld\n", ckpt->partPath(firstStep, rank).c_str(),
                 firstStep);
   } else if (int rc = initialiseGlobals(p, f, rank, host)) {
