@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::loom {
 class ParamOp;
@@ -39,7 +40,27 @@ struct CodegenOptions {
   /// The CPU Adam rate the plan assumed (parameters a second; 0: not
   /// planned), which the binary compares with the rate it measures.
   double plannedCpuAdamRate = 0;
+  /// loomc --replan: the program emitted as `NAME::program()` in namespace
+  /// NAME, with no main (emitReplanMain writes it); the header (includes,
+  /// macros) only when `header`.
+  std::string programNamespace;
+  bool header = true;
 };
+
+/// loomc --replan's table: the mode (1 once, 2 continuous), each plan's
+/// namespace and description, the host-rate factors and the predicted step
+/// of each plan at each factor (seconds, [plan * factors + factor]), and the
+/// description's CPU Adam rate (factor 1).
+struct ReplanTable {
+  int mode = 1;
+  std::vector<std::string> namespaces, plans;
+  std::vector<double> factors, predicted;
+  double nominalCpuAdamRate = 0;
+};
+
+/// The main of a --replan binary: its plans (emitted with programNamespace
+/// set) and their predictions, handed to loomrt_train_main.
+void emitReplanMain(llvm::raw_ostream &os, const ReplanTable &t);
 
 /// This build's runtime for `target`: build/runtime for cpu and cuda,
 /// build/runtime-hip (scripts/build-hip.sh) for hip.

@@ -57,8 +57,7 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
 
 llvm::StringRef phaseName(Phase p) { return kPhaseNames[int(p)]; }
 
-/// One line "loomc: error: MSG"; returns loomc's exit code for it.
-static int loomcError(const llvm::Twine &msg) {
+int loomcError(const llvm::Twine &msg) {
   llvm::errs() << "loomc: error: " << msg << "\n";
   return 1;
 }
@@ -109,94 +108,6 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
     if (!tf)
       return loomcError(terr);
     *tf << mlir::loom::chromeTrace(*pred, "loomc --timeline (" + hw.name + ")");
-  }
-  return 0;
-}
-
-/// The generated kernels of the module's fused regions, beside the C++
-/// source `cpp` as CPP.kernels.cu (none: no file). The binary does not
-/// need the file (the runtime generates the same text and compiles it with
-/// NVRTC); it is there to be read, and compiled offline.
-static LogicalResult writeFusedKernels(ModuleOp module, const std::string &cpp,
-                                       std::string &err) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (!emitFusedKernels(module, os))
-    return success();
-  std::unique_ptr<llvm::raw_fd_ostream> f = ::loom::openOutputNoFollow(cpp + ".kernels.cu", err);
-  if (!f)
-    return failure();
-  *f << "// The fused elementwise regions of " << llvm::sys::path::filename(cpp)
-          << " (loom-fuse), one kernel each: the text the runtime compiles\n"
-             "// with NVRTC. Offline: nvcc -c -I<loom>/runtime, or clang -x hip.\n\n"
-          << text;
-  return success();
-}
-
-/// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
-/// `output` ("-": stdout); imported weights beside it. Returns the exit code.
-static int writeOutput(ModuleOp module, Phase phase, const std::string &output,
-                       const std::string &emitDir, CodegenOptions &cg) {
-  std::string err;
-  // Imported values go to a safetensors file beside the output: the binary
-  // finds it by its name next to the executable; sources written with -o
-  // name it by absolute path.
-  if (phase >= Phase::Cpp && output != "-") {
-    llvm::SmallString<256> dir(output);
-    llvm::sys::path::remove_filename(dir);
-    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
-      return loomcError("cannot write '" + output + "': folder '" + dir.str().str() +
-                   "' does not exist");
-  }
-  if (phase >= Phase::Cpp && hasImportedWeights(module) && output != "-") {
-    llvm::SmallString<256> weights(output + ".weights.safetensors");
-    if (phase == Phase::Cpp)
-      llvm::sys::fs::make_absolute(weights);
-    if (failed(writeInitialWeights(module, weights.str().str())))
-      return 1;
-    cg.weightsFile = phase == Phase::Cpp ? weights.str().str()
-                                          : llvm::sys::path::filename(weights).str();
-  }
-  if (phase == Phase::Binary) {
-    llvm::SmallString<128> cpp;
-    if (!emitDir.empty()) {
-      if (std::error_code ec = llvm::sys::fs::create_directories(emitDir))
-        return loomcError("cannot create '" + emitDir + "': " + ec.message());
-      cpp = emitDir;
-      llvm::sys::path::append(cpp, "train.cpp");
-    } else if (std::error_code ec =
-                   llvm::sys::fs::createTemporaryFile("loomc", "cpp", cpp)) {
-      return loomcError("cannot create a temporary file: " + ec.message());
-    }
-    // --emit-dir's train.cpp is never written through a planted link.
-    std::unique_ptr<llvm::raw_fd_ostream> src = ::loom::openOutputNoFollow(cpp.str().str(), err);
-    if (!src)
-      return loomcError(err);
-    if (failed(emitTrainingCpp(module, *src, cg)))
-      return 1;
-    src->close();
-    if (!emitDir.empty() && failed(writeFusedKernels(module, cpp.str().str(), err)))
-      return loomcError(err);
-    bool ok = compileTrainingBinary(cpp.str().str(), output, cg.runtimeDir, err);
-    // The temporary source goes, built or not (--emit-dir keeps it).
-    if (emitDir.empty())
-      llvm::sys::fs::remove(cpp);
-    if (!ok)
-      return loomcError(err + (emitDir.empty() ? "\n(that temporary source is removed; "
-                                            "--emit-dir=DIR keeps the generated source)"
-                                          : ""));
-    return 0;
-  }
-  std::unique_ptr<llvm::raw_fd_ostream> out = ::loom::openOutputNoFollow(output, err);
-  if (!out)
-    return loomcError(err);
-  if (phase == Phase::Cpp) {
-    if (failed(emitTrainingCpp(module, *out, cg)))
-      return 1;
-    if (output != "-" && failed(writeFusedKernels(module, output, err)))
-      return loomcError(err);
-  } else {
-    module->print(*out);
   }
   return 0;
 }
@@ -559,6 +470,16 @@ struct LoomcOptions {
                "device, streamed to it or updated by the CPU, as the cost "
                "model plans for --hardware: loom-interleave-offload)"),
       cl::cat(cat)};
+  cl::opt<std::string> replan{
+      "replan", cl::init("auto"), cl::value_desc("auto|off|once|continuous"),
+      cl::desc("--optimizer-offload=interleaved: also compile the plans the cost model makes "
+               "for the host's CPU Adam rate from 0.25x to 4x the description's, with each "
+               "plan's predicted step at each rate, into the binary; after three steps it "
+               "measures the rate and continues under the plan predicted fastest (a "
+               "checkpoint moves the run). once: that decision; continuous: again every "
+               "20 steps; auto: once for GPU targets, off for the CPU (whose measured rate "
+               "says nothing about the GPU host the plan is for)"),
+      cl::cat(cat)};
   cl::opt<std::string> hostThread{
       "host-thread", cl::init("auto"), cl::value_desc("auto|on|off"),
       cl::desc("Run the CPU's optimizer updates (--optimizer-offload) on the step's host "
@@ -625,6 +546,8 @@ struct FlagDecisions {
   bool planHpz = false;
   // --model with its batch split over the data-parallel ranks.
   std::string modelSpec;
+  // --replan: 0 off, 1 once, 2 continuous.
+  int replan = 0;
 };
 
 /// Registers MLIR's options beside loomc's (hiding libLLVM's hundreds of
@@ -769,6 +692,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
       !llvm::StringRef(o.offload).starts_with("static:"))
     return "unknown --optimizer-offload '" + o.offload +
            "': expected none, cpu, static:R or interleaved";
+  if (o.replan != "auto" && o.replan != "off" && o.replan != "once" && o.replan != "continuous")
+    return "unknown --replan '" + o.replan + "': expected auto, off, once or continuous";
   if (!o.recompute.empty() && o.recompute != "none" && o.recompute != "full" &&
       o.recompute != "selective" && o.recompute != "auto")
     return "unknown --recompute '" + o.recompute + "': expected none, full, selective or auto";
@@ -831,6 +756,22 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   }
   if (o.dropout != "on" && o.dropout != "off")
     return "unknown --dropout '" + o.dropout + "': expected on or off";
+  // --replan: plans for other host rates, built into the binary.
+  bool explicitReplan = o.replan != "auto" && o.replan != "off";
+  d.replan = o.replan == "once" ? 1 : o.replan == "continuous" ? 2 : 0;
+  if (o.replan == "auto")
+    d.replan = o.offload == "interleaved" && o.target != "cpu" && d.phase >= Phase::Cpp &&
+                       !d.dataParallel
+                   ? 1
+                   : 0;
+  if (explicitReplan && o.offload != "interleaved")
+    return "--replan=" + o.replan + " re-plans the interleaved offload: give "
+           "--optimizer-offload=interleaved";
+  if (explicitReplan && d.dataParallel)
+    return "--replan=" + o.replan + " is built for one rank (the ranks would have to agree on "
+           "the rate they measure); not with --topology yet";
+  if (explicitReplan && d.phase < Phase::Cpp)
+    return "--replan=" + o.replan + " builds the plans into a binary: --compile-to=cpp or binary";
   if ((!o.task.empty() || !o.frozen.empty()) &&
       (!o.model.empty() || !llvm::StringRef(o.input).ends_with(".onnx")))
     return std::string("--task and --frozen apply to ONNX models (MODEL.onnx)");
@@ -994,6 +935,30 @@ static int planFeatures(ModuleOp module, const LoomcOptions &o,
   return 0;
 }
 
+/// What the binary records beside the step: the device-memory cap and the
+/// predicted peak, the CPU Adam rate the plan assumed, the target, the
+/// runtime, and what was compiled: the generator's spec or the model file
+/// (IR that loomc or loom-opt wrote from a model says which, its
+/// loom.model, so a binary built from it resumes the model's checkpoints).
+static CodegenOptions codegenOptions(ModuleOp module, const LoomcOptions &o,
+                                     const FlagDecisions &d,
+                                     const std::optional<cost::Hardware> &hw,
+                                     double peakDevice) {
+  CodegenOptions cg;
+  cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
+  cg.predictedDeviceBytes = hw && hw->hasGpu ? int64_t(peakDevice) : 0;
+  if (hw && o.offload != "none")
+    cg.plannedCpuAdamRate = plannedCpuAdamRate(module, *hw);
+  cg.target = o.target;
+  cg.runtimeDir = d.runtimeDir;
+  auto recorded =
+      module->getAttrOfType<StringAttr>(mlir::loom::LoomDialect::ModelAttrHelper::getNameStr());
+  cg.model = !o.model.empty() ? o.model.getValue()
+             : recorded && StringRef(o.input).ends_with(".mlir") ? recorded.getValue().str()
+                                                                 : o.input.getValue();
+  return cg;
+}
+
 int loomcMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   installCrashMessage();
@@ -1110,6 +1075,8 @@ int loomcMain(int argc, char **argv) {
     return 1;
   buildPipeline(pm, reached, phase, po);
   applyDefaultTimingPassManagerCLOptions(pm);
+  // --replan compiles the same input again for other host rates.
+  OwningOpRef<ModuleOp> input = d.replan && hw ? module->clone() : OwningOpRef<ModuleOp>();
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
@@ -1123,22 +1090,20 @@ int loomcMain(int argc, char **argv) {
   if (hw && phase >= Phase::Optimizer && module->lookupSymbol(mlir::loom::LoomDialect::kTrainStep))
     noteForeignDescription(o, *hw);
 
-  CodegenOptions cg;
-  cg.deviceMemoryBytes = int64_t(o.deviceMemory * double(1ull << 30));
-  cg.predictedDeviceBytes = hw && hw->hasGpu ? int64_t(peakDevice) : 0;
-  if (hw && o.offload != "none")
-    cg.plannedCpuAdamRate = plannedCpuAdamRate(*module, *hw);
-  cg.target = o.target;
-  cg.runtimeDir = d.runtimeDir;
-  // What was compiled: the generator's spec, or the model file. IR that
-  // loomc (or loom-opt) wrote from a model says which (its loom.model), so
-  // a binary built from it resumes the checkpoints of the model's binary.
-  auto recorded = (*module)->getAttrOfType<StringAttr>(
-      mlir::loom::LoomDialect::ModelAttrHelper::getNameStr());
-  cg.model = !o.model.empty() ? o.model.getValue()
-             : recorded && StringRef(o.input).ends_with(".mlir") ? recorded.getValue().str()
-                                                                 : o.input.getValue();
-  return writeOutput(*module, phase, o.output, o.emitDir, cg);
+  CodegenOptions cg = codegenOptions(*module, o, d, hw, peakDevice);
+  std::optional<ReplanPlans> replan;
+  if (input) {
+    replan.emplace();
+    if (!planReplan(*input, *module, reached, phase, po, *hw, d.replan, *replan))
+      return 1;
+    replan->table.nominalCpuAdamRate = cg.plannedCpuAdamRate;
+    if (replan->table.namespaces.size() == 1) {
+      llvm::errs() << "loomc: replan: the plan is the same from 0.25x to 4x the host's CPU "
+                      "Adam rate: one plan built in\n";
+      replan.reset();
+    }
+  }
+  return writeOutput(*module, phase, o.output, o.emitDir, cg, replan ? &*replan : nullptr);
 }
 
 } // namespace loom

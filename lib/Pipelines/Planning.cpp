@@ -258,4 +258,78 @@ bool planPrefetch(ModuleOp module, Phase reached, PipelineOptions &po, const cos
   return true;
 }
 
+/// " R resident, S streamed, C on the CPU" of a compiled plan.
+static std::string splitText(ModuleOp m) {
+  mlir::loom::OffloadPlanAttr p = mlir::loom::getOffloadPlan(m);
+  return p ? llvm::formatv("{0} resident, {1} streamed, {2} on the CPU", p.getGpu(),
+                           p.getStream(), p.getCpu())
+                 .str()
+           : "no offload plan";
+}
+
+/// --replan: the description's host rates (the CPU Adam rate and the DRAM
+/// bandwidth it follows: cost::scaled's "dram") times each factor, the plan
+/// loom-interleave-offload makes for each, one program per distinct plan,
+/// and each program's step priced at every factor. A binary that measures
+/// its CPU Adam rate at f times the description's continues under the plan
+/// predicted fastest there (runtime/driver/replan.h).
+bool planReplan(ModuleOp input, ModuleOp compiled, Phase reached, Phase phase,
+                PipelineOptions po, const cost::Hardware &hw, int mode, ReplanPlans &out) {
+  static constexpr double kFactors[] = {0.25, 0.5, 0.71, 1.0, 1.41, 2.0, 4.0};
+  std::vector<cost::Hardware> scaledHw;
+  for (double f : kFactors) {
+    std::string err;
+    std::optional<cost::Hardware> h = cost::scaled(hw, "dram", f, err);
+    if (!h) {
+      llvm::errs() << "loomc: error: --replan: " << err << "\n";
+      return false;
+    }
+    scaledHw.push_back(*h);
+  }
+  std::vector<ModuleOp> plans{compiled};
+  std::vector<std::string> texts{splitText(compiled)};
+  out.madeFor = {1.0};
+  for (auto [f, h] : llvm::zip(kFactors, scaledHw)) {
+    if (f == 1.0)
+      continue; // `compiled` is the description's own plan
+    PipelineOptions pf = po;
+    pf.hardware = &h;
+    OwningOpRef<ModuleOp> m = input.clone();
+    PassManager pm(input.getContext());
+    buildPipeline(pm, reached, phase, pf);
+    if (failed(pm.run(*m)))
+      return false;
+    std::string text = splitText(*m);
+    llvm::errs() << llvm::formatv("loomc: replan: for {0:F2}x the host's CPU Adam rate: {1}{2}\n",
+                                  f, text,
+                                  llvm::is_contained(texts, text) ? " (a plan already made)" : "");
+    if (llvm::is_contained(texts, text))
+      continue;
+    texts.push_back(text);
+    plans.push_back(*m);
+    out.madeFor.push_back(f);
+    out.modules.push_back(std::move(m));
+  }
+  ReplanTable &t = out.table;
+  t.mode = mode;
+  t.factors.assign(std::begin(kFactors), std::end(kFactors));
+  for (auto [k, m] : llvm::enumerate(plans)) {
+    t.namespaces.push_back("plan" + std::to_string(k));
+    t.plans.push_back(texts[k]);
+    llvm::errs() << "loomc: replan: plan " << k << " (" << texts[k] << "), predicted step at";
+    for (auto [f, h] : llvm::zip(kFactors, scaledHw)) {
+      FailureOr<mlir::loom::StepPrediction> p =
+          mlir::loom::simulateStep(m, h, false, loweringOf(po));
+      if (failed(p))
+        return false;
+      t.predicted.push_back(p->stepSeconds);
+      if (f == 1.0)
+        out.peakDeviceBytes.push_back(p->peakDeviceBytes());
+      llvm::errs() << llvm::formatv(" {0:F2}x: {1:F3} s", f, p->stepSeconds);
+    }
+    llvm::errs() << "\n";
+  }
+  return true;
+}
+
 } // namespace loom

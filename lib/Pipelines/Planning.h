@@ -2,6 +2,7 @@
 #ifndef LOOM_LIB_PIPELINES_PLANNING_H
 #define LOOM_LIB_PIPELINES_PLANNING_H
 
+#include "loom/Codegen.h"
 #include "loom/Pipelines.h"
 #include "loom/StepSimulation.h"
 
@@ -35,6 +36,33 @@ bool planRecompute(mlir::ModuleOp module, Phase reached, PipelineOptions &po,
 /// an error.
 bool planPrefetch(mlir::ModuleOp module, Phase reached, PipelineOptions &po,
                   const cost::Hardware &hw, double budget);
+
+/// --replan: the plans loom-interleave-offload makes for the description's
+/// host rates scaled by each factor (other than 1, which is `compiled`, the
+/// module loomc compiled already), the distinct ones each compiled to
+/// `phase`, and every plan's predicted step at every factor. `out` gets the
+/// plans after `compiled` (its modules) and the table of all of them (the
+/// first row `compiled`'s); false after an error.
+struct ReplanPlans {
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+  ReplanTable table;
+  /// Per plan (`compiled` first): the factor it was made for and its
+  /// predicted peak device bytes there.
+  std::vector<double> madeFor;
+  std::vector<double> peakDeviceBytes;
+};
+bool planReplan(mlir::ModuleOp input, mlir::ModuleOp compiled, Phase reached, Phase phase,
+                PipelineOptions po, const cost::Hardware &hw, int mode, ReplanPlans &out);
+
+/// One line "loomc: error: MSG"; returns loomc's exit code for it.
+int loomcError(const llvm::Twine &msg);
+
+/// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
+/// `output` ("-": stdout); imported weights beside it; with `replan`, every
+/// plan in the binary (Output.cpp). Returns the exit code.
+int writeOutput(mlir::ModuleOp module, Phase phase, const std::string &output,
+                const std::string &emitDir, CodegenOptions &cg,
+                const ReplanPlans *replan = nullptr);
 
 } // namespace loom
 

@@ -59,7 +59,8 @@ void usage(const char *argv0, const loomrt_program *p) {
       "usage: %s %s [--steps N] [--lr LR] [--seed S]\n"
       "          [--init model|random] [--weights FILE]\n"
       "          [--log-json FILE] [--checkpoint-dir DIR --checkpoint-every K]\n"
-      "          [--resume] [--trace FILE] [--comm-timeout S] [--sample sequential|random]\n\n"
+      "          [--resume] [--trace FILE] [--comm-timeout S] [--sample sequential|random]\n"
+      "          [--replan off|once|continuous]\n\n"
       "Trains %s (batch %lld%s) on %s.\n\n"
       "%s"
       "  --steps N              steps to run (default 10)\n"
@@ -81,6 +82,7 @@ void usage(const char *argv0, const loomrt_program *p) {
       "                         (the rest is held back before anything is allocated, so\n"
       "                         an 80 GB card's plan runs on a larger card within 80 GB);\n"
       "                         0: the whole card (default: %s)\n"
+      "%s"
       "  --comm-timeout S       data-parallel runs: a collective that has not finished\n"
       "                         after S seconds (a rank died or hangs) ends the run\n"
       "                         with an error (default 300, or LOOMRT_COMM_TIMEOUT)\n"
@@ -111,6 +113,19 @@ void usage(const char *argv0, const loomrt_program *p) {
              " GiB")
                 .c_str()
           : "the whole card",
+      p->replan
+          ? ("  --replan MODE          off, once or continuous (default " +
+             std::string(p->replan->mode == 2 ? "continuous" : p->replan->mode ? "once" : "off") +
+             "): after three steps,\n"
+             "                         measure the CPU's Adam rate and continue under the\n"
+             "                         fastest of the " +
+             std::to_string(p->replan->num_candidates) +
+             " plans compiled in (continuous: again\n"
+             "                         every 20 steps)\n"
+             "  --replan-cpu-adam-rate R  decide as if the CPU's Adam updated R parameters\n"
+             "                         a second (tests, what-ifs)\n")
+                .c_str()
+          : "",
       p->world > 1 ? ("\nCompiled for " + std::to_string(p->world) +
                       " data-parallel ranks (ZeRO stage " + std::to_string(p->zero_stage) +
                       "): start it with mpirun -np " + std::to_string(p->world) +
@@ -283,6 +298,20 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       if (!number(x, 0, 1e6))
         return false;
       f.deviceMemory = x;
+    } else if (a == "--replan") {
+      std::string m;
+      if (!value(m))
+        return false;
+      if (m != "off" && m != "once" && m != "continuous")
+        return err = "--replan expects off, once or continuous, got '" + m + "'", false;
+      if (m != "off" && !p->replan)
+        return err = "--replan " + m + ": this binary holds one plan (compile with loomc "
+                     "--optimizer-offload=interleaved --replan=" + m + ")", false;
+      f.replan = m == "off" ? 0 : m == "once" ? 1 : 2;
+    } else if (a == "--replan-cpu-adam-rate") {
+      if (!number(x, 1, 1e15))
+        return false;
+      f.replanCpuAdamRate = x;
     } else if (a == "--comm-timeout") {
       if (!number(x, 1e-3, 1e7))
         return false;

@@ -21,6 +21,11 @@ struct Flags {
   double deviceMemory = -1; // GiB; -1: the compiled cap (loomc --device-memory), 0: none
   unsigned long long seed = 0;
   bool resume = false;
+  // Re-planning (a program compiled with loomc --replan): -1 the compiled
+  // mode, else 0 off, 1 once, 2 continuous; and a CPU Adam rate
+  // (parameters a second) to decide with instead of the measured one.
+  int replan = -1;
+  double replanCpuAdamRate = 0;
   std::vector<std::pair<std::string, std::string>> inputs; // --input NAME=FILE
   std::string argv0; // how the binary was started, for the launch hints
 };

@@ -6,7 +6,12 @@
 // reads rows (s*B + r) mod N of every input's file, r < B (the whole world's
 // batch; rank k takes rows [k*B, (k+1)*B) of it).
 #include "driver/flags.h"
+#include "driver/log.h"
+#include "driver/replan.h"
 #include "driver/step_ctx.h"
+
+#include <cerrno>
+#include <filesystem>
 
 using namespace loomrt::driver;
 
@@ -48,12 +53,12 @@ size_t numel(const loomrt_global_desc &g) {
       return die(std::string(what) + ": " + loomrt_last_error());              \
   } while (0)
 
+int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host);
+
 /// A fresh run's parameters and state in their host views: drawn from
 /// --seed in declaration order (ZeRO-3 shards: every member, keeping this
 /// rank's block), imported values over their stand-ins, working copies from
 /// their masters. Returns 0 or die()'s code.
-int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host);
-
 int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
                       std::vector<HostView> &host) {
   std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
@@ -218,56 +223,6 @@ int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host) {
   return 0;
 }
 
-/// One line of --log-json for a finished step.
-void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
-             float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
-             const std::string &byGroup, double dataWaitMs, double deviceMiB,
-             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate) {
-  // JSON has no NaN or infinity: a non-finite loss is logged as null.
-  char lossText[32] = "null";
-  if (std::isfinite(loss))
-    std::snprintf(lossText, sizeof lossText, "%.8g", loss);
-  char phases[512] = "";
-  int n = 0;
-  if (backwardMs >= 0)
-    n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
-                      backwardMs, ms - backwardMs);
-  if (ctx.hostFirstMs >= 0)
-    n += std::snprintf(phases + n, sizeof phases - size_t(n),
-                       ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f",
-                       ctx.hostFirstMs, ctx.hostTotalMs);
-  // Data-parallel runs: the bytes this rank sent in the step's collectives
-  // (loomrt_comm_bytes_sent's accounting).
-  if (commBytes >= 0)
-    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"comm_bytes\": %lld", commBytes);
-  // Graph models: how long the step waited for its sampled batch (the
-  // sampler runs one step ahead; step_ms starts after the wait).
-  if (dataWaitMs >= 0)
-    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"data_wait_ms\": %.4f",
-                       dataWaitMs);
-  // What this rank holds on the device: the step arena's high-water mark
-  // (gathered parameters and recomputed activations included) and the
-  // parameters and state that live there (loomc predicts the sum).
-  n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"device_mib\": %.1f", deviceMiB);
-  // GPU binaries: what the card reports in use after the step (the
-  // context, libraries and pools included; --device-memory's ballast not),
-  // the figure a --device-memory cap bounds.
-  if (cardUsedMiB >= 0)
-    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"card_used_mib\": %.1f",
-                       cardUsedMiB);
-  // Offloaded optimizers, once (the third step): the CPU Adam rate measured
-  // and the one the plan assumed.
-  if (cpuAdamRate > 0)
-    std::snprintf(phases + n, sizeof phases - size_t(n),
-                  ", \"cpu_adam_params_per_s\": %.4g, \"planned_cpu_adam_params_per_s\": %.4g",
-                  cpuAdamRate, plannedCpuAdamRate);
-  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
-               step, lossText, ms, unit, tps, phases,
-               byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
-               byGroup.empty() ? "" : "}");
-  std::fflush(log);
-}
-
 /// The bytes of the globals that live in device memory.
 size_t deviceGlobalBytes(const loomrt_program *p, const std::vector<HostView> &host) {
   size_t onDevice = 0;
@@ -303,7 +258,9 @@ void reportMemory(const loomrt_program *p, const std::vector<HostView> &host,
 /// future by being the last member.
 class TrainRun {
 public:
-  TrainRun(const loomrt_program *p, const Flags &f) : p(p), f(f) {}
+  TrainRun(const loomrt_program *p, const Flags &f, const loomrt_replan *rp = nullptr,
+           size_t cand = 0, int replanMode = 0)
+      : p(p), f(f), rp(rp), cand(cand), replanMode(replanMode) {}
   TrainRun(const TrainRun &) = delete;
   TrainRun &operator=(const TrainRun &) = delete;
   ~TrainRun() {
@@ -318,6 +275,11 @@ public:
   int setupInputs();
   int train();
   void finish();
+  /// After train(): the candidate the run stopped to continue under (its
+  /// checkpoint saved), or null; and how many steps it ran.
+  const loomrt_program *next() const { return switchTo; }
+  size_t nextCandidate() const { return switchCand; }
+  long stepsRun() const { return ranSteps; }
 
 private:
   int fillBatch(long step, double &dataWaitMs);
@@ -328,6 +290,7 @@ private:
   int saveCheckpoint(long stepDone);
   std::vector<loomrt_tensor_ref> refs() const;
   int64_t draw(long step, int64_t row, uint64_t range) const;
+  void decideReplan(long step);
   int report(long step, float loss, double ms, double dataWaitMs, uint64_t sentBefore,
              uint64_t sideBytes, const std::map<uint64_t, uint64_t> &groupBefore);
 
@@ -351,6 +314,18 @@ private:
   size_t ballastBytes = 0;
   // The CPU updates' time over steps 2 and 3 (report).
   double hostAdamMs = 0;
+  // Re-planning (loomc --replan): the started program's table, which of its
+  // candidates this run is, the mode (1 once, 2 continuous: again every
+  // kReplanWindow steps, on the CPU updates' time over the window), and
+  // the candidate a decision chose (train() then saves and stops).
+  static constexpr long kReplanWindow = 20;
+  const loomrt_replan *rp = nullptr;
+  size_t cand = 0;
+  int replanMode = 0;
+  const loomrt_program *switchTo = nullptr;
+  size_t switchCand = 0;
+  long ranSteps = 0;
+  double windowAdamMs = 0;
   // bt: what one rank's step takes (tokens, or rows of arrays); gbt the
   // world's; mine: this rank's first row of each global batch.
   int64_t bt = 0, n = 0, gbt = 0, mine = 0;
@@ -953,6 +928,59 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   return 0;
 }
 
+/// At the decision points of --replan (after three steps; continuous: every
+/// kReplanWindow steps after), the CPU Adam rate (measured over steps 2-3
+/// or the window, or --replan-cpu-adam-rate) against the description's,
+/// and the candidate predicted fastest at that factor (replan.h).
+void TrainRun::decideReplan(long step) {
+  long done = step - firstStep + 1;
+  if (done > 3)
+    windowAdamMs += ctx.hostTotalMs;
+  // report() timed the CPU updates of steps 2 and 3 into hostAdamMs.
+  double measuredRate = p->cpu_update_params > 0 && hostAdamMs > 0
+                            ? double(p->cpu_update_params) / (hostAdamMs / 2 / 1000)
+                            : -1;
+  bool first = done == 3, window = replanMode == 2 && done > 3 && (done - 3) % kReplanWindow == 0;
+  if (!first && !window)
+    return;
+  if (world > 1) {
+    if (first)
+      std::printf("loomrt: replan: the plans were compiled for one rank; this run has %d: kept\n",
+                  world);
+    return;
+  }
+  double rate = f.replanCpuAdamRate > 0 ? f.replanCpuAdamRate
+                : first                 ? measuredRate
+                : p->cpu_update_params > 0 && windowAdamMs > 0
+                    ? double(p->cpu_update_params) / (windowAdamMs / kReplanWindow / 1000)
+                    : -1;
+  windowAdamMs = 0;
+  if (rate <= 0 || rp->nominal_cpu_adam_params_per_s <= 0) {
+    if (first)
+      std::printf("loomrt: replan: this plan updates nothing on the CPU, so there is no CPU Adam "
+                  "rate to measure (--replan-cpu-adam-rate gives one): kept\n");
+    return;
+  }
+  double factor = rate / rp->nominal_cpu_adam_params_per_s;
+  size_t to = chooseCandidate(*rp, factor, cand);
+  std::vector<double> pred = predictedAt(*rp, factor);
+  std::printf("loomrt: replan after step %ld: the CPU's Adam at %.3g G/s, %.2fx the description's; "
+              "predicted step:",
+              step + 1, rate / 1e9, factor);
+  for (size_t c = 0; c < rp->num_candidates; ++c)
+    std::printf("%s %.4g s (%s)%s", c ? "," : "", pred[c], rp->plans[c],
+                c == to ? " *" : "");
+  std::printf("; %s\n", to == cand ? "kept" : "continuing under the one marked *");
+  if (to == cand)
+    return;
+  switchTo = rp->candidates[to];
+  switchCand = to;
+  if (log) {
+    std::fprintf(log, "%s\n", replanEvent(*rp, step + 1, rate, factor, cand, to).c_str());
+    std::fflush(log);
+  }
+}
+
 int TrainRun::train() {
   start = std::chrono::steady_clock::now();
   long last = firstStep + f.steps;
@@ -1011,9 +1039,22 @@ int TrainRun::train() {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (int rc = report(step, loss, ms, dataWaitMs, sentBefore, sideBytes, groupBefore))
       return rc;
-    if (f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last))
+    if (rp && replanMode)
+      decideReplan(step);
+    bool saved = f.ckptEvery && ((step + 1 - firstStep) % f.ckptEvery == 0 || step + 1 == last);
+    if (saved)
       if (int rc = saveCheckpoint(step + 1))
         return rc;
+    ranSteps = step + 1 - firstStep;
+    // A re-planning decision: the state saved, the run stops here and
+    // loomrt_train_main resumes it under the chosen plan.
+    if (switchTo && step + 1 < last) {
+      if (!saved)
+        if (int rc = saveCheckpoint(step + 1))
+          return rc;
+      break;
+    }
+    switchTo = nullptr; // the last step: nothing left to continue
   }
   if (int rc = joinSide())
     return rc;
@@ -1083,13 +1124,44 @@ extern "C" int loomrt_train_main(int argc, char **argv, const loomrt_program *p)
   std::string err;
   if (!parse(argc, argv, p, f, err))
     return die(err);
-  TrainRun run(p, f);
-  for (int (TrainRun::*phase)() : {&TrainRun::loadData, &TrainRun::joinWorld,
-                                   &TrainRun::openContexts, &TrainRun::setupGlobals,
-                                   &TrainRun::setupInputs, &TrainRun::train})
-    if (int rc = (run.*phase)())
-      return rc;
-  run.finish();
-  return 0;
+  // Re-planning moves the run between the plans compiled in through a
+  // checkpoint: the user's --checkpoint-dir, or a folder of its own.
+  int mode = !p->replan ? 0 : f.replan >= 0 ? f.replan : p->replan->mode;
+  std::string scratch;
+  if (mode && p->world == 1 && f.ckptDir.empty()) {
+    char dir[] = "/tmp/loomrt-replan-XXXXXX";
+    if (!mkdtemp(dir))
+      return die(std::string("--replan: cannot make a folder for the switch's checkpoint: ") +
+                 std::strerror(errno));
+    f.ckptDir = scratch = dir;
+  }
+  int rc = 0;
+  const loomrt_program *cur = p;
+  size_t cand = 0;
+  Flags rf = f;
+  while (rc == 0) {
+    TrainRun run(cur, rf, mode ? p->replan : nullptr, cand, mode);
+    for (int (TrainRun::*phase)() : {&TrainRun::loadData, &TrainRun::joinWorld,
+                                     &TrainRun::openContexts, &TrainRun::setupGlobals,
+                                     &TrainRun::setupInputs, &TrainRun::train})
+      if ((rc = (run.*phase)()))
+        break;
+    if (rc)
+      break;
+    run.finish();
+    if (!run.next())
+      break;
+    rf.resume = true;
+    rf.steps -= run.stepsRun();
+    cur = run.next();
+    cand = run.nextCandidate();
+    if (mode == 1)
+      mode = 0; // once: decided
+  }
+  if (!scratch.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);
+  }
+  return rc;
 }
 

@@ -97,3 +97,32 @@ TEST(SharedTable, PlantedObjectIsNeverMapped) {
   EXPECT_TRUE(refusedAsRank1("/loomrt-features-never-made", err));
   EXPECT_NE(err.find("shm_open"), std::string::npos) << err;
 }
+
+#include "driver/replan.h"
+
+#include <cmath>
+
+// --replan's decision: predictions interpolated in log f between the
+// table's factors (the end values beyond them), and a switch only to a plan
+// predicted faster than the current one by more than the margin.
+TEST(Replan, InterpolatesInLogRateAndKeepsCloseCalls) {
+  const double factors[] = {0.5, 1.0, 2.0};
+  // Plan 0 gains little from a faster CPU, plan 1 much: they cross at f=1.
+  const double predicted[] = {2.0, 1.5, 1.25,   // plan 0
+                              3.0, 1.5, 0.75};  // plan 1
+  const char *plans[] = {"a", "b"};
+  loomrt_replan r{1, 2, nullptr, plans, 3, factors, predicted, 1e9};
+  std::vector<double> at = loomrt::driver::predictedAt(r, std::sqrt(2.0));
+  EXPECT_NEAR(at[0], 1.375, 1e-12); // halfway between 1 and 2 on a log scale
+  EXPECT_NEAR(at[1], 1.125, 1e-12);
+  EXPECT_DOUBLE_EQ(loomrt::driver::predictedAt(r, 0.1)[1], 3.0); // clamped
+  EXPECT_DOUBLE_EQ(loomrt::driver::predictedAt(r, 9.0)[0], 1.25);
+  EXPECT_EQ(loomrt::driver::chooseCandidate(r, 0.5, 1), 0u); // the split moves to plan 0
+  EXPECT_EQ(loomrt::driver::chooseCandidate(r, 2.0, 0), 1u); // and to plan 1
+  EXPECT_EQ(loomrt::driver::chooseCandidate(r, 1.0, 0), 0u); // a tie keeps the plan
+  EXPECT_EQ(loomrt::driver::chooseCandidate(r, 1.01, 0), 0u); // within 2%: kept
+  std::string e = loomrt::driver::replanEvent(r, 3, 2e9, 2.0, 0, 1);
+  EXPECT_EQ(e, "{\"event\": \"replan\", \"step\": 3, \"cpu_adam_params_per_s\": 2e+09, "
+               "\"factor\": 2, \"from\": 0, \"to\": 1, \"plans\": [\"a\", \"b\"], "
+               "\"predicted_step_s\": [1.25, 0.75]}");
+}

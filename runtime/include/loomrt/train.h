@@ -128,7 +128,27 @@ typedef struct loomrt_outer_desc {
   int async;
 } loomrt_outer_desc;
 
-#define LOOMRT_TRAIN_ABI 16
+/* Re-planning (loomc --replan): the plans compiled for other host rates
+ * than the description's, each a whole program over the same parameters and
+ * state (a checkpoint moves between them), and the cost model's predicted
+ * step of each at host-rate factors f (the description's CPU Adam rate, and
+ * the DRAM bandwidth it follows, times f). After the warm-up the driver
+ * measures the CPU Adam rate, interpolates each candidate's prediction at
+ * the measured factor (linearly in log f), and continues under the fastest
+ * (a checkpoint written and resumed). */
+struct loomrt_program;
+typedef struct loomrt_replan {
+  int mode;                        /* 0 off, 1 once, 2 continuous */
+  size_t num_candidates;           /* candidates[0] is the program itself */
+  const struct loomrt_program *const *candidates;
+  const char *const *plans;        /* each one's split, for logs */
+  size_t num_factors;              /* ascending */
+  const double *factors;
+  const double *predicted_s;       /* [candidate * num_factors + factor] */
+  double nominal_cpu_adam_params_per_s; /* the description's (factor 1) */
+} loomrt_replan;
+
+#define LOOMRT_TRAIN_ABI 17
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -197,6 +217,8 @@ typedef struct loomrt_program {
    * updates). */
   int64_t cpu_update_params;
   double planned_cpu_adam_params_per_s;
+  /* loomc --replan: the other plans and their predictions (NULL: none). */
+  const loomrt_replan *replan;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is

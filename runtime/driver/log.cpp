@@ -1,0 +1,58 @@
+// log.cpp: the --log-json record of a finished step (log.h).
+#include "driver/log.h"
+
+#include <cmath>
+
+namespace loomrt::driver {
+
+/// One line of --log-json for a finished step.
+void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
+             float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
+             const std::string &byGroup, double dataWaitMs, double deviceMiB,
+             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate) {
+  // JSON has no NaN or infinity: a non-finite loss is logged as null.
+  char lossText[32] = "null";
+  if (std::isfinite(loss))
+    std::snprintf(lossText, sizeof lossText, "%.8g", loss);
+  char phases[512] = "";
+  int n = 0;
+  if (backwardMs >= 0)
+    n = std::snprintf(phases, sizeof phases, ", \"backward_ms\": %.4f, \"update_ms\": %.4f",
+                      backwardMs, ms - backwardMs);
+  if (ctx.hostFirstMs >= 0)
+    n += std::snprintf(phases + n, sizeof phases - size_t(n),
+                       ", \"cpu_update_start_ms\": %.4f, \"cpu_update_ms\": %.4f",
+                       ctx.hostFirstMs, ctx.hostTotalMs);
+  // Data-parallel runs: the bytes this rank sent in the step's collectives
+  // (loomrt_comm_bytes_sent's accounting).
+  if (commBytes >= 0)
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"comm_bytes\": %lld", commBytes);
+  // Graph models: how long the step waited for its sampled batch (the
+  // sampler runs one step ahead; step_ms starts after the wait).
+  if (dataWaitMs >= 0)
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"data_wait_ms\": %.4f",
+                       dataWaitMs);
+  // What this rank holds on the device: the step arena's high-water mark
+  // (gathered parameters and recomputed activations included) and the
+  // parameters and state that live there (loomc predicts the sum).
+  n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"device_mib\": %.1f", deviceMiB);
+  // GPU binaries: what the card reports in use after the step (the
+  // context, libraries and pools included; --device-memory's ballast not),
+  // the figure a --device-memory cap bounds.
+  if (cardUsedMiB >= 0)
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"card_used_mib\": %.1f",
+                       cardUsedMiB);
+  // Offloaded optimizers, once (the third step): the CPU Adam rate measured
+  // and the one the plan assumed.
+  if (cpuAdamRate > 0)
+    std::snprintf(phases + n, sizeof phases - size_t(n),
+                  ", \"cpu_adam_params_per_s\": %.4g, \"planned_cpu_adam_params_per_s\": %.4g",
+                  cpuAdamRate, plannedCpuAdamRate);
+  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
+               step, lossText, ms, unit, tps, phases,
+               byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
+               byGroup.empty() ? "" : "}");
+  std::fflush(log);
+}
+
+} // namespace loomrt::driver

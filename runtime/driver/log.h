@@ -1,0 +1,21 @@
+// log.h: the --log-json record of a finished step (private to
+// runtime/driver).
+#ifndef LOOMRT_DRIVER_LOG_H
+#define LOOMRT_DRIVER_LOG_H
+
+#include "driver/step_ctx.h"
+
+#include <cstdio>
+#include <string>
+
+namespace loomrt::driver {
+
+/// One line of --log-json for a finished step.
+void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
+             float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
+             const std::string &byGroup, double dataWaitMs, double deviceMiB,
+             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate);
+
+} // namespace loomrt::driver
+
+#endif // LOOMRT_DRIVER_LOG_H
