@@ -65,7 +65,7 @@ printf '\x01\x00\x00\x00\x7f\x00\x00\x01\x00\x01\x00\x00' > "$FUZZ/seeds-join/ol
   > "$FUZZ/seeds-join/hello-and-proof"
 printf 'LOOM' > "$FUZZ/seeds-join/half-hello"
 python3 test/Import/Inputs/hostile.py seeds "$FUZZ/seeds-onnx-small"
-cp test/Import/Inputs/{mlp,mlp_eval,conv,gcn,folded,dynamic}.onnx test/Fuzz/regressions/onnx/* \
+cp test/Import/Inputs/{mlp,mlp_eval,resize,gcn,folded,dynamic}.onnx test/Fuzz/regressions/onnx/* \
   "$FUZZ/seeds-onnx-small/"
 # The byte-level target starts from the small models (a byte flip in a GPT's
 # weights keeps it valid and costs a whole compile); the structure-aware one
