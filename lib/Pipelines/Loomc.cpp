@@ -1097,11 +1097,12 @@ int loomcMain(int argc, char **argv) {
     if (!planReplan(*input, *module, reached, phase, po, *hw, d.replan, *replan))
       return 1;
     replan->table.nominalCpuAdamRate = cg.plannedCpuAdamRate;
-    if (replan->table.namespaces.size() == 1) {
+    // One plan for every rate: still built with its predictions, so the
+    // binary says what it predicts at the rate it measures.
+    if (replan->table.namespaces.size() == 1)
       llvm::errs() << "loomc: replan: the plan is the same from 0.25x to 4x the host's CPU "
-                      "Adam rate: one plan built in\n";
-      replan.reset();
-    }
+                      "Adam rate; the binary keeps it and reports its prediction at the "
+                      "rate it measures\n";
   }
   return writeOutput(*module, phase, o.output, o.emitDir, cg, replan ? &*replan : nullptr);
 }
