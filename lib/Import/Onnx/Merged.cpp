@@ -128,7 +128,8 @@ void Importer::splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::
     llvm::StringMap<std::string> newName;
     for (const Use &u : list)
       if (!u.owner.empty() && u.owner != own && !u.name.empty() &&
-          !paramNames.contains(u.name) && !newName.count(u.owner))
+          !paramNames.contains(u.name) && !module->lookupSymbol(u.name) &&
+          !newName.count(u.owner))
         newName[u.owner] = u.name;
     if (newName.empty())
       continue;
@@ -259,15 +260,23 @@ bool Importer::restoreBias(const onnx::NodeProto &n, const std::string &name) {
   if (yt.getRank() < 1 || !isa<FloatType>(yt.getElementType()))
     return true;
   auto bt = RankedTensorType::get({yt.getShape().back()}, yt.getElementType());
-  {
+  // A bias two nodes read (or a name the file already uses) is declared once.
+  if (auto existing = module->lookupSymbol<ParamOp>(name)) {
+    if (existing.getType() != bt)
+      return fail("node '" + n.name() + "': the removed bias '" + name +
+                  "' is read with two shapes");
+  } else if (module->lookupSymbol(name)) {
+    return fail("node '" + n.name() + "': the removed bias '" + name +
+                "' has the name of another symbol");
+  } else {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(*module->getOps<func::FuncOp>().begin());
     std::vector<float> zeros(static_cast<size_t>(bt.getNumElements()), 0.0f);
     ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(bt), InitAttr(),
                     DenseElementsAttr::get(bt, ArrayRef<float>(zeros)));
+    paramValues.push_back({name, bt});
+    paramNames.insert(name);
   }
-  paramValues.push_back({name, bt});
-  paramNames.insert(name);
   Value bias = LoadOp::create(b, loc, bt, FlatSymbolRefAttr::get(&ctx, name));
   values[n.output(0)] = Val{AddOp::create(b, loc, yt, y, bias)};
   return true;
