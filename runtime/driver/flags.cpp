@@ -106,7 +106,9 @@ void usage(const char *argv0, const loomrt_program *p) {
                 "                         N rows; step s reads rows (s*batch + r) mod N\n" +
                 inputsHelp)
                    .c_str()
-             : "  --data FILE            raw little-endian uint16 tokens (nanoGPT's train.bin)\n",
+             : "  --data FILE            token ids: raw little-endian uint16 (nanoGPT's train.bin),\n"
+               "                         or a Loom token file of uint32 ids (a LOOMTOKS header;\n"
+               "                         examples/tokenize.py writes both from text)\n",
       p->weights ? p->weights : "none, the model has initialisers",
       p->device_memory_bytes > 0
           ? ("loomc's --device-memory, " + fmt(double(p->device_memory_bytes) / (1ull << 30)) +

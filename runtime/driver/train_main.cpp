@@ -300,7 +300,7 @@ private:
 
   // The data: tokens for the whole world's batch, or every input's rows.
   bool arrays = false, graphTask = false;
-  std::vector<uint16_t> tokens;
+  loomrt::TokenFile tokens;
   std::vector<loomrt::ArrayInput> data;
   loomrt::Graph graph;
 
