@@ -759,14 +759,16 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   // --replan: plans for other host rates, built into the binary.
   bool explicitReplan = o.replan != "auto" && o.replan != "off";
   d.replan = o.replan == "once" ? 1 : o.replan == "continuous" ? 2 : 0;
+  // cpu and static:R have one plan: built with its predictions at every
+  // rate, so the binary says what it predicts at the rate it measures.
   if (o.replan == "auto")
-    d.replan = o.offload == "interleaved" && o.target != "cpu" && d.phase >= Phase::Cpp &&
+    d.replan = o.offload != "none" && o.target != "cpu" && d.phase >= Phase::Cpp &&
                        !d.dataParallel
                    ? 1
                    : 0;
-  if (explicitReplan && o.offload != "interleaved")
-    return "--replan=" + o.replan + " re-plans the interleaved offload: give "
-           "--optimizer-offload=interleaved";
+  if (explicitReplan && o.offload == "none")
+    return "--replan=" + o.replan + " re-plans the optimizer's offload: give "
+           "--optimizer-offload=interleaved (or cpu, static:R: one plan, its predictions)";
   if (explicitReplan && d.dataParallel)
     return "--replan=" + o.replan + " is built for one rank (the ranks would have to agree on "
            "the rate they measure); not with --topology yet";

@@ -258,13 +258,15 @@ bool planPrefetch(ModuleOp module, Phase reached, PipelineOptions &po, const cos
   return true;
 }
 
-/// " R resident, S streamed, C on the CPU" of a compiled plan.
-static std::string splitText(ModuleOp m) {
+/// " R resident, S streamed, C on the CPU" of a compiled plan (`mode`:
+/// --optimizer-offload, for the modes that record no subgroups).
+static std::string splitText(ModuleOp m, llvm::StringRef mode) {
   mlir::loom::OffloadPlanAttr p = mlir::loom::getOffloadPlan(m);
   return p ? llvm::formatv("{0} resident, {1} streamed, {2} on the CPU", p.getGpu(),
                            p.getStream(), p.getCpu())
                  .str()
-           : "no offload plan";
+         : mode == "cpu" ? "every update on the CPU"
+                         : ("optimizer-offload " + mode).str();
 }
 
 /// --replan: the description's host rates (the CPU Adam rate and the DRAM
@@ -287,11 +289,13 @@ bool planReplan(ModuleOp input, ModuleOp compiled, Phase reached, Phase phase,
     scaledHw.push_back(*h);
   }
   std::vector<ModuleOp> plans{compiled};
-  std::vector<std::string> texts{splitText(compiled)};
+  std::vector<std::string> texts{splitText(compiled, po.offload)};
   out.madeFor = {1.0};
   for (auto [f, h] : llvm::zip(kFactors, scaledHw)) {
-    if (f == 1.0)
-      continue; // `compiled` is the description's own plan
+    // `compiled` is the description's own plan; `cpu` and `static:R` make
+    // the same one for every rate (only the predictions differ).
+    if (f == 1.0 || po.offload != "interleaved")
+      continue;
     PipelineOptions pf = po;
     pf.hardware = &h;
     OwningOpRef<ModuleOp> m = input.clone();
@@ -299,7 +303,7 @@ bool planReplan(ModuleOp input, ModuleOp compiled, Phase reached, Phase phase,
     buildPipeline(pm, reached, phase, pf);
     if (failed(pm.run(*m)))
       return false;
-    std::string text = splitText(*m);
+    std::string text = splitText(*m, po.offload);
     llvm::errs() << llvm::formatv("loomc: replan: for {0:F2}x the host's CPU Adam rate: {1}{2}\n",
                                   f, text,
                                   llvm::is_contained(texts, text) ? " (a plan already made)" : "");
