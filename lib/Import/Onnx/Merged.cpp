@@ -136,7 +136,8 @@ void Importer::splitMerged(const onnx::GraphProto &g, llvm::DenseMap<int, onnx::
     ++merged;
     auto kept = module->lookupSymbol<ParamOp>(init);
     for (auto &[owner, name] : newName) {
-      ParamOp::create(b, loc, b.getStringAttr(name), kept.getTypeAttr(), InitAttr(),
+      // The same values (or, with --init=random, the same initialiser).
+      ParamOp::create(b, loc, b.getStringAttr(name), kept.getTypeAttr(), kept.getInitAttr(),
                       kept.getValueAttr());
       paramValues.push_back({name, cast<RankedTensorType>(kept.getType())});
       paramNames.insert(name);
