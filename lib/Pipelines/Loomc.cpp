@@ -1077,8 +1077,10 @@ int loomcMain(int argc, char **argv) {
     return 1;
   buildPipeline(pm, reached, phase, po);
   applyDefaultTimingPassManagerCLOptions(pm);
-  // --replan compiles the same input again for other host rates.
-  OwningOpRef<ModuleOp> input = d.replan && hw ? module->clone() : OwningOpRef<ModuleOp>();
+  // --replan compiles the same input again for other host rates (only
+  // the interleaved plan changes with them).
+  OwningOpRef<ModuleOp> input =
+      d.replan && hw && o.offload == "interleaved" ? module->clone() : OwningOpRef<ModuleOp>();
   if (failed(verify(*module)) || failed(pm.run(*module)))
     return 1;
   // The cost model's view of the step: one line whenever the optimizer is
@@ -1094,9 +1096,10 @@ int loomcMain(int argc, char **argv) {
 
   CodegenOptions cg = codegenOptions(*module, o, d, hw, peakDevice);
   std::optional<ReplanPlans> replan;
-  if (input) {
+  if (d.replan && hw) {
     replan.emplace();
-    if (!planReplan(*input, *module, reached, phase, po, *hw, d.replan, *replan))
+    if (!planReplan(input ? *input : ModuleOp(), *module, reached, phase, po, *hw, d.replan,
+                    *replan))
       return 1;
     replan->table.nominalCpuAdamRate = cg.plannedCpuAdamRate;
     // One plan for every rate: still built with its predictions, so the

@@ -42,7 +42,8 @@ bool planPrefetch(mlir::ModuleOp module, Phase reached, PipelineOptions &po,
 /// module loomc compiled already), the distinct ones each compiled to
 /// `phase`, and every plan's predicted step at every factor. `out` gets the
 /// plans after `compiled` (its modules) and the table of all of them (the
-/// first row `compiled`'s); false after an error.
+/// first row `compiled`'s); false after an error. `input` is read only for
+/// the interleaved offload (null otherwise: the other modes' one plan).
 struct ReplanPlans {
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
   ReplanTable table;

@@ -312,8 +312,9 @@ private:
   // --device-memory's ballast: the card's memory beyond the cap, held.
   void *ballastPtr = nullptr;
   size_t ballastBytes = 0;
-  // The CPU updates' time over steps 2 and 3 (report).
-  double hostAdamMs = 0;
+  // The CPU updates' time over steps 2 and 3, and the rate it gives
+  // (report; -1 until step 3, or without CPU updates).
+  double hostAdamMs = 0, measuredAdamRate = -1;
   // Re-planning (loomc --replan): the started program's table, which of its
   // candidates this run is, the mode (1 once, 2 continuous: again every
   // kReplanWindow steps, on the CPU updates' time over the window), and
@@ -887,7 +888,7 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   if (measures && (done == 2 || done == 3))
     hostAdamMs += ctx.hostTotalMs;
   if (measures && done == 3 && hostAdamMs > 0) {
-    cpuAdamRate = double(p->cpu_update_params) / (hostAdamMs / 2 / 1000);
+    cpuAdamRate = measuredAdamRate = double(p->cpu_update_params) / (hostAdamMs / 2 / 1000);
     double ratio = cpuAdamRate / planned;
     std::printf("loomrt: the CPU's Adam updates %.3g G parameters a step at %.3g G/s; the plan "
                 "assumed %.3g G/s (%.2fx)",
@@ -936,10 +937,6 @@ void TrainRun::decideReplan(long step) {
   long done = step - firstStep + 1;
   if (done > 3)
     windowAdamMs += ctx.hostTotalMs;
-  // report() timed the CPU updates of steps 2 and 3 into hostAdamMs.
-  double measuredRate = p->cpu_update_params > 0 && hostAdamMs > 0
-                            ? double(p->cpu_update_params) / (hostAdamMs / 2 / 1000)
-                            : -1;
   bool first = done == 3, window = replanMode == 2 && done > 3 && (done - 3) % kReplanWindow == 0;
   if (!first && !window)
     return;
@@ -950,7 +947,7 @@ void TrainRun::decideReplan(long step) {
     return;
   }
   double rate = f.replanCpuAdamRate > 0 ? f.replanCpuAdamRate
-                : first                 ? measuredRate
+                : first                 ? measuredAdamRate
                 : p->cpu_update_params > 0 && windowAdamMs > 0
                     ? double(p->cpu_update_params) / (windowAdamMs / kReplanWindow / 1000)
                     : -1;
