@@ -1007,13 +1007,16 @@ int loomcMain(int argc, char **argv) {
   // Offload with data parallelism: each rank keeps the master weights and
   // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
   // of it; stages 1-3: its shard of each bucket), ZeRO++'s codecs included
-  // (they rewrite the collectives before the offload). DiLoCo's and 1-bit
-  // Adam's steps are not built for it yet.
+  // (they rewrite the collectives before the offload), and 1-bit Adam's
+  // frozen step (stages 1-2: its update of the rank's shard). DiLoCo's
+  // steps are not built for it yet.
   if (o.offload != "none" && d.dataParallel && d.diloco)
     return error("--optimizer-offload with --diloco is not supported yet");
-  if (o.offload != "none" && d.onebit && o.zeroStage > 0)
-    return error("--optimizer-offload with 1-bit Adam is built for --zero-stage=0 (stages 1 "
-                 "and 2 are not yet)");
+  if (o.offload != "none" && d.onebit && o.zeroStage > 0 && o.onebitVariance == "replicated")
+    return error("--optimizer-offload with 1-bit Adam at --zero-stage=" +
+                 std::to_string(o.zeroStage) +
+                 " needs --onebit-variance=sharded (replicated updates whole parameters on "
+                 "every rank after the freeze: nothing is left for host memory to hold)");
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
   if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))

@@ -346,8 +346,10 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     if (masterShards && zeroStage == 0)
       return fail(module, "master-shards partitions the optimizer's master weights: it needs "
                           "zero-stage 1, 2 or 3 (stage 3's parameters are shards already)");
-    if (masterShards && frozen)
-      return fail(module, "master-shards does not compose with 1-bit Adam's frozen step");
+    if (masterShards && frozen && frozenVariance == FrozenVariance::replicated)
+      return fail(module, "master-shards does not compose with 1-bit Adam's replicated frozen "
+                          "variance (its frozen step updates whole parameters; use "
+                          "frozen-variance=sharded)");
     if (frozen && zeroStage == 3)
       return fail(frozen, "1-bit Adam composes with ZeRO stages 0-2; stage 3's sharded "
                           "parameters are not built for its frozen step");
@@ -591,7 +593,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         for (auto [m, v] : llvm::zip(bk.members, unflatten(b, loc, full, types)))
           StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
       }
-      if (frozen && !replicated && failed(rewriteFrozen(b, loc, bk, shard, mSym, vSym, types)))
+      if (frozen && !replicated &&
+          failed(rewriteFrozen(b, loc, bk, shard, mSym, vSym, pSym, types)))
         return failure();
       // The per-parameter update goes: its stores, the Adam op, its state
       // (1-bit Adam's frozen step keeps the full momentum, below).
@@ -627,9 +630,14 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   /// stays a state of every rank (@P.exp_avg): the next step's local
   /// momentum, β₁m + (1-β₁)g, needs all of it (docs/compression.md: the
   /// bytes and memory this costs).
+  ///
+  /// With master shards (`pSym`, the offload's master weights) the update
+  /// steps the stored shard and the gather reads it back, as @train_step's
+  /// does; the shard of the whole parameters it replaces holds the same
+  /// bits (they were gathered from it).
   LogicalResult rewriteFrozen(OpBuilder &b, Location loc, Bucket &bk, int64_t shard,
                               FlatSymbolRefAttr mSym, FlatSymbolRefAttr vSym,
-                              ArrayRef<RankedTensorType> types) {
+                              FlatSymbolRefAttr pSym, ArrayRef<RankedTensorType> types) {
     SmallVector<AdamOp> adams;
     for (Member &m : bk.members) {
       AdamOp found;
@@ -660,7 +668,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     AdamOp first = adams.front();
     // One statement each: the IR's order must not depend on the compiler's
     // order of evaluating arguments.
-    Value pShard = shardOf(b, loc, flatten(b, loc, params, bk.padded), shard);
+    Value pShard = pSym ? LoadOp::create(b, loc, shardType, pSym).getResult()
+                        : shardOf(b, loc, flatten(b, loc, params, bk.padded), shard);
     Value momShard = shardOf(b, loc, flatten(b, loc, moms, bk.padded), shard);
     auto adam = AdamOp::create(
         b, loc, TypeRange{shardType, shardType, shardType}, pShard, momShard, mS, vS,
@@ -671,16 +680,22 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     // The shard of the momentum too, so the ZeRO state a checkpoint saves
     // stays the momentum; the variance is frozen and needs no store.
     StoreOp::create(b, loc, adam.getNewExpAvg(), mSym);
-    Value full = allGather(b, loc, adam.getNewParam(), bk.padded);
+    Value fresh = adam.getNewParam();
+    if (pSym) {
+      StoreOp::create(b, loc, fresh, pSym);
+      fresh = LoadOp::create(b, loc, shardType, pSym).getResult();
+    }
+    Value full = allGather(b, loc, fresh, bk.padded);
     for (auto [m, v, mom] : llvm::zip(bk.members, unflatten(b, loc, full, types), moms)) {
       StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
       StoreOp::create(b, loc, mom, (m.param.getSymName() + ".exp_avg").str());
     }
     // The per-parameter updates go, and the loads only they read (the
-    // variance's; the momentum's feeds the local momentum too).
+    // variance's, and with master shards the whole weights'; the
+    // momentum's feeds the local momentum too).
     for (AdamOp a : adams) {
       SmallVector<Operation *> loads;
-      for (Value in : {a.getExpAvg(), a.getExpAvgSq()})
+      for (Value in : {a.getParam(), a.getExpAvg(), a.getExpAvgSq()})
         if (Operation *d = in.getDefiningOp(); d && isa<LoadOp>(d))
           loads.push_back(d);
       for (Operation *u : llvm::make_early_inc_range(a->getUsers()))

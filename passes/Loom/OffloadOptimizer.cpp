@@ -352,33 +352,44 @@ struct OffloadRewrite {
       return success();
     AdamOp adam = u.adam;
     Location loc = adam.getLoc();
-    auto pt = cast<RankedTensorType>(u.param.getType());
+    // (Unpinned: the second step a module has, 1-bit Adam's frozen one at
+    // ZeRO 1-2, is placed after the first moved the weights.)
+    RankedTensorType pt = unpinned(u.param.getType());
 
     // The working copy: bf16 when every read of the parameter outside its
     // update (the step's forward and backward, and functions such as
     // @forward) is a cast to bf16.
     SmallVector<LoadOp> reads;
+    std::string work = (u.sym.getValue() + ".work").str();
+    auto workSym = FlatSymbolRefAttr::get(ctx, work);
+    auto existing = module.lookupSymbol<StateOp>(workSym);
     // (Not the master weights 1-bit Adam's frozen update reads: that one
-    // stays an update, offloadFrozenStep's.)
-    module.walk([&](LoadOp l) {
-      if (l.getNameAttr() == u.sym && l.getResult() != adam.getParam() &&
-          llvm::none_of(l->getUsers(), [&](Operation *user) {
-            auto a = dyn_cast<AdamOp>(user);
-            return a && a.getParam() == l.getResult();
-          }))
-        reads.push_back(l);
-    });
+    // stays an update, offloadFrozenStep's. Nothing when the working copy
+    // exists: the first step placed redirected every function's reads.)
+    if (!existing)
+      module.walk([&](LoadOp l) {
+        if (l.getNameAttr() == u.sym && l.getResult() != adam.getParam() &&
+            llvm::none_of(l->getUsers(), [&](Operation *user) {
+              auto a = dyn_cast<AdamOp>(user);
+              return a && a.getParam() == l.getResult();
+            }))
+          reads.push_back(l);
+      });
     bool bf16 = !reads.empty() && llvm::all_of(reads, [](LoadOp l) {
       return !l->use_empty() && llvm::all_of(l->getUsers(), isBf16Cast);
     });
     Type workType = bf16 ? withElement(pt, BFloat16Type::get(ctx)) : Type(pt);
-    b.setInsertionPointAfter(u.param);
-    std::string work = (u.sym.getValue() + ".work").str();
-    auto workState = StateOp::create(b, u.param.getLoc(), b.getStringAttr(work),
-                                     TypeAttr::get(workType), StateRoleAttr::get(ctx, StateRole::other),
-                                     FlatSymbolRefAttr(), zeros);
-    workState->setAttr(LoomDialect::MirrorOfAttrHelper::getNameStr(), u.sym);
-    auto workSym = FlatSymbolRefAttr::get(ctx, work);
+    if (existing) {
+      workType = existing.getType();
+      bf16 = cast<RankedTensorType>(workType).getElementType().isBF16();
+    } else {
+      b.setInsertionPointAfter(u.param);
+      auto workState = StateOp::create(b, u.param.getLoc(), b.getStringAttr(work),
+                                       TypeAttr::get(workType),
+                                       StateRoleAttr::get(ctx, StateRole::other),
+                                       FlatSymbolRefAttr(), zeros);
+      workState->setAttr(LoomDialect::MirrorOfAttrHelper::getNameStr(), u.sym);
+    }
     for (LoadOp l : reads) {
       if (!bf16) {
         l.setNameAttr(workSym);
@@ -431,7 +442,9 @@ struct OffloadRewrite {
       for (Operation *user : adam->getResult(k).getUsers())
         if (auto st = dyn_cast<StoreOp>(user))
           stores[k] = st;
-    if (!stores[0] || !stores[1] || !stores[2])
+    // (1-bit Adam's frozen update leaves the variance as it was: no store.)
+    bool frozenVariance = adam.getFreezeStepAttr() != nullptr;
+    if (!stores[0] || !stores[1] || (!stores[2] && !frozenVariance))
       return fail(adam, "the updated weights and state must be stored");
 
     if (u.where == UpdatePlace::cpu) {
@@ -477,13 +490,16 @@ struct OffloadRewrite {
       StoreOp::create(b, loc, adam.getNewParam(), workSym);
     }
     for (int k = 0; k < 3; ++k) {
+      if (!stores[k])
+        continue;
       auto down = CopyOp::create(b, loc, pinned(pt), tok, adam->getResult(k),
                                  ValueRange{}, d2h);
       backTokens.push_back(down.getToken());
       backStores.push_back({down.getResult(), stores[k].getNameAttr()});
     }
     for (StoreOp st : stores) // not before: the builder inserts in front of one
-      st.erase();
+      if (st)
+        st.erase();
     return success();
   }
 
@@ -609,14 +625,10 @@ struct OffloadRewrite {
 /// momentum in host memory; the working copy is refreshed before the step
 /// returns. A streamed subgroup's frozen update also runs on the CPU (the
 /// same bits: both backends' Adam round alike). Data parallelism at ZeRO
-/// stage 0 only: the sharded stages keep the momentum in shards that
-/// @enter_frozen gathers (not built).
+/// stage 0 (stages 1 and 2: offloadShardedFrozenStep).
 LogicalResult offloadFrozenStep(ModuleOp module, func::FuncOp frozen,
                                 ArrayRef<Update> updates) {
   MLIRContext *ctx = module.getContext();
-  if (module.lookupSymbol(LoomDialect::kEnterFrozen))
-    return fail(frozen, "offloading 1-bit Adam's updates is built for ZeRO stage 0; stages 1 "
-                        "and 2 (@enter_frozen's gathered momentum) are not yet");
   llvm::DenseMap<StringAttr, const Update *> offloaded;
   for (const Update &u : updates)
     if (u.where != UpdatePlace::gpu)
@@ -706,6 +718,68 @@ LogicalResult offloadFrozenStep(ModuleOp module, func::FuncOp frozen,
   return success();
 }
 
+/// 1-bit Adam's step after the freeze at ZeRO stages 1 and 2 with the
+/// sharded frozen variance (loom-data-parallel with master-shards): each
+/// rank's update of its shard of a bucket has the form of @train_step's
+/// (the master shard, this rank's slice of the exchanged momentum for a
+/// gradient, the bucket's moment shards; the gather after it reads the
+/// shard back), so it is placed by the same rewrite with @train_step's
+/// placements and working copies. The whole momentum the worker's lerp
+/// reads (@P.exp_avg) stays on the device. @enter_frozen gathers the
+/// momentum shards, now in host memory: each comes up first.
+LogicalResult offloadShardedFrozenStep(ModuleOp module, func::FuncOp frozen,
+                                       ArrayRef<Update> updates, bool hostThread) {
+  MLIRContext *ctx = module.getContext();
+  llvm::DenseMap<StringAttr, AdamOp> adamOf;
+  for (Operation &op : frozen.getBody().front())
+    if (auto a = dyn_cast<AdamOp>(op))
+      if (auto l = a.getParam().getDefiningOp<LoadOp>())
+        adamOf[l.getNameAttr().getAttr()] = a;
+  SmallVector<Update> placed;
+  for (const Update &u : updates) {
+    if (u.where == UpdatePlace::gpu)
+      continue;
+    AdamOp a = adamOf.lookup(u.sym.getAttr());
+    if (!a)
+      return fail(frozen, "has no update of '@" + u.sym.getValue() +
+                              "' (loom-data-parallel with master-shards writes it)");
+    if (!a.getGrad().hasOneUse())
+      return fail(a, "the exchanged momentum must be used by the update alone");
+    Update f;
+    f.param = u.param;
+    f.sym = u.sym;
+    f.adam = a;
+    f.where = u.where;
+    f.group = u.group;
+    placed.push_back(f);
+  }
+  Block &blk = frozen.getBody().front();
+  auto ret = cast<func::ReturnOp>(blk.getTerminator());
+  OffloadRewrite rw(module, blk, hostThread);
+  for (Update &u : placed)
+    if (failed(rw.place(u)))
+      return failure();
+  SmallVector<Update *> cpu = rw.scheduleCpu(placed, ret);
+  rw.finish(cpu, ret);
+
+  auto enter = module.lookupSymbol<func::FuncOp>(LoomDialect::kEnterFrozen);
+  OpBuilder b(ctx);
+  auto tok = TokenType::get(ctx);
+  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
+  for (LoadOp l : llvm::to_vector(enter.getOps<LoadOp>())) {
+    auto s = module.lookupSymbol<StateOp>(l.getNameAttr());
+    auto st = s ? dyn_cast<RankedTensorType>(s.getType()) : RankedTensorType();
+    if (!st || !st.getEncoding())
+      continue;
+    l.getResult().setType(st);
+    b.setInsertionPointAfter(l);
+    auto up = CopyOp::create(b, l.getLoc(), unpinned(st), tok, l.getResult(), ValueRange{}, h2d);
+    WaitOp::create(b, l.getLoc(), ValueRange{up.getToken()});
+    l.getResult().replaceAllUsesExcept(up.getResult(), up);
+  }
+  return success();
+}
+
 LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread) {
   MLIRContext *ctx = module.getContext();
   std::string error;
@@ -748,8 +822,11 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread)
       return failure();
   SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
   rw.finish(cpu, ret);
-  if (auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen))
+  if (auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen)) {
+    if (module.lookupSymbol(LoomDialect::kEnterFrozen))
+      return offloadShardedFrozenStep(module, frozen, updates, hostThread);
     return offloadFrozenStep(module, frozen, updates);
+  }
   return success();
 }
 
