@@ -1008,10 +1008,12 @@ int loomcMain(int argc, char **argv) {
   // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
   // of it; stages 1-3: its shard of each bucket), ZeRO++'s codecs included
   // (they rewrite the collectives before the offload), and 1-bit Adam's
-  // frozen step (stages 1-2: its update of the rank's shard). DiLoCo's
-  // steps are not built for it yet.
-  if (o.offload != "none" && d.dataParallel && d.diloco)
-    return error("--optimizer-offload with --diloco is not supported yet");
+  // frozen step (stages 1-2: its update of the rank's shard), and DiLoCo
+  // (each replica's inner updates; the outer state in host memory with the
+  // master weights; ZeRO 0 inside the replicas).
+  if (o.offload != "none" && d.dataParallel && d.diloco && o.zeroStage > 0)
+    return error("--optimizer-offload with --diloco is built for --zero-stage=0 inside the "
+                 "replicas (the outer step merges into whole master weights)");
   if (o.offload != "none" && d.onebit && o.zeroStage > 0 && o.onebitVariance == "replicated")
     return error("--optimizer-offload with 1-bit Adam at --zero-stage=" +
                  std::to_string(o.zeroStage) +

@@ -99,6 +99,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     d.quantBlock = o.diloco->quantBlock;
     d.elastic = o.diloco->elastic;
     pm.addPass(mlir::loom::createDiloco(d));
+    // Each replica offloads its inner updates; the outer step's state goes
+    // where the master weights do (loom-offload-optimizer).
+    if (o.offload != "none")
+      addOffload(pm, o);
   } else if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;
     dp.zeroStage = o.zeroStage;

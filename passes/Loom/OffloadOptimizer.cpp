@@ -167,6 +167,13 @@ FailureOr<SmallVector<UpdatePlace>> offloadPlaces(ModuleOp module, OptimizerOffl
   return where;
 }
 
+/// Streaming DiLoCo's functions (loom-diloco): its start, outer steps,
+/// exchanges and merges.
+bool dilocoFunction(func::FuncOp fn) {
+  return fn && (fn.getName() == LoomDialect::kDilocoStart ||
+                fn->hasAttr(LoomDialect::DilocoAttrHelper::getNameStr()));
+}
+
 /// The refreshed master weights `fresh` (host memory) on their way to the
 /// device working copy `workSym`: cast to its element type (bf16) where
 /// they differ, then copied up on h2d; the ops made are appended to `made`.
@@ -366,8 +373,12 @@ struct OffloadRewrite {
     // (Not the master weights 1-bit Adam's frozen update reads: that one
     // stays an update, offloadFrozenStep's. Nothing when the working copy
     // exists: the first step placed redirected every function's reads.)
+    // DiLoCo's outer steps read the master weights themselves
+    // (placeDilocoOnHost).
     if (!existing)
       module.walk([&](LoadOp l) {
+        if (dilocoFunction(l->getParentOfType<func::FuncOp>()))
+          return;
         if (l.getNameAttr() == u.sym && l.getResult() != adam.getParam() &&
             llvm::none_of(l->getUsers(), [&](Operation *user) {
               auto a = dyn_cast<AdamOp>(user);
@@ -780,6 +791,102 @@ LogicalResult offloadShardedFrozenStep(ModuleOp module, func::FuncOp frozen,
   return success();
 }
 
+/// Streaming DiLoCo with offloaded inner updates (issue 44): the outer
+/// step's global copy and momentum live where the master weights do. For
+/// each parameter whose master weights are in pinned memory, both states
+/// move there too (8 more bytes a parameter off the card), and DiLoCo's
+/// functions run their arithmetic where its operands are: the
+/// pseudo-gradient (global − local), the outer SGD and the merge on the
+/// CPU (the runtime's host stream), the exchange on the device (each
+/// collective's or codec's host operand copied up first, a host operation's
+/// device operand copied down). A merged parameter stored into its master
+/// weights refreshes its device working copy too. These functions run
+/// every H steps (a fragment's share of the model each time), so their
+/// copies wait where they are made.
+LogicalResult placeDilocoOnHost(ModuleOp module, ArrayRef<Update> updates) {
+  MLIRContext *ctx = module.getContext();
+  llvm::DenseSet<StringAttr> masters;
+  for (const Update &u : updates) {
+    if (u.where == UpdatePlace::gpu)
+      continue;
+    masters.insert(u.sym.getAttr());
+    for (StringRef suffix : {".diloco.global", ".diloco.momentum"})
+      if (auto st = module.lookupSymbol<StateOp>((u.sym.getValue() + suffix).str()))
+        st.setTypeAttr(TypeAttr::get(pinned(st.getType())));
+  }
+  auto tok = TokenType::get(ctx);
+  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
+  auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
+  OpBuilder b(ctx);
+  // `v` copied to the other side before `at`, waited for there.
+  auto moved = [&](Value v, Operation *at, bool toHost) -> Value {
+    b.setInsertionPoint(at);
+    Type t = toHost ? Type(pinned(v.getType())) : Type(unpinned(v.getType()));
+    auto copy = CopyOp::create(b, at->getLoc(), t, tok, v, ValueRange{}, toHost ? d2h : h2d);
+    WaitOp::create(b, at->getLoc(), ValueRange{copy.getToken()});
+    return copy.getResult();
+  };
+  auto symbolType = [&](FlatSymbolRefAttr sym) -> Type {
+    if (auto p = module.lookupSymbol<ParamOp>(sym))
+      return p.getType();
+    if (auto st = module.lookupSymbol<StateOp>(sym))
+      return st.getType();
+    return Type();
+  };
+  for (auto fn : llvm::to_vector(module.getOps<func::FuncOp>())) {
+    if (!dilocoFunction(fn))
+      continue;
+    for (Operation &opRef : llvm::make_early_inc_range(fn.getBody().front())) {
+      Operation *op = &opRef;
+      if (auto l = dyn_cast<LoadOp>(op)) {
+        if (Type t = symbolType(l.getNameAttr()); t && isHostMemory(t))
+          l.getResult().setType(cast<RankedTensorType>(t));
+        continue;
+      }
+      if (auto st = dyn_cast<StoreOp>(op)) {
+        Type t = symbolType(st.getNameAttr());
+        Value v = st.getValue();
+        if (t && isHostMemory(t) != isHostMemory(v.getType()))
+          st.getValueMutable().assign(moved(v, st, isHostMemory(t)));
+        if (!masters.contains(st.getNameAttr().getAttr()))
+          continue;
+        // The merged weights' working copy (bf16 where the step reads bf16).
+        auto workSym = FlatSymbolRefAttr::get(ctx, (st.getNameAttr().getValue() + ".work").str());
+        auto work = module.lookupSymbol<StateOp>(workSym);
+        if (!work)
+          return fail(st, "no working copy '" + workSym.getValue() + "'");
+        b.setInsertionPointAfter(st);
+        SmallVector<Operation *> made;
+        CopyOp up = refreshUp(b, st.getLoc(), module, st.getValue(), workSym, made);
+        b.setInsertionPointAfter(up);
+        WaitOp::create(b, st.getLoc(), ValueRange{up.getToken()});
+        StoreOp::create(b, st.getLoc(), up.getResult(), workSym);
+        continue;
+      }
+      if (isa<func::ReturnOp, WaitOp>(op))
+        continue;
+      bool anyHost = llvm::any_of(op->getOperandTypes(), isHostMemory);
+      if (!anyHost)
+        continue;
+      if (isa<SubOp, LerpOp, SgdOp, ReshapeOp, SliceOp, ConcatOp>(op)) {
+        // On the host: its device operands come down, its results are
+        // host memory.
+        for (OpOperand &o : op->getOpOperands())
+          if (isa<RankedTensorType>(o.get().getType()) && !isHostMemory(o.get().getType()))
+            o.set(moved(o.get(), op, true));
+        for (Value r : op->getResults())
+          r.setType(pinned(r.getType()));
+        continue;
+      }
+      // On the device (a collective, a codec, a reduction).
+      for (OpOperand &o : op->getOpOperands())
+        if (isHostMemory(o.get().getType()))
+          o.set(moved(o.get(), op, false));
+    }
+  }
+  return success();
+}
+
 LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread) {
   MLIRContext *ctx = module.getContext();
   std::string error;
@@ -822,6 +929,8 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread)
       return failure();
   SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
   rw.finish(cpu, ret);
+  if (module.lookupSymbol(LoomDialect::kDilocoStart))
+    return placeDilocoOnHost(module, updates);
   if (auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen)) {
     if (module.lookupSymbol(LoomDialect::kEnterFrozen))
       return offloadShardedFrozenStep(module, frozen, updates, hostThread);

@@ -705,6 +705,18 @@ def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
     exchanged momentum goes down (`d2h`) once it exists, the frozen update
     runs on the CPU at the end of the step (a `stream` placement's too: the
     backends' Adam give the same bits) and the working copy is refreshed.
+    At ZeRO stages 1 and 2 (master shards, sharded frozen variance) each
+    frozen update of a shard has the warm-up's form and is placed as the
+    warm-up's, with its working copy; `@enter_frozen` copies the host
+    momentum shards up before gathering them.
+
+    Streaming DiLoCo (`loom-diloco` before this pass): the global copy and
+    outer momentum of each offloaded parameter move to pinned memory with
+    its master weights; in DiLoCo's functions the pseudo-gradient, outer
+    SGD and merge run on the host, each collective or codec on the device
+    (host operands copied up, device results copied down where a host
+    operation reads them), and a merge stored into the master weights
+    refreshes the working copy.
 
     Before (bf16 model):
 

@@ -126,9 +126,13 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
   auto cast = dyn_cast<CastOp>(op);
   auto adam = cast ? cast.getInput().getDefiningOp<AdamOp>() : AdamOp();
   bool fused = adam && fusedRefreshCast(adam) == cast;
+  // (Streaming DiLoCo's outer step with offloaded master weights:
+  // subtraction, lerp and SGD on the host, over views of host buffers.)
   if (onHost && !fused &&
-      !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, EmbeddingOp, ZeroCopyOp, CastOp>(op))
-    return refuse("runs only loom.adam, casts, row gathers and copies on host memory");
+      !isa<AdamOp, SgdOp, CopyOp, LoadOp, StoreOp, WaitOp, EmbeddingOp, ZeroCopyOp, CastOp, SubOp,
+           LerpOp, ReshapeOp, SliceOp, ConcatOp>(op))
+    return refuse("runs only optimizer updates, subtraction, lerp, casts, views, row gathers "
+                  "and copies on host memory");
   // A zero-sized tensor has no rows to normalise or multiply: the sizes
   // divide by its dimensions (found by fuzz-onnx-proto).
   if (RankedTensorType t = zeroSizedTensor(op))

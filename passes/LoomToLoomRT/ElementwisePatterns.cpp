@@ -61,7 +61,9 @@ template <typename OpT>
 LogicalResult lowerBinary(OpT o, rt::BinaryKind k, Value a, Value b, Emit &e) {
   int rank = tt(o.getResult()).getRank();
   Value out = e.alloc(o.getResult());
-  rt::BinaryOp::create(e.rw, e.loc, e.f.compute, k, dt(o.getResult()), a, alignedShape(o.getLhs(), rank),
+  // (On host memory, Streaming DiLoCo's outer step beside offloaded
+  // master weights: the host stream, the CPU.)
+  rt::BinaryOp::create(e.rw, e.loc, e.stream(), k, dt(o.getResult()), a, alignedShape(o.getLhs(), rank),
                        b, alignedShape(o.getRhs(), rank), out, alignedShape(o.getResult(), rank));
   return e.done(out);
 }
@@ -169,7 +171,7 @@ LOOM_BINARY(LeOp, le)
 
 LogicalResult lower(LerpOp o, LerpOp::Adaptor a, Emit &e) {
   Value y = e.alloc(o.getResult());
-  rt::LerpOp::create(e.rw, e.loc, e.f.compute, dt(o.getResult()), a.getLhs(), a.getRhs(), y,
+  rt::LerpOp::create(e.rw, e.loc, e.stream(), dt(o.getResult()), a.getLhs(), a.getRhs(), y,
                      numel(o.getResult()), f64(o.getWeight()));
   return e.done(y);
 }

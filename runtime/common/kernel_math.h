@@ -231,8 +231,19 @@ LOOMRT_HD float binaryOp(loomrt_binary_op op, float a, float b) {
 }
 
 /// torch.lerp's formula (ATen's lerp: from the nearer end).
+/// (Each product and sum rounded on its own, as adam_math.h's: both
+/// backends give the same bits, so Streaming DiLoCo's merge may run on the
+/// CPU, beside offloaded master weights, or on the GPU.)
 LOOMRT_HD float lerpOp(float a, float b, float w) {
-  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+  return w < 0.5f ? addRn(a, mulRn(w, subRn(b, a))) : subRn(b, mulRn(subRn(b, a), 1.0f - w));
+}
+
+/// torch.optim.SGD's step for one element (momentum buffer b, dampening 0),
+/// rounded alike on both backends (the outer step of Streaming DiLoCo runs
+/// on either).
+LOOMRT_HD void sgdElement(float lr, float mu, bool nesterov, float &p, float g, float &b) {
+  b = addRn(mulRn(mu, b), g);
+  p = subRn(p, mulRn(lr, nesterov ? addRn(g, mulRn(mu, b)) : b));
 }
 
 /// loomrt_binary on int64: sums and products wrap modulo 2^64 (computed on

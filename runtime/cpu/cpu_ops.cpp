@@ -630,11 +630,8 @@ loomrt_status spmmK(void *, void *, loomrt_dtype dt, const int64_t *rowPtr,
 loomrt_status sgdK(void *, void *, float lr, float mu, int nesterov, float *p,
                    const float *g, float *buf, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; ++i) {
-    float b = mu * buf[i] + g[i];
-    buf[i] = b;
-    p[i] -= lr * (nesterov ? g[i] + mu * b : b);
-  }
+  for (size_t i = 0; i < n; ++i)
+    sgdElement(lr, mu, nesterov, p[i], g[i], buf[i]);
   return LOOMRT_OK;
 }
 

@@ -552,11 +552,7 @@ loomrt_status gatherRowsG(void *, void *st, const void *table, size_t numRows, s
 
 __global__ void sgdKernel(float lr, float mu, int nesterov, float *p,
                           const float *g, float *buf, size_t n) {
-  GRID_STRIDE(i, n) {
-    float b = mu * buf[i] + g[i];
-    buf[i] = b;
-    p[i] -= lr * (nesterov ? g[i] + mu * b : b);
-  }
+  GRID_STRIDE(i, n) sgdElement(lr, mu, nesterov, p[i], g[i], buf[i]);
 }
 
 loomrt_status unaryG(void *, void *st, loomrt_unary_op op, loomrt_dtype dt,
