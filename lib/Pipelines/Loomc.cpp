@@ -667,6 +667,20 @@ static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
   if (d.onebit && o.zeroStage > 2)
     return std::string("--optimizer=onebit-adam composes with --zero-stage 0, 1 and 2 (stage "
                        "3's sharded parameters are not built for its frozen step)");
+  // Offload with data parallelism: each rank keeps the master weights and
+  // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
+  // of it; stages 1-3: its shard of each bucket), ZeRO++'s codecs included
+  // (they rewrite the collectives before the offload), and 1-bit Adam's
+  // frozen step (stages 1-2: its update of the rank's shard), and DiLoCo
+  // (each replica's inner updates; the outer state in host memory with the
+  // master weights; ZeRO 0 inside the replicas).
+  if (o.offload != "none" && d.diloco && o.zeroStage > 0)
+    return std::string("--optimizer-offload with --diloco is built for --zero-stage=0 inside "
+                       "the replicas (the outer step merges into whole master weights)");
+  if (o.offload != "none" && d.onebit && o.zeroStage > 0 && o.onebitVariance == "replicated")
+    return "--optimizer-offload with 1-bit Adam at --zero-stage=" + std::to_string(o.zeroStage) +
+           " needs --onebit-variance=sharded (replicated updates whole parameters on every rank "
+           "after the freeze: nothing is left for host memory to hold)";
   return std::nullopt;
 }
 
@@ -1004,21 +1018,6 @@ int loomcMain(int argc, char **argv) {
   if (o.precision == "bf16" && module->lookupSymbol(mlir::loom::LoomDialect::kForwardBackward))
     return error("--precision=bf16 rewrites the forward before autodiff; this "
                  "input already has @forward_backward (give the forward only)");
-  // Offload with data parallelism: each rank keeps the master weights and
-  // Adam state of what it updates in pinned host memory (ZeRO stage 0: all
-  // of it; stages 1-3: its shard of each bucket), ZeRO++'s codecs included
-  // (they rewrite the collectives before the offload), and 1-bit Adam's
-  // frozen step (stages 1-2: its update of the rank's shard), and DiLoCo
-  // (each replica's inner updates; the outer state in host memory with the
-  // master weights; ZeRO 0 inside the replicas).
-  if (o.offload != "none" && d.dataParallel && d.diloco && o.zeroStage > 0)
-    return error("--optimizer-offload with --diloco is built for --zero-stage=0 inside the "
-                 "replicas (the outer step merges into whole master weights)");
-  if (o.offload != "none" && d.onebit && o.zeroStage > 0 && o.onebitVariance == "replicated")
-    return error("--optimizer-offload with 1-bit Adam at --zero-stage=" +
-                 std::to_string(o.zeroStage) +
-                 " needs --onebit-variance=sharded (replicated updates whole parameters on "
-                 "every rank after the freeze: nothing is left for host memory to hold)");
   if (o.subGroupSize < 1)
     return error("--sub-group-size must be positive");
   if (o.graphFeatures != "auto" && !cost::parsePlacement(o.graphFeatures))

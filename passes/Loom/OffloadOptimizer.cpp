@@ -351,21 +351,14 @@ struct OffloadRewrite {
         d2h(StreamAttr::get(ctx, StreamKind::d2h, 0)), tok(TokenType::get(ctx)),
         hostThread(hostThread) {}
 
-  /// Places one update off the device: its working copy, its master
-  /// weights and state in pinned memory, and the copies a streamed update
-  /// needs (a CPU update is placed at the end by scheduleCpu).
-  LogicalResult place(Update &u) {
-    if (u.where == UpdatePlace::gpu)
-      return success();
-    AdamOp adam = u.adam;
-    Location loc = adam.getLoc();
-    // (Unpinned: the second step a module has, 1-bit Adam's frozen one at
-    // ZeRO 1-2, is placed after the first moved the weights.)
-    RankedTensorType pt = unpinned(u.param.getType());
-
+  /// The device working copy `@P.work` of an offloaded update's weights,
+  /// and its type; every read of the weights outside their updates reads
+  /// it (made by the first step placed; a second finds it).
+  std::pair<FlatSymbolRefAttr, Type> workingCopy(Update &u, RankedTensorType pt) {
     // The working copy: bf16 when every read of the parameter outside its
     // update (the step's forward and backward, and functions such as
     // @forward) is a cast to bf16.
+    AdamOp adam = u.adam;
     SmallVector<LoadOp> reads;
     std::string work = (u.sym.getValue() + ".work").str();
     auto workSym = FlatSymbolRefAttr::get(ctx, work);
@@ -414,6 +407,23 @@ struct OffloadRewrite {
       }
       l.erase();
     }
+    return {workSym, workType};
+  }
+
+  /// Places one update off the device: its working copy, its master
+  /// weights and state in pinned memory, and the copies a streamed update
+  /// needs (a CPU update is placed at the end by scheduleCpu).
+  LogicalResult place(Update &u) {
+    if (u.where == UpdatePlace::gpu)
+      return success();
+    AdamOp adam = u.adam;
+    Location loc = adam.getLoc();
+    // (Unpinned: the second step a module has, 1-bit Adam's frozen one at
+    // ZeRO 1-2, is placed after the first moved the weights.)
+    RankedTensorType pt = unpinned(u.param.getType());
+
+    auto [workSym, workType] = workingCopy(u, pt);
+    bool bf16 = cast<RankedTensorType>(workType).getElementType().isBF16();
 
     // Master weights and Adam state move to pinned host memory.
     u.param.setTypeAttr(TypeAttr::get(pinned(pt)));
