@@ -346,11 +346,15 @@ __global__ void dropoutKernel(const T *x, T *y, size_t n, uint64_t threshold, fl
     y[i] = store<T>(dropoutKeep(key, offset + i, threshold) ? load(x[i]) * scale : 0.0f);
   }
 }
-// 1-bit compression (loomrt.h: loomrt_onebit_*). The norm: block sums of
-// (x + error)^2 added into *scale, then one thread turns the sum into
-// ||c|| / sqrt(n); the signs and new error read it from device memory.
-__global__ void onebitZero(float *scale) { *scale = 0.0f; }
-__global__ void onebitSumSquares(const float *x, const float *error, float *sum, size_t n) {
+// 1-bit compression (loomrt.h: loomrt_onebit_*). The norm: each block's
+// sum of (x + error)^2 into partial[block] (a fixed grid of at most
+// kOnebitBlocks), then one block adds the partials in a fixed order and
+// writes ||c|| / sqrt(n); the signs and new error read it from device
+// memory. No atomics: the same inputs give the same scale on every run
+// (block sums added by atomicAdd land in the order the blocks finish, so
+// 1-bit Adam's steps differed between two runs of one binary, issue 44).
+constexpr unsigned kOnebitBlocks = 1024;
+__global__ void onebitSumSquares(const float *x, const float *error, float *partial, size_t n) {
   float acc = 0.0f;
   GRID_STRIDE(i, n) {
     float c = x[i] + error[i];
@@ -358,11 +362,12 @@ __global__ void onebitSumSquares(const float *x, const float *error, float *sum,
   }
   acc = blockReduce<false>(acc);
   if (threadIdx.x == 0)
-    atomicAdd(sum, acc);
+    partial[blockIdx.x] = acc;
 }
 // The same over float4 words (x and error 16-byte aligned, n a multiple
 // of 8: every 1-bit payload is).
-__global__ void onebitSumSquares4(const float4 *x, const float4 *error, float *sum, size_t words) {
+__global__ void onebitSumSquares4(const float4 *x, const float4 *error, float *partial,
+                                  size_t words) {
   float acc = 0.0f;
   GRID_STRIDE(i, words) {
     float4 a = x[i], e = error[i];
@@ -371,9 +376,16 @@ __global__ void onebitSumSquares4(const float4 *x, const float4 *error, float *s
   }
   acc = blockReduce<false>(acc);
   if (threadIdx.x == 0)
-    atomicAdd(sum, acc);
+    partial[blockIdx.x] = acc;
 }
-__global__ void onebitScale(float *scale, size_t n) { *scale = sqrtf(*scale / float(n)); }
+__global__ void onebitScale(const float *partial, unsigned blocks, float *scale, size_t n) {
+  float acc = 0.0f;
+  for (unsigned b = threadIdx.x; b < blocks; b += blockDim.x)
+    acc += partial[b];
+  acc = blockReduce<false>(acc);
+  if (threadIdx.x == 0)
+    *scale = sqrtf(acc / float(n));
+}
 // One byte of signs a thread from two float4 words of x and of the error
 // (onebitPackByte's arithmetic, element 8j+k in bit 7-k).
 __device__ __forceinline__ uint8_t packHalf(float4 x, float4 &e, float s, int shift) {
@@ -583,14 +595,20 @@ loomrt_status dropoutG(void *, void *st, loomrt_dtype dt, const void *x, void *y
 }
 loomrt_status onebitCompressG(void *, void *st, const float *x, float *error, uint8_t *packed,
                               float *scale, size_t n) {
-  onebitZero<<<1, 1, 0, S(st)>>>(scale);
   bool words = wordAligned({x, error});
+  unsigned blocks = std::min(gridFor(words ? n / 4 : n), kOnebitBlocks);
+  float *partial;
+  if (loomrt_status e = gpuCheck(gpuMallocAsync((void **)&partial, blocks * sizeof(float), S(st)),
+                                 "onebit_compress scratch"))
+    return e;
   if (words)
-    onebitSumSquares4<<<gridFor(n / 4), kThreads, 0, S(st)>>>(
-        reinterpret_cast<const float4 *>(x), reinterpret_cast<const float4 *>(error), scale, n / 4);
+    onebitSumSquares4<<<blocks, kThreads, 0, S(st)>>>(
+        reinterpret_cast<const float4 *>(x), reinterpret_cast<const float4 *>(error), partial,
+        n / 4);
   else
-    onebitSumSquares<<<gridFor(n), kThreads, 0, S(st)>>>(x, error, scale, n);
-  onebitScale<<<1, 1, 0, S(st)>>>(scale, n);
+    onebitSumSquares<<<blocks, kThreads, 0, S(st)>>>(x, error, partial, n);
+  onebitScale<<<1, kThreads, 0, S(st)>>>(partial, blocks, scale, n);
+  (void)gpuFreeAsync(partial, S(st));
   if (words)
     onebitSigns4<<<gridFor(n / 8), kThreads, 0, S(st)>>>(reinterpret_cast<const float4 *>(x),
                                                         reinterpret_cast<float4 *>(error), packed,

@@ -96,6 +96,32 @@ TEST_P(OneBit, CompressPacksSignsAndKeepsTheError) {
   EXPECT_LT(relErr(out, want), 1e-6);
 }
 
+// The scale is the same bits on every call with the same inputs (issue
+// 44: the GPU's block sums were added by atomicAdd, in the order the
+// blocks finished, so two runs of one 1-bit Adam binary differed from the
+// first frozen step). Large enough for hundreds of blocks.
+TEST_P(OneBit, CompressIsDeterministic) {
+  const size_t n = size_t(1) << 22;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> N(0.f, 1.f);
+  std::vector<float> x(n), e(n);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = N(rng), e[i] = 0.1f * N(rng);
+  float *dx = dev<float>(n), *de = dev<float>(n), *ds = dev<float>(1);
+  uint8_t *dp = dev<uint8_t>(n / 8);
+  put(dx, x);
+  float first = 0;
+  for (int run = 0; run < 20; ++run) {
+    put(de, e);
+    ASSERT_EQ(LOOMRT_OK, loomrt_onebit_compress(stream, dx, de, dp, ds, n));
+    float scale = get(ds, 1)[0];
+    if (run == 0)
+      first = scale;
+    ASSERT_EQ(std::memcmp(&scale, &first, sizeof scale), 0)
+        << "run " << run << ": scale " << scale << " after " << first;
+  }
+}
+
 TEST_P(OneBit, CompressedAllReduceMatchesFloat64Reference) {
   for (size_t world : {1, 2, 3, 4, 8})
     for (size_t n : {1001, 4099}) {
