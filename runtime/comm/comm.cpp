@@ -16,10 +16,14 @@
 // timeout (LOOMRT_COMM_TIMEOUT seconds, default 300; a rank died or hangs)
 // into a one-line error and an exit, so no rank waits forever; the launcher
 // (mpirun, torchrun) then tears down the rest.
+//
+// The world comes from the launcher's variables (launcherOf): Open MPI's
+// mpirun, torchrun, MPICH's mpiexec (PMI) or Slurm's srun, in that order.
 #include "comm/auth.h"
 #include "comm/tcp.h"
 #include "common/backend.h"
 
+#include <arpa/inet.h>
 #include <cmath>
 #include <algorithm>
 #include <atomic>
@@ -190,6 +194,29 @@ int envInt(std::initializer_list<const char *> vars, std::string &source) {
 
 bool launchedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
+/// A launcher's variables: world size, rank, local rank (the GPU).
+struct Launcher {
+  const char *name, *size, *rank, *local;
+};
+/// The launchers whose variables say where a process is, the first whose
+/// size variable is set winning (torchrun inside an srun step is torchrun's
+/// world). Slurm's is the job step's task count, which only srun sets: a
+/// process started by hand in an allocation (`salloc`, a batch script's
+/// own shell) has SLURM_NTASKS and SLURM_PROCID=0 but is one rank.
+constexpr Launcher kLaunchers[] = {
+    {"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"torchrun", "WORLD_SIZE", "RANK", "LOCAL_RANK"},
+    {"mpiexec (MPICH, PMI)", "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID"},
+    {"srun (Slurm)", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID"},
+};
+const Launcher *launcherOf() {
+  for (const Launcher &l : kLaunchers)
+    if (std::getenv(l.size))
+      return &l;
+  return nullptr;
+}
+
 #ifdef LOOMRT_HAVE_MPI
 bool mpiStartedHere = false;
 /// MPI_THREAD_MULTIPLE where the library gives it: two threads may then
@@ -269,7 +296,7 @@ loomrt_status tcpExchangeId(int rank, int size, ncclUniqueId &id) {
   if (loomrt_status st = tcp::resolveMaster("NCCL ranks started without mpirun", &master))
     return st;
   tcp::Deadline deadline = tcp::deadlineIn(Watchdog::get().timeout());
-  const char *where = std::getenv("MASTER_PORT");
+  const std::string where = std::to_string(ntohs(master.sin_port));
   const int32_t world = size;
   if (rank != 0) {
     int fd = tcp::connectBefore(master, deadline);
@@ -542,8 +569,12 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
   if (!dev || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_init: null argument");
   std::string sizeVar, rankVar;
-  int size = envInt({"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"}, sizeVar);
-  int rank = envInt({"OMPI_COMM_WORLD_RANK", "RANK"}, rankVar);
+  const Launcher *l = launcherOf();
+  int size = l ? envInt({l->size}, sizeVar) : 0;
+  int rank = l ? envInt({l->rank}, rankVar) : 0;
+  if (l && size > 1 && !std::getenv(l->rank))
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: ") + l->size + " is set (" +
+                                                 l->name + ") but " + l->rank + " is not");
   if (size < 0 || rank < 0)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "comm_init: " + (size < 0 ? sizeVar : rankVar) +
@@ -656,8 +687,11 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out) {
 }
 
 int loomrt_local_rank(void) {
+  // The local rank of the launcher that set the world (its own variable;
+  // LOCAL_RANK, which torchrun sets and users export by hand, otherwise).
   std::string var;
-  int r = envInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, var);
+  const Launcher *l = launcherOf();
+  int r = l && std::getenv(l->local) ? envInt({l->local}, var) : envInt({"LOCAL_RANK"}, var);
   return r > 0 ? r : 0;
 }
 

@@ -422,16 +422,28 @@ Deadline deadlineIn(double seconds) {
 
 loomrt_status resolveMaster(const char *who, sockaddr_in *out) {
   const char *addr = std::getenv("MASTER_ADDR"), *port = std::getenv("MASTER_PORT");
-  if (!addr || !port)
+  const char *own = std::getenv("LOOMRT_RENDEZVOUS_PORT");
+  if (!addr || (!port && !own))
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: ") + who +
                                                  " need MASTER_ADDR and MASTER_PORT (as "
-                                                 "torchrun sets them)");
+                                                 "torchrun sets them; under srun or mpiexec, "
+                                                 "export them: docs/data-parallel.md)");
   // getaddrinfo takes 99999 as port 34463 (it wraps to 16 bits).
+  const char *var = own ? "LOOMRT_RENDEZVOUS_PORT" : "MASTER_PORT";
+  const char *text = own ? own : port;
   char *end = nullptr;
-  long p = std::strtol(port, &end, 10);
-  if (!*port || !end || *end || p < 1 || p > 65535)
-    return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: MASTER_PORT='") + port +
+  long p = std::strtol(text, &end, 10);
+  if (!*text || !end || *end || p < 1 || p > 65535)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("comm_init: ") + var + "='" + text +
                                                  "' is not a port number in [1, 65535]");
+  // Under torchrun's static rendezvous (its default) the agent's own store
+  // listens at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 takes
+  // the port after it. LOOMRT_RENDEZVOUS_PORT names another.
+  const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (!own && agent && std::strcmp(agent, "True") == 0)
+    p = p == 65535 ? 65534 : p + 1;
+  std::string portText = std::to_string(p);
+  port = portText.c_str();
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;

@@ -460,7 +460,10 @@ int TrainRun::joinWorld() {
                          " processes, on CPUs with `mpirun -np " + std::to_string(world) + " " +
                          f.argv0 + " ...` (as root add --allow-run-as-root), on GPUs one per "
                          "GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT "
-                         "set (torchrun-style; docs/data-parallel.md)");
+                         "set (torchrun-style), or by `torchrun --nproc_per_node=" +
+                         std::to_string(world) + " --no_python " + f.argv0 +
+                         " ...` or `srun -n " + std::to_string(world) + " " + f.argv0 +
+                         " ...` with MASTER_ADDR and MASTER_PORT exported (docs/data-parallel.md)");
   // Only rank 0 talks; every rank reports errors.
   lead = rank == 0;
   if (!lead && !std::freopen("/dev/null", "w", stdout))
