@@ -81,11 +81,11 @@ loomrt_status CheckpointSet::allOk(loomrt_status mine, const std::string &otherw
 loomrt_status CheckpointSet::save(long step, const std::vector<loomrt_tensor_ref> &tensors) {
   std::string stepStr = std::to_string(step), worldStr = std::to_string(world),
               rankStr = std::to_string(rank), zeroStr = std::to_string(zeroStage);
-  const char *k[] = {"format", "step", "model", "world", "rank", "zero_stage"};
-  const char *v[] = {kPartFormat, stepStr.c_str(), model.c_str(),
-                     worldStr.c_str(), rankStr.c_str(), zeroStr.c_str()};
+  const char *k[] = {"format", "step", "model", "world", "rank", "zero_stage", "layout"};
+  const char *v[] = {kPartFormat,     stepStr.c_str(), model.c_str(), worldStr.c_str(),
+                     rankStr.c_str(), zeroStr.c_str(), layout.c_str()};
   loomrt_status mine = loomrt_checkpoint_save(partPath(step, rank).c_str(), tensors.data(),
-                                              tensors.size(), k, v, 6);
+                                              tensors.size(), k, v, layout.empty() ? 6 : 7);
   // Commit only when every part is durable; a failed part leaves the
   // previous checkpoint committed.
   if (loomrt_status s = allOk(mine, "another rank could not write its part of the checkpoint "

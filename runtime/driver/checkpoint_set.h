@@ -22,6 +22,11 @@ public:
       : dir(std::move(dir)), model(std::move(model)), rank(rank), world(world),
         zeroStage(zeroStage), dev(dev), stream(stream), comm(comm) {}
 
+  /// What the parts hold, as JSON (checkpointLayout), written into each
+  /// part's metadata under "layout" for tools that read checkpoints
+  /// without the binary (loom-ckpt).
+  void setLayout(std::string json) { layout = std::move(json); }
+
   /// Creates the folder if `create` and checks that this rank can write
   /// there, so a bad --checkpoint-dir is reported before training (a
   /// missing folder without `create` is left to resume() to report).
@@ -52,7 +57,7 @@ private:
   /// written by a save that was killed before its commit).
   void removeOtherParts(long keep);
 
-  std::string dir, model;
+  std::string dir, model, layout;
   int rank, world, zeroStage;
   loomrt_device dev;
   loomrt_stream stream;
