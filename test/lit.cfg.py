@@ -15,6 +15,7 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", 
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%loom_src_root", config.loom_src_root))
+config.substitutions.append(("%loom_obj_root", config.loom_obj_root))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -33,6 +33,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 #include <cmath>
@@ -953,8 +954,34 @@ LogicalResult writeInitialWeights(ModuleOp module, const std::string &path) {
   return success();
 }
 
+/// The prefix loomc is installed in (PREFIX/bin/loomc) when the runtime
+/// was installed there too (PREFIX/LIBDIR/libloomrt.so and the headers);
+/// empty for a loomc that runs from its build tree.
+static std::string installedPrefix() {
+  static const std::string prefix = [] {
+    std::string exe = llvm::sys::fs::getMainExecutable(nullptr, (void *)&installedPrefix);
+    llvm::StringRef bin = llvm::sys::path::parent_path(exe);
+    llvm::StringRef root = llvm::sys::path::parent_path(bin);
+    llvm::SmallString<256> lib(root), header(root);
+    llvm::sys::path::append(lib, LOOM_INSTALL_LIBDIR, "libloomrt.so");
+    llvm::sys::path::append(header, LOOM_INSTALL_INCLUDEDIR, "loomrt", "loomrt.h");
+    return !root.empty() && llvm::sys::fs::exists(lib) && llvm::sys::fs::exists(header)
+               ? root.str()
+               : std::string();
+  }();
+  return prefix;
+}
+
 std::string defaultRuntimeDir(llvm::StringRef target) {
+  if (target != "hip" && !installedPrefix().empty())
+    return installedPrefix() + "/" LOOM_INSTALL_LIBDIR;
   return target == "hip" ? LOOM_HIP_RUNTIME_LIB_DIR : LOOM_RUNTIME_LIB_DIR;
+}
+
+/// The runtime's headers: the installed ones beside an installed loomc.
+static std::string runtimeIncludeDir() {
+  return installedPrefix().empty() ? std::string(LOOM_RUNTIME_INCLUDE_DIR)
+                                   : installedPrefix() + "/" LOOM_INSTALL_INCLUDEDIR;
 }
 
 bool compileTrainingBinary(const std::string &cppPath, const std::string &output,
@@ -978,7 +1005,7 @@ bool compileTrainingBinary(const std::string &cppPath, const std::string &output
   // time at -O0 grows linearly with it: 9 s for a 100-layer Llama's 77k
   // lines on the 2-core machine, against 34 s at -O1 (docs/codegen.md).
   std::vector<std::string> args = {
-      *path, "-O0", "-std=c++17", "-I", LOOM_RUNTIME_INCLUDE_DIR, cppPath,
+      *path, "-O0", "-std=c++17", "-I", runtimeIncludeDir(), cppPath,
       "-o", output, "-L", runtimeDir, "-lloomrt",
       "-Wl,-rpath," + runtimeDir};
   for (llvm::StringRef flag : llvm::split(llvm::StringRef(LOOM_GENERATED_CXX_FLAGS), ' '))
