@@ -11,6 +11,7 @@
 #include "loom/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines.h"
+#include "Help.h"
 #include "Planning.h"
 #include "loom/Passes/Loom.h"
 #include "loom/Passes/LoomRT.h"
@@ -550,6 +551,51 @@ struct FlagDecisions {
   int replan = 0;
 };
 
+/// loomc --help: its flags by topic (lib/Pipelines/Help.cpp). A flag of
+/// loomc's category that no topic lists still shows, under "Other".
+static void printLoomcHelp(const LoomcOptions &o) {
+  auto it = [](const auto &opt, std::string def = "\x01") {
+    // (std::addressof: cl::list overloads & to give its vector.)
+    return HelpItem{static_cast<const cl::Option *>(std::addressof(opt)),
+                    def == "\x01" ? helpDefault(opt) : def};
+  };
+  std::vector<HelpSection> s = {
+      {"Input and model",
+       {it(o.model), it(o.task), it(o.frozen), it(o.dropout), it(o.init),
+        it(o.listOnnxOperators), it(o.precision)}},
+      {"Optimizer",
+       {it(o.optimizer), it(o.lr), it(o.weightDecay), it(o.beta1), it(o.beta2), it(o.eps),
+        it(o.momentum), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
+      {"Parallelism and compression",
+       {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
+        it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
+        it(o.bucketSize), it(o.reduceDtype), it(o.prefetch), it(o.diloco)}},
+      {"Memory and offload",
+       {it(o.offload), it(o.replan), it(o.hostThread), it(o.subGroupSize), it(o.recompute),
+        it(o.memoryBudget, ""), it(o.deviceMemory, ""), it(o.arena), it(o.graphFeatures)}},
+      {"Cost model", {it(o.hardware, ""), it(o.whatIf), it(o.timeline)}},
+      {"Output and code generation",
+       {it(o.compileTo), it(o.output), it(o.target), it(o.emitDir), it(o.runtimeDir),
+        it(o.noFuse)}},
+  };
+  llvm::SmallPtrSet<const cl::Option *, 32> listed = {&o.input}; // (the usage line)
+  for (const HelpSection &sec : s)
+    for (const HelpItem &i : sec.items)
+      listed.insert(i.opt);
+  HelpSection other{"Other", {}};
+  for (auto &[name, opt] : cl::getRegisteredOptions())
+    if (llvm::is_contained(opt->Categories, &o.cat) && !listed.contains(opt))
+      other.items.push_back({opt, ""});
+  s.push_back(other);
+  printHelp(llvm::outs(),
+            "loomc: compile a model into a training binary\n\n"
+            "USAGE: loomc [options] [MODEL.onnx | MODEL.mlir]\n\n"
+            "  loomc --model gpt:layers=2,d_model=64 -o train    # a training binary\n"
+            "  loomc model.onnx --compile-to=import -o out.mlir   # the imported IR\n"
+            "  --version: Loom's version and commit; docs/cli.md: every flag in full",
+            s);
+}
+
 /// Registers MLIR's options beside loomc's (hiding libLLVM's hundreds of
 /// backend options) and parses the command line.
 static bool parseCommandLine(int argc, char **argv, LoomcOptions &o) {
@@ -561,9 +607,22 @@ static bool parseCommandLine(int argc, char **argv, LoomcOptions &o) {
   // --mlir-timing, ...).
   for (auto &[name, opt] : cl::getRegisteredOptions()) {
     bool ours = llvm::is_contained(opt->Categories, &o.cat);
-    if (!ours && !name.starts_with("mlir-") && name != "help" && name != "version")
+    if (!ours && !name.starts_with("mlir-") && name != "help" && name != "version" &&
+        name != "help-hidden")
       opt->setHiddenFlag(cl::ReallyHidden);
+    else if (name.starts_with("mlir-"))
+      opt->setHiddenFlag(cl::Hidden); // --help-hidden lists them
   }
+  // --help (and -h): loomc's own printer; --help-hidden stays LLVM's,
+  // with MLIR's options.
+  for (int i = 1; i < argc; ++i) {
+    StringRef a(argv[i]);
+    if (a == "--help" || a == "-help" || a == "-h" || a == "--h") {
+      printLoomcHelp(o);
+      std::exit(0);
+    }
+  }
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) { printVersion(os); });
   return cl::ParseCommandLineOptions(argc, argv,
                                      "loomc: compile a model into a training binary\n\n"
                                      "  loomc --model gpt:layers=2,d_model=64 --compile-to=import\n"
