@@ -5,6 +5,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -223,6 +224,39 @@ void CheckpointSet::removeOtherParts(long keep) {
       ::unlinkat(::dirfd(d), name.c_str(), 0);
   }
   ::closedir(d);
+}
+
+/// What a checkpoint part holds, for tools without the binary (loom-ckpt
+/// export): the model's parameters saved whole ("params", by name) and the
+/// ZeRO shards of flattened buckets ("shards": each bucket's padded length,
+/// its members' alignment and its members' names and shapes, in order;
+/// rank r holds elements [r, r + 1) x padded / world of the bucket). JSON.
+std::string checkpointLayout(const loomrt_program *p) {
+  std::string params, shards;
+  auto shape = [](const loomrt_global_desc &g) {
+    std::string s = "[";
+    for (int d = 0; d < g.rank; ++d)
+      s += (d ? ", " : "") + std::to_string(g.shape[d]);
+    return s + "]";
+  };
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    if (!g.is_param || g.mirror_of > 0)
+      continue;
+    if (!g.num_members) {
+      params += (params.empty() ? "" : ", ") + json::quote(g.name);
+      continue;
+    }
+    std::string members;
+    for (size_t m = 0; m < g.num_members; ++m)
+      members += std::string(m ? ", " : "") + "[" + json::quote(g.members[m].name) + ", " +
+                 shape(g.members[m]) + "]";
+    shards += (shards.empty() ? "" : ", ") + json::quote(g.name) + ": {\"padded\": " +
+              std::to_string(g.padded_numel) + ", \"align\": " +
+              std::to_string(std::max<int64_t>(g.member_align, 1)) + ", \"members\": [" +
+              members + "]}";
+  }
+  return "{\"params\": [" + params + "], \"shards\": {" + shards + "}}";
 }
 
 } // namespace loomrt

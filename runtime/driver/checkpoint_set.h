@@ -9,11 +9,16 @@
 #define LOOMRT_DRIVER_CHECKPOINT_SET_H
 
 #include "loomrt/loomrt.h"
+#include "loomrt/train.h"
 
 #include <string>
 #include <vector>
 
 namespace loomrt {
+
+/// What a checkpoint part of `p`'s binary holds, as JSON, for tools that
+/// read checkpoints without the binary (loom-ckpt): see checkpoint_set.cpp.
+std::string checkpointLayout(const loomrt_program *p);
 
 class CheckpointSet {
 public:

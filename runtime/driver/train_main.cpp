@@ -5,7 +5,6 @@
 // compare step by step. Array inputs (classifiers, graph models): step s
 // reads rows (s*B + r) mod N of every input's file, r < B (the whole world's
 // batch; rank k takes rows [k*B, (k+1)*B) of it).
-#include "common/json.h"
 #include "driver/flags.h"
 #include "driver/log.h"
 #include "driver/replan.h"
@@ -55,7 +54,6 @@ size_t numel(const loomrt_global_desc &g) {
   } while (0)
 
 int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host);
-std::string checkpointLayout(const loomrt_program *p);
 
 /// A fresh run's parameters and state in their host views: drawn from
 /// --seed in declaration order (ZeRO-3 shards: every member, keeping this
@@ -568,39 +566,6 @@ int TrainRun::joinSide() {
   return 0;
 }
 
-/// What a checkpoint part holds, for tools without the binary (loom-ckpt
-/// export): the model's parameters saved whole ("params", by name) and the
-/// ZeRO shards of flattened buckets ("shards": each bucket's padded length,
-/// its members' alignment and its members' names and shapes, in order;
-/// rank r holds elements [r, r + 1) x padded / world of the bucket). JSON.
-std::string checkpointLayout(const loomrt_program *p) {
-  std::string params, shards;
-  auto shape = [](const loomrt_global_desc &g) {
-    std::string s = "[";
-    for (int d = 0; d < g.rank; ++d)
-      s += (d ? ", " : "") + std::to_string(g.shape[d]);
-    return s + "]";
-  };
-  for (size_t i = 0; i < p->num_globals; ++i) {
-    const loomrt_global_desc &g = p->globals[i];
-    if (!g.is_param || g.mirror_of > 0)
-      continue;
-    if (!g.num_members) {
-      params += (params.empty() ? "" : ", ") + loomrt::json::quote(g.name);
-      continue;
-    }
-    std::string members;
-    for (size_t m = 0; m < g.num_members; ++m)
-      members += std::string(m ? ", " : "") + "[" + loomrt::json::quote(g.members[m].name) + ", " +
-                 shape(g.members[m]) + "]";
-    shards += (shards.empty() ? "" : ", ") + loomrt::json::quote(g.name) + ": {\"padded\": " +
-              std::to_string(g.padded_numel) + ", \"align\": " +
-              std::to_string(std::max<int64_t>(g.member_align, 1)) + ", \"members\": [" +
-              members + "]}";
-  }
-  return "{\"params\": [" + params + "], \"shards\": {" + shards + "}}";
-}
-
 std::vector<loomrt_tensor_ref> TrainRun::refs() const {
   std::vector<loomrt_tensor_ref> r;
   for (size_t i = 0; i < p->num_globals; ++i) {
@@ -638,7 +603,7 @@ int TrainRun::setupGlobals() {
   // Each rank saves its own part (ZeRO partitions state); a manifest
   // commits one step for all of them (driver/checkpoint_set.h).
   ckpt.emplace(f.ckptDir, p->model, rank, world, p->zero_stage, dev, s, comm);
-  ckpt->setLayout(checkpointLayout(p));
+  ckpt->setLayout(loomrt::checkpointLayout(p));
   if (!f.ckptDir.empty())
     TRY(ckpt->open(!f.resume), "checkpoints");
   // The data offset (step * global batch tokens) must stay an int64.
