@@ -73,7 +73,10 @@ void usage(const char *argv0, const loomrt_program *p) {
       "  --init model|random    start from the model's weights (default) or draw\n"
       "                         every parameter from its initialiser and --seed\n"
       "  --weights FILE         the imported weights (default: %s)\n"
-      "  --log-json FILE        one JSON object per step: step, loss, step_ms, tokens_per_s\n"
+      "  --log-json FILE        one JSON object per step: step, loss, step_ms, tokens_per_s,\n"
+      "                         time (Unix seconds) and more (docs/codegen.md); an existing\n"
+      "                         non-empty FILE is refused unless --log-append or --resume\n"
+      "  --log-append           add to an existing --log-json file\n"
       "  --checkpoint-dir DIR   where checkpoints go: each rank's part in\n"
       "                         DIR/step-S.rankR-of-W.safetensors, the step committed\n"
       "                         in DIR/checkpoint.json (docs/codegen.md)\n"
@@ -298,6 +301,8 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
     } else if (a == "--resume") {
       f.resume = true;
+    } else if (a == "--log-append") {
+      f.logAppend = true;
     } else if (a == "--device-memory") {
       if (!number(x, 0, 1e6))
         return false;

@@ -21,6 +21,7 @@ struct Flags {
   double deviceMemory = -1; // GiB; -1: the compiled cap (loomc --device-memory), 0: none
   unsigned long long seed = 0;
   bool resume = false;
+  bool logAppend = false; // --log-append: add to an existing --log-json file
   // Re-planning (a program compiled with loomc --replan): -1 the compiled
   // mode, else 0 off, 1 once, 2 continuous; and a CPU Adam rate
   // (parameters a second) to decide with instead of the measured one.

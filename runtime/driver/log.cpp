@@ -1,6 +1,7 @@
 // log.cpp: the --log-json record of a finished step (log.h).
 #include "driver/log.h"
 
+#include <chrono>
 #include <cmath>
 
 namespace loomrt::driver {
@@ -48,8 +49,13 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
     std::snprintf(phases + n, sizeof phases - size_t(n),
                   ", \"cpu_adam_params_per_s\": %.4g, \"planned_cpu_adam_params_per_s\": %.4g",
                   cpuAdamRate, plannedCpuAdamRate);
-  std::fprintf(log, "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f%s%s%s%s}\n",
-               step, lossText, ms, unit, tps, phases,
+  // When the step ended, in Unix seconds (runs on several hosts line up).
+  double now = std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(log,
+               "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f, "
+               "\"time\": %.3f%s%s%s%s}\n",
+               step, lossText, ms, unit, tps, now, phases,
                byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
                byGroup.empty() ? "" : "}");
   std::fflush(log);

@@ -11,6 +11,7 @@
 #include "driver/step_ctx.h"
 
 #include <cerrno>
+#include <sys/stat.h>
 #include <filesystem>
 
 using namespace loomrt::driver;
@@ -622,6 +623,14 @@ int TrainRun::setupGlobals() {
       TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
 
   if (lead && !f.logJson.empty()) {
+    // A second run's records after a first run's would read as one run:
+    // an existing log is added to only when asked (or by a resumed run,
+    // which continues the steps it has).
+    struct stat st {};
+    if (!f.logAppend && !f.resume && ::lstat(f.logJson.c_str(), &st) == 0 &&
+        S_ISREG(st.st_mode) && st.st_size > 0)
+      return die("--log-json file '" + f.logJson + "' exists and is not empty: give "
+                 "--log-append to add this run's steps to it, or another file");
     // Appended to, never through a planted symbolic link, never a FIFO.
     std::string why;
     if (!(log = loomrt::fopenForAppend(f.logJson, "--log-json file", why)))
