@@ -627,29 +627,46 @@ std::string num(double x) {
 /// The command line into `o` (dies on a bad argument); false after --help.
 bool parseOptions(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-o" && i + 1 < argc)
-      o.out = argv[++i];
-    else if (a.rfind("-o=", 0) == 0 || a.rfind("--output=", 0) == 0)
-      o.out = a.substr(a.find('=') + 1);
+    std::string a = argv[i], inlineValue;
+    // --flag=value and --flag value alike, as the training binary takes
+    // them (issue 46: `--gpus-per-host 2` was refused).
+    bool hasInline = false;
+    if (size_t eq = a.find('='); a.rfind("-", 0) == 0 && eq != std::string::npos) {
+      inlineValue = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      hasInline = true;
+    }
+    auto value = [&]() -> std::string {
+      if (hasInline)
+        return inlineValue;
+      if (i + 1 >= argc)
+        die("missing value after " + a + " (see --help)");
+      return argv[++i];
+    };
+    auto flag = [&](const char *name) {
+      if (hasInline)
+        die(std::string(name) + " takes no value, got '" + inlineValue + "'");
+      return true;
+    };
+    if (a == "-o" || a == "--output")
+      o.out = value();
     else if (a == "--quick")
-      o.quick = true;
+      o.quick = flag("--quick");
     else if (a == "--no-gpu")
-      o.noGpu = true;
-    else if (a == "--links" && i + 1 < argc)
-      o.links = argv[++i];
-    else if (a.rfind("--links=", 0) == 0)
-      o.links = a.substr(8);
-    else if (a.rfind("--gpus-per-host=", 0) == 0) {
+      o.noGpu = flag("--no-gpu");
+    else if (a == "--links")
+      o.links = value();
+    else if (a == "--gpus-per-host") {
+      std::string v = value();
       char *end = nullptr;
-      long n = std::strtol(a.c_str() + 16, &end, 10);
-      if (!end || *end || n < 1 || n > 1024)
-        die("--gpus-per-host needs a whole number of GPUs, got '" + a.substr(16) + "'");
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || !end || *end || n < 1 || n > 1024)
+        die("--gpus-per-host needs a whole number of GPUs, got '" + v + "'");
       o.gpusPerHost = int(n);
     }
     else if (a == "--help" || a == "-h") {
       std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu] [--links TOPOLOGY]\n"
-                  "                      [--gpus-per-host=N]\n\n"
+                  "                      [--gpus-per-host N]   (--flag=value works too)\n\n"
                   "Measures this machine (host DRAM and caches, CPU Adam, and the GPU\n"
                   "when present: PCIe, HBM, GEMM, Adam, capacity) and writes the\n"
                   "hardware description the cost model reads (docs/cost-model.md).\n"
