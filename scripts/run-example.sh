@@ -8,7 +8,8 @@
 # (loom-attach-optimizer), emits C++ over the runtime and compiles it into a
 # training binary, which then trains on the CPU. The script also shows the
 # hand-written mixed-placement step of examples/mlp_step.mlir and its stream
-# schedule (the offload passes that will produce such steps come later).
+# schedule (loom-offload-optimizer and loom-interleave-offload produce such
+# steps from a model: --optimizer-offload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
