@@ -158,20 +158,25 @@ loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
     return s;
   if (loomrt_status s = integer("zero_stage", -1, 3, z))
     return s;
-  if (w != world || z != zeroStage)
-    return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
-                                   std::to_string(w) + " ranks at ZeRO stage " +
-                                   std::to_string(z) + "; this binary runs " +
-                                   std::to_string(world) + " at stage " +
-                                   std::to_string(zeroStage));
+  savedWorld = int(w);
+  savedStage = int(z);
   if (!mod || mod->kind != json::Value::String || mod->str != model)
     return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' is of model '" +
                                    (mod ? mod->str : std::string("?")) + "', not '" + model + "'");
-  std::string mine = partName(step, rank);
-  if (!parts || parts->kind != json::Value::Array || parts->items.size() != size_t(world) ||
-      parts->items[size_t(rank)].str != mine)
-    return fail(LOOMRT_ERR_IO, "'" + path + "' does not list '" + mine + "' as rank " +
-                                   std::to_string(rank) + "'s part");
+  if (!parts || parts->kind != json::Value::Array || parts->items.size() != size_t(w))
+    return fail(LOOMRT_ERR_IO, "'" + path + "' does not list one part for each of its " +
+                                   std::to_string(w) + " ranks");
+  // Each part the manifest names must be the name a rank of that world
+  // writes (never a path: the folder is the checkpoint's).
+  savedParts.clear();
+  for (long r = 0; r < w; ++r) {
+    std::string want = "step-" + std::to_string(step) + ".rank" + std::to_string(r) + "-of-" +
+                       std::to_string(w) + ".safetensors";
+    if (parts->items[size_t(r)].str != want)
+      return fail(LOOMRT_ERR_IO, "'" + path + "' does not list '" + want + "' as rank " +
+                                     std::to_string(r) + "'s part");
+    savedParts.push_back(want);
+  }
   return LOOMRT_OK;
 }
 
@@ -191,6 +196,21 @@ loomrt_status CheckpointSet::resume(const std::vector<loomrt_tensor_ref> &tensor
                                    std::to_string(lo) + " to " + std::to_string(hi) +
                                    "): data-parallel checkpoints need a folder every rank "
                                    "shares");
+  // Saved by another world or ZeRO stage: every rank reads every part and
+  // takes its own share (resharding.cpp).
+  if (savedWorld != world || savedStage != zeroStage) {
+    if (!program)
+      return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
+                                     std::to_string(savedWorld) + " ranks at ZeRO stage " +
+                                     std::to_string(savedStage) + "; this binary runs " +
+                                     std::to_string(world) + " at stage " +
+                                     std::to_string(zeroStage));
+    mine = reshardInto(tensors, step);
+    if (loomrt_status s = allOk(mine, "another rank could not re-shard the checkpoint of step " +
+                                          std::to_string(step)))
+      return s;
+    return LOOMRT_OK;
+  }
   std::string part = partPath(step, rank);
   mine = loomrt_checkpoint_load(part.c_str(), tensors.data(), tensors.size());
   // The part must say what the manifest says (a part copied from another
@@ -232,7 +252,7 @@ void CheckpointSet::removeOtherParts(long keep) {
 /// its members' alignment and its members' names and shapes, in order;
 /// rank r holds elements [r, r + 1) x padded / world of the bucket). JSON.
 std::string checkpointLayout(const loomrt_program *p) {
-  std::string params, shards;
+  std::string params, shards, tensors;
   auto shape = [](const loomrt_global_desc &g) {
     std::string s = "[";
     for (int d = 0; d < g.rank; ++d)
@@ -241,7 +261,13 @@ std::string checkpointLayout(const loomrt_program *p) {
   };
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
-    if (!g.is_param || g.mirror_of > 0)
+    if (g.mirror_of > 0)
+      continue;
+    // Every tensor the part holds, with its dtype (loomrt_dtype) and shape
+    // (a re-sharding resume reads them all: resharding.cpp).
+    tensors += (tensors.empty() ? "" : ", ") + json::quote(g.name) + ": [" +
+               std::to_string(int(g.dtype)) + ", " + shape(g) + "]";
+    if (!g.is_param)
       continue;
     if (!g.num_members) {
       params += (params.empty() ? "" : ", ") + json::quote(g.name);
@@ -256,7 +282,8 @@ std::string checkpointLayout(const loomrt_program *p) {
               std::to_string(std::max<int64_t>(g.member_align, 1)) + ", \"members\": [" +
               members + "]}";
   }
-  return "{\"params\": [" + params + "], \"shards\": {" + shards + "}}";
+  return "{\"params\": [" + params + "], \"shards\": {" + shards + "}, \"tensors\": {" +
+         tensors + "}}";
 }
 
 } // namespace loomrt

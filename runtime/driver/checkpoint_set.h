@@ -31,6 +31,9 @@ public:
   /// part's metadata under "layout" for tools that read checkpoints
   /// without the binary (loom-ckpt).
   void setLayout(std::string json) { layout = std::move(json); }
+  /// The binary's program: with it, a checkpoint saved by another world or
+  /// ZeRO stage is re-sharded on resume (resharding.cpp), not refused.
+  void setProgram(const loomrt_program *p) { program = p; }
 
   /// Creates the folder if `create` and checks that this rank can write
   /// there, so a bad --checkpoint-dir is reported before training (a
@@ -58,12 +61,19 @@ private:
   /// keeps its own message, the others get `otherwise`.
   loomrt_status allOk(loomrt_status mine, const std::string &otherwise);
   loomrt_status readManifest(long maxStep, long &step);
+  /// Fills `tensors` from every part of the committed `step` saved by
+  /// another world or stage (resharding.cpp).
+  loomrt_status reshardInto(const std::vector<loomrt_tensor_ref> &tensors, long step);
   /// Removes this rank's parts of steps other than `keep` (superseded, or
   /// written by a save that was killed before its commit).
   void removeOtherParts(long keep);
 
   std::string dir, model, layout;
   int rank, world, zeroStage;
+  const loomrt_program *program = nullptr;
+  // What the manifest says saved the committed step (readManifest).
+  int savedWorld = 0, savedStage = 0;
+  std::vector<std::string> savedParts;
   loomrt_device dev;
   loomrt_stream stream;
   loomrt_comm comm;

@@ -605,6 +605,7 @@ int TrainRun::setupGlobals() {
   // commits one step for all of them (driver/checkpoint_set.h).
   ckpt.emplace(f.ckptDir, p->model, rank, world, p->zero_stage, dev, s, comm);
   ckpt->setLayout(loomrt::checkpointLayout(p));
+  ckpt->setProgram(p);
   if (!f.ckptDir.empty())
     TRY(ckpt->open(!f.resume), "checkpoints");
   // The data offset (step * global batch tokens) must stay an int64.

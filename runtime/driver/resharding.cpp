@@ -1,0 +1,283 @@
+// resharding.cpp: resuming a checkpoint that another number of ranks or
+// another ZeRO stage saved (issue 46). Every rank reads every part of the
+// committed step (each part's "layout" metadata lists its tensors and how
+// ZeRO's flattened buckets hold the parameters: checkpointLayout), puts
+// the model's tensors back together whole (a parameter P, its moments
+// P.exp_avg and P.exp_avg_sq, the step counter), then fills its own
+// globals from them: whole ones as they are, ZeRO shards as its block of
+// their bucket, laid out by this binary's program. So a ZeRO-3 checkpoint
+// of 2 ranks resumes on 1 rank or on 4, and the steps continue as the
+// uninterrupted run would (to rounding: the reductions change order).
+//
+// Each rank holds the whole model's state in host memory while it
+// re-shards (the parts are read whole, once). Built for checkpoints whose
+// every bucket is described: ZeRO 0 and 3 (and ZeRO 1-2 with offloaded
+// master shards); a ZeRO 1-2 bucket of moments whose parameters stay whole
+// has no member list in the program, and is refused with one line.
+#include "driver/checkpoint_set.h"
+#include "common/backend.h"
+#include "common/json.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace loomrt {
+
+namespace {
+
+size_t dtypeSize(int dt) { return dt == LOOMRT_BF16 ? 2 : dt == LOOMRT_I64 ? 8 : 4; }
+
+/// "zero.bucketK.SUFFIX" into ("zero.bucketK", "SUFFIX"); false otherwise.
+bool splitBucket(const std::string &name, std::string &bucket, std::string &suffix) {
+  if (name.rfind("zero.bucket", 0) != 0)
+    return false;
+  size_t dot = name.find('.', 11);
+  if (dot == std::string::npos)
+    return false;
+  bucket = name.substr(0, dot);
+  suffix = name.substr(dot + 1);
+  return true;
+}
+
+/// The name a member's tensor has whole: the parameter for the bucket's
+/// parameters, P.exp_avg and P.exp_avg_sq for its moments.
+bool wholeName(const std::string &member, const std::string &suffix, std::string &out) {
+  if (suffix == "params")
+    out = member;
+  else if (suffix == "exp_avg" || suffix == "exp_avg_sq")
+    out = member + "." + suffix;
+  else
+    return false;
+  return true;
+}
+
+struct Bucket {
+  int64_t padded = 0, align = 1;
+  std::vector<std::pair<std::string, int64_t>> members; // name, elements
+  /// Where each member starts in the bucket (members aligned, packed).
+  std::vector<int64_t> offsets() const {
+    std::vector<int64_t> out;
+    int64_t off = 0;
+    for (auto &m : members) {
+      off = (off + align - 1) / align * align;
+      out.push_back(off);
+      off += m.second;
+    }
+    return out;
+  }
+};
+
+/// A part's layout metadata, parsed.
+loomrt_status readLayout(const std::string &path, json::Value &layout) {
+  // The metadata is in the header, whose length the file's first 8 bytes
+  // give: a buffer of that size holds any value in it.
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  unsigned char len8[8] = {};
+  bool ok = f && std::fread(len8, 1, 8, f) == 8;
+  if (f)
+    std::fclose(f);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = n << 8 | len8[i];
+  if (!ok || n == 0 || n > (uint64_t(1) << 30))
+    return fail(LOOMRT_ERR_IO, "cannot read the header of checkpoint part '" + path + "'");
+  std::vector<char> buf(size_t(n) + 1);
+  if (loomrt_checkpoint_metadata(path.c_str(), "layout", buf.data(), buf.size()) != LOOMRT_OK)
+    return fail(LOOMRT_ERR_IO, "checkpoint part '" + path + "' has no layout (saved by a binary "
+                                   "older than re-sharding): resume it on the world and ZeRO "
+                                   "stage that saved it");
+  std::string err;
+  if (!json::parse(buf.data(), layout, err) || layout.kind != json::Value::Object ||
+      !layout.get("tensors") || !layout.get("shards"))
+    return fail(LOOMRT_ERR_IO, "checkpoint part '" + path + "' has a malformed layout");
+  return LOOMRT_OK;
+}
+
+using Whole = std::map<std::string, std::pair<int, std::vector<uint8_t>>>;
+
+/// This rank's block of a shard `t` of this binary's bucket `bucket`
+/// (laid out as the program's parameter shard of it says), from `whole`.
+loomrt_status fillShard(const loomrt_program *program, const loomrt_tensor_ref &t,
+                        const std::string &bucket, const std::string &suffix, const Whole &whole,
+                        int rank) {
+  size_t n = 1;
+  for (int d = 0; d < t.rank; ++d)
+    n *= size_t(t.shape[d]);
+  const loomrt_global_desc *pg = nullptr;
+  for (size_t i = 0; i < program->num_globals; ++i)
+    if (program->globals[i].name == bucket + ".params")
+      pg = &program->globals[i];
+  if (!pg || !pg->num_members)
+    return fail(LOOMRT_ERR_IO, std::string("this binary's '") + t.name + "' belongs to a "
+                                   "bucket whose parameters stay whole (ZeRO 1-2): re-sharding "
+                                   "into it is not built; resume on ZeRO 0 or 3");
+  Bucket bk;
+  bk.padded = pg->padded_numel;
+  bk.align = std::max<int64_t>(1, pg->member_align);
+  for (size_t k = 0; k < pg->num_members; ++k) {
+    size_t m = 1;
+    for (int d = 0; d < pg->members[k].rank; ++d)
+      m *= size_t(pg->members[k].shape[d]);
+    bk.members.push_back({pg->members[k].name, int64_t(m)});
+  }
+  std::vector<int64_t> offs = bk.offsets();
+  int64_t lo = int64_t(n) * rank, hi = lo + int64_t(n);
+  float *block = static_cast<float *>(t.data);
+  std::memset(block, 0, n * 4);
+  std::string member;
+  for (size_t k = 0; k < bk.members.size(); ++k) {
+    if (!wholeName(bk.members[k].first, suffix, member))
+      return fail(LOOMRT_ERR_IO, std::string("this binary's '") + t.name +
+                                     "' is state re-sharding does not know how to fill");
+    auto it = whole.find(member);
+    if (it == whole.end() || it->second.second.size() != size_t(bk.members[k].second) * 4)
+      return fail(LOOMRT_ERR_IO, "the checkpoint has no '" + member + "' of this binary's shape");
+    int64_t from = std::max(lo, offs[k]), to = std::min(hi, offs[k] + bk.members[k].second);
+    if (from < to)
+      std::memcpy(block + (from - lo), it->second.second.data() + (from - offs[k]) * 4,
+                  size_t(to - from) * 4);
+  }
+  return LOOMRT_OK;
+}
+
+} // namespace
+
+loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &tensors,
+                                         long step) {
+  // The model whole: name -> (dtype, bytes).
+  Whole whole;
+  // The saved buckets: their layout, and each rank's shard of each tensor.
+  std::map<std::string, Bucket> savedBuckets;
+  std::map<std::string, std::vector<std::vector<uint8_t>>> shards;
+  for (size_t r = 0; r < savedParts.size(); ++r) {
+    std::string path = dir + "/" + savedParts[r];
+    // The part must say what the manifest says (as a same-world resume
+    // checks), then its layout.
+    const char *keys[] = {"format", "step", "model", "world", "rank", "zero_stage"};
+    std::string want[] = {"loom checkpoint part 1", std::to_string(step), model,
+                          std::to_string(savedWorld), std::to_string(r),
+                          std::to_string(savedStage)};
+    for (int k = 0; k < 6; ++k) {
+      std::vector<char> value(model.size() + 64);
+      if (loomrt_checkpoint_metadata(path.c_str(), keys[k], value.data(), value.size()) !=
+              LOOMRT_OK ||
+          want[k] != value.data())
+        return fail(LOOMRT_ERR_IO, "checkpoint part '" + path + "' does not have " + keys[k] +
+                                       " '" + want[k] + "' as the manifest says");
+    }
+    json::Value layout;
+    if (loomrt_status s = readLayout(path, layout))
+      return s;
+    if (r == 0)
+      for (auto &[bname, b] : layout.get("shards")->members) {
+        Bucket bk;
+        const json::Value *padded = b.get("padded"), *align = b.get("align"),
+                          *members = b.get("members");
+        if (!padded || !align || !members)
+          return fail(LOOMRT_ERR_IO, "'" + path + "': the layout of '" + bname +
+                                         "' is incomplete");
+        bk.padded = padded->integer;
+        bk.align = std::max<int64_t>(1, align->integer);
+        for (const json::Value &m : members->items) {
+          int64_t n = 1;
+          if (m.items.size() != 2)
+            return fail(LOOMRT_ERR_IO, "'" + path + "': a member of '" + bname + "' is malformed");
+          for (const json::Value &d : m.items[1].items)
+            n *= d.integer;
+          bk.members.push_back({m.items[0].str, n});
+        }
+        std::string bucket, suffix;
+        if (splitBucket(bname, bucket, suffix))
+          savedBuckets[bucket] = bk;
+      }
+    // Every tensor the part holds, read (checksums checked) in one load.
+    std::vector<loomrt_tensor_ref> refs;
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<std::string> names;
+    for (auto &[name, spec] : layout.get("tensors")->members) {
+      if (spec.items.size() != 2)
+        return fail(LOOMRT_ERR_IO, "'" + path + "': the layout of '" + name + "' is malformed");
+      loomrt_tensor_ref t{nullptr, loomrt_dtype(spec.items[0].integer),
+                          int(spec.items[1].items.size()), {}, nullptr};
+      if (t.rank > LOOMRT_MAX_RANK)
+        return fail(LOOMRT_ERR_IO, "'" + path + "': '" + name + "' has too many dimensions");
+      size_t n = 1;
+      for (int d = 0; d < t.rank; ++d)
+        n *= size_t(t.shape[d] = spec.items[1].items[size_t(d)].integer);
+      names.push_back(name);
+      data.emplace_back(n * dtypeSize(t.dtype));
+      refs.push_back(t);
+    }
+    for (size_t i = 0; i < refs.size(); ++i) {
+      refs[i].name = names[i].c_str();
+      refs[i].data = data[i].data();
+    }
+    if (loomrt_status s = loomrt_checkpoint_load(path.c_str(), refs.data(), refs.size()))
+      return s;
+    for (size_t i = 0; i < refs.size(); ++i) {
+      std::string bucket, suffix;
+      if (splitBucket(names[i], bucket, suffix)) {
+        auto &list = shards[names[i]];
+        list.resize(savedParts.size());
+        list[r] = std::move(data[i]);
+      } else if (r == 0) { // (every rank of ZeRO 0-2 holds the same)
+        whole[names[i]] = {int(refs[i].dtype), std::move(data[i])};
+      }
+    }
+  }
+  // The saved buckets' tensors, whole.
+  for (auto &[name, parts] : shards) {
+    std::string bucket, suffix, member;
+    splitBucket(name, bucket, suffix);
+    auto it = savedBuckets.find(bucket);
+    if (it == savedBuckets.end())
+      return fail(LOOMRT_ERR_IO, "the checkpoint's '" + name + "' belongs to a bucket whose "
+                                     "parameters it saved whole (ZeRO 1-2): re-sharding that is "
+                                     "not built; resume on the world and stage that saved it");
+    std::vector<uint8_t> flat;
+    for (auto &p : parts)
+      flat.insert(flat.end(), p.begin(), p.end());
+    const Bucket &bk = it->second;
+    if (flat.size() != size_t(bk.padded) * 4)
+      return fail(LOOMRT_ERR_IO, "the checkpoint's '" + name + "' holds " +
+                                     std::to_string(flat.size() / 4) + " elements, its layout " +
+                                     std::to_string(bk.padded));
+    std::vector<int64_t> offs = bk.offsets();
+    for (size_t k = 0; k < bk.members.size(); ++k) {
+      if (!wholeName(bk.members[k].first, suffix, member))
+        return fail(LOOMRT_ERR_IO, "the checkpoint's '" + name + "' is state re-sharding does "
+                                       "not know how to split (not parameters or Adam moments)");
+      auto from = flat.begin() + offs[k] * 4;
+      whole[member] = {int(LOOMRT_F32), std::vector<uint8_t>(from, from + bk.members[k].second * 4)};
+    }
+  }
+  // This binary's globals from the whole tensors.
+  for (const loomrt_tensor_ref &t : tensors) {
+    std::string bucket, suffix;
+    if (splitBucket(t.name, bucket, suffix)) {
+      if (loomrt_status s = fillShard(program, t, bucket, suffix, whole, rank))
+        return s;
+      continue;
+    }
+    size_t n = 1;
+    for (int d = 0; d < t.rank; ++d)
+      n *= size_t(t.shape[d]);
+    auto it = whole.find(t.name);
+    if (it == whole.end() || it->second.first != int(t.dtype) ||
+        it->second.second.size() != n * dtypeSize(t.dtype))
+      return fail(LOOMRT_ERR_IO, std::string("the checkpoint has no '") + t.name +
+                                     "' of this binary's type and shape");
+    std::memcpy(t.data, it->second.second.data(), it->second.second.size());
+  }
+  std::fprintf(stderr, "%s", rank == 0 ? ("loomrt: re-sharded the checkpoint of step " +
+                                          std::to_string(step) + " saved by " +
+                                          std::to_string(savedWorld) + " ranks at ZeRO stage " +
+                                          std::to_string(savedStage) + " for " +
+                                          std::to_string(world) + " at stage " +
+                                          std::to_string(zeroStage) + "\n").c_str()
+                                       : "");
+  return LOOMRT_OK;
+}
+
+} // namespace loomrt
