@@ -69,6 +69,10 @@ void usage(const char *argv0, const loomrt_program *p) {
       "                         row at its own offset, drawn from --seed, the step and\n"
       "                         the row (resume with the same --seed: the same rows)\n"
       "  --lr LR                learning rate (default: the compiled one)\n"
+      "  --lr-schedule KIND     constant (default), linear or cosine: Adam's rate warms up\n"
+      "                         linearly over --warmup-steps N (from 0), then decays to 0\n"
+      "                         (linear) or to --min-lr-ratio R of it (cosine) at step\n"
+      "                         --decay-steps T, as Hugging Face's get_*_schedule_with_warmup\n"
       "  --seed S               seed of the initial weights (default 0)\n"
       "  --init model|random    start from the model's weights (default) or draw\n"
       "                         every parameter from its initialiser and --seed\n"
@@ -282,6 +286,23 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       if (!number(x, 1e-12, 1e6))
         return false;
       f.lr = x;
+    } else if (a == "--lr-schedule") {
+      std::string v;
+      if (!value(v))
+        return false;
+      if (v != "constant" && v != "linear" && v != "cosine")
+        return err = "--lr-schedule expects constant, linear or cosine, got '" + v + "'", false;
+      f.lrSchedule = v == "linear" ? 1 : v == "cosine" ? 2 : 0;
+    } else if (a == "--warmup-steps") {
+      if (!integer(f.warmupSteps, 0, 1000000000000L))
+        return false;
+    } else if (a == "--decay-steps") {
+      if (!integer(f.decaySteps, 1, 1000000000000L))
+        return false;
+    } else if (a == "--min-lr-ratio") {
+      if (!number(x, 0, 1))
+        return false;
+      f.minLrRatio = x;
     } else if (a == "--seed") {
       if (!integer(k, 0, std::numeric_limits<long>::max()))
         return false;
@@ -333,6 +354,16 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
     return false;
   if ((f.resume || f.ckptEvery) && f.ckptDir.empty())
     return err = "--resume and --checkpoint-every need --checkpoint-dir", false;
+  if (f.lrSchedule && !f.decaySteps)
+    return err = "--lr-schedule linear and cosine need --decay-steps T (the step the rate "
+                 "reaches its end; the same T when a run resumes)", false;
+  if (!f.lrSchedule && (f.warmupSteps || f.decaySteps || f.minLrRatio > 0))
+    return err = "--warmup-steps, --decay-steps and --min-lr-ratio shape --lr-schedule linear "
+                 "or cosine", false;
+  if (f.lrSchedule && f.warmupSteps >= f.decaySteps)
+    return err = "--warmup-steps must be below --decay-steps", false;
+  if (f.lrSchedule == 1 && f.minLrRatio > 0)
+    return err = "--min-lr-ratio is the cosine schedule's floor (linear decays to 0)", false;
   return true;
 }
 

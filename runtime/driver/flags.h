@@ -18,6 +18,11 @@ struct Flags {
   long steps = 10, ckptEvery = 0;
   double commTimeout = 0; // seconds; 0: LOOMRT_COMM_TIMEOUT or the default
   double lr = -1;
+  // --lr-schedule: 0 constant, 1 linear, 2 cosine; warm-up and decay in
+  // optimizer steps, the cosine's floor as a fraction of the peak rate.
+  int lrSchedule = 0;
+  long warmupSteps = 0, decaySteps = 0;
+  double minLrRatio = 0;
   double deviceMemory = -1; // GiB; -1: the compiled cap (loomc --device-memory), 0: none
   unsigned long long seed = 0;
   bool resume = false;

@@ -10,7 +10,7 @@ namespace loomrt::driver {
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
              const std::string &byGroup, double dataWaitMs, double deviceMiB,
-             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate) {
+             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate, double lr) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -46,9 +46,13 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // Offloaded optimizers, once (the third step): the CPU Adam rate measured
   // and the one the plan assumed.
   if (cpuAdamRate > 0)
-    std::snprintf(phases + n, sizeof phases - size_t(n),
+    n += std::snprintf(phases + n, sizeof phases - size_t(n),
                   ", \"cpu_adam_params_per_s\": %.4g, \"planned_cpu_adam_params_per_s\": %.4g",
                   cpuAdamRate, plannedCpuAdamRate);
+  // The rate the step's Adam used (the schedule's, --lr's or the compiled
+  // one).
+  if (lr >= 0)
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"lr\": %.9g", lr);
   // When the step ended, in Unix seconds (runs on several hosts line up).
   double now = std::chrono::duration<double>(
                    std::chrono::system_clock::now().time_since_epoch()).count();

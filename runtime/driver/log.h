@@ -14,7 +14,8 @@ namespace loomrt::driver {
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
              const std::string &byGroup, double dataWaitMs, double deviceMiB,
-             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate);
+             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate,
+             double lr = -1);
 
 } // namespace loomrt::driver
 

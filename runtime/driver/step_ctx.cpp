@@ -79,7 +79,10 @@ uint64_t loomrt_step_random_key(loomrt_step_ctx c, uint64_t op) {
   return loomrt_random_key(c->seed, c->step, op);
 }
 float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
-  return c->lrOverride > 0 ? c->lrOverride : compiled;
+  // (A factor of 1 gives the compiled or --lr value's bits exactly.)
+  float lr = float(double(c->lrOverride > 0 ? c->lrOverride : compiled) * c->lrScale);
+  c->lastLr.store(lr, std::memory_order_relaxed);
+  return lr;
 }
 void loomrt_step_backward_done(loomrt_step_ctx c) {
   if (!c->backwardDone || c->backwardMarked)

@@ -15,6 +15,7 @@
 #include "driver/graph.h"
 #include "driver/tokens.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -233,6 +234,10 @@ struct loomrt_step_ctx_t {
   std::vector<loomrt_event> events;
   size_t nextEvent = 0;
   float lrOverride = -1; // < 0: none
+  // The learning-rate schedule's factor for this step (--lr-schedule), and
+  // the rate the step's Adam last used (the log's "lr"; -1: none yet).
+  double lrScale = 1.0;
+  std::atomic<float> lastLr{-1.0f};
   uint64_t seed = 0; // --seed
   int64_t step = 0;  // the step being run, from 0 (dropout keys)
   loomrt::driver::Arena device, host; // step buffers on the device and in pinned host memory
