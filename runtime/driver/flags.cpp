@@ -198,6 +198,48 @@ bool checkData(const loomrt_program *p, const Flags &f, std::string &err) {
   return true;
 }
 
+/// --lr-schedule KIND into 0 (constant), 1 (linear) or 2 (cosine).
+bool scheduleKind(const std::string &v, int &out, std::string &err) {
+  if (v != "constant" && v != "linear" && v != "cosine")
+    return err = "--lr-schedule expects constant, linear or cosine, got '" + v + "'", false;
+  out = v == "linear" ? 1 : v == "cosine" ? 2 : 0;
+  return true;
+}
+
+/// --lr-schedule's flags together (after parsing).
+bool checkSchedule(const Flags &f, std::string &err) {
+  if (f.lrSchedule && !f.decaySteps)
+    return err = "--lr-schedule linear and cosine need --decay-steps T (the step the rate "
+                 "reaches its end; the same T when a run resumes)", false;
+  if (!f.lrSchedule && (f.warmupSteps || f.decaySteps || f.minLrRatio > 0))
+    return err = "--warmup-steps, --decay-steps and --min-lr-ratio shape --lr-schedule linear "
+                 "or cosine", false;
+  if (f.lrSchedule && f.warmupSteps >= f.decaySteps)
+    return err = "--warmup-steps must be below --decay-steps", false;
+  if (f.lrSchedule == 1 && f.minLrRatio > 0)
+    return err = "--min-lr-ratio is the cosine schedule's floor (linear decays to 0)", false;
+  return true;
+}
+
+/// --lr-schedule's factor for the optimizer step that follows `done` steps
+/// (0-based: the first step's is at 0), as Hugging Face's
+/// get_linear_schedule_with_warmup and get_cosine_with_min_lr_schedule_
+/// with_warmup compute it (a LambdaLR stepped after each optimizer step):
+/// done/W during the warm-up, then linear to 0 or a half cosine from 1 to
+/// the floor at step T, which it keeps after T.
+double lrFactor(const Flags &f, long done) {
+  if (!f.lrSchedule)
+    return 1.0;
+  double w = double(f.warmupSteps), t = double(f.decaySteps), s = double(done);
+  if (s < w)
+    return s / std::max(1.0, w);
+  double progress = std::min(1.0, (s - w) / std::max(1.0, t - w));
+  if (f.lrSchedule == 1)
+    return std::max(0.0, 1.0 - progress);
+  double c = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return f.minLrRatio + (1.0 - f.minLrRatio) * c;
+}
+
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
            std::string &err) {
   f.argv0 = argc > 0 && argv[0] ? argv[0] : "./train";
@@ -288,16 +330,11 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       f.lr = x;
     } else if (a == "--lr-schedule") {
       std::string v;
-      if (!value(v))
+      if (!value(v) || !scheduleKind(v, f.lrSchedule, err))
         return false;
-      if (v != "constant" && v != "linear" && v != "cosine")
-        return err = "--lr-schedule expects constant, linear or cosine, got '" + v + "'", false;
-      f.lrSchedule = v == "linear" ? 1 : v == "cosine" ? 2 : 0;
-    } else if (a == "--warmup-steps") {
-      if (!integer(f.warmupSteps, 0, 1000000000000L))
-        return false;
-    } else if (a == "--decay-steps") {
-      if (!integer(f.decaySteps, 1, 1000000000000L))
+    } else if (a == "--warmup-steps" || a == "--decay-steps") {
+      bool warmup = a == "--warmup-steps";
+      if (!integer(warmup ? f.warmupSteps : f.decaySteps, warmup ? 0 : 1, 1000000000000L))
         return false;
     } else if (a == "--min-lr-ratio") {
       if (!number(x, 0, 1))
@@ -320,10 +357,8 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return false;
       if (f.sample != "sequential" && f.sample != "random")
         return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
-    } else if (a == "--resume") {
-      f.resume = true;
-    } else if (a == "--log-append") {
-      f.logAppend = true;
+    } else if (a == "--resume" || a == "--log-append") {
+      (a == "--resume" ? f.resume : f.logAppend) = true;
     } else if (a == "--device-memory") {
       if (!number(x, 0, 1e6))
         return false;
@@ -354,17 +389,7 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
     return false;
   if ((f.resume || f.ckptEvery) && f.ckptDir.empty())
     return err = "--resume and --checkpoint-every need --checkpoint-dir", false;
-  if (f.lrSchedule && !f.decaySteps)
-    return err = "--lr-schedule linear and cosine need --decay-steps T (the step the rate "
-                 "reaches its end; the same T when a run resumes)", false;
-  if (!f.lrSchedule && (f.warmupSteps || f.decaySteps || f.minLrRatio > 0))
-    return err = "--warmup-steps, --decay-steps and --min-lr-ratio shape --lr-schedule linear "
-                 "or cosine", false;
-  if (f.lrSchedule && f.warmupSteps >= f.decaySteps)
-    return err = "--warmup-steps must be below --decay-steps", false;
-  if (f.lrSchedule == 1 && f.minLrRatio > 0)
-    return err = "--min-lr-ratio is the cosine schedule's floor (linear decays to 0)", false;
-  return true;
+  return checkSchedule(f, err);
 }
 
 /// A relative file name resolved against the executable's folder, so a

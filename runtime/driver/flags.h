@@ -46,6 +46,9 @@ std::string inputFlags(const loomrt_program *p);
 void usage(const char *argv0, const loomrt_program *p);
 /// Reads the flags into `f`; false with `err` set on a bad one.
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f, std::string &err);
+/// --lr-schedule's factor of the peak rate for the optimizer step after
+/// `done` steps (flags.cpp).
+double lrFactor(const Flags &f, long done);
 
 } // namespace loomrt::driver
 

@@ -992,25 +992,6 @@ void TrainRun::decideReplan(long step) {
   }
 }
 
-/// --lr-schedule's factor for the optimizer step that follows `done` steps
-/// (0-based: the first step's is at 0), as Hugging Face's
-/// get_linear_schedule_with_warmup and get_cosine_with_min_lr_schedule_
-/// with_warmup compute it (a LambdaLR stepped after each optimizer step):
-/// done/W during the warm-up, then linear to 0 or a half cosine from 1 to
-/// the floor at step T, which it keeps after T.
-double lrFactor(const Flags &f, long done) {
-  if (!f.lrSchedule)
-    return 1.0;
-  double w = double(f.warmupSteps), t = double(f.decaySteps), s = double(done);
-  if (s < w)
-    return s / std::max(1.0, w);
-  double progress = std::min(1.0, (s - w) / std::max(1.0, t - w));
-  if (f.lrSchedule == 1)
-    return std::max(0.0, 1.0 - progress);
-  double c = 0.5 * (1.0 + std::cos(M_PI * progress));
-  return f.minLrRatio + (1.0 - f.minLrRatio) * c;
-}
-
 int TrainRun::train() {
   start = std::chrono::steady_clock::now();
   long last = firstStep + f.steps;
