@@ -86,6 +86,9 @@ struct PipelineOptions {
   int64_t qwzBlock = 0, qgzBlock = 0;
   /// qgZ's first stage (loom-quantize-gradients inner=); empty: a node.
   std::string qgzInner;
+  /// > 0: clip the gradients Adam reads by their global 2-norm
+  /// (loom-clip-gradients, after data parallelism, before the offload).
+  double clipGrad = 0;
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket

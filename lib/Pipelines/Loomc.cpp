@@ -339,6 +339,12 @@ struct LoomcOptions {
                                cl::desc("Adam beta2"), cl::cat(cat)};
   cl::opt<double> eps{"eps", cl::init(1e-8),
                              cl::desc("Adam epsilon"), cl::cat(cat)};
+  cl::opt<double> clipGrad{
+      "clip-grad", cl::init(0), cl::value_desc("max-norm"),
+      cl::desc("Clip the gradients Adam reads to this global 2-norm, as "
+               "torch.nn.utils.clip_grad_norm_ (loom-clip-gradients; under ZeRO the norm is "
+               "the whole model's); 0: off. The binary logs grad_norm"),
+      cl::cat(cat)};
   cl::opt<double> momentum{"momentum", cl::init(0.9),
                                   cl::desc("SGD momentum"), cl::cat(cat)};
   cl::opt<std::string> task{
@@ -565,7 +571,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.listOnnxOperators), it(o.precision)}},
       {"Optimizer",
        {it(o.optimizer), it(o.lr), it(o.weightDecay), it(o.beta1), it(o.beta2), it(o.eps),
-        it(o.momentum), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
+        it(o.momentum), it(o.clipGrad, "off"), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
         it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
@@ -733,6 +739,11 @@ static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
   // frozen step (stages 1-2: its update of the rank's shard), and DiLoCo
   // (each replica's inner updates; the outer state in host memory with the
   // master weights; ZeRO 0 inside the replicas).
+  if (o.clipGrad < 0 || !std::isfinite(o.clipGrad))
+    return std::string("--clip-grad must be a positive norm (0: off)");
+  if (o.clipGrad > 0 && (d.onebit || d.diloco || o.optimizer == "sgd"))
+    return std::string("--clip-grad clips the gradients of Adam and AdamW; not built for "
+                       "1-bit Adam, --diloco or SGD");
   if (o.offload != "none" && d.diloco && o.zeroStage > 0)
     return std::string("--optimizer-offload with --diloco is built for --zero-stage=0 inside "
                        "the replicas (the outer step merges into whole master weights)");
@@ -957,6 +968,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
                                                    : mlir::loom::OptimizerKind::adamw;
   po.onebitFreezeStep = d.onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
+  po.clipGrad = o.clipGrad;
   po.onebitVariance = o.onebitVariance == "replicated" ? mlir::loom::FrozenVariance::replicated
                                                        : mlir::loom::FrozenVariance::sharded;
   po.diloco = d.diloco;

@@ -69,8 +69,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   }
   if (runs(Phase::Optimizer)) {
     pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
-    // With data parallelism each rank offloads what it updates: the pass
-    // runs after loom-data-parallel (below).
+    // With data parallelism clipping reads the averaged gradients and each
+    // rank offloads what it updates: both run after loom-data-parallel
+    // (below).
+    if (o.clipGrad > 0 && !o.dataParallel)
+      pm.addPass(mlir::loom::createClipGradients({o.clipGrad}));
     if (o.offload != "none" && !o.dataParallel)
       addOffload(pm, o);
   }
@@ -133,6 +136,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
       q.innerLevels = o.qgzInner;
       pm.addPass(mlir::loom::createQuantizeGradients(q));
     }
+    if (o.clipGrad > 0)
+      pm.addPass(mlir::loom::createClipGradients({o.clipGrad}));
     if (o.offload != "none")
       addOffload(pm, o);
   }
@@ -213,6 +218,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<int64_t> bucketSize{*this, "bucket-size",
                              llvm::cl::desc("Elements per gradient bucket"),
                              llvm::cl::init(16777216)};
+  Option<double> clipGrad{*this, "clip-grad",
+                          llvm::cl::desc("> 0: clip the gradients' global 2-norm to this"),
+                          llvm::cl::init(0.0)};
   Option<int64_t> freezeStep{*this, "freeze-step",
                              llvm::cl::desc("1-bit Adam (loom-onebit-adam before data "
                                             "parallelism) with this freeze step; 0: none"),
@@ -263,6 +271,7 @@ void registerLoomPipeline() {
         o.dataParallel = cl.dataParallel;
         o.zeroStage = cl.zeroStage;
         o.bucketSize = cl.bucketSize;
+        o.clipGrad = cl.clipGrad;
         o.onebitFreezeStep = cl.freezeStep;
         o.onebitBucketSize = cl.onebitBucketSize;
         o.onebitVariance = cl.onebitVariance;

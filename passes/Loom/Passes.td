@@ -337,6 +337,46 @@ def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def ClipGradients : Pass<"loom-clip-gradients", "ModuleOp"> {
+  let summary = "Clip the gradients Adam reads by their global 2-norm";
+  let description = [{
+    torch.nn.utils.clip_grad_norm_ in IR: the 2-norm of every gradient the
+    step's `loom.adam` ops read, together, and each gradient scaled by
+    min(1, max-norm / (norm + 1e-6)) before its update. Runs after
+    `loom-attach-optimizer` (and `loom-data-parallel`, whose averaged
+    gradients, or at ZeRO 1-3 this rank's shards of them, it clips: the
+    shards' squares are summed over the ranks by one scalar all-reduce) and
+    before `loom-offload-optimizer`. The gradients' computations move ahead
+    of the first update; the norm is stored in `@optimizer.grad_norm`
+    (the binary's log reports it). Refused with 1-bit Adam, Streaming
+    DiLoCo and SGD.
+
+    Before:
+
+    ```mlir
+    %g:2 = call @forward_backward(%x, %y) : ...
+    %p, %m, %v = loom.adam %w, %g#1, %m0, %v0 step %s {...} : ...
+    ```
+
+    After (`max-norm=1.0`):
+
+    ```mlir
+    %g:2 = call @forward_backward(%x, %y) : ...
+    %sq = loom.mul %g#1, %g#1 : ...
+    %t = loom.reduce sum %sq [0, 1] : tensor<3x2xf32> to tensor<f32>
+    %n = loom.sqrt %t : tensor<f32>
+    %c = loom.min (loom.div 1.0, (loom.add %n, 1e-6)), 1.0
+    loom.store %n to @optimizer.grad_norm : tensor<f32>
+    %gc = loom.mul %g#1, %c : tensor<3x2xf32>, tensor<f32> -> tensor<3x2xf32>
+    %p, %m, %v = loom.adam %w, %gc, %m0, %v0 step %s {...} : ...
+    ```
+  }];
+  let options = [
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
+           "The largest global 2-norm the gradients keep">
+  ];
+}
+
 def Diloco : Pass<"loom-diloco", "ModuleOp"> {
   let summary = "Streaming DiLoCo: replicas that train alone and average fragments rarely";
   let description = [{

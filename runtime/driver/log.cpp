@@ -10,7 +10,8 @@ namespace loomrt::driver {
 void logStep(std::FILE *log, long step, float loss, double ms, double tps, const char *unit,
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
              const std::string &byGroup, double dataWaitMs, double deviceMiB,
-             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate, double lr) {
+             double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate, double lr,
+             double gradNorm) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -53,6 +54,9 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
   // one).
   if (lr >= 0)
     n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"lr\": %.9g", lr);
+  // loomc --clip-grad: the gradients' global 2-norm before clipping.
+  if (gradNorm >= 0)
+    n += std::snprintf(phases + n, sizeof phases - size_t(n), ", \"grad_norm\": %.9g", gradNorm);
   // When the step ended, in Unix seconds (runs on several hosts line up).
   double now = std::chrono::duration<double>(
                    std::chrono::system_clock::now().time_since_epoch()).count();

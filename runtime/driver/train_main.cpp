@@ -290,6 +290,7 @@ private:
   double cardUsedMiB() const;
   int saveCheckpoint(long stepDone);
   std::vector<loomrt_tensor_ref> refs() const;
+  double gradNorm();
   int64_t draw(long step, int64_t row, uint64_t range) const;
   void decideReplan(long step);
   int report(long step, float loss, double ms, double dataWaitMs, uint64_t sentBefore,
@@ -565,6 +566,21 @@ int TrainRun::joinSide() {
   if (inflightSt != LOOMRT_OK)
     return die(inflightWhat);
   return 0;
+}
+
+/// The gradients' global norm the step computed (loomc --clip-grad:
+/// @optimizer.grad_norm), or -1.
+double TrainRun::gradNorm() {
+  for (size_t i = 0; i < p->num_globals; ++i)
+    if (std::strcmp(p->globals[i].name, "optimizer.grad_norm") == 0 &&
+        p->globals[i].dtype == LOOMRT_F32) {
+      float v = -1;
+      if (loomrt_memcpy_async(s, &v, G[i], sizeof v) != LOOMRT_OK ||
+          loomrt_stream_synchronize(s) != LOOMRT_OK)
+        return -1;
+      return v;
+    }
+  return -1;
 }
 
 std::vector<loomrt_tensor_ref> TrainRun::refs() const {
@@ -939,7 +955,7 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
           world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs,
           double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20), cardUsedMiB(),
-          cpuAdamRate, planned, ctx.lastLr.load());
+          cpuAdamRate, planned, ctx.lastLr.load(), gradNorm());
   return 0;
 }
 

@@ -41,12 +41,12 @@ def hf_cosine(s):
     return c * (1 - FLOOR) + FLOOR
 
 
-def torch_run(init, tokens, cfg, lam):
+def torch_run(init, tokens, cfg, lam, clip=0.0):
     p = {k: v.double().clone().requires_grad_(True) for k, v in init.items()}
     opt = torch.optim.AdamW(p.values(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=WD)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
     T, gbt, n = cfg["seq"], cfg["batch"] * cfg["seq"], len(tokens)
-    losses, lrs = [], []
+    losses, lrs, norms = [], [], []
     for s in range(STEPS):
         off = (s * gbt) % (n - gbt - 1)
         x = torch.tensor(tokens[off:off + gbt]).view(cfg["batch"], T)
@@ -54,11 +54,13 @@ def torch_run(init, tokens, cfg, lam):
         opt.zero_grad()
         loss = gpt(p, x, y, cfg)
         loss.backward()
+        if clip:
+            norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), clip).item())
         lrs.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
         losses.append(loss.item())
-    return losses, lrs
+    return (losses, lrs, norms) if clip else (losses, lrs)
 
 
 def main():
@@ -96,6 +98,30 @@ def main():
         bad += not close
         print(f"{kind}: 2 ranks at ZeRO-3 {'within 1e-6' if close else 'NOT within 1e-6'} of "
               f"one rank")
+    # Clipping by global norm (loomc --clip-grad) under the cosine schedule:
+    # torch.nn.utils.clip_grad_norm_ before each step; the logged grad_norm
+    # is the norm it returns. ZeRO-0 and ZeRO-3 on 2 ranks as one rank.
+    sched = ["--lr-schedule", "cosine", "--warmup-steps", str(WARMUP), "--decay-steps",
+             str(DECAY), "--min-lr-ratio", str(FLOOR)]
+    clip1 = build("clip1", "--clip-grad=0.5")
+    log = train(clip1, 1, data, STEPS, clip1 + ".log", *sched)
+    ours, norms = [r["loss"] for r in log], [r["grad_norm"] for r in log]
+    ref, _, ref_norms = torch_run(init, tokens, cfg, hf_cosine, clip=0.5)
+    e = max(abs(o - r) / abs(r) for o, r in zip(ours, ref))
+    en = max(abs(o - r) / abs(r) for o, r in zip(norms, ref_norms))
+    clipped = sum(r > 0.5 for r in ref_norms)
+    ok = len(ours) == STEPS and e <= 1e-5 and en <= 1e-5 and clipped >= 5
+    bad += not ok
+    sys.stderr.write(f"clip: max rel loss error {e:.1e}, norm {en:.1e}, {clipped} steps clipped\n")
+    print(f"clip 0.5: losses {'within 1e-5' if e <= 1e-5 else 'NOT within 1e-5'} of PyTorch's "
+          f"clip_grad_norm_, the logged grad_norm {'is' if en <= 1e-5 else 'is NOT'} its norm")
+    for stage in (0, 3):
+        exe = build(f"clip-z{stage}", "--clip-grad=0.5", "--topology=gpu=2", f"--zero-stage={stage}")
+        dp = [r["loss"] for r in train(exe, 2, data, STEPS, exe + ".log", *sched)]
+        close = len(dp) == STEPS and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(dp, ours))
+        bad += not close
+        print(f"clip 0.5: 2 ranks at ZeRO-{stage} {'within 1e-6' if close else 'NOT within 1e-6'}"
+              f" of one rank")
     # A resume continues the schedule (it is a function of the step).
     flags = ["--lr-schedule", "cosine", "--warmup-steps", str(WARMUP), "--decay-steps",
              str(DECAY), "--min-lr-ratio", str(FLOOR)]
