@@ -100,7 +100,6 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
       for (Value in : d->getOperands())
         if (failed(collect(in)))
           return failure();
-      // A collective's wait is the grad's only way to be ready: it moves too.
       late.insert(d);
       return success();
     };

@@ -739,6 +739,33 @@ LogicalResult offloadFrozenStep(ModuleOp module, func::FuncOp frozen,
   return success();
 }
 
+/// `v` copied to the other side of PCIe (to pinned host memory or to the
+/// device) before `at`, the copy waited for there: the functions that run
+/// every few steps (DiLoCo's, @enter_frozen) copy where they need a value.
+static Value copiedAcross(OpBuilder &b, Value v, Operation *at, bool toHost) {
+  MLIRContext *ctx = b.getContext();
+  b.setInsertionPoint(at);
+  Type t = toHost ? Type(pinned(v.getType())) : Type(unpinned(v.getType()));
+  auto copy = CopyOp::create(b, at->getLoc(), t, TokenType::get(ctx), v, ValueRange{},
+                             StreamAttr::get(ctx, toHost ? StreamKind::d2h : StreamKind::h2d, 0));
+  WaitOp::create(b, at->getLoc(), ValueRange{copy.getToken()});
+  return copy.getResult();
+}
+
+/// Places `updates` of `blk` (one step function) off the device: each
+/// update, then the CPU's in order, then what the step waits for.
+static LogicalResult placeUpdates(ModuleOp module, Block &blk, SmallVector<Update> &updates,
+                                  bool hostThread) {
+  auto ret = cast<func::ReturnOp>(blk.getTerminator());
+  OffloadRewrite rw(module, blk, hostThread);
+  for (Update &u : updates)
+    if (failed(rw.place(u)))
+      return failure();
+  SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
+  rw.finish(cpu, ret);
+  return success();
+}
+
 /// 1-bit Adam's step after the freeze at ZeRO stages 1 and 2 with the
 /// sharded frozen variance (loom-data-parallel with master-shards): each
 /// rank's update of its shard of a bucket has the form of @train_step's
@@ -774,29 +801,19 @@ LogicalResult offloadShardedFrozenStep(ModuleOp module, func::FuncOp frozen,
     f.group = u.group;
     placed.push_back(f);
   }
-  Block &blk = frozen.getBody().front();
-  auto ret = cast<func::ReturnOp>(blk.getTerminator());
-  OffloadRewrite rw(module, blk, hostThread);
-  for (Update &u : placed)
-    if (failed(rw.place(u)))
-      return failure();
-  SmallVector<Update *> cpu = rw.scheduleCpu(placed, ret);
-  rw.finish(cpu, ret);
+  if (failed(placeUpdates(module, frozen.getBody().front(), placed, hostThread)))
+    return failure();
 
   auto enter = module.lookupSymbol<func::FuncOp>(LoomDialect::kEnterFrozen);
   OpBuilder b(ctx);
-  auto tok = TokenType::get(ctx);
-  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
   for (LoadOp l : llvm::to_vector(enter.getOps<LoadOp>())) {
     auto s = module.lookupSymbol<StateOp>(l.getNameAttr());
     auto st = s ? dyn_cast<RankedTensorType>(s.getType()) : RankedTensorType();
     if (!st || !st.getEncoding())
       continue;
     l.getResult().setType(st);
-    b.setInsertionPointAfter(l);
-    auto up = CopyOp::create(b, l.getLoc(), unpinned(st), tok, l.getResult(), ValueRange{}, h2d);
-    WaitOp::create(b, l.getLoc(), ValueRange{up.getToken()});
-    l.getResult().replaceAllUsesExcept(up.getResult(), up);
+    Value up = copiedAcross(b, l.getResult(), l->getNextNode(), /*toHost=*/false);
+    l.getResult().replaceAllUsesExcept(up, up.getDefiningOp());
   }
   return success();
 }
@@ -824,18 +841,7 @@ LogicalResult placeDilocoOnHost(ModuleOp module, ArrayRef<Update> updates) {
       if (auto st = module.lookupSymbol<StateOp>((u.sym.getValue() + suffix).str()))
         st.setTypeAttr(TypeAttr::get(pinned(st.getType())));
   }
-  auto tok = TokenType::get(ctx);
-  auto h2d = StreamAttr::get(ctx, StreamKind::h2d, 0);
-  auto d2h = StreamAttr::get(ctx, StreamKind::d2h, 0);
   OpBuilder b(ctx);
-  // `v` copied to the other side before `at`, waited for there.
-  auto moved = [&](Value v, Operation *at, bool toHost) -> Value {
-    b.setInsertionPoint(at);
-    Type t = toHost ? Type(pinned(v.getType())) : Type(unpinned(v.getType()));
-    auto copy = CopyOp::create(b, at->getLoc(), t, tok, v, ValueRange{}, toHost ? d2h : h2d);
-    WaitOp::create(b, at->getLoc(), ValueRange{copy.getToken()});
-    return copy.getResult();
-  };
   auto symbolType = [&](FlatSymbolRefAttr sym) -> Type {
     if (auto p = module.lookupSymbol<ParamOp>(sym))
       return p.getType();
@@ -857,7 +863,7 @@ LogicalResult placeDilocoOnHost(ModuleOp module, ArrayRef<Update> updates) {
         Type t = symbolType(st.getNameAttr());
         Value v = st.getValue();
         if (t && isHostMemory(t) != isHostMemory(v.getType()))
-          st.getValueMutable().assign(moved(v, st, isHostMemory(t)));
+          st.getValueMutable().assign(copiedAcross(b, v, st, isHostMemory(t)));
         if (!masters.contains(st.getNameAttr().getAttr()))
           continue;
         // The merged weights' working copy (bf16 where the step reads bf16).
@@ -883,7 +889,7 @@ LogicalResult placeDilocoOnHost(ModuleOp module, ArrayRef<Update> updates) {
         // host memory.
         for (OpOperand &o : op->getOpOperands())
           if (isa<RankedTensorType>(o.get().getType()) && !isHostMemory(o.get().getType()))
-            o.set(moved(o.get(), op, true));
+            o.set(copiedAcross(b, o.get(), op, true));
         for (Value r : op->getResults())
           r.setType(pinned(r.getType()));
         continue;
@@ -891,7 +897,7 @@ LogicalResult placeDilocoOnHost(ModuleOp module, ArrayRef<Update> updates) {
       // On the device (a collective, a codec, a reduction).
       for (OpOperand &o : op->getOpOperands())
         if (isHostMemory(o.get().getType()))
-          o.set(moved(o.get(), op, false));
+          o.set(copiedAcross(b, o.get(), op, false));
     }
   }
   return success();
@@ -931,14 +937,8 @@ LogicalResult applyOffload(ModuleOp module, StringRef modeName, bool hostThread)
   if (SymbolTable::symbolKnownUseEmpty(fb, module))
     fb.erase();
 
-  Block &blk = step.getBody().front();
-  auto ret = cast<func::ReturnOp>(blk.getTerminator());
-  OffloadRewrite rw(module, blk, hostThread);
-  for (Update &u : updates)
-    if (failed(rw.place(u)))
-      return failure();
-  SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
-  rw.finish(cpu, ret);
+  if (failed(placeUpdates(module, step.getBody().front(), updates, hostThread)))
+    return failure();
   if (module.lookupSymbol(LoomDialect::kDilocoStart))
     return placeDilocoOnHost(module, updates);
   if (auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen)) {

@@ -16,6 +16,16 @@
 
 namespace loomrt {
 
+/// Bytes of one element of `d`.
+inline size_t dtypeBytes(loomrt_dtype d) { return d == LOOMRT_BF16 ? 2 : d == LOOMRT_I64 ? 8 : 4; }
+/// Elements of a tensor of `rank` dimensions `shape`.
+inline size_t numel(const int64_t *shape, int rank) {
+  size_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= size_t(shape[d]);
+  return n;
+}
+
 /// What a checkpoint part of `p`'s binary holds, as JSON, for tools that
 /// read checkpoints without the binary (loom-ckpt): see checkpoint_set.cpp.
 std::string checkpointLayout(const loomrt_program *p);

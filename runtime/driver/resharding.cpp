@@ -26,8 +26,6 @@ namespace loomrt {
 
 namespace {
 
-size_t dtypeSize(int dt) { return dt == LOOMRT_BF16 ? 2 : dt == LOOMRT_I64 ? 8 : 4; }
-
 /// "zero.bucketK.SUFFIX" into ("zero.bucketK", "SUFFIX"); false otherwise.
 bool splitBucket(const std::string &name, std::string &bucket, std::string &suffix) {
   if (name.rfind("zero.bucket", 0) != 0)
@@ -101,9 +99,7 @@ using Whole = std::map<std::string, std::pair<int, std::vector<uint8_t>>>;
 loomrt_status fillShard(const loomrt_program *program, const loomrt_tensor_ref &t,
                         const std::string &bucket, const std::string &suffix, const Whole &whole,
                         int rank) {
-  size_t n = 1;
-  for (int d = 0; d < t.rank; ++d)
-    n *= size_t(t.shape[d]);
+  size_t n = numel(t.shape, t.rank);
   const loomrt_global_desc *pg = nullptr;
   for (size_t i = 0; i < program->num_globals; ++i)
     if (program->globals[i].name == bucket + ".params")
@@ -115,12 +111,9 @@ loomrt_status fillShard(const loomrt_program *program, const loomrt_tensor_ref &
   Bucket bk;
   bk.padded = pg->padded_numel;
   bk.align = std::max<int64_t>(1, pg->member_align);
-  for (size_t k = 0; k < pg->num_members; ++k) {
-    size_t m = 1;
-    for (int d = 0; d < pg->members[k].rank; ++d)
-      m *= size_t(pg->members[k].shape[d]);
-    bk.members.push_back({pg->members[k].name, int64_t(m)});
-  }
+  for (size_t k = 0; k < pg->num_members; ++k)
+    bk.members.push_back(
+        {pg->members[k].name, int64_t(numel(pg->members[k].shape, pg->members[k].rank))});
   std::vector<int64_t> offs = bk.offsets();
   int64_t lo = int64_t(n) * rank, hi = lo + int64_t(n);
   float *block = static_cast<float *>(t.data);
@@ -202,11 +195,10 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
                           int(spec.items[1].items.size()), {}, nullptr};
       if (t.rank > LOOMRT_MAX_RANK)
         return fail(LOOMRT_ERR_IO, "'" + path + "': '" + name + "' has too many dimensions");
-      size_t n = 1;
       for (int d = 0; d < t.rank; ++d)
-        n *= size_t(t.shape[d] = spec.items[1].items[size_t(d)].integer);
+        t.shape[d] = spec.items[1].items[size_t(d)].integer;
       names.push_back(name);
-      data.emplace_back(n * dtypeSize(t.dtype));
+      data.emplace_back(numel(t.shape, t.rank) * dtypeBytes(t.dtype));
       refs.push_back(t);
     }
     for (size_t i = 0; i < refs.size(); ++i) {
@@ -260,23 +252,18 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
         return s;
       continue;
     }
-    size_t n = 1;
-    for (int d = 0; d < t.rank; ++d)
-      n *= size_t(t.shape[d]);
     auto it = whole.find(t.name);
     if (it == whole.end() || it->second.first != int(t.dtype) ||
-        it->second.second.size() != n * dtypeSize(t.dtype))
+        it->second.second.size() != numel(t.shape, t.rank) * dtypeBytes(t.dtype))
       return fail(LOOMRT_ERR_IO, std::string("the checkpoint has no '") + t.name +
                                      "' of this binary's type and shape");
     std::memcpy(t.data, it->second.second.data(), it->second.second.size());
   }
-  std::fprintf(stderr, "%s", rank == 0 ? ("loomrt: re-sharded the checkpoint of step " +
-                                          std::to_string(step) + " saved by " +
-                                          std::to_string(savedWorld) + " ranks at ZeRO stage " +
-                                          std::to_string(savedStage) + " for " +
-                                          std::to_string(world) + " at stage " +
-                                          std::to_string(zeroStage) + "\n").c_str()
-                                       : "");
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "loomrt: re-sharded the checkpoint of step %ld saved by %d ranks at ZeRO stage "
+                 "%d for %d at stage %d\n",
+                 step, savedWorld, savedStage, world, zeroStage);
   return LOOMRT_OK;
 }
 

@@ -30,9 +30,7 @@ std::string besideExecutable(const std::string &name) {
   return dir.substr(0, dir.rfind('/') + 1) + name;
 }
 
-size_t dtypeBytes(loomrt_dtype d) {
-  return d == LOOMRT_BF16 ? 2 : d == LOOMRT_I64 ? 8 : 4;
-}
+using loomrt::dtypeBytes;
 /// Host memory standing for one global.
 struct HostView {
   uint8_t *ptr = nullptr;
@@ -41,12 +39,7 @@ struct HostView {
   size_t size() const { return bytes; }
 };
 
-size_t numel(const loomrt_global_desc &g) {
-  size_t n = 1;
-  for (int d = 0; d < g.rank; ++d)
-    n *= size_t(g.shape[d]);
-  return n;
-}
+size_t numel(const loomrt_global_desc &g) { return loomrt::numel(g.shape, g.rank); }
 
 #define TRY(expr, what)                                                        \
   do {                                                                         \

@@ -73,15 +73,24 @@ def main():
                         *flags, "-o", exe], check=True, capture_output=True)
         return exe
 
+    def as_one_rank(label, exe, flags, ours):
+        """2 ranks of `exe` (`flags`) against one rank's losses `ours`."""
+        dp = [r["loss"] for r in train(exe, 2, data, STEPS, exe + ".log", *flags)]
+        close = len(dp) == STEPS and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(dp, ours))
+        print(f"{label} {'within 1e-6' if close else 'NOT within 1e-6'} of one rank")
+        return close
+
     one = build("one")
     z3 = build("z3", "--topology=gpu=2", "--zero-stage=3")
     bad = 0
+    losses = {}
     for kind, lam, extra in (("linear", hf_linear, []),
                              ("cosine", hf_cosine, ["--min-lr-ratio", str(FLOOR)])):
         flags = ["--lr-schedule", kind, "--warmup-steps", str(WARMUP), "--decay-steps",
                  str(DECAY), *extra]
         log = train(one, 1, data, STEPS, one + f".{kind}.log", *flags)
         ours, lrs = [r["loss"] for r in log], [r["lr"] for r in log]
+        losses[kind] = ours
         ref, ref_lrs = torch_run(init, tokens, cfg, lam)
         e = max(abs(o - r) / abs(r) for o, r in zip(ours, ref))
         el = max(abs(o - r) / max(r, 1e-30) if r else abs(o) for o, r in zip(lrs, ref_lrs))
@@ -93,11 +102,7 @@ def main():
               f"{'is' if el <= 1e-6 else 'is NOT'} the scheduler's")
         if not ok:
             print(f"  {e:.2e} {el:.2e}\n  {ours}\n  {ref}\n  {lrs}\n  {ref_lrs}")
-        dp = [r["loss"] for r in train(z3, 2, data, STEPS, z3 + f".{kind}.log", *flags)]
-        close = len(dp) == STEPS and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(dp, ours))
-        bad += not close
-        print(f"{kind}: 2 ranks at ZeRO-3 {'within 1e-6' if close else 'NOT within 1e-6'} of "
-              f"one rank")
+        bad += not as_one_rank(f"{kind}: 2 ranks at ZeRO-3", z3, flags, ours)
     # Clipping by global norm (loomc --clip-grad) under the cosine schedule:
     # torch.nn.utils.clip_grad_norm_ before each step; the logged grad_norm
     # is the norm it returns. ZeRO-0 and ZeRO-3 on 2 ranks as one rank.
@@ -117,21 +122,15 @@ def main():
           f"clip_grad_norm_, the logged grad_norm {'is' if en <= 1e-5 else 'is NOT'} its norm")
     for stage in (0, 3):
         exe = build(f"clip-z{stage}", "--clip-grad=0.5", "--topology=gpu=2", f"--zero-stage={stage}")
-        dp = [r["loss"] for r in train(exe, 2, data, STEPS, exe + ".log", *sched)]
-        close = len(dp) == STEPS and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(dp, ours))
-        bad += not close
-        print(f"clip 0.5: 2 ranks at ZeRO-{stage} {'within 1e-6' if close else 'NOT within 1e-6'}"
-              f" of one rank")
-    # A resume continues the schedule (it is a function of the step).
-    flags = ["--lr-schedule", "cosine", "--warmup-steps", str(WARMUP), "--decay-steps",
-             str(DECAY), "--min-lr-ratio", str(FLOOR)]
-    straight = [r["loss"] for r in train(one, 1, data, STEPS, one + ".s.log", *flags)]
+        bad += not as_one_rank(f"clip 0.5: 2 ranks at ZeRO-{stage}", exe, sched, ours)
+    # A resume continues the schedule (it is a function of the step): the
+    # cosine run above, in two halves.
     ck = os.path.join(a.tmp, "ck")
-    first = [r["loss"] for r in train(one, 1, data, 10, one + ".a.log", *flags,
+    first = [r["loss"] for r in train(one, 1, data, 10, one + ".a.log", *sched,
                                       "--checkpoint-dir", ck, "--checkpoint-every", "10")]
-    second = [r["loss"] for r in train(one, 1, data, 10, one + ".b.log", *flags,
+    second = [r["loss"] for r in train(one, 1, data, 10, one + ".b.log", *sched,
                                        "--checkpoint-dir", ck, "--resume")]
-    same = first + second == straight
+    same = first + second == losses["cosine"]
     bad += not same
     print(f"cosine, resumed after 10 steps: {'identical' if same else 'DIFFERENT'} losses")
     for flags in (["--lr-schedule", "cosine"], ["--warmup-steps", "3"],
