@@ -244,6 +244,19 @@ void reportMemory(const loomrt_program *p, const std::vector<HostView> &host,
                 double(pinned) / (1 << 20), double(ctx.host.reserved()) / (1 << 20));
 }
 
+/// Zeroes each buffer, 16 MiB at a time on every core (the first touch of
+/// each page is what costs).
+void zeroInParallel(const std::vector<std::pair<uint8_t *, size_t>> &buffers) {
+  constexpr size_t kPiece = size_t(16) << 20;
+  std::vector<std::pair<uint8_t *, size_t>> pieces;
+  for (auto [data, bytes] : buffers)
+    for (size_t off = 0; off < bytes; off += kPiece)
+      pieces.push_back({data + off, std::min(kPiece, bytes - off)});
+#pragma omp parallel for schedule(dynamic)
+  for (size_t k = 0; k < pieces.size(); ++k)
+    std::memset(pieces[k].first, 0, pieces[k].second);
+}
+
 /// One training run of a generated program: loomrt_train_main sets it up
 /// phase by phase (each a member returning 0 or die()'s exit code), steps it
 /// and tears it down. Members that other threads write through (the DiLoCo
@@ -266,6 +279,7 @@ public:
   int joinWorld();
   int openContexts();
   int setupGlobals();
+  int uploadGlobals();
   int setupInputs();
   int train();
   void finish();
@@ -347,7 +361,7 @@ private:
   // hold once), else a copy.
   std::vector<void *> G;
   std::vector<HostView> host;
-  std::vector<std::vector<uint8_t>> hostCopies;
+  std::vector<std::unique_ptr<uint8_t[]>> hostCopies;
   std::optional<loomrt::CheckpointSet> ckpt;
   long firstStep = 0;
 
@@ -594,9 +608,30 @@ std::vector<loomrt_tensor_ref> TrainRun::refs() const {
 /// initialised in declaration order from --seed or restored from the
 /// checkpoint, and uploaded; then the log and the trace.
 int TrainRun::setupGlobals() {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   G.assign(p->num_globals, nullptr);
   host.assign(p->num_globals, HostView{});
-  hostCopies.assign(p->num_globals, {});
+  hostCopies.clear();
+  hostCopies.resize(p->num_globals);
+  // Pinning tens of GiB takes the host a while (the kernel zeroes and locks
+  // every page): say so before it starts.
+  size_t pinnedBytes = 0;
+  for (size_t i = 0; i < p->num_globals; ++i)
+    if (p->globals[i].space == LOOMRT_MEM_PINNED)
+      pinnedBytes += numel(p->globals[i]) * dtypeBytes(p->globals[i].dtype);
+  if (pinnedBytes >= (size_t(4) << 30)) {
+    std::printf("loomrt: pinning %.1f GiB of host memory for the offloaded parameters and "
+                "optimizer state\n",
+                double(pinnedBytes) / double(1 << 30));
+    std::fflush(stdout);
+  }
+  Clock::time_point t0 = Clock::now();
+  // What starts as zeros: every host copy (fp32 ones are drawn over, but a
+  // ZeRO-3 bucket's padding stays zero) and pinned integer state.
+  std::vector<std::pair<uint8_t *, size_t>> zeroed;
   for (size_t i = 0; i < p->num_globals; ++i) {
     const loomrt_global_desc &g = p->globals[i];
     size_t bytes = numel(g) * dtypeBytes(g.dtype);
@@ -604,14 +639,22 @@ int TrainRun::setupGlobals() {
     if (g.space == LOOMRT_MEM_PINNED) {
       host[i] = {static_cast<uint8_t *>(G[i]), bytes};
       if (g.dtype != LOOMRT_F32) // fp32 globals are all drawn below
-        std::memset(G[i], 0, bytes);
+        zeroed.push_back({host[i].data(), bytes});
     } else {
-      hostCopies[i].assign(bytes, 0);
-      host[i] = {hostCopies[i].data(), bytes};
+      hostCopies[i].reset(new (std::nothrow) uint8_t[std::max<size_t>(bytes, 1)]);
+      if (!hostCopies[i])
+        return die("allocating the host copy of " + std::string(g.name) + " (" +
+                   std::to_string(bytes) + " bytes): out of host memory");
+      host[i] = {hostCopies[i].get(), bytes};
+      zeroed.push_back({host[i].data(), bytes});
     }
   }
+  // On every core: a 7B model's host copies are ~70 GB, whose first touches
+  // on one thread took most of a minute.
+  zeroInParallel(zeroed);
   // Each rank saves its own part (ZeRO partitions state); a manifest
   // commits one step for all of them (driver/checkpoint_set.h).
+  Clock::time_point t1 = Clock::now();
   ckpt.emplace(f.ckptDir, p->model, rank, world, p->zero_stage, dev, s, comm);
   ckpt->setLayout(loomrt::checkpointLayout(p));
   ckpt->setProgram(p);
@@ -628,9 +671,16 @@ int TrainRun::setupGlobals() {
   } else if (int rc = initialiseGlobals(p, f, rank, host)) {
     return rc;
   }
-  for (size_t i = 0; i < p->num_globals; ++i)
-    if (host[i].data() != G[i])
-      TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
+  Clock::time_point t2 = Clock::now();
+  if (int rc = uploadGlobals())
+    return rc;
+  Clock::time_point t3 = Clock::now();
+  // Where a slow start went (a 7B offload run's took a minute and more).
+  if (seconds(t0, t3) >= 5)
+    std::printf("loomrt: parameters and state ready in %.1f s: allocating %.1f s, %s %.1f s, "
+                "uploading %.1f s\n",
+                seconds(t0, t3), seconds(t0, t1), f.resume ? "resuming" : "initialising",
+                seconds(t1, t2), seconds(t2, t3));
 
   if (lead && !f.logJson.empty()) {
     // A second run's records after a first run's would read as one run:
@@ -648,6 +698,62 @@ int TrainRun::setupGlobals() {
   }
   if (lead && !f.trace.empty())
     TRY(loomrt_trace_create(s, &trace), "starting the trace");
+  return 0;
+}
+
+/// The host copies to the device. A GPU reads pageable memory at a third
+/// of the link's rate, so tens of GiB go through two pinned chunks: one
+/// filled on every core while the other crosses.
+int TrainRun::uploadGlobals() {
+  size_t pageable = 0;
+  for (size_t i = 0; i < p->num_globals; ++i)
+    if (host[i].data() != G[i])
+      pageable += host[i].size();
+  constexpr size_t kChunk = size_t(64) << 20;
+  if (p->backend == LOOMRT_BACKEND_CPU || pageable < 4 * kChunk) {
+    for (size_t i = 0; i < p->num_globals; ++i)
+      if (host[i].data() != G[i])
+        TRY(loomrt_memcpy_async(s, G[i], host[i].data(), host[i].size()), "upload");
+    TRY(loomrt_stream_synchronize(s), "upload");
+    return 0;
+  }
+  struct Staging {
+    loomrt_device dev;
+    void *buf[2] = {nullptr, nullptr};
+    loomrt_event done[2] = {nullptr, nullptr};
+    bool used[2] = {false, false};
+    ~Staging() {
+      for (int k = 0; k < 2; ++k) {
+        if (done[k])
+          loomrt_event_destroy(done[k]);
+        if (buf[k])
+          loomrt_free(dev, LOOMRT_MEM_PINNED, buf[k]);
+      }
+    }
+  } st{dev};
+  for (int k = 0; k < 2; ++k) {
+    TRY(loomrt_alloc(dev, LOOMRT_MEM_PINNED, kChunk, &st.buf[k]), "the upload's staging");
+    TRY(loomrt_event_create(dev, &st.done[k]), "the upload's staging");
+  }
+  int k = 0;
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    if (host[i].data() == G[i])
+      continue;
+    for (size_t off = 0; off < host[i].size(); off += kChunk, k ^= 1) {
+      size_t n = std::min(kChunk, host[i].size() - off);
+      if (st.used[k]) // its previous chunk has crossed
+        TRY(loomrt_event_synchronize(st.done[k]), "upload");
+      const uint8_t *from = host[i].data() + off;
+      uint8_t *to = static_cast<uint8_t *>(st.buf[k]);
+#pragma omp parallel for schedule(static)
+      for (size_t b = 0; b < n; b += (size_t(1) << 20))
+        std::memcpy(to + b, from + b, std::min(size_t(1) << 20, n - b));
+      TRY(loomrt_memcpy_async(s, static_cast<uint8_t *>(G[i]) + off, to, n), "upload");
+      TRY(loomrt_event_record(st.done[k], s), "upload");
+      st.used[k] = true;
+    }
+  }
+  TRY(loomrt_stream_synchronize(s), "upload");
   return 0;
 }
 
@@ -1108,8 +1214,12 @@ void TrainRun::finish() {
     for (uint8_t *b : g)
       if (b)
         loomrt_free(dev, LOOMRT_MEM_PINNED, b);
+  auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < G.size(); ++i)
     loomrt_free(dev, p->globals[i].space, G[i]);
+  double freeing = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (freeing >= 5)
+    std::printf("loomrt: parameters and state released in %.1f s\n", freeing);
   if (ballastPtr)
     loomrt_free(dev, LOOMRT_MEM_DEVICE, ballastPtr);
   ctx.release();

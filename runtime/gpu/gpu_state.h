@@ -6,13 +6,20 @@
 #include "common/backend.h"
 #include "gpu/gpu_api.h"
 
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace loomrt {
 struct GpuState {
   int ordinal;
   void *blas = nullptr; // the vendor BLAS handle, created on first GEMM
   void *blasLt = nullptr; // the vendor's epilogue GEMMs (cuBLASLt), on first use
+  /// Large pinned buffers made by mmap, first touch on every core and a
+  /// host registration (gpuAllocImpl), by address with their size: freed
+  /// by unregistering and unmapping, not by the vendor's host free.
+  std::mutex registeredMutex;
+  std::unordered_map<void *, size_t> registered;
 };
 loomrt_status gpuCheck(gpuError_t e, const char *what);
 

@@ -59,6 +59,8 @@ def main():
                        stderr=subprocess.DEVNULL)
         pred = json.load(open(tl))["loom_prediction"]
         want = pred["step_arena_bytes"] / 2**20
+        if os.path.exists(b + ".jsonl"):  # a previous run of this test's
+            os.remove(b + ".jsonl")
         out = subprocess.run([b, "--data", data, "--steps", "1", "--log-json", b + ".jsonl"],
                              check=True, capture_output=True, text=True).stdout
         got = float(re.search(r"step memory: ([0-9.]+) MiB of activations", out)[1])
