@@ -25,7 +25,7 @@ if [ -n "${PEERS:-}" ]; then
     [l67]="bench/fsdp2_llama.py --offload --layers 32 --d 4096 --heads 32 --ffn 11008 --vocab 32000 --batch 2 --steps 6"
   )
   for m in $ROWS; do
-    launch 1 "$OUT/peer-$m" timeout 280 python3 ${PEER[$m]} --device-memory 80 ||
+    launch 1 "$OUT/peer-$m" timeout "${PEER_TIMEOUT:-280}" python3 ${PEER[$m]} --device-memory 80 ||
       { echo "peer $m failed:"; tail -n 3 "$OUT/peer-$m.0"; }
     grep -h '^{' "$OUT/peer-$m.0" | tail -1
   done
