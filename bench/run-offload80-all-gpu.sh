@@ -4,7 +4,8 @@
 # the GPT 6.25B, the Llama 7.1B and the landed Llama 6.7B; 8 steps, each
 # binary re-planning after step 3), then the PyTorch
 # FSDP2 + CPUOffloadPolicy peers capped at 80 GiB, as many as fit before
-# DEADLINE seconds (default 570) since this script started.
+# DEADLINE seconds (default 570) since this script started. ROWS and
+# PEER_MODELS choose fewer; RT set skips the runtime's build.
 #   OUT=/tmp/o bench/run-offload80-all-gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,17 +13,17 @@ OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 begin=$SECONDS
 source bench/gpu-runtime.sh
-build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+[ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
 export RT
-ROWS="g625-cpu g625-int l71-cpu l71-int l67-cpu l67-int" STEPS=8 TIMEOUT=150 \
-  bash bench/run-offload80-gpu.sh > "$OUT/table.txt" 2>&1
-for m in g625 l67 l71; do
+ROWS="${ROWS:-g625-cpu g625-int l71-cpu l71-int l67-cpu l67-int}"
+ROWS="$ROWS" STEPS=8 TIMEOUT=150 bash bench/run-offload80-gpu.sh > "$OUT/table.txt" 2>&1
+for m in ${PEER_MODELS:-g625 l67 l71}; do
   left=$(( ${DEADLINE:-570} - (SECONDS - begin) ))
   [ "$left" -gt 60 ] || { echo "peer $m: not run ($left s left)"; continue; }
   echo "peer $m ($left s left):"
   PEERS=1 ROWS=$m PEER_TIMEOUT=$((left - 10)) bash bench/run-offload80-gpu.sh 2>&1 | tail -2
 done
-for r in g625-cpu g625-int l71-cpu l71-int l67-cpu l67-int; do
+for r in $ROWS; do
   echo "$r: $(grep -h "ready in\|released in\|wall" "$OUT/$r.txt" | tr '\n' ' ')"
 done
 cat "$OUT/table.txt"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On a GPU host, after bench/gen-tp-gpu.sh (and with RT set to a built
+# runtime, or building it): tensor parallelism on the CUDA path. Each model
+# 20 steps on one rank, then with --tensor-parallel=2 on two ranks that
+# share GPU 0 over the runtime's TCP transport (one GPU is what is lent:
+# this is about the bits, not the speed). Prints the largest relative
+# difference of the losses, which the CPU test holds to 1e-6.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
+export MASTER_ADDR=127.0.0.1 LOOMRT_TRANSPORT=tcp
+export LOOMRT_JOB_KEY=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+source bench/gpu-runtime.sh
+[ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+C=.carry/tp
+for f in "$C"/*.cpp; do
+  b=$(basename "$f" .cpp); link_binary "$f" "/tmp/$b" -O1 2> "$OUT/$b.compile.log" || echo "compiling $b failed" &
+done
+wait
+write_tokens 1024 /tmp/tok1k.bin 400000
+for m in gpt llama; do
+  rm -f "$OUT/$m-1.jsonl" "$OUT/$m-tp2.jsonl"
+  timeout 120 "/tmp/$m-1" --data /tmp/tok1k.bin --steps 20 --log-json "$OUT/$m-1.jsonl" \
+    > "$OUT/$m-1.txt" 2>&1 || echo "$m-1 failed: $(tail -2 "$OUT/$m-1.txt")"
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=0 WORLD_SIZE=2 MASTER_PORT=$((29800 + ${#m})) timeout 120 "/tmp/$m-tp2" \
+      --data /tmp/tok1k.bin --steps 20 --log-json "$OUT/$m-tp2.jsonl" > "$OUT/$m-tp2.$r" 2>&1 &
+  done
+  wait || true
+  [ -s "$OUT/$m-tp2.jsonl" ] || { echo "$m-tp2 failed:"; tail -n 3 "$OUT/$m-tp2".{0,1}; }
+done
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+def losses(name):
+    try:
+        return [json.loads(l)["loss"] for l in open(f"{out}/{name}.jsonl") if '"loss"' in l]
+    except OSError:
+        return []
+print("| model | steps | one rank, loss 1 -> 20 | --tensor-parallel=2, max relative difference |")
+print("|---|---|---|---|")
+for m in ("gpt", "llama"):
+    a, b = losses(f"{m}-1"), losses(f"{m}-tp2")
+    if not a or len(a) != len(b):
+        print(f"| {m} | {len(b)} of {len(a)} | | failed |")
+        continue
+    err = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+    print(f"| {m} | {len(a)} | {a[0]:.6f} -> {a[-1]:.6f} | {err:.2e} |")
+PY
