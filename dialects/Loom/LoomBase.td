@@ -56,6 +56,11 @@ def Loom_Dialect : Dialect {
     // On a shard: each member starts at a multiple of this many elements of
     // the bucket (loom-data-parallel member-align; absent: packed).
     "::mlir::IntegerAttr":$member_align,
+    // On a parameter the ranks of a tensor-parallel group split
+    // (loom-tensor-parallel): [dim, groups], the part each rank holds.
+    "::mlir::DenseI64ArrayAttr":$tp_slice,
+    // On the module: the ranks of each tensor-parallel group.
+    "::mlir::IntegerAttr":$tensor_parallel,
     // On @train_step: #loom.data_parallel, its ranks and ZeRO stage
     // (loom-data-parallel).
     "::mlir::loom::DataParallelAttr":$data_parallel,

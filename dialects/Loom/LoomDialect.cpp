@@ -65,6 +65,17 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                       v.getInt() <= (int64_t(1) << 30),
                   "an integer in [1, 2^30]");
   }
+  if (name == LoomDialect::TpSliceAttrHelper::getNameStr()) {
+    auto v = dyn_cast<DenseI64ArrayAttr>(value);
+    return expect(v && v.size() == 2 && v[0] >= 0 && v[0] < 8 && v[1] >= 1 && isa<ParamOp>(op),
+                  "[dim, groups] (0 <= dim < 8, groups >= 1) on a loom.param");
+  }
+  if (name == LoomDialect::TensorParallelAttrHelper::getNameStr()) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1 &&
+                      v.getInt() <= (1 << 20) && isa<ModuleOp>(op),
+                  "a positive number of ranks on the module");
+  }
   // The typed decisions: their own verifiers ran when they were built.
   if (name == LoomDialect::DataParallelAttrHelper::getNameStr())
     return expect(isa<DataParallelAttr>(value) && isa<func::FuncOp>(op),

@@ -1077,6 +1077,28 @@ def Loom_ShardOp : Loom_Op<"shard", [Pure,
   }];
 }
 
+def Loom_TpEnterOp : Loom_Op<"tp_enter", [Pure, AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Enter a tensor-parallel region: identity forward, all-reduce backward";
+  let description = [{
+    Megatron-LM's `f` (Shoeybi et al. 2019, section 3): an activation every
+    rank of the tensor-parallel `group` holds whole, about to feed each
+    rank's column slice of the next products. The value is unchanged; its
+    gradient is the sum of the ranks' gradients, so loom-autodiff's rule is
+    an all-reduce (sum) over `group`, and loom-autodiff removes the op once
+    the backward is built. loom-tensor-parallel inserts it.
+
+    ```mlir
+    %h1 = loom.tp_enter over #loom.group<@world, ["gpu"]> %h : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_GroupAttr:$group);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    `over` qualified($group) $input attr-dict `:` type($input)
+  }];
+}
+
 def Loom_CompressOp : Loom_Op<"compress", [Pure]> {
   let summary = "Encode a tensor with a codec, optionally with error feedback";
   let description = [{

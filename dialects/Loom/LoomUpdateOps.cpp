@@ -285,6 +285,12 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
                           *size);
 }
 
+LogicalResult TpEnterOp::verifySymbolUses(SymbolTableCollection &table) {
+  if (failed(resolveGroup(*this, table, getGroup())))
+    return failure();
+  return verifySameType(*this, getInput().getType(), getResult().getType());
+}
+
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &table) {
   FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
   if (failed(size))

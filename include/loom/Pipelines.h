@@ -73,6 +73,10 @@ struct PipelineOptions {
   const cost::Hardware *hardware = nullptr;
   std::string hardwareName = "h100";
   bool dataParallel = false; // needs a loom.topology @world in the module
+  /// > 1: loom-tensor-parallel over the innermost level (named here), and
+  /// data parallelism over the others.
+  int64_t tensorParallel = 1;
+  std::string tensorParallelLevel;
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
   int64_t prefetch = 1;

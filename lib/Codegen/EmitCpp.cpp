@@ -299,6 +299,21 @@ public:
     return success();
     }
 
+  /// Tensor parallelism's fields of a global (after member_align): the
+  /// part this rank holds of a parameter the ranks split (loom.tp_slice),
+  /// or of the state that is its copy (an fp32 master drawn as it is).
+  /// Empty for a whole one.
+  std::string tpFields(Operation *op, int64_t align) {
+    auto slice = op->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::TpSliceAttrHelper::getNameStr());
+    if (auto st = dyn_cast<StateOp>(op); !slice && st && st.getParamAttr())
+      if (auto p = module.lookupSymbol<ParamOp>(st.getParamAttr()))
+        slice = p->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::TpSliceAttrHelper::getNameStr());
+    if (!slice || slice.size() != 2)
+      return "";
+    return ", " + std::to_string(align) + ", " + std::to_string(slice[0]) + ", " +
+           std::to_string(slice[1]);
+  }
+
   /// The globals table (parameters and state in declaration order, the
   /// initialisation order) and the member tables of ZeRO-3 shards: a shard
   /// (loom.shard_of) lists its member parameters, which are not globals
@@ -329,6 +344,8 @@ public:
                                               : "LOOMRT_MEM_DEVICE") +
                        ", " + std::to_string(mirror) + ", " + splatOf(&op) + "},\n";
     if (!members) {
+      if (std::string tp = tpFields(&op, 0); !tp.empty())
+        tail.insert(tail.size() - 3, tp);
       tos << "    " << entry << ", 0, nullptr, 0" << tail;
       continue;
     }
@@ -351,7 +368,7 @@ public:
         source = it->second + 1;
       }
       mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, " << source << ", "
-          << splatOf(m) << "},\n";
+          << splatOf(m) << tpFields(m, 0) << "},\n";
     }
     mos << "};\n";
     auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());
@@ -367,6 +384,11 @@ public:
         << padded.getInt() << tail;
   }
     return success();
+  }
+
+  int64_t tensorParallel() {
+    auto tp = module->getAttrOfType<IntegerAttr>(LoomDialect::TensorParallelAttrHelper::getNameStr());
+    return tp ? tp.getInt() : 1;
   }
 
   LogicalResult run(llvm::raw_ostream &out) {
@@ -513,8 +535,8 @@ public:
         << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << ",\n      "
         << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
         << cpuUpdateParams(step) << "LL, "
-        << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str() << ", nullptr"
-        << "};\n"
+        << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str() << ", nullptr, "
+        << tensorParallel() << "};\n"
         << (ns.empty() ? "  return loomrt_train_main(argc, argv, &program);\n}\n"
                        : "  return &program;\n}\n\n} // namespace " + ns + "\n\n");
     return success();

@@ -192,46 +192,6 @@ std::optional<std::string> parseDiloco(StringRef text,
   return std::nullopt;
 }
 
-/// --topology's levels (a line level=N,... or a file holding it), innermost
-/// first; a one-line message on a malformed entry.
-static std::optional<std::string>
-parseTopology(const std::string &flag, SmallVectorImpl<std::pair<std::string, int64_t>> &levels) {
-  std::string text = flag;
-  std::string source = "--topology";
-  if (llvm::sys::fs::exists(text)) {
-    // A FIFO or a device is refused before a read; a file too large to be
-    // a topology is named by its size, never echoed.
-    std::string contents, err;
-    if (!::loom::readRegularFile(text, 1 << 20, "topology file", contents, err))
-      return err + " (a topology file holds one line level=N,...)";
-    if (contents.size() > 4096)
-      return std::string("topology file '" + text + "' is not a topology (level=N,...): it has " +
-                         std::to_string(contents.size()) + " bytes");
-    source = "topology file '" + text + "'";
-    text = llvm::StringRef(contents).trim().str();
-  }
-  SmallVector<llvm::StringRef> parts;
-  llvm::StringRef(text).split(parts, ',');
-  for (llvm::StringRef part : parts) {
-    auto [name, value] = part.trim().split('=');
-    int64_t n;
-    // An entry is quoted only in part: a file's whole text is not echoed.
-    std::string shown = part.trim().size() > 40 ? part.trim().substr(0, 37).str() + "..."
-                                                : part.trim().str();
-    for (char &c : shown)
-      if (static_cast<unsigned char>(c) < 0x20)
-        c = ' ';
-    if (name.empty() || value.getAsInteger(10, n) || n < 1 || n > (1 << 20))
-      return std::string("bad " + source + " entry '" + shown +
-                   "': expected level=N with 1 <= N <= 1048576 (e.g. node=2,gpu=4)");
-    for (auto &l : levels)
-      if (l.first == name)
-        return ("--topology names level '" + name + "' twice").str();
-    levels.insert(levels.begin(), {name.str(), n});
-  }
-  return std::nullopt;
-}
-
 /// The module of a generator spec; null after printing why.
 static OwningOpRef<ModuleOp> generate(MLIRContext &ctx, const std::string &spec) {
   std::string err;
@@ -431,6 +391,13 @@ struct LoomcOptions {
                "state, 2 also reduce-scatters gradients, 3 also partitions "
                "parameters"),
       cl::cat(cat)};
+  cl::opt<int> tensorParallel{
+      "tensor-parallel", cl::init(1), cl::value_desc("N"),
+      cl::desc("Megatron-style tensor parallelism over the innermost level of --topology, "
+               "which must have N ranks: each block's attention heads and MLP units split "
+               "over them (loom-tensor-parallel; docs/tensor-parallel.md); data parallelism "
+               "runs over the other levels"),
+      cl::cat(cat)};
   cl::opt<std::string> zeropp{
       "zeropp", cl::init(""), cl::value_desc("qwz[:BLOCK],hpz,qgz[:BLOCK]"),
       cl::desc("ZeRO++ (Wang et al. 2023): qwz gathers ZeRO-3's parameter shards as int8 "
@@ -574,6 +541,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.momentum), it(o.clipGrad, "off"), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
+        it(o.tensorParallel, "1: none"),
         it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
         it(o.bucketSize), it(o.reduceDtype), it(o.prefetch), it(o.diloco)}},
       {"Memory and offload",
@@ -827,6 +795,23 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (o.zeroStage >= 0 && d.levels.empty())
     return std::string("--zero-stage needs --topology (the ranks to partition over)");
   d.dataParallel = !d.levels.empty();
+  if (o.tensorParallel < 1)
+    return std::string("--tensor-parallel must be a positive number of ranks");
+  if (o.tensorParallel > 1) {
+    if (d.levels.empty() || d.levels.front().second != o.tensorParallel)
+      return "--tensor-parallel=" + std::to_string(o.tensorParallel) +
+             " splits over the innermost level of --topology, which must have that many "
+             "ranks (e.g. --topology=gpu=" + std::to_string(o.tensorParallel) + ")";
+    if (o.model.empty() && o.init != "random")
+      return std::string("--tensor-parallel splits the parameters: with an imported model give "
+                         "--init=random (splitting imported values is not built)");
+    if (o.precision != "fp32" || (o.recompute != "none" && o.recompute != "auto") ||
+        o.offload != "none" || !o.zeropp.empty() || !o.diloco.empty() ||
+        o.optimizer == "onebit-adam" || o.zeroStage > 0)
+      return std::string("--tensor-parallel is built for fp32 with ZeRO stage 0 over the other "
+                         "levels, no --recompute, --optimizer-offload, --zeropp, --diloco, "
+                         "1-bit Adam or dropout yet (docs/tensor-parallel.md)");
+  }
   if (!o.zeropp.empty())
     if (std::optional<std::string> err = parseZeropp(o, d))
       return err;
@@ -835,7 +820,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   d.modelSpec = o.model;
   if (d.dataParallel && !o.model.empty()) {
     std::string err;
-    if (!splitSpecBatch(d.modelSpec, d.world, err))
+    // The ranks of a tensor-parallel group share their rows.
+    if (!splitSpecBatch(d.modelSpec, d.world / o.tensorParallel, err))
       return err;
   }
   if (o.dropout != "on" && o.dropout != "off")
@@ -983,6 +969,9 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   // The description loomc read (and --what-if scaled), not the file again.
   po.hardware = hw ? &*hw : nullptr;
   po.dataParallel = d.dataParallel;
+  po.tensorParallel = o.tensorParallel;
+  if (o.tensorParallel > 1)
+    po.tensorParallelLevel = d.levels.front().first;
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
   po.prefetch = o.prefetch == "auto" ? 1 : std::stoll(o.prefetch);

@@ -52,6 +52,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // anything else sees the composed form (the backward of a recognised
     // op is its own fused rule).
     pm.addPass(mlir::loom::createRecognizeOps());
+    // Tensor parallelism on the forward: autodiff then differentiates the
+    // split graph and its collectives.
+    if (o.tensorParallel > 1)
+      pm.addPass(mlir::loom::createTensorParallel({o.tensorParallel, ""}));
     // The feature table's placement first: mixed precision then casts the
     // gathered rows wherever they land.
     if (!o.graphFeatures.empty()) {
@@ -109,6 +113,9 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   } else if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;
     dp.zeroStage = o.zeroStage;
+    // Over the levels tensor parallelism leaves (nothing when it spans the
+    // world).
+    dp.exclude = o.tensorParallelLevel;
     dp.bucketSize = o.bucketSize;
     dp.frozenVariance = o.onebitVariance;
     dp.secondary = o.hpzLevels;

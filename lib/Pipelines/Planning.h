@@ -11,6 +11,12 @@
 
 namespace loom {
 
+/// --topology's levels (a line level=N,... or a file holding it), innermost
+/// first; a one-line message on a malformed entry (Topology.cpp).
+std::optional<std::string>
+parseTopology(const std::string &flag,
+              llvm::SmallVectorImpl<std::pair<std::string, int64_t>> &levels);
+
 /// " NAME BYTES B SECONDS s;" for each communicator of a prediction.
 std::string commSummary(const mlir::loom::StepPrediction &p);
 

@@ -428,6 +428,24 @@ public:
   std::optional<LogicalResult> structuredVjp(Operation *op, Value dy) {
     return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
         .Case([&](MatmulOp o) { return matmulVjp(o, dy); })
+        // Tensor parallelism (loom-tensor-parallel): Megatron's g, the
+        // all-reduce of the row-parallel products' partial sums, passes the
+        // gradient through (every rank holds the whole sum); its f,
+        // tp_enter, sums the ranks' gradients of the replicated input.
+        .Case([&](AllReduceOp o) -> LogicalResult {
+          if (o.getReduce() != ReduceKind::sum)
+            return o.emitOpError() << "has a gradient rule only for reduce sum (loom-autodiff)";
+          accumulate(o.getInput(), dy);
+          return success();
+        })
+        .Case([&](TpEnterOp o) {
+          auto r = AllReduceOp::create(b, loc, dy.getType(), TokenType::get(b.getContext()), dy,
+                                       ValueRange{}, o.getGroup(), ReduceKind::sum,
+                                       StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+          WaitOp::create(b, loc, ValueRange{r.getToken()});
+          accumulate(o.getInput(), r.getResult());
+          return success();
+        })
         .Case([&](LayerNormOp o) {
           auto w = o.getWeight().getType();
           auto g = LayerNormGradOp::create(b, loc, o.getInput().getType(), w, w,
@@ -843,6 +861,12 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       if (isOpTriviallyDead(&op))
         op.erase();
     bwd->setAttr(LoomDialect::GradParamsAttrHelper::getNameStr(), b.getArrayAttr(names));
+    // tp_enter has done its work (its rule above): from here on it is the
+    // identity it computes, in every function.
+    module.walk([](TpEnterOp o) {
+      o.getResult().replaceAllUsesWith(o.getInput());
+      o.erase();
+    });
   }
 };
 

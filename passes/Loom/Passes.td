@@ -337,6 +337,55 @@ def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def TensorParallel : Pass<"loom-tensor-parallel", "ModuleOp"> {
+  let summary = "Split each transformer block's products over a tensor-parallel group";
+  let description = [{
+    Megatron-LM's tensor parallelism (Shoeybi et al. 2019) on the forward
+    graph, before `loom-autodiff`. Each residual branch `x + P(...)` is
+    found from its last linear layer P (row-parallel: rank r keeps columns
+    r of N of the weight [out, in]); the linear layers that read the
+    branch's input from the residual stream are column-parallel (rank r
+    keeps rows r of N of the weight and its bias, in groups when the
+    output is read in slices: GPT's fused QKV is three). The split
+    dimension is propagated through the ops between (heads through
+    reshapes and transposes, attention, elementwise ops, RoPE's slices);
+    anything else is refused with one line naming the op. P's partial sums
+    are summed by `loom.all_reduce` (gradient: itself), the branch's input
+    enters through `loom.tp_enter` (gradient: an all-reduce). The group is
+    the topology's innermost level, which must have `size` ranks. Sliced
+    parameters keep their names and get `loom.tp_slice = [dim, groups]`;
+    the module gets `loom.tensor_parallel = size`.
+
+    Before (`size=2`, one GPT MLP):
+
+    ```mlir
+    %h = loom.layer_norm %x, %w, %b ...
+    %u = loom.matmul %h, %fc transpose_rhs : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+    %g = loom.gelu %u ...
+    %y = loom.matmul %g, %proj transpose_rhs : tensor<2x8x256xf32>, tensor<64x256xf32> -> tensor<2x8x64xf32>
+    %x2 = loom.add %x, %y
+    ```
+
+    After:
+
+    ```mlir
+    %he = loom.tp_enter over #loom.group<@world, ["gpu"]> %h : tensor<2x8x64xf32>
+    %u = loom.matmul %he, %fc transpose_rhs : tensor<2x8x64xf32>, tensor<128x64xf32> -> tensor<2x8x128xf32>
+    %g = loom.gelu %u ...
+    %y = loom.matmul %g, %proj transpose_rhs : tensor<2x8x128xf32>, tensor<64x128xf32> -> tensor<2x8x64xf32>
+    %s, %t = loom.all_reduce %y over #loom.group<@world, ["gpu"]> on comm ...
+    loom.wait %t
+    %x2 = loom.add %x, %s
+    ```
+  }];
+  let options = [
+    Option<"size", "size", "int64_t", /*default=*/"1",
+           "Ranks of the tensor-parallel group (1: nothing to do)">,
+    Option<"topology", "topology", "std::string", /*default=*/"",
+           "The loom.topology to use (empty: the module's only one)">
+  ];
+}
+
 def ClipGradients : Pass<"loom-clip-gradients", "ModuleOp"> {
   let summary = "Clip the gradients Adam reads by their global 2-norm";
   let description = [{

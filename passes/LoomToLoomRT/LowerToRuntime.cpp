@@ -279,6 +279,12 @@ struct Lowering {
       world = dp.getWorld();
       zeroStage = dp.getZeroStage();
     }
+    // Tensor parallelism over the whole world: no data parallelism (with
+    // it, data parallelism's world is the whole one).
+    if (auto tp = module->getAttrOfType<IntegerAttr>(
+            LoomDialect::TensorParallelAttrHelper::getNameStr());
+        tp && !getDataParallel(step))
+      world = tp.getInt();
     auto names = module->getAttrOfType<ArrayAttr>(LoomDialect::InputNamesAttrHelper::getNameStr());
     if (names && names.size() != ins.size())
       names = nullptr;

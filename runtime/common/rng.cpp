@@ -32,35 +32,16 @@ template <typename F> void parallelFill(float *dst, size_t n, F f) {
 
 } // namespace
 
-extern "C" {
-
-uint64_t loomrt_random_key(uint64_t seed, int64_t step, uint64_t op) {
-  // Three rounds, so that neighbouring seeds, steps and ops give unrelated
-  // keys (the initialisers hash splitmix64(seed) alone: a dropout key never
-  // equals an initialiser's).
-  return splitmix64(splitmix64(splitmix64(seed ^ 0x64726f706f7574ull) + uint64_t(step)) + op);
-}
-
-loomrt_rng loomrt_rng_create(uint64_t seed) { return new loomrt_rng_t{splitmix64(seed)}; }
-
-void loomrt_rng_destroy(loomrt_rng r) { delete r; }
-
-loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
-                              float *dst, size_t n) {
-  return loomrt_rng_fill_part(r, kind, a, b, dst, n, 0, n);
-}
-
-loomrt_status loomrt_rng_fill_part(loomrt_rng r, int kind, double a, double b, float *dst,
-                                   size_t n, size_t begin, size_t count) {
-  if (!r || (count && !dst))
-    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill: null argument");
-  if (begin > n || count > n - begin)
-    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill: the part is outside the draw");
-  // Element i of the part is element begin + i of the draw.
-  const uint64_t key = r->seed, first = r->next + begin;
+namespace {
+/// Writes dst[i] = element at(i) of r's draw of n elements, i < count, then
+/// advances the stream by n.
+template <typename At>
+loomrt_status fillMapped(loomrt_rng r, int kind, double a, double b, float *dst, size_t n,
+                         size_t count, At at) {
+  const uint64_t key = r->seed, first = r->next;
   // Two independent hashes per element: 2k and 2k+1 of the key's stream.
-  auto u = [key, first](size_t i, int which) {
-    return unit(splitmix64(key ^ splitmix64(2 * (first + i) + uint64_t(which))));
+  auto u = [key, first, &at](size_t i, int which) {
+    return unit(splitmix64(key ^ splitmix64(2 * (first + at(i)) + uint64_t(which))));
   };
   switch (kind) {
   case 0:
@@ -90,6 +71,68 @@ loomrt_status loomrt_rng_fill_part(loomrt_rng r, int kind, double a, double b, f
   }
   r->next += n;
   return LOOMRT_OK;
+}
+} // namespace
+
+extern "C" {
+
+uint64_t loomrt_random_key(uint64_t seed, int64_t step, uint64_t op) {
+  // Three rounds, so that neighbouring seeds, steps and ops give unrelated
+  // keys (the initialisers hash splitmix64(seed) alone: a dropout key never
+  // equals an initialiser's).
+  return splitmix64(splitmix64(splitmix64(seed ^ 0x64726f706f7574ull) + uint64_t(step)) + op);
+}
+
+loomrt_rng loomrt_rng_create(uint64_t seed) { return new loomrt_rng_t{splitmix64(seed)}; }
+
+void loomrt_rng_destroy(loomrt_rng r) { delete r; }
+
+loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
+                              float *dst, size_t n) {
+  return loomrt_rng_fill_part(r, kind, a, b, dst, n, 0, n);
+}
+
+loomrt_status loomrt_rng_fill_part(loomrt_rng r, int kind, double a, double b, float *dst,
+                                   size_t n, size_t begin, size_t count) {
+  if (!r || (count && !dst))
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill: null argument");
+  if (begin > n || count > n - begin)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill: the part is outside the draw");
+  // Element i of the part is element begin + i of the draw.
+  return fillMapped(r, kind, a, b, dst, n, count, [begin](size_t i) { return begin + i; });
+}
+
+loomrt_status loomrt_rng_fill_slice(loomrt_rng r, int kind, double a, double b, float *dst,
+                                    const int64_t *full, int rank, int dim, int64_t groups,
+                                    int64_t parts, int64_t part, size_t begin, size_t count) {
+  if (!r || !full || (count && !dst))
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "rng_fill_slice: null argument");
+  if (dim < 0 || dim >= rank || groups < 1 || parts < 1 || part < 0 || part >= parts ||
+      full[dim] % (groups * parts) != 0)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                        "rng_fill_slice: dimension " + std::to_string(dim) +
+                            " does not divide into the groups and parts asked for");
+  size_t n = 1, inner = 1;
+  for (int d = 0; d < rank; ++d) {
+    n *= size_t(full[d]);
+    if (d > dim)
+      inner *= size_t(full[d]);
+  }
+  const size_t fullDim = size_t(full[dim]), localDim = fullDim / size_t(parts),
+               perGroup = localDim / size_t(groups), groupFull = fullDim / size_t(groups);
+  if (begin > n / size_t(parts) || count > n / size_t(parts) - begin)
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                        "rng_fill_slice: the part is outside the slice");
+  // Local element i: (outer, j, k) in the slice's [outer, localDim, inner]
+  // view; its j is in group j / perGroup, which the full tensor holds at
+  // group * groupFull + part * perGroup.
+  auto at = [=](size_t i) {
+    size_t li = begin + i, k = li % inner, j = (li / inner) % localDim,
+           outer = li / (inner * localDim);
+    size_t fj = (j / perGroup) * groupFull + size_t(part) * perGroup + j % perGroup;
+    return (outer * fullDim + fj) * inner + k;
+  };
+  return fillMapped(r, kind, a, b, dst, n, count, at);
 }
 
 } // extern "C"

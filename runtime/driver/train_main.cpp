@@ -6,11 +6,13 @@
 // reads rows (s*B + r) mod N of every input's file, r < B (the whole world's
 // batch; rank k takes rows [k*B, (k+1)*B) of it).
 #include "driver/flags.h"
+#include "driver/globals.h"
 #include "driver/log.h"
 #include "driver/replan.h"
 #include "driver/step_ctx.h"
 
 #include <cerrno>
+#include <omp.h>
 #include <sys/stat.h>
 #include <filesystem>
 
@@ -18,204 +20,7 @@ using namespace loomrt::driver;
 
 namespace {
 
-/// binary finds the weights loomc wrote beside it from any working folder.
-std::string besideExecutable(const std::string &name) {
-  if (name.empty() || name[0] == '/')
-    return name;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0)
-    return name;
-  std::string dir(exe, size_t(n));
-  return dir.substr(0, dir.rfind('/') + 1) + name;
-}
-
 using loomrt::dtypeBytes;
-/// Host memory standing for one global.
-struct HostView {
-  uint8_t *ptr = nullptr;
-  size_t bytes = 0;
-  uint8_t *data() const { return ptr; }
-  size_t size() const { return bytes; }
-};
-
-size_t numel(const loomrt_global_desc &g) { return loomrt::numel(g.shape, g.rank); }
-
-#define TRY(expr, what)                                                        \
-  do {                                                                         \
-    if ((expr) != LOOMRT_OK)                                                   \
-      return die(std::string(what) + ": " + loomrt_last_error());              \
-  } while (0)
-
-int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host);
-
-/// A fresh run's parameters and state in their host views: drawn from
-/// --seed in declaration order (ZeRO-3 shards: every member, keeping this
-/// rank's block), imported values over their stand-ins, working copies from
-/// their masters. Returns 0 or die()'s code.
-int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
-                      std::vector<HostView> &host) {
-  std::unique_ptr<loomrt_rng_t, void (*)(loomrt_rng)> rng(loomrt_rng_create(f.seed),
-                                                         loomrt_rng_destroy);
-  // ZeRO-3 shards: every rank draws all members of a shard (the same
-  // stream as one rank drawing the unsharded parameters) into the full
-  // bucket, then keeps its block.
-  std::vector<std::vector<float>> full(p->num_globals);
-  std::vector<loomrt_tensor_ref> fromWeights;
-  std::vector<std::pair<float *, const loomrt_global_desc *>> splats;
-  auto ref = [](const loomrt_global_desc &g, void *data) {
-    loomrt_tensor_ref t{g.name, g.dtype, g.rank, {}, data};
-    for (int d = 0; d < g.rank; ++d)
-      t.shape[d] = g.shape[d];
-    return t;
-  };
-  // Where member k of a shard starts in its bucket.
-  auto memberOffsets = [&](const loomrt_global_desc &g, std::vector<size_t> &offs) -> bool {
-    size_t off = 0, align = size_t(std::max<int64_t>(g.member_align, 1));
-    offs.clear();
-    for (size_t k = 0; k < g.num_members; ++k) {
-      off = (off + align - 1) / align * align;
-      offs.push_back(off);
-      off += numel(g.members[k]);
-    }
-    return off <= size_t(g.padded_numel);
-  };
-  std::vector<size_t> offs;
-  // The part [from, to) of member k (at offs[k]) that lies in this rank's
-  // block of shard g's bucket; empty when from == to.
-  auto inBlock = [&](const loomrt_global_desc &g, size_t k) {
-    size_t lo = numel(g) * size_t(rank), hi = lo + numel(g);
-    size_t from = std::max(lo, offs[k]), to = std::min(hi, offs[k] + numel(g.members[k]));
-    return std::pair<size_t, size_t>{from, std::max(from, to)};
-  };
-  for (size_t i = 0; i < p->num_globals; ++i) {
-    const loomrt_global_desc &g = p->globals[i];
-    // A shard of parameters that are globals themselves (ZeRO 1-2 master
-    // weights): its block is copied from them once they hold their final
-    // values (below), nothing is drawn for it.
-    if (g.num_members && g.members[0].mirror_of > 0)
-      continue;
-    if (g.num_members) {
-      if (!memberOffsets(g, offs))
-        return die(std::string("shard ") + g.name + ": its members do not fit its " +
-                   std::to_string(g.padded_numel) + " elements");
-      bool anyImported = false;
-      for (size_t k = 0; k < g.num_members; ++k)
-        anyImported |= g.members[k].from_weights != 0;
-      if (!anyImported) {
-        // Only this rank's block is drawn (the counter-based stream gives
-        // each element the value one rank drawing everything would).
-        float *block = reinterpret_cast<float *>(host[i].data());
-        std::memset(block, 0, host[i].size()); // the padding and the gaps
-        for (size_t k = 0; k < g.num_members; ++k) {
-          const loomrt_global_desc &m = g.members[k];
-          auto [from, to] = inBlock(g, k);
-          size_t count = to - from;
-          TRY(loomrt_rng_fill_part(rng.get(), m.init_kind, m.a, m.b,
-                                   count ? block + (from - numel(g) * size_t(rank)) : nullptr,
-                                   numel(m), count ? from - offs[k] : 0, count),
-              std::string("initialising ") + m.name);
-        }
-        continue;
-      }
-      full[i].assign(size_t(g.padded_numel), 0.0f);
-      // Imported values go into the whole bucket (below), then this rank
-      // keeps its block.
-      for (size_t k = 0; k < g.num_members; ++k) {
-        const loomrt_global_desc &m = g.members[k];
-        float *at = full[i].data() + offs[k];
-        TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, at, numel(m)),
-            std::string("initialising ") + m.name);
-        if (m.from_weights == 1)
-          fromWeights.push_back(ref(m, at));
-        else if (m.from_weights == 2)
-          splats.push_back({at, &m});
-      }
-      continue;
-    }
-    if (g.dtype != LOOMRT_F32)
-      continue; // integer state starts at zero
-    TRY(loomrt_rng_fill(rng.get(), g.init_kind, g.a, g.b,
-                        reinterpret_cast<float *>(host[i].data()), numel(g)),
-        std::string("initialising ") + g.name);
-    if (g.from_weights == 1)
-      fromWeights.push_back(ref(g, host[i].data()));
-    else if (g.from_weights == 2)
-      splats.push_back({reinterpret_cast<float *>(host[i].data()), &g});
-  }
-  // Imported values overwrite their stand-in draws (drawn anyway, so the
-  // other parameters get the same values under either --init).
-  if (f.init == "model")
-    for (auto [data, g] : splats)
-      std::fill(data, data + numel(*g), float(g->splat));
-  if (f.init == "model" && (p->weights || !f.weights.empty()) && !fromWeights.empty()) {
-    std::string file = f.weights.empty() ? besideExecutable(p->weights) : f.weights;
-    TRY(loomrt_checkpoint_load(file.c_str(), fromWeights.data(), fromWeights.size()),
-        "loading the initial weights");
-  }
-  for (size_t i = 0; i < p->num_globals; ++i) {
-    const loomrt_global_desc &g = p->globals[i];
-    if (!g.num_members)
-      continue;
-    if (g.members[0].mirror_of > 0) {
-      // This rank's block, straight from the members' final values.
-      if (!memberOffsets(g, offs))
-        return die(std::string("shard ") + g.name + ": its members do not fit its " +
-                   std::to_string(g.padded_numel) + " elements");
-      float *block = reinterpret_cast<float *>(host[i].data());
-      std::memset(block, 0, host[i].size()); // the padding and the gaps
-      for (size_t k = 0; k < g.num_members; ++k) {
-        const loomrt_global_desc &m = g.members[k];
-        size_t src = size_t(m.mirror_of - 1);
-        if (m.mirror_of <= 0 || src >= i || p->globals[src].dtype != LOOMRT_F32 ||
-            numel(p->globals[src]) != numel(m))
-          return die(std::string("shard ") + g.name + ": member " + m.name +
-                     " does not match the global it copies");
-        auto [from, to] = inBlock(g, k);
-        std::memcpy(block + (from - numel(g) * size_t(rank)),
-                    reinterpret_cast<const float *>(host[src].data()) + (from - offs[k]),
-                    (to - from) * sizeof(float));
-      }
-      continue;
-    }
-    if (full[i].empty())
-      continue; // drawn as this rank's block
-    std::memcpy(host[i].data(), full[i].data() + numel(g) * size_t(rank), host[i].size());
-    std::vector<float>().swap(full[i]);
-  }
-  return copyToWorkingCopies(p, host);
-}
-
-/// Working copies (offloaded parameters' device copies) as their master
-/// weights: the same bytes, or an fp32 master rounded to a bf16 working
-/// copy (what the update's mixed-precision refresh writes each step,
-/// rounded the same way). At the start of a run and after a resume:
-/// checkpoints do not hold them, so a run resumes under another offload
-/// plan than the one that saved it.
-int copyToWorkingCopies(const loomrt_program *p, std::vector<HostView> &host) {
-  for (size_t i = 0; i < p->num_globals; ++i) {
-    const loomrt_global_desc &g = p->globals[i];
-    if (g.mirror_of <= 0)
-      continue;
-    size_t m = size_t(g.mirror_of - 1);
-    const loomrt_global_desc &master = p->globals[m];
-    bool narrow = master.dtype == LOOMRT_F32 && g.dtype == LOOMRT_BF16 &&
-                  numel(master) == numel(g);
-    if (m >= i || (host[m].size() != host[i].size() && !narrow))
-      return die(std::string("the working copy ") + g.name + " does not match its master");
-    if (!narrow || master.dtype == g.dtype) {
-      std::memcpy(host[i].data(), host[m].data(), host[i].size());
-      continue;
-    }
-    const float *src = reinterpret_cast<const float *>(host[m].data());
-    uint16_t *dst = reinterpret_cast<uint16_t *>(host[i].data());
-    long n = long(numel(g));
-#pragma omp parallel for schedule(static)
-    for (long k = 0; k < n; ++k)
-      dst[k] = loomrt::floatToBf16(src[k]);
-  }
-  return 0;
-}
 
 /// The bytes of the globals that live in device memory.
 size_t deviceGlobalBytes(const loomrt_program *p, const std::vector<HostView> &host) {
@@ -244,19 +49,6 @@ void reportMemory(const loomrt_program *p, const std::vector<HostView> &host,
                 double(pinned) / (1 << 20), double(ctx.host.reserved()) / (1 << 20));
 }
 
-/// Zeroes each buffer, 16 MiB at a time on every core (the first touch of
-/// each page is what costs).
-void zeroInParallel(const std::vector<std::pair<uint8_t *, size_t>> &buffers) {
-  constexpr size_t kPiece = size_t(16) << 20;
-  std::vector<std::pair<uint8_t *, size_t>> pieces;
-  for (auto [data, bytes] : buffers)
-    for (size_t off = 0; off < bytes; off += kPiece)
-      pieces.push_back({data + off, std::min(kPiece, bytes - off)});
-#pragma omp parallel for schedule(dynamic)
-  for (size_t k = 0; k < pieces.size(); ++k)
-    std::memset(pieces[k].first, 0, pieces[k].second);
-}
-
 /// One training run of a generated program: loomrt_train_main sets it up
 /// phase by phase (each a member returning 0 or die()'s exit code), steps it
 /// and tears it down. Members that other threads write through (the DiLoCo
@@ -280,6 +72,7 @@ public:
   int openContexts();
   int setupGlobals();
   int uploadGlobals();
+  void releaseHostCopies();
   int setupInputs();
   int train();
   void finish();
@@ -321,7 +114,7 @@ private:
   // --device-memory's ballast: the card's memory beyond the cap, held.
   void *ballastPtr = nullptr;
   size_t ballastBytes = 0;
-  // The CPU updates' time over steps 2 and 3, and the rate it gives
+  // The CPU updates' time in the faster of steps 2 and 3, and the rate it gives
   // (report; -1 until step 3, or without CPU updates).
   double hostAdamMs = 0, measuredAdamRate = -1;
   // Re-planning (loomc --replan): the started program's table, which of its
@@ -412,7 +205,9 @@ int TrainRun::loadData() {
     if (int e = loomrt::folderWriteError(f.dumpSamples, "samples"))
       return die("cannot write samples to '" + f.dumpSamples + "': " + std::strerror(e));
   if (!arrays && !graphTask &&
-      !loomrt::loadTokens(f.data, p->vocab, p->batch * std::max(1, p->world), p->seq, tokens,
+      !loomrt::loadTokens(f.data, p->vocab,
+                          p->batch * std::max(1, p->world / std::max(p->tensor_parallel, 1)),
+                          p->seq, tokens,
                           err))
     return die(err);
   for (size_t i = 0; i < data.size(); ++i) {
@@ -478,11 +273,17 @@ int TrainRun::joinWorld() {
   if (!lead && !std::freopen("/dev/null", "w", stdout))
     return die("cannot silence the output of rank " + std::to_string(rank));
 
-  // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch.
+  // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch;
+  // with tensor parallelism the T ranks of a group read the same rows (the
+  // data-parallel rank is r / T of world / T).
+  const int tp = std::max(p->tensor_parallel, 1);
+  if (world % tp != 0)
+    return die("this binary's tensor-parallel groups of " + std::to_string(tp) +
+               " ranks do not divide its world of " + std::to_string(world));
   bt = arrays || graphTask ? p->batch : p->batch * p->seq;
   n = graphTask ? int64_t(graph.train.size()) : arrays ? data[0].rows : int64_t(tokens.size());
-  gbt = bt * world;
-  mine = bt * rank;
+  gbt = bt * (world / tp);
+  mine = bt * (rank / tp);
   unit = graphTask ? "seeds" : arrays ? "samples" : "tokens";
   return 0;
 }
@@ -674,13 +475,14 @@ int TrainRun::setupGlobals() {
   Clock::time_point t2 = Clock::now();
   if (int rc = uploadGlobals())
     return rc;
+  releaseHostCopies();
   Clock::time_point t3 = Clock::now();
   // Where a slow start went (a 7B offload run's took a minute and more).
   if (seconds(t0, t3) >= 5)
-    std::printf("loomrt: parameters and state ready in %.1f s: allocating %.1f s, %s %.1f s, "
-                "uploading %.1f s\n",
+    std::printf("loomrt: parameters and state ready in %.1f s: allocating %.1f s, %s %.1f s "
+                "(%d threads), uploading %.1f s\n",
                 seconds(t0, t3), seconds(t0, t1), f.resume ? "resuming" : "initialising",
-                seconds(t1, t2), seconds(t2, t3));
+                seconds(t1, t2), omp_get_max_threads(), seconds(t2, t3));
 
   if (lead && !f.logJson.empty()) {
     // A second run's records after a first run's would read as one run:
@@ -757,14 +559,36 @@ int TrainRun::uploadGlobals() {
   return 0;
 }
 
+/// Host copies of device-resident state are needed only to start (above)
+/// and while a checkpoint is written: between, their memory goes back to
+/// the host (a 7B offload run's are 14-70 GB of a 128 GiB host, and the CPU
+/// Adam beside them ran 25% slower when the host was short).
+void TrainRun::releaseHostCopies() {
+  for (size_t i = 0; i < hostCopies.size(); ++i)
+    if (hostCopies[i]) {
+      hostCopies[i].reset();
+      host[i].ptr = nullptr;
+    }
+}
+
 int TrainRun::saveCheckpoint(long stepDone) {
   if (int rc = joinSide())
     return rc;
-  for (size_t i = 0; i < p->num_globals; ++i)
-    if (host[i].data() != G[i])
-      TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    if (p->globals[i].space == LOOMRT_MEM_PINNED)
+      continue; // the global is its own host view
+    if (!host[i].data()) {
+      hostCopies[i].reset(new (std::nothrow) uint8_t[std::max<size_t>(host[i].size(), 1)]);
+      if (!hostCopies[i])
+        return die("saving the checkpoint: no host memory for the copy of " +
+                   std::string(p->globals[i].name));
+      host[i].ptr = hostCopies[i].get();
+    }
+    TRY(loomrt_memcpy_async(s, host[i].data(), G[i], host[i].size()), "download");
+  }
   TRY(loomrt_stream_synchronize(s), "download");
   TRY(ckpt->save(stepDone, refs()), "saving the checkpoint");
+  releaseHostCopies();
   return 0;
 }
 
@@ -1014,10 +838,13 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   long done = step - firstStep + 1;
   const double planned = p->planned_cpu_adam_params_per_s;
   const bool measures = p->cpu_update_params > 0 && planned > 0;
-  if (measures && (done == 2 || done == 3))
-    hostAdamMs += ctx.hostTotalMs;
+  // The faster of the two: a host's noise only ever slows a step (on an
+  // H200 host one of steps 2-3 took 2.04 s where the five after took
+  // 1.54-1.71, and their mean predicted the run 14% slow).
+  if (measures && (done == 2 || done == 3) && ctx.hostTotalMs > 0)
+    hostAdamMs = hostAdamMs > 0 ? std::min(hostAdamMs, ctx.hostTotalMs) : ctx.hostTotalMs;
   if (measures && done == 3 && hostAdamMs > 0) {
-    cpuAdamRate = measuredAdamRate = double(p->cpu_update_params) / (hostAdamMs / 2 / 1000);
+    cpuAdamRate = measuredAdamRate = double(p->cpu_update_params) / (hostAdamMs / 1000);
     double ratio = cpuAdamRate / planned;
     std::printf("loomrt: the CPU's Adam updates %.3g G parameters a step at %.3g G/s; the plan "
                 "assumed %.3g G/s (%.2fx)",
@@ -1059,7 +886,7 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
 }
 
 /// At the decision points of --replan (after three steps; continuous: every
-/// kReplanWindow steps after), the CPU Adam rate (measured over steps 2-3
+/// kReplanWindow steps after), the CPU Adam rate (measured in steps 2-3
 /// or the window, or --replan-cpu-adam-rate) against the description's,
 /// and the candidate predicted fastest at that factor (replan.h).
 void TrainRun::decideReplan(long step) {

@@ -126,3 +126,49 @@ TEST(Replan, InterpolatesInLogRateAndKeepsCloseCalls) {
                "\"factor\": 2, \"from\": 0, \"to\": 1, \"plans\": [\"a\", \"b\"], "
                "\"predicted_step_s\": [1.25, 0.75]}");
 }
+
+// Tensor parallelism's initialisation: each rank's slice of a parameter is
+// the full tensor's draw at the slice's places (a fused QKV of 3 groups
+// split by rows, and a row-parallel weight split by columns), and the
+// stream then stands where drawing the whole tensor leaves it.
+#include "loomrt/loomrt.h"
+
+TEST(Rng, FillSliceIsTheFullDrawsSlice) {
+  const int64_t full[2] = {12, 5}; // 3 groups of 4 rows
+  std::vector<float> whole(60), after(7);
+  loomrt_rng r = loomrt_rng_create(7);
+  ASSERT_EQ(loomrt_rng_fill(r, 2, 0.0, 1.0, whole.data(), whole.size()), LOOMRT_OK);
+  ASSERT_EQ(loomrt_rng_fill(r, 2, 0.0, 1.0, after.data(), after.size()), LOOMRT_OK);
+  loomrt_rng_destroy(r);
+  for (int part = 0; part < 2; ++part) {
+    // Rows: group g's rows [g*4 + part*2, +2).
+    std::vector<float> mine(30), next(7);
+    loomrt_rng s = loomrt_rng_create(7);
+    ASSERT_EQ(loomrt_rng_fill_slice(s, 2, 0.0, 1.0, mine.data(), full, 2, 0, 3, 2, part, 0, 30),
+              LOOMRT_OK);
+    ASSERT_EQ(loomrt_rng_fill(s, 2, 0.0, 1.0, next.data(), next.size()), LOOMRT_OK);
+    loomrt_rng_destroy(s);
+    for (int lr = 0; lr < 6; ++lr) {
+      int row = (lr / 2) * 4 + part * 2 + lr % 2;
+      for (int c = 0; c < 5; ++c)
+        EXPECT_EQ(mine[lr * 5 + c], whole[row * 5 + c]) << "part " << part << " row " << lr;
+    }
+    EXPECT_EQ(next, after);
+    // Columns of a [5, 12] tensor, one group: elements [3, 3 + 20) of the slice.
+    const int64_t wide[2] = {5, 12};
+    std::vector<float> cols(20);
+    loomrt_rng t = loomrt_rng_create(7);
+    ASSERT_EQ(loomrt_rng_fill_slice(t, 2, 0.0, 1.0, cols.data(), wide, 2, 1, 1, 2, part, 3, 20),
+              LOOMRT_OK);
+    loomrt_rng_destroy(t);
+    for (int i = 0; i < 20; ++i) {
+      int li = 3 + i, row = li / 6, col = part * 6 + li % 6;
+      EXPECT_EQ(cols[i], whole[row * 12 + col]) << "part " << part << " element " << li;
+    }
+  }
+  loomrt_rng u = loomrt_rng_create(7);
+  float x[4];
+  EXPECT_NE(loomrt_rng_fill_slice(u, 2, 0.0, 1.0, x, full, 2, 0, 5, 2, 0, 0, 4), LOOMRT_OK)
+      << "12 rows do not divide into 5 groups of 2 parts";
+  loomrt_rng_destroy(u);
+}

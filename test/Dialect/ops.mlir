@@ -268,3 +268,11 @@ func.func @huge_step(%a: tensor<16x16xf32>) -> tensor<16x1xf32> {
   %s = loom.slice %a [0, 3] [16, 8] [1, 9223372036854775807] : tensor<16x16xf32> to tensor<16x1xf32>
   return %s : tensor<16x1xf32>
 }
+
+// Tensor parallelism's entry (Megatron's f): identity forward.
+// CHECK-LABEL: func.func @tp_enter
+// CHECK: loom.tp_enter over #loom.group<@frontier, ["gcd"]> %{{.*}} : tensor<2x8x64xf32>
+func.func @tp_enter(%h: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %e = loom.tp_enter over #loom.group<@frontier, ["gcd"]> %h : tensor<2x8x64xf32>
+  return %e : tensor<2x8x64xf32>
+}

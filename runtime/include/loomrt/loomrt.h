@@ -586,6 +586,14 @@ loomrt_status loomrt_rng_fill(loomrt_rng r, int kind, double a, double b,
  * shard without drawing the rest); the stream advances by the whole n. */
 loomrt_status loomrt_rng_fill_part(loomrt_rng r, int kind, double a, double b, float *dst,
                                    size_t n, size_t begin, size_t count);
+/* Tensor parallelism: the draw of a whole tensor of shape full[0, rank), of
+ * which part `part` of `parts` of each of `groups` equal groups along
+ * dimension `dim` is kept (the slice a rank of the group holds); elements
+ * [begin, begin + count) of that slice, in its row-major order, are written
+ * to dst[0, count). The stream advances by the whole tensor. */
+loomrt_status loomrt_rng_fill_slice(loomrt_rng r, int kind, double a, double b, float *dst,
+                                    const int64_t *full, int rank, int dim, int64_t groups,
+                                    int64_t parts, int64_t part, size_t begin, size_t count);
 
 /* --- traces --------------------------------------------------------------
  * Spans of work on streams, written as Chrome trace JSON (Perfetto and

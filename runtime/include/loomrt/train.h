@@ -53,6 +53,14 @@ typedef struct loomrt_global_desc {
    * the bucket (zeros between; 0 or 1: packed), so that ZeRO++'s
    * quantisation blocks never span two tensors. */
   int64_t member_align;
+  /* Tensor parallelism (loomc --tensor-parallel): a parameter the ranks of
+   * the group split (tp_groups 0: whole). Along dimension tp_dim its full
+   * tensor is tp_groups equal groups, and rank t of the group (t = rank mod
+   * tensor_parallel) holds part t of each; shape[] is that part. The driver
+   * draws the full tensor's values from the seed's stream and keeps its
+   * part, so the group starts from the one-rank model's weights. */
+  int tp_dim;
+  int64_t tp_groups;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -148,7 +156,7 @@ typedef struct loomrt_replan {
   double nominal_cpu_adam_params_per_s; /* the description's (factor 1) */
 } loomrt_replan;
 
-#define LOOMRT_TRAIN_ABI 17
+#define LOOMRT_TRAIN_ABI 18
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -219,6 +227,11 @@ typedef struct loomrt_program {
   double planned_cpu_adam_params_per_s;
   /* loomc --replan: the other plans and their predictions (NULL: none). */
   const loomrt_replan *replan;
+  /* loomc --tensor-parallel: the ranks of each tensor-parallel group (the
+   * innermost of the world, numbered fastest; 1: none). The ranks of a
+   * group read the same rows: data parallelism is over world /
+   * tensor_parallel groups. */
+  int tensor_parallel;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
