@@ -56,9 +56,17 @@ struct Split {
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// A linear layer's weight: matmul(x, load @w) transpose_rhs with @w rank 2.
+/// The dimension of a linear layer's weight that holds its outputs (split
+/// by a column-parallel layer) and the one that holds its inputs (split by
+/// a row-parallel one).
+int64_t outputDim(MatmulOp m) { return m.getTransposeRhs() ? 0 : 1; }
+int64_t inputDim(MatmulOp m) { return m.getTransposeRhs() ? 1 : 0; }
+
+/// A linear layer's weight: matmul(x, load @w) with @w rank 2, stored
+/// [out, in] (nn.Linear, applied with transpose_rhs) or [in, out] (as
+/// exporters write it).
 ParamOp linearWeight(MatmulOp m, SymbolTable &symbols) {
-  if (!m.getTransposeRhs() || m.getTransposeLhs())
+  if (m.getTransposeLhs())
     return {};
   auto load = m.getRhs().getDefiningOp<LoadOp>();
   if (!load || tensorOf(load.getResult()).getRank() != 2)
@@ -130,8 +138,8 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     return finishParams();
   }
 
-  /// P of a residual branch: a linear layer whose result (plus a bias) is
-  /// added to a value of its own shape, the residual stream.
+  /// P of a residual branch: a linear layer whose result (plus a bias,
+  /// reshaped) is added to a value of its own shape, the residual stream.
   bool isRowParallel(MatmulOp m, SymbolTable &symbols) {
     if (!linearWeight(m, symbols) || !m.getResult().hasOneUse())
       return false;
@@ -142,6 +150,9 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       user = *add.getResult().getUsers().begin();
       add = dyn_cast<AddOp>(user);
     }
+    // GPT-2's Conv1D as exported: the product on [B*T, D], reshaped back.
+    if (auto r = dyn_cast<ReshapeOp>(user); r && r.getResult().hasOneUse())
+      add = dyn_cast<AddOp>(*r.getResult().getUsers().begin());
     return add && add.getLhs().getType() == add.getRhs().getType() &&
            add.getResult().getType() == add.getLhs().getType();
   }
@@ -214,10 +225,13 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   /// it cut (GPT's fused QKV is read as three slices: three groups).
   int64_t groupsOf(Value v) {
     int64_t full = tensorOf(v).getShape().back(), g = full;
+    // Through its bias and reshapes that keep the last dimension (an
+    // exporter's [B*T, N] product reshaped to [B, T, N]).
     SmallVector<Value> readers{v};
-    for (Operation *u : v.getUsers())
-      if (auto add = dyn_cast<AddOp>(u))
-        readers.push_back(add.getResult());
+    for (size_t k = 0; k < readers.size(); ++k)
+      for (Operation *u : readers[k].getUsers())
+        if (isa<AddOp>(u) || (isa<ReshapeOp>(u) && tensorOf(u->getResult(0)).getShape().back() == full))
+          readers.push_back(u->getResult(0));
     for (Value x : readers)
       for (Operation *u : x.getUsers())
         if (auto s = dyn_cast<SliceOp>(u)) {
@@ -250,12 +264,31 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     for (Operation *op : region)
       if (failed(propagate(op, columns, symbols)))
         return failure();
+    // A whole value read inside the branch (an exporter's rotary tables
+    // kept as parameters, a norm's weight inside attention) gets from each
+    // rank the gradient of that rank's share only: it enters through f as
+    // the branch's input does, so the shares are summed.
+    DenseMap<Value, Value> whole;
+    for (Operation *op : region)
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        Operation *def = v.getDefiningOp();
+        if (split.lookup(v).dim >= 0 ||
+            (def && (isa<arith::ConstantOp, TpEnterOp>(def) || claimed.contains(def))))
+          continue;
+        Value &e = whole[v];
+        if (!e) {
+          OpBuilder b(op);
+          e = TpEnterOp::create(b, op->getLoc(), v.getType(), v, group);
+        }
+        use.set(e);
+      }
     // P: this rank's columns of the weight, its partial sums summed.
     auto in = split.lookup(r.getLhs());
     int64_t last = tensorOf(r.getLhs()).getRank() - 1;
     if (in.dim != last || in.groups != 1)
       return fail(r, "its input is not split along its last dimension in one group");
-    if (failed(slice(r.getRhs().getDefiningOp<LoadOp>(), 1, 1, r)))
+    if (failed(slice(r.getRhs().getDefiningOp<LoadOp>(), inputDim(r), 1, r)))
       return failure();
     OpBuilder b(r->getContext());
     b.setInsertionPointAfter(r);
@@ -277,7 +310,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     };
     if (auto m = dyn_cast<MatmulOp>(op); m && llvm::is_contained(columns, m)) {
       int64_t groups = groupsOf(m.getResult());
-      if (failed(slice(m.getRhs().getDefiningOp<LoadOp>(), 0, groups, op)))
+      if (failed(slice(m.getRhs().getDefiningOp<LoadOp>(), outputDim(m), groups, op)))
         return failure();
       return setResult({tensorOf(m.getResult()).getRank() - 1, groups});
     }
@@ -289,7 +322,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     }
     if (!any)
       return fail(op, "reads nothing split: it lies in a branch but off its path");
-    if (isa<AddOp, SubOp, MulOp, DivOp>(op))
+    if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp>(op))
       return binary(op, in, setResult);
     if (isa<NegOp, SiluOp, GeluOp, ExpOp, TanhOp, SigmoidOp, CastOp, ReluOp, SqrtOp, RsqrtOp,
             ErfOp, SinOp, CosOp, LogOp>(op) &&
@@ -388,19 +421,21 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   template <typename F> LogicalResult reshape(ReshapeOp r, Split in, F setResult) {
     ArrayRef<int64_t> from = tensorOf(r.getInput()).getShape(),
                       to = tensorOf(r.getResult()).getShape();
-    if (in.groups != 1)
-      return fail(r, "reshapes a value split in several groups");
     int64_t before = 1;
     for (int64_t k = 0; k < in.dim; ++k)
       before *= from[k];
     int64_t prefix = 1;
     for (int64_t o = 0; o < int64_t(to.size()); ++o) {
       if (prefix == before && to[o] > 1) {
+        // Groups survive only a reshape that leaves the split dimension as
+        // it is (an exporter's [B*T, 3D] to [B, T, 3D]).
+        if (in.groups != 1 && to[o] != from[in.dim] * n)
+          return fail(r, "reshapes a value split in several groups");
         if (to[o] % n)
           return fail(r, "dimension " + Twine(o) + " (" + Twine(to[o]) +
                              ", the heads or units it splits) does not divide by " + Twine(n) +
                              " ranks (--tensor-parallel)");
-        return setResult({o, 1});
+        return setResult({o, in.groups});
       }
       prefix *= to[o];
     }

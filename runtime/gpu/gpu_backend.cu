@@ -60,7 +60,8 @@ loomrt_status registeredAlloc(GpuState *st, size_t bytes, void **out) {
   if (p == MAP_FAILED)
     return fail(LOOMRT_ERR_OUT_OF_MEMORY, "pinned host alloc: mmap of " +
                                               std::to_string(bytes) + " bytes failed");
-  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  constexpr size_t kMaxTouchThreads = 32; // past this, the memory bus is the limit
+  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kMaxTouchThreads);
   size_t chunk = (bytes / threads + 4095) / 4096 * 4096;
   std::vector<std::thread> pool;
   for (size_t off = 0; off < bytes; off += chunk)

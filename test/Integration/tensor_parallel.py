@@ -2,15 +2,24 @@
 and Llama (grouped-query attention) generators, fp32, over 2 and 4 MPI
 ranks, and 2-way tensor parallelism inside 2-way data parallelism, give the
 losses of one rank with the same global batch within 1e-6 relative over 20
-steps; a checkpointed run resumed on the same ranks gives the uninterrupted
-run's losses exactly. Standard library only."""
+steps; so do two Hugging Face exports (Llama with grouped-query attention,
+GPT-NeoX; --init=random) over 2 ranks; a checkpointed run resumed on the
+same ranks gives the uninterrupted run's losses exactly. Standard library
+only."""
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import noisy_pattern, parse_args, run, train  # noqa: E402
+from mpitest import noisy_pattern, run, train  # noqa: E402
 
-a = parse_args()
+import argparse  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--bin", required=True)
+ap.add_argument("--tmp", required=True)
+ap.add_argument("--zoo", required=True, help="the extracted test/Zoo/zoo.tgz")
+a = ap.parse_args()
+os.makedirs(a.tmp, exist_ok=True)
 loomc = os.path.join(a.bin, "loomc")
 STEPS, BOUND = 20, 1e-6
 data = os.path.join(a.tmp, "tokens.bin")
@@ -23,9 +32,11 @@ MODELS = {
 }
 
 
-def compile_(name, spec, *flags):
+def compile_(name, model, *flags):
+    """A CPU binary of a generator spec or an ONNX file."""
     exe = os.path.join(a.tmp, name)
-    run([loomc, "--model", spec, "--target=cpu", "-o", exe, *flags])
+    source = [model] if model.endswith(".onnx") else ["--model", model]
+    run([loomc, *source, "--target=cpu", "-o", exe, *flags])
     return exe
 
 
@@ -34,6 +45,18 @@ def losses(log):
 
 
 worst = 0.0
+
+
+def compare(label, got, ref):
+    """One line: the largest relative difference of `got` from `ref`."""
+    global worst
+    err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
+    worst = max(worst, err)
+    ok = len(got) == STEPS and err <= BOUND
+    print(f"{label}: max relative difference {err:.2e} over {len(got)} steps: "
+          f"{'ok' if ok else 'FAILED'}")
+
+
 for model, spec in MODELS.items():
     ref = losses(train(compile_(model + "-1", spec), 1, data, STEPS,
                        os.path.join(a.tmp, model + "-1.jsonl")))
@@ -46,11 +69,62 @@ for model, spec in MODELS.items():
         name = f"{model}-{label.split()[0].split('=')[1]}-{ranks}"
         got = losses(train(compile_(name, spec, *flags), ranks, data, STEPS,
                            os.path.join(a.tmp, name + ".jsonl")))
-        err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
-        worst = max(worst, err)
-        ok = len(got) == STEPS and err <= BOUND
-        print(f"{model} {label} on {ranks} ranks: max relative difference {err:.2e} over "
-              f"{len(got)} steps: {'ok' if ok else 'FAILED'}")
+        compare(f"{model} {label} on {ranks} ranks", got, ref)
+
+# Exports: their own shapes (batch 2 x 16, vocabulary 128), weights drawn.
+data128 = os.path.join(a.tmp, "tokens128.bin")
+noisy_pattern(data128, 128, 20000)
+for export in ("llama-gqa", "gpt-neox"):
+    onnx = os.path.join(a.zoo, export + ".onnx")
+    flags = ["--task=lm", "--init=random"]
+    ref = losses(train(compile_(export + "-1", onnx, *flags), 1, data128, STEPS,
+                       os.path.join(a.tmp, export + "-1.jsonl")))
+    got = losses(train(compile_(export + "-tp2", onnx, *flags, "--topology", "gpu=2",
+                                "--tensor-parallel=2"), 2, data128, STEPS,
+                       os.path.join(a.tmp, export + "-tp2.jsonl")))
+    compare(f"{export}.onnx --tensor-parallel=2 on 2 ranks", got, ref)
+
+# Each rank really holds its part: after 3 steps, the two ranks' slices of
+# c_fc (rows) and c_proj (columns) put together are the one-rank weights.
+import array  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import struct  # noqa: E402
+
+
+def tensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for name, e in head.items():
+        if name == "__metadata__" or e["dtype"] != "F32":
+            continue
+        lo, hi = e["data_offsets"]
+        out[name] = (e["shape"], array.array("f", raw[8 + n + lo:8 + n + hi]))
+    return out
+
+
+def checkpoint(exe, ranks, folder):
+    train(exe, ranks, data, 3, os.path.join(folder + ".jsonl"), "--checkpoint-dir", folder,
+          "--checkpoint-every", "3")
+    return [tensors(p) for p in sorted(glob.glob(os.path.join(folder, "step-3.rank*.safetensors")))]
+
+
+(one,) = checkpoint(os.path.join(a.tmp, "gpt-1"), 1, os.path.join(a.tmp, "ck-one"))
+parts = checkpoint(os.path.join(a.tmp, "gpt-2-2"), 2, os.path.join(a.tmp, "ck-tp"))
+for name, dim in (("transformer.h.0.mlp.c_fc.weight", 0), ("transformer.h.1.mlp.c_proj.weight", 1)):
+    (rows, cols), full = one[name]
+    (prow, pcol), _ = parts[0][name]
+    err, r = 0.0, [p[name][1] for p in parts]
+    for i in range(rows):
+        for j in range(cols):
+            k, pi, pj = (i // prow, i % prow, j) if dim == 0 else (j // pcol, i, j % pcol)
+            err = max(err, abs(full[i * cols + j] - r[k][pi * pcol + pj]))
+    split = (prow, pcol) != (rows, cols)
+    print(f"{name}: rank 0 holds {prow}x{pcol} of {rows}x{cols}; the two parts against one "
+          f"rank's after 3 steps: max difference {err:.1e}: "
+          f"{'ok' if split and err < 1e-6 else 'FAILED'}")
 
 # Resume: 10 steps, a checkpoint, 10 more, against 20 straight.
 exe = os.path.join(a.tmp, "gpt-2-2")
