@@ -688,7 +688,9 @@ static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
   // an explicit --zeropp=hpz).
   if (o.hierarchy != "" && o.hierarchy != "auto" && o.hierarchy != "flat")
     return "unknown --hierarchy '" + o.hierarchy + "': expected auto or flat";
-  bool multiLevel = llvm::count_if(d.levels, [](auto &l) { return l.second > 1; }) >= 2;
+  // (Tensor parallelism takes the innermost level: ZeRO spans the others.)
+  bool multiLevel = llvm::count_if(llvm::drop_begin(d.levels, o.tensorParallel > 1 ? 1 : 0),
+                                   [](auto &l) { return l.second > 1; }) >= 2;
   if (o.hierarchy == "auto" && (o.zeroStage != 3 || !multiLevel || d.diloco))
     return std::string("--hierarchy=auto plans ZeRO-3's partitions over a --topology of at "
                        "least two levels (give --zero-stage=3)");
@@ -805,12 +807,12 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
     if (o.model.empty() && o.init != "random")
       return std::string("--tensor-parallel splits the parameters: with an imported model give "
                          "--init=random (splitting imported values is not built)");
-    if (o.precision != "fp32" || (o.recompute != "none" && o.recompute != "auto") ||
+    if ((o.recompute != "none" && o.recompute != "auto") || o.zeroStage == 3 ||
         o.offload != "none" || !o.zeropp.empty() || !o.diloco.empty() ||
-        o.optimizer == "onebit-adam" || o.zeroStage > 0)
-      return std::string("--tensor-parallel is built for fp32 with ZeRO stage 0 over the other "
-                         "levels, no --recompute, --optimizer-offload, --zeropp, --diloco, "
-                         "1-bit Adam or dropout yet (docs/tensor-parallel.md)");
+        o.optimizer == "onebit-adam")
+      return std::string("--tensor-parallel is not built with --zero-stage=3, --recompute, "
+                         "--optimizer-offload, --zeropp, --diloco or 1-bit Adam yet "
+                         "(docs/tensor-parallel.md)");
   }
   if (!o.zeropp.empty())
     if (std::optional<std::string> err = parseZeropp(o, d))

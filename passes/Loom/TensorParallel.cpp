@@ -87,8 +87,14 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   llvm::SetVector<Operation *> claimed;
   SymbolTable *symtab = nullptr;
 
+  /// The row-parallel weight of the branch being split: named in refusals,
+  /// since a generator's ops carry no source location.
+  std::string branch;
+
   LogicalResult fail(Operation *at, const Twine &msg) {
-    at->emitError() << "loom-tensor-parallel: " << msg;
+    auto d = at->emitError() << "loom-tensor-parallel: " << msg;
+    if (!branch.empty())
+      d << " (in the branch that ends at '" << branch << "')";
     return failure();
   }
 
@@ -135,6 +141,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     for (MatmulOp r : rows)
       if (failed(splitBranch(r, symbols)))
         return failure();
+    branch.clear();
     return finishParams();
   }
 
@@ -243,6 +250,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   }
 
   LogicalResult splitBranch(MatmulOp r, SymbolTable &symbols) {
+    branch = linearWeight(r, symbols).getSymName().str();
     SmallVector<Operation *> region;
     SmallVector<MatmulOp> columns;
     if (failed(collect(r, symbols, region, columns)))
