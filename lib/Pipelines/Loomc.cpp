@@ -807,10 +807,10 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
     if (o.model.empty() && o.init != "random")
       return std::string("--tensor-parallel splits the parameters: with an imported model give "
                          "--init=random (splitting imported values is not built)");
-    if ((o.recompute != "none" && o.recompute != "auto") || o.zeroStage == 3 ||
+    if ((o.recompute != "none" && o.recompute != "auto") ||
         o.offload != "none" || !o.zeropp.empty() || !o.diloco.empty() ||
         o.optimizer == "onebit-adam")
-      return std::string("--tensor-parallel is not built with --zero-stage=3, --recompute, "
+      return std::string("--tensor-parallel is not built with --recompute, "
                          "--optimizer-offload, --zeropp, --diloco or 1-bit Adam yet "
                          "(docs/tensor-parallel.md)");
   }

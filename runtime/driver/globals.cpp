@@ -36,6 +36,9 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
   // whole draw, or of this rank's slice of a tensor-parallel parameter's
   // (the full tensor drawn as one rank would, this rank's part kept).
   const int tp = std::max(p->tensor_parallel, 1);
+  // A ZeRO shard's block is this rank's place among the data-parallel
+  // ranks, which tensor parallelism (the innermost ranks) leaves out.
+  const size_t block = size_t(rank / tp);
   auto draw = [&](const loomrt_global_desc &g, float *dst, size_t begin, size_t count) {
     if (g.tp_groups <= 0)
       return loomrt_rng_fill_part(rng.get(), g.init_kind, g.a, g.b, dst, numel(g), begin, count);
@@ -72,7 +75,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
   // The part [from, to) of member k (at offs[k]) that lies in this rank's
   // block of shard g's bucket; empty when from == to.
   auto inBlock = [&](const loomrt_global_desc &g, size_t k) {
-    size_t lo = numel(g) * size_t(rank), hi = lo + numel(g);
+    size_t lo = numel(g) * block, hi = lo + numel(g);
     size_t from = std::max(lo, offs[k]), to = std::min(hi, offs[k] + numel(g.members[k]));
     return std::pair<size_t, size_t>{from, std::max(from, to)};
   };
@@ -93,13 +96,13 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
       if (!anyImported) {
         // Only this rank's block is drawn (the counter-based stream gives
         // each element the value one rank drawing everything would).
-        float *block = reinterpret_cast<float *>(host[i].data());
-        std::memset(block, 0, host[i].size()); // the padding and the gaps
+        float *blockData = reinterpret_cast<float *>(host[i].data());
+        std::memset(blockData, 0, host[i].size()); // the padding and the gaps
         for (size_t k = 0; k < g.num_members; ++k) {
           const loomrt_global_desc &m = g.members[k];
           auto [from, to] = inBlock(g, k);
           size_t count = to - from;
-          TRY(draw(m, count ? block + (from - numel(g) * size_t(rank)) : nullptr,
+          TRY(draw(m, count ? blockData + (from - numel(g) * block) : nullptr,
                    count ? from - offs[k] : 0, count),
               std::string("initialising ") + m.name);
         }
@@ -148,8 +151,8 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
       if (!memberOffsets(g, offs))
         return die(std::string("shard ") + g.name + ": its members do not fit its " +
                    std::to_string(g.padded_numel) + " elements");
-      float *block = reinterpret_cast<float *>(host[i].data());
-      std::memset(block, 0, host[i].size()); // the padding and the gaps
+      float *blockData = reinterpret_cast<float *>(host[i].data());
+      std::memset(blockData, 0, host[i].size()); // the padding and the gaps
       for (size_t k = 0; k < g.num_members; ++k) {
         const loomrt_global_desc &m = g.members[k];
         size_t src = size_t(m.mirror_of - 1);
@@ -158,7 +161,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
           return die(std::string("shard ") + g.name + ": member " + m.name +
                      " does not match the global it copies");
         auto [from, to] = inBlock(g, k);
-        std::memcpy(block + (from - numel(g) * size_t(rank)),
+        std::memcpy(blockData + (from - numel(g) * block),
                     reinterpret_cast<const float *>(host[src].data()) + (from - offs[k]),
                     (to - from) * sizeof(float));
       }
@@ -166,7 +169,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     }
     if (full[i].empty())
       continue; // drawn as this rank's block
-    std::memcpy(host[i].data(), full[i].data() + numel(g) * size_t(rank), host[i].size());
+    std::memcpy(host[i].data(), full[i].data() + numel(g) * block, host[i].size());
     std::vector<float>().swap(full[i]);
   }
   return copyToWorkingCopies(p, host);

@@ -65,7 +65,7 @@ for model, spec in MODELS.items():
             for t in (2, 4)]
     runs.append(("--tensor-parallel=2 inside 2 data-parallel ranks", 4,
                  ["--topology", "node=2,gpu=2", "--tensor-parallel=2"]))
-    for z in (1, 2):
+    for z in (1, 2, 3):
         runs.append((f"--tensor-parallel=2 inside 2 data-parallel ranks, ZeRO-{z}", 4,
                      ["--topology", "node=2,gpu=2", "--tensor-parallel=2", f"--zero-stage={z}"]))
     for label, ranks, flags in runs:
@@ -143,14 +143,15 @@ for name, dim in (("transformer.h.0.mlp.c_fc.weight", 0), ("transformer.h.1.mlp.
           f"{'ok' if split and err < 1e-6 else 'FAILED'}")
 
 # Resume: 10 steps, a checkpoint, 10 more, against 20 straight.
-exe = os.path.join(a.tmp, "gpt-2-2")
-ck = os.path.join(a.tmp, "ck")
-whole = losses(train(exe, 2, data, STEPS, os.path.join(a.tmp, "whole.jsonl")))
-first = losses(train(exe, 2, data, 10, os.path.join(a.tmp, "p1.jsonl"), "--checkpoint-dir", ck,
-                     "--checkpoint-every", "10"))
-second = losses(train(exe, 2, data, 10, os.path.join(a.tmp, "p2.jsonl"), "--checkpoint-dir", ck,
-                      "--resume"))
-same = first + second == whole
-print(f"gpt --tensor-parallel=2, resumed after 10 steps: "
-      f"{'identical losses' if same else 'DIFFERENT losses: FAILED'}")
+for label, name, ranks in (("--tensor-parallel=2", "gpt-2-2", 2),
+                           ("--tensor-parallel=2 inside ZeRO-3", "gpt-2-4--zero-stage=3", 4)):
+    exe, ck = os.path.join(a.tmp, name), os.path.join(a.tmp, "ck-" + name)
+    log = lambda part: os.path.join(a.tmp, f"{name}.{part}.jsonl")  # noqa: E731
+    whole = losses(train(exe, ranks, data, STEPS, log("whole")))
+    first = losses(train(exe, ranks, data, 10, log("p1"), "--checkpoint-dir", ck,
+                         "--checkpoint-every", "10"))
+    second = losses(train(exe, ranks, data, 10, log("p2"), "--checkpoint-dir", ck, "--resume"))
+    same = first + second == whole
+    print(f"gpt {label}, resumed after 10 steps: "
+          f"{'identical losses' if same else 'DIFFERENT losses: FAILED'}")
 print(f"worst relative difference {worst:.2e} (bound {BOUND:g})")
