@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the development machine: CUDA programs for bench/run-tp-gpu.sh
 # (issue 47: tensor parallelism's bits on the CUDA path) into .carry/tp/:
-# a GPT and a Llama with grouped-query attention, fp32, on one rank and
-# with --tensor-parallel=2.
+# a GPT and a Llama with grouped-query attention, fp32 and bf16, on one
+# rank and with --tensor-parallel=2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=.carry/tp
@@ -13,8 +13,11 @@ declare -A SPEC=(
   [llama]="llama:layers=4,d_model=256,heads=8,kv_heads=2,vocab=1024,seq=128,batch=8"
 )
 for m in gpt llama; do
-  "$L" --model "${SPEC[$m]}" --target=cuda --compile-to=cpp -o "$C/$m-1.cpp" 2>/dev/null
-  "$L" --model "${SPEC[$m]}" --target=cuda --topology=gpu=2 --tensor-parallel=2 \
-    --compile-to=cpp -o "$C/$m-tp2.cpp" 2>/dev/null
+  for p in fp32 bf16; do
+    n=$m; [ $p = fp32 ] || n=$m-$p
+    "$L" --model "${SPEC[$m]}" --target=cuda --precision=$p --compile-to=cpp -o "$C/$n-1.cpp" 2>/dev/null
+    "$L" --model "${SPEC[$m]}" --target=cuda --precision=$p --topology=gpu=2 --tensor-parallel=2 \
+      --compile-to=cpp -o "$C/$n-tp2.cpp" 2>/dev/null
+  done
 done
 ls "$C"
