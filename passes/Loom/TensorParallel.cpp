@@ -281,9 +281,9 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       for (OpOperand &use : op->getOpOperands()) {
         Value v = use.get();
         Operation *def = v.getDefiningOp();
-        if (split.lookup(v).dim >= 0 ||
+        if (split.lookup(v).dim >= 0 || !isa<FloatType>(getElementTypeOrSelf(v.getType())) ||
             (def && (isa<arith::ConstantOp, TpEnterOp>(def) || claimed.contains(def))))
-          continue;
+          continue; // split, without a gradient (integers, masks, constants), or done
         Value &e = whole[v];
         if (!e) {
           OpBuilder b(op);
