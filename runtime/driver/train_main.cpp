@@ -503,9 +503,10 @@ int TrainRun::setupGlobals() {
   return 0;
 }
 
-/// The host copies to the device. A GPU reads pageable memory at a third
-/// of the link's rate, so tens of GiB go through two pinned chunks: one
-/// filled on every core while the other crosses.
+/// The host copies to the device. From pageable memory a 7B run's ~70 GB
+/// crossed at 6.4 GB/s on an H200 host (55 GB/s pinned: bench/RESULTS.md),
+/// so tens of GiB go through two pinned chunks: one filled on every core
+/// while the other crosses.
 int TrainRun::uploadGlobals() {
   size_t pageable = 0;
   for (size_t i = 0; i < p->num_globals; ++i)
