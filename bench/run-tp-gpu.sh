@@ -8,10 +8,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
-export MASTER_ADDR=127.0.0.1 LOOMRT_TRANSPORT=tcp
+# GPUS=2 (a two-GPU host): one rank a GPU over NCCL instead.
+export MASTER_ADDR=127.0.0.1
 export LOOMRT_JOB_KEY=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 source bench/gpu-runtime.sh
-[ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+if [ "${GPUS:-1}" = 2 ]; then
+  [ -n "${RT:-}" ] || build_runtime loomrt_shared -DLOOMRT_NCCL_ROOT="$(nccl_root)" \
+    -DCMAKE_CUDA_ARCHITECTURES=90
+else
+  export LOOMRT_TRANSPORT=tcp
+  [ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+fi
 C=.carry/tp
 for f in "$C"/*.cpp; do
   b=$(basename "$f" .cpp); link_binary "$f" "/tmp/$b" -O1 2> "$OUT/$b.compile.log" || echo "compiling $b failed" &
@@ -24,7 +31,7 @@ for m in $MODELS; do
   timeout 120 "/tmp/$m-1" --data /tmp/tok1k.bin --steps 20 --log-json "$OUT/$m-1.jsonl" \
     > "$OUT/$m-1.txt" 2>&1 || echo "$m-1 failed: $(tail -2 "$OUT/$m-1.txt")"
   for r in 0 1; do
-    RANK=$r LOCAL_RANK=0 WORLD_SIZE=2 MASTER_PORT=$((29800 + ${#m})) timeout 120 "/tmp/$m-tp2" \
+    RANK=$r LOCAL_RANK=$([ "${GPUS:-1}" = 2 ] && echo $r || echo 0) WORLD_SIZE=2 MASTER_PORT=$((29800 + ${#m})) timeout 120 "/tmp/$m-tp2" \
       --data /tmp/tok1k.bin --steps 20 --log-json "$OUT/$m-tp2.jsonl" > "$OUT/$m-tp2.$r" 2>&1 &
   done
   wait || true
