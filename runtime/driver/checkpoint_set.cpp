@@ -259,7 +259,15 @@ void CheckpointSet::removeOtherParts(long keep) {
 /// its members' alignment and its members' names and shapes, in order;
 /// rank r holds elements [r, r + 1) x padded / world of the bucket). JSON.
 std::string checkpointLayout(const loomrt_program *p) {
-  std::string params, shards, tensors;
+  std::string params, shards, tensors, tp;
+  // A tensor-parallel parameter's [dim, groups] (train.h): each rank of
+  // a group holds one part of each group along dim (loom-ckpt export
+  // puts the parts back together).
+  auto tpEntry = [&](const loomrt_global_desc &g) {
+    if (g.tp_groups > 0)
+      tp += (tp.empty() ? "" : ", ") + json::quote(g.name) + ": [" + std::to_string(g.tp_dim) +
+            ", " + std::to_string(g.tp_groups) + "]";
+  };
   auto shape = [](const loomrt_global_desc &g) {
     std::string s = "[";
     for (int d = 0; d < g.rank; ++d)
@@ -278,19 +286,23 @@ std::string checkpointLayout(const loomrt_program *p) {
       continue;
     if (!g.num_members) {
       params += (params.empty() ? "" : ", ") + json::quote(g.name);
+      tpEntry(g);
       continue;
     }
     std::string members;
-    for (size_t m = 0; m < g.num_members; ++m)
+    for (size_t m = 0; m < g.num_members; ++m) {
       members += std::string(m ? ", " : "") + "[" + json::quote(g.members[m].name) + ", " +
                  shape(g.members[m]) + "]";
+      tpEntry(g.members[m]);
+    }
     shards += (shards.empty() ? "" : ", ") + json::quote(g.name) + ": {\"padded\": " +
               std::to_string(g.padded_numel) + ", \"align\": " +
               std::to_string(std::max<int64_t>(g.member_align, 1)) + ", \"members\": [" +
               members + "]}";
   }
   return "{\"params\": [" + params + "], \"shards\": {" + shards + "}, \"tensors\": {" +
-         tensors + "}}";
+         tensors + "}, \"tensor_parallel\": " + std::to_string(std::max(p->tensor_parallel, 1)) +
+         ", \"tp\": {" + tp + "}}";
 }
 
 } // namespace loomrt

@@ -142,6 +142,25 @@ for name, dim in (("transformer.h.0.mlp.c_fc.weight", 0), ("transformer.h.1.mlp.
           f"rank's after 3 steps: max difference {err:.1e}: "
           f"{'ok' if split and err < 1e-6 else 'FAILED'}")
 
+# loom-ckpt export puts the slices back together: the exported model of a
+# TP2 run, and of a TP2 x ZeRO-3 run, against one rank's after 3 steps.
+def exported(folder):
+    out = os.path.join(a.tmp, os.path.basename(folder) + ".safetensors")
+    run([os.path.join(a.bin, "loom-ckpt"), "export", folder, "-o", out])
+    return tensors(out)
+
+
+checkpoint(os.path.join(a.tmp, "gpt-2-4--zero-stage=3"), 4, os.path.join(a.tmp, "ck-tpz3"))
+ref = exported(os.path.join(a.tmp, "ck-one"))
+for label, folder in (("--tensor-parallel=2", "ck-tp"),
+                      ("--tensor-parallel=2 inside ZeRO-3", "ck-tpz3")):
+    got = exported(os.path.join(a.tmp, folder))
+    same = sorted(got) == sorted(ref) and all(got[k][0] == ref[k][0] for k in ref)
+    err = max(abs(x - y) for k in ref for x, y in zip(got.get(k, ((), []))[1], ref[k][1]))
+    print(f"loom-ckpt export of gpt {label}: {len(got)} parameters, shapes "
+          f"{'equal' if same else 'DIFFERENT'}, max difference from one rank's {err:.1e}: "
+          f"{'ok' if same and err < 1e-5 else 'FAILED'}")
+
 # Resume: 10 steps, a checkpoint, 10 more, against 20 straight.
 for label, name, ranks in (("--tensor-parallel=2", "gpt-2-2", 2),
                            ("--tensor-parallel=2 inside ZeRO-3", "gpt-2-4--zero-stage=3", 4)):

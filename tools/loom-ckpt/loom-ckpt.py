@@ -13,7 +13,10 @@ parameters saved whole (ZeRO 0-2: every rank holds them; rank 0's are
 taken) and ZeRO shards of flattened buckets (ZeRO-3, and the master shards
 of an offloaded ZeRO 1-2 run), which are put back together: rank r holds
 elements [r, r+1) x padded / world of its bucket, whose members follow one
-another, each starting at a multiple of the bucket's alignment. The output
+another, each starting at a multiple of the bucket's alignment. With
+tensor parallelism (layout "tensor_parallel" T, "tp" {name: [dim,
+groups]}), each of the T places of a group is put back together over its
+data-parallel ranks, then each split parameter from its T slices. The output
 is a safetensors file of the parameters alone (no optimizer state), loadable
 with safetensors.torch.load_file and a PyTorch model's load_state_dict when
 the parameter names and layouts are the model's (loomc's generators; for
@@ -122,10 +125,11 @@ def tensor_bytes(part, name):
     return e["dtype"], e["shape"], data[a:b]
 
 
-def export(m, parts):
-    """{name: (dtype, shape, bytes)} of every parameter, whole."""
-    world = m["world"]
-    layout = json.loads(parts[0][1]["layout"])
+def replica(world, layout, parts):
+    """{name: (dtype, shape, bytes)} of every parameter of `parts`, the ranks
+    of one data-parallel replica (all ranks, or with tensor parallelism the
+    ranks of one place in the group): those saved whole from the first, the
+    ZeRO shards' buckets put back together from all."""
     out = {}
     for name in layout["params"]:
         if name not in parts[0][0]:
@@ -154,6 +158,54 @@ def export(m, parts):
             if name not in out:  # (a whole copy, ZeRO 1-2's, is the same values)
                 out[name] = (dtype, shape, flat[off * size:(off + n) * size])
             off += n
+    return out
+
+
+def join_slices(name, pieces, dim, groups):
+    """A tensor-parallel parameter whole again: along `dim` each of the
+    group's T ranks holds part t of each of `groups` equal groups (a fused
+    QKV: 3), so the whole tensor is, group by group, the ranks' parts in
+    order."""
+    dtype, shape, _ = pieces[0]
+    if any(p[0] != dtype or list(p[1]) != list(shape) for p in pieces):
+        die(f"'{name}': the ranks of a tensor-parallel group hold different shapes")
+    if not 0 <= dim < len(shape) or groups < 1 or shape[dim] % groups:
+        die(f"'{name}': a tensor-parallel slice [{dim}, {groups}] that its shape {shape} cannot be")
+    size = FORMATS[dtype]
+    outer = 1
+    for s in shape[:dim]:
+        outer *= s
+    inner = size
+    for s in shape[dim + 1:]:
+        inner *= s
+    per = shape[dim] // groups * inner  # bytes of one group's part in one row
+    chunks = []
+    for o in range(outer):
+        base = o * shape[dim] * inner
+        for g in range(groups):
+            for p in pieces:
+                chunks.append(p[2][base + g * per:base + (g + 1) * per])
+    whole = list(shape)
+    whole[dim] *= len(pieces)
+    return dtype, whole, b"".join(chunks)
+
+
+def export(m, parts):
+    """{name: (dtype, shape, bytes)} of every parameter, whole."""
+    world = m["world"]
+    layout = json.loads(parts[0][1]["layout"])
+    tp = layout.get("tensor_parallel", 1)
+    if not isinstance(tp, int) or tp < 1 or world % tp:
+        die(f"the layout's tensor_parallel {tp!r} does not divide the world of {world}")
+    # Tensor parallelism: rank r is place r mod T of its group (the
+    # innermost ranks); each place's data-parallel replica is put back
+    # together, then each split parameter from the T places.
+    places = [replica(world // tp, layout, parts[t::tp]) for t in range(tp)]
+    out = places[0]
+    for name, (dim, groups) in layout.get("tp", {}).items():
+        if name not in out:
+            die(f"the layout splits '{name}', which no part holds")
+        out[name] = join_slices(name, [p[name] for p in places], dim, groups)
     return out
 
 
