@@ -303,15 +303,15 @@ public:
   /// part this rank holds of a parameter the ranks split (loom.tp_slice),
   /// or of the state that is its copy (an fp32 master drawn as it is).
   /// Empty for a whole one.
-  std::string tpFields(Operation *op, int64_t align) {
+  std::string tpFields(Operation *op) {
     auto slice = op->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::TpSliceAttrHelper::getNameStr());
     if (auto st = dyn_cast<StateOp>(op); !slice && st && st.getParamAttr())
       if (auto p = module.lookupSymbol<ParamOp>(st.getParamAttr()))
         slice = p->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::TpSliceAttrHelper::getNameStr());
     if (!slice || slice.size() != 2)
       return "";
-    return ", " + std::to_string(align) + ", " + std::to_string(slice[0]) + ", " +
-           std::to_string(slice[1]);
+    // (member_align first: 0, a whole parameter's or a shard member's.)
+    return ", 0, " + std::to_string(slice[0]) + ", " + std::to_string(slice[1]);
   }
 
   /// The globals table (parameters and state in declaration order, the
@@ -344,7 +344,7 @@ public:
                                               : "LOOMRT_MEM_DEVICE") +
                        ", " + std::to_string(mirror) + ", " + splatOf(&op) + "},\n";
     if (!members) {
-      if (std::string tp = tpFields(&op, 0); !tp.empty())
+      if (std::string tp = tpFields(&op); !tp.empty())
         tail.insert(tail.size() - 3, tp);
       tos << "    " << entry << ", 0, nullptr, 0" << tail;
       continue;
@@ -368,7 +368,7 @@ public:
         source = it->second + 1;
       }
       mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, " << source << ", "
-          << splatOf(m) << tpFields(m, 0) << "},\n";
+          << splatOf(m) << tpFields(m) << "},\n";
     }
     mos << "};\n";
     auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());

@@ -62,18 +62,6 @@ RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType());
 int64_t outputDim(MatmulOp m) { return m.getTransposeRhs() ? 0 : 1; }
 int64_t inputDim(MatmulOp m) { return m.getTransposeRhs() ? 1 : 0; }
 
-/// A linear layer's weight: matmul(x, load @w) with @w rank 2, stored
-/// [out, in] (nn.Linear, applied with transpose_rhs) or [in, out] (as
-/// exporters write it).
-ParamOp linearWeight(MatmulOp m, SymbolTable &symbols) {
-  if (m.getTransposeLhs())
-    return {};
-  auto load = m.getRhs().getDefiningOp<LoadOp>();
-  if (!load || tensorOf(load.getResult()).getRank() != 2)
-    return {};
-  return symbols.lookup<ParamOp>(load.getName());
-}
-
 struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParallel> {
   using Base::Base;
 
@@ -90,6 +78,18 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   /// The row-parallel weight of the branch being split: named in refusals,
   /// since a generator's ops carry no source location.
   std::string branch;
+
+  /// A linear layer's weight: matmul(x, load @w) with @w rank 2, stored
+  /// [out, in] (nn.Linear, applied with transpose_rhs) or [in, out] (as
+  /// exporters write it).
+  ParamOp linearWeight(MatmulOp m) {
+    if (m.getTransposeLhs())
+      return {};
+    auto load = m.getRhs().getDefiningOp<LoadOp>();
+    if (!load || tensorOf(load.getResult()).getRank() != 2)
+      return {};
+    return symtab->lookup<ParamOp>(load.getName());
+  }
 
   LogicalResult fail(Operation *at, const Twine &msg) {
     auto d = at->emitError() << "loom-tensor-parallel: " << msg;
@@ -132,14 +132,14 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     symtab = &symbols;
     SmallVector<MatmulOp> rows;
     fwd.walk([&](MatmulOp m) {
-      if (isRowParallel(m, symbols))
+      if (isRowParallel(m))
         rows.push_back(m);
     });
     if (rows.empty())
       return fail(fwd, "found no residual branch (x + linear(...)) to split: the model's "
                        "blocks are not ones it recognises (docs/tensor-parallel.md)");
     for (MatmulOp r : rows)
-      if (failed(splitBranch(r, symbols)))
+      if (failed(splitBranch(r)))
         return failure();
     branch.clear();
     return finishParams();
@@ -147,8 +147,8 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
 
   /// P of a residual branch: a linear layer whose result (plus a bias,
   /// reshaped) is added to a value of its own shape, the residual stream.
-  bool isRowParallel(MatmulOp m, SymbolTable &symbols) {
-    if (!linearWeight(m, symbols) || !m.getResult().hasOneUse())
+  bool isRowParallel(MatmulOp m) {
+    if (!linearWeight(m) || !m.getResult().hasOneUse())
       return false;
     Operation *user = *m.getResult().getUsers().begin();
     auto add = dyn_cast<AddOp>(user);
@@ -171,7 +171,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
 
   /// The ops between the row-parallel product `r` and the column-parallel
   /// products feeding it, in block order, and those products.
-  LogicalResult collect(MatmulOp r, SymbolTable &symbols, SmallVectorImpl<Operation *> &region,
+  LogicalResult collect(MatmulOp r, SmallVectorImpl<Operation *> &region,
                         SmallVectorImpl<MatmulOp> &columns) {
     llvm::SetVector<Operation *> seen;
     SmallVector<Value> work{r.getLhs()};
@@ -183,7 +183,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
                        "arguments without a column-parallel product between");
       if (isa<LoadOp, arith::ConstantOp>(def) || !seen.insert(def))
         continue;
-      if (auto m = dyn_cast<MatmulOp>(def); m && linearWeight(m, symbols)) {
+      if (auto m = dyn_cast<MatmulOp>(def); m && linearWeight(m)) {
         columns.push_back(m);
         continue; // its input is the replicated stream
       }
@@ -249,11 +249,11 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     return g ? full / g : 1;
   }
 
-  LogicalResult splitBranch(MatmulOp r, SymbolTable &symbols) {
-    branch = linearWeight(r, symbols).getSymName().str();
+  LogicalResult splitBranch(MatmulOp r) {
+    branch = linearWeight(r).getSymName().str();
     SmallVector<Operation *> region;
     SmallVector<MatmulOp> columns;
-    if (failed(collect(r, symbols, region, columns)))
+    if (failed(collect(r, region, columns)))
       return failure();
     // f: one tp_enter per replicated input, before its first reader.
     DenseMap<Value, Value> entered;
@@ -270,7 +270,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       m.getLhsMutable().assign(e);
     }
     for (Operation *op : region)
-      if (failed(propagate(op, columns, symbols)))
+      if (failed(propagate(op, columns)))
         return failure();
     // A whole value read inside the branch (an exporter's rotary tables
     // kept as parameters, a norm's weight inside attention) gets from each
@@ -309,7 +309,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   }
 
   /// Retypes `op` for this rank's share, from its operands' splits.
-  LogicalResult propagate(Operation *op, ArrayRef<MatmulOp> columns, SymbolTable &symbols) {
+  LogicalResult propagate(Operation *op, ArrayRef<MatmulOp> columns) {
     auto setResult = [&](Split s) {
       Value res = op->getResult(0);
       res.setType(local(tensorOf(res), s));
