@@ -200,9 +200,14 @@ def export(m, parts):
     # Tensor parallelism: rank r is place r mod T of its group (the
     # innermost ranks); each place's data-parallel replica is put back
     # together, then each split parameter from the T places.
+    slices = layout.get("tp", {})
+    if not isinstance(slices, dict) or not all(
+            isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)
+            for v in slices.values()):
+        die("the layout's tensor-parallel slices are not {name: [dim, groups]}")
     places = [replica(world // tp, layout, parts[t::tp]) for t in range(tp)]
     out = places[0]
-    for name, (dim, groups) in layout.get("tp", {}).items():
+    for name, (dim, groups) in slices.items():
         if name not in out:
             die(f"the layout splits '{name}', which no part holds")
         out[name] = join_slices(name, [p[name] for p in places], dim, groups)
