@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a one-H200 host, in one call: issue 44's first acceptance row set. The
 # six 80-GiB rows of bench/run-offload80-gpu.sh (cpu then interleaved for
-# the GPT 6.25B, the Llama 7.1B and the landed Llama 6.7B; 8 steps, each
-# binary re-planning after step 3), then the PyTorch
+# the GPT 6.25B, the Llama 7.1B and the landed Llama 6.7B; 10 steps, each
+# binary re-planning after step 5), then the PyTorch
 # FSDP2 + CPUOffloadPolicy peers capped at 80 GiB, as many as fit before
 # DEADLINE seconds (default 570) since this script started. ROWS and
 # PEER_MODELS choose fewer; RT set skips the runtime's build.
@@ -16,7 +16,7 @@ source bench/gpu-runtime.sh
 [ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
 export RT
 ROWS="${ROWS:-g625-cpu g625-int l71-cpu l71-int l67-cpu l67-int}"
-ROWS="$ROWS" STEPS=8 TIMEOUT=150 bash bench/run-offload80-gpu.sh > "$OUT/table.txt" 2>&1
+ROWS="$ROWS" STEPS=10 TIMEOUT=150 bash bench/run-offload80-gpu.sh > "$OUT/table.txt" 2>&1
 for m in ${PEER_MODELS:-g625 l67 l71}; do
   left=$(( ${DEADLINE:-570} - (SECONDS - begin) ))
   [ "$left" -gt 60 ] || { echo "peer $m: not run ($left s left)"; continue; }

@@ -63,14 +63,15 @@ for r in rows:
         log = [s for s in lines if "event" not in s]
         # A re-planned run (loomc --replan): the step predicted at the rate
         # the binary measured, for the plan it continued under, and the
-        # steps timed under that plan (the decision is after step 3).
+        # steps timed under that plan: from the second step after the
+        # decision (the binary's --replan-after, default 5).
         ev = [s for s in lines if s.get("event") == "replan"]
-        rp = re.findall(r"replan after step 3: .*?predicted step: (.*?); (kept|continuing)",
+        rp = re.findall(r"replan after step (\d+): .*?predicted step: (.*?); (kept|continuing)",
                         open(f"{out}/{r}.txt").read())
         if rp:
-            plans = re.findall(r"([0-9.e+-]+) s \(([^)]*)\)( \*)?", rp[0][0])
+            plans = re.findall(r"([0-9.e+-]+) s \(([^)]*)\)( \*)?", rp[0][1])
             p = float(next(x for x in plans if x[2])[0])
-        m = statistics.median(s["step_ms"] for s in log[4 if rp else 2:]) / 1000
+        m = statistics.median(s["step_ms"] for s in log[int(rp[0][0]) + 1 if rp else 2:]) / 1000
     except Exception:
         print(f"| {r} | failed | {p:.3f} | | | |")
         continue

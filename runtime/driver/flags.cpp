@@ -127,14 +127,17 @@ void usage(const char *argv0, const loomrt_program *p) {
       p->replan
           ? ("  --replan MODE          off, once or continuous (default " +
              std::string(p->replan->mode == 2 ? "continuous" : p->replan->mode ? "once" : "off") +
-             "): after three steps,\n"
-             "                         measure the CPU's Adam rate and continue under the\n"
+             "): after --replan-after\n"
+             "                         steps, take the CPU's Adam rate and continue under the\n"
              "                         fastest of the " +
              std::to_string(p->replan->num_candidates) +
              " plans compiled in (continuous: again\n"
              "                         every 20 steps)\n"
              "  --replan-cpu-adam-rate R  decide as if the CPU's Adam updated R parameters\n"
-             "                         a second (tests, what-ifs)\n")
+             "                         a second (tests, what-ifs)\n"
+             "  --replan-after N       decide after step N (default 5), at the fastest CPU\n"
+             "                         Adam rate of steps 2 to N (the first passes over\n"
+             "                         freshly pinned state run slower)\n")
                 .c_str()
           : "",
       p->world > 1 ? ("\nCompiled for " + std::to_string(p->world) +
@@ -377,6 +380,9 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       if (!number(x, 1, 1e15))
         return false;
       f.replanCpuAdamRate = x;
+    } else if (a == "--replan-after") {
+      if (!integer(f.replanAfter, 2, 1000000))
+        return false;
     } else if (a == "--comm-timeout") {
       if (!number(x, 1e-3, 1e7))
         return false;

@@ -32,6 +32,9 @@ struct Flags {
   // (parameters a second) to decide with instead of the measured one.
   int replan = -1;
   double replanCpuAdamRate = 0;
+  // Steps before the CPU Adam rate is taken (the fastest of steps 2 to
+  // this one) and the first re-planning decision made.
+  long replanAfter = 5;
   std::vector<std::pair<std::string, std::string>> inputs; // --input NAME=FILE
   std::string argv0; // how the binary was started, for the launch hints
 };

@@ -114,8 +114,8 @@ private:
   // --device-memory's ballast: the card's memory beyond the cap, held.
   void *ballastPtr = nullptr;
   size_t ballastBytes = 0;
-  // The CPU updates' time in the faster of steps 2 and 3, and the rate it gives
-  // (report; -1 until step 3, or without CPU updates).
+  // The CPU updates' time in the fastest of steps 2 to --replan-after, and
+  // the rate it gives (report; -1 until then, or without CPU updates).
   double hostAdamMs = 0, measuredAdamRate = -1;
   // Re-planning (loomc --replan): the started program's table, which of its
   // candidates this run is, the mode (1 once, 2 continuous: again every
@@ -829,22 +829,24 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   double eta = elapsed / double(step - firstStep + 1) * double(last - step - 1);
   std::printf("step %5ld/%ld  loss %.5f  %8.1f ms  %9.0f %s/s  eta %4.0fs\n", step + 1, last, loss,
               ms, tps, unit, eta);
-  // Offloaded optimizers: the CPU's Adam rate over this run's steps 2 and 3
-  // (the first pays for first touches of the pinned state), against the
-  // rate the plan was made with (loomc's --hardware): the host the binary
-  // runs on is not always the one the description measured (issue 44: two
-  // machines of one kind differed by 10%). Its time is ctx.hostTotalMs, the
-  // driver's clock around each CPU update.
+  // Offloaded optimizers: the CPU's Adam rate over this run's steps 2 to
+  // --replan-after (default 5; the first pays for first touches of the
+  // pinned state), against the rate the plan was made with (loomc's
+  // --hardware): the host the binary runs on is not always the one the
+  // description measured (issue 44: two machines of one kind differed by
+  // 10%). Its time is ctx.hostTotalMs, the driver's clock around each CPU
+  // update.
   double cpuAdamRate = -1;
   long done = step - firstStep + 1;
   const double planned = p->planned_cpu_adam_params_per_s;
   const bool measures = p->cpu_update_params > 0 && planned > 0;
-  // The faster of the two: a host's noise only ever slows a step (on an
-  // H200 host one of steps 2-3 took 2.04 s where the five after took
-  // 1.54-1.71, and their mean predicted the run 14% slow).
-  if (measures && (done == 2 || done == 3) && ctx.hostTotalMs > 0)
+  // The fastest of them: a host's noise only ever slows a step, and the
+  // first passes over freshly pinned state are slower (on an H200 host
+  // with 70-85 GB of it, steps 2-4 took 1.70-1.97 s where steps 5-8 took
+  // 1.50-1.68: a decision after step 3 predicted the run 7-12% slow).
+  if (measures && done >= 2 && done <= f.replanAfter && ctx.hostTotalMs > 0)
     hostAdamMs = hostAdamMs > 0 ? std::min(hostAdamMs, ctx.hostTotalMs) : ctx.hostTotalMs;
-  if (measures && done == 3 && hostAdamMs > 0) {
+  if (measures && done == f.replanAfter && hostAdamMs > 0) {
     cpuAdamRate = measuredAdamRate = double(p->cpu_update_params) / (hostAdamMs / 1000);
     double ratio = cpuAdamRate / planned;
     std::printf("loomrt: the CPU's Adam updates %.3g G parameters a step at %.3g G/s; the plan "
@@ -886,15 +888,18 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   return 0;
 }
 
-/// At the decision points of --replan (after three steps; continuous: every
-/// kReplanWindow steps after), the CPU Adam rate (measured in steps 2-3
-/// or the window, or --replan-cpu-adam-rate) against the description's,
+/// At the decision points of --replan (after --replan-after steps, default
+/// 5; continuous: every kReplanWindow steps after), the CPU Adam rate
+/// (the fastest of steps 2 to --replan-after, the mean over the window, or
+/// --replan-cpu-adam-rate) against the description's,
 /// and the candidate predicted fastest at that factor (replan.h).
 void TrainRun::decideReplan(long step) {
   long done = step - firstStep + 1;
-  if (done > 3)
+  const long after = f.replanAfter;
+  if (done > after)
     windowAdamMs += ctx.hostTotalMs;
-  bool first = done == 3, window = replanMode == 2 && done > 3 && (done - 3) % kReplanWindow == 0;
+  bool first = done == after,
+       window = replanMode == 2 && done > after && (done - after) % kReplanWindow == 0;
   if (!first && !window)
     return;
   if (world > 1) {
