@@ -17,7 +17,11 @@ source bench/gpu-runtime.sh
 export RT
 ROWS="${ROWS:-g625-cpu g625-int l71-cpu l71-int l67-cpu l67-int}"
 ROWS="$ROWS" STEPS=10 TIMEOUT=150 bash bench/run-offload80-gpu.sh > "$OUT/table.txt" 2>&1
-for m in ${PEER_MODELS:-g625 l67 l71}; do
+# The rows' table and logs first: a call that runs out of time while a
+# peer runs still returns them (LOGS: a .tgz of $OUT).
+cat "$OUT/table.txt"
+[ -z "${LOGS:-}" ] || tar czf "$LOGS" -C "$OUT" .
+for m in ${PEER_MODELS:-l71 l67 g625}; do
   left=$(( ${DEADLINE:-570} - (SECONDS - begin) ))
   [ "$left" -gt 60 ] || { echo "peer $m: not run ($left s left)"; continue; }
   echo "peer $m ($left s left):"
@@ -26,4 +30,3 @@ done
 for r in $ROWS; do
   echo "$r: $(grep -h "ready in\|released in\|wall" "$OUT/$r.txt" | tr '\n' ' ')"
 done
-cat "$OUT/table.txt"

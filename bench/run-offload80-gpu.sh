@@ -20,9 +20,9 @@ export MASTER_ADDR=127.0.0.1
 if [ -n "${PEERS:-}" ]; then
   source bench/launch.sh
   declare -A PEER=(
-    [g625]="bench/fsdp2_offload.py --layers 30 --width 4096 --heads 32 --vocab 50304 --batch 2 --steps 5"
-    [l71]="bench/fsdp2_llama.py --offload --layers 28 --d 4096 --heads 32 --ffn 14336 --vocab 32000 --batch 2 --steps 6"
-    [l67]="bench/fsdp2_llama.py --offload --layers 32 --d 4096 --heads 32 --ffn 11008 --vocab 32000 --batch 2 --steps 6"
+    [g625]="bench/fsdp2_offload.py --layers 30 --width 4096 --heads 32 --vocab 50304 --batch 2 --steps 4"
+    [l71]="bench/fsdp2_llama.py --offload --layers 28 --d 4096 --heads 32 --ffn 14336 --vocab 32000 --batch 2 --steps 4"
+    [l67]="bench/fsdp2_llama.py --offload --layers 32 --d 4096 --heads 32 --ffn 11008 --vocab 32000 --batch 2 --steps 4"
   )
   for m in $ROWS; do
     launch 1 "$OUT/peer-$m" timeout "${PEER_TIMEOUT:-280}" python3 ${PEER[$m]} --device-memory 80 ||

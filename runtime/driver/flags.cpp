@@ -135,7 +135,7 @@ void usage(const char *argv0, const loomrt_program *p) {
              "                         every 20 steps)\n"
              "  --replan-cpu-adam-rate R  decide as if the CPU's Adam updated R parameters\n"
              "                         a second (tests, what-ifs)\n"
-             "  --replan-after N       decide after step N (default 5), at the fastest CPU\n"
+             "  --replan-after N       decide after step N (default 5), at the median CPU\n"
              "                         Adam rate of steps 2 to N (the first passes over\n"
              "                         freshly pinned state run slower)\n")
                 .c_str()

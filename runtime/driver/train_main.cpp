@@ -11,6 +11,7 @@
 #include "driver/replan.h"
 #include "driver/step_ctx.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <omp.h>
 #include <sys/stat.h>
@@ -114,9 +115,10 @@ private:
   // --device-memory's ballast: the card's memory beyond the cap, held.
   void *ballastPtr = nullptr;
   size_t ballastBytes = 0;
-  // The CPU updates' time in the fastest of steps 2 to --replan-after, and
-  // the rate it gives (report; -1 until then, or without CPU updates).
-  double hostAdamMs = 0, measuredAdamRate = -1;
+  // The CPU updates' times in steps 2 to --replan-after, and the rate their
+  // median gives (report; -1 until then, or without CPU updates).
+  std::vector<double> hostAdamMs;
+  double measuredAdamRate = -1;
   // Re-planning (loomc --replan): the started program's table, which of its
   // candidates this run is, the mode (1 once, 2 continuous: again every
   // kReplanWindow steps, on the CPU updates' time over the window), and
@@ -840,14 +842,19 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   long done = step - firstStep + 1;
   const double planned = p->planned_cpu_adam_params_per_s;
   const bool measures = p->cpu_update_params > 0 && planned > 0;
-  // The fastest of them: a host's noise only ever slows a step, and the
-  // first passes over freshly pinned state are slower (on an H200 host
-  // with 70-85 GB of it, steps 2-4 took 1.70-1.97 s where steps 5-8 took
-  // 1.50-1.68: a decision after step 3 predicted the run 7-12% slow).
+  // Their median: on an H200 host with 70-85 GB of pinned state, steps
+  // 2-4 of one run took 1.70-1.97 s where steps 5-8 took 1.50-1.68 (a
+  // decision after step 3 predicted the run 7-12% slow), and in another
+  // run one of steps 2-5 was 8% faster than every later step (the fastest
+  // of them predicted three of six rows 8-12% fast); the median of steps
+  // 2-5 predicted five of those six rows within 4%.
   if (measures && done >= 2 && done <= f.replanAfter && ctx.hostTotalMs > 0)
-    hostAdamMs = hostAdamMs > 0 ? std::min(hostAdamMs, ctx.hostTotalMs) : ctx.hostTotalMs;
-  if (measures && done == f.replanAfter && hostAdamMs > 0) {
-    cpuAdamRate = measuredAdamRate = double(p->cpu_update_params) / (hostAdamMs / 1000);
+    hostAdamMs.push_back(ctx.hostTotalMs);
+  if (measures && done == f.replanAfter && !hostAdamMs.empty()) {
+    std::sort(hostAdamMs.begin(), hostAdamMs.end());
+    size_t k = hostAdamMs.size();
+    double ms = k % 2 ? hostAdamMs[k / 2] : (hostAdamMs[k / 2 - 1] + hostAdamMs[k / 2]) / 2;
+    cpuAdamRate = measuredAdamRate = double(p->cpu_update_params) / (ms / 1000);
     double ratio = cpuAdamRate / planned;
     std::printf("loomrt: the CPU's Adam updates %.3g G parameters a step at %.3g G/s; the plan "
                 "assumed %.3g G/s (%.2fx)",
@@ -890,7 +897,7 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
 
 /// At the decision points of --replan (after --replan-after steps, default
 /// 5; continuous: every kReplanWindow steps after), the CPU Adam rate
-/// (the fastest of steps 2 to --replan-after, the mean over the window, or
+/// (the median of steps 2 to --replan-after, the mean over the window, or
 /// --replan-cpu-adam-rate) against the description's,
 /// and the candidate predicted fastest at that factor (replan.h).
 void TrainRun::decideReplan(long step) {
