@@ -61,6 +61,9 @@ def Loom_Dialect : Dialect {
     "::mlir::DenseI64ArrayAttr":$tp_slice,
     // On the module: the ranks of each tensor-parallel group.
     "::mlir::IntegerAttr":$tensor_parallel,
+    // On the module: the ops between the branches run on each rank's
+    // tokens (loom-tensor-parallel sequence-parallel).
+    "::mlir::UnitAttr":$sequence_parallel,
     // On @train_step: #loom.data_parallel, its ranks and ZeRO stage
     // (loom-data-parallel).
     "::mlir::loom::DataParallelAttr":$data_parallel,

@@ -76,6 +76,10 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                       v.getInt() <= (1 << 20) && isa<ModuleOp>(op),
                   "a positive number of ranks on the module");
   }
+  if (name == LoomDialect::SequenceParallelAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value) && isa<ModuleOp>(op) &&
+                      op->hasAttr(LoomDialect::TensorParallelAttrHelper::getNameStr()),
+                  "a unit attribute on a module with loom.tensor_parallel");
   // The typed decisions: their own verifiers ran when they were built.
   if (name == LoomDialect::DataParallelAttrHelper::getNameStr())
     return expect(isa<DataParallelAttr>(value) && isa<func::FuncOp>(op),

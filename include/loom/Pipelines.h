@@ -77,6 +77,7 @@ struct PipelineOptions {
   /// data parallelism over the others.
   int64_t tensorParallel = 1;
   std::string tensorParallelLevel;
+  bool sequenceParallel = false; // loom-tensor-parallel's sequence-parallel
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
   int64_t prefetch = 1;

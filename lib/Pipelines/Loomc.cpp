@@ -398,6 +398,12 @@ struct LoomcOptions {
                "over them (loom-tensor-parallel; docs/tensor-parallel.md); data parallelism "
                "runs over the other levels"),
       cl::cat(cat)};
+  cl::opt<bool> sequenceParallel{
+      "sequence-parallel",
+      cl::desc("With --tensor-parallel: the embeddings, norms, residual adds, LM head and "
+               "loss run on each rank's 1/N of the step's tokens (Megatron's sequence "
+               "parallelism: the branches' all-reduces become reduce-scatters and all-gathers)"),
+      cl::cat(cat)};
   cl::opt<std::string> zeropp{
       "zeropp", cl::init(""), cl::value_desc("qwz[:BLOCK],hpz,qgz[:BLOCK]"),
       cl::desc("ZeRO++ (Wang et al. 2023): qwz gathers ZeRO-3's parameter shards as int8 "
@@ -541,7 +547,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.momentum), it(o.clipGrad, "off"), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
-        it(o.tensorParallel, "1: none"),
+        it(o.tensorParallel, "1: none"), it(o.sequenceParallel),
         it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
         it(o.bucketSize), it(o.reduceDtype), it(o.prefetch), it(o.diloco)}},
       {"Memory and offload",
@@ -799,6 +805,9 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   d.dataParallel = !d.levels.empty();
   if (o.tensorParallel < 1)
     return std::string("--tensor-parallel must be a positive number of ranks");
+  if (o.sequenceParallel && o.tensorParallel < 2)
+    return std::string("--sequence-parallel splits tokens over a tensor-parallel group: give "
+                       "--tensor-parallel=N with N > 1");
   if (o.tensorParallel > 1) {
     if (d.levels.empty() || d.levels.front().second != o.tensorParallel)
       return "--tensor-parallel=" + std::to_string(o.tensorParallel) +
@@ -972,6 +981,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.hardware = hw ? &*hw : nullptr;
   po.dataParallel = d.dataParallel;
   po.tensorParallel = o.tensorParallel;
+  po.sequenceParallel = o.sequenceParallel;
   if (o.tensorParallel > 1)
     po.tensorParallelLevel = d.levels.front().first;
   po.zeroStage = std::max(0, int(o.zeroStage));

@@ -438,6 +438,38 @@ public:
           accumulate(o.getInput(), dy);
           return success();
         })
+        // Sequence parallelism: the shards' gather and the partial sums'
+        // scatter are each other's transpose; a shard of a value every
+        // rank holds whole passes back the gather of the shards'
+        // gradients (each rank's loss is its share of the step's, so the
+        // whole value's gradient is every share's).
+        .Case([&](AllGatherOp o) {
+          auto r = ReduceScatterOp::create(b, loc, o.getInput().getType(),
+                                           TokenType::get(b.getContext()), dy, ValueRange{},
+                                           o.getGroup(), ReduceKind::sum, o.getStream());
+          WaitOp::create(b, loc, ValueRange{r.getToken()});
+          accumulate(o.getInput(), r.getResult());
+          return success();
+        })
+        .Case([&](ReduceScatterOp o) -> LogicalResult {
+          if (o.getReduce() != ReduceKind::sum)
+            return o.emitOpError() << "has a gradient rule only for reduce sum (loom-autodiff)";
+          auto g = AllGatherOp::create(b, loc, o.getInput().getType(),
+                                       TokenType::get(b.getContext()), dy, ValueRange{},
+                                       o.getGroup(), o.getStream());
+          WaitOp::create(b, loc, ValueRange{g.getToken()});
+          accumulate(o.getInput(), g.getResult());
+          return success();
+        })
+        .Case([&](ShardOp o) {
+          auto g = AllGatherOp::create(b, loc, o.getInput().getType(),
+                                       TokenType::get(b.getContext()), dy, ValueRange{},
+                                       o.getGroup(),
+                                       StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+          WaitOp::create(b, loc, ValueRange{g.getToken()});
+          accumulate(o.getInput(), g.getResult());
+          return success();
+        })
         .Case([&](TpEnterOp o) {
           auto r = AllReduceOp::create(b, loc, dy.getType(), TokenType::get(b.getContext()), dy,
                                        ValueRange{}, o.getGroup(), ReduceKind::sum,

@@ -172,6 +172,12 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         if (!last || last->isBeforeInBlock(d))
           last = d;
       }
+      // A gradient that a collective made (sequence parallelism sums a
+      // whole weight's shares over the tensor-parallel group) is read
+      // after its wait.
+      if (auto w = dyn_cast_or_null<WaitOp>(last->getNextNode());
+          w && llvm::any_of(w.getTokens(), [&](Value t) { return t.getDefiningOp() == last; }))
+        last = w;
       b.setInsertionPointAfter(last);
       Location loc = last->getLoc();
       int64_t to = zeroStage == 0 ? bk.numel : bk.padded;

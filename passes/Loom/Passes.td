@@ -356,6 +356,24 @@ def TensorParallel : Pass<"loom-tensor-parallel", "ModuleOp"> {
     parameters keep their names and get `loom.tp_slice = [dim, groups]`;
     the module gets `loom.tensor_parallel = size`.
 
+    With `sequence-parallel` (Korthikanti et al. 2023) the ops between the
+    branches (embeddings, norms, residual adds, the LM head, the loss) run
+    on each rank's block of the step's P tokens, typed `[P/N, ...]`: the
+    token ids and targets are taken by `loom.shard`, f becomes
+    `loom.all_gather` (gradient: reduce-scatter), g `loom.reduce_scatter`
+    (gradient: all-gather), whole values read on the shards (norm weights,
+    the LM head) enter through `loom.tp_enter`, and the loss is each
+    rank's mean over N, summed by an all-reduce. The module gets
+    `loom.sequence_parallel`. The same MLP's exit, after:
+
+    ```mlir
+    %y = loom.matmul %g, %proj transpose_rhs : tensor<2x8x128xf32>, tensor<64x128xf32> -> tensor<2x8x64xf32>
+    %y2 = loom.reshape %y : tensor<2x8x64xf32> to tensor<16x64xf32>
+    %s, %t = loom.reduce_scatter %y2 over #loom.group<@world, ["gpu"]> on comm : tensor<16x64xf32> -> tensor<8x64xf32>
+    loom.wait %t
+    %x2 = loom.add %x, %s : tensor<8x64xf32>, tensor<8x64xf32> -> tensor<8x64xf32>
+    ```
+
     Before (`size=2`, one GPT MLP):
 
     ```mlir
@@ -382,7 +400,10 @@ def TensorParallel : Pass<"loom-tensor-parallel", "ModuleOp"> {
     Option<"size", "size", "int64_t", /*default=*/"1",
            "Ranks of the tensor-parallel group (1: nothing to do)">,
     Option<"topology", "topology", "std::string", /*default=*/"",
-           "The loom.topology to use (empty: the module's only one)">
+           "The loom.topology to use (empty: the module's only one)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "Also split the tokens between the branches over the group (Megatron's "
+           "sequence parallelism): f becomes an all-gather, g a reduce-scatter">
   ];
 }
 

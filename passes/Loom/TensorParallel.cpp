@@ -79,6 +79,12 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   /// since a generator's ops carry no source location.
   std::string branch;
 
+  /// What sequence parallelism rewrites (splitSequence, below): each
+  /// branch's f (the tp_enter before its column products), its g (the
+  /// all-reduce after its row product) and the ops between (the branch's
+  /// interior, whole-value tp_enters included).
+  llvm::SetVector<Operation *> entries, exits, interior;
+
   /// A linear layer's weight: matmul(x, load @w) with @w rank 2, stored
   /// [out, in] (nn.Linear, applied with transpose_rhs) or [in, out] (as
   /// exporters write it).
@@ -142,8 +148,22 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       if (failed(splitBranch(r)))
         return failure();
     branch.clear();
-    return finishParams();
+    if (failed(finishParams()))
+      return failure();
+    return sequenceParallel ? splitSequence(fwd) : success();
   }
+
+  // Sequence parallelism (below the struct).
+  int64_t tokens = 0; // P: the tokens of a step, every rank's P / N
+  DenseMap<Value, RankedTensorType> whole; // a shard's full type
+  DenseMap<Value, Value> shardOf, enteredOf;
+  LogicalResult splitSequence(func::FuncOp fwd);
+  LogicalResult shardOp(Operation *op);
+  int64_t tokenDims(RankedTensorType t);
+  RankedTensorType shardType(RankedTensorType t);
+  Value sharded(Value v);
+  Value entered(Value v);
+  Value gathered(Value v, Operation *before);
 
   /// P of a residual branch: a linear layer whose result (plus a bias,
   /// reshaped) is added to a value of its own shape, the residual stream.
@@ -266,6 +286,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       if (!e) {
         OpBuilder b(m);
         e = TpEnterOp::create(b, m.getLoc(), h.getType(), h, group);
+        entries.insert(e.getDefiningOp());
       }
       m.getLhsMutable().assign(e);
     }
@@ -288,9 +309,11 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
         if (!e) {
           OpBuilder b(op);
           e = TpEnterOp::create(b, op->getLoc(), v.getType(), v, group);
+          interior.insert(e.getDefiningOp());
         }
         use.set(e);
       }
+    interior.insert(region.begin(), region.end());
     // P: this rank's columns of the weight, its partial sums summed.
     auto in = split.lookup(r.getLhs());
     int64_t last = tensorOf(r.getLhs()).getRank() - 1;
@@ -305,6 +328,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
                                    StreamAttr::get(b.getContext(), StreamKind::comm, 0));
     WaitOp::create(b, r.getLoc(), ValueRange{sum.getToken()});
     r.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+    exits.insert(sum);
     return success();
   }
 
@@ -484,5 +508,285 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
     return success();
   }
 };
+
+
+//===----------------------------------------------------------------------===//
+// Sequence parallelism (Korthikanti et al., "Reducing Activation
+// Recomputation in Large Transformer Models", MLSys 2023, section 4.2.2)
+//===----------------------------------------------------------------------===//
+//
+// Outside the branches every op is per token (embeddings, norms, residual
+// adds, the LM head, the loss), so each rank of the group keeps 1/N of the
+// step's tokens there: the contiguous block r of the P tokens in the order
+// the inputs hold them (a shard of [B*T, ...], which Megatron cuts along
+// the sequence of its [T, B, D] layout). A sharded value's type is [P/N,
+// rest...]: its leading dimensions that span the P tokens fold into one.
+// f, a branch's entry, becomes an all-gather of the shards (its gradient a
+// reduce-scatter); g, its exit, a reduce-scatter of the row product's
+// partial sums (its gradient an all-gather): the same bytes as the
+// all-reduce, which is a reduce-scatter and an all-gather.
+//
+// Gradients. The step's loss is the sum over the group of each rank's
+// share (its tokens' mean over N), summed by an all-reduce whose gradient
+// passes through. A whole value read by a per-token op on shards (a norm's
+// weight, the LM head, the embedding table) enters through tp_enter, whose
+// gradient sums the ranks' shares; a whole value spanning the tokens (the
+// position embedding) is sharded by loom.shard, whose gradient is the
+// all-gather of the shards' gradients: every rank then holds its whole
+// gradient, as it holds its whole value.
+
+/// How many leading dimensions of `t` span the step's tokens (their
+/// product is P); 0 if none do.
+int64_t TensorParallel::tokenDims(RankedTensorType t) {
+  int64_t prod = 1;
+  for (int64_t k = 0; k < t.getRank(); ++k) {
+    prod *= t.getDimSize(k);
+    if (prod == tokens)
+      return k + 1;
+    if (prod > tokens)
+      return 0;
+  }
+  return 0;
+}
+
+/// A full type spanning the tokens -> this rank's [P/N, rest...].
+RankedTensorType TensorParallel::shardType(RankedTensorType t) {
+  SmallVector<int64_t> shape{tokens / n};
+  llvm::append_range(shape, t.getShape().drop_front(tokenDims(t)));
+  return RankedTensorType::get(shape, t.getElementType(), t.getEncoding());
+}
+
+/// This rank's tokens of a value every rank holds whole (made once, after
+/// its definition).
+Value TensorParallel::sharded(Value v) {
+  Value &s = shardOf[v];
+  if (s)
+    return s;
+  auto t = tensorOf(v);
+  OpBuilder b(module.getContext());
+  b.setInsertionPointAfterValue(v);
+  SmallVector<int64_t> flat{tokens};
+  llvm::append_range(flat, t.getShape().drop_front(tokenDims(t)));
+  Value x = v;
+  if (tokenDims(t) != 1)
+    x = ReshapeOp::create(b, v.getLoc(), RankedTensorType::get(flat, t.getElementType()), v);
+  s = ShardOp::create(b, v.getLoc(), shardType(t), x, group);
+  whole[s] = t;
+  return s;
+}
+
+/// A whole value read on shards: its gradient summed over the group.
+Value TensorParallel::entered(Value v) {
+  if (!isa<FloatType>(getElementTypeOrSelf(v.getType())) ||
+      (v.getDefiningOp() && isa<arith::ConstantOp, TpEnterOp>(v.getDefiningOp())))
+    return v;
+  Value &e = enteredOf[v];
+  if (!e) {
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfterValue(v);
+    e = TpEnterOp::create(b, v.getLoc(), v.getType(), v, group);
+  }
+  return e;
+}
+
+/// Every rank's shards of `v`, gathered before `before` into `v`'s full
+/// type.
+Value TensorParallel::gathered(Value v, Operation *before) {
+  auto full = whole.lookup(v);
+  OpBuilder b(before);
+  Location loc = before->getLoc();
+  SmallVector<int64_t> flat{tokens};
+  llvm::append_range(flat, tensorOf(v).getShape().drop_front());
+  auto g = AllGatherOp::create(b, loc, RankedTensorType::get(flat, full.getElementType()),
+                               TokenType::get(b.getContext()), v, ValueRange{}, group,
+                               StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+  WaitOp::create(b, loc, ValueRange{g.getToken()});
+  Value out = g.getResult();
+  if (full.getShape() != ArrayRef<int64_t>(flat))
+    out = ReshapeOp::create(b, loc, full, out);
+  return out;
+}
+
+LogicalResult TensorParallel::splitSequence(func::FuncOp fwd) {
+  // P: every integer input (the tokens, the targets) holds one per token.
+  for (BlockArgument a : fwd.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(a.getType());
+    if (!t || !isa<IntegerType>(t.getElementType()))
+      continue;
+    if (tokens && t.getNumElements() != tokens)
+      return fail(fwd, "--sequence-parallel: the integer inputs hold different numbers of "
+                       "tokens (" + Twine(tokens) + " and " + Twine(t.getNumElements()) + ")");
+    tokens = t.getNumElements();
+  }
+  if (!tokens)
+    return fail(fwd, "--sequence-parallel splits a language model's tokens: @forward has no "
+                     "integer (token) input");
+  if (tokens % n)
+    return fail(fwd, "--sequence-parallel: the " + Twine(tokens) + " tokens of a step do not "
+                     "divide over " + Twine(n) + " ranks");
+  SmallVector<Operation *> ops;
+  for (Operation &op : fwd.front())
+    ops.push_back(&op);
+  for (Operation *op : ops)
+    if (failed(shardOp(op)))
+      return failure();
+  module->setAttr(LoomDialect::SequenceParallelAttrHelper::getNameStr(),
+                  UnitAttr::get(module.getContext()));
+  return success();
+}
+
+/// Rewrites `op` for the shards it reads (ops before any shard are left
+/// whole: the position embedding's slice, say).
+LogicalResult TensorParallel::shardOp(Operation *op) {
+  auto isShard = [&](Value v) { return whole.count(v) > 0; };
+  // f: the branch's input gathered (a whole value read inside the branch
+  // from the shards too).
+  if (auto e = dyn_cast<TpEnterOp>(op); e && (entries.contains(op) || interior.contains(op))) {
+    if (!isShard(e.getInput()))
+      return success();
+    e.getResult().replaceAllUsesWith(gathered(e.getInput(), op));
+    op->erase();
+    return success();
+  }
+  if (interior.contains(op)) {
+    for (Value v : op->getOperands())
+      if (isShard(v))
+        return fail(op, "--sequence-parallel: reads the sequence shards inside a branch");
+    return success();
+  }
+  // g: the row product's partial sums, each rank keeping its tokens' sum.
+  if (exits.contains(op)) {
+    auto sum = cast<AllReduceOp>(op);
+    auto full = tensorOf(sum.getInput());
+    if (!tokenDims(full))
+      return fail(op, "--sequence-parallel: the branch's result does not span the step's "
+                      "tokens in its leading dimensions");
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value in = sum.getInput();
+    if (tokenDims(full) != 1) {
+      SmallVector<int64_t> flat{tokens};
+      llvm::append_range(flat, full.getShape().drop_front(tokenDims(full)));
+      in = ReshapeOp::create(b, loc, RankedTensorType::get(flat, full.getElementType()), in);
+    }
+    auto rs = ReduceScatterOp::create(b, loc, shardType(full), TokenType::get(b.getContext()),
+                                      in, ValueRange{}, group, ReduceKind::sum,
+                                      sum.getStream());
+    auto wait = cast<WaitOp>(op->getNextNode());
+    wait.getTokensMutable().assign(rs.getToken());
+    whole[rs.getResult()] = full;
+    sum.getResult().replaceAllUsesWith(rs.getResult());
+    op->erase();
+    return success();
+  }
+  // The embedding's token ids: this rank's tokens.
+  if (auto e = dyn_cast<EmbeddingOp>(op); e && !isShard(e.getIndices()) &&
+                                          tokenDims(tensorOf(e.getIndices())) ==
+                                              tensorOf(e.getIndices()).getRank())
+    e.getIndicesMutable().assign(sharded(e.getIndices()));
+  if (llvm::none_of(op->getOperands(), isShard))
+    return success();
+  if (isa<func::ReturnOp>(op))
+    return fail(op, "--sequence-parallel: returns a value split over the ranks' tokens");
+  if (op->getNumResults() != 1)
+    return fail(op, "--sequence-parallel: has no sequence-parallel rule");
+  Value res = op->getResult(0);
+  auto full = tensorOf(res);
+  int64_t k = tokenDims(full);
+  auto finish = [&] {
+    whole[res] = full;
+    res.setType(shardType(full));
+    return success();
+  };
+  if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+    // Each rank's mean over its tokens, over N, summed over the group: the
+    // mean over all P.
+    auto lt = whole.lookup(ce.getLogits());
+    if (!lt || tokenDims(lt) != lt.getRank() - 1)
+      return fail(op, "--sequence-parallel: its logits are not split by token");
+    if (!isShard(ce.getLabels())) {
+      if (tokenDims(tensorOf(ce.getLabels())) != tensorOf(ce.getLabels()).getRank())
+        return fail(op, "--sequence-parallel: its labels do not hold one per token");
+      ce.getLabelsMutable().assign(sharded(ce.getLabels()));
+    }
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    Location loc = op->getLoc();
+    auto plain = RankedTensorType::get({}, full.getElementType());
+    Value inv = arith::ConstantOp::create(
+        b, loc, full,
+        DenseElementsAttr::get(plain, FloatAttr::get(full.getElementType(), 1.0 / double(n))
+                                          .getValue()));
+    Value part = MulOp::create(b, loc, full, res, inv);
+    auto sum = AllReduceOp::create(b, loc, full, TokenType::get(b.getContext()), part,
+                                   ValueRange{}, group, ReduceKind::sum,
+                                   StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+    WaitOp::create(b, loc, ValueRange{sum.getToken()});
+    res.replaceAllUsesExcept(sum.getResult(), part.getDefiningOp());
+    return success();
+  }
+  if (!k || k == full.getRank())
+    return fail(op, "--sequence-parallel: its result does not hold the step's tokens in its "
+                    "leading dimensions and features after them");
+  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp>(op)) {
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      if (isShard(v)) {
+        if (whole.lookup(v).getShape() != full.getShape())
+          return fail(op, "--sequence-parallel: combines shards of different shapes");
+        continue;
+      }
+      auto t = tensorOf(v);
+      int64_t lead = full.getRank() - t.getRank();
+      if (lead >= k) { // features only: whole on every rank
+        use.set(entered(v));
+        continue;
+      }
+      bool spans = false;
+      for (int64_t d = std::max<int64_t>(lead, 0); d < k; ++d)
+        spans |= t.getDimSize(d - lead) != 1;
+      OpBuilder b(op);
+      if (!spans) { // ones along the tokens: drop them
+        auto feat = RankedTensorType::get(t.getShape().drop_front(k - lead), t.getElementType(),
+                                          t.getEncoding());
+        use.set(entered(ReshapeOp::create(b, op->getLoc(), feat, v)));
+        continue;
+      }
+      // Whole along the tokens (the position embedding): stretched to the
+      // result's shape, then this rank's tokens.
+      auto stretched = RankedTensorType::get(full.getShape(), t.getElementType(), t.getEncoding());
+      use.set(sharded(BroadcastOp::create(b, op->getLoc(), stretched, v)));
+    }
+    return finish();
+  }
+  if (isa<DropoutOp>(op))
+    return fail(op, "--sequence-parallel: dropout on the ranks' tokens would draw other masks "
+                    "than one rank does (not built: --dropout=off)");
+  if (isa<NegOp, SiluOp, GeluOp, ExpOp, TanhOp, SigmoidOp, CastOp, ReluOp, SqrtOp, RsqrtOp, ErfOp,
+          SinOp, CosOp, LogOp>(op))
+    return finish();
+  if (isa<LayerNormOp, RmsNormOp>(op)) {
+    if (!isShard(op->getOperand(0)))
+      return fail(op, "--sequence-parallel: normalises a whole value by a split one");
+    for (OpOperand &use : llvm::drop_begin(op->getOpOperands()))
+      use.set(entered(use.get()));
+    return finish();
+  }
+  if (auto m = dyn_cast<MatmulOp>(op)) {
+    if (!isShard(m.getLhs()) || isShard(m.getRhs()) || m.getTransposeLhs() ||
+        tensorOf(m.getRhs()).getRank() != 2)
+      return fail(op, "--sequence-parallel: only a linear layer (split tokens times a whole "
+                      "weight) has a rule");
+    m.getRhsMutable().assign(entered(m.getRhs()));
+    return finish();
+  }
+  if (auto e = dyn_cast<EmbeddingOp>(op)) {
+    e.getTableMutable().assign(entered(e.getTable()));
+    return finish();
+  }
+  if (isa<ReshapeOp>(op))
+    return finish(); // the leading dimensions span the tokens (k > 0)
+  return fail(op, "--sequence-parallel: has no sequence-parallel rule");
+}
 
 } // namespace
