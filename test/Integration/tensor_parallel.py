@@ -1,11 +1,11 @@
-"""Issue 47's CPU acceptance, first part: loomc --tensor-parallel on GPT
-and Llama (grouped-query attention) generators, fp32, over 2 and 4 MPI
-ranks, and 2-way tensor parallelism inside 2-way data parallelism, give the
-losses of one rank with the same global batch within 1e-6 relative over 20
-steps; so do two Hugging Face exports (Llama with grouped-query attention,
-GPT-NeoX; --init=random) over 2 ranks; a checkpointed run resumed on the
-same ranks gives the uninterrupted run's losses exactly. Standard library
-only."""
+"""Issue 47's CPU acceptance: loomc --tensor-parallel on GPT and Llama
+(grouped-query attention) generators, fp32, over 2 and 4 MPI ranks, and
+2-way tensor parallelism inside 2-way data parallelism, each with and
+without --sequence-parallel, give the losses of one rank with the same
+global batch within 1e-6 relative over 20 steps; so do two Hugging Face
+exports (Llama with grouped-query attention, GPT-NeoX; --init=random) over
+2 ranks, with and without it; a checkpointed run resumed on the same ranks
+gives the uninterrupted run's losses exactly. Standard library only."""
 import os
 import sys
 
@@ -68,6 +68,14 @@ for model, spec in MODELS.items():
     for z in (1, 2, 3):
         runs.append((f"--tensor-parallel=2 inside 2 data-parallel ranks, ZeRO-{z}", 4,
                      ["--topology", "node=2,gpu=2", "--tensor-parallel=2", f"--zero-stage={z}"]))
+    # Sequence parallelism: the same splits with the tokens between the
+    # branches split too.
+    runs += [(f"--tensor-parallel={t} --sequence-parallel", t,
+              ["--topology", f"gpu={t}", f"--tensor-parallel={t}", "--sequence-parallel"])
+             for t in (2, 4)]
+    runs.append(("--tensor-parallel=2 --sequence-parallel inside 2 data-parallel ranks, ZeRO-3",
+                 4, ["--topology", "node=2,gpu=2", "--tensor-parallel=2", "--sequence-parallel",
+                     "--zero-stage=3"]))
     for label, ranks, flags in runs:
         name = f"{model}-{label.split()[0].split('=')[1]}-{ranks}" + "".join(flags[3:])
         got = losses(train(compile_(name, spec, *flags), ranks, data, STEPS,
@@ -95,10 +103,13 @@ for export in ("llama-gqa", "gpt-neox"):
     flags = ["--task=lm", "--init=random"]
     ref = losses(train(compile_(export + "-1", onnx, *flags), 1, data128, STEPS,
                        os.path.join(a.tmp, export + "-1.jsonl")))
-    got = losses(train(compile_(export + "-tp2", onnx, *flags, "--topology", "gpu=2",
-                                "--tensor-parallel=2"), 2, data128, STEPS,
-                       os.path.join(a.tmp, export + "-tp2.jsonl")))
-    compare(f"{export}.onnx --tensor-parallel=2 on 2 ranks", got, ref)
+    for sp in ([], ["--sequence-parallel"]):
+        name = export + "-tp2" + "".join(sp)
+        got = losses(train(compile_(name, onnx, *flags, "--topology", "gpu=2",
+                                    "--tensor-parallel=2", *sp), 2, data128, STEPS,
+                           os.path.join(a.tmp, name + ".jsonl")))
+        compare(f"{export}.onnx " + " ".join(["--tensor-parallel=2", *sp]) + " on 2 ranks",
+                got, ref)
 
 # Each rank really holds its part: after 3 steps, the two ranks' slices of
 # c_fc (rows) and c_proj (columns) put together are the one-rank weights.
@@ -163,7 +174,9 @@ for label, folder in (("--tensor-parallel=2", "ck-tp"),
 
 # Resume: 10 steps, a checkpoint, 10 more, against 20 straight.
 for label, name, ranks in (("--tensor-parallel=2", "gpt-2-2", 2),
-                           ("--tensor-parallel=2 inside ZeRO-3", "gpt-2-4--zero-stage=3", 4)):
+                           ("--tensor-parallel=2 inside ZeRO-3", "gpt-2-4--zero-stage=3", 4),
+                           ("--tensor-parallel=2 --sequence-parallel inside ZeRO-3",
+                            "gpt-2-4--sequence-parallel--zero-stage=3", 4)):
     exe, ck = os.path.join(a.tmp, name), os.path.join(a.tmp, "ck-" + name)
     log = lambda part: os.path.join(a.tmp, f"{name}.{part}.jsonl")  # noqa: E731
     whole = losses(train(exe, ranks, data, STEPS, log("whole")))
