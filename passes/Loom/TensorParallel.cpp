@@ -159,6 +159,8 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   DenseMap<Value, Value> shardOf, enteredOf;
   LogicalResult splitSequence(func::FuncOp fwd);
   LogicalResult shardOp(Operation *op);
+  LogicalResult shardLoss(CrossEntropyOp ce);
+  LogicalResult shardOperands(Operation *op, RankedTensorType full, int64_t k);
   int64_t tokenDims(RankedTensorType t);
   RankedTensorType shardType(RankedTensorType t);
   Value sharded(Value v);
@@ -635,6 +637,74 @@ LogicalResult TensorParallel::splitSequence(func::FuncOp fwd) {
   return success();
 }
 
+/// The loss: each rank's mean over its tokens, over N, summed over the
+/// group (the mean over all P).
+LogicalResult TensorParallel::shardLoss(CrossEntropyOp ce) {
+  auto isShard = [&](Value v) { return whole.count(v) > 0; };
+  Operation *op = ce;
+  Value res = ce.getResult();
+  auto full = tensorOf(res);
+  auto lt = whole.lookup(ce.getLogits());
+  if (!lt || tokenDims(lt) != lt.getRank() - 1)
+    return fail(op, "--sequence-parallel: its logits are not split by token");
+  if (!isShard(ce.getLabels())) {
+    if (tokenDims(tensorOf(ce.getLabels())) != tensorOf(ce.getLabels()).getRank())
+      return fail(op, "--sequence-parallel: its labels do not hold one per token");
+    ce.getLabelsMutable().assign(sharded(ce.getLabels()));
+  }
+  OpBuilder b(op->getContext());
+  b.setInsertionPointAfter(op);
+  Location loc = op->getLoc();
+  auto plain = RankedTensorType::get({}, full.getElementType());
+  Value inv = arith::ConstantOp::create(
+      b, loc, full,
+      DenseElementsAttr::get(plain, FloatAttr::get(full.getElementType(), 1.0 / double(n))
+                                        .getValue()));
+  Value part = MulOp::create(b, loc, full, res, inv);
+  auto sum = AllReduceOp::create(b, loc, full, TokenType::get(b.getContext()), part,
+                                 ValueRange{}, group, ReduceKind::sum,
+                                 StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+  WaitOp::create(b, loc, ValueRange{sum.getToken()});
+  res.replaceAllUsesExcept(sum.getResult(), part.getDefiningOp());
+  return success();
+}
+
+/// An elementwise op's operands that are not shards: whole weights enter
+/// through tp_enter, ones along the tokens are dropped, and a value whole
+/// along the tokens (the position embedding) is stretched and sharded.
+LogicalResult TensorParallel::shardOperands(Operation *op, RankedTensorType full, int64_t k) {
+  auto isShard = [&](Value v) { return whole.count(v) > 0; };
+  for (OpOperand &use : op->getOpOperands()) {
+    Value v = use.get();
+    if (isShard(v)) {
+      if (whole.lookup(v).getShape() != full.getShape())
+        return fail(op, "--sequence-parallel: combines shards of different shapes");
+      continue;
+    }
+    auto t = tensorOf(v);
+    int64_t lead = full.getRank() - t.getRank();
+    if (lead >= k) { // features only: whole on every rank
+      use.set(entered(v));
+      continue;
+    }
+    bool spans = false;
+    for (int64_t d = std::max<int64_t>(lead, 0); d < k; ++d)
+      spans |= t.getDimSize(d - lead) != 1;
+    OpBuilder b(op);
+    if (!spans) { // ones along the tokens: drop them
+      auto feat = RankedTensorType::get(t.getShape().drop_front(k - lead), t.getElementType(),
+                                        t.getEncoding());
+      use.set(entered(ReshapeOp::create(b, op->getLoc(), feat, v)));
+      continue;
+    }
+    // Whole along the tokens (the position embedding): stretched to the
+    // result's shape, then this rank's tokens.
+    auto stretched = RankedTensorType::get(full.getShape(), t.getElementType(), t.getEncoding());
+    use.set(sharded(BroadcastOp::create(b, op->getLoc(), stretched, v)));
+  }
+  return success();
+}
+
 /// Rewrites `op` for the shards it reads (ops before any shard are left
 /// whole: the position embedding's slice, say).
 LogicalResult TensorParallel::shardOp(Operation *op) {
@@ -698,65 +768,14 @@ LogicalResult TensorParallel::shardOp(Operation *op) {
     res.setType(shardType(full));
     return success();
   };
-  if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-    // Each rank's mean over its tokens, over N, summed over the group: the
-    // mean over all P.
-    auto lt = whole.lookup(ce.getLogits());
-    if (!lt || tokenDims(lt) != lt.getRank() - 1)
-      return fail(op, "--sequence-parallel: its logits are not split by token");
-    if (!isShard(ce.getLabels())) {
-      if (tokenDims(tensorOf(ce.getLabels())) != tensorOf(ce.getLabels()).getRank())
-        return fail(op, "--sequence-parallel: its labels do not hold one per token");
-      ce.getLabelsMutable().assign(sharded(ce.getLabels()));
-    }
-    OpBuilder b(op->getContext());
-    b.setInsertionPointAfter(op);
-    Location loc = op->getLoc();
-    auto plain = RankedTensorType::get({}, full.getElementType());
-    Value inv = arith::ConstantOp::create(
-        b, loc, full,
-        DenseElementsAttr::get(plain, FloatAttr::get(full.getElementType(), 1.0 / double(n))
-                                          .getValue()));
-    Value part = MulOp::create(b, loc, full, res, inv);
-    auto sum = AllReduceOp::create(b, loc, full, TokenType::get(b.getContext()), part,
-                                   ValueRange{}, group, ReduceKind::sum,
-                                   StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-    WaitOp::create(b, loc, ValueRange{sum.getToken()});
-    res.replaceAllUsesExcept(sum.getResult(), part.getDefiningOp());
-    return success();
-  }
+  if (auto ce = dyn_cast<CrossEntropyOp>(op))
+    return shardLoss(ce);
   if (!k || k == full.getRank())
     return fail(op, "--sequence-parallel: its result does not hold the step's tokens in its "
                     "leading dimensions and features after them");
   if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp>(op)) {
-    for (OpOperand &use : op->getOpOperands()) {
-      Value v = use.get();
-      if (isShard(v)) {
-        if (whole.lookup(v).getShape() != full.getShape())
-          return fail(op, "--sequence-parallel: combines shards of different shapes");
-        continue;
-      }
-      auto t = tensorOf(v);
-      int64_t lead = full.getRank() - t.getRank();
-      if (lead >= k) { // features only: whole on every rank
-        use.set(entered(v));
-        continue;
-      }
-      bool spans = false;
-      for (int64_t d = std::max<int64_t>(lead, 0); d < k; ++d)
-        spans |= t.getDimSize(d - lead) != 1;
-      OpBuilder b(op);
-      if (!spans) { // ones along the tokens: drop them
-        auto feat = RankedTensorType::get(t.getShape().drop_front(k - lead), t.getElementType(),
-                                          t.getEncoding());
-        use.set(entered(ReshapeOp::create(b, op->getLoc(), feat, v)));
-        continue;
-      }
-      // Whole along the tokens (the position embedding): stretched to the
-      // result's shape, then this rank's tokens.
-      auto stretched = RankedTensorType::get(full.getShape(), t.getElementType(), t.getEncoding());
-      use.set(sharded(BroadcastOp::create(b, op->getLoc(), stretched, v)));
-    }
+    if (failed(shardOperands(op, full, k)))
+      return failure();
     return finish();
   }
   if (isa<DropoutOp>(op))

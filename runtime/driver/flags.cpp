@@ -3,6 +3,7 @@
 #include "driver/arrays.h"
 #include "driver/graph.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <cstdio>
@@ -291,8 +292,21 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       return true;
     };
     long k;
-    double x;
-    if (a == "--help" || a == "-h") {
+    // The flags that take one number in a range.
+    struct Real {
+      const char *flag;
+      double *to, min, max;
+    } reals[] = {{"--lr", &f.lr, 1e-12, 1e6},
+                 {"--min-lr-ratio", &f.minLrRatio, 0, 1},
+                 {"--device-memory", &f.deviceMemory, 0, 1e6},
+                 {"--replan-cpu-adam-rate", &f.replanCpuAdamRate, 1, 1e15},
+                 {"--comm-timeout", &f.commTimeout, 1e-3, 1e7}};
+    const Real *real = std::find_if(std::begin(reals), std::end(reals),
+                                    [&](const Real &r) { return a == r.flag; });
+    if (real != std::end(reals)) {
+      if (!number(*real->to, real->min, real->max))
+        return false;
+    } else if (a == "--help" || a == "-h") {
       usage(argv[0], p);
       std::exit(0);
     } else if (a == "--data") {
@@ -327,10 +341,6 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
     } else if (a == "--checkpoint-every") {
       if (!integer(f.ckptEvery, 1, 1000000000000L))
         return false;
-    } else if (a == "--lr") {
-      if (!number(x, 1e-12, 1e6))
-        return false;
-      f.lr = x;
     } else if (a == "--lr-schedule") {
       std::string v;
       if (!value(v) || !scheduleKind(v, f.lrSchedule, err))
@@ -339,10 +349,6 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
       bool warmup = a == "--warmup-steps";
       if (!integer(warmup ? f.warmupSteps : f.decaySteps, warmup ? 0 : 1, 1000000000000L))
         return false;
-    } else if (a == "--min-lr-ratio") {
-      if (!number(x, 0, 1))
-        return false;
-      f.minLrRatio = x;
     } else if (a == "--seed") {
       if (!integer(k, 0, std::numeric_limits<long>::max()))
         return false;
@@ -362,10 +368,6 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
     } else if (a == "--resume" || a == "--log-append") {
       (a == "--resume" ? f.resume : f.logAppend) = true;
-    } else if (a == "--device-memory") {
-      if (!number(x, 0, 1e6))
-        return false;
-      f.deviceMemory = x;
     } else if (a == "--replan") {
       std::string m;
       if (!value(m))
@@ -376,17 +378,9 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
         return err = "--replan " + m + ": this binary holds one plan (compile with loomc "
                      "--optimizer-offload=interleaved --replan=" + m + ")", false;
       f.replan = m == "off" ? 0 : m == "once" ? 1 : 2;
-    } else if (a == "--replan-cpu-adam-rate") {
-      if (!number(x, 1, 1e15))
-        return false;
-      f.replanCpuAdamRate = x;
     } else if (a == "--replan-after") {
       if (!integer(f.replanAfter, 2, 1000000))
         return false;
-    } else if (a == "--comm-timeout") {
-      if (!number(x, 1e-3, 1e7))
-        return false;
-      f.commTimeout = x;
     } else {
       return err = "unknown flag '" + a + "' (see --help)", false;
     }
