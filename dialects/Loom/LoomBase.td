@@ -64,6 +64,9 @@ def Loom_Dialect : Dialect {
     // On the module: the ops between the branches run on each rank's
     // tokens (loom-tensor-parallel sequence-parallel).
     "::mlir::UnitAttr":$sequence_parallel,
+    // On an op: loom-mixed-precision leaves it in fp32 (its bf16 operands
+    // cast up): the vocabulary-parallel cross-entropy's statistics.
+    "::mlir::UnitAttr":$fp32,
     // On @train_step: #loom.data_parallel, its ranks and ZeRO stage
     // (loom-data-parallel).
     "::mlir::loom::DataParallelAttr":$data_parallel,

@@ -76,6 +76,9 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                       v.getInt() <= (1 << 20) && isa<ModuleOp>(op),
                   "a positive number of ranks on the module");
   }
+  if (name == LoomDialect::Fp32AttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value) && !isa<ModuleOp, func::FuncOp>(op),
+                  "a unit attribute on an op");
   if (name == LoomDialect::SequenceParallelAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value) && isa<ModuleOp>(op) &&
                       op->hasAttr(LoomDialect::TensorParallelAttrHelper::getNameStr()),

@@ -1099,6 +1099,25 @@ def Loom_TpEnterOp : Loom_Op<"tp_enter", [Pure, AllTypesMatch<["input", "result"
   }];
 }
 
+def Loom_StopGradientOp : Loom_Op<"stop_gradient", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "The identity, through which no gradient flows";
+  let description = [{
+    PyTorch's `detach`: the value is unchanged and `loom-autodiff` treats it
+    as a constant (a comparison's result is one too). The vocabulary-parallel
+    cross-entropy of `loom-tensor-parallel` shifts the logits by their
+    maximum over the group before the exponential, a shift whose gradient is
+    zero in exact arithmetic. `loom-autodiff` removes the op once the
+    backward is built.
+
+    ```mlir
+    %m1 = loom.stop_gradient %m : tensor<16x1xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def Loom_CompressOp : Loom_Op<"compress", [Pure]> {
   let summary = "Encode a tensor with a codec, optionally with error feedback";
   let description = [{

@@ -55,7 +55,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // Tensor parallelism on the forward: autodiff then differentiates the
     // split graph and its collectives.
     if (o.tensorParallel > 1)
-      pm.addPass(mlir::loom::createTensorParallel({o.tensorParallel, "", o.sequenceParallel}));
+      pm.addPass(mlir::loom::createTensorParallel({o.tensorParallel, "", /*vocabParallel=*/true, o.sequenceParallel}));
     // The feature table's placement first: mixed precision then casts the
     // gathered rows wherever they land.
     if (!o.graphFeatures.empty()) {

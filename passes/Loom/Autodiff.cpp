@@ -51,7 +51,7 @@ public:
       // A comparison is piecewise constant: its 1/0 result carries no
       // gradient, even of floats.
       bool act = isa<LoadOp>(op) ||
-                 (!isa<EqOp, NeOp, LtOp, LeOp>(op) &&
+                 (!isa<EqOp, NeOp, LtOp, LeOp, StopGradientOp>(op) &&
                   llvm::any_of(op->getOperands(),
                                [&](Value v) { return active.contains(v); }));
       if (act)
@@ -893,11 +893,13 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       if (isOpTriviallyDead(&op))
         op.erase();
     bwd->setAttr(LoomDialect::GradParamsAttrHelper::getNameStr(), b.getArrayAttr(names));
-    // tp_enter has done its work (its rule above): from here on it is the
-    // identity it computes, in every function.
-    module.walk([](TpEnterOp o) {
-      o.getResult().replaceAllUsesWith(o.getInput());
-      o.erase();
+    // tp_enter and stop_gradient have done their work (their rules above):
+    // from here on each is the identity it computes, in every function.
+    module.walk([](Operation *op) {
+      if (isa<TpEnterOp, StopGradientOp>(op)) {
+        op->getResult(0).replaceAllUsesWith(op->getOperand(0));
+        op->erase();
+      }
     });
   }
 };

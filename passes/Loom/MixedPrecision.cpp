@@ -10,12 +10,16 @@
 // the loss keep fp32 statistics; only storage, GEMM inputs and the
 // tensors between ops are bf16.
 //
-// Two exceptions keep fp32 where bf16 storage would lose gradient bits:
+// Three exceptions keep fp32 where bf16 storage would lose bits:
 //   * embedding tables are gathered in fp32 and the rows cast down, so the
 //     table's gradient is a scatter-add in fp32 (the runtime accumulates
 //     embedding gradients in fp32 only);
 //   * the loss stays fp32 (cross_entropy writes an fp32 scalar; a loss made
-//     of other ops is cast back to the function's fp32 result).
+//     of other ops is cast back to the function's fp32 result);
+//   * ops marked `loom.fp32` stay fp32, their bf16 operands cast up (the
+//     vocabulary-parallel cross-entropy's exponentials, sums and logs,
+//     which loom-tensor-parallel writes as separate ops: stored in bf16
+//     they moved the loss by 3e-3).
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
@@ -99,6 +103,13 @@ struct MixedPrecision
           if (isa<WaitOp>(u) && u->getBlock() == &body)
             b.setInsertionPointAfter(u);
         narrowSource(copy.getResult());
+        continue;
+      }
+      if (op.hasAttr(LoomDialect::Fp32AttrHelper::getNameStr())) {
+        b.setInsertionPoint(&op);
+        for (OpOperand &u : op.getOpOperands())
+          if (retype(u.get().getType(), bf16, f32))
+            u.set(castTo(u.get(), f32));
         continue;
       }
       b.setInsertionPointAfter(&op);

@@ -401,6 +401,10 @@ def TensorParallel : Pass<"loom-tensor-parallel", "ModuleOp"> {
            "Ranks of the tensor-parallel group (1: nothing to do)">,
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to use (empty: the module's only one)">,
+    Option<"vocabParallel", "vocab-parallel", "bool", /*default=*/"true",
+           "Split the embedding tables and the LM head by rows of the vocabulary, "
+           "with the cross-entropy computed from each rank's logits (Megatron's "
+           "vocabulary-parallel embedding and loss); a table read otherwise stays whole">,
     Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
            "Also split the tokens between the branches over the group (Megatron's "
            "sequence parallelism): f becomes an all-gather, g a reduce-scatter">

@@ -15,9 +15,9 @@
 // line naming it. P's partial sums are summed over the group by an
 // all-reduce (Megatron's g), whose gradient passes through; the branch's
 // input enters through loom.tp_enter (Megatron's f), whose gradient is an
-// all-reduce. Norms, embeddings, the head and the loss stay whole on every
-// rank (the vocabulary-parallel embedding and cross-entropy, and sequence
-// parallelism, are not built).
+// all-reduce. Norms stay whole on every rank; the embedding and the head
+// are split by vocabulary (splitVocabulary) and, with sequence-parallel,
+// the ops between the branches run on each rank's tokens (splitSequence).
 //
 // A sliced parameter keeps its name and gets `loom.tp_slice = [dim,
 // groups]`: along `dim` its full tensor is `groups` equal groups, and rank
@@ -148,10 +148,19 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       if (failed(splitBranch(r)))
         return failure();
     branch.clear();
+    if (vocabParallel && failed(splitVocabulary(fwd)))
+      return failure();
     if (failed(finishParams()))
       return failure();
     return sequenceParallel ? splitSequence(fwd) : success();
   }
+
+  // The vocabulary-parallel embedding and cross-entropy (below the struct).
+  LogicalResult splitVocabulary(func::FuncOp fwd);
+  Value rankOffset(OpBuilder &b, Location loc, int64_t per);
+  Value inRange(OpBuilder &b, Location loc, Value ids, int64_t per, Value &local);
+  void splitEmbedding(EmbeddingOp e, int64_t per);
+  void splitLoss(MatmulOp head, CrossEntropyOp ce, int64_t per);
 
   // Sequence parallelism (below the struct).
   int64_t tokens = 0; // P: the tokens of a step, every rank's P / N
@@ -511,6 +520,227 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   }
 };
 
+
+//===----------------------------------------------------------------------===//
+// The vocabulary-parallel embedding and cross-entropy (Shoeybi et al. 2019,
+// section 3: "parallelize the input embedding weight matrix ... along the
+// vocabulary dimension", and the output layer's cross-entropy fused so
+// that no rank gathers the logits)
+//===----------------------------------------------------------------------===//
+//
+// Rank r keeps rows [r V/N, (r+1) V/N) of the embedding table and of the
+// LM head (GPT's tied weight is both). The embedding looks up the ids in
+// its rows, zeroes the others' and sums over the group (an exit, g: with
+// sequence parallelism a reduce-scatter). The head is a column-parallel
+// product of the whole hidden state (an entry, f: with sequence
+// parallelism an all-gather), and the loss is computed from the ranks'
+// logits of their own rows: the maximum, the sum of exponentials and the
+// target's logit each reduced over the group, so each rank holds [tokens,
+// V/N] logits, never [tokens, V]. A table or head read in any other way
+// stays whole.
+
+/// This rank's first row: element r of [0, per, 2 per, ...].
+Value TensorParallel::rankOffset(OpBuilder &b, Location loc, int64_t per) {
+  auto i64 = b.getI64Type();
+  SmallVector<int64_t> firsts;
+  for (int64_t r = 0; r < n; ++r)
+    firsts.push_back(r * per);
+  auto all = RankedTensorType::get({n}, i64);
+  Value c = arith::ConstantOp::create(b, loc, all, DenseElementsAttr::get(all, ArrayRef(firsts)));
+  return ShardOp::create(b, loc, RankedTensorType::get({1}, i64), c, group);
+}
+
+/// 1 where `ids` falls in this rank's rows, else 0; `local` is the row
+/// within them (0 outside).
+Value TensorParallel::inRange(OpBuilder &b, Location loc, Value ids, int64_t per, Value &local) {
+  auto t = tensorOf(ids);
+  auto one = RankedTensorType::get({1}, t.getElementType());
+  auto scalar = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(b, loc, one, DenseElementsAttr::get(one, ArrayRef(v)));
+  };
+  Value rel = SubOp::create(b, loc, t, ids, rankOffset(b, loc, per));
+  Value in = MulOp::create(b, loc, t, LeOp::create(b, loc, t, scalar(0), rel),
+                           LtOp::create(b, loc, t, rel, scalar(per)));
+  local = MulOp::create(b, loc, t, rel, in);
+  return in;
+}
+
+/// The masked lookup of this rank's rows, summed over the group.
+void TensorParallel::splitEmbedding(EmbeddingOp e, int64_t per) {
+  OpBuilder b(e);
+  Location loc = e.getLoc();
+  auto ids = tensorOf(e.getIndices()), out = tensorOf(e.getResult());
+  Value local;
+  Value in = inRange(b, loc, e.getIndices(), per, local);
+  e.getIndicesMutable().assign(local);
+  b.setInsertionPointAfter(e);
+  SmallVector<int64_t> col(ids.getShape());
+  col.push_back(1);
+  Value mask = CastOp::create(b, loc, RankedTensorType::get(ids.getShape(), out.getElementType()),
+                              in);
+  mask = ReshapeOp::create(b, loc, RankedTensorType::get(col, out.getElementType()), mask);
+  Value part = MulOp::create(b, loc, out, e.getResult(), mask);
+  auto sum = AllReduceOp::create(b, loc, out, TokenType::get(b.getContext()), part, ValueRange{},
+                                 group, ReduceKind::sum,
+                                 StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+  WaitOp::create(b, loc, ValueRange{sum.getToken()});
+  e.getResult().replaceAllUsesExcept(sum.getResult(), part.getDefiningOp());
+  exits.insert(sum);
+  for (Operation *op = e.getIndices().getDefiningOp(); op != sum; op = op->getNextNode())
+    if (!exits.contains(op))
+      interior.insert(op);
+}
+
+/// The cross-entropy of the ranks' logits of their own rows of the
+/// vocabulary: mean_i(log sum_v exp(z_iv - m_i) + m_i - z_i,target), with
+/// m_i the row's maximum over the group (a shift without a gradient).
+void TensorParallel::splitLoss(MatmulOp head, CrossEntropyOp ce, int64_t per) {
+  OpBuilder b(head);
+  Location loc = head.getLoc();
+  Operation *first = &*b.getInsertionPoint();
+  Value h = TpEnterOp::create(b, loc, head.getLhs().getType(), head.getLhs(), group);
+  entries.insert(h.getDefiningOp());
+  head.getLhsMutable().assign(h);
+  // The head's logits and the reshapes to the loss: V/N wide.
+  for (Value v = head.getResult(); v != ce.getLogits();) {
+    auto t = tensorOf(v);
+    SmallVector<int64_t> shape(t.getShape());
+    shape.back() = per;
+    v.setType(RankedTensorType::get(shape, t.getElementType(), t.getEncoding()));
+    v = (*v.getUsers().begin())->getResult(0);
+  }
+  auto lt = tensorOf(ce.getLogits());
+  SmallVector<int64_t> shape(lt.getShape());
+  shape.back() = per;
+  ce.getLogits().setType(RankedTensorType::get(shape, lt.getElementType(), lt.getEncoding()));
+  b.setInsertionPoint(ce);
+  loc = ce.getLoc();
+  auto labels = tensorOf(ce.getLabels());
+  int64_t rows = labels.getNumElements();
+  Type f32 = b.getF32Type(), i64 = labels.getElementType();
+  auto ty = [&](ArrayRef<int64_t> s, Type e) { return RankedTensorType::get(s, e); };
+  auto reduceOver = [&](Value r, ReduceKind k) {
+    auto op = AllReduceOp::create(b, loc, r.getType(), TokenType::get(b.getContext()), r,
+                                  ValueRange{}, group, k,
+                                  StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+    WaitOp::create(b, loc, ValueRange{op.getToken()});
+    return op.getResult();
+  };
+  // In fp32 whatever the logits' type (as the fused loss computes).
+  Value z = ReshapeOp::create(b, loc, ty({rows, per}, lt.getElementType()), ce.getLogits());
+  Operation *stats = z.getDefiningOp();
+  if (lt.getElementType() != f32)
+    z = CastOp::create(b, loc, ty({rows, per}, f32), z);
+  Value lm = ReduceOp::create(b, loc, ty({rows, 1}, f32), ReduceKind::max, z,
+                              b.getDenseI64ArrayAttr({1}), true);
+  Value m = StopGradientOp::create(b, loc, reduceOver(lm, ReduceKind::max));
+  Value e = ExpOp::create(b, loc, ty({rows, per}, f32), SubOp::create(b, loc, ty({rows, per}, f32), z, m));
+  Value s = reduceOver(ReduceOp::create(b, loc, ty({rows, 1}, f32), ReduceKind::sum, e,
+                                           b.getDenseI64ArrayAttr({1}), true),
+                       ReduceKind::sum);
+  // The target's logit: row i's element at its local column, read as
+  // element i * V/N + column of the flattened logits (zero off this rank).
+  Value lab = ReshapeOp::create(b, loc, ty({rows}, i64), ce.getLabels());
+  Value col;
+  Value in = inRange(b, loc, lab, per, col);
+  SmallVector<int64_t> starts;
+  for (int64_t i = 0; i < rows; ++i)
+    starts.push_back(i * per);
+  Value base = arith::ConstantOp::create(b, loc, ty({rows}, i64),
+                                         DenseElementsAttr::get(ty({rows}, i64), ArrayRef(starts)));
+  Value at = AddOp::create(b, loc, ty({rows}, i64), base, col);
+  Value flat = ReshapeOp::create(b, loc, ty({rows * per, 1}, f32), z);
+  Value zt = EmbeddingOp::create(b, loc, ty({rows, 1}, f32), flat, at);
+  Value mask = ReshapeOp::create(b, loc, ty({rows, 1}, f32), CastOp::create(b, loc, ty({rows}, f32), in));
+  zt = reduceOver(MulOp::create(b, loc, ty({rows, 1}, f32), zt, mask), ReduceKind::sum);
+  Value tok = SubOp::create(b, loc, ty({rows, 1}, f32),
+                            AddOp::create(b, loc, ty({rows, 1}, f32),
+                                          LogOp::create(b, loc, ty({rows, 1}, f32), s), m),
+                            zt);
+  Value loss = ReduceOp::create(b, loc, ty({}, f32), ReduceKind::mean, tok,
+                                b.getDenseI64ArrayAttr({0, 1}), false);
+  if (tensorOf(ce.getResult()).getElementType() != f32)
+    loss = CastOp::create(b, loc, ce.getResult().getType(), loss);
+  ce.getResult().replaceAllUsesWith(loss);
+  for (Operation *op = first; op != loss.getDefiningOp()->getNextNode();) {
+    Operation *next = op->getNextNode();
+    if (op != ce && !entries.contains(op))
+      interior.insert(op);
+    // The statistics in fp32 under mixed precision (from the reshape of
+    // the logits on; the head's product stays a bf16 GEMM).
+    if (op != ce && !op->isBeforeInBlock(stats) &&
+        llvm::any_of(op->getResultTypes(),
+                     [](Type t) { return isa<FloatType>(getElementTypeOrSelf(t)); }))
+      op->setAttr(LoomDialect::Fp32AttrHelper::getNameStr(), UnitAttr::get(op->getContext()));
+    op = next;
+  }
+  ce.erase();
+}
+
+LogicalResult TensorParallel::splitVocabulary(func::FuncOp fwd) {
+  // The head: one cross-entropy, of a linear layer's logits (through
+  // reshapes that keep the vocabulary last), each read once.
+  SmallVector<CrossEntropyOp> losses;
+  fwd.walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
+  MatmulOp head;
+  if (losses.size() == 1) {
+    Value z = losses[0].getLogits();
+    int64_t v = tensorOf(z).getShape().back();
+    while (z.hasOneUse() && z.getDefiningOp<ReshapeOp>() &&
+           tensorOf(z.getDefiningOp<ReshapeOp>().getInput()).getShape().back() == v)
+      z = z.getDefiningOp<ReshapeOp>().getInput();
+    head = z.hasOneUse() ? z.getDefiningOp<MatmulOp>() : MatmulOp();
+    if (head && (!linearWeight(head) || claimed.contains(head.getRhs().getDefiningOp())))
+      head = {};
+  }
+  // A table or head weight is split when each of its loads is read only as
+  // an embedding's table (split by rows) or as the head's weight, along its
+  // vocabulary, which N divides, with integer ids of 64 bits.
+  llvm::MapVector<ParamOp, SmallVector<OpOperand *>> uses;
+  fwd.walk([&](LoadOp l) {
+    ParamOp p = symtab->lookup<ParamOp>(l.getName());
+    if (!p || tensorOf(l.getResult()).getRank() != 2 || slices.count(p))
+      return;
+    for (OpOperand &u : l.getResult().getUses())
+      uses[p].push_back(&u);
+  });
+  SmallVector<std::pair<ParamOp, int64_t>> split;
+  bool headSplit = false;
+  for (auto &[p, us] : uses) {
+    int64_t dim = -1;
+    bool ok = true, embeds = false, heads = false;
+    for (OpOperand *u : us) {
+      int64_t d = -1;
+      if (auto e = dyn_cast<EmbeddingOp>(u->getOwner());
+          e && u->getOperandNumber() == 0 &&
+          tensorOf(e.getIndices()).getElementType().isInteger(64))
+        d = 0, embeds = true;
+      else if (head && u->getOwner() == head && u->getOperandNumber() == 1)
+        d = outputDim(head), heads = true;
+      ok &= d >= 0 && (dim < 0 || d == dim);
+      dim = d;
+    }
+    if (!ok || !(embeds || heads) ||
+        cast<RankedTensorType>(p.getType()).getDimSize(dim) % n != 0)
+      continue;
+    split.push_back({p, dim});
+    headSplit |= heads;
+  }
+  for (auto [p, dim] : split) {
+    int64_t per = cast<RankedTensorType>(p.getType()).getDimSize(dim) / n;
+    for (OpOperand *u : uses[p]) {
+      if (failed(slice(cast<LoadOp>(u->get().getDefiningOp()), dim, 1, u->getOwner())))
+        return failure();
+      if (auto e = dyn_cast<EmbeddingOp>(u->getOwner()))
+        splitEmbedding(e, per);
+    }
+  }
+  if (headSplit) {
+    auto w = cast<RankedTensorType>(head.getRhs().getType());
+    splitLoss(head, losses[0], w.getDimSize(outputDim(head)) / n);
+  }
+  return success();
+}
 
 //===----------------------------------------------------------------------===//
 // Sequence parallelism (Korthikanti et al., "Reducing Activation

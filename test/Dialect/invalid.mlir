@@ -900,3 +900,17 @@ func.func @chunk_block(%x: tensor<16xf32>) {
   loom.wait %t
   return
 }
+
+// -----
+
+// Sequence parallelism splits the tokens over a tensor-parallel group.
+// expected-error@+1 {{'loom.sequence_parallel' must be a unit attribute on a module with loom.tensor_parallel}}
+module attributes {loom.sequence_parallel} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.fp32' must be a unit attribute on an op}}
+func.func @f() attributes {loom.fp32} {
+  return
+}

@@ -276,3 +276,14 @@ func.func @tp_enter(%h: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
   %e = loom.tp_enter over #loom.group<@frontier, ["gcd"]> %h : tensor<2x8x64xf32>
   return %e : tensor<2x8x64xf32>
 }
+
+// The vocabulary-parallel loss's shift: the identity, without a gradient;
+// loom.fp32 keeps an op in fp32 under mixed precision.
+// CHECK-LABEL: func.func @stop_gradient
+// CHECK: loom.stop_gradient %{{.*}} : tensor<8x1xf32>
+// CHECK: loom.exp %{{.*}} {loom.fp32} : tensor<8x1xf32>
+func.func @stop_gradient(%m: tensor<8x1xf32>) -> tensor<8x1xf32> {
+  %s = loom.stop_gradient %m : tensor<8x1xf32>
+  %e = loom.exp %s {loom.fp32} : tensor<8x1xf32>
+  return %e : tensor<8x1xf32>
+}

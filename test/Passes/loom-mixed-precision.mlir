@@ -1,5 +1,5 @@
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-mixed-precision | FileCheck %s
-// The last case fails on purpose; the first two still print their output.
+// The last case fails on purpose; the cases before it still print their output.
 // RUN: not loom-opt %s --split-input-file --loom-mixed-precision --loom-autodiff 2>/dev/null | FileCheck %s --check-prefix=AD
 
 // Arguments, loads and activations become bf16; constants are rebuilt as
@@ -52,6 +52,25 @@ func.func @forward(%x: tensor<4x8xf32>) -> tensor<f32> {
   %h = loom.matmul %x, %w transpose_rhs : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
   %q = loom.mul %h, %h : tensor<4x3xf32>, tensor<4x3xf32> -> tensor<4x3xf32>
   %l = loom.reduce mean %q [0, 1] : tensor<4x3xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Ops marked loom.fp32 stay fp32, their bf16 operands cast up (the
+// vocabulary-parallel loss's statistics); the product before them is bf16.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[H:.*]] = loom.matmul {{.*}} -> tensor<4x3xbf16>
+// CHECK: %[[HF:.*]] = loom.cast %[[H]] : tensor<4x3xbf16> to tensor<4x3xf32>
+// CHECK: %[[E:.*]] = loom.exp %[[HF]] {loom.fp32} : tensor<4x3xf32>
+// CHECK: %[[L:.*]] = loom.reduce mean %[[E]] [0, 1] {loom.fp32} : tensor<4x3xf32> to tensor<f32>
+// CHECK: return %[[L]] : tensor<f32>
+loom.param @w : tensor<3x8xf32> init #loom.init<normal(0.0, 1.0)>
+func.func @forward(%x: tensor<4x8xf32>) -> tensor<f32> {
+  %w = loom.load @w : tensor<3x8xf32>
+  %h = loom.matmul %x, %w transpose_rhs : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
+  %e = loom.exp %h {loom.fp32} : tensor<4x3xf32>
+  %l = loom.reduce mean %e [0, 1] {loom.fp32} : tensor<4x3xf32> to tensor<f32>
   return %l : tensor<f32>
 }
 
