@@ -2,7 +2,8 @@
 # On the development machine: CUDA programs for bench/run-tp-gpu.sh
 # (issue 47: tensor parallelism's bits on the CUDA path) into .carry/tp/:
 # a GPT and a Llama with grouped-query attention, fp32 and bf16, on one
-# rank and with --tensor-parallel=2.
+# rank, with --tensor-parallel=2 (the embedding and head split by
+# vocabulary) and with --tensor-parallel=2 --sequence-parallel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=.carry/tp
@@ -18,6 +19,8 @@ for m in gpt llama; do
     "$L" --model "${SPEC[$m]}" --target=cuda --precision=$p --compile-to=cpp -o "$C/$n-1.cpp" 2>/dev/null
     "$L" --model "${SPEC[$m]}" --target=cuda --precision=$p --topology=gpu=2 --tensor-parallel=2 \
       --compile-to=cpp -o "$C/$n-tp2.cpp" 2>/dev/null
+    "$L" --model "${SPEC[$m]}" --target=cuda --precision=$p --topology=gpu=2 --tensor-parallel=2 \
+      --sequence-parallel --compile-to=cpp -o "$C/$n-sp2.cpp" 2>/dev/null
   done
 done
 ls "$C"
