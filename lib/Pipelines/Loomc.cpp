@@ -816,10 +816,9 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
     if (o.model.empty() && o.init != "random")
       return std::string("--tensor-parallel splits the parameters: with an imported model give "
                          "--init=random (splitting imported values is not built)");
-    if ((o.recompute != "none" && o.recompute != "auto") ||
-        o.offload != "none" || !o.zeropp.empty() || !o.diloco.empty() ||
+    if (o.offload != "none" || !o.zeropp.empty() || !o.diloco.empty() ||
         o.optimizer == "onebit-adam")
-      return std::string("--tensor-parallel is not built with --recompute, "
+      return std::string("--tensor-parallel is not built with "
                          "--optimizer-offload, --zeropp, --diloco or 1-bit Adam yet "
                          "(docs/tensor-parallel.md)");
   }

@@ -1,7 +1,8 @@
 """Issue 47's CPU acceptance: loomc --tensor-parallel on GPT and Llama
 (grouped-query attention) generators, fp32, over 2 and 4 MPI ranks, and
 2-way tensor parallelism inside 2-way data parallelism, each with and
-without --sequence-parallel, give the losses of one rank with the same
+without --sequence-parallel (and with --recompute full and selective),
+give the losses of one rank with the same
 global batch within 1e-6 relative over 20 steps; so do two Hugging Face
 exports (Llama with grouped-query attention, GPT-NeoX; --init=random) over
 2 ranks, with and without it; a checkpointed run resumed on the same ranks
@@ -76,6 +77,11 @@ for model, spec in MODELS.items():
     runs.append(("--tensor-parallel=2 --sequence-parallel inside 2 data-parallel ranks, ZeRO-3",
                  4, ["--topology", "node=2,gpu=2", "--tensor-parallel=2", "--sequence-parallel",
                      "--zero-stage=3"]))
+    # Recompute per block: the backward runs each block's forward again,
+    # its collectives included.
+    runs += [(f"--tensor-parallel=2 --sequence-parallel --recompute={r}", 2,
+              ["--topology", "gpu=2", "--tensor-parallel=2", "--sequence-parallel",
+               f"--recompute={r}"]) for r in ("full", "selective")]
     for label, ranks, flags in runs:
         name = f"{model}-{label.split()[0].split('=')[1]}-{ranks}" + "".join(flags[3:])
         got = losses(train(compile_(name, spec, *flags), ranks, data, STEPS,
