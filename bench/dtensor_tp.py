@@ -118,7 +118,8 @@ def main():
         print(json.dumps({"impl": f"torch {torch.__version__} DTensor TP + SP + loss_parallel",
                           "ranks": world, "params": n, "step_s": s, "tokens_per_s": tps,
                           "mfu": 6 * n * tps / (989e12 * world),
-                          "loss": float(loss.full_tensor() if hasattr(loss, "full_tensor") else loss),
+                          "loss": float((loss.full_tensor() if hasattr(loss, "full_tensor")
+                                         else loss).detach()),
                           "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30}))
     dist.destroy_process_group()
 
