@@ -849,9 +849,6 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (explicitReplan && o.offload == "none")
     return "--replan=" + o.replan + " re-plans the optimizer's offload: give "
            "--optimizer-offload=interleaved (or cpu, static:R: one plan, its predictions)";
-  if (explicitReplan && d.dataParallel)
-    return "--replan=" + o.replan + " is built for one rank (the ranks would have to agree on "
-           "the rate they measure); not with --topology yet";
   if (explicitReplan && d.phase < Phase::Cpp)
     return "--replan=" + o.replan + " builds the plans into a binary: --compile-to=cpp or binary";
   if ((!o.task.empty() || !o.frozen.empty()) &&

@@ -60,13 +60,14 @@ public:
 
   std::string manifestPath() const { return dir + "/checkpoint.json"; }
   std::string partPath(long step, int r) const;
+  /// The minimum and maximum of `v` over all ranks (one all-reduce; also
+  /// how the ranks agree on a re-planning decision). Collective.
+  loomrt_status agree(int64_t v, int64_t &lo, int64_t &hi);
 
 private:
   /// Rank r's part of `step`: "step-S" + rankSuffix(r).
   std::string partName(long step, int r) const;
   std::string rankSuffix(int r) const;
-  /// The minimum and maximum of `v` over all ranks (one all-reduce).
-  loomrt_status agree(int64_t v, int64_t &lo, int64_t &hi);
   /// Every rank learns whether all of them succeeded; the failing rank
   /// keeps its own message, the others get `otherwise`.
   loomrt_status allOk(loomrt_status mine, const std::string &otherwise);

@@ -909,18 +909,23 @@ void TrainRun::decideReplan(long step) {
        window = replanMode == 2 && done > after && (done - after) % kReplanWindow == 0;
   if (!first && !window)
     return;
-  if (world > 1) {
-    if (first)
-      std::printf("loomrt: replan: the plans were compiled for one rank; this run has %d: kept\n",
-                  world);
-    return;
-  }
   double rate = f.replanCpuAdamRate > 0 ? f.replanCpuAdamRate
                 : first                 ? measuredAdamRate
                 : p->cpu_update_params > 0 && windowAdamMs > 0
                     ? double(p->cpu_update_params) / (windowAdamMs / kReplanWindow / 1000)
                     : -1;
   windowAdamMs = 0;
+  // The ranks decide together, at the slowest rank's rate: its CPU
+  // updates pace every rank's step.
+  if (world > 1) {
+    int64_t lo = 0, hi = 0;
+    if (ckpt->agree(int64_t(std::llround(rate)), lo, hi)) {
+      std::printf("loomrt: replan: the ranks could not agree on a rate (%s): kept\n",
+                  loomrt_last_error());
+      return;
+    }
+    rate = double(lo);
+  }
   if (rate <= 0 || rp->nominal_cpu_adam_params_per_s <= 0) {
     if (first)
       std::printf("loomrt: replan: this plan updates nothing on the CPU, so there is no CPU Adam "
@@ -936,8 +941,14 @@ void TrainRun::decideReplan(long step) {
   for (size_t c = 0; c < rp->num_candidates; ++c)
     std::printf("%s %.4g s (%s)%s", c ? "," : "", pred[c], rp->plans[c],
                 c == to ? " *" : "");
-  std::printf("; %s\n", to == cand ? "kept" : "continuing under the one marked *");
-  if (to == cand)
+  // Several ranks switch through a checkpoint that every rank reads: the
+  // user's --checkpoint-dir (a folder of the binary's own is per node).
+  bool canSwitch = world == 1 || !f.ckptDir.empty();
+  std::printf("; %s\n", to == cand   ? "kept"
+                        : canSwitch ? "continuing under the one marked *"
+                                    : "kept: switching plans on several ranks needs a "
+                                      "--checkpoint-dir every rank shares");
+  if (to == cand || !canSwitch)
     return;
   switchTo = rp->candidates[to];
   switchCand = to;
