@@ -602,6 +602,13 @@ void TensorParallel::splitLoss(MatmulOp head, CrossEntropyOp ce, int64_t per) {
   entries.insert(h.getDefiningOp());
   head.getLhsMutable().assign(h);
   // The head's logits and the reshapes to the loss: V/N wide.
+  // A transposed weight's transpose: its rows of the vocabulary too.
+  if (auto t = head.getRhs().getDefiningOp<TransposeOp>()) {
+    auto wt = tensorOf(t.getResult());
+    SmallVector<int64_t> shape(wt.getShape());
+    shape[outputDim(head)] = per;
+    t.getResult().setType(RankedTensorType::get(shape, wt.getElementType(), wt.getEncoding()));
+  }
   for (Value v = head.getResult(); v != ce.getLogits();) {
     auto t = tensorOf(v);
     SmallVector<int64_t> shape(t.getShape());
@@ -690,7 +697,14 @@ LogicalResult TensorParallel::splitVocabulary(func::FuncOp fwd) {
            tensorOf(z.getDefiningOp<ReshapeOp>().getInput()).getShape().back() == v)
       z = z.getDefiningOp<ReshapeOp>().getInput();
     head = z.hasOneUse() ? z.getDefiningOp<MatmulOp>() : MatmulOp();
-    if (head && (!linearWeight(head) || claimed.contains(head.getRhs().getDefiningOp())))
+    // Its weight: a load, or (an exporter's tied head) the transpose of one.
+    Value w = head ? head.getRhs() : Value();
+    if (auto t = w ? w.getDefiningOp<TransposeOp>() : TransposeOp();
+        t && t.getResult().hasOneUse() && tensorOf(w).getRank() == 2)
+      w = t.getInput();
+    auto load = w ? w.getDefiningOp<LoadOp>() : LoadOp();
+    if (head && (head.getTransposeLhs() || !load || tensorOf(w).getRank() != 2 ||
+                 claimed.contains(load)))
       head = {};
   }
   // A table or head weight is split when each of its loads is read only as
@@ -717,6 +731,9 @@ LogicalResult TensorParallel::splitVocabulary(func::FuncOp fwd) {
         d = 0, embeds = true;
       else if (head && u->getOwner() == head && u->getOperandNumber() == 1)
         d = outputDim(head), heads = true;
+      else if (head && isa<TransposeOp>(u->getOwner()) &&
+               u->getOwner()->getResult(0) == head.getRhs())
+        d = 1 - outputDim(head), heads = true; // the head reads it transposed
       ok &= d >= 0 && (dim < 0 || d == dim);
       dim = d;
     }

@@ -4,7 +4,7 @@
 without --sequence-parallel (and with --recompute full and selective),
 give the losses of one rank with the same
 global batch within 1e-6 relative over 20 steps; so do two Hugging Face
-exports (Llama with grouped-query attention, GPT-NeoX; --init=random) over
+exports (Llama with grouped-query attention, GPT-NeoX, GPT-2; --init=random) over
 2 ranks, with and without it; a checkpointed run resumed on the same ranks
 gives the uninterrupted run's losses exactly. Standard library only."""
 import os
@@ -104,7 +104,7 @@ print(f"llama-gqa --precision=bf16 --tensor-parallel=2 on 2 ranks: max relative 
 # Exports: their own shapes (batch 2 x 16, vocabulary 128), weights drawn.
 data128 = os.path.join(a.tmp, "tokens128.bin")
 noisy_pattern(data128, 128, 20000)
-for export in ("llama-gqa", "gpt-neox"):
+for export in ("llama-gqa", "gpt-neox", "gpt2"):
     onnx = os.path.join(a.zoo, export + ".onnx")
     flags = ["--task=lm", "--init=random"]
     ref = losses(train(compile_(export + "-1", onnx, *flags), 1, data128, STEPS,
