@@ -2,11 +2,11 @@
 (grouped-query attention) generators, fp32, over 2 and 4 MPI ranks, and
 2-way tensor parallelism inside 2-way data parallelism, each with and
 without --sequence-parallel (and with --recompute full and selective),
-give the losses of one rank with the same
-global batch within 1e-6 relative over 20 steps; so do two Hugging Face
-exports (Llama with grouped-query attention, GPT-NeoX, GPT-2; --init=random) over
-2 ranks, with and without it; a checkpointed run resumed on the same ranks
-gives the uninterrupted run's losses exactly. Standard library only."""
+give the losses of one rank with the same global batch within 1e-6
+relative over 20 steps; so do three Hugging Face exports (Llama with
+grouped-query attention, GPT-NeoX, GPT-2; --init=random) over 2 ranks,
+with and without it; a checkpointed run resumed on the same ranks gives
+the uninterrupted run's losses exactly. Standard library only."""
 import os
 import sys
 
