@@ -5,8 +5,9 @@ without --sequence-parallel (and with --recompute full and selective),
 give the losses of one rank with the same global batch within 1e-6
 relative over 20 steps; so do three Hugging Face exports (Llama with
 grouped-query attention, GPT-NeoX, GPT-2; --init=random) over 2 ranks,
-with and without it (GPT-NeoX and GPT-2 over 4 ranks too); a checkpointed run resumed on the same ranks gives
-the uninterrupted run's losses exactly. Standard library only."""
+and GPT-NeoX and GPT-2 over 4, with and without it; a checkpointed run
+resumed on the same ranks gives the uninterrupted run's losses exactly.
+Standard library only."""
 import os
 import sys
 
