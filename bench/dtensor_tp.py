@@ -59,9 +59,13 @@ def main():
     # torchtitan's plan (torchtitan/models/llama3/infra/parallelize.py):
     # vocabulary-parallel embedding and head, sequence-parallel norms,
     # column-parallel q/k/v and gate/up, row-parallel o and down.
+    # Hugging Face's modules read shapes (the rotary positions, the heads'
+    # reshape) from the hidden states: they stay DTensors with their global
+    # shape between the blocks (use_local_output=False where torchtitan's
+    # own model takes local tensors).
     parallelize_module(model, mesh, {
         "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(),
-                                              output_layouts=Shard(1)),
+                                              output_layouts=Shard(1), use_local_output=False),
         "model.norm": SequenceParallel(),
         "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
                                    use_local_output=False),
@@ -76,13 +80,13 @@ def main():
             "self_attn.q_proj": ColwiseParallel(),
             "self_attn.k_proj": ColwiseParallel(),
             "self_attn.v_proj": ColwiseParallel(),
-            "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1)),
+            "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
             "post_attention_layernorm": SequenceParallel(),
             "mlp": PrepareModuleInput(input_layouts=(Shard(1),),
                                       desired_input_layouts=(Replicate(),)),
             "mlp.gate_proj": ColwiseParallel(),
             "mlp.up_proj": ColwiseParallel(),
-            "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1)),
+            "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
         })
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, fused=True)
@@ -91,10 +95,11 @@ def main():
     g = torch.Generator(device="cuda").manual_seed(0)  # the same batch on every rank
     x = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda", generator=g)
     y = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda", generator=g)
+    pos = torch.arange(a.seq, device="cuda").unsqueeze(0)  # the whole sequence's
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(input_ids=x).logits
+            logits = model(input_ids=x, position_ids=pos).logits
         with loss_parallel():
             loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
             loss.backward()
