@@ -157,6 +157,8 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
 
   // The vocabulary-parallel embedding and cross-entropy (below the struct).
   LogicalResult splitVocabulary(func::FuncOp fwd);
+  /// `v` reduced over the group on the comm stream, waited for at once.
+  AllReduceOp reduceOver(OpBuilder &b, Location loc, Value v, ReduceKind k = ReduceKind::sum);
   Value rankOffset(OpBuilder &b, Location loc, int64_t per);
   Value inRange(OpBuilder &b, Location loc, Value ids, int64_t per, Value &local);
   void splitEmbedding(EmbeddingOp e, int64_t per);
@@ -170,7 +172,9 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
   LogicalResult shardOp(Operation *op);
   LogicalResult shardLoss(CrossEntropyOp ce);
   LogicalResult shardOperands(Operation *op, RankedTensorType full, int64_t k);
+  bool isShard(Value v) const { return whole.count(v) > 0; }
   int64_t tokenDims(RankedTensorType t);
+  RankedTensorType flatType(RankedTensorType t);
   RankedTensorType shardType(RankedTensorType t);
   Value sharded(Value v);
   Value entered(Value v);
@@ -334,10 +338,7 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       return failure();
     OpBuilder b(r->getContext());
     b.setInsertionPointAfter(r);
-    auto sum = AllReduceOp::create(b, r.getLoc(), r.getType(), TokenType::get(b.getContext()),
-                                   r.getResult(), ValueRange{}, group, ReduceKind::sum,
-                                   StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-    WaitOp::create(b, r.getLoc(), ValueRange{sum.getToken()});
+    AllReduceOp sum = reduceOver(b, r.getLoc(), r.getResult());
     r.getResult().replaceAllUsesExcept(sum.getResult(), sum);
     exits.insert(sum);
     return success();
@@ -539,6 +540,14 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
 // V/N] logits, never [tokens, V]. A table or head read in any other way
 // stays whole.
 
+AllReduceOp TensorParallel::reduceOver(OpBuilder &b, Location loc, Value v, ReduceKind k) {
+  auto op = AllReduceOp::create(b, loc, v.getType(), TokenType::get(b.getContext()), v,
+                                ValueRange{}, group, k,
+                                StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+  WaitOp::create(b, loc, ValueRange{op.getToken()});
+  return op;
+}
+
 /// This rank's first row: element r of [0, per, 2 per, ...].
 Value TensorParallel::rankOffset(OpBuilder &b, Location loc, int64_t per) {
   auto i64 = b.getI64Type();
@@ -580,10 +589,7 @@ void TensorParallel::splitEmbedding(EmbeddingOp e, int64_t per) {
                               in);
   mask = ReshapeOp::create(b, loc, RankedTensorType::get(col, out.getElementType()), mask);
   Value part = MulOp::create(b, loc, out, e.getResult(), mask);
-  auto sum = AllReduceOp::create(b, loc, out, TokenType::get(b.getContext()), part, ValueRange{},
-                                 group, ReduceKind::sum,
-                                 StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-  WaitOp::create(b, loc, ValueRange{sum.getToken()});
+  AllReduceOp sum = reduceOver(b, loc, part);
   e.getResult().replaceAllUsesExcept(sum.getResult(), part.getDefiningOp());
   exits.insert(sum);
   for (Operation *op = e.getIndices().getDefiningOp(); op != sum; op = op->getNextNode())
@@ -601,38 +607,29 @@ void TensorParallel::splitLoss(MatmulOp head, CrossEntropyOp ce, int64_t per) {
   Value h = TpEnterOp::create(b, loc, head.getLhs().getType(), head.getLhs(), group);
   entries.insert(h.getDefiningOp());
   head.getLhsMutable().assign(h);
-  // The head's logits and the reshapes to the loss: V/N wide.
-  // A transposed weight's transpose: its rows of the vocabulary too.
-  if (auto t = head.getRhs().getDefiningOp<TransposeOp>()) {
-    auto wt = tensorOf(t.getResult());
-    SmallVector<int64_t> shape(wt.getShape());
-    shape[outputDim(head)] = per;
-    t.getResult().setType(RankedTensorType::get(shape, wt.getElementType(), wt.getEncoding()));
-  }
-  for (Value v = head.getResult(); v != ce.getLogits();) {
+  auto narrow = [per](Value v, int64_t dim) {
     auto t = tensorOf(v);
     SmallVector<int64_t> shape(t.getShape());
-    shape.back() = per;
+    shape[dim] = per;
     v.setType(RankedTensorType::get(shape, t.getElementType(), t.getEncoding()));
-    v = (*v.getUsers().begin())->getResult(0);
+  };
+  // A transposed weight's transpose: its rows of the vocabulary too.
+  if (auto t = head.getRhs().getDefiningOp<TransposeOp>())
+    narrow(t.getResult(), outputDim(head));
+  // The head's logits and the reshapes to the loss: V/N wide.
+  for (Value v = head.getResult();; v = (*v.getUsers().begin())->getResult(0)) {
+    narrow(v, tensorOf(v).getRank() - 1);
+    if (v == ce.getLogits())
+      break;
   }
   auto lt = tensorOf(ce.getLogits());
-  SmallVector<int64_t> shape(lt.getShape());
-  shape.back() = per;
-  ce.getLogits().setType(RankedTensorType::get(shape, lt.getElementType(), lt.getEncoding()));
   b.setInsertionPoint(ce);
   loc = ce.getLoc();
   auto labels = tensorOf(ce.getLabels());
   int64_t rows = labels.getNumElements();
   Type f32 = b.getF32Type(), i64 = labels.getElementType();
   auto ty = [&](ArrayRef<int64_t> s, Type e) { return RankedTensorType::get(s, e); };
-  auto reduceOver = [&](Value r, ReduceKind k) {
-    auto op = AllReduceOp::create(b, loc, r.getType(), TokenType::get(b.getContext()), r,
-                                  ValueRange{}, group, k,
-                                  StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-    WaitOp::create(b, loc, ValueRange{op.getToken()});
-    return op.getResult();
-  };
+  auto over = [&](Value r, ReduceKind k) { return reduceOver(b, loc, r, k).getResult(); };
   // In fp32 whatever the logits' type (as the fused loss computes).
   Value z = ReshapeOp::create(b, loc, ty({rows, per}, lt.getElementType()), ce.getLogits());
   Operation *stats = z.getDefiningOp();
@@ -640,11 +637,11 @@ void TensorParallel::splitLoss(MatmulOp head, CrossEntropyOp ce, int64_t per) {
     z = CastOp::create(b, loc, ty({rows, per}, f32), z);
   Value lm = ReduceOp::create(b, loc, ty({rows, 1}, f32), ReduceKind::max, z,
                               b.getDenseI64ArrayAttr({1}), true);
-  Value m = StopGradientOp::create(b, loc, reduceOver(lm, ReduceKind::max));
+  Value m = StopGradientOp::create(b, loc, over(lm, ReduceKind::max));
   Value e = ExpOp::create(b, loc, ty({rows, per}, f32), SubOp::create(b, loc, ty({rows, per}, f32), z, m));
-  Value s = reduceOver(ReduceOp::create(b, loc, ty({rows, 1}, f32), ReduceKind::sum, e,
-                                           b.getDenseI64ArrayAttr({1}), true),
-                       ReduceKind::sum);
+  Value s = over(ReduceOp::create(b, loc, ty({rows, 1}, f32), ReduceKind::sum, e,
+                                  b.getDenseI64ArrayAttr({1}), true),
+                 ReduceKind::sum);
   // The target's logit: row i's element at its local column, read as
   // element i * V/N + column of the flattened logits (zero off this rank).
   Value lab = ReshapeOp::create(b, loc, ty({rows}, i64), ce.getLabels());
@@ -659,7 +656,7 @@ void TensorParallel::splitLoss(MatmulOp head, CrossEntropyOp ce, int64_t per) {
   Value flat = ReshapeOp::create(b, loc, ty({rows * per, 1}, f32), z);
   Value zt = EmbeddingOp::create(b, loc, ty({rows, 1}, f32), flat, at);
   Value mask = ReshapeOp::create(b, loc, ty({rows, 1}, f32), CastOp::create(b, loc, ty({rows}, f32), in));
-  zt = reduceOver(MulOp::create(b, loc, ty({rows, 1}, f32), zt, mask), ReduceKind::sum);
+  zt = over(MulOp::create(b, loc, ty({rows, 1}, f32), zt, mask), ReduceKind::sum);
   Value tok = SubOp::create(b, loc, ty({rows, 1}, f32),
                             AddOp::create(b, loc, ty({rows, 1}, f32),
                                           LogOp::create(b, loc, ty({rows, 1}, f32), s), m),
@@ -798,10 +795,18 @@ int64_t TensorParallel::tokenDims(RankedTensorType t) {
   return 0;
 }
 
+/// A full type spanning the tokens, its token dimensions folded: [P,
+/// rest...] (what the collectives and loom.shard cut along dimension 0).
+RankedTensorType TensorParallel::flatType(RankedTensorType t) {
+  SmallVector<int64_t> shape{tokens};
+  llvm::append_range(shape, t.getShape().drop_front(tokenDims(t)));
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
 /// A full type spanning the tokens -> this rank's [P/N, rest...].
 RankedTensorType TensorParallel::shardType(RankedTensorType t) {
-  SmallVector<int64_t> shape{tokens / n};
-  llvm::append_range(shape, t.getShape().drop_front(tokenDims(t)));
+  SmallVector<int64_t> shape(flatType(t).getShape());
+  shape[0] /= n;
   return RankedTensorType::get(shape, t.getElementType(), t.getEncoding());
 }
 
@@ -814,11 +819,9 @@ Value TensorParallel::sharded(Value v) {
   auto t = tensorOf(v);
   OpBuilder b(module.getContext());
   b.setInsertionPointAfterValue(v);
-  SmallVector<int64_t> flat{tokens};
-  llvm::append_range(flat, t.getShape().drop_front(tokenDims(t)));
   Value x = v;
   if (tokenDims(t) != 1)
-    x = ReshapeOp::create(b, v.getLoc(), RankedTensorType::get(flat, t.getElementType()), v);
+    x = ReshapeOp::create(b, v.getLoc(), flatType(t), v);
   s = ShardOp::create(b, v.getLoc(), shardType(t), x, group);
   whole[s] = t;
   return s;
@@ -844,14 +847,12 @@ Value TensorParallel::gathered(Value v, Operation *before) {
   auto full = whole.lookup(v);
   OpBuilder b(before);
   Location loc = before->getLoc();
-  SmallVector<int64_t> flat{tokens};
-  llvm::append_range(flat, tensorOf(v).getShape().drop_front());
-  auto g = AllGatherOp::create(b, loc, RankedTensorType::get(flat, full.getElementType()),
-                               TokenType::get(b.getContext()), v, ValueRange{}, group,
+  RankedTensorType flat = flatType(full);
+  auto g = AllGatherOp::create(b, loc, flat, TokenType::get(b.getContext()), v, ValueRange{}, group,
                                StreamAttr::get(b.getContext(), StreamKind::comm, 0));
   WaitOp::create(b, loc, ValueRange{g.getToken()});
   Value out = g.getResult();
-  if (full.getShape() != ArrayRef<int64_t>(flat))
+  if (full.getShape() != flat.getShape())
     out = ReshapeOp::create(b, loc, full, out);
   return out;
 }
@@ -887,7 +888,6 @@ LogicalResult TensorParallel::splitSequence(func::FuncOp fwd) {
 /// The loss: each rank's mean over its tokens, over N, summed over the
 /// group (the mean over all P).
 LogicalResult TensorParallel::shardLoss(CrossEntropyOp ce) {
-  auto isShard = [&](Value v) { return whole.count(v) > 0; };
   Operation *op = ce;
   Value res = ce.getResult();
   auto full = tensorOf(res);
@@ -908,10 +908,7 @@ LogicalResult TensorParallel::shardLoss(CrossEntropyOp ce) {
       DenseElementsAttr::get(plain, FloatAttr::get(full.getElementType(), 1.0 / double(n))
                                         .getValue()));
   Value part = MulOp::create(b, loc, full, res, inv);
-  auto sum = AllReduceOp::create(b, loc, full, TokenType::get(b.getContext()), part,
-                                 ValueRange{}, group, ReduceKind::sum,
-                                 StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-  WaitOp::create(b, loc, ValueRange{sum.getToken()});
+  AllReduceOp sum = reduceOver(b, loc, part);
   res.replaceAllUsesExcept(sum.getResult(), part.getDefiningOp());
   return success();
 }
@@ -920,7 +917,6 @@ LogicalResult TensorParallel::shardLoss(CrossEntropyOp ce) {
 /// through tp_enter, ones along the tokens are dropped, and a value whole
 /// along the tokens (the position embedding) is stretched and sharded.
 LogicalResult TensorParallel::shardOperands(Operation *op, RankedTensorType full, int64_t k) {
-  auto isShard = [&](Value v) { return whole.count(v) > 0; };
   for (OpOperand &use : op->getOpOperands()) {
     Value v = use.get();
     if (isShard(v)) {
@@ -955,7 +951,6 @@ LogicalResult TensorParallel::shardOperands(Operation *op, RankedTensorType full
 /// Rewrites `op` for the shards it reads (ops before any shard are left
 /// whole: the position embedding's slice, say).
 LogicalResult TensorParallel::shardOp(Operation *op) {
-  auto isShard = [&](Value v) { return whole.count(v) > 0; };
   // f: the branch's input gathered (a whole value read inside the branch
   // from the shards too).
   if (auto e = dyn_cast<TpEnterOp>(op); e && (entries.contains(op) || interior.contains(op))) {
@@ -981,11 +976,8 @@ LogicalResult TensorParallel::shardOp(Operation *op) {
     OpBuilder b(op);
     Location loc = op->getLoc();
     Value in = sum.getInput();
-    if (tokenDims(full) != 1) {
-      SmallVector<int64_t> flat{tokens};
-      llvm::append_range(flat, full.getShape().drop_front(tokenDims(full)));
-      in = ReshapeOp::create(b, loc, RankedTensorType::get(flat, full.getElementType()), in);
-    }
+    if (tokenDims(full) != 1)
+      in = ReshapeOp::create(b, loc, flatType(full), in);
     auto rs = ReduceScatterOp::create(b, loc, shardType(full), TokenType::get(b.getContext()),
                                       in, ValueRange{}, group, ReduceKind::sum,
                                       sum.getStream());
@@ -1001,7 +993,7 @@ LogicalResult TensorParallel::shardOp(Operation *op) {
                                           tokenDims(tensorOf(e.getIndices())) ==
                                               tensorOf(e.getIndices()).getRank())
     e.getIndicesMutable().assign(sharded(e.getIndices()));
-  if (llvm::none_of(op->getOperands(), isShard))
+  if (llvm::none_of(op->getOperands(), [&](Value v) { return isShard(v); }))
     return success();
   if (isa<func::ReturnOp>(op))
     return fail(op, "--sequence-parallel: returns a value split over the ranks' tokens");
