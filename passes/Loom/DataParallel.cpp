@@ -175,9 +175,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       // A gradient that a collective made (sequence parallelism sums a
       // whole weight's shares over the tensor-parallel group) is read
       // after its wait.
-      if (auto w = dyn_cast_or_null<WaitOp>(last->getNextNode());
-          w && llvm::any_of(w.getTokens(), [&](Value t) { return t.getDefiningOp() == last; }))
-        last = w;
+      last = afterItsWait(last);
       b.setInsertionPointAfter(last);
       Location loc = last->getLoc();
       int64_t to = zeroStage == 0 ? bk.numel : bk.padded;
@@ -944,6 +942,13 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
 };
 
 } // namespace
+
+Operation *mlir::loom::afterItsWait(Operation *def) {
+  auto w = dyn_cast_or_null<WaitOp>(def->getNextNode());
+  bool waits =
+      w && llvm::any_of(w.getTokens(), [&](Value t) { return t.getDefiningOp() == def; });
+  return waits ? w.getOperation() : def;
+}
 
 func::CallOp mlir::loom::findCall(func::FuncOp fn, StringRef callee) {
   func::CallOp call;

@@ -384,10 +384,8 @@ struct Diloco : public mlir::loom::impl::DilocoBase<Diloco> {
     // averaged it over the replica already), averaged over the replicas.
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     Value loss = ret.getOperand(0);
-    Operation *after = loss.getDefiningOp() ? loss.getDefiningOp() : call.getOperation();
-    // A collective's result is read after its wait, the op that follows it.
-    if (auto wait = dyn_cast_or_null<WaitOp>(after->getNextNode()))
-      after = wait;
+    Operation *after = loss.getDefiningOp() ? afterItsWait(loss.getDefiningOp())
+                                            : call.getOperation();
     b.setInsertionPointAfter(after);
     auto tok = TokenType::get(ctx);
     auto mean = AllReduceOp::create(b, loc, loss.getType(), tok, loss, ValueRange{}, group,

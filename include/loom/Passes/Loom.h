@@ -51,6 +51,11 @@ enum class RecomputeKind { none, full, selective };
 /// (reported on the second, prefixed with `pass`): failure.
 FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pass);
 
+/// Where the results of `def` may be read from: the loom.wait right after
+/// it that waits its token (a collective's result is read after its wait),
+/// else `def` itself. Passes that insert after a value's definition use it.
+Operation *afterItsWait(Operation *def);
+
 /// The last call to @`callee` inside `fn` (null: none): the optimizer and
 /// distribution passes find @train_step's call to @forward_backward so.
 func::CallOp findCall(func::FuncOp fn, StringRef callee);
