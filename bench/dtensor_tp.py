@@ -30,6 +30,8 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                RowwiseParallel, SequenceParallel,
                                                loss_parallel, parallelize_module)
 
+from llama_torch import llama_config
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -46,12 +48,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     mesh = init_device_mesh("cuda", (world,))
-    cfg = tf.LlamaConfig(vocab_size=a.vocab, hidden_size=a.d, intermediate_size=a.ffn,
-                         num_hidden_layers=a.layers, num_attention_heads=a.heads,
-                         num_key_value_heads=a.heads, max_position_embeddings=a.seq,
-                         rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
-                         use_cache=False, attention_dropout=0.0)
-    cfg._attn_implementation = "sdpa"
+    cfg = llama_config(a)
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = tf.LlamaForCausalLM(cfg).train()

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 import transformers as tf
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
+from llama_torch import llama_config
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -55,12 +57,7 @@ def main():
     if a.device_memory > 0:
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, a.device_memory * 2**30 / total))
-    cfg = tf.LlamaConfig(vocab_size=a.vocab, hidden_size=a.d, intermediate_size=a.ffn,
-                         num_hidden_layers=a.layers, num_attention_heads=a.heads,
-                         num_key_value_heads=a.kv_heads or a.heads, max_position_embeddings=a.seq,
-                         rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                         use_cache=False, attention_dropout=0.0)
-    cfg._attn_implementation = "sdpa"
+    cfg = llama_config(a, a.kv_heads, eps=1e-6)
     torch.manual_seed(0)
     with torch.device("meta"):
         model = tf.LlamaForCausalLM(cfg)

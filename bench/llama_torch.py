@@ -22,6 +22,19 @@ import torch.nn.functional as F
 import transformers as tf
 
 
+def llama_config(a, kv_heads=None, eps=1e-5):
+    """Hugging Face's LlamaConfig at the shape of loomc's llama generator
+    (`a`: --layers, --d, --heads, --ffn, --vocab, --seq), SDPA attention;
+    the benchmarks' PyTorch peers build their model from it."""
+    cfg = tf.LlamaConfig(vocab_size=a.vocab, hidden_size=a.d, intermediate_size=a.ffn,
+                         num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                         num_key_value_heads=kv_heads or a.heads, max_position_embeddings=a.seq,
+                         rope_theta=10000.0, rms_norm_eps=eps, tie_word_embeddings=False,
+                         use_cache=False, attention_dropout=0.0)
+    cfg._attn_implementation = "sdpa"
+    return cfg
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=16)
@@ -37,12 +50,7 @@ def main():
                     help="after the timed steps, print the GPU kernels of 3 more steps "
                          "(torch.profiler), largest first")
     a = ap.parse_args()
-    cfg = tf.LlamaConfig(vocab_size=a.vocab, hidden_size=a.d, intermediate_size=a.ffn,
-                         num_hidden_layers=a.layers, num_attention_heads=a.heads,
-                         num_key_value_heads=a.heads, max_position_embeddings=a.seq,
-                         rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
-                         use_cache=False, attention_dropout=0.0)
-    cfg._attn_implementation = "sdpa"
+    cfg = llama_config(a)
     torch.manual_seed(0)
     model = tf.LlamaForCausalLM(cfg).cuda().train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, fused=True)
