@@ -186,6 +186,82 @@ void insertJoins(Block &blk, const llvm::DenseSet<Value> &taskResults) {
   }
 }
 
+/// The device buffers the copy behind `event` reads (the record that
+/// makes `event` follows it on its stream), by root.
+llvm::DenseSet<Value> copiedBuffers(Block &blk, Value event) {
+  llvm::DenseSet<Value> roots;
+  auto rec = event.getDefiningOp<rt::RecordOp>();
+  if (!rec || rec->getBlock() != &blk)
+    return roots;
+  for (Operation *o = rec->getPrevNode(); o; o = o->getPrevNode()) {
+    if (!llvm::is_contained(o->getOperands(), rec.getStream()))
+      continue;
+    if (isa<rt::MemcpyOp>(o))
+      for (Value v : o->getOperands())
+        if (isa<rt::BufferType>(v.getType()))
+          if (auto a = rootOf(v).getDefiningOp<rt::AllocOp>(); a && !a.getHost())
+            roots.insert(rootOf(v));
+    break;
+  }
+  return roots;
+}
+
+/// Runs of `bound` ops (in `ops`, a block in order) with neutral ops
+/// between them, one update each (a wait for the next gradient starts the
+/// next run), so each is queued as soon as the issuing thread has passed it.
+SmallVector<SmallVector<Operation *>> hostRuns(ArrayRef<Operation *> ops,
+                                               const llvm::DenseSet<Operation *> &bound) {
+  SmallVector<SmallVector<Operation *>> runs(1);
+  for (Operation *op : ops) {
+    if (bound.contains(op)) {
+      if (isa<rt::SyncOp>(op) && llvm::any_of(runs.back(), isHostCall))
+        runs.emplace_back();
+      runs.back().push_back(op);
+    } else if (!neutral(op) && !runs.back().empty()) {
+      runs.emplace_back();
+    }
+  }
+  if (runs.back().empty())
+    runs.pop_back();
+  return runs;
+}
+
+/// The device buffers a host task's sync releases: those the issuing
+/// thread freed right after it (what waited for it) and, further down,
+/// the copy's other device buffers.
+struct Release {
+  Value event;
+  Location loc;
+  SmallVector<rt::FreeOp> frees;
+  size_t task; // the task whose sync it was (its index in `tasks`)
+  // Releases further down of device buffers the copy reads: a buffer
+  // another transfer reads too, whose wait comes later (a ZeRO-3
+  // gradient shard is the reduce-scatter's result and the copy's
+  // source; its release follows the compute stream's wait for the
+  // reduce-scatter, a layer later). They keep their place, or move to
+  // the release point if that is later, but never come before a wait
+  // for the copy: without one the next reduce-scatter wrote the shard
+  // while the copy still read it (13B on 2 H200s: cpu and interleaved
+  // plans parted at step 3).
+  SmallVector<rt::FreeOp> later;
+};
+Release releaseOf(Block &blk, rt::SyncOp sync, size_t task) {
+  Release rel{sync.getEvent(), sync.getLoc(), {}, task, {}};
+  for (Operation *o = sync->getNextNode(); o && isa<rt::FreeOp, rt::CommentOp>(o);
+       o = o->getNextNode())
+    if (auto f = dyn_cast<rt::FreeOp>(o)) {
+      auto alloc = rootOf(f.getBuffer()).getDefiningOp<rt::AllocOp>();
+      if (alloc && !alloc.getHost())
+        rel.frees.push_back(f);
+    }
+  llvm::DenseSet<Value> read = copiedBuffers(blk, sync.getEvent());
+  for (Operation *o = sync->getNextNode(); o; o = o->getNextNode())
+    if (auto f = dyn_cast<rt::FreeOp>(o);
+        f && read.contains(rootOf(f.getBuffer())) && !llvm::is_contained(rel.frees, f))
+      rel.later.push_back(f);
+  return rel;
+}
+
 /// Moves the CPU's work of `fn` to host tasks (`loomrt.host_task`), so the
 /// thread that issues the step never blocks on a gradient's copy or runs an
 /// update itself: each run of host-stream calls, with the host's waits for
@@ -206,21 +282,7 @@ void formHostTasks(func::FuncOp fn) {
   if (bound.empty())
     return;
 
-  // Runs of bound ops with neutral ops between them, one update each (a
-  // wait for the next gradient starts the next run), so each is queued as
-  // soon as the issuing thread has passed it.
-  SmallVector<SmallVector<Operation *>> runs(1);
-  for (Operation *op : ops) {
-    if (bound.contains(op)) {
-      if (isa<rt::SyncOp>(op) && llvm::any_of(runs.back(), isHostCall))
-        runs.emplace_back();
-      runs.back().push_back(op);
-    } else if (!neutral(op) && !runs.back().empty()) {
-      runs.emplace_back();
-    }
-  }
-  if (runs.back().empty())
-    runs.pop_back();
+  SmallVector<SmallVector<Operation *>> runs = hostRuns(ops, bound);
 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
@@ -249,12 +311,6 @@ void formHostTasks(func::FuncOp fn) {
     }
     return compute;
   };
-  struct Release {
-    Value event;
-    Location loc;
-    SmallVector<rt::FreeOp> frees;
-    size_t task; // the task whose sync it was (its index in `tasks`)
-  };
   SmallVector<Release> releases;
   SmallVector<rt::HostTaskOp> tasks;
   SmallVector<Operation *> taskEnds;
@@ -279,15 +335,7 @@ void formHostTasks(func::FuncOp fn) {
     // would keep every offloaded gradient on the device until then.
     for (Operation *op : r)
       if (auto sync = dyn_cast<rt::SyncOp>(op)) {
-        Release rel{sync.getEvent(), sync.getLoc(), {}, tasks.size()};
-        // The releases right after the sync: what waited for it.
-        for (Operation *o = sync->getNextNode(); o && isa<rt::FreeOp, rt::CommentOp>(o);
-             o = o->getNextNode())
-          if (auto f = dyn_cast<rt::FreeOp>(o)) {
-            auto alloc = rootOf(f.getBuffer()).getDefiningOp<rt::AllocOp>();
-            if (alloc && !alloc.getHost())
-              rel.frees.push_back(f);
-          }
+        Release rel = releaseOf(blk, sync, tasks.size());
         if (inBackward(sync)) {
           releases.push_back(std::move(rel));
           continue;
@@ -296,6 +344,10 @@ void formHostTasks(func::FuncOp fn) {
         rt::WaitOp::create(b, sync.getLoc(), computeStream(), sync.getEvent());
         for (rt::FreeOp f : rel.frees)
           f->moveBefore(sync);
+        for (rt::FreeOp f : rel.later) {
+          b.setInsertionPoint(f);
+          rt::WaitOp::create(b, sync.getLoc(), computeStream(), sync.getEvent());
+        }
       }
     Operation *last = r.back();
     b.setInsertionPointAfter(last);
@@ -320,12 +372,24 @@ void formHostTasks(func::FuncOp fn) {
   size_t window = mode && mode.getMode() == OffloadMode::subgroups ? kReleaseWindow : tasks.size();
   for (Release &rel : releases) {
     size_t k = rel.task + window;
-    Operation *at = k < tasks.size() && inBackward(taskEnds[k]) ? tasks[k].getOperation()
-                                                                 : backwardDone->getNextNode();
+    bool inWindow = k < tasks.size() && inBackward(taskEnds[k]);
+    Operation *at = inWindow ? tasks[k].getOperation() : backwardDone->getNextNode();
+    size_t atPos = inWindow ? pos.lookup(taskEnds[k]) : pos.lookup(backwardDone);
     b.setInsertionPoint(at);
     rt::WaitOp::create(b, rel.loc, computeStream(), rel.event);
     for (rt::FreeOp f : rel.frees)
       f->moveBefore(at);
+    // (Only within the window: moved to the backward's end, every shard
+    // of a cpu plan would stay on the device; waiting in place costs at
+    // most the copy's remainder, as long as the backward is ahead of it.)
+    for (rt::FreeOp f : rel.later) {
+      if (inWindow && window == kReleaseWindow && pos.lookup(f) <= atPos) {
+        f->moveBefore(at);
+        continue;
+      }
+      b.setInsertionPoint(f);
+      rt::WaitOp::create(b, rel.loc, computeStream(), rel.event);
+    }
   }
 
   insertJoins(blk, taskResults);

@@ -61,7 +61,10 @@ def FormHostTasks : Pass<"loom-form-host-tasks", "ModuleOp"> {
     its results. The issuing thread keeps what orders its own work: the
     device buffers released after a moved sync are released after the
     compute stream waits for the same event (inside the backward, a few
-    tasks later in an interleaved plan), and the host buffers a task uses
+    tasks later in an interleaved plan); a device buffer the copy read that
+    is released further down (a ZeRO-3 gradient shard, whose release
+    follows the wait for its reduce-scatter) gets the same wait before its
+    release; and the host buffers a task uses
     after the next `loomrt.join`, which precedes the first use of a task's
     event outside tasks, anything else that touches what a task wrote, and
     the return. A function that has tasks already is left as it is.
