@@ -355,7 +355,8 @@ struct LoomcOptions {
                "the bare --recompute); selective (recompute norms and elementwise, keep "
                "products and attention); auto (the default: none when the step fits "
                "--memory-budget, else the fastest choice of mode and number of blocks the "
-               "cost model predicts to fit; none without a GPU --hardware)"),
+               "cost model predicts to fit; with --optimizer-offload=interleaved the fastest "
+               "of none, selective and full; none without a GPU --hardware)"),
       cl::cat(cat)};
   cl::opt<double> memoryBudget{
       "memory-budget", cl::init(0), cl::value_desc("GiB"),

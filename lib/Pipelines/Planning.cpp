@@ -125,7 +125,8 @@ planHierarchy(ModuleOp module, Phase reached, PipelineOptions po,
 /// block to the next) and then checked by compiling it (one unit more at a
 /// time while it does not fit); it keeps the fastest candidate that fits.
 /// When none fits the budget: the fastest that fits the device's usable
-/// memory, else the one with the least memory. Prints the plan.
+/// memory, else the one with the least memory. With the interleaved
+/// offload: the fastest of none, selective and full. Prints the plan.
 bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
                    const cost::Hardware &hw, double budget) {
   struct Candidate {
@@ -156,6 +157,38 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
   std::optional<Candidate> none = compile(mlir::loom::RecomputeKind::none, -1);
   if (!none)
     return false;
+  // With the interleaved offload every candidate fits: the offload planner
+  // fills what the step leaves of the device with resident optimizer state.
+  // What recompute frees is then resident state instead of CPU updates, so
+  // the question is speed alone: the fastest of no, selective and full
+  // recompute (a 13B GPT with ZeRO-3 on two 80 GB cards: 26 of 41 subgroups
+  // resident without recompute, 37 with full, the step predicted 2.2x
+  // faster).
+  if (po.offload == "interleaved") {
+    std::vector<Candidate> tried{*none};
+    for (auto kind : {mlir::loom::RecomputeKind::selective, mlir::loom::RecomputeKind::full}) {
+      std::optional<Candidate> all = compile(kind, -1);
+      if (!all)
+        return false;
+      tried.push_back(*all);
+    }
+    const Candidate *best = &tried.front();
+    for (const Candidate &c : tried)
+      if (c.pred.stepSeconds < best->pred.stepSeconds)
+        best = &c;
+    llvm::errs() << llvm::formatv(
+        "loomc: recompute plan (auto) on '{0}' with the interleaved offload (what recompute "
+        "frees holds resident optimizer state):\n",
+        hw.name);
+    for (const Candidate &c : tried)
+      llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB",
+                                    name(c), c.pred.stepSeconds,
+                                    c.pred.peakDeviceBytes() / GiB)
+                   << (&c == best ? "  <- chosen" : "") << "\n";
+    po.recompute = best->kind;
+    po.recomputeUnits = best->units;
+    return true;
+  }
   if (fits(*none)) {
     po.recompute = mlir::loom::RecomputeKind::none;
     return true;

@@ -752,8 +752,112 @@ static Value copiedAcross(OpBuilder &b, Value v, Operation *at, bool toHost) {
   return copy.getResult();
 }
 
+/// Moves each resident (`gpu`) update of `blk` up to where its gradient is
+/// first waited for, with the loads it alone reads and the stores of what
+/// it writes, so that its gradient goes back during the backward instead
+/// of after it. Left at the step's end, every resident gradient stayed
+/// until then: with ZeRO-3 on a 13B model, 26 reduce-scattered shards of
+/// 0.6 GB each, memory the planner could have given to resident state.
+/// An update stays where it is when anything between there and here reads
+/// or writes the symbols it updates, or when an operand is made later (a
+/// clipped gradient needs the global norm, known only at the end).
+static void hoistDeviceUpdates(Block &blk, ArrayRef<Update> updates) {
+  llvm::DenseMap<Operation *, size_t> pos;
+  for (Operation &o : blk)
+    pos[&o] = pos.size();
+  // The first wait for each token.
+  llvm::DenseMap<Value, Operation *> waitOf;
+  for (Operation &o : blk)
+    if (auto w = dyn_cast<WaitOp>(o))
+      for (Value t : w->getOperands())
+        waitOf.try_emplace(t, w);
+  // Which ops touch each symbol, in order.
+  llvm::DenseMap<StringAttr, SmallVector<Operation *>> touching;
+  for (Operation &o : blk) {
+    if (auto l = dyn_cast<LoadOp>(o))
+      touching[l.getNameAttr().getAttr()].push_back(&o);
+    else if (auto st = dyn_cast<StoreOp>(o))
+      touching[st.getNameAttr().getAttr()].push_back(&o);
+  }
+  for (const Update &u : updates) {
+    AdamOp adam = u.adam;
+    if (u.where != UpdatePlace::gpu || !adam || adam->getBlock() != &blk)
+      continue;
+    SmallVector<Operation *> loads, stores;
+    llvm::SmallPtrSet<Operation *, 8> moving;
+    Operation *after = nullptr;
+    size_t afterPos = 0;
+    bool ok = true;
+    auto later = [&](Operation *op) {
+      if (!op || op->getBlock() != &blk) {
+        ok = ok && op == nullptr; // a block argument is there from the start
+        return;
+      }
+      if (!after || pos.lookup(op) > afterPos) {
+        after = op;
+        afterPos = pos.lookup(op);
+      }
+    };
+    for (Value v : adam->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (auto l = dyn_cast_or_null<LoadOp>(def); l && l->hasOneUse()) {
+        loads.push_back(l);
+        moving.insert(l);
+        continue;
+      }
+      later(def);
+      if (auto async = dyn_cast_or_null<AsyncOpInterface>(def)) {
+        Operation *w = waitOf.lookup(async.getAsyncToken());
+        if (!w) {
+          ok = false;
+          break;
+        }
+        later(w);
+      }
+    }
+    for (Operation *user : adam->getUsers()) {
+      if (auto st = dyn_cast<StoreOp>(user)) {
+        stores.push_back(st);
+        moving.insert(st);
+      }
+    }
+    if (!ok || !after || afterPos >= pos.lookup(adam))
+      continue;
+    // Nothing in between may touch what the update reads or writes.
+    size_t here = pos.lookup(adam);
+    for (Operation *op : llvm::concat<Operation *const>(loads, stores)) {
+      StringAttr sym = isa<LoadOp>(op) ? cast<LoadOp>(op).getNameAttr().getAttr()
+                                       : cast<StoreOp>(op).getNameAttr().getAttr();
+      for (Operation *t : touching.lookup(sym)) {
+        size_t p = pos.lookup(t);
+        if (!moving.contains(t) && p > afterPos && p < here)
+          ok = false;
+      }
+    }
+    // The stores must be able to follow: their other operands exist by then.
+    for (Operation *st : stores)
+      for (Value v : st->getOperands())
+        if (Operation *def = v.getDefiningOp(); def && def != adam && !moving.contains(def) &&
+                                                def->getBlock() == &blk &&
+                                                pos.lookup(def) > afterPos)
+          ok = false;
+    if (!ok)
+      continue;
+    Operation *at = after;
+    SmallVector<Operation *> move(loads);
+    move.push_back(adam);
+    move.append(stores);
+    for (Operation *op : move) {
+      op->moveAfter(at);
+      pos[op] = afterPos;
+      at = op;
+    }
+  }
+}
+
 /// Places `updates` of `blk` (one step function) off the device: each
-/// update, then the CPU's in order, then what the step waits for.
+/// update, then the CPU's in order, then what the step waits for; the
+/// resident updates move up to their gradients.
 static LogicalResult placeUpdates(ModuleOp module, Block &blk, SmallVector<Update> &updates,
                                   bool hostThread) {
   auto ret = cast<func::ReturnOp>(blk.getTerminator());
@@ -763,6 +867,7 @@ static LogicalResult placeUpdates(ModuleOp module, Block &blk, SmallVector<Updat
       return failure();
   SmallVector<Update *> cpu = rw.scheduleCpu(updates, ret);
   rw.finish(cpu, ret);
+  hoistDeviceUpdates(blk, updates);
   return success();
 }
 

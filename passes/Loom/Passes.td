@@ -806,7 +806,13 @@ def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
     work of the step, grouped by `loom.subgroup`, in the order the backward
     finishes them; each refreshed working copy goes back on `h2d`; the
     step's compute stream waits for those copies before it returns (the
-    next forward reads them) and the host waits for streamed state.
+    next forward reads them) and the host waits for streamed state. A
+    resident (`gpu`) update moves up to the first wait for its gradient,
+    with its loads and stores, so the gradient is released during the
+    backward rather than at its end (the memory `loom-interleave-offload`
+    gives to more resident state); it stays where it was if anything in
+    between touches its symbols or an operand is made later (a clipped
+    gradient).
 
     Modes: `cpu` (every update on the CPU), `static:R` (DeepSpeed's fixed
     split: the first parameters holding a fraction R of the elements on the
