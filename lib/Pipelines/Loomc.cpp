@@ -947,6 +947,13 @@ static std::optional<std::string> readHardware(const LoomcOptions &o, const Flag
 static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecisions &d,
                                        const std::optional<cost::Hardware> &hw) {
   PipelineOptions po;
+  // The host thread: the offload passes and the lowering read it from the
+  // pipeline's options, and so do the planners' candidates (recompute,
+  // prefetch, hierarchy) and the prediction's lowered copies (loweringOf).
+  // (Set after the planners until 2026-11-29: their offload candidates
+  // ran every CPU update after the step, 0.94 s where the binary's plan
+  // predicts 0.55 s.)
+  po.hostThread = o.hostThread == "on" || (o.hostThread == "auto" && o.target != "cpu");
   po.reinitParams = o.init == "random";
   po.precision = o.precision;
   if (o.recompute == "full" || o.recompute.empty())
@@ -1141,10 +1148,6 @@ int loomcMain(int argc, char **argv) {
     po.hpzLevels = chosen->secondary;
     po.qgzInner = chosen->qgzInner;
   }
-  // The host thread: the offload passes and the lowering read it from the
-  // pipeline's options (so do the planner's and the prediction's lowered
-  // copies, with fusion and the arena plan: loweringOf).
-  po.hostThread = o.hostThread == "on" || (o.hostThread == "auto" && o.target != "cpu");
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
