@@ -732,8 +732,25 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       SmallVector<std::pair<Operation *, Operation *>> clones;
       // Selective: products and attention are not run again; a copy made
       // only for their gradient rule goes once the rule has run.
+      // A linear layer's bias add counts as part of its product: kept with
+      // it, so the step and the recomputed block both add the bias in the
+      // GEMM's epilogue (loom-fuse-epilogues), where a CUDA GEMM adds it
+      // before rounding to bf16; recomputed apart, the bias was added to
+      // the rounded product and the bits differed from the step without
+      // recompute.
       auto kept = [&](Operation *op) {
-        return recompute == RecomputeKind::selective && isa<MatmulOp, AttentionOp>(op);
+        if (recompute != RecomputeKind::selective)
+          return false;
+        if (isa<MatmulOp, AttentionOp>(op))
+          return true;
+        auto add = dyn_cast<AddOp>(op);
+        if (!add)
+          return false;
+        for (auto [p, q] : {std::pair(add.getLhs(), add.getRhs()), {add.getRhs(), add.getLhs()}})
+          if (p.getDefiningOp<MatmulOp>() && p.hasOneUse() &&
+              cast<RankedTensorType>(q.getType()).getRank() == 1)
+            return true;
+        return false;
       };
       std::function<void(Value)> remake = [&](Value v) {
         Operation *def = v.getDefiningOp();
@@ -750,8 +767,9 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
       for (Operation *op : byUnit[u]) {
         for (Value in : op->getOperands())
           remake(in);
+        bool keep = kept(op); // (before its clone adds a use)
         Operation *c = b.clone(*op, again);
-        if (kept(op))
+        if (keep)
           for (Value r : op->getResults())
             again.erase(r);
         clones.push_back({op, c});

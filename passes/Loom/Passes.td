@@ -101,7 +101,10 @@ def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
     `--recompute-granularity full --recompute-method uniform
     --recompute-num-layers 1`). `selective` recomputes only the cheap ops
     of each unit (norms, elementwise, reshapes) and keeps the outputs of
-    `loom.matmul` and `loom.attention` (Korthikanti et al., "Reducing
+    `loom.matmul` and `loom.attention`, a linear layer's bias add counting
+    as part of its product (so the GEMM's epilogue adds the bias in both
+    steps and the bits stay those of the step without recompute)
+    (Korthikanti et al., "Reducing
     Activation Recomputation in Large Transformer Models", 2022, keep the
     products and recompute around them). `recompute-units=N` applies the
     mode to the first N units only (the cost model's choice under

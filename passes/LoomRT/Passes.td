@@ -145,12 +145,14 @@ def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
   let summary = "Fold a linear layer's bias add (loomrt.matmul_bias), or a weight gradient's upcast into its bucket, into its GEMM";
   let description = [{
     Runs on the lowered step (after loom-lower-to-runtime). A
-    `loomrt.matmul` whose result the next call (comments and allocations
-    aside) adds a bias to, on the same stream and in the same type, becomes
-    one `loomrt.matmul_bias`, when
+    `loomrt.matmul` whose result the next call (comments, allocations and
+    other buffers' releases aside) adds a bias to, on the same stream and
+    in the same type, becomes one `loomrt.matmul_bias`, when
 
     * the add's other operand is a vector of `n` elements broadcast along
-      the matmul's rows (shape `[1, ..., 1, n]`) computed before the matmul;
+      the matmul's rows (shape `[1, ..., 1, n]`) computed before the matmul,
+      or by a cast between the two whose input exists before the matmul
+      (a recomputed block casts its bias there: the cast moves up);
     * the matmul writes its whole, contiguous `[batch, m, n]` result, read by
       nothing but the add (and freed);
     * both results are step-arena allocations of the same size.
