@@ -128,6 +128,50 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
   return true;
 }
 
+/// A buffer's root and its byte offset into it (through views; nullopt
+/// through anything else that aliases).
+std::optional<std::pair<Value, int64_t>> placeOf(Value v) {
+  int64_t off = 0;
+  while (Operation *d = v.getDefiningOp()) {
+    if (auto vw = dyn_cast<rt::ViewOp>(d)) {
+      off += int64_t(vw.getOffset());
+      v = vw.getSource();
+      continue;
+    }
+    if (!isa<rt::AllocOp, rt::GlobalOp>(d))
+      return std::nullopt;
+    break;
+  }
+  return std::pair(v, off);
+}
+
+/// Whether `n`, between a product `m` and the cast of its result into
+/// the slot `slot` of `bytes` bytes, may stay between once `m` writes the
+/// slot itself: every buffer it takes lies outside the slot's bucket, or
+/// it is a cast into another slot of the bucket that does not overlap
+/// (the bias gradient's upcast of the same layer comes between the weight
+/// gradient's product and its upcast: the upcast fused only where
+/// recompute ordered the two the other way, and under ZeRO-3 the steps
+/// with and without recompute differed in the weight gradients' bits).
+bool independent(Operation *n, std::pair<Value, int64_t> slot, int64_t bytes) {
+  for (Value v : n->getOperands()) {
+    if (!isa<rt::BufferType>(v.getType()))
+      continue;
+    std::optional<std::pair<Value, int64_t>> at = placeOf(v);
+    if (!at)
+      return false;
+    if (at->first != slot.first)
+      continue;
+    auto c = dyn_cast<rt::CastOp>(n);
+    if (!c || v != c.getY())
+      return false;
+    int64_t size = int64_t(c.getN()) * rt::dtypeBytes(c.getTo());
+    if (at->second < slot.second + bytes && slot.second < at->second + size)
+      return false;
+  }
+  return true;
+}
+
 /// Fuses a bf16 `m` with the cast of its whole result to fp32 right after
 /// it into a slot of a larger buffer (a gradient bucket of data
 /// parallelism, where mixed precision's weight gradients are flattened in
@@ -145,15 +189,28 @@ bool fuseUpcast(rt::MatmulOp m) {
   if (m.getOut() != rt::DType::bf16)
     return false;
   Operation *n = m->getNextNode();
-  while (n && (isa<rt::CommentOp, rt::AllocOp, rt::ViewOp>(n) ||
-               (isa<rt::FreeOp>(n) && n->getOperand(0) != x)))
-    n = n->getNextNode();
+  SmallVector<Operation *> between; // checked once the slot is known
+  for (; n; n = n->getNextNode()) {
+    if (isa<rt::CommentOp, rt::AllocOp, rt::ViewOp>(n) ||
+        (isa<rt::FreeOp>(n) && n->getOperand(0) != x))
+      continue;
+    if (llvm::is_contained(n->getOperands(), x))
+      break;
+    if (!isa<rt::CastOp>(n))
+      return false;
+    between.push_back(n);
+  }
   auto c = dyn_cast_or_null<rt::CastOp>(n);
   if (!c || c.getX() != x || c.getFrom() != rt::DType::bf16 || c.getTo() != rt::DType::f32 ||
       c.getStream() != m.getStream() || !c.getY().getDefiningOp<rt::ViewOp>())
     return false;
   if (int64_t(c.getN()) != int64_t(m.getBatch() * m.getM() * m.getN()) ||
       (m.getBatch() > 1 && m.getStrideC() != m.getM() * m.getN()))
+    return false;
+  std::optional<std::pair<Value, int64_t>> slot = placeOf(c.getY());
+  if (!slot || !llvm::all_of(between, [&](Operation *o) {
+        return independent(o, *slot, int64_t(c.getN()) * 4);
+      }))
     return false;
   auto xAlloc = x.getDefiningOp<rt::AllocOp>();
   rt::FreeOp xFree;

@@ -130,3 +130,13 @@ func.func @upcast_alone(%dy: !loomrt.buffer, %x: !loomrt.buffer) -> !loomrt.buff
 // RECOMPUTE: none 8 0
 // RECOMPUTE-NEXT: full 15 0
 // RECOMPUTE-NEXT: sel 8 0
+
+// ZeRO-3: each weight gradient's product writes fp32 into its bucket's
+// slot with and without recompute (the bias gradient's upcast into
+// another slot between the product and its own upcast no longer stops
+// the fusion), so the bucket holds the same bits either way.
+// RUN: loomc --model gpt:layers=2,d_model=64,heads=2,vocab=100,seq=16,batch=4 --precision=bf16 --target=cuda --topology=gpu=2 --zero-stage=3 --recompute=none --compile-to=lowered -o %t.z-none.mlir 2>/dev/null
+// RUN: loomc --model gpt:layers=2,d_model=64,heads=2,vocab=100,seq=16,batch=4 --precision=bf16 --target=cuda --topology=gpu=2 --zero-stage=3 --recompute=full --compile-to=lowered -o %t.z-full.mlir 2>/dev/null
+// RUN: for f in none full; do echo "zero3 $f $(grep 'loomrt.matmul ' %t.z-$f.mlir | grep -c 'bf16 .* -> f32')"; done | FileCheck %s --check-prefix=UPCAST
+// UPCAST: zero3 none 8
+// UPCAST-NEXT: zero3 full 8
