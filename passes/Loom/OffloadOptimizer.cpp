@@ -823,6 +823,26 @@ static void hoistDeviceUpdates(Block &blk, ArrayRef<Update> updates) {
     }
     if (!ok || !after || afterPos >= pos.lookup(adam))
       continue;
+    // The update writes its weights and moments in place: every other
+    // reader of them (through the views the lowering makes of a load)
+    // must come before (a weight's input gradient dX = dY W may follow its
+    // own weight gradient).
+    for (Value v : {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()}) {
+      SmallVector<Operation *> readers;
+      std::function<void(Value)> collect = [&](Value x) {
+        for (Operation *user : x.getUsers()) {
+          readers.push_back(user);
+          if (isa<ReshapeOp, ShardOp, SliceOp>(user))
+            collect(user->getResult(0));
+        }
+      };
+      collect(v);
+      for (Operation *r : readers) {
+        Operation *top = blk.findAncestorOpInBlock(*r);
+        if (r != adam.getOperation() && (!top || pos.lookup(top) > afterPos))
+          ok = false;
+      }
+    }
     // Nothing in between may touch what the update reads or writes.
     size_t here = pos.lookup(adam);
     for (Operation *op : llvm::concat<Operation *const>(loads, stores)) {
