@@ -19,3 +19,15 @@
 // CHECK-NOT: loom.reduce_scatter
 // CHECK: loom.adam %{{[0-9]+}}, %[[G2]],
 // CHECK: loom.reduce_scatter {{.*}} -> tensor<3712xf32>
+
+// Moving updates up never lets one overtake a reader of what it updates in
+// place (the weights or moments it loaded, through views): fp32 without
+// data parallelism (the backward reads the fp32 weights themselves), ZeRO-1
+// and ZeRO-3 in bf16, each with half the updates resident.
+// RUN: loomc --model gpt:layers=2,d_model=64,heads=2,vocab=100,seq=16,batch=4 --precision=fp32 --optimizer-offload=static:0.5 --compile-to=schedule -o %t.z0.mlir 2>/dev/null
+// RUN: %python %S/Inputs/check_updates.py %t.z0.mlir | FileCheck %s --check-prefix=ORDER
+// RUN: loomc --model gpt:layers=2,d_model=64,heads=2,vocab=100,seq=16,batch=4 --precision=bf16 --optimizer-offload=static:0.5 --topology=cpu=2 --zero-stage=1 --compile-to=schedule -o %t.z1.mlir 2>/dev/null
+// RUN: %python %S/Inputs/check_updates.py %t.z1.mlir | FileCheck %s --check-prefix=ORDER
+// RUN: loomc --model gpt:layers=2,d_model=64,heads=2,vocab=100,seq=16,batch=4 --precision=bf16 --optimizer-offload=static:0.5 --topology=cpu=2 --zero-stage=3 --compile-to=schedule -o %t.z3.mlir 2>/dev/null
+// RUN: %python %S/Inputs/check_updates.py %t.z3.mlir | FileCheck %s --check-prefix=ORDER
+// ORDER: {{[1-9][0-9]*}} updates checked, 0 reads after an update
