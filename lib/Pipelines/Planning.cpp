@@ -154,6 +154,20 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
                ? mode
                : mode + " on the first " + std::to_string(c.units) + " units";
   };
+  // Prints the candidates tried under `header` and takes `best`
+  // (`budgeted`: marks those over the budget).
+  auto choose = [&](const std::string &header, const std::vector<Candidate> &tried,
+                    const Candidate &best, bool budgeted) {
+    llvm::errs() << header;
+    for (const Candidate &c : tried)
+      llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB",
+                                    name(c), c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
+                   << (c.kind == best.kind && c.units == best.units ? "  <- chosen" : "")
+                   << (budgeted && !fits(c) ? "  (over the budget)" : "") << "\n";
+    po.recompute = best.kind;
+    po.recomputeUnits = best.units;
+    return true;
+  };
   std::optional<Candidate> none = compile(mlir::loom::RecomputeKind::none, -1);
   if (!none)
     return false;
@@ -176,18 +190,10 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
     for (const Candidate &c : tried)
       if (c.pred.stepSeconds < best->pred.stepSeconds)
         best = &c;
-    llvm::errs() << llvm::formatv(
-        "loomc: recompute plan (auto) on '{0}' with the interleaved offload (what recompute "
-        "frees holds resident optimizer state):\n",
-        hw.name);
-    for (const Candidate &c : tried)
-      llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB",
-                                    name(c), c.pred.stepSeconds,
-                                    c.pred.peakDeviceBytes() / GiB)
-                   << (&c == best ? "  <- chosen" : "") << "\n";
-    po.recompute = best->kind;
-    po.recomputeUnits = best->units;
-    return true;
+    return choose(llvm::formatv("loomc: recompute plan (auto) on '{0}' with the interleaved "
+                                "offload (what recompute frees holds resident optimizer state):\n",
+                                hw.name),
+                  tried, *best, false);
   }
   if (fits(*none)) {
     po.recompute = mlir::loom::RecomputeKind::none;
@@ -243,17 +249,10 @@ bool planRecompute(ModuleOp module, Phase reached, PipelineOptions &po,
         if (!best || c.pred.peakDeviceBytes() < best->pred.peakDeviceBytes())
           best = c;
   }
-  llvm::errs() << llvm::formatv("loomc: recompute plan (auto) on '{0}' for a budget of {1:F1} GiB "
-                                "({2} units):\n",
-                                hw.name, budget / GiB, units);
-  for (const Candidate &c : tried)
-    llvm::errs() << llvm::formatv("loomc:   {0,-36} step {1:F4} s, device memory {2:F2} GiB",
-                                  name(c), c.pred.stepSeconds, c.pred.peakDeviceBytes() / GiB)
-                 << (c.kind == best->kind && c.units == best->units ? "  <- chosen" : "")
-                 << (fits(c) ? "" : "  (over the budget)") << "\n";
-  po.recompute = best->kind;
-  po.recomputeUnits = best->units;
-  return true;
+  return choose(llvm::formatv("loomc: recompute plan (auto) on '{0}' for a budget of {1:F1} GiB "
+                              "({2} units):\n",
+                              hw.name, budget / GiB, units),
+                tried, *best, true);
 }
 
 /// --prefetch=auto: each window from 0 to 3 gathers ahead compiled and

@@ -191,11 +191,12 @@ CopyOp refreshUp(OpBuilder &b, Location loc, ModuleOp module, Value fresh,
 }
 
 /// The ops that read a loaded buffer in place: the load's users, through
-/// the ops the lowering makes aliases of their input (reshapes, shards).
+/// the ops the lowering makes aliases of their input (reshapes, shards,
+/// slices).
 void readersOf(Value v, SmallVectorImpl<Operation *> &out) {
   for (Operation *user : v.getUsers()) {
     out.push_back(user);
-    if (isa<ReshapeOp, ShardOp>(user))
+    if (isa<ReshapeOp, ShardOp, SliceOp>(user))
       readersOf(user->getResult(0), out);
   }
 }
@@ -829,14 +830,7 @@ static void hoistDeviceUpdates(Block &blk, ArrayRef<Update> updates) {
     // own weight gradient).
     for (Value v : {adam.getParam(), adam.getExpAvg(), adam.getExpAvgSq()}) {
       SmallVector<Operation *> readers;
-      std::function<void(Value)> collect = [&](Value x) {
-        for (Operation *user : x.getUsers()) {
-          readers.push_back(user);
-          if (isa<ReshapeOp, ShardOp, SliceOp>(user))
-            collect(user->getResult(0));
-        }
-      };
-      collect(v);
+      readersOf(v, readers);
       for (Operation *r : readers) {
         Operation *top = blk.findAncestorOpInBlock(*r);
         if (r != adam.getOperation() && (!top || pos.lookup(top) > afterPos))

@@ -98,8 +98,7 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
     return false;
   Value y = add.getOut();
   auto xAlloc = x.getDefiningOp<rt::AllocOp>(), yAlloc = y.getDefiningOp<rt::AllocOp>();
-  Operation *biasDef = bias.getDefiningOp();
-  bool biasMoves = biasDef && llvm::is_contained(hoist, rt::bufferRoot(bias).getDefiningOp());
+  bool biasMoves = llvm::is_contained(hoist, rt::bufferRoot(bias).getDefiningOp());
   if (!xAlloc || !yAlloc || xAlloc.getBytes() != yAlloc.getBytes() ||
       xAlloc.getHost() != yAlloc.getHost() || (!biasMoves && !dom.properlyDominates(bias, m)))
     return false;
