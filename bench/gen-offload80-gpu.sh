@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 BIN="${1:-build}/bin"
 C=.carry/off80
 mkdir -p "$C"
-HW=${HW:-bench/hardware/h200x1-fitted-2026-11-29.json}
+HW=${HW:-bench/hardware/h200x1-kernels-2026-11-29.json}
 declare -A SPEC=(
   [g625]=gpt:layers=30,d_model=4096,heads=32,vocab=50304,seq=1024,batch=2
   [l71]=llama:layers=28,d_model=4096,heads=32,ffn=14336,vocab=32000,seq=1024,batch=2

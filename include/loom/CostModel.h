@@ -84,6 +84,13 @@ struct Hardware {
   // host memory with them.
   double gpuKernelEfficiency = 1;
   double cpuUpdateEfficiency = 1;
+  // The fraction of the product rate (gpuBf16Rate, gpuFlopsF32) that
+  // compute-bound kernels (cuBLAS's products) reach, where it differs from
+  // the memory-bound kernels' gpuKernelEfficiency: on the H200 products
+  // reach their measured rate and the runtime's own kernels half of HBM
+  // (bench/RESULTS.md, 2026-11-29, kernel by kernel). 0: gpuKernelEfficiency
+  // for both (the descriptions fitted on whole steps before then).
+  double gpuFlopsEfficiency = 0;
   // Row gathers from a table in pinned host memory (graph features), each
   // a fixed cost a row plus its bytes over a bandwidth (fitted on
   // bench/gather_bench: docs/cost-model.md, "Row gathers"). Zero-copy: the
@@ -153,6 +160,10 @@ enum class DType { F32, BF16 };
 /// faster cores help only while the op is compute-bound at that level).
 double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
               double workingSet);
+/// A GPU kernel of a training step: opTime's GPU roofline with each roof
+/// at what a step reaches of it, max(flops / (rate(dtype) x
+/// gpu_flops_efficiency), bytes / (HBM x gpu_kernel_efficiency)).
+double gpuKernelTime(const Hardware &hw, DType t, double flops, double bytes);
 
 /// Where a gathered table lives (graph features): on the GPU, in pinned
 /// host memory read by the GPU (zero-copy), or in host memory gathered by

@@ -48,6 +48,7 @@ const Field kFields[] = {
     {"gpu_launch_queue", &Hardware::gpuLaunchQueue, false, 1, 1e7},
     // The efficiencies' upper bound is the (0, 1] check after the table.
     {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false, 1e-6, 1e300},
+    {"gpu_flops_efficiency", &Hardware::gpuFlopsEfficiency, false, 1e-6, 1e300},
     {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false, 1e-6, 1e300},
     {"zero_copy_gather_bandwidth", &Hardware::zeroCopyGatherBandwidth, false, 1e6, 1e14},
     {"zero_copy_row_seconds", &Hardware::zeroCopyRowSeconds, false, 1e-12, 1},
@@ -265,9 +266,10 @@ std::optional<Hardware> parseHardware(llvm::StringRef text, std::string &error) 
   }
   if (h.gpusPerHost != std::floor(h.gpusPerHost))
     return fail("'gpus_per_host' must be a whole number");
-  for (double e : {h.gpuKernelEfficiency, h.cpuUpdateEfficiency})
+  for (double e : {h.gpuKernelEfficiency, h.gpuFlopsEfficiency, h.cpuUpdateEfficiency})
     if (e > 1)
-      return fail("'gpu_kernel_efficiency' and 'cpu_update_efficiency' are fractions in (0, 1]");
+      return fail("'gpu_kernel_efficiency', 'gpu_flops_efficiency' and 'cpu_update_efficiency' "
+                  "are fractions in (0, 1]");
   auto levels = [&](const char *key, auto &out, const char *rateKey) -> bool {
     if (!o->get(key))
       return true; // optional
@@ -445,6 +447,12 @@ double Hardware::gpuBf16Rate(double flops) const {
     ++i;
   double f = std::log(n / c[i - 1].first) / std::log(c[i].first / c[i - 1].first);
   return c[i - 1].second + f * (c[i].second - c[i - 1].second);
+}
+
+double gpuKernelTime(const Hardware &hw, DType t, double flops, double bytes) {
+  double rate = t == DType::BF16 ? hw.gpuBf16Rate(flops) : hw.gpuFlopsF32;
+  double flopsEff = hw.gpuFlopsEfficiency > 0 ? hw.gpuFlopsEfficiency : hw.gpuKernelEfficiency;
+  return std::max(flops / (rate * flopsEff), bytes / (hw.hbmBandwidth * hw.gpuKernelEfficiency));
 }
 
 double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,

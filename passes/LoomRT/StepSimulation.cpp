@@ -24,8 +24,9 @@
 //
 // Known simplifications (each shows up as a gap between --timeline and the
 // binary's --trace): PCIe directions run at their one-way rates even when
-// both are busy; every GPU kernel reaches the same fraction of its roofline
-// (gpu_kernel_efficiency) and the CPU updates the same fraction of the
+// both are busy; every memory-bound GPU kernel reaches the same fraction of
+// HBM (gpu_kernel_efficiency) and every product the same fraction of its
+// measured rate (gpu_flops_efficiency) and the CPU updates the same fraction of the
 // measured Adam rate (cpu_update_efficiency) whatever else runs; both are
 // fitted on one measured step (docs/cost-model.md). A collective runs at
 // the first link level's bus bandwidth.
@@ -414,9 +415,9 @@ struct Simulator {
     // The device's compute: the GPU's roofline, or on a CPU-only machine
     // (the CPU target) the CPU's.
     gpuOp(op,
-          cost::opTime(hw, hw.hasGpu ? cost::Device::GPU : cost::Device::CPU, dt, flops, bytes,
-                       bytes) /
-              hw.gpuKernelEfficiency,
+          hw.hasGpu ? cost::gpuKernelTime(hw, dt, flops, bytes)
+                    : cost::opTime(hw, cost::Device::CPU, dt, flops, bytes, bytes) /
+                          hw.gpuKernelEfficiency,
           commandsOf(op));
     return success();
   }

@@ -14,11 +14,15 @@ namespace loomrt {
 
 /// A reduction reads its reduced dimension in chunks of this many.
 constexpr int64_t kReduceChunk = 256;
-/// Few outputs over a long dimension: partial sums per chunk into scratch,
-/// then a second kernel (more parallelism than one thread per output).
+/// Fewer outputs than a GPU holds threads (132 SMs x 2048 on an H100 or
+/// H200) over a long dimension: partial sums per chunk into scratch, then a
+/// second kernel (more parallelism than one thread per output). The bound
+/// was 16384 outputs until the bias gradients of a 6.25B GPT ([2048,
+/// 16384] summed over rows) took 607 us each with one thread per column:
+/// 19 ms of a 250 ms step (bench/RESULTS.md, 2026-11-29).
 inline bool reduceInChunks(int64_t outer, int64_t len, int64_t inner) {
   int64_t chunks = (len + kReduceChunk - 1) / kReduceChunk;
-  return outer * inner < 16384 && chunks >= 4;
+  return outer * inner < (int64_t(1) << 18) && chunks >= 4;
 }
 
 /// The fused (flash) attention's tile rows (a block's queries or keys).

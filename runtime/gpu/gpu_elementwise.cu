@@ -116,6 +116,27 @@ template <typename F, typename T>
 __global__ void castKernel(const F *x, T *y, size_t n) {
   GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]));
 }
+/// Eight elements a thread, read and written as 16-byte words (an fp32 ->
+/// bf16 cast reads two and writes one); the same conversion per element.
+/// The scalar kernel above reached under 1 TB/s on the H200's 4.8 on the
+/// 80-GiB offload rows' master-weight casts (bench/RESULTS.md, 2026-11-29).
+template <typename F, typename T>
+__global__ void castWordKernel(const F *x, T *y, size_t groups) {
+  static_assert(sizeof(F) * 8 % 16 == 0 && sizeof(T) * 8 % 16 == 0, "whole words");
+  GRID_STRIDE(g, groups) {
+    alignas(16) F in[8];
+    alignas(16) T out[8];
+#pragma unroll
+    for (int k = 0; k < int(sizeof(in) / 16); ++k)
+      reinterpret_cast<uint4 *>(in)[k] = reinterpret_cast<const uint4 *>(x + g * 8)[k];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      out[k] = store<T>(load(in[k]));
+#pragma unroll
+    for (int k = 0; k < int(sizeof(out) / 16); ++k)
+      reinterpret_cast<uint4 *>(y + g * 8)[k] = reinterpret_cast<const uint4 *>(out)[k];
+  }
+}
 /// int64 operands (device-side position ids and masks): the strided path
 /// only, these tensors are small.
 __global__ void binaryIntKernel(loomrt_binary_op op, const uint8_t *cond, const int64_t *a,
@@ -758,8 +779,12 @@ loomrt_status castG(void *, void *st, loomrt_dtype from, const void *x,
     withType(to, [&](auto t) {
       using F = decltype(f);
       using T = decltype(t);
-      castKernel<F, T><<<gridFor(n), kThreads, 0, S(st)>>>(
-          static_cast<const F *>(x), static_cast<T *>(y), n);
+      if (n % 8 == 0 && wordAligned({x, y}))
+        castWordKernel<F, T><<<gridFor(n / 8), kThreads, 0, S(st)>>>(
+            static_cast<const F *>(x), static_cast<T *>(y), n / 8);
+      else
+        castKernel<F, T><<<gridFor(n), kThreads, 0, S(st)>>>(
+            static_cast<const F *>(x), static_cast<T *>(y), n);
     });
   });
   return launched("cast");

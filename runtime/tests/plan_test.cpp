@@ -7,11 +7,12 @@
 namespace {
 
 TEST(Plan, ReductionsThroughScratchWhenFewOutputsOverALongDimension) {
-  // 4 chunks of 256 or more, fewer than 16384 outputs: scratch + 2 kernels + free.
+  // 4 chunks of 256 or more, fewer than 2^18 outputs: scratch + 2 kernels + free.
   EXPECT_EQ(loomrt_gpu_reduce_commands(1, 1024, 1), 4);
   EXPECT_EQ(loomrt_gpu_reduce_commands(16, 4096, 768), 4);
-  EXPECT_EQ(loomrt_gpu_reduce_commands(1, 768, 1), 1);     // 3 chunks
-  EXPECT_EQ(loomrt_gpu_reduce_commands(128, 1024, 128), 1); // 16384 outputs
+  EXPECT_EQ(loomrt_gpu_reduce_commands(1, 768, 1), 1);        // 3 chunks
+  EXPECT_EQ(loomrt_gpu_reduce_commands(1, 2048, 16384), 4);   // a wide bias gradient
+  EXPECT_EQ(loomrt_gpu_reduce_commands(512, 1024, 512), 1);   // 2^18 outputs
 }
 
 TEST(Plan, FusedAttentionForBf16SelfAttentionAtHeadSizes64And128) {
