@@ -91,6 +91,12 @@ struct Hardware {
   // (bench/RESULTS.md, 2026-11-29, kernel by kernel). 0: gpuKernelEfficiency
   // for both (the descriptions fitted on whole steps before then).
   double gpuFlopsEfficiency = 0;
+  // The compute stream's idle time between one kernel and the next while
+  // the host keeps it fed (the launch latency CUDA does not hide): a step
+  // of thousands of small kernels loses it thousands of times. Measured on
+  // the H200 with CUPTI as (step - kernel time) / kernels: 2.5-2.7 us
+  // (bench/RESULTS.md, 2026-11-29). 0: none (descriptions before then).
+  double gpuKernelGapSeconds = 0;
   // Row gathers from a table in pinned host memory (graph features), each
   // a fixed cost a row plus its bytes over a bandwidth (fitted on
   // bench/gather_bench: docs/cost-model.md, "Row gathers"). Zero-copy: the

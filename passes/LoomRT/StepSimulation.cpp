@@ -204,6 +204,9 @@ struct Simulator {
   }
   /// Device work issued as `commands` commands (commandsOf).
   void gpuOp(Operation *op, double seconds, int commands = 1) {
+    // Each command leaves the stream idle for the kernel gap after it.
+    if (hw.hasGpu)
+      seconds += commands * hw.gpuKernelGapSeconds;
     double s = 0;
     for (int k = 0; k < commands; ++k) {
       issueCompute();
