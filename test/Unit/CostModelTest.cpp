@@ -258,6 +258,36 @@ TEST(Hardware, StepEfficienciesAreFractions) {
       << err;
 }
 
+// A kernel's two roofs at what a step reaches of each: the products at
+// gpu_flops_efficiency (gpu_kernel_efficiency where it is absent), the
+// memory-bound kernels at gpu_kernel_efficiency.
+TEST(Hardware, KernelRoofsHaveTheirOwnEfficiencies) {
+  Hardware h = h100();
+  h.gpuMatmulBf16BySize.clear();
+  h.gpuKernelEfficiency = 0.5;
+  double flops = 1e12, bytes = 1e6; // compute-bound
+  EXPECT_DOUBLE_EQ(gpuKernelTime(h, DType::BF16, flops, bytes), flops / (h.gpuFlopsBF16 * 0.5));
+  h.gpuFlopsEfficiency = 1.0;
+  EXPECT_DOUBLE_EQ(gpuKernelTime(h, DType::BF16, flops, bytes), flops / h.gpuFlopsBF16);
+  EXPECT_DOUBLE_EQ(gpuKernelTime(h, DType::BF16, 1e3, 1e9), 1e9 / (h.hbmBandwidth * 0.5));
+  std::string err;
+  std::optional<Hardware> again = parseHardware(toJson(h), err);
+  ASSERT_TRUE(again) << err;
+  EXPECT_EQ(again->gpuFlopsEfficiency, 1.0);
+  EXPECT_EQ(again->gpuKernelGapSeconds, 0.0);
+  h.gpuFlopsEfficiency = 1.2;
+  EXPECT_FALSE(parseHardware(toJson(h), err));
+  EXPECT_NE(err.find("'gpu_flops_efficiency'"), std::string::npos) << err;
+  h.gpuFlopsEfficiency = 1.0;
+  h.gpuKernelGapSeconds = 2.6e-6;
+  again = parseHardware(toJson(h), err);
+  ASSERT_TRUE(again) << err;
+  EXPECT_EQ(again->gpuKernelGapSeconds, 2.6e-6);
+  h.gpuKernelGapSeconds = 0.5; // half a second between kernels is no GPU
+  EXPECT_FALSE(parseHardware(toJson(h), err));
+  EXPECT_NE(err.find("outside the range of real machines"), std::string::npos) << err;
+}
+
 // A host shared by several GPUs: each data-parallel rank gets its share of
 // the cores, DRAM and CPU Adam rate, never of its own PCIe link or GPU; a
 // CPU-only description is each CPU rank's own.
