@@ -38,6 +38,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -458,14 +459,16 @@ loomrt_status tcpCall(loomrt_comm c, loomrt_stream s, const std::string &what, c
   if (c->dev->kind == LOOMRT_BACKEND_CPU)
     return f(send, recv);
   std::vector<char> hs(sendBytes), hr(recvBytes);
-  if (loomrt_status st = loomrt_memcpy_async(s, hs.data(), send, sendBytes))
-    return st;
+  if (sendBytes > 0)
+    if (loomrt_status st = loomrt_memcpy_async(s, hs.data(), send, sendBytes))
+      return st;
   if (loomrt_status st = loomrt_stream_synchronize(s))
     return st;
   if (loomrt_status st = f(static_cast<const void *>(hs.data()), static_cast<void *>(hr.data())))
     return st;
-  if (loomrt_status st = loomrt_memcpy_async(s, recv, hr.data(), recvBytes))
-    return st;
+  if (recvBytes > 0)
+    if (loomrt_status st = loomrt_memcpy_async(s, recv, hr.data(), recvBytes))
+      return st;
   return loomrt_stream_synchronize(s);
 }
 
@@ -1064,6 +1067,67 @@ loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf, size_t
                   ncclBroadcast(buf, buf, bytes, ncclInt8, root, c->nccl, gpuStreamOf(s)));
 #endif
   return fail(LOOMRT_ERR_UNSUPPORTED, "broadcast: unknown transport");
+}
+
+loomrt_status loomrt_send_recv(loomrt_comm c, loomrt_stream s, const void *send,
+                               size_t sendBytes, int dest, void *recv, size_t recvBytes,
+                               int src) {
+  if (loomrt_status st = checkCall("send_recv", c, s, false, {}))
+    return st;
+  for (auto [who, peer, buf, n] : {std::tuple{"dest", dest, send, sendBytes},
+                                   std::tuple{"src", src, static_cast<const void *>(recv), recvBytes}}) {
+    if (peer < -1 || peer >= c->size)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string("send_recv: ") + who + " " + std::to_string(peer) +
+                      " is not a rank of a communicator of " + std::to_string(c->size) +
+                      " (-1: none)");
+    if (peer >= 0 && n > 0 && !buf)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT, std::string("send_recv: null buffer for ") + who);
+  }
+  // A rank that names itself sends to itself: the one message is a copy.
+  if (dest == c->rank || src == c->rank) {
+    if (dest != src)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "send_recv: rank " + std::to_string(c->rank) +
+                      " sends to or receives from itself but not both (dest " +
+                      std::to_string(dest) + ", src " + std::to_string(src) + ")");
+    if (sendBytes != recvBytes)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "send_recv: to itself, " + std::to_string(sendBytes) + " bytes sent but " +
+                      std::to_string(recvBytes) + " received");
+    return sendBytes ? localCopy(s, recv, send, sendBytes) : LOOMRT_OK;
+  }
+  auto shaped = c->count(LOOMRT_COLL_SEND_RECV, dest >= 0 ? uint64_t(sendBytes) : 0, s);
+  if (dest < 0 && src < 0)
+    return LOOMRT_OK;
+  std::string what = "send_recv of " + std::to_string(dest >= 0 ? sendBytes : 0) +
+                     " bytes to rank " + std::to_string(dest) + " and " +
+                     std::to_string(src >= 0 ? recvBytes : 0) + " from rank " + std::to_string(src);
+  if (c->transport == Transport::Tcp)
+    return tcpCall(c, s, what, send, dest >= 0 ? sendBytes : 0, recv, src >= 0 ? recvBytes : 0,
+                   [&](const void *in, void *o) {
+                     return loomrt::tcp::sendRecv(c->tcp, in, sendBytes, dest, o, recvBytes, src);
+                   });
+#ifdef LOOMRT_HAVE_MPI
+  if (c->transport == Transport::Mpi)
+    return mpiCall(s, what, [&] {
+      if (dest >= 0 && src >= 0)
+        return MPI_Sendrecv(send, int(sendBytes), MPI_BYTE, dest, 0, recv, int(recvBytes),
+                            MPI_BYTE, src, 0, c->mpi, MPI_STATUS_IGNORE);
+      if (dest >= 0)
+        return MPI_Send(send, int(sendBytes), MPI_BYTE, dest, 0, c->mpi);
+      return MPI_Recv(recv, int(recvBytes), MPI_BYTE, src, 0, c->mpi, MPI_STATUS_IGNORE);
+    }, std::max(sendBytes, recvBytes));
+#endif
+#ifdef LOOMRT_HAVE_NCCL
+  ncclGroupStart();
+  if (dest >= 0)
+    ncclSend(send, sendBytes, ncclInt8, dest, c->nccl, gpuStreamOf(s));
+  if (src >= 0)
+    ncclRecv(recv, recvBytes, ncclInt8, src, c->nccl, gpuStreamOf(s));
+  return ncclDone(s, what, ncclGroupEnd());
+#endif
+  return fail(LOOMRT_ERR_UNSUPPORTED, "send_recv: unknown transport");
 }
 
 } // extern "C"

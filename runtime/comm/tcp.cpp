@@ -60,7 +60,7 @@ namespace loomrt::tcp {
 namespace {
 
 constexpr uint32_t kMagic = 0x4d4f4f4c; // "LOOM"
-enum MsgType : uint32_t { kData = 1, kAck = 2, kDecision = 3 };
+enum MsgType : uint32_t { kData = 1, kAck = 2, kDecision = 3, kPoint = 4 };
 struct Header {
   uint32_t magic, type;
   uint64_t seq, len;
@@ -87,6 +87,9 @@ struct Group {
   std::vector<int> fd;    // per peer; -1 for this rank and lost peers
   std::vector<char> live; // members
   uint64_t seq = 0;
+  // Point-to-point messages sent to and received from each peer so far
+  // (sendRecv): their own sequence, apart from the collectives'.
+  std::vector<uint64_t> pointSent, pointGot;
   double bytesPerS = 0; // 0: no cap
   /// The program survives losing ranks (tcp.h, setShrinkable); otherwise a
   /// loss fails every collective from then on.
@@ -122,26 +125,40 @@ struct Group {
 
 namespace {
 
-/// One direction pair with one peer during an exchange.
+/// One direction pair with one peer during an exchange. A collective sends
+/// and receives a message (header and payload) in both directions with
+/// every peer; a point-to-point exchange only the directions it names.
 struct Io {
   const char *send = nullptr;
   size_t sendLen = 0;
   char *recv = nullptr;
   size_t recvLen = 0;
+  bool hasOut = true, hasIn = true;
+  // The message expected from the peer: its type and sequence number.
+  uint32_t inType = kData;
+  uint64_t inSeq = 0;
   // progress
   Header out{}, in{};
   size_t sent = 0, got = 0; // header + payload bytes
   bool broken = false;
-  bool done() const { return broken || (sent == sizeof(Header) + sendLen && got == sizeof(Header) + recvLen); }
+  size_t outTotal() const { return hasOut ? sizeof(Header) + sendLen : 0; }
+  size_t inTotal() const { return hasIn ? sizeof(Header) + recvLen : 0; }
+  bool done() const { return broken || (sent == outTotal() && got == inTotal()); }
 };
 
-/// DATA with every live peer at once. ok[p]: p's data arrived whole. A
-/// malformed message (not a lost peer: a bug or a stranger) fails.
-loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
+/// The messages of `io` with every live peer at once (a collective: DATA
+/// of sequence g.seq both ways with each; see collective()). ok[p]: p's
+/// message arrived whole. A malformed message (not a lost peer: a bug or a
+/// stranger) fails.
+loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok,
+                       bool collective = true) {
   const size_t kChunk = 1 << 16;
-  for (int p = 0; p < g.size; ++p)
-    if (p != g.rank && g.live[size_t(p)])
-      io[size_t(p)].out = Header{kMagic, kData, g.seq, io[size_t(p)].sendLen};
+  if (collective)
+    for (int p = 0; p < g.size; ++p)
+      if (p != g.rank && g.live[size_t(p)]) {
+        io[size_t(p)].out = Header{kMagic, kData, g.seq, io[size_t(p)].sendLen};
+        io[size_t(p)].inSeq = g.seq;
+      }
   std::vector<pollfd> fds;
   std::vector<int> who;
   for (;;) {
@@ -157,9 +174,9 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
       if (p == g.rank || !g.live[size_t(p)] || g.fd[size_t(p)] < 0 || x.done())
         continue;
       short ev = 0;
-      if (x.got < sizeof(Header) + x.recvLen)
+      if (x.got < x.inTotal())
         ev |= POLLIN;
-      if (x.sent < sizeof(Header) + x.sendLen) {
+      if (x.sent < x.outTotal()) {
         if (mayWrite) {
           ev |= POLLOUT;
         } else {
@@ -182,7 +199,7 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
       Io &x = io[size_t(p)];
       short re = fds[k].revents;
       if (re & (POLLIN | POLLHUP | POLLERR)) {
-        if (x.got < sizeof(Header) + x.recvLen) {
+        if (x.got < x.inTotal()) {
           char *dst = x.got < sizeof(Header) ? reinterpret_cast<char *>(&x.in) + x.got
                                               : x.recv + (x.got - sizeof(Header));
           size_t want = x.got < sizeof(Header) ? sizeof(Header) - x.got
@@ -197,30 +214,33 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
             bool hadHeader = x.got >= sizeof(Header);
             x.got += size_t(r);
             if (!hadHeader && x.got >= sizeof(Header) &&
-                (x.in.magic != kMagic || x.in.type != kData || x.in.seq != g.seq ||
-                 x.in.len != x.recvLen))
+                (x.in.magic != kMagic || x.in.type != x.inType || x.in.seq != x.inSeq ||
+                 x.in.len != x.recvLen)) {
+              auto name = [](uint32_t type) {
+                return std::string(type == kPoint ? "point-to-point message " : "collective ");
+              };
               return fail(LOOMRT_ERR_BACKEND,
                           "tcp: rank " + std::to_string(p) + " sent an unexpected message " +
-                              "(type " + std::to_string(x.in.type) + ", collective " +
+                              "(type " + std::to_string(x.in.type) + ", number " +
                               std::to_string(x.in.seq) + " of " + std::to_string(x.in.len) +
-                              " bytes) where collective " + std::to_string(g.seq) + " of " +
-                              std::to_string(x.recvLen) +
+                              " bytes) where " + name(x.inType) + std::to_string(x.inSeq) +
+                              " of " + std::to_string(x.recvLen) +
                               " bytes was expected: the ranks run different programs");
+            }
           }
         } else if (re & (POLLHUP | POLLERR)) {
           // Everything from it arrived; what we still send may not.
-          if (x.sent < sizeof(Header) + x.sendLen) {
+          if (x.sent < x.outTotal()) {
             x.broken = true;
             g.drop(p, "its connection closed");
             continue;
           }
         }
       }
-      if ((re & POLLOUT) && x.sent < sizeof(Header) + x.sendLen) {
+      if ((re & POLLOUT) && x.sent < x.outTotal()) {
         const char *src = x.sent < sizeof(Header) ? reinterpret_cast<const char *>(&x.out) + x.sent
                                                   : x.send + (x.sent - sizeof(Header));
-        size_t want = x.sent < sizeof(Header) ? sizeof(Header) - x.sent
-                                              : sizeof(Header) + x.sendLen - x.sent;
+        size_t want = x.sent < sizeof(Header) ? sizeof(Header) - x.sent : x.outTotal() - x.sent;
         if (g.bytesPerS > 0)
           want = std::min(want, kChunk);
         ssize_t w = ::send(fds[k].fd, src, want, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -245,7 +265,7 @@ loomrt_status exchange(Group &g, std::vector<Io> &io, std::vector<char> &ok) {
   }
   for (int p = 0; p < g.size; ++p)
     ok[size_t(p)] = p == g.rank || (g.live[size_t(p)] && !io[size_t(p)].broken &&
-                                    io[size_t(p)].got == sizeof(Header) + io[size_t(p)].recvLen);
+                                    io[size_t(p)].got == io[size_t(p)].inTotal());
   return LOOMRT_OK;
 }
 
@@ -883,6 +903,48 @@ loomrt_status broadcast(Group *g, void *buf, size_t bytes, int root) {
   if (!g->live[size_t(root)])
     return fail(LOOMRT_ERR_BACKEND, "tcp: the broadcast's root, rank " + std::to_string(root) +
                                         ", left the group during it");
+  return LOOMRT_OK;
+}
+
+loomrt_status sendRecv(Group *g, const void *send, size_t sendBytes, int dest, void *recv,
+                       size_t recvBytes, int src) {
+  if (g->pointSent.size() != size_t(g->size))
+    g->pointSent.assign(size_t(g->size), 0), g->pointGot.assign(size_t(g->size), 0);
+  // Only the peers named take part; nothing is decided with rank 0: a
+  // lost peer fails the exchange (a pipeline stage cannot train without
+  // its neighbour), elastic or not.
+  for (int p : {dest, src})
+    if (p >= 0 && (!g->live[size_t(p)] || g->fd[size_t(p)] < 0))
+      return fail(LOOMRT_ERR_BACKEND, "tcp: rank " + std::to_string(g->rank) + " of " +
+                                          std::to_string(g->size) + ": a point-to-point exchange with rank " +
+                                          std::to_string(p) + ", which " +
+                                          (g->lost.empty() ? "has left the group" : g->lost));
+  std::vector<Io> io(size_t(g->size));
+  for (Io &x : io)
+    x.hasOut = x.hasIn = false;
+  if (dest >= 0) {
+    Io &x = io[size_t(dest)];
+    x.hasOut = true, x.send = static_cast<const char *>(send), x.sendLen = sendBytes;
+    x.out = Header{kMagic, kPoint, g->pointSent[size_t(dest)], sendBytes};
+  }
+  if (src >= 0) {
+    Io &x = io[size_t(src)];
+    x.hasIn = true, x.recv = static_cast<char *>(recv), x.recvLen = recvBytes;
+    x.inType = kPoint, x.inSeq = g->pointGot[size_t(src)];
+  }
+  std::vector<char> ok(size_t(g->size), 0);
+  if (loomrt_status st = exchange(*g, io, ok, /*collective=*/false))
+    return st;
+  for (int p : {dest, src})
+    if (p >= 0 && (io[size_t(p)].broken || !ok[size_t(p)] || io[size_t(p)].sent != io[size_t(p)].outTotal()))
+      return fail(LOOMRT_ERR_BACKEND, "tcp: rank " + std::to_string(g->rank) + " of " +
+                                          std::to_string(g->size) + ": " +
+                                          (g->lost.empty() ? "lost rank " + std::to_string(p) : g->lost) +
+                                          " during a point-to-point exchange");
+  if (dest >= 0)
+    ++g->pointSent[size_t(dest)];
+  if (src >= 0)
+    ++g->pointGot[size_t(src)];
   return LOOMRT_OK;
 }
 

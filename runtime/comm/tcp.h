@@ -74,6 +74,14 @@ loomrt_status allReduce(Group *g, loomrt_dtype dt, const void *send, void *recv,
 loomrt_status reduceScatter(Group *g, loomrt_dtype dt, const void *send, void *recv,
                             size_t recvCount, loomrt_reduce_op op);
 loomrt_status broadcast(Group *g, void *buf, size_t bytes, int root);
+/// Point to point: sends `sendBytes` to rank `dest` and receives
+/// `recvBytes` from rank `src` at once (either -1: none), so two ranks that
+/// send to each other do not wait on each other. Only the two peers take
+/// part; each pair's messages are numbered apart from the collectives', and
+/// a message other than the one expected (size, order) fails. A lost peer
+/// fails the exchange, elastic or not.
+loomrt_status sendRecv(Group *g, const void *send, size_t sendBytes, int dest, void *recv,
+                       size_t recvBytes, int src);
 
 } // namespace loomrt::tcp
 

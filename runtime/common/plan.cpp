@@ -60,6 +60,7 @@ uint64_t loomrt_collective_bytes_sent(loomrt_collective_kind kind, uint64_t byte
   case LOOMRT_COLL_ALL_REDUCE:
     return uint64_t(2.0 * (ranks - 1) / ranks * double(bytes));
   case LOOMRT_COLL_BROADCAST:
+  case LOOMRT_COLL_SEND_RECV: // what goes to the peer
     return bytes;
   default: // reduce-scatter, all-gather, all-to-all: W-1 blocks
     return uint64_t(ranks - 1) * bytes;

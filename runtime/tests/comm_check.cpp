@@ -91,6 +91,16 @@ bool same(const std::vector<float> &a, const std::vector<float> &b, float tol) {
   return true;
 }
 
+/// send_recv around the ring (pipeline stages): each rank sends to the next
+/// and receives from the previous at once (one rank: a copy).
+void sendRecvRing(loomrt_device dev, loomrt_stream s, loomrt_comm c) {
+  int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  Buf sr(dev, s, LOOMRT_F32, 4), rr(dev, s, LOOMRT_F32, 4);
+  sr.put({float(rank), 1, 2, 3});
+  OK(loomrt_send_recv(c, s, sr.p, 16, next, rr.p, 16, prev));
+  expect(same(rr.get(), {float(prev), 1, 2, 3}, 0), "send_recv ring");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -200,6 +210,7 @@ int main(int argc, char **argv) {
     bb.put(mineB);
     OK(loomrt_broadcast(c, s, bb.p, 16, size - 1));
     expect(same(bb.get(), rootB, 0), "broadcast");
+    sendRecvRing(dev, s, c);
   }
 
   // Bytes sent, as loomrt.h counts them: the all_to_all above sent
@@ -208,6 +219,8 @@ int main(int argc, char **argv) {
          "all_to_all bytes counted");
   expect(loomrt_comm_bytes_sent(c, LOOMRT_COLL_BROADCAST) == (size > 1 ? 16u : 0u),
          "broadcast bytes counted");
+  expect(loomrt_comm_bytes_sent(c, LOOMRT_COLL_SEND_RECV) == (size > 1 ? 16u : 0u),
+         "send_recv bytes counted");
   expect(loomrt_comm_bytes_sent(c, -1) >= loomrt_comm_bytes_sent(c, LOOMRT_COLL_ALL_REDUCE) +
                                               loomrt_comm_bytes_sent(c, LOOMRT_COLL_ALL_TO_ALL),
          "total bytes counted");

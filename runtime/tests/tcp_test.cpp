@@ -158,6 +158,67 @@ TEST(Tcp, CollectivesOnThreeRanks) {
   EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
 }
 
+// Point to point (pipeline stages): a ring where every rank sends to the
+// next and receives from the previous at once, 16 MB each way (far more
+// than the sockets buffer: blocking sends would deadlock), then send-only
+// and receive-only halves, then a collective: the pair messages are
+// numbered apart from the collectives'.
+TEST(Tcp, PointToPointRingAndHalves) {
+  auto st = forkRanks(3, [](Rank &k) {
+    int r = k.rank, next = (r + 1) % 3, prev = (r + 2) % 3;
+    std::vector<float> out(4 << 20), in(4 << 20, -1);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = float(r * 1000) + float(i % 997);
+    k.check(!loomrt_send_recv(k.c, k.s, out.data(), out.size() * 4, next, in.data(),
+                              in.size() * 4, prev),
+            std::string("ring: ") + loomrt_last_error());
+    bool same = true;
+    for (size_t i = 0; i < in.size(); ++i)
+      same = same && in[i] == float(prev * 1000) + float(i % 997);
+    k.check(same, "ring values");
+    // 0 -> 1 -> 2 as separate sends and receives, as a forward pass does.
+    float a = float(10 + r), b = -1;
+    if (r > 0)
+      k.check(!loomrt_send_recv(k.c, k.s, nullptr, 0, -1, &b, 4, r - 1), "receive half");
+    if (r < 2)
+      k.check(!loomrt_send_recv(k.c, k.s, &a, 4, r + 1, nullptr, 0, -1), "send half");
+    k.check(r == 0 || b == float(9 + r), "halves' values");
+    k.check(k.mean(float(r)) == 1.0f, "a collective after point-to-point");
+    // Itself: a copy. Out of range: an error that says so.
+    float c = 0;
+    k.check(!loomrt_send_recv(k.c, k.s, &a, 4, r, &c, 4, r) && c == a, "to itself");
+    k.check(loomrt_send_recv(k.c, k.s, &a, 4, 3, nullptr, 0, -1) == LOOMRT_ERR_INVALID_ARGUMENT &&
+                std::strstr(loomrt_last_error(), "dest 3 is not a rank") != nullptr,
+            std::string("dest out of range: ") + loomrt_last_error());
+    k.check(loomrt_comm_bytes_sent(k.c, LOOMRT_COLL_SEND_RECV) == out.size() * 4 + (r < 2 ? 4 : 0),
+            "send_recv's bytes counted");
+    loomrt_comm_destroy(k.c);
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+// Ranks that disagree on a message's size (a compiler bug, or two
+// programs) fail with a message instead of reading each other's bytes as
+// theirs; a rank whose peer died fails instead of waiting.
+TEST(Tcp, PointToPointMismatchAndLossFail) {
+  auto st = forkRanks(
+      2,
+      [](Rank &k) {
+        float x[2] = {1, 2}, y[2] = {0, 0};
+        loomrt_status s = k.rank == 0 ? loomrt_send_recv(k.c, k.s, x, 8, 1, nullptr, 0, -1)
+                                      : loomrt_send_recv(k.c, k.s, nullptr, 0, -1, y, 4, 0);
+        if (k.rank == 1)
+          k.check(s != LOOMRT_OK && std::strstr(loomrt_last_error(), "run different programs"),
+                  std::string("size mismatch: ") + loomrt_last_error());
+        if (k.rank == 1)
+          _exit(k.bad ? 1 : 0); // and its sockets close
+        s = loomrt_send_recv(k.c, k.s, nullptr, 0, -1, y, 8, 1);
+        k.check(s != LOOMRT_OK, "a receive from a rank that died fails");
+      },
+      [](int) { setenv("TEST_STRICT", "1", 1); });
+  EXPECT_EQ(st, (std::vector<int>{0, 0}));
+}
+
 // A duplicate has connections of its own: one thread all-reduces on the
 // original while another all-gathers on the copy, as the driver runs
 // DiLoCo's exchange beside the inner steps.

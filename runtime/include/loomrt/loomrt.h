@@ -552,15 +552,28 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s,
                                 size_t bytes_per_rank);
 loomrt_status loomrt_broadcast(loomrt_comm c, loomrt_stream s, void *buf,
                                size_t bytes, int root);
+/* Point to point (pipeline stages): sends send_bytes of `send` to rank
+ * `dest` of c and receives recv_bytes into `recv` from rank `src`, both at
+ * once, ordered on s like a collective (either side may be absent: dest or
+ * src -1). Each pair of ranks must exchange in the same order with the same
+ * sizes (a mismatch fails on TCP, hangs NCCL). The two directions proceed
+ * together, so stages that send to each other do not wait on each other
+ * (NCCL group, MPI_Sendrecv, one poll loop on TCP). A rank may name itself
+ * (a copy). Not elastic: losing the peer fails the call. */
+loomrt_status loomrt_send_recv(loomrt_comm c, loomrt_stream s, const void *send,
+                               size_t send_bytes, int dest, void *recv, size_t recv_bytes,
+                               int src);
 /* Bytes this rank has sent through c since it was created, per kind of
  * collective (kind < 0: all of them), counted as the bandwidth-optimal
  * algorithms send them (NCCL's bus-bandwidth convention), so they compare
  * across transports: all-reduce 2(W-1)/W of the buffer, reduce-scatter and
- * all-gather (W-1) blocks, all-to-all (W-1) blocks, broadcast the buffer
- * (W ranks; 0 on a communicator of one). */
+ * all-gather (W-1) blocks, all-to-all (W-1) blocks, broadcast the buffer,
+ * send_recv what it sends to another rank (W ranks; 0 on a communicator of
+ * one). */
 typedef LOOMRT_ENUM(loomrt_collective_kind) {
   LOOMRT_COLL_ALL_REDUCE, LOOMRT_COLL_REDUCE_SCATTER, LOOMRT_COLL_ALL_GATHER,
-  LOOMRT_COLL_ALL_TO_ALL, LOOMRT_COLL_BROADCAST, LOOMRT_COLL_KIND_COUNT
+  LOOMRT_COLL_ALL_TO_ALL, LOOMRT_COLL_BROADCAST, LOOMRT_COLL_SEND_RECV,
+  LOOMRT_COLL_KIND_COUNT
 } loomrt_collective_kind;
 uint64_t loomrt_comm_bytes_sent(loomrt_comm c, int kind);
 /* What one collective adds to loomrt_comm_bytes_sent on a communicator of
