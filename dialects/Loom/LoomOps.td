@@ -1055,6 +1055,29 @@ def Loom_BroadcastCommOp : Loom_CollectiveOp<"broadcast"> {
   }];
 }
 
+def Loom_SendRecvOp : Loom_CollectiveOp<"send_recv"> {
+  let summary = "Pass a tensor to the rank `shift` places on in a group";
+  let description = [{
+    Rank i of the group sends its input to rank i + shift and receives its
+    result from rank i - shift, both at once (pipeline stages: activations
+    forward with shift 1, their gradients back with shift -1). There is no
+    wrap-around: a rank with no sender receives zeros, and a rank with no
+    receiver sends nothing. Same type in and out; tensors, not packed
+    payloads.
+
+    ```mlir
+    %a, %t = loom.send_recv %h over #loom.group<@t, ["stage"]> shift 1 on comm
+        : tensor<8x1024xf32> -> tensor<8x1024xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Payload:$input, Variadic<Loom_TokenType>:$deps,
+                       Loom_GroupAttr:$group, I64Attr:$shift, Loom_StreamAttr:$stream);
+  let assemblyFormat = [{
+    $input (`after` ` ` `[` $deps^ `]`)? `over` qualified($group) `shift` $shift `on` custom<Stream>($stream) attr-dict
+    `:` type($input) `->` type($result)
+  }];
+}
+
 def Loom_ShardOp : Loom_Op<"shard", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's block of dimension 0 within a group";

@@ -223,6 +223,7 @@ LOOM_COLLECTIVE_COMMON(ReduceScatterOp)
 LOOM_COLLECTIVE_COMMON(AllGatherOp)
 LOOM_COLLECTIVE_COMMON(AllToAllOp)
 LOOM_COLLECTIVE_COMMON(BroadcastCommOp)
+LOOM_COLLECTIVE_COMMON(SendRecvOp)
 #undef LOOM_COLLECTIVE_COMMON
 
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &table) {
@@ -314,6 +315,17 @@ LogicalResult BroadcastCommOp::verifySymbolUses(SymbolTableCollection &table) {
   if (getRoot() >= uint64_t(*size)) // (unsigned: never below 0)
     return emitOpError() << "root " << getRoot()
                          << " is not a rank of a group of " << *size;
+  return verifySameType(*this, getInput().getType(), getResult().getType());
+}
+
+LogicalResult SendRecvOp::verifySymbolUses(SymbolTableCollection &table) {
+  FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
+  if (failed(size) || failed(verifyNotPacked(*this, getInput().getType())))
+    return failure();
+  int64_t shift = int64_t(getShift()); // (I64Attr's getter is unsigned)
+  if (shift == 0 || shift <= -*size || shift >= *size)
+    return emitOpError() << "shift " << shift << " must be nonzero and smaller than the group ("
+                         << *size << " ranks) in size";
   return verifySameType(*this, getInput().getType(), getResult().getType());
 }
 

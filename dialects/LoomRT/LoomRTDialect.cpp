@@ -162,6 +162,12 @@ LogicalResult HostTaskOp::verify() {
   return success();
 }
 
+LogicalResult SendRecvOp::verify() {
+  if (getShift() == 0)
+    return emitOpError("shift is 0: a rank would send to itself (a copy is loomrt.memcpy)");
+  return success();
+}
+
 LogicalResult CommOp::verify() {
   if (!getLevels() && !getSizes())
     return success();

@@ -851,6 +851,26 @@ def LoomRT_AllToAllOp : LoomRT_Op<"all_to_all"> {
   let assemblyFormat = "$input `->` $output `,` $bytes `bytes` `over` $comm `on` $stream attr-dict";
 }
 
+def LoomRT_SendRecvOp : LoomRT_Op<"send_recv"> {
+  let summary = "point to point between ranks `shift` apart (loomrt_send_recv)";
+  let description = [{
+    Rank r of the communicator sends `bytes` bytes of `input` to rank
+    r + shift and receives `bytes` bytes into `output` from rank r - shift,
+    both at once; a side whose rank is outside the communicator does
+    nothing (no wrap-around), so `output` on a rank with no sender keeps
+    what it held. Pipeline stages pass activations forward with shift 1
+    and their gradients back with shift -1.
+
+    ```mlir
+    loomrt.send_recv %act -> %in, 8192 bytes shift 1 over %stages on %cs
+    ```
+  }];
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_Buffer:$input,
+                       LoomRT_Buffer:$output, NonNegI64:$bytes, I64Attr:$shift);
+  let assemblyFormat = "$input `->` $output `,` $bytes `bytes` `shift` $shift `over` $comm `on` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
 def LoomRT_AllGatherBytesOp : LoomRT_Op<"all_gather_bytes"> {
   let summary = "all-gather of `bytes` bytes per rank (packed payloads)";
   let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_Buffer:$input,

@@ -18,6 +18,7 @@
 //   ptrAt<T>(v, bytes, "T *"): a buffer `bytes` into v, as T *
 //   hostInt(v): a host integer result (loomrt.random_key, add_i64)
 //   rankTimes(comm, n): the rank in comm times n (an element offset)
+//   peer(comm, k): the rank k after this one in comm, -1 past either end
 // and call(name, function, args...), which emits or makes the call.
 //
 //===----------------------------------------------------------------------===//
@@ -315,6 +316,12 @@ template <typename B> bool visitUpdateCall(mlir::Operation *op, B &b) {
         return b.call("loomrt_all_to_all", loomrt_all_to_all, b.comm(o.getComm()),
                       b.stream(o.getStream()), b.buf(o.getInput()), b.buf(o.getOutput()),
                       b.i(o.getBytes()));
+      })
+      .Case([&](rt::SendRecvOp o) {
+        return b.call("loomrt_send_recv", loomrt_send_recv, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.buf(o.getInput()), b.i(o.getBytes()),
+                      b.peer(o.getComm(), int64_t(o.getShift())), b.buf(o.getOutput()),
+                      b.i(o.getBytes()), b.peer(o.getComm(), -int64_t(o.getShift())));
       })
       .Case([&](rt::AllGatherBytesOp o) {
         return b.call("loomrt_all_gather_bytes", loomrt_all_gather_bytes, b.comm(o.getComm()),

@@ -127,6 +127,9 @@ struct TextCall {
   std::string rankTimes(Value comm, int64_t n) const {
     return "(uint64_t)loomrt_comm_rank(" + name(comm) + ") * " + i(n);
   }
+  std::string peer(Value comm, int64_t k) const {
+    return "loomrt_comm_peer(" + name(comm) + ", " + std::to_string(k) + ")";
+  }
   std::string dtype(rt::DType d) const { return dtypeName(d); }
   std::string unary(rt::UnaryKind k) const { return unaryName(k); }
   std::string binary(rt::BinaryKind k) const { return binaryName(k); }

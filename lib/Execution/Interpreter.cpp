@@ -402,6 +402,7 @@ public:
     float lr(double x) const { return float(x); }
     uint64_t hostInt(Value v) const { return uint64_t(in.ints.lookup(v)); }
     uint64_t rankTimes(Value, int64_t) const { return 0; } // one rank
+    int peer(Value, int64_t k) const { return k == 0 ? 0 : -1; }
     loomrt_dtype dtype(rt::DType d) const { return loomrt_dtype(d); }
     loomrt_unary_op unary(rt::UnaryKind k) const { return loomrt_unary_op(k); }
     loomrt_binary_op binary(rt::BinaryKind k) const { return loomrt_binary_op(k); }
@@ -447,7 +448,7 @@ public:
 
   bool exec(Operation *op) {
     if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
-              rt::AllGatherBytesOp, rt::RankViewOp>(op))
+              rt::AllGatherBytesOp, rt::SendRecvOp, rt::RankViewOp>(op))
       return fail("loom-run executes one rank: collectives run in the generated binary "
                   "(loomc --topology=..., one process per rank)");
     Call c{*this, {}, {}, {}, {}, {}, {}, {}};

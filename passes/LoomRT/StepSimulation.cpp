@@ -354,7 +354,7 @@ struct Simulator {
         .Case([&](rt::MemcpyOp c) { return copy(c); })
         .Case([&](rt::AdamOp a) { return adam(a); })
         .Case<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
-              rt::AllGatherBytesOp>(
+              rt::AllGatherBytesOp, rt::SendRecvOp>(
             [&](Operation *c) { return collective(c); })
         .Case([&](func::CallOp c) { return visitCall(c, module); })
         .Case([&](rt::WorkOpInterface w) { return work(w); })
@@ -490,6 +490,8 @@ struct Simulator {
       kind = LOOMRT_COLL_ALL_TO_ALL, bytes = uint64_t(c.getBytes());
     else if (auto c = dyn_cast<rt::AllGatherBytesOp>(op))
       bytes = uint64_t(c.getBytes());
+    else if (auto c = dyn_cast<rt::SendRecvOp>(op))
+      kind = LOOMRT_COLL_SEND_RECV, bytes = uint64_t(c.getBytes());
     // The group: a communicator over some levels, or the world.
     SmallVector<int64_t> levels;
     auto commOp = op->getOperand(0).getDefiningOp<rt::CommOp>();
@@ -514,7 +516,10 @@ struct Simulator {
     double &lane = clock(l);
     host += launch();
     double s = std::max(lane, host);
-    double seconds = ranks > 1 ? double(ranks - 1) * link.latency + sent / link.bandwidth : 0;
+    // A point-to-point exchange is one hop (its two directions at once);
+    // a collective ranks - 1 of them.
+    double hops = kind == LOOMRT_COLL_SEND_RECV ? 1 : double(ranks - 1);
+    double seconds = ranks > 1 ? hops * link.latency + sent / link.bandwidth : 0;
     lane = s + seconds;
     p.comm[key].bytes += sent;
     p.comm[key].seconds += seconds;

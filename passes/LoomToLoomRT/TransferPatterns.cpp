@@ -117,6 +117,18 @@ LogicalResult lower(AllGatherOp o, AllGatherOp::Adaptor a, Emit &e) {
   });
   return e.done({out, token});
 }
+/// Zeros first (a rank with no sender keeps them), then the exchange, both
+/// on the collectives' stream.
+LogicalResult lower(SendRecvOp o, SendRecvOp::Adaptor a, Emit &e) {
+  Value out = e.alloc(o.getResult());
+  Value token = e.async(e.f.collectives, [&] {
+    rt::FillOp::create(e.rw, e.loc, e.f.collectives, dt(o.getInput()), out,
+                       APFloat(0.0), numel(o.getInput()));
+    rt::SendRecvOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.collectives, a.getInput(), out,
+                           bytesOf(o.getResult()), int64_t(o.getShift()));
+  });
+  return e.done({out, token});
+}
 /// A view: this rank's block of the input.
 LogicalResult lower(ShardOp o, ShardOp::Adaptor a, Emit &e) {
   return e.done(rt::RankViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), a.getInput(),
@@ -138,7 +150,8 @@ LogicalResult lower(WaitOp o, WaitOp::Adaptor a, Emit &e) {
 }
 
 void populateTransferPatterns(RewritePatternSet &patterns, const TypeConverter &tc, Plan &plan) {
-  addPatterns<CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, ShardOp, WaitOp>(patterns, tc, plan);
+  addPatterns<CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, SendRecvOp, ShardOp,
+              WaitOp>(patterns, tc, plan);
 }
 
 } // namespace mlir::loom::lowering

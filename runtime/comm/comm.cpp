@@ -720,6 +720,13 @@ uint64_t loomrt_comm_bytes_sent(loomrt_comm c, int kind) {
 }
 int loomrt_comm_size(loomrt_comm c) { return c ? c->size : 0; }
 
+int loomrt_comm_peer(loomrt_comm c, int offset) {
+  if (!c)
+    return -1;
+  int64_t p = int64_t(c->rank) + offset;
+  return p >= 0 && p < c->size ? int(p) : -1;
+}
+
 loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key, loomrt_comm *out) {
   if (!c || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "comm_split: null argument");

@@ -166,6 +166,9 @@ TEST(Tcp, CollectivesOnThreeRanks) {
 TEST(Tcp, PointToPointRingAndHalves) {
   auto st = forkRanks(3, [](Rank &k) {
     int r = k.rank, next = (r + 1) % 3, prev = (r + 2) % 3;
+    k.check(loomrt_comm_peer(k.c, 1) == (r < 2 ? r + 1 : -1) &&
+                loomrt_comm_peer(k.c, -1) == (r > 0 ? r - 1 : -1) && loomrt_comm_peer(k.c, 0) == r,
+            "peers: no wrap-around");
     std::vector<float> out(4 << 20), in(4 << 20, -1);
     for (size_t i = 0; i < out.size(); ++i)
       out[i] = float(r * 1000) + float(i % 997);

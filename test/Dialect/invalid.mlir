@@ -914,3 +914,23 @@ module attributes {loom.sequence_parallel} {
 func.func @f() attributes {loom.fp32} {
   return
 }
+
+// -----
+
+loom.topology @world ["stage" = 2]
+func.func @send_recv_shift(%x: tensor<16xf32>) {
+  // expected-error@+1 {{'loom.send_recv' op shift 2 must be nonzero and smaller than the group (2 ranks) in size}}
+  %r, %t = loom.send_recv %x over #loom.group<@world, ["stage"]> shift 2 on comm : tensor<16xf32> -> tensor<16xf32>
+  loom.wait %t
+  return
+}
+
+// -----
+
+loom.topology @world ["stage" = 2]
+func.func @send_recv_type(%x: tensor<16xf32>) {
+  // expected-error@+1 {{'loom.send_recv' op}}
+  %r, %t = loom.send_recv %x over #loom.group<@world, ["stage"]> shift 1 on comm : tensor<16xf32> -> tensor<8xf32>
+  loom.wait %t
+  return
+}

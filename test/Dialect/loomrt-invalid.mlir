@@ -227,3 +227,13 @@ func.func @f() {
   loomrt.fused_elementwise "r" (%x) -> (%x), 16 on %s {in_types = array<i32: 0, 0>, out_types = array<i32: 0>, program = array<i32: 0, 0, 0, 0, 4, 0, 0, 0>}
   return
 }
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %y: !loomrt.buffer) {
+  %s = loomrt.stream comm
+  %c = loomrt.comm
+  // expected-error @+1 {{'loomrt.send_recv' op shift is 0: a rank would send to itself (a copy is loomrt.memcpy)}}
+  loomrt.send_recv %x -> %y, 16 bytes shift 0 over %c on %s
+  return
+}

@@ -98,6 +98,8 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attribu
   loomrt.wait %cs for %e
   // CHECK: loomrt.all_reduce sum f32 %{{.+}} -> %{{.+}}, 16 over %[[C]] on
   loomrt.all_reduce sum f32 %x -> %a, 16 over %c on %cs
+  // CHECK: loomrt.send_recv %{{.+}} -> %{{.+}}, 64 bytes shift -1 over %[[C]] on
+  loomrt.send_recv %x -> %a, 64 bytes shift -1 over %c on %cs
   loomrt.reduce_scatter mean bf16 %x -> %a, 8 over %c on %cs
   loomrt.all_gather f32 %x -> %a, 8 over %c on %cs
   %d = loomrt.record %xs

@@ -248,6 +248,9 @@ func.func @collectives(%g: tensor<64x4xf32>, %e: tensor<64x4xf32>) -> tensor<64x
   // CHECK: loom.broadcast %{{.*}} after [%{{.*}}] over #loom.group<@frontier, ["gcd"]> root 1 on comm
   %y, %t4 = loom.broadcast %x after [%t3] over #loom.group<@frontier, ["gcd"]> root 1 on comm : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>>
   loom.wait %t4
+  // CHECK: loom.send_recv %{{.*}} over #loom.group<@frontier, ["node"]> shift -1 on comm : tensor<64x4xf32> -> tensor<64x4xf32>
+  %sr, %t7 = loom.send_recv %g over #loom.group<@frontier, ["node"]> shift -1 on comm : tensor<64x4xf32> -> tensor<64x4xf32>
+  loom.wait %t7
   // CHECK: loom.decompress %{{.*}} : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> tensor<64x4xf32>
   %d = loom.decompress %y : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> tensor<64x4xf32>
   // CHECK: loom.compress %{{.*}} : tensor<64x4xf32> -> !loom.packed<tensor<64x4xf32>, #loom.codec<int8, block = 4096>>

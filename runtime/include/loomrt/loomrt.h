@@ -489,6 +489,9 @@ loomrt_status loomrt_comm_init_from_env(loomrt_device dev, loomrt_comm *out);
 int loomrt_local_rank(void);
 int loomrt_comm_rank(loomrt_comm c);
 int loomrt_comm_size(loomrt_comm c);
+/* The rank `offset` after this one in c (before it when negative), or -1
+ * past either end: the peers of loomrt_send_recv between pipeline stages. */
+int loomrt_comm_peer(loomrt_comm c, int offset);
 /* Ranks with equal `color` form a sub-communicator, ordered by `key`
  * (MPI_Comm_split): how topology levels become groups. */
 loomrt_status loomrt_comm_split(loomrt_comm c, int color, int key,
