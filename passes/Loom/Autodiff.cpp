@@ -451,6 +451,17 @@ public:
           accumulate(o.getInput(), r.getResult());
           return success();
         })
+        // Pipeline stages: y_r = x_{r-k} (zeros where r-k is outside the
+        // group), so dx_s = dy_{s+k} (zeros where s+k is outside): the
+        // gradient goes back the other way, shift -k.
+        .Case([&](SendRecvOp o) {
+          auto g = SendRecvOp::create(b, loc, o.getInput().getType(),
+                                      TokenType::get(b.getContext()), dy, ValueRange{},
+                                      o.getGroup(), -int64_t(o.getShift()), o.getStream());
+          WaitOp::create(b, loc, ValueRange{g.getToken()});
+          accumulate(o.getInput(), g.getResult());
+          return success();
+        })
         .Case([&](ReduceScatterOp o) -> LogicalResult {
           if (o.getReduce() != ReduceKind::sum)
             return o.emitOpError() << "has a gradient rule only for reduce sum (loom-autodiff)";

@@ -90,6 +90,11 @@ def Autodiff : Pass<"loom-autodiff", "ModuleOp"> {
     no gradient. An op on the path from a parameter to the loss without a
     gradient rule is an error naming it.
 
+    Communication has the rules of its transpose: an all-gather's gradient
+    is a reduce-scatter and back, `loom.tp_enter`'s an all-reduce, and a
+    `loom.send_recv` between pipeline stages (shift k) sends the gradient
+    back with shift -k (`test/Passes/loom-autodiff-pipeline.mlir`).
+
     **Activation checkpointing** (`recompute`, per unit: one transformer
     block, found from the parameters' names by `planUnits`,
     passes/Loom/Units.cpp; a model without numbered blocks is one unit).
