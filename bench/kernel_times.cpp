@@ -6,6 +6,9 @@
 // where Nsight Systems is not installed.
 //   c++ -O2 -shared -fPIC bench/kernel_times.cpp -I$CUDA/include -L$CUDA/lib64 -lcupti -o libkt.so
 //   LD_PRELOAD=./libkt.so LOOM_KERNEL_TIMES=k.csv ./binary ...
+// Preload the binary alone (`timeout 200 env LD_PRELOAD=... ./binary`): a
+// wrapper such as timeout loads the library too and, exiting last,
+// overwrites the binary's table with its own empty one.
 #include <cupti.h>
 
 #include <cstdio>
