@@ -268,6 +268,8 @@ public:
       return *r;
     if (std::optional<LogicalResult> r = structuredVjp(op, dy))
       return *r;
+    if (std::optional<LogicalResult> r = communicationVjp(op, dy))
+      return *r;
     return op->emitOpError() << "has no gradient rule (loom-autodiff), but it lies on the "
                                 "path from a parameter to the loss";
   }
@@ -423,11 +425,10 @@ public:
         .Default([](Operation *) { return std::nullopt; });
   }
 
-  /// The rules of products, rows (norms, softmax, embeddings, attention,
-  /// losses), shapes and reductions; nullopt for other ops.
-  std::optional<LogicalResult> structuredVjp(Operation *op, Value dy) {
+  /// The rules of communication: each collective's gradient is its
+  /// transpose's; nullopt for other ops.
+  std::optional<LogicalResult> communicationVjp(Operation *op, Value dy) {
     return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
-        .Case([&](MatmulOp o) { return matmulVjp(o, dy); })
         // Tensor parallelism (loom-tensor-parallel): Megatron's g, the
         // all-reduce of the row-parallel products' partial sums, passes the
         // gradient through (every rank holds the whole sum); its f,
@@ -489,6 +490,14 @@ public:
           accumulate(o.getInput(), r.getResult());
           return success();
         })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+
+  /// The rules of products, rows (norms, softmax, embeddings, attention,
+  /// losses), shapes and reductions; nullopt for other ops.
+  std::optional<LogicalResult> structuredVjp(Operation *op, Value dy) {
+    return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+        .Case([&](MatmulOp o) { return matmulVjp(o, dy); })
         .Case([&](LayerNormOp o) {
           auto w = o.getWeight().getType();
           auto g = LayerNormGradOp::create(b, loc, o.getInput().getType(), w, w,
