@@ -17,9 +17,7 @@ link_binary .carry/profile/gpt2_bf16.cpp /tmp/gpt2_bf16 -O1
 write_tokens 50257 /tmp/tok50k.bin
 # Loom's kernels through CUPTI (bench/kernel_times.cpp, preloaded): a run
 # of 3 steps and one of 8; the difference is 5 steps after warm-up.
-CUDA=${CUDA_HOME:-/usr/local/cuda}
-c++ -O2 -shared -fPIC bench/kernel_times.cpp -I"$CUDA/include" -L"$CUDA/lib64" -lcupti \
-  -Wl,-rpath,"$CUDA/lib64" -o /tmp/libkt.so || { echo "kernel_times failed to build"; exit 1; }
+build_kernel_times
 echo "== Loom (CUPTI), steps 4-8 of 8"
 for n in 3 8; do
   LD_PRELOAD=/tmp/libkt.so LOOM_KERNEL_TIMES="$OUT/loom$n.csv" \

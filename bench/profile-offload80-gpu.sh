@@ -19,13 +19,10 @@ mkdir -p "$OUT"
 ROWS="${ROWS:-g625-int l71-int l67-int}"
 source bench/gpu-runtime.sh
 [ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
-CUDA=${CUDA_HOME:-/usr/local/cuda}
-c++ -O2 -shared -fPIC bench/kernel_times.cpp -I"$CUDA/include" -L"$CUDA/lib64" -lcupti \
-  -Wl,-rpath,"$CUDA/lib64" -o /tmp/libkt.so || { echo "kernel_times failed to build"; exit 1; }
+build_kernel_times
 for r in $ROWS; do
   [ -x "/tmp/$r" ] && [ "/tmp/$r" -nt "$C/$r.cpp.gz" ] && continue
-  { gunzip -c "$C/$r.cpp.gz" > "/tmp/$r.cpp" && link_binary "/tmp/$r.cpp" "/tmp/$r" -O1 \
-      2> "$OUT/$r.compile.log" || echo "compiling $r failed"; } &
+  link_gz "$C/$r.cpp.gz" "/tmp/$r" &
 done
 [ -f /tmp/tok32k.bin ] || write_tokens 32000 /tmp/tok32k.bin 2_000_000
 [ -f /tmp/tok50k.bin ] || write_tokens 50304 /tmp/tok50k.bin 2_000_000

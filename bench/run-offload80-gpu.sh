@@ -34,8 +34,7 @@ fi
 source bench/gpu-runtime.sh
 [ -n "${RT:-}" ] || build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
 for r in $ROWS; do
-  { gunzip -c "$C/$r.cpp.gz" > "/tmp/$r.cpp" && link_binary "/tmp/$r.cpp" "/tmp/$r" -O1 \
-      2> "$OUT/$r.compile.log" || echo "compiling $r failed"; } &
+  link_gz "$C/$r.cpp.gz" "/tmp/$r" &
 done
 [ -f /tmp/tok32k.bin ] || write_tokens 32000 /tmp/tok32k.bin 2_000_000
 [ -f /tmp/tok50k.bin ] || write_tokens 50304 /tmp/tok50k.bin 2_000_000

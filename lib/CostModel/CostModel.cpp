@@ -450,18 +450,22 @@ double Hardware::gpuBf16Rate(double flops) const {
   return c[i - 1].second + f * (c[i].second - c[i - 1].second);
 }
 
-double gpuKernelTime(const Hardware &hw, DType t, double flops, double bytes) {
+/// The GPU roofline with each roof at a fraction of its rate.
+static double gpuRoofline(const Hardware &hw, DType t, double flops, double bytes,
+                          double flopsEff, double bytesEff) {
   double rate = t == DType::BF16 ? hw.gpuBf16Rate(flops) : hw.gpuFlopsF32;
+  return std::max(flops / (rate * flopsEff), bytes / (hw.hbmBandwidth * bytesEff));
+}
+
+double gpuKernelTime(const Hardware &hw, DType t, double flops, double bytes) {
   double flopsEff = hw.gpuFlopsEfficiency > 0 ? hw.gpuFlopsEfficiency : hw.gpuKernelEfficiency;
-  return std::max(flops / (rate * flopsEff), bytes / (hw.hbmBandwidth * hw.gpuKernelEfficiency));
+  return gpuRoofline(hw, t, flops, bytes, flopsEff, hw.gpuKernelEfficiency);
 }
 
 double opTime(const Hardware &hw, Device d, DType t, double flops, double bytes,
               double workingSet) {
-  if (d == Device::GPU) {
-    double rate = t == DType::BF16 ? hw.gpuBf16Rate(flops) : hw.gpuFlopsF32;
-    return std::max(flops / rate, bytes / hw.hbmBandwidth);
-  }
+  if (d == Device::GPU)
+    return gpuRoofline(hw, t, flops, bytes, 1, 1);
   double bw = hw.dramCopyBandwidth;
   for (const CacheLevel &c : hw.caches) // smallest first
     if (workingSet <= c.bytes) {
