@@ -6,8 +6,11 @@
 #                            build-bench; sets RT (logs in $OUT)
 #   nccl_root                the NCCL of the host's PyTorch (pip's nvidia.nccl)
 #   link_binary SRC.cpp EXE [-O1]
-#   link_gz SRC.cpp.gz EXE   a gzipped generated source linked at -O1 (its
-#                            errors in $OUT/EXE's name.compile.log)
+#   compile_gz SRC.cpp.gz EXE  a gzipped generated source compiled at -O1
+#                            to EXE.o (needs only runtime/include: it can
+#                            run beside build_runtime); errors in
+#                            $OUT/EXE's name.compile.log
+#   link_gz SRC.cpp.gz EXE   compile_gz unless EXE.o exists, then links EXE
 #   build_kernel_times       bench/kernel_times.cpp (CUPTI) as /tmp/libkt.so
 #   write_tokens VOCAB FILE [N]  N (default 4M) uint16 tokens below VOCAB
 #                            (numpy seed 0), the data the binaries train on
@@ -25,11 +28,17 @@ nccl_root() {
 link_binary() {
   c++ "${3:--O0}" -std=c++17 -I runtime/include "$1" -o "$2" -L"$RT" -lloomrt -Wl,-rpath,"$RT"
 }
-link_gz() {
+compile_gz() {
   local name
   name=$(basename "$2")
-  gunzip -c "$1" > "$2.cpp" && link_binary "$2.cpp" "$2" -O1 2> "$OUT/$name.compile.log" ||
-    echo "compiling $name failed"
+  gunzip -c "$1" > "$2.cpp" &&
+    c++ -O1 -std=c++17 -I runtime/include -c "$2.cpp" -o "$2.o.part" 2> "$OUT/$name.compile.log" &&
+    mv "$2.o.part" "$2.o" || echo "compiling $name failed"
+}
+link_gz() {
+  [ -f "$2.o" ] || compile_gz "$1" "$2"
+  [ -f "$2.o" ] && c++ "$2.o" -o "$2" -L"$RT" -lloomrt -Wl,-rpath,"$RT" 2>> "$OUT/$(basename "$2").compile.log" ||
+    echo "linking $(basename "$2") failed"
 }
 build_kernel_times() {
   local cuda=${CUDA_HOME:-/usr/local/cuda}
