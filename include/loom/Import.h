@@ -57,10 +57,12 @@ mlir::OwningOpRef<mlir::ModuleOp> importOnnxBytes(mlir::MLIRContext &ctx, llvm::
                                                   const OnnxImportOptions &options,
                                                   std::string &error);
 
-/// Data parallelism over `ranks`: rewrites a generator spec so its batch
-/// (given or default) is the per-rank batch, batch / ranks. False with a
-/// message when the spec is bad or the batch does not divide.
-bool splitSpecBatch(std::string &spec, int64_t ranks, std::string &error);
+/// Data parallelism over `ranks`, each rank's rows in `microBatches`:
+/// rewrites a generator spec so its batch (given or default) is one
+/// micro-batch, batch / ranks / microBatches. False with a message when the
+/// spec is bad or the batch does not divide.
+bool splitSpecBatch(std::string &spec, int64_t ranks, std::string &error,
+                    int64_t microBatches = 1);
 
 /// One line per family with its keys and defaults, for --help.
 std::string modelSpecHelp();

@@ -78,6 +78,9 @@ struct PipelineOptions {
   int64_t tensorParallel = 1;
   std::string tensorParallelLevel;
   bool sequenceParallel = false; // loom-tensor-parallel's sequence-parallel
+  /// > 1: loom-micro-batches before autodiff (the step's batch in this
+  /// many micro-batches, their gradients summed).
+  int64_t microBatches = 1;
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
   int64_t prefetch = 1;

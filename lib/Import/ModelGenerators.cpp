@@ -640,7 +640,8 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   return module;
 }
 
-bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error) {
+bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error,
+                    int64_t microBatches) {
   Spec spec;
   if (!parseSpec(text, spec, error))
     return false;
@@ -649,6 +650,12 @@ bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error) {
     return error = "the global batch " + std::to_string(batch) +
                    " does not divide over " + std::to_string(ranks) + " ranks",
            false;
+  if (microBatches < 1 || (batch / ranks) % microBatches)
+    return error = "--micro-batches=" + std::to_string(microBatches) + ": each rank's batch " +
+                   std::to_string(batch / ranks) + " does not divide into " +
+                   std::to_string(microBatches) + " micro-batches",
+           false;
+  ranks *= microBatches; // the generator builds one micro-batch
   // Rebuild the spec in the family's key order with the per-rank batch.
   std::string out = spec.family + ":";
   for (const Family &f : families())

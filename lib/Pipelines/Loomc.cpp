@@ -405,6 +405,12 @@ struct LoomcOptions {
                "loss run on each rank's 1/N of the step's tokens (Megatron's sequence "
                "parallelism: the branches' all-reduces become reduce-scatters and all-gathers)"),
       cl::cat(cat)};
+  cl::opt<int> microBatches{
+      "micro-batches", cl::init(1), cl::value_desc("M"),
+      cl::desc("Each rank's batch as M micro-batches, their gradients summed before one update "
+               "(loom-micro-batches): a --model's per-rank batch divides by M; an ONNX model's "
+               "exported batch is one micro-batch (each rank reads M times it)"),
+      cl::cat(cat)};
   cl::opt<std::string> zeropp{
       "zeropp", cl::init(""), cl::value_desc("qwz[:BLOCK],hpz,qgz[:BLOCK]"),
       cl::desc("ZeRO++ (Wang et al. 2023): qwz gathers ZeRO-3's parameter shards as int8 "
@@ -548,7 +554,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.momentum), it(o.clipGrad, "off"), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
-        it(o.tensorParallel, "1: none"), it(o.sequenceParallel),
+        it(o.tensorParallel, "1: none"), it(o.sequenceParallel), it(o.microBatches, "1: none"),
         it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
         it(o.bucketSize), it(o.reduceDtype), it(o.prefetch), it(o.diloco)}},
       {"Memory and offload",
@@ -804,8 +810,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (o.zeroStage >= 0 && d.levels.empty())
     return std::string("--zero-stage needs --topology (the ranks to partition over)");
   d.dataParallel = !d.levels.empty();
-  if (o.tensorParallel < 1)
-    return std::string("--tensor-parallel must be a positive number of ranks");
+  if (o.tensorParallel < 1 || o.microBatches < 1)
+    return std::string("--tensor-parallel and --micro-batches must be positive numbers");
   if (o.sequenceParallel && o.tensorParallel < 2)
     return std::string("--sequence-parallel splits tokens over a tensor-parallel group: give "
                        "--tensor-parallel=N with N > 1");
@@ -829,10 +835,11 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (std::optional<std::string> err = checkDistributedFlags(o, d))
     return err;
   d.modelSpec = o.model;
-  if (d.dataParallel && !o.model.empty()) {
+  if ((d.dataParallel || o.microBatches > 1) && !o.model.empty()) {
     std::string err;
     // The ranks of a tensor-parallel group share their rows.
-    if (!splitSpecBatch(d.modelSpec, d.world / o.tensorParallel, err))
+    if (!splitSpecBatch(d.modelSpec, d.dataParallel ? d.world / o.tensorParallel : 1, err,
+                        o.microBatches))
       return err;
   }
   if (o.dropout != "on" && o.dropout != "off")
@@ -985,6 +992,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.hardware = hw ? &*hw : nullptr;
   po.dataParallel = d.dataParallel;
   po.tensorParallel = o.tensorParallel;
+  po.microBatches = o.microBatches;
   po.sequenceParallel = o.sequenceParallel;
   if (o.tensorParallel > 1)
     po.tensorParallelLevel = d.levels.front().first;

@@ -66,6 +66,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     }
     if (o.precision == "bf16")
       pm.addPass(mlir::loom::createMixedPrecision());
+    // Micro-batches last: every pass above rewrote the one-micro-batch
+    // forward that is copied.
+    if (o.microBatches > 1)
+      pm.addPass(mlir::loom::createMicroBatches({o.microBatches}));
     mlir::loom::AutodiffOptions ad;
     ad.recompute = o.recompute;
     ad.recomputeUnits = o.recomputeUnits;

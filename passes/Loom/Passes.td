@@ -1080,3 +1080,55 @@ def PlaceFeatures : Pass<"loom-place-features", "ModuleOp"> {
 }
 
 #endif // LOOM_PASSES_LOOM_TD
+
+def MicroBatches : Pass<"loom-micro-batches", "ModuleOp"> {
+  let summary = "Split each step's batch into micro-batches whose gradients add up";
+  let description = [{
+    Gradient accumulation in IR (GPipe's micro-batches, Huang et al. 2019),
+    the unit pipeline schedules order. Runs on `@forward` before
+    `loom-autodiff`: the function built for one micro-batch of b rows then
+    reads `count` x b rows, runs the model on each slice of b rows in turn
+    and returns the mean of the losses. Autodiff derives every
+    micro-batch's backward; each parameter's gradient is the sum of its
+    micro-batches' parts, which is the gradient of the whole batch's mean
+    loss. Parameter loads, their casts and everything else that does not
+    read an input are computed once and shared. Refused for graph models,
+    for inputs in host memory and for results that are not scalar losses.
+
+    Before (`count=2`):
+
+    ```mlir
+    func.func @forward(%x: tensor<2x4xi64>, %y: tensor<2x4xi64>) -> tensor<f32> {
+      %w = loom.load @wte : tensor<32x16xf32>
+      %h = loom.embedding %w[%x] : tensor<32x16xf32>, tensor<2x4xi64> -> tensor<2x4x16xf32>
+      ...
+      return %loss : tensor<f32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func @forward(%x: tensor<4x4xi64>, %y: tensor<4x4xi64>) -> tensor<f32> {
+      %x0 = loom.slice %x [0, 0] [2, 4] [1, 1] : tensor<4x4xi64> to tensor<2x4xi64>
+      %y0 = loom.slice %y [0, 0] [2, 4] [1, 1] : tensor<4x4xi64> to tensor<2x4xi64>
+      %w = loom.load @wte : tensor<32x16xf32>
+      %h0 = loom.embedding %w[%x0] : ...
+      ...
+      %x1 = loom.slice %x [2, 0] [4, 4] [1, 1] : tensor<4x4xi64> to tensor<2x4xi64>
+      %y1 = loom.slice %y [2, 0] [4, 4] [1, 1] : tensor<4x4xi64> to tensor<2x4xi64>
+      %h1 = loom.embedding %w[%x1] : ...
+      ...
+      %l0 = loom.reshape %loss0 : tensor<f32> to tensor<1xf32>
+      %l1 = loom.reshape %loss1 : tensor<f32> to tensor<1xf32>
+      %ls = loom.concat %l0, %l1 dim 0 : tensor<1xf32>, tensor<1xf32> -> tensor<2xf32>
+      %loss = loom.reduce mean %ls [0] : tensor<2xf32> to tensor<f32>
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", /*default=*/"1",
+           "Micro-batches a step (1: the pass changes nothing)">
+  ];
+}

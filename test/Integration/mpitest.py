@@ -42,6 +42,22 @@ def train(exe, ranks, data, steps, log, *extra):
     return [json.loads(line) for line in open(log)]
 
 
+def compiler(loomc, folder):
+    """compile(name, model, *flags): a CPU binary `name` in `folder` of a
+    generator spec or an ONNX file."""
+    def compile_(name, model, *flags):
+        exe = os.path.join(folder, name)
+        source = [model] if model.endswith(".onnx") else ["--model", model]
+        run([loomc, *source, "--target=cpu", "-o", exe, *flags])
+        return exe
+    return compile_
+
+
+def losses(log):
+    """The losses of a JSON log's steps."""
+    return [s["loss"] for s in log if "loss" in s]
+
+
 def free_port():
     """A TCP port on the loopback that was free a moment ago."""
     s = socket.socket()

@@ -1,0 +1,146 @@
+//===- MicroBatches.cpp - loom-micro-batches -------------------------------===//
+//
+// Gradient accumulation as a graph transform, the first step of pipeline
+// parallelism (GPipe, Huang et al., NeurIPS 2019, §2.2: a mini-batch split
+// into M micro-batches whose gradients are summed before one update). Runs
+// on @forward before loom-autodiff: the function built for one micro-batch
+// of b rows becomes one that reads M*b rows, runs the model once on each
+// slice of b rows and returns the mean of the M losses. loom-autodiff then
+// derives the backward of every micro-batch, and each parameter's gradient
+// is the sum of its M contributions, each scaled by 1/M: the gradient of
+// the mean over M*b rows, so the step trains like one run on the whole
+// batch (equal micro-batches, a loss that is a mean over its rows).
+//
+// What does not depend on the data (parameter loads, their casts, anything
+// computed from parameters and constants alone) is computed once and shared
+// by the micro-batches, so a parameter is read, cast or gathered once a
+// step whatever M is.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Passes/Loom.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_MICROBATCHES
+#include "passes/Loom/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](Operation *at, const Twine &msg) {
+      at->emitError() << "loom-micro-batches: " << msg;
+      signalPassFailure();
+    };
+    if (count < 1)
+      return fail(module, "count must be a positive number of micro-batches");
+    if (count == 1)
+      return;
+    auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
+    if (!fwd)
+      return fail(module, "no function @forward");
+    if (module.lookupSymbol(LoomDialect::kForwardBackward) ||
+        module.lookupSymbol(LoomDialect::kTrainStep))
+      return fail(fwd, "run before loom-autodiff: the backward is derived from the "
+                       "micro-batches' forwards");
+    if (module->hasAttr(LoomDialect::GraphAttrHelper::getNameStr()))
+      return fail(fwd, "a graph model samples its mini-batch as one tree of neighbours: "
+                       "micro-batches are not built for graph models");
+    if (!fwd.getBody().hasOneBlock())
+      return fail(fwd, "@forward must be a single block");
+    if (fwd.getNumArguments() == 0)
+      return fail(fwd, "@forward has no inputs to split into micro-batches");
+    // Every input's first dimension is its rows (train.h: shape[0] is the
+    // batch); every result is a loss, a scalar mean over those rows.
+    SmallVector<Type> wide;
+    for (BlockArgument a : fwd.getArguments()) {
+      auto t = dyn_cast<RankedTensorType>(a.getType());
+      if (!t || t.getRank() < 1 || t.isDynamicDim(0) || isHostMemory(t))
+        return fail(fwd, "input " + Twine(a.getArgNumber()) +
+                             " is not a device tensor with a static batch dimension");
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] *= count;
+      wide.push_back(RankedTensorType::get(shape, t.getElementType(), t.getEncoding()));
+    }
+    for (Type r : fwd.getResultTypes()) {
+      auto t = dyn_cast<RankedTensorType>(r);
+      if (!t || t.getRank() != 0 || !isa<FloatType>(t.getElementType()))
+        return fail(fwd, "each result must be a scalar loss (a mean over the batch) to be "
+                         "averaged over the micro-batches");
+    }
+
+    // The one-micro-batch body, kept aside as the template of every copy.
+    func::FuncOp tmpl = fwd.clone();
+    Block &from = tmpl.getBody().front();
+    Block &body = fwd.getBody().front();
+    while (!body.empty())
+      body.back().erase();
+    for (auto [a, t] : llvm::zip(body.getArguments(), wide))
+      a.setType(t);
+    fwd.setFunctionType(FunctionType::get(&getContext(), wide, fwd.getResultTypes()));
+
+    // Values of the template that depend on an input: recomputed for each
+    // micro-batch. The rest is built once, in the first copy.
+    DenseSet<Value> perBatch(from.getArguments().begin(), from.getArguments().end());
+    for (Operation &op : from)
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return perBatch.contains(v); }))
+        perBatch.insert(op.getResults().begin(), op.getResults().end());
+
+    OpBuilder b = OpBuilder::atBlockEnd(&body);
+    Location loc = fwd.getLoc();
+    IRMapping shared;
+    SmallVector<SmallVector<Value>> losses(fwd.getNumResults());
+    for (int64_t m = 0; m < count; ++m) {
+      IRMapping map = shared;
+      for (auto [arg, slot] : llvm::zip(from.getArguments(), body.getArguments())) {
+        auto t = cast<RankedTensorType>(arg.getType());
+        SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()), step(t.getRank(), 1);
+        start[0] = m * t.getDimSize(0);
+        limit[0] = (m + 1) * t.getDimSize(0);
+        map.map(arg, SliceOp::create(b, loc, t, slot, b.getDenseI64ArrayAttr(start),
+                                     b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step)));
+      }
+      for (Operation &op : from) {
+        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+          for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+            losses[i].push_back(map.lookup(v));
+          continue;
+        }
+        bool batch = llvm::any_of(op.getResults(), [&](Value v) { return perBatch.contains(v); });
+        if (!batch && m > 0)
+          continue; // built in the first copy, mapped in `shared`
+        Operation *c = b.clone(op, map);
+        if (!batch)
+          for (auto [o, n] : llvm::zip(op.getResults(), c->getResults()))
+            shared.map(o, n);
+      }
+    }
+    tmpl.erase();
+
+    // Each loss: the mean of its micro-batches' (concatenated as [M]).
+    SmallVector<Value> results;
+    for (auto [i, ls] : llvm::enumerate(losses)) {
+      auto scalar = cast<RankedTensorType>(fwd.getResultTypes()[i]);
+      auto one = RankedTensorType::get({1}, scalar.getElementType());
+      SmallVector<Value> rows;
+      for (Value l : ls)
+        rows.push_back(ReshapeOp::create(b, loc, one, l));
+      auto all = RankedTensorType::get({count}, scalar.getElementType());
+      Value cat = ConcatOp::create(b, loc, all, rows, b.getI64IntegerAttr(0));
+      results.push_back(ReduceOp::create(b, loc, scalar, ReduceKind::mean, cat,
+                                         b.getDenseI64ArrayAttr({0}), /*keepdim=*/false));
+    }
+    func::ReturnOp::create(b, loc, results);
+  }
+};
+
+} // namespace
