@@ -64,6 +64,10 @@ def Loom_Dialect : Dialect {
     // On the module: the ops between the branches run on each rank's
     // tokens (loom-tensor-parallel sequence-parallel).
     "::mlir::UnitAttr":$sequence_parallel,
+    // On the slices of @forward's inputs that loom-micro-batches makes: the
+    // micro-batch (from 0) whose rows they are; loom-pipeline-schedule
+    // orders each micro-batch's ops by it.
+    "::mlir::IntegerAttr":$micro_batch,
     // On an op: loom-mixed-precision leaves it in fp32 (its bf16 operands
     // cast up): the vocabulary-parallel cross-entropy's statistics.
     "::mlir::UnitAttr":$fp32,

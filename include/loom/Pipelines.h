@@ -81,6 +81,7 @@ struct PipelineOptions {
   /// > 1: loom-micro-batches before autodiff (the step's batch in this
   /// many micro-batches, their gradients summed).
   int64_t microBatches = 1;
+  std::string pipelineSchedule = "1f1b"; // loom-pipeline-schedule's order of them
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
   int64_t prefetch = 1;

@@ -74,6 +74,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     ad.recompute = o.recompute;
     ad.recomputeUnits = o.recomputeUnits;
     pm.addPass(mlir::loom::createAutodiff(ad));
+    if (o.microBatches > 1)
+      pm.addPass(mlir::loom::createPipelineSchedule({o.pipelineSchedule}));
   }
   if (runs(Phase::Optimizer)) {
     pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));

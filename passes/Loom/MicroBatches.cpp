@@ -16,6 +16,13 @@
 // by the micro-batches, so a parameter is read, cast or gathered once a
 // step whatever M is.
 //
+// The copies are written last micro-batch first. loom-autodiff adds a
+// value's gradient contributions in reverse program order, so each
+// parameter's gradient is then summed from micro-batch 0 upwards, the order
+// in which loom-pipeline-schedule's 1F1B order computes them: one running
+// sum a parameter, not M gradients waiting for the last. Each input slice
+// carries `loom.micro_batch`, which that pass orders by.
+//
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
 
@@ -98,25 +105,28 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
     OpBuilder b = OpBuilder::atBlockEnd(&body);
     Location loc = fwd.getLoc();
     IRMapping shared;
-    SmallVector<SmallVector<Value>> losses(fwd.getNumResults());
-    for (int64_t m = 0; m < count; ++m) {
+    SmallVector<SmallVector<Value>> losses(fwd.getNumResults(), SmallVector<Value>(count));
+    StringRef tag = LoomDialect::MicroBatchAttrHelper::getNameStr();
+    for (int64_t m = count - 1; m >= 0; --m) {
       IRMapping map = shared;
       for (auto [arg, slot] : llvm::zip(from.getArguments(), body.getArguments())) {
         auto t = cast<RankedTensorType>(arg.getType());
         SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()), step(t.getRank(), 1);
         start[0] = m * t.getDimSize(0);
         limit[0] = (m + 1) * t.getDimSize(0);
-        map.map(arg, SliceOp::create(b, loc, t, slot, b.getDenseI64ArrayAttr(start),
-                                     b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step)));
+        auto slice = SliceOp::create(b, loc, t, slot, b.getDenseI64ArrayAttr(start),
+                                     b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step));
+        slice->setAttr(tag, b.getI64IntegerAttr(m));
+        map.map(arg, slice);
       }
       for (Operation &op : from) {
         if (auto ret = dyn_cast<func::ReturnOp>(op)) {
           for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-            losses[i].push_back(map.lookup(v));
+            losses[i][m] = map.lookup(v);
           continue;
         }
         bool batch = llvm::any_of(op.getResults(), [&](Value v) { return perBatch.contains(v); });
-        if (!batch && m > 0)
+        if (!batch && m < count - 1)
           continue; // built in the first copy, mapped in `shared`
         Operation *c = b.clone(op, map);
         if (!batch)

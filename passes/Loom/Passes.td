@@ -1132,3 +1132,50 @@ def MicroBatches : Pass<"loom-micro-batches", "ModuleOp"> {
            "Micro-batches a step (1: the pass changes nothing)">
   ];
 }
+
+def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
+  let summary = "Order the micro-batches' forwards and backwards";
+  let description = [{
+    Runs on `@forward_backward` after `loom-autodiff` of a
+    `loom-micro-batches` forward. `gpipe` keeps autodiff's order: every
+    micro-batch's forward, then every backward, with all micro-batches'
+    activations live at the turn. `1f1b` (PipeDream-Flush, Narayanan et al.
+    2021) runs each micro-batch's backward right after its forward, so one
+    micro-batch's activations are live at a time. Ops are labelled by the
+    micro-batches whose rows they read (from the input slices marked
+    `loom.micro_batch`); an op reading several (a parameter's running
+    gradient sum, the averaged loss) runs as soon as it can, one reading
+    none (loads, casts, the seed gradient) just before its first user. Only
+    the order changes; a function that writes memory keeps its order (a
+    remark says so).
+
+    Before (`schedule=1f1b`, two micro-batches; autodiff's order):
+
+    ```mlir
+    %x1 = loom.slice %x [2, 0] [4, 3] [1, 1] {loom.micro_batch = 1 : i64} : ...
+    %p1 = loom.matmul %x1, %w : ...                        // forward 1
+    %x0 = loom.slice %x [0, 0] [2, 3] [1, 1] {loom.micro_batch = 0 : i64} : ...
+    %p0 = loom.matmul %x0, %w : ...                        // forward 0
+    %g0 = loom.matmul %x0, %d0 transpose_lhs : ...         // backward 0
+    %g1 = loom.matmul %x1, %d1 transpose_lhs : ...         // backward 1
+    %g = loom.add %g0, %g1 : ...
+    ```
+
+    After:
+
+    ```mlir
+    %x0 = loom.slice %x [0, 0] [2, 3] [1, 1] {loom.micro_batch = 0 : i64} : ...
+    %p0 = loom.matmul %x0, %w : ...                        // forward 0
+    %g0 = loom.matmul %x0, %d0 transpose_lhs : ...         // backward 0
+    %x1 = loom.slice %x [2, 0] [4, 3] [1, 1] {loom.micro_batch = 1 : i64} : ...
+    %p1 = loom.matmul %x1, %w : ...                        // forward 1
+    %g1 = loom.matmul %x1, %d1 transpose_lhs : ...         // backward 1
+    %g = loom.add %g0, %g1 : ...
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe (every forward, then every backward) or 1f1b (each backward after its "
+           "forward)">
+  ];
+}

@@ -55,6 +55,14 @@ for model, spec in MODELS.items():
         compare(f"{model} {label} on {ranks} rank{'s' if ranks > 1 else ''}",
                 trained(name, spec, ranks, *flags), ref)
 
+# The order changes no arithmetic: GPipe's order gives the 1F1B order's
+# losses bit for bit.
+onef = losses(train(os.path.join(a.tmp, "gpt-micro-batches4"), 1, data, STEPS,
+                    os.path.join(a.tmp, "order-1f1b.jsonl")))
+gp = trained("gpt-m4-gpipe", MODELS["gpt"], 1, "--micro-batches=4", "--pipeline-schedule=gpipe")
+print(f"gpt --micro-batches=4 --pipeline-schedule=gpipe against 1f1b: "
+      f"{'identical losses' if onef == gp and len(gp) == STEPS else 'DIFFERENT losses: FAILED'}")
+
 # bf16 (fp32 master weights): each micro-batch's bf16 products round as
 # one step's do, but the parameter gradients are summed in another order.
 spec = MODELS["llama"]

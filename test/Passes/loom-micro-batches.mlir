@@ -7,25 +7,27 @@
 
 loom.param @w : tensor<3x2xf32> init #loom.init<normal(0.0, 0.02)>
 
-// The inputs read two micro-batches' rows; each is a slice of them.
+// The inputs read two micro-batches' rows; each is a slice of them, marked
+// with its micro-batch. The copies are written last micro-batch first (so
+// that autodiff sums the gradients from micro-batch 0 upwards).
 // CHECK-LABEL: func.func @forward(%arg0: tensor<8x3xf32>, %arg1: tensor<8x2xf32>) -> tensor<f32>
-// CHECK: %[[X0:.*]] = loom.slice %arg0 [0, 0] [4, 3] [1, 1] : tensor<8x3xf32> to tensor<4x3xf32>
-// CHECK: %[[Y0:.*]] = loom.slice %arg1 [0, 0] [4, 2] [1, 1] : tensor<8x2xf32> to tensor<4x2xf32>
+// CHECK: %[[X1:.*]] = loom.slice %arg0 [4, 0] [8, 3] [1, 1] {loom.micro_batch = 1 : i64} : tensor<8x3xf32> to tensor<4x3xf32>
+// CHECK: %[[Y1:.*]] = loom.slice %arg1 [4, 0] [8, 2] [1, 1] {loom.micro_batch = 1 : i64} : tensor<8x2xf32> to tensor<4x2xf32>
 // The parameter is loaded once and shared, so is what is computed from it alone.
 // CHECK: %[[W:.*]] = loom.load @w
 // CHECK: %[[WT:.*]] = loom.mul %[[W]], %[[W]]
-// CHECK: %[[P0:.*]] = loom.matmul %[[X0]], %[[WT]]
-// CHECK: %[[D0:.*]] = loom.sub %[[P0]], %[[Y0]]
-// CHECK: %[[L0:.*]] = loom.reduce mean
-// CHECK: %[[X1:.*]] = loom.slice %arg0 [4, 0] [8, 3] [1, 1] : tensor<8x3xf32> to tensor<4x3xf32>
-// CHECK: %[[Y1:.*]] = loom.slice %arg1 [4, 0] [8, 2] [1, 1] : tensor<8x2xf32> to tensor<4x2xf32>
-// CHECK-NOT: loom.load
 // CHECK: %[[P1:.*]] = loom.matmul %[[X1]], %[[WT]]
 // CHECK: %[[D1:.*]] = loom.sub %[[P1]], %[[Y1]]
 // CHECK: %[[L1:.*]] = loom.reduce mean
+// CHECK: %[[X0:.*]] = loom.slice %arg0 [0, 0] [4, 3] [1, 1] {loom.micro_batch = 0 : i64} : tensor<8x3xf32> to tensor<4x3xf32>
+// CHECK: %[[Y0:.*]] = loom.slice %arg1 [0, 0] [4, 2] [1, 1] {loom.micro_batch = 0 : i64} : tensor<8x2xf32> to tensor<4x2xf32>
+// CHECK-NOT: loom.load
+// CHECK: %[[P0:.*]] = loom.matmul %[[X0]], %[[WT]]
+// CHECK: %[[D0:.*]] = loom.sub %[[P0]], %[[Y0]]
+// CHECK: %[[L0:.*]] = loom.reduce mean
 // The loss: the mean of the micro-batches'.
-// CHECK: %[[R0:.*]] = loom.reshape %[[L0]] : tensor<f32> to tensor<1xf32>
-// CHECK: %[[R1:.*]] = loom.reshape %[[L1]] : tensor<f32> to tensor<1xf32>
+// CHECK-DAG: %[[R0:.*]] = loom.reshape %[[L0]] : tensor<f32> to tensor<1xf32>
+// CHECK-DAG: %[[R1:.*]] = loom.reshape %[[L1]] : tensor<f32> to tensor<1xf32>
 // CHECK: %[[C:.*]] = loom.concat %[[R0]], %[[R1]] dim 0 : tensor<1xf32>, tensor<1xf32> -> tensor<2xf32>
 // CHECK: %[[L:.*]] = loom.reduce mean %[[C]] [0] : tensor<2xf32> to tensor<f32>
 // CHECK: return %[[L]] : tensor<f32>

@@ -1,0 +1,42 @@
+// RUN: loom-opt %s --loom-micro-batches=count=2 --loom-autodiff --loom-pipeline-schedule | FileCheck %s
+// RUN: loom-opt %s --loom-micro-batches=count=2 --loom-autodiff --loom-pipeline-schedule=schedule=gpipe | FileCheck %s --check-prefix=GPIPE
+// RUN: not loom-opt %s --loom-micro-batches=count=2 --loom-autodiff --loom-pipeline-schedule=schedule=zb 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not loom-opt %s --loom-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=EARLY
+
+loom.param @w : tensor<3x2xf32> init #loom.init<normal(0.0, 0.02)>
+
+// 1F1B on one stage: micro-batch 0's forward and backward, then micro-batch
+// 1's; the parameter's gradient is micro-batch 0's part plus micro-batch
+// 1's, summed as soon as the second exists.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[X0:.*]] = loom.slice %arg0 [0, 0] [4, 3] [1, 1] {loom.micro_batch = 0 : i64}
+// CHECK: loom.matmul %[[X0]], %{{.*}} :
+// CHECK: %[[G0:.*]] = loom.matmul %[[X0]], %{{.*}} transpose_lhs
+// CHECK: %[[X1:.*]] = loom.slice %arg0 [4, 0] [8, 3] [1, 1] {loom.micro_batch = 1 : i64}
+// CHECK: loom.matmul %[[X1]], %{{.*}} :
+// The loss: the mean of both, as soon as both exist.
+// CHECK: loom.reduce mean %{{.*}} [0] : tensor<2xf32> to tensor<f32>
+// CHECK: %[[G1:.*]] = loom.matmul %[[X1]], %{{.*}} transpose_lhs
+// CHECK: loom.add %[[G0]], %[[G1]]
+// CHECK: return
+
+// GPipe: autodiff's order, every forward (the last micro-batch's first, as
+// loom-micro-batches writes them), then the backwards.
+// GPIPE-LABEL: func.func @forward_backward
+// GPIPE: %[[X1:.*]] = loom.slice %arg0 [4, 0] [8, 3] [1, 1] {loom.micro_batch = 1 : i64}
+// GPIPE: %[[X0:.*]] = loom.slice %arg0 [0, 0] [4, 3] [1, 1] {loom.micro_batch = 0 : i64}
+// GPIPE: loom.matmul %[[X0]], %{{.*}} :
+// GPIPE: loom.matmul %[[X0]], %{{.*}} transpose_lhs
+// GPIPE: loom.matmul %[[X1]], %{{.*}} transpose_lhs
+
+// BAD: loom-pipeline-schedule: unknown schedule 'zb': expected gpipe or 1f1b
+// EARLY: loom-pipeline-schedule: no @forward_backward (run after loom-autodiff)
+
+func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
+  %w = loom.load @w : tensor<3x2xf32>
+  %p = loom.matmul %x, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+  %d = loom.sub %p, %y : tensor<4x2xf32>, tensor<4x2xf32> -> tensor<4x2xf32>
+  %sq = loom.mul %d, %d : tensor<4x2xf32>, tensor<4x2xf32> -> tensor<4x2xf32>
+  %l = loom.reduce mean %sq [0, 1] : tensor<4x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
