@@ -97,10 +97,14 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
 
     // Values of the template that depend on an input: recomputed for each
     // micro-batch. The rest is built once, in the first copy.
+    // (An op with no results, a collective's wait, goes with what it reads.)
     DenseSet<Value> perBatch(from.getArguments().begin(), from.getArguments().end());
+    DenseSet<Operation *> perBatchOps;
     for (Operation &op : from)
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return perBatch.contains(v); }))
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return perBatch.contains(v); })) {
+        perBatchOps.insert(&op);
         perBatch.insert(op.getResults().begin(), op.getResults().end());
+      }
 
     OpBuilder b = OpBuilder::atBlockEnd(&body);
     Location loc = fwd.getLoc();
@@ -125,7 +129,7 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
             losses[i][m] = map.lookup(v);
           continue;
         }
-        bool batch = llvm::any_of(op.getResults(), [&](Value v) { return perBatch.contains(v); });
+        bool batch = perBatchOps.contains(&op);
         if (!batch && m < count - 1)
           continue; // built in the first copy, mapped in `shared`
         Operation *c = b.clone(op, map);

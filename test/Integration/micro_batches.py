@@ -55,6 +55,24 @@ for model, spec in MODELS.items():
         compare(f"{model} {label} on {ranks} rank{'s' if ranks > 1 else ''}",
                 trained(name, spec, ranks, *flags), ref)
 
+# Composes with tensor parallelism (its forward's collectives and their
+# waits are copied with each micro-batch), the optimizer's offload and
+# gradient clipping (the clipped reference clips too).
+spec = MODELS["llama"]
+ref = losses(train(os.path.join(a.tmp, "llama-1"), 1, data, STEPS,
+                   os.path.join(a.tmp, "llama-again.jsonl")))
+for label, ranks, flags in (
+        ("--tensor-parallel=2", 2, ["--topology", "gpu=2", "--tensor-parallel=2"]),
+        ("--tensor-parallel=2 --sequence-parallel", 2,
+         ["--topology", "gpu=2", "--tensor-parallel=2", "--sequence-parallel"]),
+        ("--optimizer-offload=interleaved", 1, ["--optimizer-offload=interleaved"])):
+    name = "llama-m2" + "".join(f.strip("-").replace("=", "") for f in flags)
+    compare(f"llama --micro-batches=2 {label} on {ranks} rank{'s' if ranks > 1 else ''}",
+            trained(name, spec, ranks, "--micro-batches=2", *flags), ref)
+compare("llama --micro-batches=2 --clip-grad=0.5 on 1 rank",
+        trained("llama-m2-clip", spec, 1, "--micro-batches=2", "--clip-grad=0.5"),
+        trained("llama-clip", spec, 1, "--clip-grad=0.5"))
+
 # The order changes no arithmetic: GPipe's order gives the 1F1B order's
 # losses bit for bit.
 onef = losses(train(os.path.join(a.tmp, "gpt-micro-batches4"), 1, data, STEPS,
@@ -65,7 +83,6 @@ print(f"gpt --micro-batches=4 --pipeline-schedule=gpipe against 1f1b: "
 
 # bf16 (fp32 master weights): each micro-batch's bf16 products round as
 # one step's do, but the parameter gradients are summed in another order.
-spec = MODELS["llama"]
 compare("llama --precision=bf16 --micro-batches=4 on 1 rank",
         trained("bf16-m4", spec, 1, "--precision=bf16", "--micro-batches=4"),
         trained("bf16-1", spec, 1, "--precision=bf16"), bound=1e-3)
