@@ -68,6 +68,9 @@ def Loom_Dialect : Dialect {
     // micro-batch (from 0) whose rows they are; loom-pipeline-schedule
     // orders each micro-batch's ops by it.
     "::mlir::IntegerAttr":$micro_batch,
+    // On a forward op and a loom.param (loom-pipeline-cut): the pipeline
+    // stage, from 0, that runs or holds it.
+    "::mlir::IntegerAttr":$stage,
     // On an op: loom-mixed-precision leaves it in fp32 (its bf16 operands
     // cast up): the vocabulary-parallel cross-entropy's statistics.
     "::mlir::UnitAttr":$fp32,

@@ -76,6 +76,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                       v.getInt() <= (1 << 20) && isa<ModuleOp>(op),
                   "a positive number of ranks on the module");
   }
+  if (name == LoomDialect::StageAttrHelper::getNameStr()) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0 &&
+                      !isa<ModuleOp, func::FuncOp>(op),
+                  "a non-negative integer on an op or a loom.param");
+  }
   if (name == LoomDialect::MicroBatchAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0 &&

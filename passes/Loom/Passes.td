@@ -1179,3 +1179,45 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
            "forward)">
   ];
 }
+
+def PipelineCut : Pass<"loom-pipeline-cut", "ModuleOp"> {
+  let summary = "Choose where each pipeline stage begins, by the cost model";
+  let description = [{
+    The forward's units (one a transformer block; the embedding before the
+    first, the head and the loss with the last) cut into `stages`
+    contiguous runs that minimise the slowest stage's forward and backward
+    time on one micro-batch, each stage's memory (parameters at 16 bytes,
+    the units' forward outputs for each micro-batch 1F1B keeps in flight
+    there) within the device's. Every non-free op and every parameter gets
+    `loom.stage`; a remark gives each stage's units, time and memory, the
+    1F1B step and its bubble. Times are the step simulation's GPU roofline
+    (`hardware`: a preset or a description file).
+
+    Before (`stages=2`, a 2-block model):
+
+    ```mlir
+    loom.param @h.0.w : tensor<64x64xf32> init ...
+    loom.param @h.1.w : tensor<64x64xf32> init ...
+    %a = loom.matmul %x, %w0 : ...
+    %b = loom.matmul %a, %w1 : ...
+    ```
+
+    After:
+
+    ```mlir
+    loom.param @h.0.w : tensor<64x64xf32> init ... {loom.stage = 0 : i64}
+    loom.param @h.1.w : tensor<64x64xf32> init ... {loom.stage = 1 : i64}
+    %a = loom.matmul %x, %w0 {loom.stage = 0 : i64} : ...
+    %b = loom.matmul %a, %w1 {loom.stage = 1 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Pipeline stages">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Micro-batches a step (the bubble, and the activations in flight)">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
+           "The machine a stage runs on: a preset or a description file">,
+    Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
+           "GiB a stage may hold (0: the description's usable device memory)">
+  ];
+}
