@@ -853,9 +853,30 @@ loom.param @w : tensor<4xf32> {loom.mirror_of = "w"}
 
 // -----
 
-// expected-error@+1 {{unknown attribute 'loom.stage' (loom.* attributes are the dialect's}}
+// expected-error@+1 {{unknown attribute 'loom.pipeline_rank' (loom.* attributes are the dialect's}}
+func.func @f() attributes {loom.pipeline_rank = 1 : i64} {
+  return
+}
+
+// -----
+
+// A pipeline stage (loom-pipeline-cut) marks ops and parameters, not functions.
+// expected-error@+1 {{'loom.stage' must be a non-negative integer on an op or a loom.param}}
 func.func @f() attributes {loom.stage = 1 : i64} {
   return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.stage' must be a non-negative integer on an op or a loom.param}}
+loom.param @w : tensor<4xf32> {loom.stage = -1 : i64}
+
+// -----
+
+func.func @f(%x: tensor<4x2xf32>) -> tensor<2x2xf32> {
+  // expected-error@+1 {{'loom.micro_batch' must be a non-negative integer on an op}}
+  %s = loom.slice %x [0, 0] [2, 2] [1, 1] {loom.micro_batch = "0"} : tensor<4x2xf32> to tensor<2x2xf32>
+  return %s : tensor<2x2xf32>
 }
 
 // -----

@@ -290,3 +290,14 @@ func.func @stop_gradient(%m: tensor<8x1xf32>) -> tensor<8x1xf32> {
   %e = loom.exp %s {loom.fp32} : tensor<8x1xf32>
   return %e : tensor<8x1xf32>
 }
+
+// Pipeline marks: the micro-batch an input slice holds (loom-micro-batches)
+// and the stage of an op or a parameter (loom-pipeline-cut).
+// CHECK: loom.param @staged : tensor<4x2xf32> init #loom.init<zeros> {loom.stage = 1 : i64}
+// CHECK-LABEL: func.func @pipeline_marks
+// CHECK: loom.slice %{{.*}} [2, 0] [4, 2] [1, 1] {loom.micro_batch = 1 : i64, loom.stage = 0 : i64}
+loom.param @staged : tensor<4x2xf32> init #loom.init<zeros> {loom.stage = 1 : i64}
+func.func @pipeline_marks(%x: tensor<4x2xf32>) -> tensor<2x2xf32> {
+  %s = loom.slice %x [2, 0] [4, 2] [1, 1] {loom.micro_batch = 1 : i64, loom.stage = 0 : i64} : tensor<4x2xf32> to tensor<2x2xf32>
+  return %s : tensor<2x2xf32>
+}
