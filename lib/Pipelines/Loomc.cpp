@@ -524,8 +524,9 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   d.dataParallel = !d.levels.empty();
   if (o.pipelineSchedule != "1f1b" && o.pipelineSchedule != "gpipe")
     return "unknown --pipeline-schedule '" + o.pipelineSchedule + "': expected gpipe or 1f1b";
-  if (o.tensorParallel < 1 || o.microBatches < 1)
-    return std::string("--tensor-parallel and --micro-batches must be positive numbers");
+  if (o.tensorParallel < 1 || o.microBatches < 1 || o.microBatches > 1024)
+    return std::string("--tensor-parallel must be positive and --micro-batches in [1, 1024] "
+                       "(each micro-batch is a copy of the forward in the IR)");
   if (o.sequenceParallel && o.tensorParallel < 2)
     return std::string("--sequence-parallel splits tokens over a tensor-parallel group: give "
                        "--tensor-parallel=N with N > 1");

@@ -48,8 +48,9 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
       at->emitError() << "loom-micro-batches: " << msg;
       signalPassFailure();
     };
-    if (count < 1)
-      return fail(module, "count must be a positive number of micro-batches");
+    if (count < 1 || count > 1024)
+      return fail(module, "count must be a number of micro-batches in [1, 1024] (each is a "
+                          "copy of the forward)");
     if (count == 1)
       return;
     auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);

@@ -41,7 +41,7 @@ loom.param @w : tensor<3x2xf32> init #loom.init<normal(0.0, 0.02)>
 // AD: loom.add
 // AD: return
 
-// ZERO: loom-micro-batches: count must be a positive number of micro-batches
+// ZERO: loom-micro-batches: count must be a number of micro-batches in [1, 1024]
 // LATE: loom-micro-batches: run before loom-autodiff
 
 func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
