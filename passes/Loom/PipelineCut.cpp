@@ -58,21 +58,26 @@ double opSeconds(Operation *op, const cost::Hardware &hw) {
     bytes += bytesOf(v.getType());
   for (Value v : op->getResults())
     bytes += bytesOf(v.getType());
-  Type et = op->getNumResults()
-                ? cast<ShapedType>(op->getResult(0).getType()).getElementType()
-                : Type();
+  auto shaped = op->getNumResults() ? dyn_cast<ShapedType>(op->getResult(0).getType())
+                                    : ShapedType();
+  Type et = shaped ? shaped.getElementType() : Type();
   cost::DType dt = et && et.isBF16() ? cost::DType::BF16 : cost::DType::F32;
+  auto stat = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.hasStaticShape() ? t : RankedTensorType();
+  };
   if (auto mm = dyn_cast<MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    int64_t k = lhs.getDimSize(lhs.getRank() - (mm.getTransposeLhs() ? 2 : 1));
-    flops = 2 * double(cast<RankedTensorType>(mm.getType()).getNumElements()) * double(k);
+    auto lhs = stat(mm.getLhs()), out = stat(mm.getResult());
+    if (lhs && out && lhs.getRank() >= 2) {
+      int64_t k = lhs.getDimSize(lhs.getRank() - (mm.getTransposeLhs() ? 2 : 1));
+      flops = 2 * double(out.getNumElements()) * double(k);
+    }
   } else if (auto at = dyn_cast<AttentionOp>(op)) {
-    auto q = cast<RankedTensorType>(at.getQuery().getType());
-    auto k = cast<RankedTensorType>(at.getKey().getType());
-    int64_t r = q.getRank();
+    auto q = stat(at.getQuery()), k = stat(at.getKey());
     // Two products of T x S x D a head, half of them under a causal mask.
-    flops = 4 * double(q.getNumElements()) * double(k.getDimSize(r - 2)) *
-            (at.getCausal() ? 0.5 : 1.0);
+    if (q && k && k.getRank() >= 2)
+      flops = 4 * double(q.getNumElements()) * double(k.getDimSize(k.getRank() - 2)) *
+              (at.getCausal() ? 0.5 : 1.0);
     backward = 2.5; // FlashAttention's backward: five products to the forward's two
   } else {
     backward = 1;
@@ -124,7 +129,7 @@ void PipelineCut::runOnOperation() {
   for (ParamOp prm : module.getOps<ParamOp>()) {
     auto it = units.ofParam.find(prm.getSymName());
     if (it != units.ofParam.end())
-      param[it->second] += 16 * double(cast<RankedTensorType>(prm.getType()).getNumElements());
+      param[it->second] += 4 * bytesOf(prm.getType()); // fp32: 16 bytes a parameter
   }
   auto memory = [&](int64_t s, int64_t from, int64_t to) {
     double a = 0, w = 0;
