@@ -221,6 +221,15 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
           return refuse("copies tensors only (not packed payloads)");
         return success();
       })
+      // Activations and their gradients: the receiving side starts as
+      // zeros of a float dtype (a rank with no sender keeps them).
+      .Case([&](SendRecvOp o) -> LogicalResult {
+        auto t = dyn_cast<RankedTensorType>(o.getInput().getType());
+        if (!t || !isa<FloatType>(t.getElementType()) || !dtypeOf(t.getElementType()))
+          return refuse("passes f32 and bf16 tensors between ranks (activations and their "
+                        "gradients), not integer tensors or packed payloads");
+        return knownGroup(o.getGroup());
+      })
       .Case([&](AllReduceOp o) { return knownGroup(o.getGroup()); })
       .Case([&](ReduceScatterOp o) { return knownGroup(o.getGroup()); })
       .Case([&](ShardOp o) { return knownGroup(o.getGroup()); })

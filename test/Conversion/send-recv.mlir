@@ -3,6 +3,8 @@
 // tensor's bytes on the stages' communicator, both on the comm stream,
 // which the compute stream waits for before it reads the result.
 // RUN: loom-opt %s --loom-lower-to-runtime="comments=false" | FileCheck %s
+// RUN: not loom-opt %S/Inputs/send-recv-int.mlir --loom-lower-to-runtime 2>&1 | FileCheck %s --check-prefix=INT
+// INT: error: code generation passes f32 and bf16 tensors between ranks (activations and their gradients), not integer tensors or packed payloads
 
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[CS:.*]] = loomrt.stream comm
