@@ -162,6 +162,13 @@ size_t mlir::loom::storageBytes(Type t) {
   return t.isBF16() ? 2 : t.isInteger(64) ? 8 : t.isInteger(1) ? 1 : 4;
 }
 
+int64_t mlir::loom::storageBytesOf(Type type) {
+  auto r = dyn_cast<RankedTensorType>(type);
+  if (!r || !r.hasStaticShape())
+    return 0;
+  return r.getNumElements() * int64_t(storageBytes(r.getElementType()));
+}
+
 RankedTensorType mlir::loom::withMemSpace(RankedTensorType type,
                                           MemSpace space) {
   return RankedTensorType::get(type.getShape(), type.getElementType(),

@@ -34,6 +34,9 @@ RankedTensorType withMemSpace(RankedTensorType type, MemSpace space);
 /// 2, i64 8, i1 1, f32 and i32 4): what code generation allocates and the
 /// step simulation counts.
 size_t storageBytes(Type elementType);
+/// Bytes a statically shaped tensor of `type` takes in those buffers; 0 for
+/// any other type.
+int64_t storageBytesOf(Type type);
 
 /// `--loom-offload-optimizer`'s mode option ("cpu", "static:R" with R in
 /// [0, 1], "subgroups") as the attribute the pass writes on @train_step;

@@ -43,21 +43,13 @@ namespace cost = ::loom::cost;
 
 namespace {
 
-double bytesOf(Type t) {
-  auto rt = dyn_cast<RankedTensorType>(t);
-  if (!rt || !rt.hasStaticShape())
-    return 0;
-  return double(rt.getNumElements()) * double(std::max<int64_t>(
-                                           rt.getElementTypeBitWidth() / 8, 1));
-}
-
 /// An op's forward and backward time on one micro-batch.
 double opSeconds(Operation *op, const cost::Hardware &hw) {
   double bytes = 0, flops = 0, backward = 2;
   for (Value v : op->getOperands())
-    bytes += bytesOf(v.getType());
+    bytes += double(storageBytesOf(v.getType()));
   for (Value v : op->getResults())
-    bytes += bytesOf(v.getType());
+    bytes += double(storageBytesOf(v.getType()));
   auto shaped = op->getNumResults() ? dyn_cast<ShapedType>(op->getResult(0).getType())
                                     : ShapedType();
   Type et = shaped ? shaped.getElementType() : Type();
@@ -124,12 +116,12 @@ void PipelineCut::runOnOperation() {
     int64_t u = units.unitOf(op);
     time[u] += opSeconds(op, *hw);
     for (Value r : op->getResults())
-      act[u] += bytesOf(r.getType());
+      act[u] += double(storageBytesOf(r.getType()));
   }
   for (ParamOp prm : module.getOps<ParamOp>()) {
     auto it = units.ofParam.find(prm.getSymName());
     if (it != units.ofParam.end())
-      param[it->second] += 4 * bytesOf(prm.getType()); // fp32: 16 bytes a parameter
+      param[it->second] += 4 * double(storageBytesOf(prm.getType())); // fp32: 16 bytes a parameter
   }
   auto memory = [&](int64_t s, int64_t from, int64_t to) {
     double a = 0, w = 0;

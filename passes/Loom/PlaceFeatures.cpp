@@ -28,13 +28,6 @@ using ::loom::cost::GatherPlacement;
 
 namespace {
 
-int64_t bytesOf(Type t) {
-  auto r = dyn_cast<RankedTensorType>(t);
-  if (!r || !r.hasStaticShape())
-    return 0;
-  return r.getNumElements() * int64_t(storageBytes(r.getElementType()));
-}
-
 /// The features argument of @`fn`: named `features` by loom.input_names and
 /// read by loom.embedding only (as its table).
 BlockArgument featuresArg(ModuleOp module, func::FuncOp fn) {
@@ -81,7 +74,7 @@ FailureOr<FeaturePlacementPlan> mlir::loom::planFeaturePlacement(ModuleOp module
     plan.rows += cast<RankedTensorType>(e.getIndices().getType()).getNumElements();
   }
   plan.any = true;
-  plan.tableBytes = bytesOf(type);
+  plan.tableBytes = storageBytesOf(type);
   plan.rowBytes = type.getDimSize(1) * 4;
   // The step's own device memory, bounded above: every value of the
   // forward kept for the backward and as large again for its gradients,
@@ -89,13 +82,13 @@ FailureOr<FeaturePlacementPlan> mlir::loom::planFeaturePlacement(ModuleOp module
   double other = 0;
   fn.walk([&](Operation *op) {
     for (Value r : op->getResults())
-      other += 2.0 * double(bytesOf(r.getType()));
+      other += 2.0 * double(storageBytesOf(r.getType()));
   });
   for (ParamOp p : module.getOps<ParamOp>())
-    other += 4.0 * double(bytesOf(p.getType()));
+    other += 4.0 * double(storageBytesOf(p.getType()));
   for (BlockArgument a : fn.getArguments())
     if (a != table)
-      other += double(bytesOf(a.getType()));
+      other += double(storageBytesOf(a.getType()));
   plan.otherBytes = other;
   plan.budget = hw.hasGpu ? 0.9 * hw.gpuMemoryBytes - other : 0;
   for (GatherPlacement p :
