@@ -30,17 +30,12 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                RowwiseParallel, SequenceParallel,
                                                loss_parallel, parallelize_module)
 
-from llama_torch import llama_config
+from llama_torch import add_shape_args, llama_config
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=32)
-    ap.add_argument("--d", type=int, default=4096)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--ffn", type=int, default=11008)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--seq", type=int, default=1024)
+    add_shape_args(ap)
     ap.add_argument("--batch", type=int, default=8, help="sequences a step (the group's)")
     ap.add_argument("--steps", type=int, default=12)
     a = ap.parse_args()

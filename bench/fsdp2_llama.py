@@ -33,18 +33,13 @@ import torch.nn.functional as F
 import transformers as tf
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from llama_torch import llama_config
+from llama_torch import add_shape_args, llama_config
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=32)
-    ap.add_argument("--d", type=int, default=4096)
-    ap.add_argument("--heads", type=int, default=32)
+    add_shape_args(ap)
     ap.add_argument("--kv-heads", type=int, default=0)
-    ap.add_argument("--ffn", type=int, default=11008)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=4, help="sequences a rank")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--ac", action="store_true", help="activation checkpointing per layer")

@@ -22,6 +22,15 @@ import torch.nn.functional as F
 import transformers as tf
 
 
+def add_shape_args(ap):
+    """--layers --d --heads --ffn --vocab --seq, defaulting to the landed
+    Llama 6.7B (32 layers, d 4096, ffn 11008, vocabulary 32000, 1024
+    tokens): the shape flags of the multi-GPU peers."""
+    for name, default in (("layers", 32), ("d", 4096), ("heads", 32), ("ffn", 11008),
+                          ("vocab", 32000), ("seq", 1024)):
+        ap.add_argument(f"--{name}", type=int, default=default)
+
+
 def llama_config(a, kv_heads=None, eps=1e-5):
     """Hugging Face's LlamaConfig at the shape of loomc's llama generator
     (`a`: --layers, --d, --heads, --ffn, --vocab, --seq), SDPA attention;

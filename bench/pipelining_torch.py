@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.distributed import pipelining as pp
 from transformers.models.llama import modeling_llama as hf
 
-from llama_torch import llama_config
+from llama_torch import add_shape_args, llama_config
 
 
 class Stage(nn.Module):
@@ -67,12 +67,7 @@ class Stage(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=32)
-    ap.add_argument("--d", type=int, default=4096)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--ffn", type=int, default=11008)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--seq", type=int, default=1024)
+    add_shape_args(ap)
     ap.add_argument("--micro-batch", type=int, default=1, help="sequences a micro-batch")
     ap.add_argument("--micro-batches", type=int, default=8)
     ap.add_argument("--schedule", default="1f1b",
