@@ -71,6 +71,18 @@ def Loom_Dialect : Dialect {
     // On a forward op and a loom.param (loom-pipeline-cut): the pipeline
     // stage, from 0, that runs or holds it.
     "::mlir::IntegerAttr":$stage,
+    // On the module of one pipeline stage's program (loom-pipeline-split):
+    // [stage, stages, stage level's index in the topology].
+    "::mlir::DenseI64ArrayAttr":$pipeline,
+    // On a loom.param of a stage's program (loom-pipeline-split): the
+    // elements the one-rank model draws from the seed's stream for the
+    // parameters before it that this stage does not hold (the driver skips
+    // them, so every stage starts from the one-rank model's values).
+    "::mlir::IntegerAttr":$init_skip,
+    // On a loom.param two stages hold (a tied embedding, Megatron's shared
+    // word embeddings): how many stages on the other copy is; their
+    // gradients are summed before the update (loom-pipeline-join).
+    "::mlir::IntegerAttr":$tied_peer,
     // On an op: loom-mixed-precision leaves it in fp32 (its bf16 operands
     // cast up): the vocabulary-parallel cross-entropy's statistics.
     "::mlir::UnitAttr":$fp32,

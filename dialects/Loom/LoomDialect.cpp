@@ -82,6 +82,25 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                       !isa<ModuleOp, func::FuncOp>(op),
                   "a non-negative integer on an op or a loom.param");
   }
+  if (name == LoomDialect::PipelineAttrHelper::getNameStr()) {
+    auto v = dyn_cast<DenseI64ArrayAttr>(value);
+    return expect(v && v.size() == 3 && v[1] >= 2 && v[0] >= 0 && v[0] < v[1] && v[2] >= 0 &&
+                      isa<ModuleOp>(op),
+                  "[stage, stages, level] on the module, with 0 <= stage < stages, stages >= 2 "
+                  "and level >= 0");
+  }
+  if (name == LoomDialect::InitSkipAttrHelper::getNameStr()) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0 &&
+                      isa<ParamOp>(op),
+                  "a non-negative number of elements on a loom.param");
+  }
+  if (name == LoomDialect::TiedPeerAttrHelper::getNameStr()) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() != 0 &&
+                      isa<ParamOp>(op),
+                  "a nonzero stage offset on a loom.param");
+  }
   if (name == LoomDialect::MicroBatchAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0 &&

@@ -1078,6 +1078,59 @@ def Loom_SendRecvOp : Loom_CollectiveOp<"send_recv"> {
   }];
 }
 
+def Loom_P2POp : Loom_Op<"p2p", [Loom_AsyncOpInterface, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Send to and receive from ranks of a group `to` and `from` places on";
+  let description = [{
+    Point to point between pipeline stages, one side or both at once: the
+    input goes to rank i + `to` of the group and the result comes from rank
+    i + `from` (both must exist: a stage's program names only the
+    neighbours it has). Every `loom.p2p` must be matched on its peer by one
+    of the same size in the same order (loom-pipeline-split writes them in
+    pairs). Both sides in one op (Megatron's `send_forward_recv_backward`)
+    proceed together, so two stages that send to each other never wait on
+    each other.
+
+    Gradient (loom-autodiff): a send's input gets its gradient from the
+    rank it was sent to, and a received result's gradient goes back where
+    it came from, so the rule of `send to a, recv from b` is `send (the
+    result's gradient) to b, recv (the input's gradient) from a`. The rule
+    runs whether or not a gradient reached the op (zeros are sent), so the
+    backward's transfers pair up as the forward's did.
+
+    ```mlir
+    %t = loom.p2p send %h to 1 over #loom.group<@t, ["stage"]> on comm : tensor<8x1024xf32>
+    %x, %t2 = loom.p2p recv from -1 over #loom.group<@t, ["stage"]> on comm
+        -> tensor<8x1024xf32>
+    %g, %t3 = loom.p2p send %h to 1 recv from 1 over #loom.group<@t, ["stage"]> on comm
+        : tensor<8x1024xf32> -> tensor<8x1024xf32>
+    ```
+  }];
+  let arguments = (ins Optional<Loom_AnyTensor>:$input, Variadic<Loom_TokenType>:$deps,
+                       Loom_GroupAttr:$group, OptionalAttr<I64Attr>:$to,
+                       OptionalAttr<I64Attr>:$from, Loom_StreamAttr:$stream);
+  let results = (outs Optional<Loom_AnyTensor>:$result, Loom_TokenType:$token);
+  let assemblyFormat = [{
+    (`send` $input^ `to` $to)? (`recv` `from` $from^)? (`after` ` ` `[` $deps^ `]`)?
+    `over` qualified($group) `on` custom<Stream>($stream) attr-dict
+    (`:` type($input)^)? (`->` type($result)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Value getAsyncToken() { return getToken(); }
+    ::mlir::OperandRange getAsyncDeps() { return getDeps(); }
+    /// The signed peer offsets (the attributes' getters are unsigned).
+    std::optional<int64_t> sendPeer() {
+      if (auto a = getToAttr()) return a.getInt();
+      return std::nullopt;
+    }
+    std::optional<int64_t> recvPeer() {
+      if (auto a = getFromAttr()) return a.getInt();
+      return std::nullopt;
+    }
+  }];
+}
+
 def Loom_ShardOp : Loom_Op<"shard", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's block of dimension 0 within a group";

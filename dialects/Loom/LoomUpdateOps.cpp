@@ -329,6 +329,35 @@ LogicalResult SendRecvOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifySameType(*this, getInput().getType(), getResult().getType());
 }
 
+LogicalResult P2POp::verify() {
+  if (failed(verifyCommStream(*this, getStream())))
+    return failure();
+  if (bool(getInput()) != sendPeer().has_value())
+    return emitOpError() << "a send names its input and the peer it goes to ('send %x to K')";
+  if (bool(getResult()) != recvPeer().has_value())
+    return emitOpError() << "a receive names its result type and the peer it comes from "
+                            "('recv from K ... -> type')";
+  if (!getInput() && !getResult())
+    return emitOpError() << "sends, receives or both: give 'send %x to K', 'recv from K' or both";
+  for (Value v : {getInput(), getResult()})
+    if (v && !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+      return emitOpError() << "passes floating-point tensors (activations and their "
+                              "gradients), not "
+                           << v.getType();
+  return success();
+}
+
+LogicalResult P2POp::verifySymbolUses(SymbolTableCollection &table) {
+  FailureOr<int64_t> size = resolveGroup(*this, table, getGroup());
+  if (failed(size))
+    return failure();
+  for (std::optional<int64_t> k : {sendPeer(), recvPeer()})
+    if (k && (*k == 0 || *k <= -*size || *k >= *size))
+      return emitOpError() << "peer offset " << *k << " must be nonzero and smaller than the "
+                           << "group (" << *size << " ranks) in size";
+  return success();
+}
+
 LogicalResult CompressOp::verify() {
   auto in = getInput().getType();
   PackedType packed = getResult().getType();

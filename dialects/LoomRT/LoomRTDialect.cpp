@@ -168,6 +168,16 @@ LogicalResult SendRecvOp::verify() {
   return success();
 }
 
+LogicalResult P2POp::verify() {
+  if (bool(getInput()) != bool(getToAttr()) || bool(getOutput()) != bool(getFromAttr()))
+    return emitOpError("names each side with its peer: 'send %in to K', 'recv %out from K'");
+  if (!getInput() && !getOutput())
+    return emitOpError("sends, receives or both");
+  if ((getToAttr() && sendPeer() == 0) || (getFromAttr() && recvPeer() == 0))
+    return emitOpError("a peer offset of 0 names the rank itself (a copy is loomrt.memcpy)");
+  return success();
+}
+
 LogicalResult CommOp::verify() {
   if (!getLevels() && !getSizes())
     return success();

@@ -871,6 +871,32 @@ def LoomRT_SendRecvOp : LoomRT_Op<"send_recv"> {
   let hasVerifier = 1;
 }
 
+def LoomRT_P2POp : LoomRT_Op<"p2p", [AttrSizedOperandSegments]> {
+  let summary = "point to point with the ranks `to` and `from` places on (loomrt_send_recv)";
+  let description = [{
+    `bytes` bytes of `input` go to rank r + `to` of the communicator and
+    `bytes` bytes come from rank r + `from` into `output`, both at once;
+    either side may be absent (loom.p2p between pipeline stages).
+
+    ```mlir
+    loomrt.p2p send %act to 1 recv %grad from 1, 8192 bytes over %stages on %cs
+    ```
+  }];
+  let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream,
+                       Optional<LoomRT_Buffer>:$input, Optional<LoomRT_Buffer>:$output,
+                       NonNegI64:$bytes, OptionalAttr<I64Attr>:$to,
+                       OptionalAttr<I64Attr>:$from);
+  let assemblyFormat = [{
+    (`send` $input^ `to` $to)? (`recv` $output^ `from` $from)? `,` $bytes `bytes` `over` $comm
+    `on` $stream attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t sendPeer() { return getToAttr() ? getToAttr().getInt() : 0; }
+    int64_t recvPeer() { return getFromAttr() ? getFromAttr().getInt() : 0; }
+  }];
+}
+
 def LoomRT_AllGatherBytesOp : LoomRT_Op<"all_gather_bytes"> {
   let summary = "all-gather of `bytes` bytes per rank (packed payloads)";
   let arguments = (ins LoomRT_Comm:$comm, LoomRT_Stream:$stream, LoomRT_Buffer:$input,

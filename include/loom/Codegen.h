@@ -62,6 +62,11 @@ struct ReplanTable {
 /// set) and their predictions, handed to loomrt_train_main.
 void emitReplanMain(llvm::raw_ostream &os, const ReplanTable &t);
 
+/// The main of a --pipeline-parallel binary: the stages' programs (each
+/// emitted with programNamespace set, in stage order) handed to
+/// loomrt_train_main, which runs the rank's.
+void emitPipelineMain(llvm::raw_ostream &os, llvm::ArrayRef<std::string> namespaces);
+
 /// This build's runtime for `target`: build/runtime for cpu and cuda,
 /// build/runtime-hip (scripts/build-hip.sh) for hip.
 std::string defaultRuntimeDir(llvm::StringRef target);

@@ -82,6 +82,16 @@ struct PipelineOptions {
   /// many micro-batches, their gradients summed).
   int64_t microBatches = 1;
   std::string pipelineSchedule = "1f1b"; // loom-pipeline-schedule's order of them
+  /// > 1: this module becomes stage `pipelineStage` of that many
+  /// (loom-pipeline-cut, loom-pipeline-split before micro-batches,
+  /// loom-pipeline-join after the optimizer) over the topology level
+  /// `pipelineLevel`; data parallelism spans the other levels.
+  int64_t pipelineParallel = 1, pipelineStage = 0;
+  std::string pipelineLevel;
+  /// The cut's plan printed (loomc: for the first stage's module only).
+  bool printPipelineCut = true;
+  /// GiB a stage may hold when the cut is planned (0: the description's).
+  double deviceMemoryGiB = 0;
   int64_t zeroStage = 0, bucketSize = 16777216;
   /// ZeRO-3: gathers issued this many ahead (loom-data-parallel prefetch=).
   int64_t prefetch = 1;

@@ -323,6 +323,22 @@ template <typename B> bool visitUpdateCall(mlir::Operation *op, B &b) {
                       b.peer(o.getComm(), int64_t(o.getShift())), b.buf(o.getOutput()),
                       b.i(o.getBytes()), b.peer(o.getComm(), -int64_t(o.getShift())));
       })
+      // A side that is absent: no buffer, no bytes, no peer (-1).
+      .Case([&](rt::P2POp o) {
+        mlir::Value in = o.getInput(), out = o.getOutput();
+        int64_t n = int64_t(o.getBytes());
+        if (in && out)
+          return b.call("loomrt_send_recv", loomrt_send_recv, b.comm(o.getComm()),
+                        b.stream(o.getStream()), b.buf(in), b.i(n), b.peer(o.getComm(), o.sendPeer()),
+                        b.buf(out), b.i(n), b.peer(o.getComm(), o.recvPeer()));
+        if (in)
+          return b.call("loomrt_send_recv", loomrt_send_recv, b.comm(o.getComm()),
+                        b.stream(o.getStream()), b.buf(in), b.i(n), b.peer(o.getComm(), o.sendPeer()),
+                        b.buf(mlir::Value()), b.i(0), b.i(-1));
+        return b.call("loomrt_send_recv", loomrt_send_recv, b.comm(o.getComm()),
+                      b.stream(o.getStream()), b.buf(mlir::Value()), b.i(0), b.i(-1), b.buf(out),
+                      b.i(n), b.peer(o.getComm(), o.recvPeer()));
+      })
       .Case([&](rt::AllGatherBytesOp o) {
         return b.call("loomrt_all_gather_bytes", loomrt_all_gather_bytes, b.comm(o.getComm()),
                       b.stream(o.getStream()), b.buf(o.getInput()), b.buf(o.getOutput()),

@@ -302,19 +302,25 @@ public:
     return success();
     }
 
-  /// Tensor parallelism's fields of a global (after member_align): the
-  /// part this rank holds of a parameter the ranks split (loom.tp_slice),
-  /// or of the state that is its copy (an fp32 master drawn as it is).
-  /// Empty for a whole one.
+  /// Tensor and pipeline parallelism's fields of a global (after
+  /// member_align): the part this rank holds of a parameter the ranks split
+  /// (loom.tp_slice), or of the state that is its copy (an fp32 master
+  /// drawn as it is), and the stream's skip before it (loom.init_skip).
+  /// Empty for a whole one that skips nothing.
   std::string tpFields(Operation *op) {
     auto slice = op->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::TpSliceAttrHelper::getNameStr());
     if (auto st = dyn_cast<StateOp>(op); !slice && st && st.getParamAttr())
       if (auto p = module.lookupSymbol<ParamOp>(st.getParamAttr()))
         slice = p->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::TpSliceAttrHelper::getNameStr());
-    if (!slice || slice.size() != 2)
+    // A pipeline stage's parameter: the stream elements before it that
+    // other stages' parameters take (loom.init_skip).
+    auto skip = op->getAttrOfType<IntegerAttr>(LoomDialect::InitSkipAttrHelper::getNameStr());
+    bool tp = slice && slice.size() == 2;
+    if (!tp && !skip)
       return "";
     // (member_align first: 0, a whole parameter's or a shard member's.)
-    return ", 0, " + std::to_string(slice[0]) + ", " + std::to_string(slice[1]);
+    return ", 0, " + std::to_string(tp ? slice[0] : 0) + ", " + std::to_string(tp ? slice[1] : 0) +
+           ", " + std::to_string(skip ? skip.getInt() : 0);
   }
 
   /// The globals table (parameters and state in declaration order, the
@@ -387,6 +393,12 @@ public:
         << padded.getInt() << tail;
   }
     return success();
+  }
+
+  /// The pipeline's stages (loom.pipeline: this program is one), or 1.
+  int64_t pipelineStages() {
+    auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::PipelineAttrHelper::getNameStr());
+    return pipe && pipe.size() == 3 ? pipe[1] : 1;
   }
 
   int64_t tensorParallel() {
@@ -539,7 +551,7 @@ public:
         << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
         << cpuUpdateParams(step) << "LL, "
         << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str() << ", nullptr, "
-        << tensorParallel() << "};\n"
+        << tensorParallel() << ", " << pipelineStages() << ", nullptr};\n"
         << (ns.empty() ? "  return loomrt_train_main(argc, argv, &program);\n}\n"
                        : "  return &program;\n}\n\n} // namespace " + ns + "\n\n");
     return success();
@@ -907,6 +919,19 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
   return e.run(os);
 }
 
+
+void emitPipelineMain(llvm::raw_ostream &os, llvm::ArrayRef<std::string> namespaces) {
+  os << "// --pipeline-parallel: each stage's program above; the driver runs the one\n"
+        "// of the rank's stage (the outermost level of the world).\n"
+     << "int main(int argc, char **argv) {\n"
+     << "  static const loomrt_program *const kStages[] = {\n";
+  for (const std::string &ns : namespaces)
+    os << "      " << ns << "::program(),\n";
+  os << "  };\n"
+     << "  loomrt_program first = *kStages[0];\n"
+     << "  first.stage_programs = kStages;\n"
+     << "  return loomrt_train_main(argc, argv, &first);\n}\n";
+}
 
 void emitReplanMain(llvm::raw_ostream &os, const ReplanTable &t) {
   auto list = [](ArrayRef<double> v) {

@@ -448,7 +448,7 @@ public:
 
   bool exec(Operation *op) {
     if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
-              rt::AllGatherBytesOp, rt::SendRecvOp, rt::RankViewOp>(op))
+              rt::AllGatherBytesOp, rt::SendRecvOp, rt::P2POp, rt::RankViewOp>(op))
       return fail("loom-run executes one rank: collectives run in the generated binary "
                   "(loomc --topology=..., one process per rank)");
     Call c{*this, {}, {}, {}, {}, {}, {}, {}};

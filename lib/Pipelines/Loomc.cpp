@@ -68,7 +68,8 @@ int loomcError(const llvm::Twine &msg) {
 /// the whole predicted schedule as a Chrome trace. Returns the exit code.
 static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
                             const std::string &timeline,
-                            const mlir::loom::LoweringOptions &lowering, double &peakDevice) {
+                            const mlir::loom::LoweringOptions &lowering, double &peakDevice,
+                            const std::string &what = "step") {
   FailureOr<mlir::loom::StepPrediction> pred =
       mlir::loom::simulateStep(module, hw, !timeline.empty(), lowering);
   if (failed(pred))
@@ -76,10 +77,10 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   peakDevice = pred->peakDeviceBytes();
   constexpr double GiB = double(1ull << 30);
   llvm::errs() << llvm::formatv(
-      "loomc: predicted step on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
+      "loomc: predicted {5} on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
       "{3:F3} s); device memory {4:F1} GiB",
       hw.name, pred->stepSeconds, pred->backwardSeconds, pred->updateSeconds,
-      pred->peakDeviceBytes() / GiB);
+      pred->peakDeviceBytes() / GiB, what);
   if (hw.hasGpu)
     llvm::errs() << llvm::formatv(" of {0:F1} usable", mlir::loom::usableDeviceBytes(hw) / GiB);
   llvm::errs() << "\n";
@@ -242,6 +243,9 @@ struct FlagDecisions {
   std::optional<PipelineOptions::Diloco> diloco;
   // ZeRO-3 over several levels, no explicit hpz: plan the hierarchy.
   bool planHpz = false;
+  // --pipeline-parallel: the level whose ranks are the stages (the
+  // outermost).
+  std::string pipelineLevel;
   // --model with its batch split over the data-parallel ranks.
   std::string modelSpec;
   // --replan: 0 off, 1 once, 2 continuous.
@@ -266,7 +270,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
         it(o.tensorParallel, "1: none"), it(o.sequenceParallel), it(o.microBatches, "1: none"),
-        it(o.pipelineSchedule),
+        it(o.pipelineParallel, "1: none"), it(o.pipelineSchedule),
         it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
         it(o.bucketSize), it(o.reduceDtype), it(o.prefetch), it(o.diloco)}},
       {"Memory and offload",
@@ -514,6 +518,21 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (!o.topologyFlag.empty())
     if (std::optional<std::string> err = parseTopology(o.topologyFlag, d.levels))
       return err;
+  if (o.pipelineParallel < 1 || o.pipelineParallel > 1024)
+    return std::string("--pipeline-parallel must be a number of stages from 1 to 1024");
+  if (o.pipelineParallel > 1) {
+    // The stages are the outermost level (the one crossing nodes is the
+    // slowest: a pipeline sends least, Narayanan et al. 2021, §3.2).
+    if (d.levels.empty())
+      d.levels.push_back({"stage", o.pipelineParallel});
+    if (d.levels.back().second != o.pipelineParallel)
+      return "--pipeline-parallel=" + std::to_string(o.pipelineParallel) +
+             " runs the stages on the outermost level of --topology, which must have that "
+             "many ranks (e.g. --topology=stage=" + std::to_string(o.pipelineParallel) +
+             ",gpu=2; without --topology: --topology=stage=" +
+             std::to_string(o.pipelineParallel) + ")";
+    d.pipelineLevel = d.levels.back().first;
+  }
   for (auto &l : d.levels)
     if ((d.world *= l.second) > (1 << 20))
       return std::string("--topology has more than 1048576 ranks");
@@ -549,12 +568,31 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
       return err;
   if (std::optional<std::string> err = checkDistributedFlags(o, d))
     return err;
+  if (o.pipelineParallel > 1 &&
+      (o.offload != "none" || !o.zeropp.empty() || d.diloco || d.onebit || o.clipGrad > 0 ||
+       (o.replan != "auto" && o.replan != "off") ||
+       !o.timeline.empty() || o.hierarchy == "auto"))
+    return std::string("--pipeline-parallel is built with data parallelism (ZeRO 0-3), "
+                       "tensor parallelism, --micro-batches, --recompute full|selective and "
+                       "bf16; not yet with --optimizer-offload, --zeropp, --hierarchy=auto, "
+                       "--diloco, 1-bit Adam, --clip-grad, --replan or --timeline "
+                       "(docs/pipeline-parallel.md)");
+  // (The recompute, prefetch and hierarchy planners plan the whole model: a
+  // stage keeps every activation unless --recompute says otherwise, the
+  // flat partition and --prefetch's default of 1.)
+  if (o.pipelineParallel > 1)
+    d.planHpz = false;
+  if (o.pipelineParallel > 1 && o.model.empty() && o.init != "random")
+    return std::string("--pipeline-parallel splits the model into stages: with an imported "
+                       "model give --init=random (stages of imported values are not built)");
   d.modelSpec = o.model;
   if ((d.dataParallel || o.microBatches > 1) && !o.model.empty()) {
     std::string err;
-    // The ranks of a tensor-parallel group share their rows.
-    if (!splitSpecBatch(d.modelSpec, d.dataParallel ? d.world / o.tensorParallel : 1, err,
-                        o.microBatches))
+    // The ranks of a tensor-parallel group and a pipeline's stages share
+    // their rows.
+    if (!splitSpecBatch(d.modelSpec,
+                        d.dataParallel ? d.world / o.tensorParallel / o.pipelineParallel : 1,
+                        err, o.microBatches))
       return err;
   }
   if (o.dropout != "on" && o.dropout != "off")
@@ -709,6 +747,9 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.tensorParallel = o.tensorParallel;
   po.microBatches = o.microBatches;
   po.pipelineSchedule = o.pipelineSchedule;
+  po.pipelineParallel = o.pipelineParallel;
+  po.pipelineLevel = d.pipelineLevel;
+  po.deviceMemoryGiB = o.deviceMemory;
   po.sequenceParallel = o.sequenceParallel;
   if (o.tensorParallel > 1)
     po.tensorParallelLevel = d.levels.front().first;
@@ -773,6 +814,46 @@ static CodegenOptions codegenOptions(ModuleOp module, const LoomcOptions &o,
              : recorded && StringRef(o.input).ends_with(".mlir") ? recorded.getValue().str()
                                                                  : o.input.getValue();
   return cg;
+}
+
+/// --pipeline-parallel: the phases run once for each stage on a copy of
+/// the module (loom-pipeline-split keeps that stage's part), each stage's
+/// prediction printed, and the stages' programs written together.
+static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOptions po,
+                         const LoomcOptions &o, FlagDecisions &d,
+                         const std::optional<cost::Hardware> &hw) {
+  if (reached >= Phase::Autodiff)
+    return loomcError("--pipeline-parallel cuts the forward into stages: give the model "
+                      "before autodiff (a forward, not @forward_backward)");
+  if (failed(verify(module)))
+    return 1;
+  std::vector<OwningOpRef<ModuleOp>> stages;
+  std::vector<int64_t> peaks;
+  for (int64_t s = 0; s < o.pipelineParallel; ++s) {
+    OwningOpRef<ModuleOp> m = module.clone();
+    po.pipelineStage = s;
+    po.printPipelineCut = s == 0;
+    PassManager pm(module.getContext());
+    if (failed(applyPassManagerCLOptions(pm)))
+      return 1;
+    buildPipeline(pm, reached, phase, po);
+    applyDefaultTimingPassManagerCLOptions(pm);
+    if (failed(pm.run(*m)))
+      return 1;
+    double stagePeak = 0;
+    if (hw && phase >= Phase::Optimizer &&
+        (*m).lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
+        reportPrediction(*m, *hw, "", loweringOf(po), stagePeak,
+                         "stage " + std::to_string(s) + "'s step (its work, without waits)"))
+      return 1;
+    peaks.push_back(hw && hw->hasGpu ? int64_t(stagePeak) : 0);
+    stages.push_back(std::move(m));
+  }
+  std::vector<ModuleOp> views;
+  for (auto &m : stages)
+    views.push_back(*m);
+  CodegenOptions cg = codegenOptions(views.front(), o, d, hw, 0);
+  return writeStagesOutput(views, peaks, phase, o.output, o.emitDir, cg);
 }
 
 int loomcMain(int argc, char **argv) {
@@ -850,14 +931,15 @@ int loomcMain(int argc, char **argv) {
                         : o.memoryBudget > 0 ? o.memoryBudget * double(1ull << 30)
                                              : 0.9 * mlir::loom::usableDeviceBytes(*hw);
   if (o.recompute == "auto" && hw && hw->hasGpu && phase >= Phase::Optimizer &&
-      reached < Phase::Autodiff) {
+      reached < Phase::Autodiff && o.pipelineParallel == 1) {
     if (failed(verify(*module)))
       return 1;
     if (!planRecompute(*module, reached, po, *hw, budget))
       return 1;
   }
   if (o.prefetch == "auto" && hw && hw->hasGpu && phase >= Phase::Distribute &&
-      d.dataParallel && o.zeroStage == 3 && reached < Phase::Distribute) {
+      d.dataParallel && o.zeroStage == 3 && reached < Phase::Distribute &&
+      o.pipelineParallel == 1) {
     if (failed(verify(*module)))
       return 1;
     if (!planPrefetch(*module, reached, po, *hw, budget))
@@ -872,6 +954,8 @@ int loomcMain(int argc, char **argv) {
     po.hpzLevels = chosen->secondary;
     po.qgzInner = chosen->qgzInner;
   }
+  if (o.pipelineParallel > 1)
+    return compileStages(*module, reached, phase, po, o, d, hw);
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;

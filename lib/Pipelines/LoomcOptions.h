@@ -205,6 +205,15 @@ struct LoomcOptions {
                "(loom-micro-batches): a --model's per-rank batch divides by M; an ONNX model's "
                "exported batch is one micro-batch (each rank reads M times it)"),
       cl::cat(cat)};
+  cl::opt<int> pipelineParallel{
+      "pipeline-parallel", cl::init(1), cl::value_desc("P"),
+      cl::desc("Cut the model into P stages on the outermost level of --topology (or on P "
+               "ranks, --topology=stage=P, without one), where the cost model balances "
+               "their predicted times (loom-pipeline-cut); each rank runs its stage's "
+               "program, passing activations and their gradients to its neighbours. Give "
+               "--micro-batches=M to fill the pipeline; data parallelism spans the other "
+               "levels"),
+      cl::cat(cat)};
   cl::opt<std::string> pipelineSchedule{
       "pipeline-schedule", cl::init("1f1b"), cl::value_desc("gpipe|1f1b"),
       cl::desc("The micro-batches' order: 1f1b runs each backward right after its forward "

@@ -57,8 +57,47 @@ static LogicalResult emitCpp(ModuleOp module, llvm::raw_ostream &os, const Codeg
   return success();
 }
 
+/// The C++ of a pipeline's binary: each stage's program in namespace
+/// stageK, then the main that hands them to the driver.
+static LogicalResult emitStagesCpp(ArrayRef<ModuleOp> stages, ArrayRef<int64_t> peaks,
+                                   llvm::raw_ostream &os, const CodegenOptions &cg) {
+  std::vector<std::string> namespaces;
+  for (auto [k, m] : llvm::enumerate(stages)) {
+    CodegenOptions ck = cg;
+    ck.programNamespace = "stage" + std::to_string(k);
+    ck.header = k == 0;
+    ck.predictedDeviceBytes = k < peaks.size() ? peaks[k] : 0;
+    if (failed(emitTrainingCpp(m, os, ck)))
+      return failure();
+    namespaces.push_back(ck.programNamespace);
+  }
+  emitPipelineMain(os, namespaces);
+  return success();
+}
+
+int writeStagesOutput(ArrayRef<ModuleOp> stages, ArrayRef<int64_t> peaks, Phase phase,
+                      const std::string &output, const std::string &emitDir, CodegenOptions &cg) {
+  if (phase >= Phase::Cpp)
+    return writeOutput(stages.front(), phase, output, emitDir, cg, nullptr, stages, peaks);
+  std::string err;
+  std::unique_ptr<llvm::raw_fd_ostream> out = ::loom::openOutputNoFollow(output, err);
+  if (!out)
+    return loomcError(err);
+  for (auto [k, m] : llvm::enumerate(stages)) {
+    if (k)
+      *out << "\n// -----\n\n";
+    m->print(*out);
+  }
+  return 0;
+}
+
 int writeOutput(ModuleOp module, Phase phase, const std::string &output,
-                const std::string &emitDir, CodegenOptions &cg, const ReplanPlans *replan) {
+                const std::string &emitDir, CodegenOptions &cg, const ReplanPlans *replan,
+                ArrayRef<ModuleOp> stages, ArrayRef<int64_t> peaks) {
+  // A pipeline's stages: one program each, one binary.
+  auto emit = [&](llvm::raw_ostream &os) {
+    return stages.empty() ? emitCpp(module, os, cg, replan) : emitStagesCpp(stages, peaks, os, cg);
+  };
   std::string err;
   // Imported values go to a safetensors file beside the output: the binary
   // finds it by its name next to the executable; sources written with -o
@@ -94,7 +133,7 @@ int writeOutput(ModuleOp module, Phase phase, const std::string &output,
     std::unique_ptr<llvm::raw_fd_ostream> src = ::loom::openOutputNoFollow(cpp.str().str(), err);
     if (!src)
       return loomcError(err);
-    if (failed(emitCpp(module, *src, cg, replan)))
+    if (failed(emit(*src)))
       return 1;
     src->close();
     if (!emitDir.empty() && failed(writeFusedKernels(module, cpp.str().str(), err)))
@@ -113,7 +152,7 @@ int writeOutput(ModuleOp module, Phase phase, const std::string &output,
   if (!out)
     return loomcError(err);
   if (phase == Phase::Cpp) {
-    if (failed(emitCpp(module, *out, cg, replan)))
+    if (failed(emit(*out)))
       return 1;
     if (output != "-" && failed(writeFusedKernels(module, output, err)))
       return loomcError(err);

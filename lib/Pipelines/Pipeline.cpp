@@ -66,6 +66,23 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     }
     if (o.precision == "bf16")
       pm.addPass(mlir::loom::createMixedPrecision());
+    // The pipeline's stage: cut where the cost model says, this module
+    // keeping its stage's part (the cut is the same in every stage's
+    // module).
+    if (o.pipelineParallel > 1) {
+      mlir::loom::PipelineCutOptions cut;
+      cut.stages = o.pipelineParallel;
+      cut.microBatches = o.microBatches;
+      cut.hardware = o.hardwareName;
+      cut.deviceMemory = o.deviceMemoryGiB;
+      cut.quiet = !o.printPipelineCut;
+      pm.addPass(mlir::loom::createPipelineCut(cut));
+      mlir::loom::PipelineSplitOptions split;
+      split.stage = o.pipelineStage;
+      split.stages = o.pipelineParallel;
+      split.level = o.pipelineLevel;
+      pm.addPass(mlir::loom::createPipelineSplit(split));
+    }
     // Micro-batches last: every pass above rewrote the one-micro-batch
     // forward that is copied.
     if (o.microBatches > 1)
@@ -74,11 +91,14 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     ad.recompute = o.recompute;
     ad.recomputeUnits = o.recomputeUnits;
     pm.addPass(mlir::loom::createAutodiff(ad));
-    if (o.microBatches > 1)
+    // (A stage's transfers are paired here whatever M is.)
+    if (o.microBatches > 1 || o.pipelineParallel > 1)
       pm.addPass(mlir::loom::createPipelineSchedule({o.pipelineSchedule}));
   }
   if (runs(Phase::Optimizer)) {
     pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
+    if (o.pipelineParallel > 1)
+      pm.addPass(mlir::loom::createPipelineJoin());
     // With data parallelism clipping reads the averaged gradients and each
     // rank offloads what it updates: both run after loom-data-parallel
     // (below).
@@ -119,9 +139,11 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
   } else if (runs(Phase::Distribute) && o.dataParallel) {
     mlir::loom::DataParallelOptions dp;
     dp.zeroStage = o.zeroStage;
-    // Over the levels tensor parallelism leaves (nothing when it spans the
-    // world).
+    // Over the levels tensor and pipeline parallelism leave (nothing when
+    // they span the world).
     dp.exclude = o.tensorParallelLevel;
+    if (o.pipelineParallel > 1)
+      dp.exclude += (dp.exclude.empty() ? "" : ",") + o.pipelineLevel;
     dp.bucketSize = o.bucketSize;
     dp.frozenVariance = o.onebitVariance;
     dp.secondary = o.hpzLevels;

@@ -66,10 +66,19 @@ int loomcError(const llvm::Twine &msg);
 
 /// The `cpp` or `binary` phase's output, or the IR of any earlier phase, to
 /// `output` ("-": stdout); imported weights beside it; with `replan`, every
-/// plan in the binary (Output.cpp). Returns the exit code.
+/// plan in the binary; with `stages` (a pipeline's), each stage's program
+/// in it (Output.cpp). Returns the exit code.
 int writeOutput(mlir::ModuleOp module, Phase phase, const std::string &output,
                 const std::string &emitDir, CodegenOptions &cg,
-                const ReplanPlans *replan = nullptr);
+                const ReplanPlans *replan = nullptr,
+                llvm::ArrayRef<mlir::ModuleOp> stages = {}, llvm::ArrayRef<int64_t> peaks = {});
+/// --pipeline-parallel's output: every stage's program in one binary (or
+/// C++ source; an earlier phase's IR: the stages' modules, one after the
+/// other, separated by `// -----`), each with its predicted peak device
+/// bytes. Returns the exit code.
+int writeStagesOutput(llvm::ArrayRef<mlir::ModuleOp> stages, llvm::ArrayRef<int64_t> peaks,
+                      Phase phase, const std::string &output, const std::string &emitDir,
+                      CodegenOptions &cg);
 
 } // namespace loom
 

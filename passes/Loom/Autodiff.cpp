@@ -50,7 +50,8 @@ public:
     for (Operation *op : ops) {
       // A comparison is piecewise constant: its 1/0 result carries no
       // gradient, even of floats.
-      bool act = isa<LoadOp>(op) ||
+      // A received activation depends on the previous stage's parameters.
+      bool act = isa<LoadOp, P2POp>(op) ||
                  (!isa<EqOp, NeOp, LtOp, LeOp, StopGradientOp>(op) &&
                   llvm::any_of(op->getOperands(),
                                [&](Value v) { return active.contains(v); }));
@@ -260,6 +261,10 @@ public:
       dys.push_back(get(r));
       any |= bool(dys.back());
     }
+    // A pipeline transfer's rule runs whatever reached it: the peer waits
+    // for its side of the backward's transfer.
+    if (auto p2p = dyn_cast<P2POp>(op))
+      return p2pVjp(p2p, p2p.getResult() ? get(p2p.getResult()) : Value());
     if (!any)
       return success(); // not on the path to the loss
     Value dy = dys.empty() ? Value() : dys[0];
@@ -590,6 +595,25 @@ public:
         .Default([](Operation *) { return std::nullopt; });
   }
 
+  /// Pipeline stages: `send x to a, recv r from b` has the rule `send dr
+  /// to b, recv dx from a` (zeros sent where no gradient reached r), in the
+  /// forward's micro-batch.
+  LogicalResult p2pVjp(P2POp o, Value dr) {
+    Value send;
+    if (o.getResult())
+      send = dr ? dr : splat(tt(o.getResult()), 0.0);
+    Type recvType = o.getInput() ? o.getInput().getType() : Type();
+    auto g = P2POp::create(b, loc, recvType, TokenType::get(b.getContext()), send, ValueRange{},
+                           o.getGroup(), o.getFromAttr(), o.getToAttr(), o.getStream());
+    StringRef tag = LoomDialect::MicroBatchAttrHelper::getNameStr();
+    if (Attribute m = o->getAttr(tag))
+      g->setAttr(tag, m);
+    WaitOp::create(b, loc, ValueRange{g.getToken()});
+    if (o.getInput())
+      accumulate(o.getInput(), g.getResult());
+    return success();
+  }
+
   LogicalResult matmulVjp(MatmulOp o, Value dc) {
     // C = A' B' with A' = op(A), B' = op(B):
     //   dA' = dC B'^T,  dB' = A'^T dC;  dA = ta ? dA'^T : dA' (same for B).
@@ -785,6 +809,12 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
         clones.push_back({nullptr, b.clone(*def, again)});
       };
       for (Operation *op : byUnit[u]) {
+        // A pipeline transfer is not run again (its peer would not send
+        // twice): the received value is kept, the rule runs on the op.
+        if (isa<P2POp>(op)) {
+          clones.push_back({op, op});
+          continue;
+        }
         for (Value in : op->getOperands())
           remake(in);
         bool keep = kept(op); // (before its clone adds a use)
@@ -799,7 +829,7 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
         made.push_back(c);
       d.markActive(made);
       for (auto &[orig, c] : llvm::reverse(clones)) {
-        if (orig)
+        if (orig && orig != c)
           for (auto [r, rc] : llvm::zip(orig->getResults(), c->getResults()))
             d.accumulate(rc, d.get(r));
         if (failed(d.vjp(c)))

@@ -292,15 +292,19 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     // Every level but `exclude` (loom-diloco's replicas each run data
     // parallelism inside): the group's collectives get a communicator of
     // their own, split from the world's.
+    // (exclude: levels, comma-separated: tensor and pipeline parallelism's.)
+    SmallVector<StringRef> excluded;
+    StringRef(exclude).split(excluded, ',', -1, false);
     SmallVector<Attribute> levels;
     world = 1;
     for (auto [name, size] : llvm::zip(topo.getLevels(), topo.getSizes()))
-      if (cast<StringAttr>(name).getValue() != exclude) {
+      if (!llvm::is_contained(excluded, cast<StringAttr>(name).getValue())) {
         levels.push_back(name);
         world *= size;
       }
-    if (!exclude.empty() && topo.getLevelSize(exclude) < 0)
-      return fail(topo, "exclude=" + exclude + " is not a level of the topology");
+    for (StringRef e : excluded)
+      if (topo.getLevelSize(e) < 0)
+        return fail(topo, "exclude=" + e + " is not a level of the topology");
     // Nothing to do inside groups of one rank.
     if (!exclude.empty() && world == 1)
       return success();

@@ -101,8 +101,11 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
     // (An op with no results, a collective's wait, goes with what it reads.)
     DenseSet<Value> perBatch(from.getArguments().begin(), from.getArguments().end());
     DenseSet<Operation *> perBatchOps;
+    // (A pipeline transfer carries each micro-batch's activation: one per
+    // micro-batch, whatever it reads.)
     for (Operation &op : from)
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return perBatch.contains(v); })) {
+      if (isa<P2POp>(op) ||
+          llvm::any_of(op.getOperands(), [&](Value v) { return perBatch.contains(v); })) {
         perBatchOps.insert(&op);
         perBatch.insert(op.getResults().begin(), op.getResults().end());
       }
@@ -134,6 +137,8 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
         if (!batch && m < count - 1)
           continue; // built in the first copy, mapped in `shared`
         Operation *c = b.clone(op, map);
+        if (isa<P2POp>(c))
+          c->setAttr(tag, b.getI64IntegerAttr(m));
         if (!batch)
           for (auto [o, n] : llvm::zip(op.getResults(), c->getResults()))
             shared.map(o, n);

@@ -653,9 +653,9 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     Option<"topology", "topology", "std::string", /*default=*/"",
            "The loom.topology to span (default: the module's only one)">,
     Option<"exclude", "exclude", "std::string", /*default=*/"\"\"",
-           "A level the data parallelism does not span: it runs inside each of its "
-           "groups (loom-diloco's 'replica'); nothing happens when those groups have "
-           "one rank">,
+           "Levels (comma-separated) the data parallelism does not span: it runs inside "
+           "each of their groups (loom-diloco's 'replica', tensor and pipeline "
+           "parallelism's levels); nothing happens when those groups have one rank">,
     Option<"secondary", "secondary", "std::string", /*default=*/"\"\"",
            "hpZ (ZeRO++): levels (comma-separated) of a secondary partition of ZeRO-3's "
            "parameters: the forward's all-gather keeps this rank's block within them, "
@@ -1176,7 +1176,11 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "gpipe (every forward, then every backward) or 1f1b (each backward after its "
-           "forward)">
+           "forward)">,
+    Option<"stage", "stage", "int64_t", /*default=*/"0",
+           "This program's pipeline stage (its module's loom.pipeline when it has one)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"1",
+           "Pipeline stages (1F1B runs min(stages - stage - 1, M) forwards first)">
   ];
 }
 
@@ -1218,6 +1222,80 @@ def PipelineCut : Pass<"loom-pipeline-cut", "ModuleOp"> {
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
            "The machine a stage runs on: a preset or a description file">,
     Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
-           "GiB a stage may hold (0: the description's usable device memory)">
+           "GiB a stage may hold (0: the description's usable device memory)">,
+    Option<"quiet", "quiet", "bool", /*default=*/"false",
+           "Mark the stages without printing the plan (loomc prints it once)">
   ];
+}
+
+def PipelineSplit : Pass<"loom-pipeline-split", "ModuleOp"> {
+  let summary = "Keep one pipeline stage's part of the forward, with its transfers";
+  let description = [{
+    After `loom-pipeline-cut`, before `loom-autodiff`: `@forward` keeps the
+    ops marked with `stage`, what any stage can compute for itself
+    (parameter loads and their casts, anything computed from the inputs
+    and constants alone) where they are read, and the parameters its ops
+    read; the value a cut crosses is sent to the next stage at the end
+    (`loom.p2p send ... to 1`) and received from the previous one at the
+    beginning (`recv from -1`), over the topology's `level`. The loss is
+    the model's on the last stage and zero on the others. Kept parameters
+    get `loom.init_skip` (the stream elements of the parameters before them
+    that went), parameters read on two stages `loom.tied_peer`, the module
+    `loom.pipeline = [stage, stages, level index]`.
+
+    Before (`stage=1 stages=2`):
+
+    ```mlir
+    %a = loom.matmul %x, %w0 {loom.stage = 0 : i64} : ...
+    %b = loom.matmul %a, %w1 {loom.stage = 1 : i64} : ...
+    %l = loom.cross_entropy %b, %y {loom.stage = 1 : i64} : ...
+    return %l
+    ```
+
+    After:
+
+    ```mlir
+    %a, %t = loom.p2p recv from -1 over #loom.group<@world, ["stage"]> on comm -> ...
+    loom.wait %t
+    %b = loom.matmul %a, %w1 {loom.stage = 1 : i64} : ...
+    %l = loom.cross_entropy %b, %y {loom.stage = 1 : i64} : ...
+    return %l
+    ```
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "The stage to keep">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Pipeline stages">,
+    Option<"level", "level", "std::string", /*default=*/"\"stage\"",
+           "The topology level whose ranks are the stages">
+  ];
+}
+
+def PipelineJoin : Pass<"loom-pipeline-join", "ModuleOp"> {
+  let summary = "What a pipeline stage's step shares with the others";
+  let description = [{
+    On a stage's program (`loom.pipeline`) after `loom-attach-optimizer`:
+    the reported loss is summed over the stages (only the last computes
+    it, the others report zero), and the gradient of a parameter two
+    stages hold (`loom.tied_peer`) is summed with the other copy's at the
+    end of `@forward_backward`, after every transfer of activations.
+
+    Before (stage 0 of 2, `@wte` tied to the head on stage 1):
+
+    ```mlir
+    func.func @forward_backward(...) -> (tensor<f32>, tensor<64x16xf32>) {
+      ...
+      return %zero, %dwte : tensor<f32>, tensor<64x16xf32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+      %o, %t = loom.p2p send %dwte to 1 recv from 1 over #loom.group<@world, ["stage"]>
+          on comm : tensor<64x16xf32> -> tensor<64x16xf32>
+      loom.wait %t
+      %sum = loom.add %dwte, %o : ...
+      return %zero, %sum : tensor<f32>, tensor<64x16xf32>
+    ```
+  }];
 }

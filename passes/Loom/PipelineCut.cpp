@@ -174,8 +174,8 @@ void PipelineCut::runOnOperation() {
     if (auto it = units.ofParam.find(prm.getSymName()); it != units.ofParam.end())
       prm->setAttr(attr, b.getI64IntegerAttr(stageOf(it->second)));
   // A parameter read on several stages (GPT's embedding, tied to its head):
-  // Megatron keeps a copy on each and sums their gradients. Said, not yet
-  // built.
+  // each holds a copy and their gradients are summed (loom-pipeline-split,
+  // loom-pipeline-join), as Megatron does.
   llvm::StringMap<std::set<int64_t>> readers;
   std::function<void(StringRef, Operation *)> reach = [&](StringRef name, Operation *op) {
     for (Operation *u : op->getUsers()) {
@@ -196,6 +196,8 @@ void PipelineCut::runOnOperation() {
         shared += " " + std::to_string(s);
       shared += ")";
     }
+  if (quiet)
+    return;
   // The plan, for a person (loomc prints it).
   double slowest = 0, sum = 0;
   std::string lines;
@@ -224,7 +226,7 @@ void PipelineCut::runOnOperation() {
                           100 * (double(p) - 1) / steps)
                << "\n";
   if (!shared.empty())
-    llvm::errs() << "  read on several stages (each needs a copy, their gradients summed: not built yet): " << shared
+    llvm::errs() << "  read on several stages (a copy on each, their gradients summed): " << shared
                  << "\n";
 }
 

@@ -74,19 +74,92 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
                             "loom-autodiff)";
       return signalPassFailure();
     }
-    if (schedule == "gpipe" || !fb.getBody().hasOneBlock())
-      return; // autodiff's order is GPipe's
+    if (!fb.getBody().hasOneBlock())
+      return;
+    // A stage's program says which stage it is.
+    int64_t st = stage, numStages = stages;
+    if (auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(
+            LoomDialect::PipelineAttrHelper::getNameStr()))
+      st = pipe[0], numStages = pipe[1];
+    if (st < 0 || numStages < 1 || st >= numStages) {
+      module.emitError() << "loom-pipeline-schedule: stage must be in [0, stages)";
+      return signalPassFailure();
+    }
     Block &body = fb.getBody().front();
+    if (schedule == "1f1b" && failed(order1f1b(body, st, numStages)))
+      return;
+    fuseTransfers(body);
+  }
+
+  /// Send-only transfers followed (among the transfers) by a receive from
+  /// the same peer become one op at the send's place: the pair 1F1B's
+  /// steady state exchanges with each neighbour (Megatron-LM's
+  /// send_forward_recv_backward and send_backward_recv_forward), which
+  /// neither stage may wait on alone.
+  static void fuseTransfers(Block &body) {
+    SmallVector<P2POp> transfers;
+    for (auto p : body.getOps<P2POp>())
+      transfers.push_back(p);
+    for (size_t i = 0; i + 1 < transfers.size(); ++i) {
+      P2POp send = transfers[i], recv = transfers[i + 1];
+      if (!send.getInput() || send.getResult() || recv.getInput() || !recv.getResult() ||
+          *send.sendPeer() != *recv.recvPeer() || !send.getDeps().empty() ||
+          !recv.getDeps().empty() || send.getInput().getType() != recv.getResult().getType())
+        continue;
+      OpBuilder b(send);
+      auto both = P2POp::create(b, send.getLoc(), recv.getResult().getType(),
+                                send.getToken().getType(), send.getInput(), ValueRange{},
+                                send.getGroup(), send.getToAttr(), recv.getFromAttr(),
+                                send.getStream());
+      both->setAttrs(send->getDiscardableAttrDictionary());
+      // The receive's wait now waits for the pair; the send's goes.
+      for (Operation *w : llvm::make_early_inc_range(send.getToken().getUsers()))
+        w->erase();
+      recv.getResult().replaceAllUsesWith(both.getResult());
+      recv.getToken().replaceAllUsesWith(both.getToken());
+      send.erase();
+      recv.erase();
+      ++i; // the receive is taken
+    }
+  }
+
+  /// 1F1B on stage `st` of `numStages` (PipeDream-Flush, Narayanan et al.
+  /// 2021; Megatron-LM's forward_backward_pipelining_without_interleaving):
+  /// w = min(P - st - 1, M) forwards first, then a forward and a backward
+  /// in turn, then the backwards left. Fails (with a remark) where the
+  /// order must stay autodiff's.
+  LogicalResult order1f1b(Block &body, int64_t st, int64_t numStages) {
     for (Operation &op : body.without_terminator())
-      if (hasEffect<MemoryEffects::Write>(&op) || hasEffect<MemoryEffects::Free>(&op)) {
+      if (!isa<AsyncOpInterface, WaitOp>(op) &&
+          (hasEffect<MemoryEffects::Write>(&op) || hasEffect<MemoryEffects::Free>(&op))) {
         op.emitRemark() << "loom-pipeline-schedule: @forward_backward writes memory here; "
                            "its order is kept (GPipe's)";
-        return;
+        return failure();
       }
     DenseMap<Operation *, int64_t> label = labelOps(body);
     DenseMap<Operation *, int64_t> index;
     for (auto [i, op] : llvm::enumerate(body))
       index[&op] = int64_t(i);
+    // The forward ends where the loss is computed; each micro-batch's
+    // forward and backward get their place in the stage's sequence.
+    Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+    int64_t lossIndex = lossOp && lossOp->getBlock() == &body ? index.lookup(lossOp)
+                                                              : int64_t(body.getOperations().size());
+    int64_t m = 0;
+    for (auto &[op, l] : label)
+      m = std::max(m, l + 1);
+    int64_t warmup = std::min(numStages - st - 1, m);
+    auto slot = [&](Operation *op) -> int64_t {
+      int64_t l = label.lookup(op);
+      if (l < 0)
+        return -1;
+      bool forward = index.lookup(op) <= lossIndex;
+      if (forward)
+        return l < warmup ? l : warmup + 2 * (l - warmup);
+      // Backward i follows forward warmup + i in the steady state; the
+      // last `warmup` ones (the cool-down) run after the last forward.
+      return l < m - warmup ? warmup + 2 * l + 1 : m + l;
+    };
 
     // List scheduling of the labelled ops: ready ones by (micro-batch,
     // program order), several micro-batches' first; unlabelled producers
@@ -105,8 +178,7 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     DenseMap<Operation *, int64_t> waiting; // labelled producers not yet placed
     std::set<std::pair<std::pair<int64_t, int64_t>, Operation *>> ready;
     auto key = [&](Operation *op) {
-      int64_t l = label.lookup(op);
-      return std::make_pair(std::make_pair(l == kJoin ? -1 : l, index.lookup(op)), op);
+      return std::make_pair(std::make_pair(slot(op), index.lookup(op)), op);
     };
     for (Operation &op : body.without_terminator()) {
       if (label.lookup(&op) == kNone)
@@ -137,6 +209,7 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
       place(&op);
     for (Operation *op : order)
       op->moveBefore(&body, body.end());
+    return success();
   }
 };
 

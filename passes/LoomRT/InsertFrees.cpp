@@ -66,7 +66,7 @@ void insertFrees(func::FuncOp fn, ModuleOp module, Transfers &transfers, bool in
     if (auto m = dyn_cast<rt::MemcpyOp>(op))
       stream = m.getStream();
     else if (isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
-                 rt::AllGatherBytesOp>(op))
+                 rt::AllGatherBytesOp, rt::SendRecvOp, rt::P2POp>(op))
       stream = op.getOperand(1);
     auto role = stream ? stream.getDefiningOp<rt::StreamOp>() : rt::StreamOp();
     if (role && role.getRole() != rt::StreamRole::compute &&

@@ -354,7 +354,7 @@ struct Simulator {
         .Case([&](rt::MemcpyOp c) { return copy(c); })
         .Case([&](rt::AdamOp a) { return adam(a); })
         .Case<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp, rt::AllToAllOp,
-              rt::AllGatherBytesOp, rt::SendRecvOp>(
+              rt::AllGatherBytesOp, rt::SendRecvOp, rt::P2POp>(
             [&](Operation *c) { return collective(c); })
         .Case([&](func::CallOp c) { return visitCall(c, module); })
         .Case([&](rt::WorkOpInterface w) { return work(w); })
@@ -491,6 +491,10 @@ struct Simulator {
     else if (auto c = dyn_cast<rt::AllGatherBytesOp>(op))
       bytes = uint64_t(c.getBytes());
     else if (auto c = dyn_cast<rt::SendRecvOp>(op))
+      kind = LOOMRT_COLL_SEND_RECV, bytes = uint64_t(c.getBytes());
+    // A pipeline transfer takes its bytes' time on the link whichever way
+    // they go (the wait for the peer, the bubble, is not priced here).
+    else if (auto c = dyn_cast<rt::P2POp>(op))
       kind = LOOMRT_COLL_SEND_RECV, bytes = uint64_t(c.getBytes());
     // The group: a communicator over some levels, or the world.
     SmallVector<int64_t> levels;

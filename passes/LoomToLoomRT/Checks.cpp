@@ -230,6 +230,15 @@ LogicalResult checkSupported(Operation *op, ModuleOp module,
                         "gradients), not integer tensors or packed payloads");
         return knownGroup(o.getGroup());
       })
+      .Case([&](P2POp o) -> LogicalResult {
+        if (o.getInput() && o.getResult() && o.getInput().getType() != o.getResult().getType())
+          return refuse("sends and receives one type in one transfer (each boundary of a "
+                        "pipeline passes one activation and its gradient)");
+        for (Value v : {o.getInput(), o.getResult()})
+          if (v && !dtypeOf(llvm::cast<RankedTensorType>(v.getType()).getElementType()))
+            return refuse("passes f32 and bf16 tensors between stages");
+        return knownGroup(o.getGroup());
+      })
       .Case([&](AllReduceOp o) { return knownGroup(o.getGroup()); })
       .Case([&](ReduceScatterOp o) { return knownGroup(o.getGroup()); })
       .Case([&](ShardOp o) { return knownGroup(o.getGroup()); })

@@ -285,6 +285,15 @@ struct Lowering {
             LoomDialect::TensorParallelAttrHelper::getNameStr());
         tp && !getDataParallel(step))
       world = tp.getInt();
+    // A pipeline stage's program runs on every rank of the world (its
+    // stage's among them): the driver picks the program by the rank.
+    if (module->hasAttr(LoomDialect::PipelineAttrHelper::getNameStr()))
+      for (TopologyOp topo : module.getOps<TopologyOp>()) {
+        world = 1;
+        for (int64_t size : topo.getSizes())
+          world *= size;
+        break;
+      }
     auto names = module->getAttrOfType<ArrayAttr>(LoomDialect::InputNamesAttrHelper::getNameStr());
     if (names && names.size() != ins.size())
       names = nullptr;

@@ -129,6 +129,19 @@ LogicalResult lower(SendRecvOp o, SendRecvOp::Adaptor a, Emit &e) {
   });
   return e.done({out, token});
 }
+/// A pipeline transfer: the received buffer is written whole by the peer
+/// (a stage's program names only neighbours that exist), so no zeros first.
+LogicalResult lower(P2POp o, P2POp::Adaptor a, Emit &e) {
+  Value out = o.getResult() ? e.alloc(o.getResult()) : Value();
+  Value moved = o.getInput() ? o.getInput() : o.getResult();
+  Value token = e.async(e.f.collectives, [&] {
+    rt::P2POp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.collectives, a.getInput(), out,
+                      bytesOf(moved), o.getToAttr(), o.getFromAttr());
+  });
+  if (!out)
+    return e.done({token});
+  return e.done({out, token});
+}
 /// A view: this rank's block of the input.
 LogicalResult lower(ShardOp o, ShardOp::Adaptor a, Emit &e) {
   return e.done(rt::RankViewOp::create(e.rw, e.loc, e.rw.getType<rt::BufferType>(), a.getInput(),
@@ -150,7 +163,7 @@ LogicalResult lower(WaitOp o, WaitOp::Adaptor a, Emit &e) {
 }
 
 void populateTransferPatterns(RewritePatternSet &patterns, const TypeConverter &tc, Plan &plan) {
-  addPatterns<CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, SendRecvOp, ShardOp,
+  addPatterns<CopyOp, AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, SendRecvOp, P2POp, ShardOp,
               WaitOp>(patterns, tc, plan);
 }
 

@@ -205,6 +205,12 @@ loomrt_status CheckpointSet::resume(const std::vector<loomrt_tensor_ref> &tensor
                                      std::to_string(savedStage) + "; this binary runs " +
                                      std::to_string(world) + " at stage " +
                                      std::to_string(zeroStage));
+    if (program->pipeline_parallel > 1)
+      return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
+                                     std::to_string(savedWorld) + " ranks; a pipeline's "
+                                     "stages re-shard only onto the same world (not built "
+                                     "yet): resume on " + std::to_string(savedWorld) +
+                                     " ranks at ZeRO stage " + std::to_string(savedStage));
     if (program->tensor_parallel > 1)
       return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
                                      std::to_string(savedWorld) + " ranks; this binary's "

@@ -8,6 +8,7 @@
 
 #include "loomrt/train.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -30,6 +31,18 @@ struct HostView {
 };
 
 inline size_t numel(const loomrt_global_desc &g) { return loomrt::numel(g.shape, g.rank); }
+
+/// The replicas data parallelism runs over: the world less the ranks of a
+/// tensor-parallel group and a pipeline's stages, which read the same rows.
+inline int dataReplicas(const loomrt_program *p) {
+  int w = p->world < 1 ? 1 : p->world;
+  return std::max(1, w / std::max(p->tensor_parallel, 1) / std::max(p->pipeline_parallel, 1));
+}
+/// A rank's replica (its block of a ZeRO shard, its rows of a batch): the
+/// tensor-parallel rank is the innermost level, the stage the outermost.
+inline int dataRank(const loomrt_program *p, int rank) {
+  return (rank / std::max(p->tensor_parallel, 1)) % dataReplicas(p);
+}
 
 /// A file name loomc wrote beside the binary, found from any working folder.
 std::string besideExecutable(const std::string &name);

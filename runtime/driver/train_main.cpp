@@ -207,8 +207,7 @@ int TrainRun::loadData() {
     if (int e = loomrt::folderWriteError(f.dumpSamples, "samples"))
       return die("cannot write samples to '" + f.dumpSamples + "': " + std::strerror(e));
   if (!arrays && !graphTask &&
-      !loomrt::loadTokens(f.data, p->vocab,
-                          p->batch * std::max(1, p->world / std::max(p->tensor_parallel, 1)),
+      !loomrt::loadTokens(f.data, p->vocab, p->batch * dataReplicas(p),
                           p->seq, tokens,
                           err))
     return die(err);
@@ -270,22 +269,36 @@ int TrainRun::joinWorld() {
                          std::to_string(world) + " --no_python " + f.argv0 +
                          " ...` or `srun -n " + std::to_string(world) + " " + f.argv0 +
                          " ...` with MASTER_ADDR and MASTER_PORT exported (docs/data-parallel.md)");
+  // Pipeline parallelism: this rank runs its stage's program (the stages
+  // are the outermost level; every stage reports the step's loss).
+  if (p->pipeline_parallel > 1) {
+    if (!p->stage_programs || world % p->pipeline_parallel != 0)
+      return die("this pipeline program has no stage programs, or its " +
+                 std::to_string(p->pipeline_parallel) + " stages do not divide its world of " +
+                 std::to_string(world) + "; compile it again with loomc");
+    const loomrt_program *mine = p->stage_programs[rank / (world / p->pipeline_parallel)];
+    if (!mine || mine->abi != LOOMRT_TRAIN_ABI || mine->world != p->world ||
+        mine->batch != p->batch || mine->seq != p->seq || mine->task != p->task)
+      return die("the stage programs of this binary disagree on their world or data; compile "
+                 "it again with loomc");
+    p = mine;
+  }
   // Only rank 0 talks; every rank reports errors.
   lead = rank == 0;
   if (!lead && !std::freopen("/dev/null", "w", stdout))
     return die("cannot silence the output of rank " + std::to_string(rank));
 
   // Rank r trains on rows [r*batch, (r+1)*batch) of each global batch;
-  // with tensor parallelism the T ranks of a group read the same rows (the
-  // data-parallel rank is r / T of world / T).
+  // with tensor parallelism the T ranks of a group read the same rows, and
+  // so do the stages of a pipeline (loomrt::dataRank).
   const int tp = std::max(p->tensor_parallel, 1);
   if (world % tp != 0)
     return die("this binary's tensor-parallel groups of " + std::to_string(tp) +
                " ranks do not divide its world of " + std::to_string(world));
   bt = arrays || graphTask ? p->batch : p->batch * p->seq;
   n = graphTask ? int64_t(graph.train.size()) : arrays ? data[0].rows : int64_t(tokens.size());
-  gbt = bt * (world / tp);
-  mine = bt * (rank / tp);
+  gbt = bt * dataReplicas(p);
+  mine = bt * dataRank(p, rank);
   unit = graphTask ? "seeds" : arrays ? "samples" : "tokens";
   return 0;
 }

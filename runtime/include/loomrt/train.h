@@ -61,6 +61,11 @@ typedef struct loomrt_global_desc {
    * part, so the group starts from the one-rank model's weights. */
   int tp_dim;
   int64_t tp_groups;
+  /* Pipeline parallelism: elements the one-rank model draws from the
+   * seed's stream, for the parameters before this one that another stage
+   * holds, skipped before this one is drawn (0: none), so every stage
+   * starts from the one-rank model's values. */
+  int64_t init_skip;
 } loomrt_global_desc;
 
 typedef struct loomrt_step_ctx_t *loomrt_step_ctx;
@@ -156,7 +161,7 @@ typedef struct loomrt_replan {
   double nominal_cpu_adam_params_per_s; /* the description's (factor 1) */
 } loomrt_replan;
 
-#define LOOMRT_TRAIN_ABI 18
+#define LOOMRT_TRAIN_ABI 19
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -232,6 +237,14 @@ typedef struct loomrt_program {
    * group read the same rows: data parallelism is over world /
    * tensor_parallel groups. */
   int tensor_parallel;
+  /* loomc --pipeline-parallel: the stages (the outermost level of the
+   * world: rank r runs stage r / (world / pipeline_parallel)) and each
+   * stage's program, this one among them (1 and NULL: no pipeline). Every
+   * stage's program has the same world, batch and data; the ranks of one
+   * replica's stages read the same rows, so data parallelism is over world
+   * / (pipeline_parallel * tensor_parallel) replicas. */
+  int pipeline_parallel;
+  const struct loomrt_program *const *stage_programs;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is

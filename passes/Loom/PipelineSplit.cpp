@@ -1,0 +1,240 @@
+//===- PipelineSplit.cpp - loom-pipeline-split -----------------------------===//
+//
+// One pipeline stage's program: the module's @forward after
+// loom-pipeline-cut has marked each op with its stage, reduced to what
+// stage `stage` runs (GPipe, Huang et al. 2019; PipeDream, Narayanan et al.
+// 2019: a model cut into contiguous stages, each on its own ranks).
+//
+// What a stage keeps:
+//  * its ops (those the cut marked with its number);
+//  * the ops every stage can compute for itself: parameter loads and their
+//    casts (loom-pipeline-cut leaves them unmarked), and anything computed
+//    from the inputs and constants alone (positions, masks, rotary tables):
+//    made again wherever they are read, never sent;
+//  * the parameters its ops read. A parameter read on two stages (GPT's
+//    embedding, tied to its head) is held by both, each copy marked
+//    `loom.tied_peer` with the other's offset; loom-pipeline-join sums the
+//    two gradients, so the copies stay equal (Megatron-LM keeps shared word
+//    embeddings the same way, Narayanan et al. SC 2021).
+//
+// A value one stage computes and the next reads (the residual stream at a
+// cut) becomes a `loom.p2p` send at the end of the first stage's forward and
+// a receive at the beginning of the next's; loom-autodiff's rule for them
+// sends the gradient back. A stage's loss is the model's on the last stage
+// and zero on the others (their backward starts from the gradient they
+// receive). Every stage reads the step's inputs (the first the tokens, the
+// last the targets).
+//
+// Each kept parameter carries `loom.init_skip`: the elements the one-rank
+// model draws from the seed's stream for the parameters before it that
+// this stage does not hold, so the driver starts every stage from the
+// one-rank model's values.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Passes/Loom.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <set>
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_PIPELINESPLIT
+#include "passes/Loom/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+struct PipelineSplit : public mlir::loom::impl::PipelineSplitBase<PipelineSplit> {
+  using Base::Base;
+
+  void runOnOperation() override;
+};
+
+void PipelineSplit::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto fail = [&](Operation *at, const Twine &msg) {
+    at->emitError() << "loom-pipeline-split: " << msg;
+    signalPassFailure();
+  };
+  if (stages < 2 || stage < 0 || stage >= stages)
+    return fail(module, "stages must be at least 2 and stage in [0, stages)");
+  auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
+  if (!fwd || !fwd.getBody().hasOneBlock())
+    return fail(module, "no single-block function @forward (run after loom-pipeline-cut, "
+                        "before loom-autodiff)");
+  if (module.lookupSymbol(LoomDialect::kForwardBackward))
+    return fail(fwd, "run before loom-autodiff: each stage's backward is derived from its "
+                     "forward");
+  FailureOr<TopologyOp> topo = findTopology(module, "", "loom-pipeline-split");
+  if (failed(topo))
+    return signalPassFailure();
+  if (!*topo || (*topo).getLevelSize(level) != stages)
+    return fail(module, llvm::formatv("needs a loom.topology with a level '{0}' of {1} ranks "
+                                      "(loomc --pipeline-parallel: the outermost level)",
+                                      std::string(level), int64_t(stages))
+                            .str());
+  int64_t levelIndex = 0;
+  for (auto [i, name] : llvm::enumerate((*topo).getLevels()))
+    if (cast<StringAttr>(name).getValue() == level)
+      levelIndex = int64_t(i);
+  Block &body = fwd.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getNumOperands() != 1)
+    return fail(fwd, "@forward must return one loss");
+  StringRef stageAttr = LoomDialect::StageAttrHelper::getNameStr();
+  auto stageOf = [&](Operation *op) -> int64_t {
+    auto a = op->getAttrOfType<IntegerAttr>(stageAttr);
+    return a ? a.getInt() : -1;
+  };
+
+  // Which values every stage may compute for itself (`anywhere`), and the
+  // parameters each of those reads.
+  DenseSet<Value> anywhere(body.getArguments().begin(), body.getArguments().end());
+  DenseMap<Value, std::set<std::string>> paramsOf;
+  for (Operation &op : body.without_terminator()) {
+    bool allAnywhere = llvm::all_of(op.getOperands(), [&](Value v) { return anywhere.count(v); });
+    std::set<std::string> reads;
+    for (Value v : op.getOperands())
+      if (auto it = paramsOf.find(v); it != paramsOf.end())
+        reads.insert(it->second.begin(), it->second.end());
+    if (auto load = dyn_cast<LoadOp>(op))
+      reads.insert(load.getName().str());
+    // Unmarked (loads, casts, constants), or data alone (no parameter).
+    bool free = stageOf(&op) < 0 || (allAnywhere && reads.empty());
+    if (isa<P2POp>(op) || !free || !allAnywhere || op.getNumResults() == 0)
+      continue;
+    for (Value r : op.getResults()) {
+      anywhere.insert(r);
+      if (!reads.empty())
+        paramsOf[r] = reads;
+    }
+  }
+
+  // Each stage's ops, the values that cross a cut, and where parameters
+  // are read.
+  DenseSet<Operation *> kept;
+  llvm::StringMap<std::set<int64_t>> readers;
+  llvm::SetVector<Value> incoming, outgoing;
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumResults() && llvm::all_of(op.getResults(), [&](Value r) {
+          return anywhere.count(r);
+        }))
+      continue;
+    int64_t st = stageOf(&op);
+    if (st < 0)
+      return fail(&op, "has no loom.stage (run loom-pipeline-cut first)");
+    for (Value v : op.getOperands()) {
+      if (auto it = paramsOf.find(v); it != paramsOf.end())
+        for (const std::string &p : it->second)
+          readers[p].insert(st);
+      if (anywhere.count(v))
+        continue;
+      int64_t from = stageOf(v.getDefiningOp());
+      if (from == st)
+        continue;
+      if (from > st || from < st - 1)
+        return fail(&op, llvm::formatv("reads a value of stage {0} on stage {1}: only the "
+                                       "next stage may read a stage's values (a cut that "
+                                       "skips a stage is not built)",
+                                       from, st)
+                             .str());
+      if (st == stage)
+        incoming.insert(v);
+      if (from == stage)
+        outgoing.insert(v);
+    }
+    if (st == stage)
+      kept.insert(&op);
+  }
+  Value loss = ret.getOperand(0);
+  Operation *lossOp = loss.getDefiningOp();
+  if (!lossOp || stageOf(lossOp) != stages - 1)
+    return fail(fwd, "the loss must be computed on the last stage");
+  // One activation crosses each cut: a stage's transfers then pair with
+  // its neighbour's in one order (more would need their own schedule).
+  for (auto [what, set] : {std::pair("into", &incoming), {"out of", &outgoing}})
+    if (set->size() > 1)
+      return fail(fwd, llvm::formatv("{0} values go {1} stage {2} (one activation a cut is "
+                                     "built; cut at a block boundary)",
+                                     set->size(), what, int64_t(stage))
+                           .str());
+
+  // The stage's program: receives first, its ops, then sends; the loss.
+  MLIRContext *ctx = &getContext();
+  OpBuilder b(ctx);
+  Location loc = fwd.getLoc();
+  auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
+                              b.getStrArrayAttr({StringRef(level)}));
+  auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
+  auto tokenType = TokenType::get(ctx);
+  b.setInsertionPointToStart(&body);
+  DenseSet<Operation *> made;
+  for (Value v : incoming) {
+    auto r = P2POp::create(b, loc, v.getType(), tokenType, Value(), ValueRange{}, group,
+                           IntegerAttr(), b.getI64IntegerAttr(-1), comm);
+    auto w = WaitOp::create(b, loc, ValueRange{r.getToken()});
+    made.insert(r), made.insert(w);
+    v.replaceUsesWithIf(r.getResult(), [&](OpOperand &u) { return kept.count(u.getOwner()); });
+  }
+  b.setInsertionPoint(ret);
+  for (Value v : outgoing) {
+    auto s = P2POp::create(b, loc, Type(), tokenType, v, ValueRange{}, group,
+                           b.getI64IntegerAttr(1), IntegerAttr(), comm);
+    auto w = WaitOp::create(b, loc, ValueRange{s.getToken()});
+    made.insert(s), made.insert(w);
+    kept.insert(v.getDefiningOp());
+  }
+  if (stage != stages - 1) {
+    auto t = cast<RankedTensorType>(loss.getType());
+    auto zero = arith::ConstantOp::create(
+        b, loc, t,
+        DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
+                               FloatAttr::get(t.getElementType(), 0.0).getValue()));
+    made.insert(zero);
+    ret->setOperand(0, zero);
+  }
+  // Everything else goes (users before what they read); what is computable
+  // anywhere stays while something kept reads it.
+  SmallVector<Operation *> all;
+  for (Operation &op : body.without_terminator())
+    all.push_back(&op);
+  for (Operation *op : llvm::reverse(all))
+    if (!made.count(op) && !kept.count(op) && op->use_empty())
+      op->erase(); // (an op still read is read by a kept op, or by one that stays for it)
+
+  // The parameters: those still loaded stay, with the stream positions of
+  // the ones before them that went; tied ones learn their peer.
+  llvm::StringSet<> loaded;
+  fwd.walk([&](LoadOp l) { loaded.insert(l.getName()); });
+  int64_t skip = 0;
+  for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
+    if (!loaded.contains(p.getSymName())) {
+      InitAttr init = p.getInitAttr() ? p.getInitAttr() : defaultInitFor(p);
+      if (init && (init.getKind() == InitKind::normal || init.getKind() == InitKind::uniform))
+        skip += cast<RankedTensorType>(p.getType()).getNumElements();
+      p.erase();
+      continue;
+    }
+    if (skip > 0)
+      p->setAttr(LoomDialect::InitSkipAttrHelper::getNameStr(), b.getI64IntegerAttr(skip));
+    skip = 0;
+    auto it = readers.find(p.getSymName());
+    if (it == readers.end() || it->second.size() < 2)
+      continue;
+    if (it->second.size() > 2)
+      return fail(p, "is read on more than two stages (one copy a stage, their gradients "
+                     "summed, is built for two)");
+    int64_t other = *it->second.begin() == stage ? *it->second.rbegin() : *it->second.begin();
+    p->setAttr(LoomDialect::TiedPeerAttrHelper::getNameStr(), b.getI64IntegerAttr(other - stage));
+  }
+  module->setAttr(LoomDialect::PipelineAttrHelper::getNameStr(),
+                  b.getDenseI64ArrayAttr({int64_t(stage), int64_t(stages), levelIndex}));
+}
+
+} // namespace
