@@ -815,6 +815,9 @@ struct Autodiff : public mlir::loom::impl::AutodiffBase<Autodiff> {
           clones.push_back({op, op});
           continue;
         }
+        if (auto w = dyn_cast<WaitOp>(op);
+            w && llvm::all_of(w.getTokens(), [](Value t) { return t.getDefiningOp<P2POp>(); }))
+          continue; // (its transfer is waited once, in the forward)
         for (Value in : op->getOperands())
           remake(in);
         bool keep = kept(op); // (before its clone adds a use)

@@ -370,11 +370,15 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     Location loc = call.getLoc();
     b.setInsertionPointAfter(call);
     // The reported loss: the mean over ranks.
+    // (Every reader takes the mean: the return, and a pipeline stage's sum
+    // over the stages, loom-pipeline-join.)
     Value loss = call.getResult(0);
+    SmallVector<OpOperand *> readers;
+    for (OpOperand &u : loss.getUses())
+      readers.push_back(&u);
     Value globalLoss = allReduceMean(b, loc, loss);
-    loss.replaceUsesWithIf(globalLoss, [&](OpOperand &u) {
-      return isa<func::ReturnOp>(u.getOwner());
-    });
+    for (OpOperand *u : readers)
+      u->set(globalLoss);
 
     // Members in parameter order, each with the op that consumes its grad.
     SmallVector<Member> members;

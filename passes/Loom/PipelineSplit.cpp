@@ -216,8 +216,14 @@ void PipelineSplit::runOnOperation() {
   for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
     if (!loaded.contains(p.getSymName())) {
       InitAttr init = p.getInitAttr() ? p.getInitAttr() : defaultInitFor(p);
+      // (A tensor-parallel slice's draw is the whole tensor's.)
+      int64_t parts = 1;
+      if (p->hasAttr(LoomDialect::TpSliceAttrHelper::getNameStr()))
+        if (auto tp = module->getAttrOfType<IntegerAttr>(
+                LoomDialect::TensorParallelAttrHelper::getNameStr()))
+          parts = tp.getInt();
       if (init && (init.getKind() == InitKind::normal || init.getKind() == InitKind::uniform))
-        skip += cast<RankedTensorType>(p.getType()).getNumElements();
+        skip += cast<RankedTensorType>(p.getType()).getNumElements() * parts;
       p.erase();
       continue;
     }

@@ -5,8 +5,9 @@ with M = 4 and 8 micro-batches, each rank running its stage's program and
 passing activations and their gradients to its neighbours, give the losses
 of one rank on the same global batch within 1e-6 relative over 20 steps;
 GPipe's order gives 1F1B's losses bit for bit; 2 stages x 2 data-parallel
-ranks at ZeRO-1 and ZeRO-3 train like one rank; resume is exact; flags that
-do not compose are refused in one line. Standard library only."""
+ranks at ZeRO-1 and ZeRO-3, 2 stages x 2 tensor-parallel ranks and
+recompute train like one rank, bf16 within 1e-3 of one bf16 rank; resume
+is exact; flags that do not compose are refused in one line. Standard library only."""
 import os
 import subprocess
 import sys
@@ -71,6 +72,23 @@ for z in (1, 3):
             trained(f"llama-p2dp2z{z}", MODELS["llama"], 4, "--pipeline-parallel=2",
                     "--topology", "stage=2,gpu=2", f"--zero-stage={z}", "--micro-batches=4"),
             ref)
+
+# Composes with tensor parallelism inside each stage, with recompute, and
+# with bf16 (within 1e-3 of one bf16 rank: the gradients are summed over
+# the micro-batches in another order).
+for label, ranks, flags in (
+        ("P=2 x TP=2 M=2", 4, ["--topology", "stage=2,gpu=2", "--tensor-parallel=2",
+                               "--micro-batches=2"]),
+        ("P=2 M=4 --recompute=full", 2, ["--micro-batches=4", "--recompute=full"])):
+    name = "llama-" + "".join(f.strip("-").replace("=", "").replace(",", "") for f in flags)
+    compare(f"llama {label} on {ranks} ranks",
+            trained(name, MODELS["llama"], ranks, "--pipeline-parallel=2", *flags), ref)
+bf = trained("llama-bf16-1", MODELS["llama"], 1, "--precision=bf16")
+got = trained("llama-bf16-p2", MODELS["llama"], 2, "--precision=bf16", "--pipeline-parallel=2",
+              "--micro-batches=4")
+err = max(abs(x - y) / abs(y) for x, y in zip(got, bf))
+print(f"llama bf16 P=2 M=4 on 2 ranks against one bf16 rank: max relative difference "
+      f"{err:.2e}: {'ok' if err <= 1e-3 and len(got) == STEPS else 'FAILED'}")
 
 # Resume: 10 steps, a checkpoint (each rank its stage's part), 10 more.
 exe, ck = os.path.join(a.tmp, "gpt-p2m41f1b"), os.path.join(a.tmp, "ck")
