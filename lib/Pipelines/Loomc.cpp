@@ -748,6 +748,9 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.microBatches = o.microBatches;
   po.pipelineSchedule = o.pipelineSchedule;
   po.pipelineParallel = o.pipelineParallel;
+  // (loom-pipeline-cut prices the stages on the description loomc reads.)
+  if (o.pipelineParallel > 1)
+    po.hardwareName = hardwareName(o);
   po.pipelineLevel = d.pipelineLevel;
   po.deviceMemoryGiB = o.deviceMemory;
   po.sequenceParallel = o.sequenceParallel;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# On nvidia-h200-x2, after bench/gen-pipeline-gpu.sh: each pipeline binary
+# of .carry/pp trains STEPS steps (default 10) on 2 ranks, one a GPU, rank 0
+# the first stage; then PyTorch's torch.distributed.pipelining on the same
+# model, batch and schedule (bench/pipelining_torch.py, PEER=0 skips it).
+# A table: the median step of steps 3 on, tokens/s, MFU (6 x 6.74e9
+# parameters x tokens/s over 2 x 989 TFLOP/s), each rank's card use.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
+C=.carry/pp
+ROWS="${ROWS:-pp2-1f1b pp2-gpipe}"
+export MASTER_ADDR=127.0.0.1
+source bench/gpu-runtime.sh
+source bench/launch.sh
+for r in $ROWS; do compile_gz "$C/$r.cpp.gz" "/tmp/$r" & done
+build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+wait
+write_tokens 32000 "$OUT/tok.bin"
+for r in $ROWS; do
+  link_gz "$C/$r.cpp.gz" "/tmp/$r"
+  run_logged 2 "$r" timeout "${TIMEOUT:-240}" "/tmp/$r" --data "$OUT/tok.bin" \
+    --steps "${STEPS:-10}" --seed 1
+done
+if [ "${PEER:-1}" = 1 ]; then
+  for s in 1f1b; do
+    launch 2 "$OUT/torch-$s" timeout 200 python3 bench/pipelining_torch.py --layers 32 \
+      --d 4096 --heads 32 --ffn 11008 --vocab 32000 --micro-batches 8 --steps 8 \
+      --schedule "$s" || { echo "torch $s failed:"; tail -n 5 "$OUT/torch-$s.0"; }
+    grep -h '^{' "$OUT/torch-$s.0" > "$OUT/torch-$s.json"
+  done
+fi
+python3 - "$OUT" $ROWS <<'PY'
+import json, statistics, sys
+out, rows = sys.argv[1], sys.argv[2:]
+N, TOK = 6.74e9, 8 * 1024
+print("| run | step s | tokens/s | MFU (2 GPUs) | rank 0's card GiB | loss step 1 -> last |")
+print("|---|---|---|---|---|---|")
+best = {}
+for r in rows:
+    try:
+        log = [json.loads(l) for l in open(f"{out}/{r}.jsonl")]
+        log = [s for s in log if "loss" in s]
+        m = statistics.median(s["step_ms"] for s in log[2:]) / 1000
+    except Exception as e:
+        print(f"| Loom {r} | failed ({e}) | | | | |")
+        continue
+    best[r] = TOK / m
+    used = max(s.get("card_used_mib", float("nan")) for s in log) / 1024
+    print(f"| Loom {r} | {m:.4f} | {TOK / m:,.0f} | {6 * N * TOK / m / (2 * 989e12):.1%} | "
+          f"{used:.1f} | {log[0]['loss']:.4f} -> {log[-1]['loss']:.4f} |")
+try:
+    t = json.loads(open(f"{out}/torch-1f1b.json").read().splitlines()[-1])
+    print(f"| torch.distributed.pipelining Schedule1F1B | {t.get('step_s', float('nan')):.4f} | "
+          f"{t.get('tokens_per_s', float('nan')):,.0f} | {t.get('mfu', float('nan')):.1%} | "
+          f"{t.get('peak_reserved_gib')} | {t.get('loss', float('nan')):.4f} (mean) |")
+    if "pp2-1f1b" in best and t.get("tokens_per_s"):
+        print(f"Loom 1f1b / torch 1F1B: {best['pp2-1f1b'] / t['tokens_per_s']:.2f}x")
+except Exception as e:
+    print(f"torch peer: no result ({e})")
+PY
