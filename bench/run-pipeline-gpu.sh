@@ -4,7 +4,8 @@
 # the first stage; then PyTorch's torch.distributed.pipelining on the same
 # model, batch and schedule (bench/pipelining_torch.py, PEER=0 skips it).
 # A table: the median step of steps 3 on, tokens/s, MFU (6 x 6.74e9
-# parameters x tokens/s over 2 x 989 TFLOP/s), each rank's card use.
+# parameters x tokens/s over 2 x 989 TFLOP/s), rank 0's card use, and each
+# rank's bubble measured through CUPTI.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
@@ -17,10 +18,17 @@ for r in $ROWS; do compile_gz "$C/$r.cpp.gz" "/tmp/$r" & done
 build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
 wait
 write_tokens 32000 "$OUT/tok.bin"
+# Each rank's GPU kernels through CUPTI (bench/kernel_times.cpp): the
+# time its compute kernels take (all but NCCL's, which wait for the peer)
+# against the step gives the bubble, idle time over step time.
+build_kernel_times
 for r in $ROWS; do
-  link_gz "$C/$r.cpp.gz" "/tmp/$r"
-  run_logged 2 "$r" timeout "${TIMEOUT:-240}" "/tmp/$r" --data "$OUT/tok.bin" \
-    --steps "${STEPS:-10}" --seed 1
+  [ -x "/tmp/$r" ] || link_gz "$C/$r.cpp.gz" "/tmp/$r"
+  rm -f "$OUT/$r.jsonl" "$OUT"/kt-"$r".*.csv
+  launch 2 "$OUT/$r" timeout "${TIMEOUT:-240}" bash -c 'LD_PRELOAD=/tmp/libkt.so \
+    LOOM_KERNEL_TIMES='"$OUT/kt-$r"'.$RANK.csv exec stdbuf -oL "$0" "$@"' "/tmp/$r" \
+    --data "$OUT/tok.bin" --steps "${STEPS:-10}" --seed 1 --log-json "$OUT/$r.jsonl" ||
+    { echo "$r failed:"; tail -n 4 "$OUT/$r".{0,1}; tail -n 2 "$OUT/$r.jsonl"; }
 done
 if [ "${PEER:-1}" = 1 ]; then
   for s in 1f1b; do
@@ -36,7 +44,7 @@ out, rows = sys.argv[1], sys.argv[2:]
 N, TOK = 6.74e9, 8 * 1024
 print("| run | step s | tokens/s | MFU (2 GPUs) | rank 0's card GiB | loss step 1 -> last |")
 print("|---|---|---|---|---|---|")
-best = {}
+best, bubble = {}, {}
 for r in rows:
     try:
         log = [json.loads(l) for l in open(f"{out}/{r}.jsonl")]
@@ -47,6 +55,16 @@ for r in rows:
         continue
     best[r] = TOK / m
     used = max(s.get("card_used_mib", float("nan")) for s in log) / 1024
+    # Compute kernels a step (every step runs the same ones) over the step.
+    idle = []
+    for k in (0, 1):
+        try:
+            rows_ = [l.rsplit(",", 2) for l in open(f"{out}/kt-{r}.{k}.csv")]
+            busy = sum(int(ns) for name, _, ns in rows_ if "nccl" not in name.lower())
+            idle.append(1 - busy / 1e9 / len(log) / m)
+        except Exception:
+            idle.append(float("nan"))
+    bubble[r] = idle
     print(f"| Loom {r} | {m:.4f} | {TOK / m:,.0f} | {6 * N * TOK / m / (2 * 989e12):.1%} | "
           f"{used:.1f} | {log[0]['loss']:.4f} -> {log[-1]['loss']:.4f} |")
 try:
@@ -58,4 +76,6 @@ try:
         print(f"Loom 1f1b / torch 1F1B: {best['pp2-1f1b'] / t['tokens_per_s']:.2f}x")
 except Exception as e:
     print(f"torch peer: no result ({e})")
+for r, (b0, b1) in bubble.items():
+    print(f"{r}: bubble (1 - compute kernels a step / step): rank 0 {b0:.1%}, rank 1 {b1:.1%}")
 PY
