@@ -86,17 +86,24 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
       return signalPassFailure();
     }
     Block &body = fb.getBody().front();
-    if (schedule == "1f1b" && failed(order1f1b(body, st, numStages)))
-      return;
-    fuseTransfers(body);
+    // GPipe's order needs no pairing: every transfer forward comes before
+    // every transfer back.
+    if (schedule == "1f1b")
+      (void)order1f1b(body, st, numStages);
   }
 
-  /// Send-only transfers followed (among the transfers) by a receive from
-  /// the same peer become one op at the send's place: the pair 1F1B's
-  /// steady state exchanges with each neighbour (Megatron-LM's
-  /// send_forward_recv_backward and send_backward_recv_forward), which
-  /// neither stage may wait on alone.
-  static void fuseTransfers(Block &body) {
+  /// 1F1B's steady state: a stage sends micro-batch w + i's activation to
+  /// the next stage and receives micro-batch i's gradient from it in one op
+  /// (Megatron-LM's send_forward_recv_backward), and sends micro-batch i's
+  /// gradient back and receives micro-batch w + i + 1's activation in one
+  /// (send_backward_recv_forward): the neighbour pairs the same two
+  /// transfers in one op, and neither stage may wait for its half alone
+  /// (a blocking send each way would deadlock). Outside the steady state
+  /// (warm-up, cool-down, one micro-batch) transfers stay single, as the
+  /// neighbour's are: NCCL does not complete a paired op against two
+  /// single ones (found on H200s, 2026-11-30).
+  static void pairTransfers(Block &body, const DenseMap<Operation *, int64_t> &label,
+                            const DenseSet<Operation *> &forward, int64_t warmup) {
     SmallVector<P2POp> transfers;
     for (auto p : body.getOps<P2POp>())
       transfers.push_back(p);
@@ -105,6 +112,12 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
       if (!send.getInput() || send.getResult() || recv.getInput() || !recv.getResult() ||
           *send.sendPeer() != *recv.recvPeer() || !send.getDeps().empty() ||
           !recv.getDeps().empty() || send.getInput().getType() != recv.getResult().getType())
+        continue;
+      int64_t ls = label.lookup(send), lr = label.lookup(recv);
+      bool fs = forward.contains(send), fr = forward.contains(recv);
+      bool steady = ls >= 0 && lr >= 0 &&
+                    ((fs && !fr && ls == warmup + lr) || (!fs && fr && lr == warmup + ls + 1));
+      if (!steady)
         continue;
       OpBuilder b(send);
       auto both = P2POp::create(b, send.getLoc(), recv.getResult().getType(),
@@ -180,6 +193,10 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     auto key = [&](Operation *op) {
       return std::make_pair(std::make_pair(slot(op), index.lookup(op)), op);
     };
+    DenseSet<Operation *> forward;
+    for (auto [op, i] : index)
+      if (i <= lossIndex)
+        forward.insert(op);
     for (Operation &op : body.without_terminator()) {
       if (label.lookup(&op) == kNone)
         continue;
@@ -209,6 +226,7 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
       place(&op);
     for (Operation *op : order)
       op->moveBefore(&body, body.end());
+    pairTransfers(body, label, forward, warmup);
     return success();
   }
 };
