@@ -22,13 +22,13 @@ write_tokens 32000 "$OUT/tok.bin"
 # time its compute kernels take (all but NCCL's, which wait for the peer)
 # against the step gives the bubble, idle time over step time.
 build_kernel_times
-for r in $ROWS; do
-  [ -x "/tmp/$r" ] || link_gz "$C/$r.cpp.gz" "/tmp/$r"
-  rm -f "$OUT/$r.jsonl" "$OUT"/kt-"$r".*.csv
-  launch 2 "$OUT/$r" timeout "${TIMEOUT:-240}" bash -c 'LD_PRELOAD=/tmp/libkt.so \
-    LOOM_KERNEL_TIMES='"$OUT/kt-$r"'.$RANK.csv exec stdbuf -oL "$0" "$@"' "/tmp/$r" \
-    --data "$OUT/tok.bin" --steps "${STEPS:-10}" --seed 1 --log-json "$OUT/$r.jsonl" ||
-    { echo "$r failed:"; tail -n 4 "$OUT/$r".{0,1}; tail -n 2 "$OUT/$r.jsonl"; }
+for row in $ROWS; do  # (launch.sh's loop takes `r`)
+  [ -x "/tmp/$row" ] || link_gz "$C/$row.cpp.gz" "/tmp/$row"
+  rm -f "$OUT/$row.jsonl" "$OUT"/kt-"$row".*.csv
+  launch 2 "$OUT/$row" timeout "${TIMEOUT:-240}" bash -c 'LD_PRELOAD=/tmp/libkt.so \
+    LOOM_KERNEL_TIMES='"$OUT/kt-$row"'.$RANK.csv exec stdbuf -oL "$0" "$@"' "/tmp/$row" \
+    --data "$OUT/tok.bin" --steps "${STEPS:-10}" --seed 1 --log-json "$OUT/$row.jsonl" ||
+    { echo "$row failed:"; tail -n 4 "$OUT/$row".{0,1}; tail -n 2 "$OUT/$row.jsonl"; }
 done
 if [ "${PEER:-1}" = 1 ]; then
   for s in 1f1b; do
