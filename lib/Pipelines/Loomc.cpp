@@ -453,6 +453,48 @@ static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
   return std::nullopt;
 }
 
+/// --pipeline-parallel's level: the outermost of --topology (which it adds,
+/// as stage=P, when there is none).
+static std::optional<std::string> checkPipelineLevel(const LoomcOptions &o, FlagDecisions &d) {
+  if (o.pipelineParallel < 1 || o.pipelineParallel > 1024)
+    return std::string("--pipeline-parallel must be a number of stages from 1 to 1024");
+  if (o.pipelineParallel == 1)
+    return std::nullopt;
+  // The stages are the outermost level (the one crossing nodes is the
+  // slowest: a pipeline sends least, Narayanan et al. 2021, §3.2).
+  if (d.levels.empty())
+    d.levels.push_back({"stage", o.pipelineParallel});
+  if (d.levels.back().second != o.pipelineParallel)
+    return "--pipeline-parallel=" + std::to_string(o.pipelineParallel) +
+           " runs the stages on the outermost level of --topology, which must have that "
+           "many ranks (e.g. --topology=stage=" + std::to_string(o.pipelineParallel) +
+           ",gpu=2; without --topology: --topology=stage=" + std::to_string(o.pipelineParallel) +
+           ")";
+  d.pipelineLevel = d.levels.back().first;
+  return std::nullopt;
+}
+
+/// What --pipeline-parallel composes with (after the distributed flags).
+static std::optional<std::string> checkPipelineFlags(const LoomcOptions &o, FlagDecisions &d) {
+  if (o.pipelineParallel == 1)
+    return std::nullopt;
+  if (o.offload != "none" || !o.zeropp.empty() || d.diloco || d.onebit || o.clipGrad > 0 ||
+      (o.replan != "auto" && o.replan != "off") || !o.timeline.empty() || o.hierarchy == "auto")
+    return std::string("--pipeline-parallel is built with data parallelism (ZeRO 0-3), "
+                       "tensor parallelism, --micro-batches, --recompute full|selective and "
+                       "bf16; not yet with --optimizer-offload, --zeropp, --hierarchy=auto, "
+                       "--diloco, 1-bit Adam, --clip-grad, --replan or --timeline "
+                       "(docs/pipeline-parallel.md)");
+  if (o.model.empty() && o.init != "random")
+    return std::string("--pipeline-parallel splits the model into stages: with an imported "
+                       "model give --init=random (stages of imported values are not built)");
+  // (The recompute, prefetch and hierarchy planners plan the whole model: a
+  // stage keeps every activation unless --recompute says otherwise, the
+  // flat partition and --prefetch's default of 1.)
+  d.planHpz = false;
+  return std::nullopt;
+}
+
 /// Every check of loomc's flags that needs no model, in the order the
 /// user reads them: the input, the phase and single flags, the topology,
 /// the distributed optimizers.
@@ -518,21 +560,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (!o.topologyFlag.empty())
     if (std::optional<std::string> err = parseTopology(o.topologyFlag, d.levels))
       return err;
-  if (o.pipelineParallel < 1 || o.pipelineParallel > 1024)
-    return std::string("--pipeline-parallel must be a number of stages from 1 to 1024");
-  if (o.pipelineParallel > 1) {
-    // The stages are the outermost level (the one crossing nodes is the
-    // slowest: a pipeline sends least, Narayanan et al. 2021, §3.2).
-    if (d.levels.empty())
-      d.levels.push_back({"stage", o.pipelineParallel});
-    if (d.levels.back().second != o.pipelineParallel)
-      return "--pipeline-parallel=" + std::to_string(o.pipelineParallel) +
-             " runs the stages on the outermost level of --topology, which must have that "
-             "many ranks (e.g. --topology=stage=" + std::to_string(o.pipelineParallel) +
-             ",gpu=2; without --topology: --topology=stage=" +
-             std::to_string(o.pipelineParallel) + ")";
-    d.pipelineLevel = d.levels.back().first;
-  }
+  if (std::optional<std::string> err = checkPipelineLevel(o, d))
+    return err;
   for (auto &l : d.levels)
     if ((d.world *= l.second) > (1 << 20))
       return std::string("--topology has more than 1048576 ranks");
@@ -568,23 +597,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
       return err;
   if (std::optional<std::string> err = checkDistributedFlags(o, d))
     return err;
-  if (o.pipelineParallel > 1 &&
-      (o.offload != "none" || !o.zeropp.empty() || d.diloco || d.onebit || o.clipGrad > 0 ||
-       (o.replan != "auto" && o.replan != "off") ||
-       !o.timeline.empty() || o.hierarchy == "auto"))
-    return std::string("--pipeline-parallel is built with data parallelism (ZeRO 0-3), "
-                       "tensor parallelism, --micro-batches, --recompute full|selective and "
-                       "bf16; not yet with --optimizer-offload, --zeropp, --hierarchy=auto, "
-                       "--diloco, 1-bit Adam, --clip-grad, --replan or --timeline "
-                       "(docs/pipeline-parallel.md)");
-  // (The recompute, prefetch and hierarchy planners plan the whole model: a
-  // stage keeps every activation unless --recompute says otherwise, the
-  // flat partition and --prefetch's default of 1.)
-  if (o.pipelineParallel > 1)
-    d.planHpz = false;
-  if (o.pipelineParallel > 1 && o.model.empty() && o.init != "random")
-    return std::string("--pipeline-parallel splits the model into stages: with an imported "
-                       "model give --init=random (stages of imported values are not built)");
+  if (std::optional<std::string> err = checkPipelineFlags(o, d))
+    return err;
   d.modelSpec = o.model;
   if ((d.dataParallel || o.microBatches > 1) && !o.model.empty()) {
     std::string err;

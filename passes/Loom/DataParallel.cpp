@@ -272,6 +272,24 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     return ShardOp::create(b, loc, flatType(t, shard), v, group);
   }
 
+  /// The levels the data parallelism spans: all but `exclude`'s
+  /// (comma-separated: loom-diloco's replicas, tensor and pipeline
+  /// parallelism's levels); `world` is their ranks.
+  LogicalResult spannedLevels(TopologyOp topo, SmallVectorImpl<Attribute> &levels) {
+    SmallVector<StringRef> excluded;
+    StringRef(exclude).split(excluded, ',', -1, false);
+    world = 1;
+    for (auto [name, size] : llvm::zip(topo.getLevels(), topo.getSizes()))
+      if (!llvm::is_contained(excluded, cast<StringAttr>(name).getValue())) {
+        levels.push_back(name);
+        world *= size;
+      }
+    for (StringRef e : excluded)
+      if (topo.getLevelSize(e) < 0)
+        return fail(topo, "exclude=" + e + " is not a level of the topology");
+    return success();
+  }
+
   LogicalResult run() {
     if (zeroStage < 0 || zeroStage > 3)
       return fail(module, "zero-stage must be 0, 1, 2 or 3");
@@ -292,19 +310,9 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     // Every level but `exclude` (loom-diloco's replicas each run data
     // parallelism inside): the group's collectives get a communicator of
     // their own, split from the world's.
-    // (exclude: levels, comma-separated: tensor and pipeline parallelism's.)
-    SmallVector<StringRef> excluded;
-    StringRef(exclude).split(excluded, ',', -1, false);
     SmallVector<Attribute> levels;
-    world = 1;
-    for (auto [name, size] : llvm::zip(topo.getLevels(), topo.getSizes()))
-      if (!llvm::is_contained(excluded, cast<StringAttr>(name).getValue())) {
-        levels.push_back(name);
-        world *= size;
-      }
-    for (StringRef e : excluded)
-      if (topo.getLevelSize(e) < 0)
-        return fail(topo, "exclude=" + e + " is not a level of the topology");
+    if (failed(spannedLevels(topo, levels)))
+      return failure();
     // Nothing to do inside groups of one rank.
     if (!exclude.empty() && world == 1)
       return success();

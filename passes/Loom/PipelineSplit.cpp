@@ -50,90 +50,80 @@ using namespace mlir::loom;
 
 namespace {
 
-struct PipelineSplit : public mlir::loom::impl::PipelineSplitBase<PipelineSplit> {
-  using Base::Base;
-
-  void runOnOperation() override;
+/// What a stage's forward reads and keeps (classify, then collect).
+struct Cut {
+  /// Values every stage may compute for itself, and the parameters each
+  /// of those reads.
+  DenseSet<Value> anywhere;
+  DenseMap<Value, std::set<std::string>> paramsOf;
+  /// This stage's ops, the stages that read each parameter, and the
+  /// values crossing into and out of this stage.
+  DenseSet<Operation *> kept;
+  llvm::StringMap<std::set<int64_t>> readers;
+  llvm::SetVector<Value> incoming, outgoing;
 };
 
-void PipelineSplit::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto fail = [&](Operation *at, const Twine &msg) {
-    at->emitError() << "loom-pipeline-split: " << msg;
-    signalPassFailure();
-  };
-  if (stages < 2 || stage < 0 || stage >= stages)
-    return fail(module, "stages must be at least 2 and stage in [0, stages)");
-  auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
-  if (!fwd || !fwd.getBody().hasOneBlock())
-    return fail(module, "no single-block function @forward (run after loom-pipeline-cut, "
-                        "before loom-autodiff)");
-  if (module.lookupSymbol(LoomDialect::kForwardBackward))
-    return fail(fwd, "run before loom-autodiff: each stage's backward is derived from its "
-                     "forward");
-  FailureOr<TopologyOp> topo = findTopology(module, "", "loom-pipeline-split");
-  if (failed(topo))
-    return signalPassFailure();
-  if (!*topo || (*topo).getLevelSize(level) != stages)
-    return fail(module, llvm::formatv("needs a loom.topology with a level '{0}' of {1} ranks "
-                                      "(loomc --pipeline-parallel: the outermost level)",
-                                      std::string(level), int64_t(stages))
-                            .str());
-  int64_t levelIndex = 0;
-  for (auto [i, name] : llvm::enumerate((*topo).getLevels()))
-    if (cast<StringAttr>(name).getValue() == level)
-      levelIndex = int64_t(i);
-  Block &body = fwd.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  if (ret.getNumOperands() != 1)
-    return fail(fwd, "@forward must return one loss");
-  StringRef stageAttr = LoomDialect::StageAttrHelper::getNameStr();
-  auto stageOf = [&](Operation *op) -> int64_t {
-    auto a = op->getAttrOfType<IntegerAttr>(stageAttr);
-    return a ? a.getInt() : -1;
-  };
+int64_t stageOf(Operation *op) {
+  auto a = op ? op->getAttrOfType<IntegerAttr>(LoomDialect::StageAttrHelper::getNameStr())
+              : IntegerAttr();
+  return a ? a.getInt() : -1;
+}
 
-  // Which values every stage may compute for itself (`anywhere`), and the
-  // parameters each of those reads.
-  DenseSet<Value> anywhere(body.getArguments().begin(), body.getArguments().end());
-  DenseMap<Value, std::set<std::string>> paramsOf;
+/// Which values every stage may compute for itself: unmarked ops
+/// (loads, casts, constants) and what is computed from the inputs and
+/// constants alone.
+void classify(Block &body, Cut &cut) {
+  cut.anywhere.insert(body.getArguments().begin(), body.getArguments().end());
   for (Operation &op : body.without_terminator()) {
-    bool allAnywhere = llvm::all_of(op.getOperands(), [&](Value v) { return anywhere.count(v); });
+    bool allAnywhere =
+        llvm::all_of(op.getOperands(), [&](Value v) { return cut.anywhere.count(v); });
     std::set<std::string> reads;
     for (Value v : op.getOperands())
-      if (auto it = paramsOf.find(v); it != paramsOf.end())
+      if (auto it = cut.paramsOf.find(v); it != cut.paramsOf.end())
         reads.insert(it->second.begin(), it->second.end());
     if (auto load = dyn_cast<LoadOp>(op))
       reads.insert(load.getName().str());
-    // Unmarked (loads, casts, constants), or data alone (no parameter).
     bool free = stageOf(&op) < 0 || (allAnywhere && reads.empty());
     if (isa<P2POp>(op) || !free || !allAnywhere || op.getNumResults() == 0)
       continue;
     for (Value r : op.getResults()) {
-      anywhere.insert(r);
+      cut.anywhere.insert(r);
       if (!reads.empty())
-        paramsOf[r] = reads;
+        cut.paramsOf[r] = reads;
     }
   }
+}
 
-  // Each stage's ops, the values that cross a cut, and where parameters
-  // are read.
-  DenseSet<Operation *> kept;
-  llvm::StringMap<std::set<int64_t>> readers;
-  llvm::SetVector<Value> incoming, outgoing;
+struct PipelineSplit : public mlir::loom::impl::PipelineSplitBase<PipelineSplit> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult fail(Operation *at, const Twine &msg) {
+    at->emitError() << "loom-pipeline-split: " << msg;
+    return failure();
+  }
+  LogicalResult collect(Block &body, Cut &cut);
+  void rewrite(func::FuncOp fwd, TopologyOp topo, Cut &cut);
+  LogicalResult keepParams(ModuleOp module, const Cut &cut);
+};
+
+/// This stage's ops, the values that cross its cuts, and which stages
+/// read each parameter.
+LogicalResult PipelineSplit::collect(Block &body, Cut &cut) {
   for (Operation &op : body.without_terminator()) {
-    if (op.getNumResults() && llvm::all_of(op.getResults(), [&](Value r) {
-          return anywhere.count(r);
-        }))
+    if (op.getNumResults() &&
+        llvm::all_of(op.getResults(), [&](Value r) { return cut.anywhere.count(r); }))
       continue;
     int64_t st = stageOf(&op);
     if (st < 0)
       return fail(&op, "has no loom.stage (run loom-pipeline-cut first)");
     for (Value v : op.getOperands()) {
-      if (auto it = paramsOf.find(v); it != paramsOf.end())
+      if (auto it = cut.paramsOf.find(v); it != cut.paramsOf.end())
         for (const std::string &p : it->second)
-          readers[p].insert(st);
-      if (anywhere.count(v))
+          cut.readers[p].insert(st);
+      if (cut.anywhere.count(v))
         continue;
       int64_t from = stageOf(v.getDefiningOp());
       if (from == st)
@@ -145,52 +135,56 @@ void PipelineSplit::runOnOperation() {
                                        from, st)
                              .str());
       if (st == stage)
-        incoming.insert(v);
+        cut.incoming.insert(v);
       if (from == stage)
-        outgoing.insert(v);
+        cut.outgoing.insert(v);
     }
     if (st == stage)
-      kept.insert(&op);
+      cut.kept.insert(&op);
   }
-  Value loss = ret.getOperand(0);
-  Operation *lossOp = loss.getDefiningOp();
-  if (!lossOp || stageOf(lossOp) != stages - 1)
-    return fail(fwd, "the loss must be computed on the last stage");
   // One activation crosses each cut: a stage's transfers then pair with
   // its neighbour's in one order (more would need their own schedule).
-  for (auto [what, set] : {std::pair("into", &incoming), {"out of", &outgoing}})
+  for (auto [what, set] : {std::pair("into", &cut.incoming), {"out of", &cut.outgoing}})
     if (set->size() > 1)
-      return fail(fwd, llvm::formatv("{0} values go {1} stage {2} (one activation a cut is "
-                                     "built; cut at a block boundary)",
-                                     set->size(), what, int64_t(stage))
-                           .str());
+      return fail(body.getParentOp(),
+                  llvm::formatv("{0} values go {1} stage {2} (one activation a cut is "
+                                "built; cut at a block boundary)",
+                                set->size(), what, int64_t(stage))
+                      .str());
+  return success();
+}
 
-  // The stage's program: receives first, its ops, then sends; the loss.
+/// The stage's program: receives first, its ops, then sends; the loss
+/// (zero before the last stage); everything else erased.
+void PipelineSplit::rewrite(func::FuncOp fwd, TopologyOp topo, Cut &cut) {
   MLIRContext *ctx = &getContext();
+  Block &body = fwd.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder b(ctx);
   Location loc = fwd.getLoc();
-  auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
+  auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get(topo.getSymNameAttr()),
                               b.getStrArrayAttr({StringRef(level)}));
   auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
   auto tokenType = TokenType::get(ctx);
   b.setInsertionPointToStart(&body);
   DenseSet<Operation *> made;
-  for (Value v : incoming) {
+  for (Value v : cut.incoming) {
     auto r = P2POp::create(b, loc, v.getType(), tokenType, Value(), ValueRange{}, group,
                            IntegerAttr(), b.getI64IntegerAttr(-1), comm);
     auto w = WaitOp::create(b, loc, ValueRange{r.getToken()});
     made.insert(r), made.insert(w);
-    v.replaceUsesWithIf(r.getResult(), [&](OpOperand &u) { return kept.count(u.getOwner()); });
+    v.replaceUsesWithIf(r.getResult(),
+                        [&](OpOperand &u) { return cut.kept.count(u.getOwner()); });
   }
   b.setInsertionPoint(ret);
-  for (Value v : outgoing) {
+  for (Value v : cut.outgoing) {
     auto s = P2POp::create(b, loc, Type(), tokenType, v, ValueRange{}, group,
                            b.getI64IntegerAttr(1), IntegerAttr(), comm);
     auto w = WaitOp::create(b, loc, ValueRange{s.getToken()});
     made.insert(s), made.insert(w);
-    kept.insert(v.getDefiningOp());
   }
   if (stage != stages - 1) {
+    Value loss = ret.getOperand(0);
     auto t = cast<RankedTensorType>(loss.getType());
     auto zero = arith::ConstantOp::create(
         b, loc, t,
@@ -205,11 +199,15 @@ void PipelineSplit::runOnOperation() {
   for (Operation &op : body.without_terminator())
     all.push_back(&op);
   for (Operation *op : llvm::reverse(all))
-    if (!made.count(op) && !kept.count(op) && op->use_empty())
+    if (!made.count(op) && !cut.kept.count(op) && op->use_empty())
       op->erase(); // (an op still read is read by a kept op, or by one that stays for it)
+}
 
-  // The parameters: those still loaded stay, with the stream positions of
-  // the ones before them that went; tied ones learn their peer.
+/// The parameters still loaded stay, with the stream positions of the
+/// ones before them that went; tied ones learn their peer.
+LogicalResult PipelineSplit::keepParams(ModuleOp module, const Cut &cut) {
+  auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
+  OpBuilder b(&getContext());
   llvm::StringSet<> loaded;
   fwd.walk([&](LoadOp l) { loaded.insert(l.getName()); });
   int64_t skip = 0;
@@ -230,8 +228,8 @@ void PipelineSplit::runOnOperation() {
     if (skip > 0)
       p->setAttr(LoomDialect::InitSkipAttrHelper::getNameStr(), b.getI64IntegerAttr(skip));
     skip = 0;
-    auto it = readers.find(p.getSymName());
-    if (it == readers.end() || it->second.size() < 2)
+    auto it = cut.readers.find(p.getSymName());
+    if (it == cut.readers.end() || it->second.size() < 2)
       continue;
     if (it->second.size() > 2)
       return fail(p, "is read on more than two stages (one copy a stage, their gradients "
@@ -239,6 +237,54 @@ void PipelineSplit::runOnOperation() {
     int64_t other = *it->second.begin() == stage ? *it->second.rbegin() : *it->second.begin();
     p->setAttr(LoomDialect::TiedPeerAttrHelper::getNameStr(), b.getI64IntegerAttr(other - stage));
   }
+  return success();
+}
+
+void PipelineSplit::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto bad = [&](Operation *at, const Twine &msg) {
+    (void)fail(at, msg);
+    signalPassFailure();
+  };
+  if (stages < 2 || stage < 0 || stage >= stages)
+    return bad(module, "stages must be at least 2 and stage in [0, stages)");
+  auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
+  if (!fwd || !fwd.getBody().hasOneBlock())
+    return bad(module, "no single-block function @forward (run after "
+                              "loom-pipeline-cut, before loom-autodiff)");
+  if (module.lookupSymbol(LoomDialect::kForwardBackward))
+    return bad(fwd, "run before loom-autodiff: each stage's backward is derived from "
+                           "its forward");
+  FailureOr<TopologyOp> topo = findTopology(module, "", "loom-pipeline-split");
+  if (failed(topo))
+    return signalPassFailure();
+  if (!*topo || (*topo).getLevelSize(level) != stages)
+    return bad(module, llvm::formatv("needs a loom.topology with a level '{0}' of {1} "
+                                            "ranks (loomc --pipeline-parallel: the outermost "
+                                            "level)",
+                                            std::string(level), int64_t(stages))
+                                  .str());
+  int64_t levelIndex = 0;
+  for (auto [i, name] : llvm::enumerate((*topo).getLevels()))
+    if (cast<StringAttr>(name).getValue() == level)
+      levelIndex = int64_t(i);
+  Block &body = fwd.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getNumOperands() != 1)
+    return bad(fwd, "@forward must return one loss");
+  Cut cut;
+  classify(body, cut);
+  if (failed(collect(body, cut)))
+    return signalPassFailure();
+  Operation *lossOp = ret.getOperand(0).getDefiningOp();
+  if (!lossOp || stageOf(lossOp) != stages - 1)
+    return bad(fwd, "the loss must be computed on the last stage");
+  for (Value v : cut.outgoing)
+    cut.kept.insert(v.getDefiningOp());
+  rewrite(fwd, *topo, cut);
+  if (failed(keepParams(module, cut)))
+    return signalPassFailure();
+  OpBuilder b(&getContext());
   module->setAttr(LoomDialect::PipelineAttrHelper::getNameStr(),
                   b.getDenseI64ArrayAttr({int64_t(stage), int64_t(stages), levelIndex}));
 }

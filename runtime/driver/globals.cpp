@@ -24,6 +24,14 @@ std::string besideExecutable(const std::string &name) {
   return dir.substr(0, dir.rfind('/') + 1) + name;
 }
 
+/// A pipeline stage's parameter after others' that it does not hold:
+/// their draws skipped (the stream advances as one rank's would).
+static loomrt_status skipDraws(loomrt_rng rng, const loomrt_global_desc &g) {
+  return g.init_skip > 0
+             ? loomrt_rng_fill_part(rng, 2, 0.0, 1.0, nullptr, size_t(g.init_skip), 0, 0)
+             : LOOMRT_OK;
+}
+
 /// A fresh run's parameters and state in their host views: drawn from
 /// --seed in declaration order (ZeRO-3 shards: every member, keeping this
 /// rank's block), imported values over their stand-ins, working copies from
@@ -47,13 +55,6 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
       full[d] = g.shape[d] * (d == g.tp_dim ? tp : 1);
     return loomrt_rng_fill_slice(rng.get(), g.init_kind, g.a, g.b, dst, full, g.rank, g.tp_dim,
                                  g.tp_groups, tp, rank % tp, begin, count);
-  };
-  // A pipeline stage's parameter after others' that it does not hold:
-  // their draws skipped (the stream advances as one rank's would).
-  auto skipFor = [&](const loomrt_global_desc &g) {
-    return g.init_skip > 0 ? loomrt_rng_fill_part(rng.get(), 2, 0.0, 1.0, nullptr,
-                                                  size_t(g.init_skip), 0, 0)
-                           : LOOMRT_OK;
   };
   // ZeRO-3 shards: every rank draws all members of a shard (the same
   // stream as one rank drawing the unsharded parameters) into the full
@@ -107,7 +108,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
         std::memset(blockData, 0, host[i].size()); // the padding and the gaps
         for (size_t k = 0; k < g.num_members; ++k) {
           const loomrt_global_desc &m = g.members[k];
-          TRY(skipFor(m), std::string("initialising ") + m.name);
+          TRY(skipDraws(rng.get(), m), std::string("initialising ") + m.name);
           auto [from, to] = inBlock(g, k);
           size_t count = to - from;
           TRY(draw(m, count ? blockData + (from - numel(g) * block) : nullptr,
@@ -121,7 +122,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
       // keeps its block.
       for (size_t k = 0; k < g.num_members; ++k) {
         const loomrt_global_desc &m = g.members[k];
-        TRY(skipFor(m), std::string("initialising ") + m.name);
+        TRY(skipDraws(rng.get(), m), std::string("initialising ") + m.name);
         float *at = full[i].data() + offs[k];
         TRY(loomrt_rng_fill(rng.get(), m.init_kind, m.a, m.b, at, numel(m)),
             std::string("initialising ") + m.name);
@@ -134,7 +135,7 @@ int initialiseGlobals(const loomrt_program *p, const Flags &f, int rank,
     }
     if (g.dtype != LOOMRT_F32)
       continue; // integer state starts at zero
-    TRY(skipFor(g), std::string("initialising ") + g.name);
+    TRY(skipDraws(rng.get(), g), std::string("initialising ") + g.name);
     TRY(draw(g, reinterpret_cast<float *>(host[i].data()), 0, numel(g)),
         std::string("initialising ") + g.name);
     if (g.from_weights == 1)

@@ -955,3 +955,49 @@ func.func @send_recv_type(%x: tensor<16xf32>) {
   loom.wait %t
   return
 }
+
+// -----
+
+loom.topology @world ["stage" = 2]
+func.func @p2p_peer(%x: tensor<16xf32>) {
+  // expected-error@+1 {{'loom.p2p' op peer offset 2 must be nonzero and smaller than the group (2 ranks) in size}}
+  %t = loom.p2p send %x to 2 over #loom.group<@world, ["stage"]> on comm : tensor<16xf32>
+  loom.wait %t
+  return
+}
+
+// -----
+
+loom.topology @world ["stage" = 2]
+func.func @p2p_int(%x: tensor<16xi64>) {
+  // expected-error@+1 {{'loom.p2p' op passes floating-point tensors (activations and their gradients), not 'tensor<16xi64>'}}
+  %t = loom.p2p send %x to 1 over #loom.group<@world, ["stage"]> on comm : tensor<16xi64>
+  loom.wait %t
+  return
+}
+
+// -----
+
+loom.topology @world ["stage" = 2]
+func.func @p2p_nothing() {
+  // expected-error@+1 {{'loom.p2p' op sends, receives or both}}
+  %t = "loom.p2p"() <{group = #loom.group<@world, ["stage"]>, stream = #loom.stream<comm>, operandSegmentSizes = array<i32: 0, 0>}> : () -> !loom.token
+  loom.wait %t
+  return
+}
+
+// -----
+
+loom.topology @world ["stage" = 2]
+func.func @p2p_stream(%x: tensor<16xf32>) {
+  // expected-error@+1 {{'loom.p2p' op collectives are ordered on a comm stream}}
+  %t = loom.p2p send %x to 1 over #loom.group<@world, ["stage"]> on compute : tensor<16xf32>
+  loom.wait %t
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.pipeline' must be [stage, stages, level] on the module}}
+module attributes {loom.pipeline = array<i64: 2, 2, 0>} {
+}

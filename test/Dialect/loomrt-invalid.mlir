@@ -237,3 +237,13 @@ func.func @f(%x: !loomrt.buffer, %y: !loomrt.buffer) {
   loomrt.send_recv %x -> %y, 16 bytes shift 0 over %c on %s
   return
 }
+
+// -----
+
+func.func @f(%x: !loomrt.buffer) {
+  %s = loomrt.stream comm
+  %c = loomrt.comm
+  // expected-error @+1 {{'loomrt.p2p' op a peer offset of 0 names the rank itself (a copy is loomrt.memcpy)}}
+  loomrt.p2p send %x to 0, 16 bytes over %c on %s
+  return
+}

@@ -100,6 +100,10 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attribu
   loomrt.all_reduce sum f32 %x -> %a, 16 over %c on %cs
   // CHECK: loomrt.send_recv %{{.+}} -> %{{.+}}, 64 bytes shift -1 over %[[C]] on
   loomrt.send_recv %x -> %a, 64 bytes shift -1 over %c on %cs
+  // CHECK: loomrt.p2p send %{{.+}} to 1 recv %{{.+}} from 1, 64 bytes over %[[C]] on
+  loomrt.p2p send %x to 1 recv %a from 1, 64 bytes over %c on %cs
+  // CHECK: loomrt.p2p recv %{{.+}} from -1, 64 bytes over %[[C]] on
+  loomrt.p2p recv %a from -1, 64 bytes over %c on %cs
   loomrt.reduce_scatter mean bf16 %x -> %a, 8 over %c on %cs
   loomrt.all_gather f32 %x -> %a, 8 over %c on %cs
   %d = loomrt.record %xs

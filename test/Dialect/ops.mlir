@@ -251,6 +251,15 @@ func.func @collectives(%g: tensor<64x4xf32>, %e: tensor<64x4xf32>) -> tensor<64x
   // CHECK: loom.send_recv %{{.*}} over #loom.group<@frontier, ["node"]> shift -1 on comm : tensor<64x4xf32> -> tensor<64x4xf32>
   %sr, %t7 = loom.send_recv %g over #loom.group<@frontier, ["node"]> shift -1 on comm : tensor<64x4xf32> -> tensor<64x4xf32>
   loom.wait %t7
+  // CHECK: loom.p2p send %{{.*}} to 1 over #loom.group<@frontier, ["node"]> on comm : tensor<64x4xf32>
+  %t8 = loom.p2p send %g to 1 over #loom.group<@frontier, ["node"]> on comm : tensor<64x4xf32>
+  loom.wait %t8
+  // CHECK: loom.p2p recv from -1 over #loom.group<@frontier, ["node"]> on comm -> tensor<64x4xf32>
+  %pr, %t9 = loom.p2p recv from -1 over #loom.group<@frontier, ["node"]> on comm -> tensor<64x4xf32>
+  loom.wait %t9
+  // CHECK: loom.p2p send %{{.*}} to 1 recv from 1 over #loom.group<@frontier, ["node"]> on comm : tensor<64x4xf32> -> tensor<64x4xf32>
+  %pb, %t10 = loom.p2p send %g to 1 recv from 1 over #loom.group<@frontier, ["node"]> on comm : tensor<64x4xf32> -> tensor<64x4xf32>
+  loom.wait %t10
   // CHECK: loom.decompress %{{.*}} : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> tensor<64x4xf32>
   %d = loom.decompress %y : !loom.packed<tensor<64x4xf32>, #loom.codec<sign_scale>> -> tensor<64x4xf32>
   // CHECK: loom.compress %{{.*}} : tensor<64x4xf32> -> !loom.packed<tensor<64x4xf32>, #loom.codec<int8, block = 4096>>

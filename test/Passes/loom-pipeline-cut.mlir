@@ -13,7 +13,7 @@
 // PLAN-NEXT: stage 0: embedding .. transformer.h.1 (3 units), {{[0-9.]+}} ms a micro-batch (forward and backward), {{[0-9.]+}} GiB
 // PLAN-NEXT: stage 1: transformer.h.2 .. transformer.h.3 (2 units), {{[0-9.]+}} ms a micro-batch (forward and backward), {{[0-9.]+}} GiB
 // PLAN-NEXT: step about {{[0-9.]+}} ms, bubble {{[0-9.]+}}% ((P-1)/(M+P-1) = 20.0% for balanced stages)
-// PLAN-NEXT: read on several stages (each needs a copy, their gradients summed: not built yet): transformer.wte.weight (stages 0 1)
+// PLAN-NEXT: read on several stages (a copy on each, their gradients summed): transformer.wte.weight (stages 0 1)
 
 // Parameters and ops carry their stage; loads and other free ops do not.
 // CHECK: loom.param @transformer.wte.weight {{.*}} {loom.stage = 0 : i64}

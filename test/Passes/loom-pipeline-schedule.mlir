@@ -40,3 +40,31 @@ func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
   %l = loom.reduce mean %sq [0, 1] : tensor<4x2xf32> to tensor<f32>
   return %l : tensor<f32>
 }
+
+// A pipeline's stages (loom-pipeline-split, 4 micro-batches): 1F1B with
+// P - s - 1 forwards first, and the steady state's transfers paired with
+// the neighbour's (send forward + receive backward on stage 0, send
+// backward + receive forward on stage 1); GPipe's order keeps them single.
+// RUN: loom-opt %S/Inputs/two-stages.mlir --loom-pipeline-split="stage=0 stages=2" --loom-micro-batches=count=4 --loom-autodiff --loom-pipeline-schedule | FileCheck %s --check-prefix=S0
+// RUN: loom-opt %S/Inputs/two-stages.mlir --loom-pipeline-split="stage=1 stages=2" --loom-micro-batches=count=4 --loom-autodiff --loom-pipeline-schedule | FileCheck %s --check-prefix=S1
+// RUN: loom-opt %S/Inputs/two-stages.mlir --loom-pipeline-split="stage=0 stages=2" --loom-micro-batches=count=4 --loom-autodiff --loom-pipeline-schedule=schedule=gpipe | FileCheck %s --check-prefix=GP
+// S0-LABEL: func.func @forward_backward
+// S0: loom.p2p send %{{.*}} to 1 over {{.*}} {loom.micro_batch = 0 : i64}
+// S0: loom.p2p send %{{.*}} to 1 recv from 1 over {{.*}} {loom.micro_batch = 1 : i64}
+// S0: loom.p2p send %{{.*}} to 1 recv from 1 over {{.*}} {loom.micro_batch = 2 : i64}
+// S0: loom.p2p send %{{.*}} to 1 recv from 1 over {{.*}} {loom.micro_batch = 3 : i64}
+// S0: loom.p2p recv from 1 over {{.*}} {loom.micro_batch = 3 : i64}
+// S0-NOT: loom.p2p
+// S0: return
+// S1-LABEL: func.func @forward_backward
+// S1: loom.p2p recv from -1 over {{.*}} {loom.micro_batch = 0 : i64}
+// S1: loom.p2p send %{{.*}} to -1 recv from -1 over {{.*}} {loom.micro_batch = 0 : i64}
+// S1: loom.p2p send %{{.*}} to -1 recv from -1 over {{.*}} {loom.micro_batch = 1 : i64}
+// S1: loom.p2p send %{{.*}} to -1 recv from -1 over {{.*}} {loom.micro_batch = 2 : i64}
+// S1: loom.p2p send %{{.*}} to -1 over {{.*}} {loom.micro_batch = 3 : i64}
+// S1-NOT: loom.p2p
+// S1: return
+// GP-LABEL: func.func @forward_backward
+// GP-COUNT-4: loom.p2p send %{{.*}} to 1 over
+// GP-COUNT-4: loom.p2p recv from 1 over
+// GP-NOT: recv from 1 over {{.*}} send
