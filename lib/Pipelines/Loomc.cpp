@@ -570,8 +570,10 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (o.zeroStage >= 0 && d.levels.empty())
     return std::string("--zero-stage needs --topology (the ranks to partition over)");
   d.dataParallel = !d.levels.empty();
-  if (o.pipelineSchedule != "1f1b" && o.pipelineSchedule != "gpipe")
-    return "unknown --pipeline-schedule '" + o.pipelineSchedule + "': expected gpipe or 1f1b";
+  if (o.pipelineSchedule != "1f1b" && o.pipelineSchedule != "gpipe" &&
+      o.pipelineSchedule != "zb-h1")
+    return "unknown --pipeline-schedule '" + o.pipelineSchedule +
+           "': expected gpipe, 1f1b or zb-h1";
   if (o.tensorParallel < 1 || o.microBatches < 1 || o.microBatches > 1024)
     return std::string("--tensor-parallel must be positive and --micro-batches in [1, 1024] "
                        "(each micro-batch is a copy of the forward in the IR)");

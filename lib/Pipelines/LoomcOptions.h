@@ -215,9 +215,11 @@ struct LoomcOptions {
                "levels"),
       cl::cat(cat)};
   cl::opt<std::string> pipelineSchedule{
-      "pipeline-schedule", cl::init("1f1b"), cl::value_desc("gpipe|1f1b"),
+      "pipeline-schedule", cl::init("1f1b"), cl::value_desc("gpipe|1f1b|zb-h1"),
       cl::desc("The micro-batches' order: 1f1b runs each backward right after its forward "
-               "(one micro-batch's activations live at a time), gpipe every forward first"),
+               "(one micro-batch's activations live at a time), gpipe every forward first, "
+               "zb-h1 as 1f1b with each backward's weight gradients after the gradient it "
+               "sends back (Zero Bubble's ZB-H1: the cool-down's deferred to its end)"),
       cl::cat(cat)};
   cl::opt<std::string> zeropp{
       "zeropp", cl::init(""), cl::value_desc("qwz[:BLOCK],hpz,qgz[:BLOCK]"),

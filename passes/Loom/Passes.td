@@ -1175,8 +1175,9 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe (every forward, then every backward) or 1f1b (each backward after its "
-           "forward)">,
+           "gpipe (every forward, then every backward), 1f1b (each backward after its "
+           "forward) or zb-h1 (1f1b with the weight gradients after the input gradients, "
+           "the cool-down's at its end)">,
     Option<"stage", "stage", "int64_t", /*default=*/"0",
            "This program's pipeline stage (its module's loom.pipeline when it has one)">,
     Option<"stages", "stages", "int64_t", /*default=*/"1",

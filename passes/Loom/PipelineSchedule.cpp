@@ -24,6 +24,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <set>
+#include <tuple>
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_PIPELINESCHEDULE
@@ -63,9 +64,9 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (schedule != "1f1b" && schedule != "gpipe") {
+    if (schedule != "1f1b" && schedule != "gpipe" && schedule != "zb-h1") {
       module.emitError() << "loom-pipeline-schedule: unknown schedule '" << schedule
-                         << "': expected gpipe or 1f1b";
+                         << "': expected gpipe, 1f1b or zb-h1";
       return signalPassFailure();
     }
     auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
@@ -88,8 +89,8 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     Block &body = fb.getBody().front();
     // GPipe's order needs no pairing: every transfer forward comes before
     // every transfer back.
-    if (schedule == "1f1b")
-      (void)order1f1b(body, st, numStages);
+    if (schedule != "gpipe")
+      (void)order1f1b(body, st, numStages, schedule == "zb-h1");
   }
 
   /// 1F1B's steady state: a stage sends micro-batch w + i's activation to
@@ -136,12 +137,48 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     }
   }
 
+  /// ZB-H1's B ops: each backward transfer to the previous stage and what
+  /// it reads in its micro-batch's backward, with the waits of those that
+  /// are asynchronous (their results are read after them).
+  static DenseSet<Operation *> inputGradients(Block &body,
+                                              const DenseMap<Operation *, int64_t> &label,
+                                              const DenseMap<Operation *, int64_t> &index,
+                                              int64_t lossIndex) {
+    DenseSet<Operation *> b;
+    SmallVector<Operation *> stack;
+    for (P2POp p : body.getOps<P2POp>())
+      if (p.getInput() && index.lookup(p) > lossIndex)
+        stack.push_back(p);
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      if (!b.insert(op).second)
+        continue;
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && def->getBlock() == &body && index.lookup(def) > lossIndex &&
+            label.lookup(def) == label.lookup(op))
+          stack.push_back(def);
+    }
+    for (auto w : body.getOps<WaitOp>())
+      if (llvm::any_of(w.getTokens(), [&](Value t) { return b.contains(t.getDefiningOp()); }))
+        b.insert(w);
+    return b;
+  }
+
   /// 1F1B on stage `st` of `numStages` (PipeDream-Flush, Narayanan et al.
   /// 2021; Megatron-LM's forward_backward_pipelining_without_interleaving):
   /// w = min(P - st - 1, M) forwards first, then a forward and a backward
   /// in turn, then the backwards left. Fails (with a remark) where the
   /// order must stay autodiff's.
-  LogicalResult order1f1b(Block &body, int64_t st, int64_t numStages) {
+  ///
+  /// `zeroBubble` (ZB-H1, Qi et al., "Zero Bubble Pipeline Parallelism",
+  /// ICLR 2024, §3): each backward is split into the ops the gradient sent
+  /// back to the previous stage needs (B: the input gradients) and the
+  /// rest (W: the weight gradients). B runs first and its gradient leaves
+  /// as early as it can; in the steady state W follows in the same slot, in
+  /// the cool-down every W waits until the last B, filling the time the
+  /// stage would otherwise wait for the next one's gradients.
+  LogicalResult order1f1b(Block &body, int64_t st, int64_t numStages, bool zeroBubble) {
     for (Operation &op : body.without_terminator())
       if (!isa<AsyncOpInterface, WaitOp>(op) &&
           (hasEffect<MemoryEffects::Write>(&op) || hasEffect<MemoryEffects::Free>(&op))) {
@@ -162,16 +199,22 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     for (auto &[op, l] : label)
       m = std::max(m, l + 1);
     int64_t warmup = std::min(numStages - st - 1, m);
-    auto slot = [&](Operation *op) -> int64_t {
+    DenseSet<Operation *> inputGrad = zeroBubble ? inputGradients(body, label, index, lossIndex)
+                                                 : DenseSet<Operation *>();
+    // (slot, W after B, program order)
+    auto slot = [&](Operation *op) -> std::pair<int64_t, int64_t> {
       int64_t l = label.lookup(op);
       if (l < 0)
-        return -1;
+        return {-1, 0};
       bool forward = index.lookup(op) <= lossIndex;
       if (forward)
-        return l < warmup ? l : warmup + 2 * (l - warmup);
+        return {l < warmup ? l : warmup + 2 * (l - warmup), 0};
       // Backward i follows forward warmup + i in the steady state; the
       // last `warmup` ones (the cool-down) run after the last forward.
-      return l < m - warmup ? warmup + 2 * l + 1 : m + l;
+      bool w = zeroBubble && !inputGrad.contains(op);
+      if (l < m - warmup)
+        return {warmup + 2 * l + 1, w ? 1 : 0};
+      return {w ? 2 * m + l : m + l, 0};
     };
 
     // List scheduling of the labelled ops: ready ones by (micro-batch,
@@ -189,9 +232,10 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
       order.push_back(op);
     };
     DenseMap<Operation *, int64_t> waiting; // labelled producers not yet placed
-    std::set<std::pair<std::pair<int64_t, int64_t>, Operation *>> ready;
+    std::set<std::tuple<int64_t, int64_t, int64_t, Operation *>> ready;
     auto key = [&](Operation *op) {
-      return std::make_pair(std::make_pair(slot(op), index.lookup(op)), op);
+      auto [sl, sub] = slot(op);
+      return std::make_tuple(sl, sub, index.lookup(op), op);
     };
     DenseSet<Operation *> forward;
     for (auto [op, i] : index)
@@ -210,7 +254,7 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
         ready.insert(key(&op));
     }
     while (!ready.empty()) {
-      Operation *op = ready.begin()->second;
+      Operation *op = std::get<3>(*ready.begin());
       ready.erase(ready.begin());
       place(op);
       DenseSet<Operation *> users;

@@ -4,7 +4,7 @@ last stages, their gradients summed) and Llama cut into P = 2 and 4 stages
 with M = 4 and 8 micro-batches, each rank running its stage's program and
 passing activations and their gradients to its neighbours, give the losses
 of one rank on the same global batch within 1e-6 relative over 20 steps;
-GPipe's order gives 1F1B's losses bit for bit; 2 stages x 2 data-parallel
+GPipe's order and ZB-H1's give 1F1B's losses bit for bit; 2 stages x 2 data-parallel
 ranks at ZeRO-1 and ZeRO-3, 2 stages x 2 tensor-parallel ranks and
 recompute train like one rank, bf16 within 1e-3 of one bf16 rank; resume
 is exact; flags that do not compose are refused in one line. Standard library only."""
@@ -63,6 +63,12 @@ onef = losses(train(os.path.join(a.tmp, "llama-p4m41f1b"), 4, data, STEPS,
                     os.path.join(a.tmp, "again-1f1b.jsonl")))
 print("llama P=4 M=4 gpipe against 1f1b: "
       f"{'identical losses' if gp == onef and len(gp) == STEPS else 'DIFFERENT losses: FAILED'}")
+# zb-h1 moves the weight gradients after the gradient sent back: the same
+# arithmetic again.
+zb = trained("llama-p4m4-zb", MODELS["llama"], 4, "--pipeline-parallel=4", "--micro-batches=4",
+             "--pipeline-schedule=zb-h1")
+print("llama P=4 M=4 zb-h1 against 1f1b: "
+      f"{'identical losses' if zb == onef and len(zb) == STEPS else 'DIFFERENT losses: FAILED'}")
 
 # 2 stages x 2 data-parallel ranks (the stage the outermost level).
 ref = losses(train(os.path.join(a.tmp, "llama-1"), 1, data, STEPS,

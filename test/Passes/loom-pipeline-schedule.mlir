@@ -29,7 +29,7 @@ loom.param @w : tensor<3x2xf32> init #loom.init<normal(0.0, 0.02)>
 // GPIPE: loom.matmul %[[X0]], %{{.*}} transpose_lhs
 // GPIPE: loom.matmul %[[X1]], %{{.*}} transpose_lhs
 
-// BAD: loom-pipeline-schedule: unknown schedule 'zb': expected gpipe or 1f1b
+// BAD: loom-pipeline-schedule: unknown schedule 'zb': expected gpipe, 1f1b or zb-h1
 // EARLY: loom-pipeline-schedule: no @forward_backward (run after loom-autodiff)
 
 func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
@@ -68,3 +68,19 @@ func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
 // GP-COUNT-4: loom.p2p send %{{.*}} to 1 over
 // GP-COUNT-4: loom.p2p recv from 1 over
 // GP-NOT: recv from 1 over {{.*}} send
+
+// zb-h1: the last stage sends micro-batch 0's input gradient back before
+// its weight gradients (the products with transpose_lhs), which 1f1b runs
+// first (autodiff's order).
+// RUN: loom-opt %S/Inputs/two-stages.mlir --loom-pipeline-split="stage=1 stages=2" --loom-micro-batches=count=2 --loom-autodiff --loom-pipeline-schedule=schedule=zb-h1 | FileCheck %s --check-prefix=ZB
+// RUN: loom-opt %S/Inputs/two-stages.mlir --loom-pipeline-split="stage=1 stages=2" --loom-micro-batches=count=2 --loom-autodiff --loom-pipeline-schedule=schedule=1f1b | FileCheck %s --check-prefix=F1
+// ZB-LABEL: func.func @forward_backward
+// ZB: loom.p2p send %{{.*}} to -1 {{.*}}micro_batch = 0
+// ZB-NOT: micro_batch = 1
+// ZB: loom.matmul {{.*}} transpose_lhs
+// ZB: loom.matmul {{.*}} transpose_lhs
+// ZB: loom.p2p {{.*}}micro_batch = 1
+// F1-LABEL: func.func @forward_backward
+// F1: loom.matmul {{.*}} transpose_lhs
+// F1: loom.matmul {{.*}} transpose_lhs
+// F1: loom.p2p send %{{.*}} to -1 {{.*}}micro_batch = 0
