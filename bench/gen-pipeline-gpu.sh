@@ -8,6 +8,7 @@
 # torch.distributed.pipelining on the same model and batch):
 #   pp2-1f1b    --pipeline-schedule=1f1b
 #   pp2-gpipe   --pipeline-schedule=gpipe
+#   pp2-zb-h1   --pipeline-schedule=zb-h1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${1:-build}/bin"
@@ -15,7 +16,7 @@ C=.carry/pp
 rm -rf "$C" && mkdir -p "$C"
 S=llama:layers=32,d_model=4096,heads=32,ffn=11008,vocab=32000,seq=1024,batch=8
 HW=bench/hardware/h200x2-derived-2026-11-29.json
-for r in pp2-1f1b pp2-gpipe; do
+for r in ${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1}; do
   "$BIN/loomc" --model "$S" --lr=3e-4 --target=cuda --precision=bf16 --hardware="$HW" \
     --pipeline-parallel=2 --micro-batches=8 --pipeline-schedule="${r#pp2-}" \
     --compile-to=cpp -o "$C/$r.cpp" 2> "$C/$r.predicted.txt"

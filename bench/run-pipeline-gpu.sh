@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 C=.carry/pp
-ROWS="${ROWS:-pp2-1f1b pp2-gpipe}"
+ROWS="${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1}"
 export MASTER_ADDR=127.0.0.1
 source bench/gpu-runtime.sh
 source bench/launch.sh
