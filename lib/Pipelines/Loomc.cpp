@@ -478,12 +478,12 @@ static std::optional<std::string> checkPipelineLevel(const LoomcOptions &o, Flag
 static std::optional<std::string> checkPipelineFlags(const LoomcOptions &o, FlagDecisions &d) {
   if (o.pipelineParallel == 1)
     return std::nullopt;
-  if (o.offload != "none" || !o.zeropp.empty() || d.diloco || d.onebit || o.clipGrad > 0 ||
+  if (o.offload != "none" || !o.zeropp.empty() || d.diloco || d.onebit ||
       (o.replan != "auto" && o.replan != "off") || !o.timeline.empty() || o.hierarchy == "auto")
     return std::string("--pipeline-parallel is built with data parallelism (ZeRO 0-3), "
-                       "tensor parallelism, --micro-batches, --recompute full|selective and "
-                       "bf16; not yet with --optimizer-offload, --zeropp, --hierarchy=auto, "
-                       "--diloco, 1-bit Adam, --clip-grad, --replan or --timeline "
+                       "tensor parallelism, --micro-batches, --recompute full|selective, "
+                       "--clip-grad and bf16; not yet with --optimizer-offload, --zeropp, "
+                       "--hierarchy=auto, --diloco, 1-bit Adam, --replan or --timeline "
                        "(docs/pipeline-parallel.md)");
   if (o.model.empty() && o.init != "random")
     return std::string("--pipeline-parallel splits the model into stages: with an imported "

@@ -122,8 +122,28 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
     OpBuilder b(first);
     Location loc = first->getLoc();
     auto f32s = RankedTensorType::get({}, b.getF32Type());
+    // A pipeline stage's norm is its part of the model's: summed over the
+    // stages below, a tied parameter's copy counted once (on the stage
+    // below the other; after loom-pipeline-join both hold the sum).
+    auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::PipelineAttrHelper::getNameStr());
+    DataParallelAttr dp = getDataParallel(step);
+    auto tiedPeer = [&](AdamOp a) -> int64_t {
+      auto load = a.getParam().getDefiningOp<LoadOp>();
+      auto p = load ? module.lookupSymbol<ParamOp>(load.getName()) : ParamOp();
+      auto peer = p ? p->getAttrOfType<IntegerAttr>(LoomDialect::TiedPeerAttrHelper::getNameStr())
+                    : IntegerAttr();
+      return peer ? peer.getInt() : 0;
+    };
+    if (pipe && dp && dp.getZeroStage() >= 1)
+      for (ParamOp p : module.getOps<ParamOp>())
+        if (p->hasAttr(LoomDialect::TiedPeerAttrHelper::getNameStr()))
+          return fail(p, "parameter '" + p.getSymName() +
+                             "' is held by two pipeline stages: clipping counts it once only "
+                             "where each update reads whole parameters (ZeRO stage 0)");
     Value total;
     for (AdamOp a : adams) {
+      if (pipe && tiedPeer(a) < 0)
+        continue;
       Value g = a.getGrad();
       auto gt = cast<RankedTensorType>(g.getType());
       if (!gt.getElementType().isF32())
@@ -135,7 +155,8 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
                              : sq;
       total = total ? Value(AddOp::create(b, loc, f32s, total, s)) : s;
     }
-    DataParallelAttr dp = getDataParallel(step);
+    if (!total)
+      total = scalar(b, loc, 0.0);
     if (dp && dp.getZeroStage() >= 1 && dp.getWorld() > 1) {
       GroupAttr group = worldGroup(step);
       if (!group)
@@ -143,6 +164,19 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
                           "loom-data-parallel)");
       auto r = AllReduceOp::create(b, loc, f32s, TokenType::get(b.getContext()), total,
                                    ValueRange{}, group, ReduceKind::sum,
+                                   StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+      WaitOp::create(b, loc, ValueRange{r.getToken()});
+      total = r.getResult();
+    }
+    if (pipe) {
+      FailureOr<TopologyOp> topo = findTopology(module, "", "loom-clip-gradients");
+      if (failed(topo) || !*topo || pipe[2] >= int64_t((*topo).getLevels().size()))
+        return fail(module, "a pipeline stage's program without the topology of its stages");
+      auto stages = GroupAttr::get(b.getContext(),
+                                   FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
+                                   ArrayAttr::get(b.getContext(), {(*topo).getLevels()[pipe[2]]}));
+      auto r = AllReduceOp::create(b, loc, f32s, TokenType::get(b.getContext()), total,
+                                   ValueRange{}, stages, ReduceKind::sum,
                                    StreamAttr::get(b.getContext(), StreamKind::comm, 0));
       WaitOp::create(b, loc, ValueRange{r.getToken()});
       total = r.getResult();

@@ -428,7 +428,9 @@ def ClipGradients : Pass<"loom-clip-gradients", "ModuleOp"> {
     `loom-attach-optimizer` (and `loom-data-parallel`, whose averaged
     gradients, or at ZeRO 1-3 this rank's shards of them, it clips: the
     shards' squares are summed over the ranks by one scalar all-reduce) and
-    before `loom-offload-optimizer`. The gradients' computations move ahead
+    before `loom-offload-optimizer`. On a pipeline stage's program
+    (`loom.pipeline`) the squares are summed over the stages too, a tied
+    parameter's copy (`loom.tied_peer` < 0) left out. The gradients' computations move ahead
     of the first update; the norm is stored in `@optimizer.grad_norm`
     (the binary's log reports it). Refused with 1-bit Adam, Streaming
     DiLoCo and SGD.
@@ -1148,6 +1150,14 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
     none (loads, casts, the seed gradient) just before its first user. Only
     the order changes; a function that writes memory keeps its order (a
     remark says so).
+
+    On a pipeline stage's program (`loom.pipeline`, or `stage`/`stages`),
+    1F1B runs min(P - s - 1, M) forwards first (Megatron-LM's warm-up), and
+    the steady state's transfers are paired with the neighbour's in one
+    `loom.p2p` each (send forward + receive backward, send backward +
+    receive forward); `zb-h1` (Zero Bubble, Qi et al. 2024) also orders
+    each backward's input-gradient ops before its weight-gradient ops and
+    defers the cool-down's weight gradients to its end.
 
     Before (`schedule=1f1b`, two micro-batches; autodiff's order):
 

@@ -18,6 +18,11 @@
 // (forward, then backward). Only the order changes: every op computes what
 // it computed before, so the losses are the GPipe order's bit for bit.
 //
+// On a pipeline stage's program (loom-pipeline-split), 1F1B starts with
+// P - s - 1 forwards and pairs the steady state's transfers as the
+// neighbour does (pairTransfers); zb-h1 splits each backward into input-
+// and weight-gradient ops (order1f1b).
+//
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
 
