@@ -835,6 +835,36 @@ static CodegenOptions codegenOptions(ModuleOp module, const LoomcOptions &o,
   return cg;
 }
 
+/// A pipeline stage's predicted work: its forward and backward, its update,
+/// and the time its GPU computes (the step simulation's GPU lane).
+struct StageWork {
+  double backward = 0, update = 0, busy = 0;
+};
+
+/// The pipeline's step and each stage's bubble: (M + P - 1) / M times the
+/// slowest stage's forward and backward (1F1B's and GPipe's fill and
+/// drain, Narayanan et al. 2021, §2.2), then its update; a stage's bubble
+/// is the step's time its GPU does not compute (as bench/run-pipeline-gpu.sh
+/// measures it: 1 - its kernels' time / the step).
+static void reportPipelineStep(const std::vector<StageWork> &work, const PipelineOptions &po,
+                               const std::optional<cost::Hardware> &hw) {
+  if (work.empty() || !hw)
+    return;
+  double m = double(po.microBatches), p = double(po.pipelineParallel), step = 0;
+  for (const StageWork &w : work)
+    step = std::max(step, (m + p - 1) / m * w.backward + w.update);
+  std::string bubbles;
+  for (auto [s, w] : llvm::enumerate(work))
+    bubbles += llvm::formatv("{0}stage {1} {2:F1}%", s ? ", " : "", s,
+                             100 * std::max(0.0, 1 - w.busy / step))
+                   .str();
+  llvm::errs() << llvm::formatv("loomc: predicted pipeline step on '{0}': {1:F3} s ({2} "
+                                "micro-batches over {3} stages); each stage's GPU idle over the step "
+                                "(the bubble, and communication not hidden): "
+                                "{4}\n",
+                                hw->name, step, po.microBatches, po.pipelineParallel, bubbles);
+}
+
 /// --pipeline-parallel: the phases run once for each stage on a copy of
 /// the module (loom-pipeline-split keeps that stage's part), each stage's
 /// prediction printed, and the stages' programs written together.
@@ -848,6 +878,7 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
     return 1;
   std::vector<OwningOpRef<ModuleOp>> stages;
   std::vector<int64_t> peaks;
+  std::vector<StageWork> work;
   for (int64_t s = 0; s < o.pipelineParallel; ++s) {
     OwningOpRef<ModuleOp> m = module.clone();
     po.pipelineStage = s;
@@ -860,14 +891,28 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
     if (failed(pm.run(*m)))
       return 1;
     double stagePeak = 0;
-    if (hw && phase >= Phase::Optimizer &&
-        (*m).lookupSymbol(mlir::loom::LoomDialect::kTrainStep) &&
+    bool predicted = hw && phase >= Phase::Optimizer &&
+                     (*m).lookupSymbol(mlir::loom::LoomDialect::kTrainStep);
+    if (predicted &&
         reportPrediction(*m, *hw, "", loweringOf(po), stagePeak,
                          "stage " + std::to_string(s) + "'s step (its work, without waits)"))
       return 1;
+    // Its GPU's busy time and its forward and backward, for the bubble.
+    if (predicted && hw->hasGpu) {
+      FailureOr<mlir::loom::StepPrediction> pred =
+          mlir::loom::simulateStep(*m, *hw, /*keepSpans=*/true, loweringOf(po));
+      if (failed(pred))
+        return 1;
+      double busy = 0;
+      for (const mlir::loom::SimSpan &span : pred->spans)
+        if (span.lane == "gpu")
+          busy += span.end - span.start;
+      work.push_back({pred->backwardSeconds, pred->updateSeconds, busy});
+    }
     peaks.push_back(hw && hw->hasGpu ? int64_t(stagePeak) : 0);
     stages.push_back(std::move(m));
   }
+  reportPipelineStep(work, po, hw);
   std::vector<ModuleOp> views;
   for (auto &m : stages)
     views.push_back(*m);
