@@ -308,7 +308,8 @@ std::string checkpointLayout(const loomrt_program *p) {
   }
   return "{\"params\": [" + params + "], \"shards\": {" + shards + "}, \"tensors\": {" +
          tensors + "}, \"tensor_parallel\": " + std::to_string(std::max(p->tensor_parallel, 1)) +
-         ", \"tp\": {" + tp + "}}";
+         ", \"tp\": {" + tp + "}, \"pipeline_parallel\": " +
+         std::to_string(std::max(p->pipeline_parallel, 1)) + "}";
 }
 
 } // namespace loomrt

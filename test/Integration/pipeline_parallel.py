@@ -7,8 +7,12 @@ of one rank on the same global batch within 1e-6 relative over 20 steps;
 GPipe's order and ZB-H1's give 1F1B's losses bit for bit; 2 stages x 2 data-parallel
 ranks at ZeRO-1 and ZeRO-3, 2 stages x 2 tensor-parallel ranks,
 recompute and clipping by the global norm train like one rank, bf16 within 1e-3 of one bf16 rank; resume
-is exact; flags that do not compose are refused in one line. Standard library only."""
+is exact; loom-ckpt export joins the stages' parts into the model's
+parameters; flags that do not compose are refused in one line. Standard library only."""
+import array
+import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -115,6 +119,31 @@ first = losses(train(exe, 2, data, 10, log("p1"), "--checkpoint-dir", ck, "--che
 second = losses(train(exe, 2, data, 10, log("p2"), "--checkpoint-dir", ck, "--resume"))
 print(f"gpt P=2 M=4, resumed after 10 steps: "
       f"{'identical losses' if first + second == whole and len(whole) == STEPS else 'DIFFERENT losses: FAILED'}")
+
+# loom-ckpt export puts a pipeline's checkpoint back together stage by
+# stage: the model's parameters, as one rank's checkpoint holds them.
+def exported(exe, ranks, name):
+    ck, out = os.path.join(a.tmp, "ck-" + name), os.path.join(a.tmp, name + ".safetensors")
+    train(exe, ranks, data, 10, os.path.join(a.tmp, f"ck-{name}.jsonl"), "--checkpoint-dir", ck,
+          "--checkpoint-every", "10")
+    subprocess.run([os.path.join(a.bin, "loom-ckpt"), "export", ck, "-o", out], check=True,
+                   capture_output=True)
+    raw = open(out, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: (v["shape"], array.array("f", raw[8 + n + v["data_offsets"][0]:
+                                                8 + n + v["data_offsets"][1]]))
+            for k, v in header.items()}
+
+
+pp = exported(os.path.join(a.tmp, "gpt-p2m41f1b"), 2, "pp")
+one = exported(os.path.join(a.tmp, "gpt-1"), 1, "one")
+same = sorted(pp) == sorted(one) and all(pp[k][0] == one[k][0] for k in one)
+diff = max((abs(x - y) for k in one for x, y in zip(pp[k][1], one[k][1])), default=0.0) \
+    if same else float("inf")
+print(f"loom-ckpt export of gpt P=2 after 10 steps: {len(pp)} parameters against one rank's "
+      f"{len(one)}, largest difference {diff:.1e}: {'ok' if same and diff < 1e-5 else 'FAILED'}")
 
 # What does not compose yet, and a topology that does not fit: one line.
 for flags in (["--pipeline-parallel=2", "--optimizer-offload=cpu"],

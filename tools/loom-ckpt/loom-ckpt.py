@@ -16,7 +16,10 @@ elements [r, r+1) x padded / world of its bucket, whose members follow one
 another, each starting at a multiple of the bucket's alignment. With
 tensor parallelism (layout "tensor_parallel" T, "tp" {name: [dim,
 groups]}), each of the T places of a group is put back together over its
-data-parallel ranks, then each split parameter from its T slices. The output
+data-parallel ranks, then each split parameter from its T slices. A
+pipeline's checkpoint (layout "pipeline_parallel" P) is put back together
+stage by stage (world / P ranks each, each part with its stage's layout).
+The output
 is a safetensors file of the parameters alone (no optimizer state), loadable
 with safetensors.torch.load_file and a PyTorch model's load_state_dict when
 the parameter names and layouts are the model's (loomc's generators; for
@@ -191,7 +194,24 @@ def join_slices(name, pieces, dim, groups):
 
 
 def export(m, parts):
-    """{name: (dtype, shape, bytes)} of every parameter, whole."""
+    """{name: (dtype, shape, bytes)} of every parameter, whole. A pipeline's
+    checkpoint (layout "pipeline_parallel" P) is P worlds of world / P ranks,
+    one a stage (the outermost level), each with its stage's layout; a
+    parameter two stages hold (a tied embedding) is the same on both."""
+    layout = json.loads(parts[0][1]["layout"])
+    pp = layout.get("pipeline_parallel", 1)
+    if not isinstance(pp, int) or pp < 1 or m["world"] % pp:
+        die(f"the layout's pipeline_parallel {pp!r} does not divide the world of {m['world']}")
+    out = {}
+    per = m["world"] // pp
+    for s in range(pp):
+        for name, t in export_world(dict(m, world=per), parts[s * per:(s + 1) * per]).items():
+            out.setdefault(name, t)
+    return out
+
+
+def export_world(m, parts):
+    """export() of one pipeline stage's ranks (or of the whole world)."""
     world = m["world"]
     layout = json.loads(parts[0][1]["layout"])
     tp = layout.get("tensor_parallel", 1)
