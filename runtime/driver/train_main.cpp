@@ -338,9 +338,16 @@ int TrainRun::capDeviceMemory() {
   }
   TRY(loomrt_device_memory(dev, &freeBytes, &total), "--device-memory: reading the card's memory");
   ballastBytes = size_t(ballast);
-  if (p->predicted_device_bytes > 0 && double(p->predicted_device_bytes) > double(freeBytes))
+  // (Before the rank knows its stage: a pipeline's ranks all check its
+  // largest stage, so they refuse together.)
+  int64_t predicted = p->predicted_device_bytes;
+  if (p->pipeline_parallel > 1 && p->stage_programs)
+    for (int s = 0; s < p->pipeline_parallel; ++s)
+      if (p->stage_programs[s])
+        predicted = std::max(predicted, p->stage_programs[s]->predicted_device_bytes);
+  if (predicted > 0 && double(predicted) > double(freeBytes))
     return die("--device-memory=" + fmt(capGiB) + ": the plan needs " +
-               fmt(std::round(double(p->predicted_device_bytes) / GiB * 10) / 10) +
+               fmt(std::round(double(predicted) / GiB * 10) / 10) +
                " GiB of device memory (loomc's prediction) and the cap leaves " +
                fmt(std::round(double(freeBytes) / GiB * 10) / 10) +
                " GiB free; compile for the cap (loomc --device-memory) or raise it");
