@@ -125,7 +125,10 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
     // A pipeline stage's norm is its part of the model's: summed over the
     // stages below, a tied parameter's copy counted once (on the stage
     // below the other; after loom-pipeline-join both hold the sum).
-    auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::PipelineAttrHelper::getNameStr());
+    FailureOr<GroupAttr> stages = pipelineGroup(module, "loom-clip-gradients");
+    if (failed(stages))
+      return failure();
+    bool pipe = bool(*stages);
     DataParallelAttr dp = getDataParallel(step);
     auto tiedPeer = [&](AdamOp a) -> int64_t {
       auto load = a.getParam().getDefiningOp<LoadOp>();
@@ -169,14 +172,8 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
       total = r.getResult();
     }
     if (pipe) {
-      FailureOr<TopologyOp> topo = findTopology(module, "", "loom-clip-gradients");
-      if (failed(topo) || !*topo || pipe[2] >= int64_t((*topo).getLevels().size()))
-        return fail(module, "a pipeline stage's program without the topology of its stages");
-      auto stages = GroupAttr::get(b.getContext(),
-                                   FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
-                                   ArrayAttr::get(b.getContext(), {(*topo).getLevels()[pipe[2]]}));
       auto r = AllReduceOp::create(b, loc, f32s, TokenType::get(b.getContext()), total,
-                                   ValueRange{}, stages, ReduceKind::sum,
+                                   ValueRange{}, *stages, ReduceKind::sum,
                                    StreamAttr::get(b.getContext(), StreamKind::comm, 0));
       WaitOp::create(b, loc, ValueRange{r.getToken()});
       total = r.getResult();

@@ -986,3 +986,19 @@ FailureOr<TopologyOp> mlir::loom::findTopology(ModuleOp module, StringRef name, 
     }
   return topo;
 }
+
+FailureOr<GroupAttr> mlir::loom::pipelineGroup(ModuleOp module, StringRef pass) {
+  auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::PipelineAttrHelper::getNameStr());
+  if (!pipe)
+    return GroupAttr();
+  FailureOr<TopologyOp> topo = findTopology(module, "", pass);
+  if (failed(topo))
+    return failure();
+  if (!*topo || pipe[2] >= int64_t((*topo).getLevels().size()))
+    return module.emitError() << pass << ": a pipeline stage's program needs the loom.topology "
+                                         "of its stages",
+           failure();
+  MLIRContext *ctx = module.getContext();
+  return GroupAttr::get(ctx, FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
+                        ArrayAttr::get(ctx, {(*topo).getLevels()[pipe[2]]}));
+}

@@ -35,23 +35,18 @@ struct PipelineJoin : public mlir::loom::impl::PipelineJoinBase<PipelineJoin> {
       at->emitError() << "loom-pipeline-join: " << msg;
       signalPassFailure();
     };
-    auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::PipelineAttrHelper::getNameStr());
-    if (!pipe)
+    FailureOr<GroupAttr> stages = pipelineGroup(module, "loom-pipeline-join");
+    if (failed(stages))
+      return signalPassFailure();
+    if (!*stages)
       return; // not a stage's program
+    GroupAttr group = *stages;
     auto fb = module.lookupSymbol<func::FuncOp>(LoomDialect::kForwardBackward);
     auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep);
     if (!fb || !step || !fb.getBody().hasOneBlock() || !step.getBody().hasOneBlock())
       return fail(module, "needs @forward_backward and @train_step (run after "
                           "loom-attach-optimizer)");
-    FailureOr<TopologyOp> topo = findTopology(module, "", "loom-pipeline-join");
-    if (failed(topo) || !*topo)
-      return fail(module, "needs the loom.topology of the stages");
-    int64_t level = pipe[2];
-    if (level >= int64_t((*topo).getLevels().size()))
-      return fail(module, "loom.pipeline names a level the topology lacks");
     MLIRContext *ctx = &getContext();
-    auto group = GroupAttr::get(ctx, FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
-                                ArrayAttr::get(ctx, {(*topo).getLevels()[level]}));
     auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
     auto token = TokenType::get(ctx);
     OpBuilder b(ctx);

@@ -289,9 +289,7 @@ struct Lowering {
     // stage's among them): the driver picks the program by the rank.
     if (module->hasAttr(LoomDialect::PipelineAttrHelper::getNameStr()))
       for (TopologyOp topo : module.getOps<TopologyOp>()) {
-        world = 1;
-        for (int64_t size : topo.getSizes())
-          world *= size;
+        world = topo.getWorldSize();
         break;
       }
     auto names = module->getAttrOfType<ArrayAttr>(LoomDialect::InputNamesAttrHelper::getNameStr());

@@ -51,6 +51,11 @@ enum class RecomputeKind { none, full, selective };
 /// (reported on the second, prefixed with `pass`): failure.
 FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pass);
 
+/// The group of a pipeline stage's program's stages (its `loom.pipeline`
+/// level of the module's topology); null when the module is not one, or
+/// has no such topology (reported on the module, prefixed with `pass`).
+FailureOr<GroupAttr> pipelineGroup(ModuleOp module, StringRef pass);
+
 /// Where the results of `def` may be read from: the loom.wait right after
 /// it that waits its token (a collective's result is read after its wait),
 /// else `def` itself. Passes that insert after a value's definition use it.
