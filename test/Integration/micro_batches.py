@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import compiler, losses, noisy_pattern, parse_args, train  # noqa: E402
+from mpitest import (LossCheck, compiler, losses, noisy_pattern, parse_args,  # noqa: E402
+                     train)
 
 a = parse_args()
 zoo = os.path.join(os.path.dirname(a.tmp), "zoo")  # the extracted test/Zoo/zoo.tgz
@@ -24,17 +25,8 @@ MODELS = {
     "gpt": "gpt:layers=2,d_model=32,heads=4,vocab=64,seq=8,batch=8",
     "llama": "llama:layers=2,d_model=64,heads=8,kv_heads=4,ffn=96,vocab=64,seq=8,batch=8",
 }
-worst = 0.0
-
-
-def compare(label, got, ref, bound=BOUND):
-    """One line: the largest relative difference of `got` from `ref`."""
-    global worst
-    err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
-    worst = max(worst, err) if bound == BOUND else worst
-    ok = len(got) == STEPS and err <= bound
-    print(f"{label}: max relative difference {err:.2e} over {len(got)} steps: "
-          f"{'ok' if ok else 'FAILED'}")
+check = LossCheck(STEPS, BOUND)
+compare = check.compare
 
 
 def trained(name, spec, ranks, *flags):
@@ -113,4 +105,4 @@ print(f"gpt --micro-batches=4, resumed after 10 steps: "
 bad = subprocess.run([loomc, "--model", MODELS["gpt"], "--target=cpu", "--micro-batches=3",
                       "-o", os.path.join(a.tmp, "bad")], capture_output=True, text=True)
 print(f"--micro-batches=3 of batch 8: exit {bad.returncode}: {bad.stderr.strip()}")
-print(f"worst relative difference {worst:.2e} (bound {BOUND:g})")
+print(f"worst relative difference {check.worst:.2e} (bound {BOUND:g})")

@@ -53,6 +53,25 @@ def compiler(loomc, folder):
     return compile_
 
 
+class LossCheck:
+    """compare(label, got, ref[, bound]) prints one line: the largest
+    relative difference of the losses `got` from `ref`, ok when there are
+    `steps` of them and it is within the bound; `worst` is the largest seen
+    at the default bound."""
+
+    def __init__(self, steps, bound):
+        self.steps, self.bound, self.worst = steps, bound, 0.0
+
+    def compare(self, label, got, ref, bound=None):
+        bound = self.bound if bound is None else bound
+        err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
+        if bound == self.bound:
+            self.worst = max(self.worst, err)
+        ok = len(got) == self.steps and len(ref) == self.steps and err <= bound
+        print(f"{label}: max relative difference {err:.2e} over {len(got)} steps: "
+              f"{'ok' if ok else 'FAILED'}")
+
+
 def losses(log):
     """The losses of a JSON log's steps."""
     return [s["loss"] for s in log if "loss" in s]

@@ -17,7 +17,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import compiler, losses, noisy_pattern, parse_args, train  # noqa: E402
+from mpitest import (LossCheck, compiler, losses, noisy_pattern, parse_args,  # noqa: E402
+                     train)
 
 a = parse_args()
 loomc = os.path.join(a.bin, "loomc")
@@ -30,17 +31,8 @@ MODELS = {
     "gpt": "gpt:layers=4,d_model=32,heads=4,vocab=64,seq=8,batch=16",
     "llama": "llama:layers=4,d_model=32,heads=4,kv_heads=2,ffn=48,vocab=64,seq=8,batch=16",
 }
-worst = 0.0
-
-
-def compare(label, got, ref):
-    """One line: the largest relative difference of `got` from `ref`."""
-    global worst
-    err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
-    worst = max(worst, err)
-    ok = len(got) == STEPS and len(ref) == STEPS and err <= BOUND
-    print(f"{label}: max relative difference {err:.2e} over {len(got)} steps: "
-          f"{'ok' if ok else 'FAILED'}")
+check = LossCheck(STEPS, BOUND)
+compare = check.compare
 
 
 def trained(name, spec, ranks, *flags, steps=STEPS, extra=()):
@@ -103,12 +95,10 @@ compare("llama P=2 x DP=2 ZeRO-1 M=2 --clip-grad=0.05 on 4 ranks",
         trained("llama-p2dp2-clip", MODELS["llama"], 4, "--pipeline-parallel=2", "--topology",
                 "stage=2,gpu=2", "--zero-stage=1", "--micro-batches=2", "--clip-grad=0.05"),
         trained("llama-clip", MODELS["llama"], 1, "--clip-grad=0.05"))
-bf = trained("llama-bf16-1", MODELS["llama"], 1, "--precision=bf16")
-got = trained("llama-bf16-p2", MODELS["llama"], 2, "--precision=bf16", "--pipeline-parallel=2",
-              "--micro-batches=4")
-err = max(abs(x - y) / abs(y) for x, y in zip(got, bf))
-print(f"llama bf16 P=2 M=4 on 2 ranks against one bf16 rank: max relative difference "
-      f"{err:.2e}: {'ok' if err <= 1e-3 and len(got) == STEPS else 'FAILED'}")
+compare("llama bf16 P=2 M=4 on 2 ranks against one bf16 rank",
+        trained("llama-bf16-p2", MODELS["llama"], 2, "--precision=bf16", "--pipeline-parallel=2",
+                "--micro-batches=4"),
+        trained("llama-bf16-1", MODELS["llama"], 1, "--precision=bf16"), bound=1e-3)
 
 # Resume: 10 steps, a checkpoint (each rank its stage's part), 10 more.
 exe, ck = os.path.join(a.tmp, "gpt-p2m41f1b"), os.path.join(a.tmp, "ck")
@@ -152,4 +142,4 @@ for flags in (["--pipeline-parallel=2", "--optimizer-offload=cpu"],
     bad = subprocess.run([loomc, "--model", MODELS["gpt"], "--target=cpu", *flags, "-o",
                           os.path.join(a.tmp, "bad")], capture_output=True, text=True)
     print(f"{' '.join(flags)}: exit {bad.returncode}: {bad.stderr.strip().splitlines()[-1]}")
-print(f"worst relative difference {worst:.2e} (bound {BOUND:g})")
+print(f"worst relative difference {check.worst:.2e} (bound {BOUND:g})")

@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpitest import noisy_pattern, run, train  # noqa: E402
+from mpitest import LossCheck, losses, noisy_pattern, run, train  # noqa: E402
 
 import argparse  # noqa: E402
 
@@ -42,21 +42,8 @@ def compile_(name, model, *flags):
     return exe
 
 
-def losses(log):
-    return [s["loss"] for s in log if "loss" in s]
-
-
-worst = 0.0
-
-
-def compare(label, got, ref):
-    """One line: the largest relative difference of `got` from `ref`."""
-    global worst
-    err = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
-    worst = max(worst, err)
-    ok = len(got) == STEPS and err <= BOUND
-    print(f"{label}: max relative difference {err:.2e} over {len(got)} steps: "
-          f"{'ok' if ok else 'FAILED'}")
+check = LossCheck(STEPS, BOUND)
+compare = check.compare
 
 
 for model, spec in MODELS.items():
@@ -195,4 +182,4 @@ for label, name, ranks in (("--tensor-parallel=2", "gpt-2-2", 2),
     same = first + second == whole
     print(f"gpt {label}, resumed after 10 steps: "
           f"{'identical losses' if same else 'DIFFERENT losses: FAILED'}")
-print(f"worst relative difference {worst:.2e} (bound {BOUND:g})")
+print(f"worst relative difference {check.worst:.2e} (bound {BOUND:g})")
