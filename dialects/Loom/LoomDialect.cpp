@@ -84,10 +84,10 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   }
   if (name == LoomDialect::PipelineAttrHelper::getNameStr()) {
     auto v = dyn_cast<DenseI64ArrayAttr>(value);
-    return expect(v && v.size() == 3 && v[1] >= 2 && v[0] >= 0 && v[0] < v[1] && v[2] >= 0 &&
-                      isa<ModuleOp>(op),
-                  "[stage, stages, level] on the module, with 0 <= stage < stages, stages >= 2 "
-                  "and level >= 0");
+    return expect(v && (v.size() == 3 || (v.size() == 4 && v[3] >= 1)) && v[1] >= 2 &&
+                      v[0] >= 0 && v[0] < v[1] && v[2] >= 0 && isa<ModuleOp>(op),
+                  "[stage, stages, level] or [stage, stages, level, chunks] on the module, with "
+                  "0 <= stage < stages, stages >= 2, level >= 0 and chunks >= 1");
   }
   if (name == LoomDialect::InitSkipAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);

@@ -87,6 +87,9 @@ struct PipelineOptions {
   /// loom-pipeline-join after the optimizer) over the topology level
   /// `pipelineLevel`; data parallelism spans the other levels.
   int64_t pipelineParallel = 1, pipelineStage = 0;
+  /// Model chunks a stage holds (--pipeline-schedule=interleaved:V): the
+  /// cut makes pipelineParallel x pipelineChunks of them.
+  int64_t pipelineChunks = 1;
   std::string pipelineLevel;
   /// The cut's plan printed (loomc: for the first stage's module only).
   bool printPipelineCut = true;

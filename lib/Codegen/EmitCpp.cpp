@@ -398,7 +398,7 @@ public:
   /// The pipeline's stages (loom.pipeline: this program is one), or 1.
   int64_t pipelineStages() {
     auto pipe = module->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::PipelineAttrHelper::getNameStr());
-    return pipe && pipe.size() == 3 ? pipe[1] : 1;
+    return pipe && pipe.size() >= 3 ? pipe[1] : 1;
   }
 
   int64_t tensorParallel() {

@@ -11,6 +11,7 @@
 #include "loom/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines.h"
+#include "loom/PipelineTimeline.h"
 #include "Help.h"
 #include "LoomcOptions.h"
 #include "Planning.h"
@@ -241,6 +242,7 @@ struct FlagDecisions {
   int64_t qwzBlock = 0, qgzBlock = 0;
   bool onebit = false;
   std::optional<PipelineOptions::Diloco> diloco;
+  int64_t pipelineChunks = 1; // --pipeline-schedule=interleaved:V's V
   // ZeRO-3 over several levels, no explicit hpz: plan the hierarchy.
   bool planHpz = false;
   // --pipeline-parallel: the level whose ranks are the stages (the
@@ -488,6 +490,10 @@ static std::optional<std::string> checkPipelineFlags(const LoomcOptions &o, Flag
   if (o.model.empty() && o.init != "random")
     return std::string("--pipeline-parallel splits the model into stages: with an imported "
                        "model give --init=random (stages of imported values are not built)");
+  if (d.pipelineChunks > 1)
+    if (std::optional<std::string> err = cost::checkPipelineShape(
+            {o.pipelineParallel, d.pipelineChunks, o.microBatches, "interleaved"}))
+      return "--pipeline-schedule=" + o.pipelineSchedule + ": " + *err;
   // (The recompute, prefetch and hierarchy planners plan the whole model: a
   // stage keeps every activation unless --recompute says otherwise, the
   // flat partition and --prefetch's default of 1.)
@@ -570,10 +576,20 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (o.zeroStage >= 0 && d.levels.empty())
     return std::string("--zero-stage needs --topology (the ranks to partition over)");
   d.dataParallel = !d.levels.empty();
-  if (o.pipelineSchedule != "1f1b" && o.pipelineSchedule != "gpipe" &&
-      o.pipelineSchedule != "zb-h1")
-    return "unknown --pipeline-schedule '" + o.pipelineSchedule +
-           "': expected gpipe, 1f1b or zb-h1";
+  {
+    StringRef v = o.pipelineSchedule;
+    if (v.consume_front("interleaved:")) {
+      if (v.getAsInteger(10, d.pipelineChunks) || d.pipelineChunks < 2 || d.pipelineChunks > 64)
+        return "--pipeline-schedule=" + o.pipelineSchedule +
+               ": interleaved:V needs V, the model chunks each stage holds, in [2, 64]";
+    } else if (v != "1f1b" && v != "gpipe" && v != "zb-h1") {
+      return "unknown --pipeline-schedule '" + o.pipelineSchedule +
+             "': expected gpipe, 1f1b, zb-h1 or interleaved:V";
+    }
+    if (d.pipelineChunks > 1 && o.pipelineParallel < 2)
+      return std::string("--pipeline-schedule=interleaved:V orders a pipeline's stages: give "
+                         "--pipeline-parallel=P with P > 1");
+  }
   if (o.tensorParallel < 1 || o.microBatches < 1 || o.microBatches > 1024)
     return std::string("--tensor-parallel must be positive and --micro-batches in [1, 1024] "
                        "(each micro-batch is a copy of the forward in the IR)");
@@ -764,6 +780,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.microBatches = o.microBatches;
   po.pipelineSchedule = o.pipelineSchedule;
   po.pipelineParallel = o.pipelineParallel;
+  po.pipelineChunks = d.pipelineChunks;
   // (loom-pipeline-cut prices the stages on the description loomc reads.)
   if (o.pipelineParallel > 1)
     po.hardwareName = hardwareName(o);

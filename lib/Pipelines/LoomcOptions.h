@@ -215,11 +215,13 @@ struct LoomcOptions {
                "levels"),
       cl::cat(cat)};
   cl::opt<std::string> pipelineSchedule{
-      "pipeline-schedule", cl::init("1f1b"), cl::value_desc("gpipe|1f1b|zb-h1"),
+      "pipeline-schedule", cl::init("1f1b"), cl::value_desc("gpipe|1f1b|zb-h1|interleaved:V"),
       cl::desc("The micro-batches' order: 1f1b runs each backward right after its forward "
                "(one micro-batch's activations live at a time), gpipe every forward first, "
                "zb-h1 as 1f1b with each backward's weight gradients after the gradient it "
-               "sends back (Zero Bubble's ZB-H1: the cool-down's deferred to its end)"),
+               "sends back (Zero Bubble's ZB-H1: the cool-down's deferred to its end), "
+               "interleaved:V 1F1B over V model chunks a stage (Megatron-LM's virtual "
+               "stages: the bubble divided by V; M a multiple of the stages)"),
       cl::cat(cat)};
   cl::opt<std::string> zeropp{
       "zeropp", cl::init(""), cl::value_desc("qwz[:BLOCK],hpz,qgz[:BLOCK]"),

@@ -71,16 +71,20 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // module).
     if (o.pipelineParallel > 1) {
       mlir::loom::PipelineCutOptions cut;
-      cut.stages = o.pipelineParallel;
+      // Interleaved, the cut makes P x V chunks; each must fit in 1/V of
+      // the device, as a stage holds V of them.
+      cut.stages = o.pipelineParallel * o.pipelineChunks;
       cut.microBatches = o.microBatches;
       cut.hardware = o.hardwareName;
-      cut.deviceMemory = o.deviceMemoryGiB;
+      cut.deviceMemory = o.deviceMemoryGiB / double(o.pipelineChunks);
+      cut.chunks = o.pipelineChunks;
       cut.quiet = !o.printPipelineCut;
       pm.addPass(mlir::loom::createPipelineCut(cut));
       mlir::loom::PipelineSplitOptions split;
       split.stage = o.pipelineStage;
       split.stages = o.pipelineParallel;
       split.level = o.pipelineLevel;
+      split.chunks = o.pipelineChunks;
       pm.addPass(mlir::loom::createPipelineSplit(split));
     }
     // Micro-batches last: every pass above rewrote the one-micro-batch

@@ -254,7 +254,28 @@ public:
   //===--------------------------------------------------------------===//
 
   /// Emits the adjoints of op's operands; fails for ops without a rule.
+  /// An op of a pipeline's chunk (`loom.stage`) gives its chunk to the ops
+  /// its rule emits: loom-pipeline-schedule orders an interleaved stage's
+  /// backward by chunk.
   LogicalResult vjp(Operation *op) {
+    struct Tagger : OpBuilder::Listener {
+      Attribute stage;
+      void notifyOperationInserted(Operation *o, OpBuilder::InsertPoint) override {
+        StringRef name = LoomDialect::StageAttrHelper::getNameStr();
+        if (!o->hasAttr(name))
+          o->setAttr(name, stage);
+      }
+    } tagger;
+    OpBuilder::Listener *previous = b.getListener();
+    tagger.stage = op->getAttr(LoomDialect::StageAttrHelper::getNameStr());
+    if (tagger.stage)
+      b.setListener(&tagger);
+    LogicalResult r = vjpRule(op);
+    b.setListener(previous);
+    return r;
+  }
+
+  LogicalResult vjpRule(Operation *op) {
     SmallVector<Value> dys;
     bool any = false;
     for (Value r : op->getResults()) {
@@ -605,9 +626,10 @@ public:
     Type recvType = o.getInput() ? o.getInput().getType() : Type();
     auto g = P2POp::create(b, loc, recvType, TokenType::get(b.getContext()), send, ValueRange{},
                            o.getGroup(), o.getFromAttr(), o.getToAttr(), o.getStream());
-    StringRef tag = LoomDialect::MicroBatchAttrHelper::getNameStr();
-    if (Attribute m = o->getAttr(tag))
-      g->setAttr(tag, m);
+    for (StringRef tag : {LoomDialect::MicroBatchAttrHelper::getNameStr(),
+                          LoomDialect::StageAttrHelper::getNameStr()})
+      if (Attribute m = o->getAttr(tag))
+        g->setAttr(tag, m);
     WaitOp::create(b, loc, ValueRange{g.getToken()});
     if (o.getInput())
       accumulate(o.getInput(), g.getResult());

@@ -1235,7 +1235,10 @@ def PipelineCut : Pass<"loom-pipeline-cut", "ModuleOp"> {
     Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
            "GiB a stage may hold (0: the description's usable device memory)">,
     Option<"quiet", "quiet", "bool", /*default=*/"false",
-           "Mark the stages without printing the plan (loomc prints it once)">
+           "Mark the stages without printing the plan (loomc prints it once)">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "Interleaved: the `stages` are model chunks, this many a pipeline stage "
+           "(the plan priced in interleaved 1F1B's order)">
   ];
 }
 
@@ -1277,7 +1280,10 @@ def PipelineSplit : Pass<"loom-pipeline-split", "ModuleOp"> {
     Option<"stage", "stage", "int64_t", /*default=*/"0", "The stage to keep">,
     Option<"stages", "stages", "int64_t", /*default=*/"2", "Pipeline stages">,
     Option<"level", "level", "std::string", /*default=*/"\"stage\"",
-           "The topology level whose ranks are the stages">
+           "The topology level whose ranks are the stages">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "Model chunks a stage holds (interleaved 1F1B's virtual stages: loom.stage "
+           "numbers the chunks, chunk c on stage c mod stages)">
   ];
 }
 

@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
+#include "loom/PipelineTimeline.h"
 #include "loom/StepSimulation.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -35,6 +36,7 @@
 namespace mlir::loom {
 #define GEN_PASS_DEF_PIPELINECUT
 #include "passes/Loom/Passes.h.inc"
+
 } // namespace mlir::loom
 
 using namespace mlir;
@@ -81,6 +83,11 @@ struct PipelineCut : public mlir::loom::impl::PipelineCutBase<PipelineCut> {
   using Base::Base;
 
   void runOnOperation() override;
+
+private:
+  void printPlan(ArrayRef<int64_t> begin, ArrayRef<double> time,
+                 const std::function<double(int64_t, int64_t, int64_t)> &memory,
+                 const UnitPlan &units, StringRef hwName, const std::string &shared);
 };
 
 void PipelineCut::runOnOperation() {
@@ -198,7 +205,15 @@ void PipelineCut::runOnOperation() {
     }
   if (quiet)
     return;
-  // The plan, for a person (loomc prints it).
+  printPlan(begin, time, memory, units, hw->name, shared);
+}
+
+/// The plan, for a person (loomc prints it): each stage's (or chunk's)
+/// units, time and memory, the step and its bubble.
+void PipelineCut::printPlan(ArrayRef<int64_t> begin, ArrayRef<double> time,
+                            const std::function<double(int64_t, int64_t, int64_t)> &memory,
+                            const UnitPlan &units, StringRef hwName, const std::string &shared) {
+  int64_t p = stages;
   double slowest = 0, sum = 0;
   std::string lines;
   for (int64_t s = 0; s < p; ++s) {
@@ -210,18 +225,54 @@ void PipelineCut::runOnOperation() {
       return u == 0 ? std::string("embedding") : units.blocks[u - 1];
     };
     int64_t k = begin[s + 1] - begin[s];
-    lines += llvm::formatv("\n  stage {0}: {1} .. {2} ({3} unit{4}), {5:F2} ms a micro-batch "
+    lines += llvm::formatv("\n  {7} {0}: {1} .. {2} ({3} unit{4}), {5:F2} ms a micro-batch "
                            "(forward and backward), {6:F1} GiB",
                            s, name(begin[s]), name(begin[s + 1] - 1), k, k == 1 ? "" : "s",
-                           t * 1e3, memory(s, begin[s], begin[s + 1]) / double(1ull << 30))
+                           t * 1e3, memory(s, begin[s], begin[s + 1]) / double(1ull << 30),
+                           chunks > 1 ? "chunk" : "stage")
                  .str();
   }
   double m = double(microBatches), steps = m + double(p) - 1;
+  if (chunks > 1) {
+    // Interleaved: chunk c on stage c mod (p / chunks), in Megatron-LM's
+    // order; each chunk's forward a third of its time.
+    int64_t ranks = p / chunks;
+    cost::PipelineShape shape{ranks, chunks, microBatches, "interleaved"};
+    std::optional<double> step;
+    if (p % chunks == 0 && !cost::checkPipelineShape(shape)) {
+      auto order = cost::pipelineOrder(shape);
+      step = cost::timePipeline(
+          order, ranks,
+          [&](const cost::PipeUnit &u) {
+            double t = 0;
+            for (int64_t k = begin[u.chunk]; k < begin[u.chunk + 1]; ++k)
+              t += time[k];
+            return u.work == cost::PipeWork::Forward ? t / 3 : 2 * t / 3;
+          },
+          0);
+    }
+    llvm::errs() << llvm::formatv("loom-pipeline-cut: {0} chunks on '{1}' ({2} a stage, "
+                                  "chunk c on stage c mod {3}), {4} micro-batches "
+                                  "(interleaved 1F1B):{5}",
+                                  p, hwName, int64_t(chunks), ranks, microBatches, lines);
+    if (step)
+      llvm::errs() << llvm::formatv("\n  step about {0:F1} ms, bubble {1:F1}% ((P-1)/(VM+P-1) "
+                                    "= {2:F1}% for balanced chunks)",
+                                    *step * 1e3, 100 * (1 - sum * double(microBatches) / double(ranks) / *step),
+                                    100 * double(ranks - 1) /
+                                        double(chunks * microBatches + ranks - 1));
+    llvm::errs() << "\n";
+    if (!shared.empty())
+      llvm::errs() << "  read on several chunks (a copy on each stage, their gradients "
+                      "summed): "
+                   << shared << "\n";
+    return;
+  }
   llvm::errs() << llvm::formatv(
                           "loom-pipeline-cut: {0} stages on '{1}', {2} micro-batches (1F1B):{3}"
                           "\n  step about {4:F1} ms, bubble {5:F1}% ((P-1)/(M+P-1) = {6:F1}% "
                           "for balanced stages)",
-                          p, hw->name, microBatches, lines, steps * slowest * 1e3,
+                          p, hwName, microBatches, lines, steps * slowest * 1e3,
                           100 * (1 - m * sum / double(p) / (steps * slowest)),
                           100 * (double(p) - 1) / steps)
                << "\n";

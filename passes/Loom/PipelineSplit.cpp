@@ -60,7 +60,9 @@ struct Cut {
   /// values crossing into and out of this stage.
   DenseSet<Operation *> kept;
   llvm::StringMap<std::set<int64_t>> readers;
-  llvm::SetVector<Value> incoming, outgoing;
+  /// By the chunk that reads them (incoming) or computes them (outgoing):
+  /// one chunk a stage unless interleaved.
+  std::map<int64_t, llvm::SetVector<Value>> incoming, outgoing;
 };
 
 int64_t stageOf(Operation *op) {
@@ -105,6 +107,8 @@ private:
     return failure();
   }
   LogicalResult collect(Block &body, Cut &cut);
+  /// The stage holding chunk `c` (chunk c on stage c mod stages).
+  int64_t stageOfChunk(int64_t c) const { return c % stages; }
   void rewrite(func::FuncOp fwd, TopologyOp topo, Cut &cut);
   LogicalResult keepParams(ModuleOp module, const Cut &cut);
 };
@@ -134,23 +138,25 @@ LogicalResult PipelineSplit::collect(Block &body, Cut &cut) {
                                        "skips a stage is not built)",
                                        from, st)
                              .str());
-      if (st == stage)
-        cut.incoming.insert(v);
-      if (from == stage)
-        cut.outgoing.insert(v);
+      if (stageOfChunk(st) == stage)
+        cut.incoming[st].insert(v);
+      if (stageOfChunk(from) == stage)
+        cut.outgoing[from].insert(v);
     }
-    if (st == stage)
+    if (stageOfChunk(st) == stage)
       cut.kept.insert(&op);
   }
   // One activation crosses each cut: a stage's transfers then pair with
   // its neighbour's in one order (more would need their own schedule).
-  for (auto [what, set] : {std::pair("into", &cut.incoming), {"out of", &cut.outgoing}})
-    if (set->size() > 1)
-      return fail(body.getParentOp(),
-                  llvm::formatv("{0} values go {1} stage {2} (one activation a cut is "
-                                "built; cut at a block boundary)",
-                                set->size(), what, int64_t(stage))
-                      .str());
+  for (auto [what, map] : {std::pair("into", &cut.incoming), {"out of", &cut.outgoing}})
+    for (auto &[c, set] : *map)
+      if (set.size() > 1)
+        return fail(body.getParentOp(),
+                    llvm::formatv("{0} values go {1} {2} {3} (one activation a cut is "
+                                  "built; cut at a block boundary)",
+                                  set.size(), what, chunks > 1 ? "chunk" : "stage",
+                                  chunks > 1 ? c : int64_t(stage))
+                        .str());
   return success();
 }
 
@@ -166,23 +172,46 @@ void PipelineSplit::rewrite(func::FuncOp fwd, TopologyOp topo, Cut &cut) {
                               b.getStrArrayAttr({StringRef(level)}));
   auto comm = StreamAttr::get(ctx, StreamKind::comm, 0);
   auto tokenType = TokenType::get(ctx);
-  b.setInsertionPointToStart(&body);
   DenseSet<Operation *> made;
-  for (Value v : cut.incoming) {
-    auto r = P2POp::create(b, loc, v.getType(), tokenType, Value(), ValueRange{}, group,
-                           IntegerAttr(), b.getI64IntegerAttr(-1), comm);
-    auto w = WaitOp::create(b, loc, ValueRange{r.getToken()});
-    made.insert(r), made.insert(w);
-    v.replaceUsesWithIf(r.getResult(),
-                        [&](OpOperand &u) { return cut.kept.count(u.getOwner()); });
-  }
+  // Interleaved, each transfer carries its chunk (loom-pipeline-schedule
+  // orders by it) and sits where it is read or computed; with one chunk a
+  // stage, receives come first and sends last.
+  auto chunkAttr = [&](Operation *op, int64_t c) {
+    if (chunks > 1)
+      op->setAttr(LoomDialect::StageAttrHelper::getNameStr(), b.getI64IntegerAttr(c));
+  };
+  for (auto &[c, values] : cut.incoming)
+    for (Value v : values) {
+      b.setInsertionPointToStart(&body);
+      if (chunks > 1)
+        for (Operation &op : body)
+          if (cut.kept.count(&op) && llvm::is_contained(op.getOperands(), v)) {
+            b.setInsertionPoint(&op);
+            break;
+          }
+      auto r = P2POp::create(b, loc, v.getType(), tokenType, Value(), ValueRange{}, group,
+                             IntegerAttr(), b.getI64IntegerAttr(stageOfChunk(c - 1) - stage),
+                             comm);
+      auto w = WaitOp::create(b, loc, ValueRange{r.getToken()});
+      chunkAttr(r, c);
+      made.insert(r), made.insert(w);
+      v.replaceUsesWithIf(r.getResult(),
+                          [&](OpOperand &u) { return cut.kept.count(u.getOwner()); });
+    }
+  for (auto &[c, values] : cut.outgoing)
+    for (Value v : values) {
+      if (chunks > 1)
+        b.setInsertionPointAfter(v.getDefiningOp());
+      else
+        b.setInsertionPoint(ret);
+      auto s = P2POp::create(b, loc, Type(), tokenType, v, ValueRange{}, group,
+                             b.getI64IntegerAttr(stageOfChunk(c + 1) - stage), IntegerAttr(),
+                             comm);
+      auto w = WaitOp::create(b, loc, ValueRange{s.getToken()});
+      chunkAttr(s, c);
+      made.insert(s), made.insert(w);
+    }
   b.setInsertionPoint(ret);
-  for (Value v : cut.outgoing) {
-    auto s = P2POp::create(b, loc, Type(), tokenType, v, ValueRange{}, group,
-                           b.getI64IntegerAttr(1), IntegerAttr(), comm);
-    auto w = WaitOp::create(b, loc, ValueRange{s.getToken()});
-    made.insert(s), made.insert(w);
-  }
   if (stage != stages - 1) {
     Value loss = ret.getOperand(0);
     auto t = cast<RankedTensorType>(loss.getType());
@@ -229,12 +258,17 @@ LogicalResult PipelineSplit::keepParams(ModuleOp module, const Cut &cut) {
       p->setAttr(LoomDialect::InitSkipAttrHelper::getNameStr(), b.getI64IntegerAttr(skip));
     skip = 0;
     auto it = cut.readers.find(p.getSymName());
-    if (it == cut.readers.end() || it->second.size() < 2)
+    if (it == cut.readers.end())
       continue;
-    if (it->second.size() > 2)
+    std::set<int64_t> holders; // (two chunks of one stage share its copy)
+    for (int64_t c : it->second)
+      holders.insert(stageOfChunk(c));
+    if (holders.size() < 2)
+      continue;
+    if (holders.size() > 2)
       return fail(p, "is read on more than two stages (one copy a stage, their gradients "
                      "summed, is built for two)");
-    int64_t other = *it->second.begin() == stage ? *it->second.rbegin() : *it->second.begin();
+    int64_t other = *holders.begin() == stage ? *holders.rbegin() : *holders.begin();
     p->setAttr(LoomDialect::TiedPeerAttrHelper::getNameStr(), b.getI64IntegerAttr(other - stage));
   }
   return success();
@@ -246,8 +280,8 @@ void PipelineSplit::runOnOperation() {
     (void)fail(at, msg);
     signalPassFailure();
   };
-  if (stages < 2 || stage < 0 || stage >= stages)
-    return bad(module, "stages must be at least 2 and stage in [0, stages)");
+  if (stages < 2 || stage < 0 || stage >= stages || chunks < 1)
+    return bad(module, "stages must be at least 2, stage in [0, stages) and chunks positive");
   auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
   if (!fwd || !fwd.getBody().hasOneBlock())
     return bad(module, "no single-block function @forward (run after "
@@ -277,16 +311,22 @@ void PipelineSplit::runOnOperation() {
   if (failed(collect(body, cut)))
     return signalPassFailure();
   Operation *lossOp = ret.getOperand(0).getDefiningOp();
-  if (!lossOp || stageOf(lossOp) != stages - 1)
-    return bad(fwd, "the loss must be computed on the last stage");
-  for (Value v : cut.outgoing)
-    cut.kept.insert(v.getDefiningOp());
+  if (!lossOp || stageOf(lossOp) != stages * chunks - 1)
+    return bad(fwd, llvm::formatv("the loss must be computed on the last {0} (loom.stage {1})",
+                                  chunks > 1 ? "chunk" : "stage", stages * chunks - 1)
+                        .str());
+  for (auto &[c, values] : cut.outgoing)
+    for (Value v : values)
+      cut.kept.insert(v.getDefiningOp());
   rewrite(fwd, *topo, cut);
   if (failed(keepParams(module, cut)))
     return signalPassFailure();
   OpBuilder b(&getContext());
   module->setAttr(LoomDialect::PipelineAttrHelper::getNameStr(),
-                  b.getDenseI64ArrayAttr({int64_t(stage), int64_t(stages), levelIndex}));
+                  chunks > 1 ? b.getDenseI64ArrayAttr({int64_t(stage), int64_t(stages),
+                                                       levelIndex, int64_t(chunks)})
+                             : b.getDenseI64ArrayAttr({int64_t(stage), int64_t(stages),
+                                                       levelIndex}));
 }
 
 } // namespace

@@ -90,7 +90,8 @@ struct PrintSchedule
     for (Operation &op : f.getBody().getOps()) {
       if (auto async = dyn_cast<AsyncOpInterface>(&op)) {
         std::string lane = laneName(async.getStreamAttr());
-        Type in = op.getOperand(0).getType();
+        // (A pipeline's receive reads nothing: what it moves is its result.)
+        Type in = op.getNumOperands() ? op.getOperand(0).getType() : op.getResult(0).getType();
         int64_t n = payloadBytes(in);
         std::string detail = shortType(in);
         if (auto copy = dyn_cast<CopyOp>(&op))

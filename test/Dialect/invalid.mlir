@@ -998,6 +998,6 @@ func.func @p2p_stream(%x: tensor<16xf32>) {
 
 // -----
 
-// expected-error@+1 {{'loom.pipeline' must be [stage, stages, level] on the module}}
+// expected-error@+1 {{'loom.pipeline' must be [stage, stages, level] or [stage, stages, level, chunks] on the module}}
 module attributes {loom.pipeline = array<i64: 2, 2, 0>} {
 }

@@ -4,7 +4,8 @@ last stages, their gradients summed) and Llama cut into P = 2 and 4 stages
 with M = 4 and 8 micro-batches, each rank running its stage's program and
 passing activations and their gradients to its neighbours, give the losses
 of one rank on the same global batch within 1e-6 relative over 20 steps;
-GPipe's order and ZB-H1's give 1F1B's losses bit for bit; 2 stages x 2 data-parallel
+GPipe's order and ZB-H1's give 1F1B's losses bit for bit; interleaved 1F1B
+(2 and 4 model chunks a stage) trains like one rank too; 2 stages x 2 data-parallel
 ranks at ZeRO-1 and ZeRO-3, 2 stages x 2 tensor-parallel ranks,
 recompute and clipping by the global norm train like one rank, bf16 within 1e-3 of one bf16 rank; resume
 is exact; loom-ckpt export joins the stages' parts into the model's
@@ -66,6 +67,19 @@ zb = trained("llama-p4m4-zb", MODELS["llama"], 4, "--pipeline-parallel=4", "--mi
 print("llama P=4 M=4 zb-h1 against 1f1b: "
       f"{'identical losses' if zb == onef and len(zb) == STEPS else 'DIFFERENT losses: FAILED'}")
 
+# Interleaved 1F1B: each stage holds V model chunks (chunk c on stage
+# c mod P), in Megatron-LM's order; a Llama of 8 blocks has room for 8.
+MODELS["llama8"] = MODELS["llama"].replace("layers=4", "layers=8")
+ref8 = trained("llama8-1", MODELS["llama8"], 1)
+for model, p, v, m, base in (("gpt", 2, 2, 4, None), ("gpt", 2, 2, 8, None),
+                             ("llama8", 4, 2, 4, ref8), ("llama8", 4, 2, 8, ref8),
+                             ("llama8", 2, 4, 8, ref8)):
+    compare(f"{model} P={p} M={m} interleaved:{v} on {p} ranks",
+            trained(f"{model}-p{p}m{m}v{v}", MODELS[model], p, f"--pipeline-parallel={p}",
+                    f"--micro-batches={m}", f"--pipeline-schedule=interleaved:{v}"),
+            base or losses(train(os.path.join(a.tmp, f"{model}-1"), 1, data, STEPS,
+                                 os.path.join(a.tmp, f"{model}-1-v.jsonl"))))
+
 # 2 stages x 2 data-parallel ranks (the stage the outermost level).
 ref = losses(train(os.path.join(a.tmp, "llama-1"), 1, data, STEPS,
                    os.path.join(a.tmp, "llama-1-again.jsonl")))
@@ -74,6 +88,11 @@ for z in (1, 3):
             trained(f"llama-p2dp2z{z}", MODELS["llama"], 4, "--pipeline-parallel=2",
                     "--topology", "stage=2,gpu=2", f"--zero-stage={z}", "--micro-batches=4"),
             ref)
+compare("llama P=2 x DP=2 ZeRO-1 M=4 interleaved:2 on 4 ranks",
+        trained("llama-p2dp2z1v2", MODELS["llama"], 4, "--pipeline-parallel=2", "--topology",
+                "stage=2,gpu=2", "--zero-stage=1", "--micro-batches=4",
+                "--pipeline-schedule=interleaved:2"),
+        ref)
 
 # Composes with tensor parallelism inside each stage, with recompute, and
 # with bf16 (within 1e-3 of one bf16 rank: the gradients are summed over
@@ -138,7 +157,8 @@ print(f"loom-ckpt export of gpt P=2 after 10 steps: {len(pp)} parameters against
 # What does not compose yet, and a topology that does not fit: one line.
 for flags in (["--pipeline-parallel=2", "--optimizer-offload=cpu"],
               ["--pipeline-parallel=3", "--topology", "stage=2"],
-              ["--pipeline-parallel=8"]):
+              ["--pipeline-parallel=8"],
+              ["--pipeline-parallel=2", "--micro-batches=3", "--pipeline-schedule=interleaved:2"]):
     bad = subprocess.run([loomc, "--model", MODELS["gpt"], "--target=cpu", *flags, "-o",
                           os.path.join(a.tmp, "bad")], capture_output=True, text=True)
     print(f"{' '.join(flags)}: exit {bad.returncode}: {bad.stderr.strip().splitlines()[-1]}")

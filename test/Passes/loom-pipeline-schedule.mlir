@@ -29,7 +29,7 @@ loom.param @w : tensor<3x2xf32> init #loom.init<normal(0.0, 0.02)>
 // GPIPE: loom.matmul %[[X0]], %{{.*}} transpose_lhs
 // GPIPE: loom.matmul %[[X1]], %{{.*}} transpose_lhs
 
-// BAD: loom-pipeline-schedule: unknown schedule 'zb': expected gpipe, 1f1b or zb-h1
+// BAD: loom-pipeline-schedule: unknown schedule 'zb': expected gpipe, 1f1b, zb-h1 or interleaved:V
 // EARLY: loom-pipeline-schedule: no @forward_backward (run after loom-autodiff)
 
 func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
@@ -84,3 +84,38 @@ func.func @forward(%x: tensor<4x3xf32>, %y: tensor<4x2xf32>) -> tensor<f32> {
 // F1: loom.matmul {{.*}} transpose_lhs
 // F1: loom.matmul {{.*}} transpose_lhs
 // F1: loom.p2p send %{{.*}} to -1 {{.*}}micro_batch = 0
+
+// Interleaved 1F1B, 2 stages x 2 chunks, 4 micro-batches (Megatron-LM's
+// order): stage 0 runs forwards (0, c0) (1, c0) (0, c2) (1, c2), then a
+// forward and a backward in turn. Its transfers stay single and follow one
+// clock both stages compute (a forward 1, a backward 2; ties by direction,
+// micro-batch, chunk), so each of stage 0's transfers meets stage 1's in
+// the same place: stage 0 sends (0, c0) while stage 1 receives it, and so on.
+// RUN: loom-opt %S/Inputs/four-chunks.mlir --loom-pipeline-split="stage=0 stages=2 chunks=2" --loom-micro-batches=count=4 --loom-autodiff --loom-pipeline-schedule=schedule=interleaved:2 | FileCheck %s --check-prefix=IL0
+// RUN: loom-opt %S/Inputs/four-chunks.mlir --loom-pipeline-split="stage=1 stages=2 chunks=2" --loom-micro-batches=count=4 --loom-autodiff --loom-pipeline-schedule=schedule=interleaved:2 | FileCheck %s --check-prefix=IL1
+// RUN: not loom-opt %S/Inputs/four-chunks.mlir --loom-pipeline-split="stage=0 stages=2 chunks=2" --loom-micro-batches=count=3 --loom-autodiff --loom-pipeline-schedule=schedule=interleaved:2 2>&1 | FileCheck %s --check-prefix=ILBAD
+// RUN: not loom-opt %S/Inputs/four-chunks.mlir --loom-pipeline-split="stage=0 stages=2 chunks=2" --loom-micro-batches=count=4 --loom-autodiff --loom-pipeline-schedule=schedule=1f1b 2>&1 | FileCheck %s --check-prefix=ILMIX
+// IL0-LABEL: func.func @forward_backward
+// IL0: loom.p2p send %{{.*}} to 1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 0 : i64}
+// IL0: loom.p2p recv from 1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 2 : i64}
+// IL0: loom.p2p send %{{.*}} to 1 {{.*}}{loom.micro_batch = 1 : i64, loom.stage = 0 : i64}
+// IL0: loom.p2p send %{{.*}} to 1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 2 : i64}
+// IL0: loom.p2p recv from 1 {{.*}}{loom.micro_batch = 1 : i64, loom.stage = 2 : i64}
+// IL0: loom.p2p send %{{.*}} to 1 {{.*}}{loom.micro_batch = 1 : i64, loom.stage = 2 : i64}
+// IL0: loom.p2p send %{{.*}} to 1 {{.*}}{loom.micro_batch = 2 : i64, loom.stage = 0 : i64}
+// The first backward: micro-batch 0's gradient into chunk 2, then out of it.
+// IL0: loom.p2p recv from 1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 2 : i64}
+// IL0: loom.p2p send %{{.*}} to 1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 2 : i64}
+// IL0: return
+// IL1-LABEL: func.func @forward_backward
+// IL1: loom.p2p recv from -1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 1 : i64}
+// IL1: loom.p2p send %{{.*}} to -1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 1 : i64}
+// IL1: loom.p2p recv from -1 {{.*}}{loom.micro_batch = 1 : i64, loom.stage = 1 : i64}
+// IL1: loom.p2p recv from -1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 3 : i64}
+// IL1: loom.p2p send %{{.*}} to -1 {{.*}}{loom.micro_batch = 1 : i64, loom.stage = 1 : i64}
+// IL1: loom.p2p recv from -1 {{.*}}{loom.micro_batch = 1 : i64, loom.stage = 3 : i64}
+// IL1: loom.p2p recv from -1 {{.*}}{loom.micro_batch = 2 : i64, loom.stage = 1 : i64}
+// IL1: loom.p2p send %{{.*}} to -1 {{.*}}{loom.micro_batch = 0 : i64, loom.stage = 3 : i64}
+// IL1: return
+// ILBAD: loom-pipeline-schedule: the interleaved schedule runs micro-batches in groups of the 2 stages: --micro-batches=3 is not a multiple of 2
+// ILMIX: loom-pipeline-schedule: this stage's program holds 2 model chunk(s) (loom.pipeline); schedule '1f1b' runs 1

@@ -36,4 +36,27 @@
 // BAD2: error: loom-pipeline-split: 2 values go into stage 1 (one activation a cut is built; cut at a block boundary)
 // BAD2: error: loom-pipeline-split: needs a loom.topology with a level 'stage' of 2 ranks
 // BAD2: error: loom-pipeline-split: has no loom.stage (run loom-pipeline-cut first)
-// RANGE: error: loom-pipeline-split: stages must be at least 2 and stage in [0, stages)
+// RANGE: error: loom-pipeline-split: stages must be at least 2, stage in [0, stages) and chunks positive
+
+// Interleaved (chunks=2): stage 0 keeps chunks 0 and 2, stage 1 chunks 1
+// and 3. Each transfer carries its chunk and sits where its value is read
+// or computed; chunk 1 -> 2 goes from stage 1 back to stage 0 (peer -1).
+// RUN: loom-opt %S/Inputs/four-chunks.mlir --loom-pipeline-split="stage=0 stages=2 chunks=2" | FileCheck %s --check-prefix=C0
+// RUN: loom-opt %S/Inputs/four-chunks.mlir --loom-pipeline-split="stage=1 stages=2 chunks=2" | FileCheck %s --check-prefix=C1
+// C0: module attributes {loom.pipeline = array<i64: 0, 2, 0, 2>}
+// C0-NOT: @h.1.w
+// C0: loom.param @h.2.w {{.*}}loom.init_skip = 16 : i64
+// C0-NOT: @h.3.w
+// C0: %[[B0:.*]] = loom.matmul {{.*}} {loom.stage = 0 : i64}
+// C0-NEXT: loom.p2p send %[[B0]] to 1 {{.*}} {loom.stage = 0 : i64}
+// C0-NEXT: loom.wait
+// C0-NEXT: %[[R:.*]], %{{.*}} = loom.p2p recv from 1 {{.*}} {loom.stage = 2 : i64}
+// C0-NEXT: loom.wait
+// C0-NEXT: %[[B2:.*]] = loom.matmul %[[R]], {{.*}} {loom.stage = 2 : i64}
+// C0-NEXT: loom.p2p send %[[B2]] to 1 {{.*}} {loom.stage = 2 : i64}
+// C0: return %cst
+// C1: module attributes {loom.pipeline = array<i64: 1, 2, 0, 2>}
+// C1: loom.p2p recv from -1 {{.*}} {loom.stage = 1 : i64}
+// C1: loom.p2p send %{{.*}} to -1 {{.*}} {loom.stage = 1 : i64}
+// C1: loom.p2p recv from -1 {{.*}} {loom.stage = 3 : i64}
+// C1: loom.cross_entropy
