@@ -9,6 +9,7 @@
 #   pp2-1f1b    --pipeline-schedule=1f1b
 #   pp2-gpipe   --pipeline-schedule=gpipe
 #   pp2-zb-h1   --pipeline-schedule=zb-h1
+#   pp2-il2     --pipeline-schedule=interleaved:2 (2 model chunks a stage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${1:-build}/bin"
@@ -16,12 +17,15 @@ C=.carry/pp
 rm -rf "$C" && mkdir -p "$C"
 S=llama:layers=32,d_model=4096,heads=32,ffn=11008,vocab=32000,seq=1024,batch=8
 HW=bench/hardware/h200x2-derived-2026-11-29.json
-for r in ${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1}; do
+for r in ${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1 pp2-il2}; do
+  sched="${r#pp2-}"
+  [ "$sched" = il2 ] && sched=interleaved:2
   "$BIN/loomc" --model "$S" --lr=3e-4 --target=cuda --precision=bf16 --hardware="$HW" \
-    --pipeline-parallel=2 --micro-batches=8 --pipeline-schedule="${r#pp2-}" \
+    --pipeline-parallel=2 --micro-batches=8 --pipeline-schedule="$sched" \
     --compile-to=cpp -o "$C/$r.cpp" 2> "$C/$r.predicted.txt"
   rm -f "$C/$r.cpp.kernels.cu"
   gzip -f "$C/$r.cpp"
-  grep "loom-pipeline-cut\|stage [01]:\|step about\|predicted stage" "$C/$r.predicted.txt" |
+  grep "loom-pipeline-cut\|stage [01]:\|chunk [0-3]:\|step about\|predicted stage\|predicted pipeline" \
+    "$C/$r.predicted.txt" |
     sed "s/ on '2x H200[^:]*'//; s/^/$r: /"
 done

@@ -10,7 +10,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 C=.carry/pp
-ROWS="${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1}"
+ROWS="${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1 pp2-il2}"
+PEERS="${PEERS:-1f1b interleaved-1f1b}"
 export MASTER_ADDR=127.0.0.1
 source bench/gpu-runtime.sh
 source bench/launch.sh
@@ -24,14 +25,15 @@ write_tokens 32000 "$OUT/tok.bin"
 build_kernel_times
 for row in $ROWS; do  # (launch.sh's loop takes `r`)
   [ -x "/tmp/$row" ] || link_gz "$C/$row.cpp.gz" "/tmp/$row"
-  rm -f "$OUT/$row.jsonl" "$OUT"/kt-"$row".*.csv
+  rm -f "$OUT/$row.jsonl" "$OUT"/kt-"$row".*.csv "$OUT"/gaps-"$row".*.json
   launch 2 "$OUT/$row" timeout "${TIMEOUT:-240}" bash -c 'LD_PRELOAD=/tmp/libkt.so \
-    LOOM_KERNEL_TIMES='"$OUT/kt-$row"'.$RANK.csv exec stdbuf -oL "$0" "$@"' "/tmp/$row" \
+    LOOM_KERNEL_TIMES='"$OUT/kt-$row"'.$RANK.csv LOOM_KERNEL_GAPS='"$OUT/gaps-$row"'.$RANK.json \
+    exec stdbuf -oL "$0" "$@"' "/tmp/$row" \
     --data "$OUT/tok.bin" --steps "${STEPS:-10}" --seed 1 --log-json "$OUT/$row.jsonl" ||
     { echo "$row failed:"; tail -n 4 "$OUT/$row".{0,1}; tail -n 2 "$OUT/$row.jsonl"; }
 done
 if [ "${PEER:-1}" = 1 ]; then
-  for s in 1f1b; do
+  for s in $PEERS; do
     launch 2 "$OUT/torch-$s" timeout 200 python3 bench/pipelining_torch.py --layers 32 \
       --d 4096 --heads 32 --ffn 11008 --vocab 32000 --micro-batches 8 --steps 8 \
       --schedule "$s" || { echo "torch $s failed:"; tail -n 5 "$OUT/torch-$s.0"; }
@@ -67,15 +69,36 @@ for r in rows:
     bubble[r] = idle
     print(f"| Loom {r} | {m:.4f} | {TOK / m:,.0f} | {6 * N * TOK / m / (2 * 989e12):.1%} | "
           f"{used:.1f} | {log[0]['loss']:.4f} -> {log[-1]['loss']:.4f} |")
-try:
-    t = json.loads(open(f"{out}/torch-1f1b.json").read().splitlines()[-1])
-    print(f"| torch.distributed.pipelining Schedule1F1B | {t.get('step_s', float('nan')):.4f} | "
-          f"{t.get('tokens_per_s', float('nan')):,.0f} | {t.get('mfu', float('nan')):.1%} | "
-          f"{t.get('peak_reserved_gib')} | {t.get('loss', float('nan')):.4f} (mean) |")
-    if "pp2-1f1b" in best and t.get("tokens_per_s"):
-        print(f"Loom 1f1b / torch 1F1B: {best['pp2-1f1b'] / t['tokens_per_s']:.2f}x")
-except Exception as e:
-    print(f"torch peer: no result ({e})")
+for peer, mine in (("1f1b", "pp2-1f1b"), ("interleaved-1f1b", "pp2-il2")):
+    try:
+        t = json.loads(open(f"{out}/torch-{peer}.json").read().splitlines()[-1])
+    except Exception as e:
+        print(f"torch {peer}: no result ({e})")
+        continue
+    print(f"| torch.distributed.pipelining {t['impl'].split()[-1]} | "
+          f"{t.get('step_s', float('nan')):.4f} | {t.get('tokens_per_s', float('nan')):,.0f} | "
+          f"{t.get('mfu', float('nan')):.1%} | {t.get('peak_reserved_gib')} | "
+          f"{t.get('loss', float('nan')):.4f} (mean) |")
+    if mine in best and t.get("tokens_per_s"):
+        print(f"Loom {mine} / torch {peer}: {best[mine] / t['tokens_per_s']:.2f}x")
 for r, (b0, b1) in bubble.items():
     print(f"{r}: bubble (1 - compute kernels a step / step): rank 0 {b0:.1%}, rank 1 {b1:.1%}")
+# Where the idle time goes (bench/kernel_times.cpp, the run's second half):
+# waits under an NCCL kernel, and gaps with nothing running by length.
+print("| run, rank | window s | compute | NCCL wait | gaps < 10 us (n) | 10-100 us (n) | "
+      "0.1-1 ms (n) | >= 1 ms (n) |")
+print("|---|---|---|---|---|---|---|---|")
+for r in rows:
+    for k in (0, 1):
+        try:
+            g = json.loads(open(f"{out}/gaps-{r}.{k}.json").read())
+        except Exception:
+            continue
+        w = g["window_s"]
+        pct = lambda key: f"{g[key] / w:.1%}"  # noqa: E731
+        print(f"| {r}, {k} | {w:.3f} | {pct('compute_s')} | {pct('nccl_wait_s')} | "
+              f"{pct('gap_under_10us_s')} ({g['gaps_under_10us']}) | "
+              f"{pct('gap_10_100us_s')} ({g['gaps_10_100us']}) | "
+              f"{pct('gap_100us_1ms_s')} ({g['gaps_100us_1ms']}) | "
+              f"{pct('gap_over_1ms_s')} ({g['gaps_over_1ms']}) |")
 PY

@@ -858,28 +858,52 @@ struct StageWork {
   double backward = 0, update = 0, busy = 0;
 };
 
-/// The pipeline's step and each stage's bubble: (M + P - 1) / M times the
-/// slowest stage's forward and backward (1F1B's and GPipe's fill and
-/// drain, Narayanan et al. 2021, §2.2), then its update; a stage's bubble
-/// is the step's time its GPU does not compute (as bench/run-pipeline-gpu.sh
-/// measures it: 1 - its kernels' time / the step).
+/// The pipeline's step and each stage's bubble. The schedule's order on
+/// every stage (cost::pipelineOrder: 1F1B, GPipe, ZB-H1, interleaved) is
+/// timed with each stage's predicted forward and backward split evenly
+/// over its micro-batches and chunks, a forward a third of it (ZB-H1: the
+/// backward's input and weight gradients a third each); each stage's
+/// update follows its last backward and the step ends with the last. For
+/// balanced 1F1B stages that is (M + P - 1) / M times a stage's forward
+/// and backward (Narayanan et al. 2021, §2.2). A stage's bubble is the
+/// step's time its GPU does not compute (as bench/run-pipeline-gpu.sh
+/// measures it: 1 - its kernels' time / the step). Transfers between
+/// stages are not priced (one activation a hop: 8 MiB over NVLink is
+/// about 50 us).
 static void reportPipelineStep(const std::vector<StageWork> &work, const PipelineOptions &po,
                                const std::optional<cost::Hardware> &hw) {
-  if (work.empty() || !hw)
+  if (work.empty() || !hw || int64_t(work.size()) != po.pipelineParallel)
     return;
-  double m = double(po.microBatches), p = double(po.pipelineParallel), step = 0;
-  for (const StageWork &w : work)
-    step = std::max(step, (m + p - 1) / m * w.backward + w.update);
+  int64_t p = po.pipelineParallel, v = po.pipelineChunks, m = po.microBatches;
+  cost::PipelineShape shape{p, v, m, v > 1 ? "interleaved" : po.pipelineSchedule};
+  if (cost::checkPipelineShape(shape))
+    return;
+  bool zb = shape.schedule == "zb-h1";
+  std::vector<std::vector<cost::PipeUnit>> order = cost::pipelineOrder(shape);
+  std::optional<double> end = cost::timePipeline(
+      order, p,
+      [&](const cost::PipeUnit &u) {
+        double unit = work[size_t(u.chunk % p)].backward / double(m * v);
+        return u.work == cost::PipeWork::Backward && !zb ? 2 * unit / 3 : unit / 3;
+      },
+      0);
+  if (!end)
+    return;
+  double step = 0;
+  for (auto [s, units] : llvm::enumerate(order))
+    step = std::max(step, (units.empty() ? 0 : units.back().end) + work[s].update);
   std::string bubbles;
   for (auto [s, w] : llvm::enumerate(work))
     bubbles += llvm::formatv("{0}stage {1} {2:F1}%", s ? ", " : "", s,
                              100 * std::max(0.0, 1 - w.busy / step))
                    .str();
   llvm::errs() << llvm::formatv("loomc: predicted pipeline step on '{0}': {1:F3} s ({2} "
-                                "micro-batches over {3} stages); each stage's GPU idle over the step "
-                                "(the bubble, and communication not hidden): "
-                                "{4}\n",
-                                hw->name, step, po.microBatches, po.pipelineParallel, bubbles);
+                                "micro-batches over {3} stages{4}, {5}); each stage's GPU idle "
+                                "over the step (the bubble, and communication not hidden): "
+                                "{6}\n",
+                                hw->name, step, m, p,
+                                v > 1 ? llvm::formatv(" x {0} chunks", v).str() : "",
+                                v > 1 ? std::string("interleaved") : po.pipelineSchedule, bubbles);
 }
 
 /// --pipeline-parallel: the phases run once for each stage on a copy of

@@ -510,6 +510,11 @@ struct Simulator {
     if (levelSizes.empty())
       ranks = world;
     double sent = double(loomrt_collective_bytes_sent(kind, bytes, int(ranks)));
+    // (A receive alone sends nothing, as the runtime counts it; its bytes
+    // still cross the link.)
+    double moved = sent;
+    if (auto c = dyn_cast<rt::P2POp>(op); c && !c.getInput())
+      sent = 0;
     cost::GroupLink link = groupLink(levels);
     std::string key;
     if (commOp && commOp.getLevels())
@@ -523,7 +528,7 @@ struct Simulator {
     // A point-to-point exchange is one hop (its two directions at once);
     // a collective ranks - 1 of them.
     double hops = kind == LOOMRT_COLL_SEND_RECV ? 1 : double(ranks - 1);
-    double seconds = ranks > 1 ? hops * link.latency + sent / link.bandwidth : 0;
+    double seconds = ranks > 1 ? hops * link.latency + moved / link.bandwidth : 0;
     lane = s + seconds;
     p.comm[key].bytes += sent;
     p.comm[key].seconds += seconds;
