@@ -9,17 +9,18 @@
 #   pp2-1f1b    --pipeline-schedule=1f1b
 #   pp2-gpipe   --pipeline-schedule=gpipe
 #   pp2-zb-h1   --pipeline-schedule=zb-h1
-#   pp2-il2     --pipeline-schedule=interleaved:2 (2 model chunks a stage)
+#   pp2-ilV     --pipeline-schedule=interleaved:V (V model chunks a stage;
+#               the default rows: V = 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${1:-build}/bin"
 C=.carry/pp
 rm -rf "$C" && mkdir -p "$C"
 S=llama:layers=32,d_model=4096,heads=32,ffn=11008,vocab=32000,seq=1024,batch=8
-HW=bench/hardware/h200x2-derived-2026-11-29.json
+HW=bench/hardware/h200x2-kernels-2026-11-30.json
 for r in ${ROWS:-pp2-1f1b pp2-gpipe pp2-zb-h1 pp2-il2}; do
   sched="${r#pp2-}"
-  [ "$sched" = il2 ] && sched=interleaved:2
+  case "$sched" in il*) sched="interleaved:${sched#il}" ;; esac
   "$BIN/loomc" --model "$S" --lr=3e-4 --target=cuda --precision=bf16 --hardware="$HW" \
     --pipeline-parallel=2 --micro-batches=8 --pipeline-schedule="$sched" \
     --compile-to=cpp -o "$C/$r.cpp" 2> "$C/$r.predicted.txt"

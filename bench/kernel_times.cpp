@@ -7,7 +7,7 @@
 //   c++ -O2 -shared -fPIC bench/kernel_times.cpp -I$CUDA/include -L$CUDA/lib64 -lcupti -o libkt.so
 //   LD_PRELOAD=./libkt.so LOOM_KERNEL_TIMES=k.csv ./binary ...
 // With LOOM_KERNEL_GAPS=FILE it also writes where the GPU is idle (one
-// JSON line), over the second half of the run (the steady steps): the
+// JSON line), over the second half of the run's kernels (the steady steps): the
 // window, the time some compute kernel (all but NCCL's) runs, the idle time
 // while an NCCL kernel runs (waiting for a peer or moving data), and the
 // idle time with nothing running, by gap length (< 10 us: launches back to
@@ -90,10 +90,12 @@ void writeGaps() {
     return;
   std::sort(spans->begin(), spans->end(),
             [](const Span &a, const Span &b) { return a.start < b.start; });
-  unsigned long long first = spans->front().start, last = 0;
+  // The window: from the kernel half way through the run's kernels (the
+  // steps launch the same kernels each; start-up launches few) to the end.
+  unsigned long long last = 0;
   for (const Span &s : *spans)
     last = std::max(last, s.end);
-  unsigned long long lo = first + (last - first) / 2, hi = last;
+  unsigned long long lo = (*spans)[spans->size() / 2].start, hi = last;
   auto compute = merged(*spans, false, lo, hi), comm = merged(*spans, true, lo, hi);
   double busy = 0, waiting = 0, gap[4] = {0, 0, 0, 0};
   long count[4] = {0, 0, 0, 0};

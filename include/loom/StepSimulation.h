@@ -36,6 +36,9 @@ struct StepPrediction {
   double backwardSeconds = 0; // until the last gradient exists
   double updateSeconds = 0;   // stepSeconds - backwardSeconds
   double cpuUpdateSeconds = 0, gpuUpdateSeconds = 0, h2dSeconds = 0, d2hSeconds = 0;
+  /// The compute stream's kernel time: its work without the gaps between
+  /// kernels (gpu_kernel_gap_seconds), as CUPTI sums a step's kernels.
+  double gpuKernelSeconds = 0;
   double persistentDeviceBytes = 0; // parameters and state in device memory
   double peakStepBytes = 0;         // the step arena's size (fragmentation included)
   double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }

@@ -853,7 +853,7 @@ static CodegenOptions codegenOptions(ModuleOp module, const LoomcOptions &o,
 }
 
 /// A pipeline stage's predicted work: its forward and backward, its update,
-/// and the time its GPU computes (the step simulation's GPU lane).
+/// and the time its GPU computes (the step simulation's kernel time).
 struct StageWork {
   double backward = 0, update = 0, busy = 0;
 };
@@ -941,14 +941,12 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
     // Its GPU's busy time and its forward and backward, for the bubble.
     if (predicted && hw->hasGpu) {
       FailureOr<mlir::loom::StepPrediction> pred =
-          mlir::loom::simulateStep(*m, *hw, /*keepSpans=*/true, loweringOf(po));
+          mlir::loom::simulateStep(*m, *hw, /*keepSpans=*/false, loweringOf(po));
       if (failed(pred))
         return 1;
-      double busy = 0;
-      for (const mlir::loom::SimSpan &span : pred->spans)
-        if (span.lane == "gpu")
-          busy += span.end - span.start;
-      work.push_back({pred->backwardSeconds, pred->updateSeconds, busy});
+      // (Its kernels' time: the gaps between them are idle, as CUPTI
+      // sees a step.)
+      work.push_back({pred->backwardSeconds, pred->updateSeconds, pred->gpuKernelSeconds});
     }
     peaks.push_back(hw && hw->hasGpu ? int64_t(stagePeak) : 0);
     stages.push_back(std::move(m));

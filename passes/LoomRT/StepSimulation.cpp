@@ -205,6 +205,7 @@ struct Simulator {
   /// Device work issued as `commands` commands (commandsOf).
   void gpuOp(Operation *op, double seconds, int commands = 1) {
     // Each command leaves the stream idle for the kernel gap after it.
+    p.gpuKernelSeconds += seconds;
     if (hw.hasGpu)
       seconds += commands * hw.gpuKernelGapSeconds;
     double s = 0;
