@@ -1157,7 +1157,15 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
     `loom.p2p` each (send forward + receive backward, send backward +
     receive forward); `zb-h1` (Zero Bubble, Qi et al. 2024) also orders
     each backward's input-gradient ops before its weight-gradient ops and
-    defers the cool-down's weight gradients to its end.
+    defers the cool-down's weight gradients to its end. `interleaved:V`
+    (Narayanan et al., SC 2021) runs on a stage holding V model chunks
+    (`loom-pipeline-split chunks=V`): Megatron-LM's interleaved order of
+    (micro-batch, chunk) forwards and backwards, the ops of each taken by
+    their `loom.stage` (autodiff gives a VJP's ops their op's); its
+    transfers stay single and are ordered by one clock every stage
+    computes alike (a forward 1, a backward 2: `cost::timePipeline`), so
+    each stage meets its neighbours' transfers in one order. M must be a
+    multiple of the stages.
 
     Before (`schedule=1f1b`, two micro-batches; autodiff's order):
 
@@ -1186,8 +1194,9 @@ def PipelineSchedule : Pass<"loom-pipeline-schedule", "ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "gpipe (every forward, then every backward), 1f1b (each backward after its "
-           "forward) or zb-h1 (1f1b with the weight gradients after the input gradients, "
-           "the cool-down's at its end)">,
+           "forward), zb-h1 (1f1b with the weight gradients after the input gradients, "
+           "the cool-down's at its end) or interleaved:V (V model chunks a stage, "
+           "Megatron-LM's interleaved 1F1B)">,
     Option<"stage", "stage", "int64_t", /*default=*/"0",
            "This program's pipeline stage (its module's loom.pipeline when it has one)">,
     Option<"stages", "stages", "int64_t", /*default=*/"1",
@@ -1255,7 +1264,12 @@ def PipelineSplit : Pass<"loom-pipeline-split", "ModuleOp"> {
     the model's on the last stage and zero on the others. Kept parameters
     get `loom.init_skip` (the stream elements of the parameters before them
     that went), parameters read on two stages `loom.tied_peer`, the module
-    `loom.pipeline = [stage, stages, level index]`.
+    `loom.pipeline = [stage, stages, level index]`. With `chunks=V` the
+    cut's `loom.stage` numbers P x V chunks and stage s keeps chunks s,
+    s + P, ... (interleaved 1F1B): a transfer at every chunk boundary it
+    holds, each marked with its chunk and placed where its value is read
+    or computed, the last stage's chunk sending to the first stage's next
+    (peer -(P - 1)); the module gets `[stage, stages, level, V]`.
 
     Before (`stage=1 stages=2`):
 

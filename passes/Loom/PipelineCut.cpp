@@ -198,7 +198,7 @@ void PipelineCut::runOnOperation() {
   std::string shared;
   for (auto &[name, st] : readers)
     if (st.size() > 1) {
-      shared += (shared.empty() ? "" : ", ") + name.str() + " (stages";
+      shared += (shared.empty() ? "" : ", ") + name.str() + (chunks > 1 ? " (chunks" : " (stages");
       for (int64_t s : st)
         shared += " " + std::to_string(s);
       shared += ")";

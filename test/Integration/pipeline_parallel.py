@@ -128,6 +128,14 @@ first = losses(train(exe, 2, data, 10, log("p1"), "--checkpoint-dir", ck, "--che
 second = losses(train(exe, 2, data, 10, log("p2"), "--checkpoint-dir", ck, "--resume"))
 print(f"gpt P=2 M=4, resumed after 10 steps: "
       f"{'identical losses' if first + second == whole and len(whole) == STEPS else 'DIFFERENT losses: FAILED'}")
+# The same with interleaved chunks (stage 0 saves chunks 0 and 2).
+exe, ck = os.path.join(a.tmp, "gpt-p2m4v2"), os.path.join(a.tmp, "ck-il")
+whole = losses(train(exe, 2, data, STEPS, log("il-whole")))
+first = losses(train(exe, 2, data, 10, log("il-p1"), "--checkpoint-dir", ck,
+                     "--checkpoint-every", "10"))
+second = losses(train(exe, 2, data, 10, log("il-p2"), "--checkpoint-dir", ck, "--resume"))
+print(f"gpt P=2 M=4 interleaved:2, resumed after 10 steps: "
+      f"{'identical losses' if first + second == whole and len(whole) == STEPS else 'DIFFERENT losses: FAILED'}")
 
 # loom-ckpt export puts a pipeline's checkpoint back together stage by
 # stage: the model's parameters, as one rank's checkpoint holds them.
@@ -146,13 +154,15 @@ def exported(exe, ranks, name):
             for k, v in header.items()}
 
 
-pp = exported(os.path.join(a.tmp, "gpt-p2m41f1b"), 2, "pp")
 one = exported(os.path.join(a.tmp, "gpt-1"), 1, "one")
-same = sorted(pp) == sorted(one) and all(pp[k][0] == one[k][0] for k in one)
-diff = max((abs(x - y) for k in one for x, y in zip(pp[k][1], one[k][1])), default=0.0) \
-    if same else float("inf")
-print(f"loom-ckpt export of gpt P=2 after 10 steps: {len(pp)} parameters against one rank's "
-      f"{len(one)}, largest difference {diff:.1e}: {'ok' if same and diff < 1e-5 else 'FAILED'}")
+for label, exe in (("gpt P=2", "gpt-p2m41f1b"), ("gpt P=2 interleaved:2", "gpt-p2m4v2")):
+    pp = exported(os.path.join(a.tmp, exe), 2, exe)
+    same = sorted(pp) == sorted(one) and all(pp[k][0] == one[k][0] for k in one)
+    diff = max((abs(x - y) for k in one for x, y in zip(pp[k][1], one[k][1])), default=0.0) \
+        if same else float("inf")
+    print(f"loom-ckpt export of {label} after 10 steps: {len(pp)} parameters against one "
+          f"rank's {len(one)}, largest difference {diff:.1e}: "
+          f"{'ok' if same and diff < 1e-5 else 'FAILED'}")
 
 # What does not compose yet, and a topology that does not fit: one line.
 for flags in (["--pipeline-parallel=2", "--optimizer-offload=cpu"],
