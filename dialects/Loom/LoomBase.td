@@ -94,6 +94,9 @@ def Loom_Dialect : Dialect {
     "::mlir::loom::OffloadPlanAttr":$offload_plan,
     // On the module: the model it was made from (a generator spec or file).
     "::mlir::StringAttr":$model,
+    // On the module: the parallel plan loomc --plan chose, {flags = "...",
+    // predicted_step_s = ...} (lib/Pipelines/PlanSearch.cpp).
+    "::mlir::DictionaryAttr":$plan,
     // On @train_step: #loom.optimizer_offload, the mode
     // loom-offload-optimizer applied.
     "::mlir::loom::OptimizerOffloadAttr":$optimizer_offload,

@@ -128,6 +128,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                   "a #loom.optimizer_offload on a function");
   if (name == LoomDialect::GraphAttrHelper::getNameStr())
     return expect(isa<GraphAttr>(value) && isa<ModuleOp>(op), "a #loom.graph on the module");
+  if (name == LoomDialect::PlanAttrHelper::getNameStr()) {
+    auto d = dyn_cast<DictionaryAttr>(value);
+    return expect(d && isa<ModuleOp>(op) && isa_and_nonnull<StringAttr>(d.get("flags")) &&
+                      isa_and_nonnull<FloatAttr>(d.get("predicted_step_s")),
+                  "{flags = \"...\", predicted_step_s = F} on the module");
+  }
   if (name == LoomDialect::ModelAttrHelper::getNameStr() ||
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");

@@ -65,6 +65,28 @@ int loomcError(const llvm::Twine &msg) {
   return 1;
 }
 
+/// What --prediction-json writes: the predicted step (a pipeline's: its
+/// schedule over the stages), the largest device memory of a rank, what a
+/// device may hold, and the model's parameters and tokens a step.
+struct PredictionSummary {
+  double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0;
+};
+static PredictionSummary summary;
+
+static int writePredictionJson(const std::string &path) {
+  if (path.empty())
+    return 0;
+  std::string err;
+  std::unique_ptr<llvm::raw_fd_ostream> f = ::loom::openOutputNoFollow(path, err);
+  if (!f)
+    return loomcError(err);
+  *f << llvm::formatv("{{\"step_s\": {0:e}, \"device_bytes\": {1:e}, \"usable_bytes\": {2:e}, "
+                      "\"params\": {3:e}, \"tokens\": {4:e}}\n",
+                      summary.step, summary.deviceBytes, summary.usableBytes, summary.params,
+                      summary.tokens);
+  return 0;
+}
+
 /// The cost model's prediction of the step (stderr) and, with `timeline`,
 /// the whole predicted schedule as a Chrome trace. Returns the exit code.
 static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
@@ -76,6 +98,9 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   if (failed(pred))
     return 1;
   peakDevice = pred->peakDeviceBytes();
+  summary.step = pred->stepSeconds;
+  summary.deviceBytes = std::max(summary.deviceBytes, peakDevice);
+  summary.usableBytes = hw.hasGpu ? mlir::loom::usableDeviceBytes(hw) : 0;
   constexpr double GiB = double(1ull << 30);
   llvm::errs() << llvm::formatv(
       "loomc: predicted {5} on '{0}': {1:F3} s (last gradient at {2:F3} s, update "
@@ -278,7 +303,9 @@ static void printLoomcHelp(const LoomcOptions &o) {
       {"Memory and offload",
        {it(o.offload), it(o.replan), it(o.hostThread), it(o.subGroupSize), it(o.recompute),
         it(o.memoryBudget, ""), it(o.deviceMemory, ""), it(o.arena), it(o.graphFeatures)}},
-      {"Cost model", {it(o.hardware, ""), it(o.whatIf), it(o.timeline)}},
+      {"Cost model",
+       {it(o.hardware, ""), it(o.whatIf), it(o.timeline), it(o.plan, "off"), it(o.planReport),
+        it(o.predictionJson), it(o.planChosen)}},
       {"Output and code generation",
        {it(o.compileTo), it(o.output), it(o.target), it(o.emitDir), it(o.runtimeDir),
         it(o.noFuse)}},
@@ -892,6 +919,12 @@ static void reportPipelineStep(const std::vector<StageWork> &work, const Pipelin
   double step = 0;
   for (auto [s, units] : llvm::enumerate(order))
     step = std::max(step, (units.empty() ? 0 : units.back().end) + work[s].update);
+  summary.step = step;
+  if (!hw->hasGpu) {
+    llvm::errs() << llvm::formatv("loomc: predicted pipeline step on '{0}': {1:F3} s\n", hw->name,
+                                  step);
+    return;
+  }
   std::string bubbles;
   for (auto [s, w] : llvm::enumerate(work))
     bubbles += llvm::formatv("{0}stage {1} {2:F1}%", s ? ", " : "", s,
@@ -939,7 +972,7 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
                          "stage " + std::to_string(s) + "'s step (its work, without waits)"))
       return 1;
     // Its GPU's busy time and its forward and backward, for the bubble.
-    if (predicted && hw->hasGpu) {
+    if (predicted) {
       FailureOr<mlir::loom::StepPrediction> pred =
           mlir::loom::simulateStep(*m, *hw, /*keepSpans=*/false, loweringOf(po));
       if (failed(pred))
@@ -956,7 +989,38 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
   for (auto &m : stages)
     views.push_back(*m);
   CodegenOptions cg = codegenOptions(views.front(), o, d, hw, 0);
+  if (int rc = writePredictionJson(o.predictionJson))
+    return rc;
   return writeStagesOutput(views, peaks, phase, o.output, o.emitDir, cg);
+}
+
+/// --plan: the search compiles each candidate, then the chosen plan, with
+/// loomc again (PlanSearch.cpp); here only what it reads: the machine.
+static int runPlan(int argc, char **argv, const LoomcOptions &o, const FlagDecisions &d) {
+  std::string herr;
+  std::optional<cost::Hardware> phw = mlir::loom::loadHardware(hardwareName(o), herr);
+  if (!phw)
+    return loomcError(herr);
+  // MFU as the project reports it: over 989 TFLOP/s a GPU in bf16 (the
+  // H100's and H200's dense peak), else the description's fp32 rate.
+  double peak = !phw->hasGpu ? 0 : o.precision == "bf16" ? 989e12 : phw->gpuFlopsF32;
+  return planMain(argc, argv, o, d.levels, hardwareName(o), peak);
+}
+
+/// What --prediction-json reports beside the step: the model's size and
+/// its tokens a step (each rank's rows of the first integer input, times
+/// the micro-batches and the data-parallel replicas).
+static void noteModelSize(ModuleOp module, const LoomcOptions &o, const FlagDecisions &d) {
+  for (auto p : module.getOps<mlir::loom::ParamOp>())
+    summary.params += double(cast<mlir::ShapedType>(p.getType()).getNumElements());
+  if (auto fwd = module.lookupSymbol<mlir::func::FuncOp>(mlir::loom::LoomDialect::kForward))
+    for (mlir::Type t : fwd.getArgumentTypes())
+      if (auto tt = dyn_cast<mlir::RankedTensorType>(t);
+          tt && tt.getElementType().isInteger() && tt.hasStaticShape()) {
+        summary.tokens = double(tt.getNumElements()) * double(o.microBatches) *
+                         double(d.world / o.tensorParallel / o.pipelineParallel);
+        return;
+      }
 }
 
 int loomcMain(int argc, char **argv) {
@@ -974,6 +1038,8 @@ int loomcMain(int argc, char **argv) {
   if (std::optional<std::string> err = checkFlags(o, d))
     return error(*err);
   const Phase phase = d.phase;
+  if (!o.plan.empty())
+    return runPlan(argc, argv, o, d);
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -987,6 +1053,9 @@ int loomcMain(int argc, char **argv) {
       o.model.empty() ? loadModule(ctx, o.input, onnx) : generate(ctx, d.modelSpec);
   if (!module)
     return 1;
+  if (!o.planChosen.empty())
+    recordPlan(*module, o.planChosen);
+  noteModelSize(*module, o, d);
 
   // The streams are assigned by the passes that create asynchronous work
   // (data parallelism, offload), so the schedule phase prints the order of
@@ -1096,6 +1165,8 @@ int loomcMain(int argc, char **argv) {
                       "Adam rate; the binary keeps it and reports its prediction at the "
                       "rate it measures\n";
   }
+  if (int rc = writePredictionJson(o.predictionJson))
+    return rc;
   return writeOutput(*module, phase, o.output, o.emitDir, cg, replan ? &*replan : nullptr);
 }
 

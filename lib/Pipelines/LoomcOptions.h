@@ -315,6 +315,29 @@ struct LoomcOptions {
                "(cpu-clock, cpu-cores, dram, cache, pcie, hbm, gpu-flops, "
                "network), e.g. --what-if=cpu-clock=4; repeatable"),
       cl::cat(cat)};
+  cl::opt<std::string> plan{
+      "plan", cl::init(""), cl::value_desc("auto|FILE"),
+      cl::desc("auto: search the parallel plans the passes build (data, tensor and pipeline "
+               "degrees on --topology's levels, ZeRO stage, micro-batches, schedule, "
+               "recompute), predict each on --hardware, print the ranked table and compile "
+               "the fastest that fits; flags given explicitly are kept. FILE: replay the "
+               "plan a --plan-report chose (docs/plan.md)"),
+      cl::cat(cat)};
+  cl::opt<std::string> planReport{
+      "plan-report", cl::init(""), cl::value_desc("FILE"),
+      cl::desc("With --plan=auto: write every candidate's flags and predictions and the "
+               "chosen one as JSON"),
+      cl::cat(cat)};
+  cl::opt<std::string> predictionJson{
+      "prediction-json", cl::init(""), cl::value_desc("FILE"),
+      cl::desc("Write the predicted step as JSON (step_s, device_bytes, usable_bytes, "
+               "params, tokens): what --plan=auto reads from each candidate"),
+      cl::cat(cat)};
+  cl::opt<std::string> planChosen{
+      "plan-chosen", cl::init(""), cl::value_desc("FLAGS"), cl::Hidden,
+      cl::desc("(--plan=auto's final compile) the chosen plan's flags, recorded on the "
+               "module as loom.plan"),
+      cl::cat(cat)};
   cl::opt<std::string> emitDir{
       "emit-dir", cl::init(""), cl::value_desc("dir"),
       cl::desc("Keep the generated C++ of --compile-to=binary in this folder"),

@@ -11,6 +11,19 @@
 
 namespace loom {
 
+struct LoomcOptions;
+
+/// --plan=auto|FILE (PlanSearch.cpp): searches (or reads) the parallel
+/// plan, then compiles the chosen one by running loomc again with its
+/// flags; returns the exit code. `levels` are --topology's, innermost
+/// first; `peakFlops` a GPU's (0: no MFU column).
+int planMain(int argc, char **argv, const LoomcOptions &o,
+             llvm::ArrayRef<std::pair<std::string, int64_t>> levels, const std::string &hwName,
+             double peakFlops);
+
+/// --plan-chosen: "STEP_S FLAGS..." recorded on the module as loom.plan.
+void recordPlan(mlir::ModuleOp module, llvm::StringRef chosen);
+
 /// --topology's levels (a line level=N,... or a file holding it), innermost
 /// first; a one-line message on a malformed entry (Topology.cpp).
 std::optional<std::string>

@@ -136,7 +136,11 @@ void PipelineCut::runOnOperation() {
       a += act[u], w += param[u];
     return w + a * double(std::min<int64_t>(p - s, microBatches));
   };
-  double budget = deviceMemory > 0 ? deviceMemory * double(1ull << 30) : usableDeviceBytes(*hw);
+  // (A description without a GPU: the stages run on CPU ranks, whose
+  // memory the cut does not bound.)
+  double budget = deviceMemory > 0 ? deviceMemory * double(1ull << 30)
+                  : hw->hasGpu     ? usableDeviceBytes(*hw)
+                                   : std::numeric_limits<double>::infinity();
   // best[s][u]: the slowest stage's time when stages 0..s-1 hold units
   // 0..u-1 and each fits, then the sum of the stages' squared times (of
   // the cuts with the same slowest stage, the most even); cut[s][u]: where

@@ -168,7 +168,9 @@ for label, exe in (("gpt P=2", "gpt-p2m41f1b"), ("gpt P=2 interleaved:2", "gpt-p
 for flags in (["--pipeline-parallel=2", "--optimizer-offload=cpu"],
               ["--pipeline-parallel=3", "--topology", "stage=2"],
               ["--pipeline-parallel=8"],
-              ["--pipeline-parallel=2", "--micro-batches=3", "--pipeline-schedule=interleaved:2"]):
+              ["--pipeline-parallel=2", "--micro-batches=3", "--pipeline-schedule=interleaved:2"],
+              ["--pipeline-parallel=2", "--topology", "stage=2,gpu=2", "--zero-stage=3",
+               "--micro-batches=4"]):
     bad = subprocess.run([loomc, "--model", MODELS["gpt"], "--target=cpu", *flags, "-o",
                           os.path.join(a.tmp, "bad")], capture_output=True, text=True)
     print(f"{' '.join(flags)}: exit {bad.returncode}: {bad.stderr.strip().splitlines()[-1]}")

@@ -1,0 +1,404 @@
+//===- PlanSearch.cpp - loomc --plan=auto ----------------------------------===//
+//
+// The parallel plan chosen by the cost model (issue 49, first part): the
+// plans the passes build on --topology's levels are enumerated (data,
+// tensor and pipeline degrees, ZeRO stage, micro-batches and the pipeline's
+// schedule, recompute), each is compiled as far as the step simulation
+// needs by a loomc of its own (two at a time: loomc's flags are process
+// globals, so one process is one pass-pipeline configuration), and its
+// predicted step and device memory are read back (--prediction-json). The
+// fastest that fits is compiled as the user asked, its flags recorded on
+// the module (`loom.plan`). Flags the user gave are kept in every
+// candidate. Pruning by bounds: more micro-batches (without a pipeline)
+// and recompute only add work, so they are tried only where the plan
+// without them does not fit.
+//
+//===----------------------------------------------------------------------===//
+#include "Planning.h"
+#include "LoomcOptions.h"
+
+#include "dialects/Loom/LoomDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <set>
+
+namespace loom {
+namespace {
+
+/// One plan: the flags it adds to the user's, and what loomc predicted.
+struct Candidate {
+  std::vector<std::string> flags;
+  bool ok = false, fits = false;
+  double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0;
+  std::string error;
+  std::string text() const {
+    std::string s;
+    for (const std::string &f : flags)
+      s += (s.empty() ? "" : " ") + f;
+    return s.empty() ? "(the flags given)" : s;
+  }
+};
+
+/// `arg` names flag `name` (-name, --name, -name=V, --name=V): 1 when its
+/// value is the next argument, 2 when inline, 0 when it is another flag.
+int flagForm(llvm::StringRef arg, llvm::StringRef name) {
+  if (!arg.consume_front("-"))
+    return 0;
+  arg.consume_front("-");
+  if (arg == name)
+    return 1;
+  return arg.starts_with((name + "=").str()) ? 2 : 0;
+}
+
+/// The user's arguments without the flags named in `drop`.
+std::vector<std::string> keptArgs(int argc, char **argv, llvm::ArrayRef<llvm::StringRef> drop) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    int form = 0;
+    for (llvm::StringRef name : drop)
+      if ((form = flagForm(argv[i], name)))
+        break;
+    if (form == 1)
+      ++i; // its value too
+    else if (form == 0)
+      out.push_back(argv[i]);
+  }
+  return out;
+}
+
+/// Runs loomc with `args`, its output to `log`; returns the exit code.
+int runLoomc(const std::string &exe, const std::vector<std::string> &args,
+             const std::string &log, bool wait, llvm::sys::ProcessInfo *started) {
+  std::vector<llvm::StringRef> argv = {exe};
+  for (const std::string &a : args)
+    argv.push_back(a);
+  std::optional<llvm::StringRef> redirects[] = {llvm::StringRef(""), llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  std::string err;
+  if (!wait) {
+    *started = llvm::sys::ExecuteNoWait(exe, argv, std::nullopt,
+                                        log.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
+                                                    : redirects,
+                                        0, &err);
+    return started->Pid > 0 ? 0 : -1;
+  }
+  return llvm::sys::ExecuteAndWait(exe, argv, std::nullopt,
+                                   log.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
+                                               : redirects,
+                                   0, 0, &err);
+}
+
+/// The plans on `levels` (outermost first), honouring what the user forced.
+std::vector<Candidate> enumerate(const LoomcOptions &o,
+                                 llvm::ArrayRef<std::pair<std::string, int64_t>> innerFirst,
+                                 int64_t batch) {
+  int64_t world = 1;
+  for (auto &l : innerFirst)
+    world *= l.second;
+  int64_t inner = innerFirst.empty() ? 1 : innerFirst.front().second;
+  int64_t outer = innerFirst.empty() ? 1 : innerFirst.back().second;
+  bool oneLevel = innerFirst.size() < 2;
+  auto forced = [](const auto &opt) { return opt.getNumOccurrences() > 0; };
+  std::vector<int64_t> tps = {1}, pps = {1};
+  if (inner > 1)
+    tps.push_back(inner);
+  if (outer > 1)
+    pps.push_back(outer);
+  if (forced(o.tensorParallel))
+    tps = {int64_t(o.tensorParallel)};
+  if (forced(o.pipelineParallel))
+    pps = {int64_t(o.pipelineParallel)};
+  std::vector<Candidate> out;
+  for (int64_t tp : tps)
+    for (int64_t pp : pps) {
+      if (tp * pp > world || world % (tp * pp) || (oneLevel && tp > 1 && pp > 1))
+        continue;
+      int64_t dp = world / tp / pp;
+      std::vector<int64_t> zeros = dp > 1 ? std::vector<int64_t>{0, 1, 2, 3}
+                                          : std::vector<int64_t>{0};
+      if (forced(o.zeroStage))
+        zeros = {int64_t(o.zeroStage)};
+      // Without a pipeline, one micro-batch (more only where it does not
+      // fit: the pass after this one); a pipeline wants several.
+      std::vector<int64_t> ms = pp > 1 ? std::vector<int64_t>{pp, 2 * pp, 4 * pp}
+                                       : std::vector<int64_t>{1};
+      if (forced(o.microBatches))
+        ms = {int64_t(o.microBatches)};
+      for (int64_t z : zeros)
+        for (int64_t m : ms) {
+          if (batch > 0 && (batch % dp || (batch / dp) % m))
+            continue;
+          std::vector<std::string> scheds = {""};
+          if (pp > 1 && !forced(o.pipelineSchedule)) {
+            scheds = {"1f1b", "zb-h1"};
+            if (m % pp == 0)
+              scheds.push_back("interleaved:2");
+          }
+          for (const std::string &sched : scheds) {
+            Candidate c;
+            auto add = [&](bool isForced, const std::string &flag) {
+              if (!isForced)
+                c.flags.push_back(flag);
+            };
+            add(forced(o.tensorParallel) || tp == 1, "--tensor-parallel=" + std::to_string(tp));
+            add(forced(o.pipelineParallel) || pp == 1, "--pipeline-parallel=" + std::to_string(pp));
+            add(forced(o.zeroStage), "--zero-stage=" + std::to_string(z));
+            add(forced(o.microBatches) || m == 1, "--micro-batches=" + std::to_string(m));
+            add(sched.empty(), "--pipeline-schedule=" + sched);
+            out.push_back(c);
+          }
+        }
+    }
+  return out;
+}
+
+/// Reads a candidate's --prediction-json.
+void readPrediction(const std::string &path, Candidate &c) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return;
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse((*buf)->getBuffer());
+  if (!v) {
+    llvm::consumeError(v.takeError());
+    return;
+  }
+  const llvm::json::Object *obj = v->getAsObject();
+  if (!obj)
+    return;
+  auto num = [&](llvm::StringRef k) { return obj->getNumber(k).value_or(0); };
+  c.step = num("step_s"), c.deviceBytes = num("device_bytes"), c.usableBytes = num("usable_bytes");
+  c.params = num("params"), c.tokens = num("tokens");
+  c.ok = c.step > 0;
+  c.fits = c.ok && (c.usableBytes <= 0 || c.deviceBytes <= c.usableBytes);
+}
+
+/// Compiles every candidate (two at a time) for its prediction.
+void evaluate(std::vector<Candidate> &cands, const std::string &exe,
+              const std::vector<std::string> &base, const std::string &dir) {
+  const size_t jobs = 2;
+  for (size_t i = 0; i < cands.size(); i += jobs) {
+    std::vector<std::pair<size_t, llvm::sys::ProcessInfo>> running;
+    for (size_t k = i; k < std::min(cands.size(), i + jobs); ++k) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), cands[k].flags.begin(), cands[k].flags.end());
+      args.push_back("--prediction-json=" + dir + "/c" + std::to_string(k) + ".json");
+      llvm::sys::ProcessInfo pi;
+      if (runLoomc(exe, args, dir + "/c" + std::to_string(k) + ".log", false, &pi) == 0)
+        running.push_back({k, pi});
+      else
+        cands[k].error = "could not start loomc";
+    }
+    for (auto &[k, pi] : running) {
+      llvm::sys::Wait(pi, std::nullopt);
+      readPrediction(dir + "/c" + std::to_string(k) + ".json", cands[k]);
+      if (!cands[k].ok) {
+        // loomc's own message: the last line of its output.
+        auto buf = llvm::MemoryBuffer::getFile(dir + "/c" + std::to_string(k) + ".log");
+        llvm::StringRef text = buf ? (*buf)->getBuffer().trim() : "";
+        cands[k].error = text.rsplit('\n').second.empty() ? text.str()
+                                                           : text.rsplit('\n').second.str();
+        if (cands[k].error.empty())
+          cands[k].error = "no prediction";
+      }
+    }
+    if ((i + jobs) % 10 < jobs || i + jobs >= cands.size())
+      llvm::errs() << llvm::formatv("loomc: --plan=auto: {0}/{1} candidates predicted\n",
+                                    std::min(cands.size(), i + jobs), cands.size());
+  }
+}
+
+llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t world) {
+  llvm::json::Array flags;
+  for (const std::string &f : c.flags)
+    flags.push_back(f);
+  llvm::json::Object o{{"flags", std::move(flags)}, {"ok", c.ok}};
+  if (c.ok) {
+    o["step_s"] = c.step;
+    o["tokens_per_s"] = c.tokens / c.step;
+    if (peakFlops > 0)
+      o["mfu"] = 6 * c.params * c.tokens / c.step / (peakFlops * double(world));
+    o["device_bytes"] = c.deviceBytes;
+    o["fits"] = c.fits;
+  } else {
+    o["error"] = c.error;
+  }
+  return llvm::json::Value(std::move(o));
+}
+
+/// The plan table, fastest first (plans that fit before those that do not).
+void printTable(const std::vector<const Candidate *> &ranked, double peakFlops, int64_t world,
+                size_t refused) {
+  constexpr double GiB = double(1ull << 30);
+  llvm::errs() << "loomc: --plan=auto: " << ranked.size() << " plans predicted ("
+               << refused << " refused by loomc):\n"
+               << "  rank  step s    tokens/s     MFU     GiB/GPU  fits  plan\n";
+  for (size_t i = 0; i < ranked.size() && i < 12; ++i) {
+    const Candidate &c = *ranked[i];
+    std::string mfu = peakFlops > 0
+                          ? llvm::formatv("{0,6:F1}%", 100 * 6 * c.params * c.tokens / c.step /
+                                                           (peakFlops * double(world)))
+                                .str()
+                          : "     - ";
+    llvm::errs() << llvm::formatv("  {0,4}  {1,8:F4}  {2,10:F0}  {3}  {4,8:F2}  {5,4}  {6}\n",
+                                  i + 1, c.step, c.tokens / c.step, mfu, c.deviceBytes / GiB,
+                                  c.fits ? "yes" : "no", c.text());
+  }
+}
+
+} // namespace
+
+int planMain(int argc, char **argv, const LoomcOptions &o,
+             llvm::ArrayRef<std::pair<std::string, int64_t>> levels, const std::string &hwName,
+             double peakFlops) {
+  std::string exe = llvm::sys::fs::getMainExecutable(argv[0], (void *)&planMain);
+  std::vector<std::string> finalArgs = keptArgs(argc, argv, {"plan", "plan-report", "plan-chosen"});
+  std::vector<std::string> chosenFlags;
+  double chosenStep = 0;
+  if (o.plan != "auto") {
+    // --plan=FILE: a report's chosen plan.
+    auto buf = llvm::MemoryBuffer::getFile(o.plan);
+    if (!buf)
+      return loomcError("--plan=" + o.plan + ": cannot read it (expected auto or a "
+                        "--plan-report file)");
+    llvm::Expected<llvm::json::Value> v = llvm::json::parse((*buf)->getBuffer());
+    const llvm::json::Object *chosen =
+        v && v->getAsObject() ? v->getAsObject()->getObject("chosen") : nullptr;
+    const llvm::json::Array *flags = chosen ? chosen->getArray("flags") : nullptr;
+    if (!v)
+      llvm::consumeError(v.takeError());
+    if (!flags)
+      return loomcError("--plan=" + o.plan + ": not a --plan-report (expected JSON with "
+                        "\"chosen\": {\"flags\": [...]})");
+    for (const llvm::json::Value &f : *flags)
+      if (auto s = f.getAsString(); s && s->starts_with("--"))
+        chosenFlags.push_back(s->str());
+      else
+        return loomcError("--plan=" + o.plan + ": a flag of the chosen plan is not a "
+                          "string starting with --");
+    chosenStep = chosen->getNumber("step_s").value_or(0);
+  } else {
+    if (levels.empty())
+      return loomcError("--plan=auto plans over the ranks of --topology: give it (e.g. "
+                        "--topology=node=2,gpu=8)");
+    int64_t world = 1;
+    for (auto &l : levels)
+      world *= l.second;
+    // The global batch, when the generator spec says it (plans that do
+    // not divide it are not tried).
+    int64_t batch = 0;
+    for (llvm::StringRef kv : llvm::split(llvm::StringRef(o.model).split(':').second, ','))
+      if (kv.consume_front("batch="))
+        (void)kv.getAsInteger(10, batch);
+    llvm::SmallString<128> dir;
+    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("loomc-plan", dir))
+      return loomcError("--plan=auto: cannot make a temporary folder: " + ec.message());
+    std::vector<std::string> base =
+        keptArgs(argc, argv,
+                 {"plan", "plan-report", "plan-chosen", "o", "compile-to", "emit-dir", "timeline",
+                  "prediction-json"});
+    // (Data parallelism is applied in the distribute phase and the
+    // streams' overlap in schedule: the prediction needs both.)
+    base.push_back("--compile-to=schedule");
+    base.push_back("-o");
+    base.push_back("/dev/null");
+    if (!o.hardware.getNumOccurrences())
+      base.push_back("--hardware=" + hwName);
+    std::vector<Candidate> cands = enumerate(o, levels, batch);
+    llvm::errs() << llvm::formatv("loomc: --plan=auto: {0} plans on {1} ranks, each predicted "
+                                  "on '{2}' by a loomc of its own, two at a time\n",
+                                  cands.size(), world, hwName);
+    evaluate(cands, exe, base, std::string(dir));
+    // Bounds: micro-batches without a pipeline, and recompute, only add
+    // work; where a plan does not fit, try them.
+    std::vector<Candidate> more;
+    auto has = [](const Candidate &c, llvm::StringRef p) {
+      return llvm::any_of(c.flags, [&](const std::string &f) { return llvm::StringRef(f).starts_with(p); });
+    };
+    for (const Candidate &c : cands)
+      if (c.ok && !c.fits) {
+        if (!has(c, "--pipeline-parallel") && !o.microBatches.getNumOccurrences())
+          for (int64_t m : {2, 4, 8})
+            if (batch <= 0 || batch % m == 0) {
+              Candidate d = c;
+              d.flags.push_back("--micro-batches=" + std::to_string(m));
+              d.ok = d.fits = false;
+              more.push_back(d);
+            }
+        if (!o.recompute.getNumOccurrences()) {
+          Candidate d = c;
+          d.flags.push_back("--recompute=full");
+          d.ok = d.fits = false;
+          more.push_back(d);
+        }
+      }
+    if (!more.empty()) {
+      llvm::errs() << "loomc: --plan=auto: " << more.size()
+                   << " more with micro-batches or recompute, where a plan did not fit\n";
+      std::string moreDir = std::string(dir) + "/more";
+      (void)llvm::sys::fs::create_directory(moreDir);
+      evaluate(more, exe, base, moreDir);
+      cands.insert(cands.end(), more.begin(), more.end());
+    }
+    std::vector<const Candidate *> ranked;
+    size_t refused = 0;
+    for (const Candidate &c : cands)
+      c.ok ? ranked.push_back(&c) : (void)++refused;
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate *a, const Candidate *b) {
+      return a->fits != b->fits ? a->fits : a->step < b->step;
+    });
+    printTable(ranked, peakFlops, world, refused);
+    llvm::json::Array all;
+    for (const Candidate &c : cands)
+      all.push_back(candidateJson(c, peakFlops, world));
+    llvm::json::Object report{{"ranks", world}, {"hardware", hwName},
+                              {"candidates", std::move(all)}};
+    if (!ranked.empty() && ranked.front()->fits)
+      report["chosen"] = candidateJson(*ranked.front(), peakFlops, world);
+    if (!o.planReport.empty()) {
+      std::error_code ec;
+      llvm::raw_fd_ostream f(o.planReport, ec);
+      if (ec)
+        return loomcError("--plan-report=" + o.planReport + ": " + ec.message());
+      f << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+    }
+    llvm::sys::fs::remove_directories(dir);
+    if (ranked.empty() || !ranked.front()->fits)
+      return loomcError(ranked.empty()
+                            ? "--plan=auto: loomc refused every plan (the last one said: " +
+                                  (cands.empty() ? std::string("none tried") : cands.back().error) + ")"
+                            : "--plan=auto: no plan fits the device's memory (the smallest "
+                              "needs more; see the table)");
+    chosenFlags = ranked.front()->flags;
+    chosenStep = ranked.front()->step;
+    llvm::errs() << "loomc: --plan=auto chose: " << ranked.front()->text() << "\n";
+  }
+  // The chosen plan, compiled as the user asked, recorded on the module.
+  std::vector<std::string> args = finalArgs;
+  args.insert(args.end(), chosenFlags.begin(), chosenFlags.end());
+  std::string record = llvm::formatv("{0:e}", chosenStep).str();
+  for (const std::string &f : chosenFlags)
+    record += " " + f;
+  args.push_back("--plan-chosen=" + record);
+  return runLoomc(exe, args, "", true, nullptr);
+}
+
+void recordPlan(mlir::ModuleOp module, llvm::StringRef chosen) {
+  auto [step, flags] = chosen.split(' ');
+  double s = 0;
+  (void)step.getAsDouble(s);
+  mlir::Builder b(module.getContext());
+  module->setAttr(mlir::loom::LoomDialect::PlanAttrHelper::getNameStr(),
+                  b.getDictionaryAttr({b.getNamedAttr("flags", b.getStringAttr(flags.trim())),
+                                       b.getNamedAttr("predicted_step_s", b.getF64FloatAttr(s))}));
+}
+
+} // namespace loom
