@@ -21,7 +21,9 @@
 // On a pipeline stage's program (loom-pipeline-split), 1F1B starts with
 // P - s - 1 forwards and pairs the steady state's transfers as the
 // neighbour does (pairTransfers); zb-h1 splits each backward into input-
-// and weight-gradient ops (order1f1b).
+// and weight-gradient ops (order1f1b). interleaved:V orders a stage holding
+// V model chunks in Megatron-LM's interleaved order, its transfers by one
+// clock all stages compute alike (orderInterleaved).
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
@@ -244,19 +246,6 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     return b;
   }
 
-  /// 1F1B on stage `st` of `numStages` (PipeDream-Flush, Narayanan et al.
-  /// 2021; Megatron-LM's forward_backward_pipelining_without_interleaving):
-  /// w = min(P - st - 1, M) forwards first, then a forward and a backward
-  /// in turn, then the backwards left. Fails (with a remark) where the
-  /// order must stay autodiff's.
-  ///
-  /// `zeroBubble` (ZB-H1, Qi et al., "Zero Bubble Pipeline Parallelism",
-  /// ICLR 2024, §3): each backward is split into the ops the gradient sent
-  /// back to the previous stage needs (B: the input gradients) and the
-  /// rest (W: the weight gradients). B runs first and its gradient leaves
-  /// as early as it can; in the steady state W follows in the same slot, in
-  /// the cool-down every W waits until the last B, filling the time the
-  /// stage would otherwise wait for the next one's gradients.
   /// What both orders start from: each op's micro-batch and program
   /// position, where the forward ends, the micro-batches.
   struct Prepared {
@@ -405,6 +394,19 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     return success();
   }
 
+  /// 1F1B on stage `st` of `numStages` (PipeDream-Flush, Narayanan et al.
+  /// 2021; Megatron-LM's forward_backward_pipelining_without_interleaving):
+  /// w = min(P - st - 1, M) forwards first, then a forward and a backward
+  /// in turn, then the backwards left. Fails (with a remark) where the
+  /// order must stay autodiff's.
+  ///
+  /// `zeroBubble` (ZB-H1, Qi et al., "Zero Bubble Pipeline Parallelism",
+  /// ICLR 2024, §3): each backward is split into the ops the gradient sent
+  /// back to the previous stage needs (B: the input gradients) and the
+  /// rest (W: the weight gradients). B runs first and its gradient leaves
+  /// as early as it can; in the steady state W follows in the same slot, in
+  /// the cool-down every W waits until the last B, filling the time the
+  /// stage would otherwise wait for the next one's gradients.
   LogicalResult order1f1b(Block &body, int64_t st, int64_t numStages, bool zeroBubble) {
     FailureOr<Prepared> prep = prepare(body);
     if (failed(prep))
