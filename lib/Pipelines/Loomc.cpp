@@ -645,7 +645,8 @@ static std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecision
   if (std::optional<std::string> err = checkPipelineFlags(o, d))
     return err;
   d.modelSpec = o.model;
-  if ((d.dataParallel || o.microBatches > 1) && !o.model.empty()) {
+  // (--plan: each plan's own loomc splits the batch its way.)
+  if ((d.dataParallel || o.microBatches > 1) && !o.model.empty() && o.plan.empty()) {
     std::string err;
     // The ranks of a tensor-parallel group and a pipeline's stages share
     // their rows.
