@@ -418,20 +418,23 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
     int64_t warmup = std::min(numStages - st - 1, m);
     DenseSet<Operation *> inputGrad = zeroBubble ? inputGradients(body, label, index, lossIndex)
                                                  : DenseSet<Operation *>();
-    // (slot, W after B, program order)
-    auto slot = [&](Operation *op) -> std::pair<int64_t, int64_t> {
+    // Each micro-batch's forward, backward (and ZB-H1's weight part) at its
+    // place in the stage's sequence: cost::pipelineOrder, the order the
+    // step's prediction times too.
+    cost::PipelineShape shape{numStages, 1, std::max<int64_t>(m, 1),
+                              zeroBubble ? "zb-h1" : "1f1b"};
+    std::map<std::pair<int64_t, cost::PipeWork>, int64_t> position;
+    std::vector<std::vector<cost::PipeUnit>> order = cost::pipelineOrder(shape);
+    for (auto [i, u] : llvm::enumerate(order[size_t(st)]))
+      position[{u.microBatch, u.work}] = int64_t(i);
+    auto slot = [&](Operation *op) -> int64_t {
       int64_t l = label.lookup(op);
       if (l < 0)
-        return {-1, 0};
-      bool forward = index.lookup(op) <= lossIndex;
-      if (forward)
-        return {l < warmup ? l : warmup + 2 * (l - warmup), 0};
-      // Backward i follows forward warmup + i in the steady state; the
-      // last `warmup` ones (the cool-down) run after the last forward.
-      bool w = zeroBubble && !inputGrad.contains(op);
-      if (l < m - warmup)
-        return {warmup + 2 * l + 1, w ? 1 : 0};
-      return {w ? 2 * m + l : m + l, 0};
+        return -1;
+      cost::PipeWork w = index.lookup(op) <= lossIndex ? cost::PipeWork::Forward
+                         : zeroBubble && !inputGrad.contains(op) ? cost::PipeWork::Weight
+                                                                 : cost::PipeWork::Backward;
+      return position.at({l, w});
     };
 
     DenseSet<Operation *> forward;
@@ -439,8 +442,7 @@ struct PipelineSchedule : public mlir::loom::impl::PipelineScheduleBase<Pipeline
       if (i <= lossIndex)
         forward.insert(op);
     listSchedule(body, label, [&](Operation *op) {
-      auto [sl, sub] = slot(op);
-      return Key{double(sl), sub, 0, 0, 0, index.lookup(op), op};
+      return Key{double(slot(op)), 0, 0, 0, 0, index.lookup(op), op};
     });
     pairTransfers(body, label, forward, warmup);
     return success();
