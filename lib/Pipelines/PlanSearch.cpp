@@ -40,6 +40,10 @@ struct Candidate {
   bool ok = false, fits = false;
   double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0;
   std::string error;
+  /// 6 x parameters x tokens/s over the GPUs' peak (0 without one).
+  double mfu(double peakFlops, int64_t world) const {
+    return peakFlops > 0 ? 6 * params * tokens / step / (peakFlops * double(world)) : 0;
+  }
   std::string text() const {
     std::string s;
     for (const std::string &f : flags)
@@ -225,7 +229,7 @@ llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t wo
     o["step_s"] = c.step;
     o["tokens_per_s"] = c.tokens / c.step;
     if (peakFlops > 0)
-      o["mfu"] = 6 * c.params * c.tokens / c.step / (peakFlops * double(world));
+      o["mfu"] = c.mfu(peakFlops, world);
     o["device_bytes"] = c.deviceBytes;
     o["fits"] = c.fits;
   } else {
@@ -244,9 +248,7 @@ void printTable(const std::vector<const Candidate *> &ranked, double peakFlops, 
   for (size_t i = 0; i < ranked.size() && i < 12; ++i) {
     const Candidate &c = *ranked[i];
     std::string mfu = peakFlops > 0
-                          ? llvm::formatv("{0,6:F1}%", 100 * 6 * c.params * c.tokens / c.step /
-                                                           (peakFlops * double(world)))
-                                .str()
+                          ? llvm::formatv("{0,6:F1}%", 100 * c.mfu(peakFlops, world)).str()
                           : "     - ";
     llvm::errs() << llvm::formatv("  {0,4}  {1,8:F4}  {2,10:F0}  {3}  {4,8:F2}  {5,4}  {6}\n",
                                   i + 1, c.step, c.tokens / c.step, mfu, c.deviceBytes / GiB,
