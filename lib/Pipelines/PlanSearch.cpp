@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "Planning.h"
 #include "LoomcOptions.h"
+#include "loom/Support/Files.h"
 
 #include "dialects/Loom/LoomDialect.h"
 
@@ -366,11 +367,12 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
     if (!ranked.empty() && ranked.front()->fits)
       report["chosen"] = candidateJson(*ranked.front(), peakFlops, world);
     if (!o.planReport.empty()) {
-      std::error_code ec;
-      llvm::raw_fd_ostream f(o.planReport, ec);
-      if (ec)
-        return loomcError("--plan-report=" + o.planReport + ": " + ec.message());
-      f << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+      // (The project's one way to write a user's path: no symlink followed.)
+      std::string err;
+      std::unique_ptr<llvm::raw_fd_ostream> f = ::loom::openOutputNoFollow(o.planReport, err);
+      if (!f)
+        return loomcError("--plan-report: " + err);
+      *f << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
     }
     llvm::sys::fs::remove_directories(dir);
     if (ranked.empty() || !ranked.front()->fits)
