@@ -39,6 +39,10 @@ struct StepPrediction {
   /// The compute stream's kernel time: its work without the gaps between
   /// kernels (gpu_kernel_gap_seconds), as CUPTI sums a step's kernels.
   double gpuKernelSeconds = 0;
+  /// The part of it issued before the last gradient exists (the forward
+  /// and backward): work a plan with the same layout and more ZeRO,
+  /// micro-batches or recompute still does, so --plan=auto's bound.
+  double gpuKernelSecondsToBackward = 0;
   double persistentDeviceBytes = 0; // parameters and state in device memory
   double peakStepBytes = 0;         // the step arena's size (fragmentation included)
   double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }

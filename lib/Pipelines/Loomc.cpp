@@ -67,9 +67,20 @@ int loomcError(const llvm::Twine &msg) {
 
 /// What --prediction-json writes: the predicted step (a pipeline's: its
 /// schedule over the stages), the largest device memory of a rank, what a
-/// device may hold, and the model's parameters and tokens a step.
+/// device may hold, and the model's parameters and tokens a step; and a
+/// lower bound on the step of any plan with this one's layout and more
+/// ZeRO, micro-batches or recompute (--plan=auto's pruning): the kernels of
+/// the forward and backward and the tensor-parallel collectives between
+/// them (each waited on by the next kernel), on the busiest stage of a
+/// pipeline.
 struct PredictionSummary {
-  double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0;
+  double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0, bound = 0;
+  /// The largest rank's parameters and optimizer state in device memory:
+  /// what more micro-batches or recompute cannot shrink.
+  double persistentBytes = 0;
+  /// The step simulation's key of the tensor-parallel communicator (the
+  /// innermost level, "0"), empty without tensor parallelism.
+  std::string tensorParallelKey;
 };
 static PredictionSummary summary;
 
@@ -81,25 +92,37 @@ static int writePredictionJson(const std::string &path) {
   if (!f)
     return loomcError(err);
   *f << llvm::formatv("{{\"step_s\": {0:e}, \"device_bytes\": {1:e}, \"usable_bytes\": {2:e}, "
-                      "\"params\": {3:e}, \"tokens\": {4:e}}\n",
+                      "\"params\": {3:e}, \"tokens\": {4:e}, \"bound_s\": {5:e}, "
+                      "\"persistent_bytes\": {6:e}}\n",
                       summary.step, summary.deviceBytes, summary.usableBytes, summary.params,
-                      summary.tokens);
+                      summary.tokens, summary.bound, summary.persistentBytes);
   return 0;
 }
 
 /// The cost model's prediction of the step (stderr) and, with `timeline`,
-/// the whole predicted schedule as a Chrome trace. Returns the exit code.
+/// the whole predicted schedule as a Chrome trace. Returns the exit code;
+/// the prediction in `out` where given (a pipeline stage's work).
 static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
                             const std::string &timeline,
                             const mlir::loom::LoweringOptions &lowering, double &peakDevice,
-                            const std::string &what = "step") {
+                            const std::string &what = "step",
+                            mlir::loom::StepPrediction *out = nullptr) {
   FailureOr<mlir::loom::StepPrediction> pred =
       mlir::loom::simulateStep(module, hw, !timeline.empty(), lowering);
   if (failed(pred))
     return 1;
+  if (out)
+    *out = *pred;
   peakDevice = pred->peakDeviceBytes();
   summary.step = pred->stepSeconds;
+  {
+    auto tp = summary.tensorParallelKey.empty() ? pred->comm.end()
+                                                : pred->comm.find(summary.tensorParallelKey);
+    summary.bound = std::max(summary.bound, pred->gpuKernelSecondsToBackward +
+                                                (tp != pred->comm.end() ? tp->second.seconds : 0));
+  }
   summary.deviceBytes = std::max(summary.deviceBytes, peakDevice);
+  summary.persistentBytes = std::max(summary.persistentBytes, pred->persistentDeviceBytes);
   summary.usableBytes = hw.hasGpu ? mlir::loom::usableDeviceBytes(hw) : 0;
   constexpr double GiB = double(1ull << 30);
   llvm::errs() << llvm::formatv(
@@ -305,7 +328,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.memoryBudget, ""), it(o.deviceMemory, ""), it(o.arena), it(o.graphFeatures)}},
       {"Cost model",
        {it(o.hardware, ""), it(o.whatIf), it(o.timeline), it(o.plan, "off"), it(o.planReport),
-        it(o.predictionJson), it(o.planChosen)}},
+        it(o.planExhaustive), it(o.predictionJson), it(o.planChosen)}},
       {"Output and code generation",
        {it(o.compileTo), it(o.output), it(o.target), it(o.emitDir), it(o.runtimeDir),
         it(o.noFuse)}},
@@ -815,8 +838,10 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.pipelineLevel = d.pipelineLevel;
   po.deviceMemoryGiB = o.deviceMemory;
   po.sequenceParallel = o.sequenceParallel;
-  if (o.tensorParallel > 1)
+  if (o.tensorParallel > 1) {
     po.tensorParallelLevel = d.levels.front().first;
+    summary.tensorParallelKey = "0";
+  }
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
   po.prefetch = o.prefetch == "auto" ? 1 : std::stoll(o.prefetch);
@@ -968,19 +993,16 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
     double stagePeak = 0;
     bool predicted = hw && phase >= Phase::Optimizer &&
                      (*m).lookupSymbol(mlir::loom::LoomDialect::kTrainStep);
-    if (predicted &&
-        reportPrediction(*m, *hw, "", loweringOf(po), stagePeak,
-                         "stage " + std::to_string(s) + "'s step (its work, without waits)"))
-      return 1;
-    // Its GPU's busy time and its forward and backward, for the bubble.
+    // Its GPU's busy time and its forward and backward, for the bubble
+    // (its kernels' time: the gaps between them are idle, as CUPTI sees a
+    // step). One simulation serves the report and the bubble.
     if (predicted) {
-      FailureOr<mlir::loom::StepPrediction> pred =
-          mlir::loom::simulateStep(*m, *hw, /*keepSpans=*/false, loweringOf(po));
-      if (failed(pred))
+      mlir::loom::StepPrediction pred;
+      if (reportPrediction(*m, *hw, "", loweringOf(po), stagePeak,
+                           "stage " + std::to_string(s) + "'s step (its work, without waits)",
+                           &pred))
         return 1;
-      // (Its kernels' time: the gaps between them are idle, as CUPTI
-      // sees a step.)
-      work.push_back({pred->backwardSeconds, pred->updateSeconds, pred->gpuKernelSeconds});
+      work.push_back({pred.backwardSeconds, pred.updateSeconds, pred.gpuKernelSeconds});
     }
     peaks.push_back(hw && hw->hasGpu ? int64_t(stagePeak) : 0);
     stages.push_back(std::move(m));

@@ -328,10 +328,16 @@ struct LoomcOptions {
       cl::desc("With --plan=auto: write every candidate's flags and predictions and the "
                "chosen one as JSON"),
       cl::cat(cat)};
+  cl::opt<bool> planExhaustive{
+      "plan-exhaustive", cl::init(false),
+      cl::desc("With --plan=auto: compile every candidate, none ruled out by the kernels of a "
+               "plan it adds to (to check the pruning; slower)"),
+      cl::cat(cat)};
   cl::opt<std::string> predictionJson{
       "prediction-json", cl::init(""), cl::value_desc("FILE"),
       cl::desc("Write the predicted step as JSON (step_s, device_bytes, usable_bytes, "
-               "params, tokens): what --plan=auto reads from each candidate"),
+               "params, tokens, bound_s, persistent_bytes): what --plan=auto reads from each "
+               "candidate"),
       cl::cat(cat)};
   cl::opt<std::string> planChosen{
       "plan-chosen", cl::init(""), cl::value_desc("FLAGS"), cl::Hidden,

@@ -11,7 +11,9 @@
 // the module (`loom.plan`). Flags the user gave are kept in every
 // candidate. Pruning by bounds: more micro-batches (without a pipeline)
 // and recompute only add work, so they are tried only where the plan
-// without them does not fit.
+// without them does not fit; and a plan is not compiled where the kernels
+// of a plan it only adds to (same layout, less ZeRO, fewer micro-batches,
+// no recompute) already take longer than the fastest plan that fits.
 //
 //===----------------------------------------------------------------------===//
 #include "Planning.h"
@@ -30,7 +32,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <set>
+#include <thread>
 
 namespace loom {
 namespace {
@@ -40,7 +45,14 @@ struct Candidate {
   std::vector<std::string> flags;
   bool ok = false, fits = false;
   double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0;
-  std::string error;
+  /// A lower bound on the step of any plan that adds ZeRO, micro-batches
+  /// or recompute to this one (its forward and backward kernels).
+  double bound = 0;
+  /// Its parameters and optimizer state on the device (the largest rank's).
+  double persistentBytes = 0;
+  /// The candidate this one adds to (-1: none), whose bound is its own.
+  int base = -1;
+  std::string error, pruned;
   /// 6 x parameters x tokens/s over the GPUs' peak (0 without one).
   double mfu(double peakFlops, int64_t world) const {
     return peakFlops > 0 ? 6 * params * tokens / step / (peakFlops * double(world)) : 0;
@@ -132,6 +144,9 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
                                           : std::vector<int64_t>{0};
       if (forced(o.zeroStage))
         zeros = {int64_t(o.zeroStage)};
+      // Each plan at a higher ZeRO stage adds to the same plan at the
+      // lowest: its index, by micro-batches and schedule.
+      std::map<std::pair<int64_t, std::string>, int> lowest;
       // Without a pipeline, one micro-batch (more only where it does not
       // fit: the pass after this one); a pipeline wants several.
       std::vector<int64_t> ms = pp > 1 ? std::vector<int64_t>{pp, 2 * pp, 4 * pp}
@@ -159,6 +174,9 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
             add(forced(o.zeroStage), "--zero-stage=" + std::to_string(z));
             add(forced(o.microBatches) || m == 1, "--micro-batches=" + std::to_string(m));
             add(sched.empty(), "--pipeline-schedule=" + sched);
+            auto [it, first] = lowest.insert({{m, sched}, int(out.size())});
+            if (!first)
+              c.base = it->second;
             out.push_back(c);
           }
         }
@@ -181,44 +199,104 @@ void readPrediction(const std::string &path, Candidate &c) {
     return;
   auto num = [&](llvm::StringRef k) { return obj->getNumber(k).value_or(0); };
   c.step = num("step_s"), c.deviceBytes = num("device_bytes"), c.usableBytes = num("usable_bytes");
-  c.params = num("params"), c.tokens = num("tokens");
+  c.params = num("params"), c.tokens = num("tokens"), c.bound = num("bound_s");
+  c.persistentBytes = num("persistent_bytes");
   c.ok = c.step > 0;
   c.fits = c.ok && (c.usableBytes <= 0 || c.deviceBytes <= c.usableBytes);
 }
 
-/// Compiles every candidate (two at a time) for its prediction.
-void evaluate(std::vector<Candidate> &cands, const std::string &exe,
-              const std::vector<std::string> &base, const std::string &dir) {
+/// Reads back a finished candidate's prediction, or loomc's message.
+void collect(Candidate &c, const std::string &stem) {
+  readPrediction(stem + ".json", c);
+  if (c.ok)
+    return;
+  // loomc's own message: the last line of its output.
+  auto buf = llvm::MemoryBuffer::getFile(stem + ".log");
+  llvm::StringRef text = buf ? (*buf)->getBuffer().trim() : "";
+  c.error = text.rsplit('\n').second.empty() ? text.str() : text.rsplit('\n').second.str();
+  if (c.error.empty())
+    c.error = "no prediction";
+}
+
+/// Compiles the candidates `which` of `cands` for their predictions, two
+/// at a time (a new one starts as soon as one ends).
+void evaluate(std::vector<Candidate> &cands, const std::vector<size_t> &which,
+              const std::string &exe, const std::vector<std::string> &base,
+              const std::string &dir) {
   const size_t jobs = 2;
-  for (size_t i = 0; i < cands.size(); i += jobs) {
-    std::vector<std::pair<size_t, llvm::sys::ProcessInfo>> running;
-    for (size_t k = i; k < std::min(cands.size(), i + jobs); ++k) {
+  auto stem = [&](size_t k) { return dir + "/c" + std::to_string(k); };
+  std::vector<std::pair<size_t, llvm::sys::ProcessInfo>> running;
+  size_t next = 0, done = 0;
+  while (done < which.size()) {
+    while (running.size() < jobs && next < which.size()) {
+      size_t k = which[next++];
       std::vector<std::string> args = base;
       args.insert(args.end(), cands[k].flags.begin(), cands[k].flags.end());
-      args.push_back("--prediction-json=" + dir + "/c" + std::to_string(k) + ".json");
+      args.push_back("--prediction-json=" + stem(k) + ".json");
       llvm::sys::ProcessInfo pi;
-      if (runLoomc(exe, args, dir + "/c" + std::to_string(k) + ".log", false, &pi) == 0)
+      if (runLoomc(exe, args, stem(k) + ".log", false, &pi) == 0) {
         running.push_back({k, pi});
-      else
+      } else {
         cands[k].error = "could not start loomc";
-    }
-    for (auto &[k, pi] : running) {
-      llvm::sys::Wait(pi, std::nullopt);
-      readPrediction(dir + "/c" + std::to_string(k) + ".json", cands[k]);
-      if (!cands[k].ok) {
-        // loomc's own message: the last line of its output.
-        auto buf = llvm::MemoryBuffer::getFile(dir + "/c" + std::to_string(k) + ".log");
-        llvm::StringRef text = buf ? (*buf)->getBuffer().trim() : "";
-        cands[k].error = text.rsplit('\n').second.empty() ? text.str()
-                                                           : text.rsplit('\n').second.str();
-        if (cands[k].error.empty())
-          cands[k].error = "no prediction";
+        ++done;
       }
     }
-    if ((i + jobs) % 10 < jobs || i + jobs >= cands.size())
-      llvm::errs() << llvm::formatv("loomc: --plan=auto: {0}/{1} candidates predicted\n",
-                                    std::min(cands.size(), i + jobs), cands.size());
+    bool any = false;
+    for (size_t r = 0; r < running.size();) {
+      llvm::sys::ProcessInfo res = llvm::sys::Wait(running[r].second, 0u);
+      if (res.Pid == 0) { // still running
+        ++r;
+        continue;
+      }
+      collect(cands[running[r].first], stem(running[r].first));
+      running.erase(running.begin() + r);
+      any = true;
+      if (++done % 10 == 0 || done == which.size())
+        llvm::errs() << llvm::formatv("loomc: --plan=auto: {0}/{1} candidates predicted\n",
+                                      done, which.size());
+    }
+    if (!any && !running.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+/// The last refusal's message, for when every plan was refused.
+std::string lastError(const std::vector<Candidate> &cands) {
+  for (auto it = cands.rbegin(); it != cands.rend(); ++it)
+    if (!it->error.empty())
+      return it->error;
+  return "none tried";
+}
+
+/// The fastest candidate that fits, or null.
+const Candidate *fastestFitting(const std::vector<Candidate> &cands) {
+  const Candidate *best = nullptr;
+  for (const Candidate &c : cands)
+    if (c.fits && (!best || c.step < best->step))
+      best = &c;
+  return best;
+}
+
+/// Keeps the candidates of `which` that may beat `best` (those whose base's
+/// bound is not already slower); marks the others pruned.
+std::vector<size_t> unpruned(std::vector<Candidate> &cands, const std::vector<size_t> &which,
+                             const Candidate *best, bool exhaustive) {
+  if (exhaustive)
+    return which;
+  std::vector<size_t> keep;
+  for (size_t k : which) {
+    Candidate &c = cands[k];
+    const Candidate *b = c.base >= 0 ? &cands[size_t(c.base)] : nullptr;
+    if (best && b && b->ok && b->bound >= best->step) {
+      c.pruned = llvm::formatv("the kernels of `{0}` alone take {1:F4} s, more than the {2:F4} s "
+                               "step of `{3}`",
+                               b->text(), b->bound, best->step, best->text())
+                     .str();
+      continue;
+    }
+    keep.push_back(k);
+  }
+  return keep;
 }
 
 llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t world) {
@@ -226,7 +304,11 @@ llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t wo
   for (const std::string &f : c.flags)
     flags.push_back(f);
   llvm::json::Object o{{"flags", std::move(flags)}, {"ok", c.ok}};
-  if (c.ok) {
+  if (!c.pruned.empty()) {
+    o["pruned"] = c.pruned;
+  } else if (c.ok) {
+    if (c.bound > 0)
+      o["bound_s"] = c.bound;
     o["step_s"] = c.step;
     o["tokens_per_s"] = c.tokens / c.step;
     if (peakFlops > 0)
@@ -241,10 +323,11 @@ llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t wo
 
 /// The plan table, fastest first (plans that fit before those that do not).
 void printTable(const std::vector<const Candidate *> &ranked, double peakFlops, int64_t world,
-                size_t refused) {
+                size_t refused, size_t pruned) {
   constexpr double GiB = double(1ull << 30);
   llvm::errs() << "loomc: --plan=auto: " << ranked.size() << " plans predicted ("
-               << refused << " refused by loomc):\n"
+               << refused << " refused by loomc, " << pruned
+               << " not compiled: bounded by a slower plan's kernels):\n"
                << "  rank  step s    tokens/s     MFU     GiB/GPU  fits  plan\n";
   for (size_t i = 0; i < ranked.size() && i < 12; ++i) {
     const Candidate &c = *ranked[i];
@@ -263,7 +346,7 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
              llvm::ArrayRef<std::pair<std::string, int64_t>> levels, const std::string &hwName,
              double peakFlops) {
   std::string exe = llvm::sys::fs::getMainExecutable(argv[0], (void *)&planMain);
-  std::vector<std::string> finalArgs = keptArgs(argc, argv, {"plan", "plan-report", "plan-chosen"});
+  std::vector<std::string> finalArgs = keptArgs(argc, argv, {"plan", "plan-report", "plan-chosen", "plan-exhaustive"});
   std::vector<std::string> chosenFlags;
   double chosenStep = 0;
   if (o.plan != "auto") {
@@ -306,8 +389,8 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
       return loomcError("--plan=auto: cannot make a temporary folder: " + ec.message());
     std::vector<std::string> base =
         keptArgs(argc, argv,
-                 {"plan", "plan-report", "plan-chosen", "o", "compile-to", "emit-dir", "timeline",
-                  "prediction-json"});
+                 {"plan", "plan-report", "plan-chosen", "plan-exhaustive", "o", "compile-to",
+                  "emit-dir", "timeline", "prediction-json"});
     // (Data parallelism is applied in the distribute phase and the
     // streams' overlap in schedule: the prediction needs both.)
     base.push_back("--compile-to=schedule");
@@ -319,46 +402,62 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
     llvm::errs() << llvm::formatv("loomc: --plan=auto: {0} plans on {1} ranks, each predicted "
                                   "on '{2}' by a loomc of its own, two at a time\n",
                                   cands.size(), world, hwName);
-    evaluate(cands, exe, base, std::string(dir));
+    // First each layout at its lowest ZeRO stage (the bases), then the
+    // higher stages that their bases' kernels do not already rule out.
+    std::vector<size_t> bases, rest;
+    for (size_t k = 0; k < cands.size(); ++k)
+      (cands[k].base < 0 ? bases : rest).push_back(k);
+    evaluate(cands, bases, exe, base, std::string(dir));
+    rest = unpruned(cands, rest, fastestFitting(cands), o.planExhaustive);
+    evaluate(cands, rest, exe, base, std::string(dir));
     // Bounds: micro-batches without a pipeline, and recompute, only add
     // work; where a plan does not fit, try them.
-    std::vector<Candidate> more;
     auto has = [](const Candidate &c, llvm::StringRef p) {
       return llvm::any_of(c.flags, [&](const std::string &f) { return llvm::StringRef(f).starts_with(p); });
     };
-    for (const Candidate &c : cands)
-      if (c.ok && !c.fits) {
-        if (!has(c, "--pipeline-parallel") && !o.microBatches.getNumOccurrences())
-          for (int64_t m : {2, 4, 8})
-            if (batch <= 0 || batch % m == 0) {
-              Candidate d = c;
-              d.flags.push_back("--micro-batches=" + std::to_string(m));
-              d.ok = d.fits = false;
-              more.push_back(d);
-            }
-        if (!o.recompute.getNumOccurrences()) {
-          Candidate d = c;
-          d.flags.push_back("--recompute=full");
-          d.ok = d.fits = false;
-          more.push_back(d);
-        }
-      }
-    if (!more.empty()) {
-      llvm::errs() << "loomc: --plan=auto: " << more.size()
-                   << " more with micro-batches or recompute, where a plan did not fit\n";
-      std::string moreDir = std::string(dir) + "/more";
-      (void)llvm::sys::fs::create_directory(moreDir);
-      evaluate(more, exe, base, moreDir);
-      cands.insert(cands.end(), more.begin(), more.end());
+    size_t tried = cands.size();
+    for (size_t k = 0; k < tried; ++k) {
+      if (!cands[k].ok || cands[k].fits)
+        continue;
+      // Micro-batches and recompute shrink what the step holds, not the
+      // parameters and optimizer state: where those alone exceed the
+      // device, neither can make the plan fit.
+      if (!o.planExhaustive && cands[k].usableBytes > 0 &&
+          cands[k].persistentBytes > cands[k].usableBytes)
+        continue;
+      auto derive = [&](const std::string &flag) {
+        Candidate d;
+        d.flags = cands[k].flags;
+        d.flags.push_back(flag);
+        d.base = int(k);
+        cands.push_back(d);
+      };
+      if (!has(cands[k], "--pipeline-parallel") && !o.microBatches.getNumOccurrences())
+        for (int64_t m : {2, 4, 8})
+          if (batch <= 0 || batch % m == 0)
+            derive("--micro-batches=" + std::to_string(m));
+      if (!o.recompute.getNumOccurrences())
+        derive("--recompute=full");
+    }
+    if (cands.size() > tried) {
+      std::vector<size_t> more;
+      for (size_t k = tried; k < cands.size(); ++k)
+        more.push_back(k);
+      size_t derived = more.size();
+      more = unpruned(cands, more, fastestFitting(cands), o.planExhaustive);
+      llvm::errs() << "loomc: --plan=auto: " << derived
+                   << " more with micro-batches or recompute, where a plan did not fit ("
+                   << derived - more.size() << " bounded out)\n";
+      evaluate(cands, more, exe, base, std::string(dir));
     }
     std::vector<const Candidate *> ranked;
-    size_t refused = 0;
+    size_t refused = 0, pruned = 0;
     for (const Candidate &c : cands)
-      c.ok ? ranked.push_back(&c) : (void)++refused;
+      !c.pruned.empty() ? (void)++pruned : c.ok ? ranked.push_back(&c) : (void)++refused;
     std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate *a, const Candidate *b) {
       return a->fits != b->fits ? a->fits : a->step < b->step;
     });
-    printTable(ranked, peakFlops, world, refused);
+    printTable(ranked, peakFlops, world, refused, pruned);
     llvm::json::Array all;
     for (const Candidate &c : cands)
       all.push_back(candidateJson(c, peakFlops, world));
@@ -378,7 +477,7 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
     if (ranked.empty() || !ranked.front()->fits)
       return loomcError(ranked.empty()
                             ? "--plan=auto: loomc refused every plan (the last one said: " +
-                                  (cands.empty() ? std::string("none tried") : cands.back().error) + ")"
+                                  lastError(cands) + ")"
                             : "--plan=auto: no plan fits the device's memory (the smallest "
                               "needs more; see the table)");
     chosenFlags = ranked.front()->flags;

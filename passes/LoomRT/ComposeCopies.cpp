@@ -21,9 +21,11 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loom/Passes/LoomRT.h"
+#include "loom/Support/OpPositions.h"
 
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_COMPOSECOPIES
@@ -146,7 +148,7 @@ bool touches(Operation *op, Value root) {
 /// nothing else reads, both copies run on one stream in one block, and the
 /// first copy's source is neither used between them (frees of it move past
 /// the composed copy) nor the destination's buffer. Returns whether it did.
-bool compose(rt::CopyStridedOp second) {
+bool compose(rt::CopyStridedOp second, ::loom::OpPositions &pos) {
   Value tmp = second.getSrc();
   auto alloc = tmp.getDefiningOp<rt::AllocOp>();
   if (!alloc || alloc.getHost() || second.getDst() == tmp)
@@ -166,11 +168,11 @@ bool compose(rt::CopyStridedOp second) {
       return false;
     tmpFree = f;
   }
-  if (!first || first->getBlock() != second->getBlock() || !first->isBeforeInBlock(second) ||
+  if (!first || first->getBlock() != second->getBlock() || !pos.before(first, second) ||
       first.getStream() != second.getStream() ||
       first.getElemBytes() != second.getElemBytes() ||
       (tmpFree && (tmpFree->getBlock() != second->getBlock() ||
-                   !second->isBeforeInBlock(tmpFree))))
+                   !pos.before(second, tmpFree))))
     return false;
   // The first copy fills the temporary densely.
   ArrayRef<int64_t> p = first.getShape(), b = first.getDstStrides();
@@ -212,8 +214,16 @@ bool compose(rt::CopyStridedOp second) {
   auto composed = rt::CopyStridedOp::create(builder, second.getLoc(), second.getStream(),
                                             first.getSrc(), second.getDst(),
                                             second.getElemBytes(), src, dst, shape);
-  for (rt::FreeOp f : moved)
+  pos.placed(composed);
+  for (rt::FreeOp f : moved) {
     f->moveAfter(composed);
+    pos.placed(f);
+  }
+  pos.forget(second);
+  pos.forget(first);
+  if (tmpFree)
+    pos.forget(tmpFree);
+  pos.forget(alloc);
   second.erase();
   first.erase();
   if (tmpFree)
@@ -231,11 +241,19 @@ struct ComposeCopies : public mlir::loom::impl::ComposeCopiesBase<ComposeCopies>
 
 int64_t mlir::loom::composeCopies(ModuleOp module) {
   SmallVector<rt::CopyStridedOp> copies;
-  module.walk([&](rt::CopyStridedOp c) { copies.push_back(c); });
+  // (Positions numbered once: composing moves frees, and asking MLIR the
+  // order after each move renumbered the whole block, OpPositions.h.)
+  ::loom::OpPositions pos;
+  llvm::SmallPtrSet<Block *, 8> numbered;
+  module.walk([&](rt::CopyStridedOp c) {
+    copies.push_back(c);
+    if (numbered.insert(c->getBlock()).second)
+      pos.number(*c->getBlock());
+  });
   int64_t n = 0;
   // In program order, so a chain of three composes into one; a composed
   // pair's first copy was visited before its second.
   for (rt::CopyStridedOp c : copies)
-    n += compose(c);
+    n += compose(c, pos);
   return n;
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loom/Passes/LoomRT.h"
+#include "loom/Support/OpPositions.h"
 
 #include "mlir/IR/Dominance.h"
 
@@ -37,11 +38,12 @@ namespace {
 /// recomputed step rounded the product to bf16 before adding the bias
 /// where the step without recompute did not: the two parted in the fifth
 /// digit on an H200. Null when anything else comes first.
-Operation *nextWork(rt::MatmulOp m, Value x, SmallVectorImpl<Operation *> &hoist) {
+Operation *nextWork(rt::MatmulOp m, Value x, SmallVectorImpl<Operation *> &hoist,
+                    const ::loom::OpPositions &pos) {
   llvm::SmallPtrSet<Operation *, 8> moving;
   auto before = [&](Value v) {
     Operation *d = v.getDefiningOp();
-    return !d || moving.contains(d) || d->getBlock() != m->getBlock() || d->isBeforeInBlock(m);
+    return !d || moving.contains(d) || d->getBlock() != m->getBlock() || pos.before(d, m);
   };
   for (Operation *n = m->getNextNode(); n; n = n->getNextNode()) {
     if (isa<rt::CommentOp, rt::AllocOp>(n) || (isa<rt::FreeOp>(n) && n->getOperand(0) != x))
@@ -54,7 +56,7 @@ Operation *nextWork(rt::MatmulOp m, Value x, SmallVectorImpl<Operation *> &hoist
     // after `m` (which moves up with it).
     for (Value v : n->getOperands()) {
       auto a = v.getDefiningOp<rt::AllocOp>();
-      if (a && a->getBlock() == m->getBlock() && m->isBeforeInBlock(a) && !moving.contains(a)) {
+      if (a && a->getBlock() == m->getBlock() && pos.before(m, a) && !moving.contains(a)) {
         moving.insert(a);
         hoist.push_back(a);
       } else if (!before(v)) {
@@ -67,13 +69,22 @@ Operation *nextWork(rt::MatmulOp m, Value x, SmallVectorImpl<Operation *> &hoist
   return nullptr;
 }
 
+/// Whether `v` exists before `m` runs: MLIR's dominance, with the order
+/// inside one block from `pos`.
+bool dominates(Value v, Operation *m, DominanceInfo &dom, const ::loom::OpPositions &pos) {
+  Operation *d = v.getDefiningOp();
+  if (d && d->getBlock() == m->getBlock())
+    return d != m && pos.before(d, m);
+  return dom.properlyDominates(v, m);
+}
+
 /// Fuses `m` with the add after it when that add is a bias add of m's
 /// whole result, the result is read by nothing else, and both buffers are
 /// plain step-arena allocations of the same size. Returns whether it did.
-bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
+bool fuse(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions &pos) {
   Value x = m.getC();
   SmallVector<Operation *> hoist;
-  auto add = dyn_cast_or_null<rt::BinaryOp>(nextWork(m, x, hoist));
+  auto add = dyn_cast_or_null<rt::BinaryOp>(nextWork(m, x, hoist, pos));
   if (!add || add.getKind() != rt::BinaryKind::add || add.getStream() != m.getStream() ||
       add.getDtype() != m.getOut())
     return false;
@@ -100,7 +111,7 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
   auto xAlloc = x.getDefiningOp<rt::AllocOp>(), yAlloc = y.getDefiningOp<rt::AllocOp>();
   bool biasMoves = llvm::is_contained(hoist, rt::bufferRoot(bias).getDefiningOp());
   if (!xAlloc || !yAlloc || xAlloc.getBytes() != yAlloc.getBytes() ||
-      xAlloc.getHost() != yAlloc.getHost() || (!biasMoves && !dom.properlyDominates(bias, m)))
+      xAlloc.getHost() != yAlloc.getHost() || (!biasMoves && !dominates(bias, m, dom, pos)))
     return false;
   rt::FreeOp xFree;
   for (Operation *user : x.getUsers()) {
@@ -111,19 +122,23 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom) {
       return false; // read elsewhere, or freed twice: leave it
     xFree = f;
   }
-  for (Operation *op : hoist)
+  for (Operation *op : hoist) {
     op->moveBefore(m);
+    pos.placed(op);
+  }
   OpBuilder b(m);
-  rt::MatmulBiasOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), bias, x,
-                           m.getTransA(), m.getTransB(), m.getBatch(), m.getM(), m.getN(),
-                           m.getK(), m.getStrideA(), m.getStrideB(), m.getStrideC(), m.getIn(),
-                           m.getOut());
+  auto fused = rt::MatmulBiasOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), bias,
+                                        x, m.getTransA(), m.getTransB(), m.getBatch(), m.getM(),
+                                        m.getN(), m.getK(), m.getStrideA(), m.getStrideB(),
+                                        m.getStrideC(), m.getIn(), m.getOut());
+  pos.placed(fused);
   y.replaceAllUsesWith(x);
-  if (xFree)
-    xFree.erase();
-  add.erase();
-  yAlloc.erase();
-  m.erase();
+  for (Operation *gone : {xFree.getOperation(), add.getOperation(), yAlloc.getOperation(),
+                          m.getOperation()})
+    if (gone) {
+      pos.forget(gone);
+      gone->erase();
+    }
   return true;
 }
 
@@ -183,7 +198,7 @@ bool independent(Operation *n, std::pair<Value, int64_t> slot, int64_t bytes) {
 /// comments, allocations, views and other buffers' frees may stand between;
 /// the slot's view (and its buffer's allocation) moves up to the product.
 /// Returns whether it did.
-bool fuseUpcast(rt::MatmulOp m) {
+bool fuseUpcast(rt::MatmulOp m, ::loom::OpPositions &pos) {
   Value x = m.getC();
   if (m.getOut() != rt::DType::bf16)
     return false;
@@ -225,7 +240,7 @@ bool fuseUpcast(rt::MatmulOp m) {
   Value y = c.getY();
   SmallVector<Operation *> hoist;
   for (Value v = y; Operation *d = v.getDefiningOp();) {
-    if (d->getBlock() != m->getBlock() || d->isBeforeInBlock(m))
+    if (d->getBlock() != m->getBlock() || pos.before(d, m))
       break;
     if (!isa<rt::AllocOp, rt::ViewOp>(d))
       return false;
@@ -235,18 +250,25 @@ bool fuseUpcast(rt::MatmulOp m) {
     else
       break;
   }
-  for (Operation *d : hoist)
+  for (Operation *d : hoist) {
     d->moveBefore(m);
+    pos.placed(d);
+  }
   OpBuilder b(m);
-  rt::MatmulOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), y, m.getTransA(),
-                       m.getTransB(), m.getBatch(), m.getM(), m.getN(), m.getK(), m.getStrideA(),
-                       m.getStrideB(), m.getStrideC(), m.getIn(), rt::DType::f32);
-  c.erase();
-  if (xFree)
-    xFree.erase();
-  m.erase();
-  if (xAlloc && xAlloc->use_empty())
+  auto upcast = rt::MatmulOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), y,
+                                     m.getTransA(), m.getTransB(), m.getBatch(), m.getM(),
+                                     m.getN(), m.getK(), m.getStrideA(), m.getStrideB(),
+                                     m.getStrideC(), m.getIn(), rt::DType::f32);
+  pos.placed(upcast);
+  for (Operation *gone : {c.getOperation(), xFree.getOperation(), m.getOperation()})
+    if (gone) {
+      pos.forget(gone);
+      gone->erase();
+    }
+  if (xAlloc && xAlloc->use_empty()) {
+    pos.forget(xAlloc);
     xAlloc.erase();
+  }
   return true;
 }
 
@@ -261,8 +283,15 @@ int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
   SmallVector<rt::MatmulOp> matmuls;
   module.walk([&](rt::MatmulOp m) { matmuls.push_back(m); });
   DominanceInfo dom(module);
+  // (Numbered once: fusing moves ops, and asking MLIR the order after each
+  // move renumbered the whole block, OpPositions.h.)
+  ::loom::OpPositions pos;
+  llvm::SmallPtrSet<Block *, 8> numbered;
+  for (rt::MatmulOp m : matmuls)
+    if (numbered.insert(m->getBlock()).second)
+      pos.number(*m->getBlock());
   int64_t n = 0;
   for (rt::MatmulOp m : matmuls)
-    n += fuse(m, dom) || fuseUpcast(m);
+    n += fuse(m, dom, pos) || fuseUpcast(m, pos);
   return n;
 }

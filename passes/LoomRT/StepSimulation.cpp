@@ -309,6 +309,7 @@ struct Simulator {
         })
         .Case([&](rt::BackwardDoneOp) {
           lastBackward = gpu;
+          p.gpuKernelSecondsToBackward = p.gpuKernelSeconds;
           return success();
         })
         .Case([&](rt::RecordOp r) {
