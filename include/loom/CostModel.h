@@ -97,6 +97,12 @@ struct Hardware {
   // the H200 with CUPTI as (step - kernel time) / kernels: 2.5-2.7 us
   // (bench/RESULTS.md, 2026-11-29). 0: none (descriptions before then).
   double gpuKernelGapSeconds = 0;
+  // The fraction of its rate a compute kernel loses while a collective
+  // runs beside it on the same GPU (NCCL's kernels take SMs and HBM
+  // bandwidth from it): a kernel overlapping a collective for t seconds
+  // takes this times t longer. Fitted on measured steps (docs/cost-model.md,
+  // "Collectives beside kernels"). 0: none (descriptions before then).
+  double gpuCommOverlapSlowdown = 0;
   // Row gathers from a table in pinned host memory (graph features), each
   // a fixed cost a row plus its bytes over a bandwidth (fitted on
   // bench/gather_bench: docs/cost-model.md, "Row gathers"). Zero-copy: the

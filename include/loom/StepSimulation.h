@@ -39,10 +39,14 @@ struct StepPrediction {
   /// The compute stream's kernel time: its work without the gaps between
   /// kernels (gpu_kernel_gap_seconds), as CUPTI sums a step's kernels.
   double gpuKernelSeconds = 0;
-  /// The part of it issued before the last gradient exists (the forward
-  /// and backward): work a plan with the same layout and more ZeRO,
-  /// micro-batches or recompute still does, so --plan=auto's bound.
-  double gpuKernelSecondsToBackward = 0;
+  /// The compute roofs (flops over the product rate, attention at its
+  /// rate; no memory roof, no slowdown) of the kernels issued before the
+  /// last gradient exists: what the forward and backward cost at least on
+  /// any plan with the same layout and more ZeRO, micro-batches or
+  /// recompute (the same products, or more of them, or smaller ones at a
+  /// lower rate), so --plan=auto's bound.
+  double computeRoofSecondsToBackward = 0;
+  double computeRoofSeconds = 0; // (the running sum)
   double persistentDeviceBytes = 0; // parameters and state in device memory
   double peakStepBytes = 0;         // the step arena's size (fragmentation included)
   double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }

@@ -69,10 +69,10 @@ int loomcError(const llvm::Twine &msg) {
 /// schedule over the stages), the largest device memory of a rank, what a
 /// device may hold, and the model's parameters and tokens a step; and a
 /// lower bound on the step of any plan with this one's layout and more
-/// ZeRO, micro-batches or recompute (--plan=auto's pruning): the kernels of
-/// the forward and backward and the tensor-parallel collectives between
-/// them (each waited on by the next kernel), on the busiest stage of a
-/// pipeline.
+/// ZeRO, micro-batches or recompute (--plan=auto's pruning): the compute
+/// roofs of the forward and backward's kernels, or the tensor-parallel
+/// collectives' link time where longer (the two may overlap), on the
+/// busiest stage of a pipeline.
 struct PredictionSummary {
   double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0, bound = 0;
   /// The largest rank's parameters and optimizer state in device memory:
@@ -118,8 +118,8 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   {
     auto tp = summary.tensorParallelKey.empty() ? pred->comm.end()
                                                 : pred->comm.find(summary.tensorParallelKey);
-    summary.bound = std::max(summary.bound, pred->gpuKernelSecondsToBackward +
-                                                (tp != pred->comm.end() ? tp->second.seconds : 0));
+    summary.bound = std::max({summary.bound, pred->computeRoofSecondsToBackward,
+                              tp != pred->comm.end() ? tp->second.seconds : 0});
   }
   summary.deviceBytes = std::max(summary.deviceBytes, peakDevice);
   summary.persistentBytes = std::max(summary.persistentBytes, pred->persistentDeviceBytes);

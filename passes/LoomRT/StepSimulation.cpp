@@ -138,6 +138,9 @@ struct Simulator {
       loomrt_arena_model_create(), loomrt_arena_model_destroy};
   // Host-memory traffic of CPU updates and DMA, and when it starts.
   double hostBytes = 0, hostFrom = -1;
+  // The collectives issued so far that may still run beside a kernel:
+  // [start, end) each (gpu_comm_overlap_slowdown).
+  std::vector<std::pair<double, double>> commBusy;
   // When each command issued to the compute stream starts (issue order).
   std::vector<double> computeStarts;
 
@@ -204,6 +207,24 @@ struct Simulator {
   }
   /// Device work issued as `commands` commands (commandsOf).
   void gpuOp(Operation *op, double seconds, int commands = 1) {
+    // A collective running beside it slows it (gpu_comm_overlap_slowdown):
+    // by the overlap with the collectives issued so far (those issued
+    // later are not known yet; the common case, a bucket's reduction
+    // beside the next layers' backward, is issued first).
+    if (hw.hasGpu && hw.gpuCommOverlapSlowdown > 0 && !commBusy.empty()) {
+      double from = std::max(gpu, host), to = from + seconds, overlap = 0;
+      for (size_t i = 0; i < commBusy.size();) {
+        auto [cs, ce] = commBusy[i];
+        if (ce <= from) { // over before any later kernel starts
+          commBusy[i] = commBusy.back();
+          commBusy.pop_back();
+          continue;
+        }
+        overlap += std::max(0.0, std::min(ce, to) - std::max(cs, from));
+        ++i;
+      }
+      seconds += hw.gpuCommOverlapSlowdown * std::min(overlap, seconds);
+    }
     // Each command leaves the stream idle for the kernel gap after it.
     p.gpuKernelSeconds += seconds;
     if (hw.hasGpu)
@@ -309,7 +330,7 @@ struct Simulator {
         })
         .Case([&](rt::BackwardDoneOp) {
           lastBackward = gpu;
-          p.gpuKernelSecondsToBackward = p.gpuKernelSeconds;
+          p.computeRoofSecondsToBackward = p.computeRoofSeconds;
           return success();
         })
         .Case([&](rt::RecordOp r) {
@@ -414,11 +435,16 @@ struct Simulator {
         a && hw.hasGpu && hw.gpuAttentionBf16Rate > 0 &&
         loomrt_attention_fused(a->dtype, a->t, a->s, a->dh)) {
       double passes = a->backward == 1 ? 3.5 / 2.5 : 1.0;
+      p.computeRoofSeconds += passes * flops / hw.gpuAttentionBf16Rate;
       gpuOp(op, passes * flops / hw.gpuAttentionBf16Rate, commandsOf(op));
       return success();
     }
     // The device's compute: the GPU's roofline, or on a CPU-only machine
     // (the CPU target) the CPU's.
+    if (flops > 0)
+      p.computeRoofSeconds += hw.hasGpu ? cost::gpuKernelTime(hw, dt, flops, 0)
+                                        : cost::opTime(hw, cost::Device::CPU, dt, flops, 0, 0) /
+                                              hw.gpuKernelEfficiency;
     gpuOp(op,
           hw.hasGpu ? cost::gpuKernelTime(hw, dt, flops, bytes)
                     : cost::opTime(hw, cost::Device::CPU, dt, flops, bytes, bytes) /
@@ -532,6 +558,8 @@ struct Simulator {
     double hops = kind == LOOMRT_COLL_SEND_RECV ? 1 : double(ranks - 1);
     double seconds = ranks > 1 ? hops * link.latency + moved / link.bandwidth : 0;
     lane = s + seconds;
+    if (seconds > 0)
+      commBusy.push_back({s, lane});
     p.comm[key].bytes += sent;
     p.comm[key].seconds += seconds;
     span("comm", op, s, lane);
