@@ -39,7 +39,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <cmath>
 
 using namespace mlir;
 namespace cost = ::loom::cost;
@@ -99,95 +98,6 @@ static int writePredictionJson(const std::string &path) {
   return 0;
 }
 
-/// Streaming DiLoCo's outer steps (loom-diloco's functions, each run every
-/// H inner steps): each function simulated on one lowered copy, and the
-/// mean step over H they make. A synchronous function (the outer step
-/// without overlap, an apply) runs between two steps. An overlapped
-/// exchange runs beside the next tau steps where the transport can run two
-/// collectives at once (the elastic TCP transport, `elastic=1`: its apply
-/// waits only for what the tau steps did not hide) and between two steps
-/// otherwise (NCCL, MPI without MPI_THREAD_MULTIPLE): train_main.cpp's
-/// rule. Returns the mean step (`step` without DiLoCo), or a negative
-/// value on failure.
-static double reportDiloco(ModuleOp module, const cost::Hardware &hw,
-                           const mlir::loom::LoweringOptions &lowering, double step) {
-  bool any = false;
-  for (auto fn : module.getOps<func::FuncOp>())
-    any |= fn->hasAttr(mlir::loom::LoomDialect::DilocoAttrHelper::getNameStr());
-  if (!any)
-    return step;
-  OwningOpRef<ModuleOp> copy = module.clone();
-  if (failed(mlir::loom::lowerForSimulation(*copy, lowering)))
-    return -1;
-  struct Fn {
-    std::string name;
-    mlir::loom::DilocoAttr when;
-    double seconds;
-  };
-  std::vector<Fn> fns;
-  for (auto fn : copy->getOps<func::FuncOp>())
-    if (auto a = fn->getAttrOfType<mlir::loom::DilocoAttr>(
-            mlir::loom::LoomDialect::DilocoAttrHelper::getNameStr())) {
-      FailureOr<mlir::loom::StepPrediction> p =
-          mlir::loom::simulateLoweredStep(*copy, hw, false, fn.getSymName());
-      if (failed(p))
-        return -1;
-      fns.push_back({fn.getSymName().str(), a, p->stepSeconds});
-    }
-  double between = 0, every = 0;
-  std::string detail, warnings;
-  for (const Fn &f : fns) {
-    every = double(f.when.getEvery());
-    double cost = f.seconds;
-    if (f.when.getAsync()) {
-      // Its apply: the same fragment's, tau steps later.
-      std::string apply = "diloco_apply_" + llvm::StringRef(f.name).rsplit('_').second.str();
-      int64_t tau = 0;
-      for (const Fn &g : fns)
-        if (g.name == apply)
-          tau = g.when.getOffset() - f.when.getOffset();
-      if (f.when.getElastic()) {
-        cost = std::max(0.0, f.seconds - double(tau) * step);
-        detail += llvm::formatv("; {0} {1:F3} s beside {2} steps ({3:F3} s): waits {4:F3} s",
-                                f.name, f.seconds, tau, double(tau) * step, cost)
-                      .str();
-        if (cost > 0) {
-          // The overlap that would hide it, if the schedule has room for it
-          // (overlap stays below inner-steps / fragments).
-          int64_t need = int64_t(std::ceil(f.seconds / std::max(step, 1e-12)));
-          int64_t fragments = 0;
-          for (const Fn &g : fns)
-            fragments += g.when.getAsync() ? 1 : 0;
-          int64_t room = f.when.getEvery() / std::max<int64_t>(fragments, 1);
-          warnings += llvm::formatv("loomc: warning: Streaming DiLoCo's {0} ({1:F3} s) does not "
-                                    "hide behind its {2} steps ({3:F3} s): each exchange makes a "
-                                    "step {4:F3} s longer; {5}\n",
-                                    f.name, f.seconds, tau, double(tau) * step, cost,
-                                    need < room
-                                        ? llvm::formatv("overlap={0} would hide it", need).str()
-                                        : llvm::formatv("no overlap below inner-steps/fragments "
-                                                        "= {0} can (it needs {1}): fewer "
-                                                        "fragments, a larger inner-steps or fp4",
-                                                        room, need)
-                                              .str())
-                          .str();
-        }
-      } else {
-        detail += llvm::formatv("; {0} {1:F3} s between steps", f.name, f.seconds).str();
-      }
-    } else {
-      detail += llvm::formatv("; {0} {1:F3} s", f.name, f.seconds).str();
-    }
-    between += cost;
-  }
-  double mean = step + (every > 0 ? between / every : 0);
-  llvm::errs() << llvm::formatv("loomc: predicted Streaming DiLoCo on '{0}': mean step {1:F4} s "
-                                "over {2} inner steps ({3:F1}% over the inner step){4}\n",
-                                hw.name, mean, int64_t(every), 100 * (mean / step - 1), detail)
-               << warnings;
-  return mean;
-}
-
 /// The cost model's prediction of the step (stderr) and, with `timeline`,
 /// the whole predicted schedule as a Chrome trace. Returns the exit code;
 /// the prediction in `out` where given (a pipeline stage's work).
@@ -205,7 +115,7 @@ static int reportPrediction(ModuleOp module, const cost::Hardware &hw,
   peakDevice = pred->peakDeviceBytes();
   // (With Streaming DiLoCo the step --plan=auto compares is the mean over
   // the outer period.)
-  double mean = reportDiloco(module, hw, lowering, pred->stepSeconds);
+  double mean = predictDiloco(module, hw, lowering, pred->stepSeconds);
   if (mean < 0)
     return 1;
   summary.step = mean;

@@ -319,7 +319,7 @@ struct LoomcOptions {
       "plan", cl::init(""), cl::value_desc("auto|FILE"),
       cl::desc("auto: search the parallel plans the passes build (data, tensor and pipeline "
                "degrees on --topology's levels, ZeRO stage, micro-batches, schedule, "
-               "recompute), predict each on --hardware, print the ranked table and compile "
+               "recompute; DiLoCo's fragments and overlap where --diloco is given), predict each on --hardware, print the ranked table and compile "
                "the fastest that fits; flags given explicitly are kept. FILE: replay the "
                "plan a --plan-report chose (docs/plan.md)"),
       cl::cat(cat)};

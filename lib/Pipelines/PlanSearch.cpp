@@ -36,6 +36,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 namespace loom {
 namespace {
@@ -134,19 +135,64 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
     tps = {int64_t(o.tensorParallel)};
   if (forced(o.pipelineParallel))
     pps = {int64_t(o.pipelineParallel)};
+  // Streaming DiLoCo, where the user asked for it: its fragments and
+  // overlap, where not given, chosen with the rest (its inner steps and
+  // codec stay the user's: they change what is trained, not only how
+  // fast). Each variant is the user's --diloco with the two keys set.
+  std::vector<std::string> dilocos = {""};
+  if (!o.diloco.empty()) {
+    std::string kept;
+    int64_t h = 100, givenP = 0, givenT = -1;
+    for (llvm::StringRef kv : llvm::split(llvm::StringRef(o.diloco), ',')) {
+      auto [k, v] = kv.split('=');
+      int64_t n = 0;
+      if (k.trim() == "fragments" && !v.getAsInteger(10, n))
+        givenP = n;
+      else if (k.trim() == "overlap" && !v.getAsInteger(10, n))
+        givenT = n;
+      else {
+        if (k.trim() == "inner-steps")
+          (void)v.getAsInteger(10, h);
+        kept += (kept.empty() ? "" : ",") + kv.str();
+      }
+    }
+    dilocos.clear();
+    for (int64_t p : givenP ? std::vector<int64_t>{givenP} : std::vector<int64_t>{1, 2, 3, 4}) {
+      if (p > h)
+        continue;
+      std::vector<int64_t> taus = {givenT};
+      if (givenT < 0) {
+        taus.clear();
+        // (Overlaps up to 20 steps: a longer one merges older work, which
+        // the step prediction does not weigh; give overlap= to go further.)
+        for (int64_t t : {0, 1, 2, 5, 10, 15, 20})
+          if (t * p < h)
+            taus.push_back(t);
+      }
+      for (int64_t t : taus)
+        dilocos.push_back("--diloco=" + kept + (kept.empty() ? "" : ",") +
+                          "fragments=" + std::to_string(p) + ",overlap=" + std::to_string(t));
+    }
+  }
   std::vector<Candidate> out;
   for (int64_t tp : tps)
     for (int64_t pp : pps) {
       if (tp * pp > world || world % (tp * pp) || (oneLevel && tp > 1 && pp > 1))
         continue;
       int64_t dp = world / tp / pp;
-      std::vector<int64_t> zeros = dp > 1 ? std::vector<int64_t>{0, 1, 2, 3}
-                                          : std::vector<int64_t>{0};
+      // With Streaming DiLoCo the outermost level holds the replicas (no
+      // pipeline over it) and ZeRO spans only the ranks inside a replica
+      // (-1: no --zero-stage at all, replicas of one rank).
+      int64_t inReplica = o.diloco.empty() ? dp : dp / std::max<int64_t>(outer, 1);
+      if (!o.diloco.empty() && pp > 1)
+        continue;
+      std::vector<int64_t> zeros = inReplica > 1 ? std::vector<int64_t>{0, 1, 2, 3}
+                                                 : std::vector<int64_t>{o.diloco.empty() ? 0 : -1};
       if (forced(o.zeroStage))
         zeros = {int64_t(o.zeroStage)};
       // Each plan at a higher ZeRO stage adds to the same plan at the
       // lowest: its index, by micro-batches and schedule.
-      std::map<std::pair<int64_t, std::string>, int> lowest;
+      std::map<std::tuple<int64_t, std::string, std::string>, int> lowest;
       // Without a pipeline, one micro-batch (more only where it does not
       // fit: the pass after this one); a pipeline wants several.
       std::vector<int64_t> ms = pp > 1 ? std::vector<int64_t>{pp, 2 * pp, 4 * pp}
@@ -163,7 +209,8 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
             if (m % pp == 0)
               scheds.push_back("interleaved:2");
           }
-          for (const std::string &sched : scheds) {
+          for (const std::string &sched : scheds)
+          for (const std::string &dl : dilocos) {
             Candidate c;
             auto add = [&](bool isForced, const std::string &flag) {
               if (!isForced)
@@ -171,10 +218,11 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
             };
             add(forced(o.tensorParallel) || tp == 1, "--tensor-parallel=" + std::to_string(tp));
             add(forced(o.pipelineParallel) || pp == 1, "--pipeline-parallel=" + std::to_string(pp));
-            add(forced(o.zeroStage), "--zero-stage=" + std::to_string(z));
+            add(forced(o.zeroStage) || z < 0, "--zero-stage=" + std::to_string(z));
             add(forced(o.microBatches) || m == 1, "--micro-batches=" + std::to_string(m));
             add(sched.empty(), "--pipeline-schedule=" + sched);
-            auto [it, first] = lowest.insert({{m, sched}, int(out.size())});
+            add(dl.empty(), dl);
+            auto [it, first] = lowest.insert({{m, sched, dl}, int(out.size())});
             if (!first)
               c.base = it->second;
             out.push_back(c);
@@ -306,6 +354,37 @@ std::vector<size_t> unpruned(std::vector<Candidate> &cands, const std::vector<si
   return keep;
 }
 
+/// Micro-batches (without a pipeline) and recompute only add work, so
+/// they are tried only for plans that do not fit: appended to `cands`,
+/// each with the plan it adds to as its base. Where the parameters and
+/// optimizer state alone exceed the device, neither can make it fit.
+void deriveUnfitting(std::vector<Candidate> &cands, const LoomcOptions &o, int64_t batch) {
+  auto has = [](const Candidate &c, llvm::StringRef p) {
+    return llvm::any_of(c.flags, [&](const std::string &f) { return llvm::StringRef(f).starts_with(p); });
+  };
+  size_t tried = cands.size();
+  for (size_t k = 0; k < tried; ++k) {
+    if (!cands[k].ok || cands[k].fits)
+      continue;
+    if (!o.planExhaustive && cands[k].usableBytes > 0 &&
+        cands[k].persistentBytes > cands[k].usableBytes)
+      continue;
+    auto derive = [&](const std::string &flag) {
+      Candidate d;
+      d.flags = cands[k].flags;
+      d.flags.push_back(flag);
+      d.base = int(k);
+      cands.push_back(d);
+    };
+    if (!has(cands[k], "--pipeline-parallel") && !o.microBatches.getNumOccurrences())
+      for (int64_t m : {2, 4, 8})
+        if (batch <= 0 || batch % m == 0)
+          derive("--micro-batches=" + std::to_string(m));
+    if (!o.recompute.getNumOccurrences())
+      derive("--recompute=full");
+  }
+}
+
 llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t world) {
   llvm::json::Array flags;
   for (const std::string &f : c.flags)
@@ -353,7 +432,11 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
              llvm::ArrayRef<std::pair<std::string, int64_t>> levels, const std::string &hwName,
              double peakFlops) {
   std::string exe = llvm::sys::fs::getMainExecutable(argv[0], (void *)&planMain);
-  std::vector<std::string> finalArgs = keptArgs(argc, argv, {"plan", "plan-report", "plan-chosen", "plan-exhaustive"});
+  // (A searched --diloco replaces the user's: the chosen plan carries it.)
+  std::vector<llvm::StringRef> own = {"plan", "plan-report", "plan-chosen", "plan-exhaustive"};
+  if (!o.diloco.empty() && o.plan == "auto")
+    own.push_back("diloco");
+  std::vector<std::string> finalArgs = keptArgs(argc, argv, own);
   std::vector<std::string> chosenFlags;
   double chosenStep = 0;
   if (o.plan != "auto") {
@@ -394,10 +477,12 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
     llvm::SmallString<128> dir;
     if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("loomc-plan", dir))
       return loomcError("--plan=auto: cannot make a temporary folder: " + ec.message());
-    std::vector<std::string> base =
-        keptArgs(argc, argv,
-                 {"plan", "plan-report", "plan-chosen", "plan-exhaustive", "o", "compile-to",
-                  "emit-dir", "timeline", "prediction-json"});
+    std::vector<llvm::StringRef> drop = {"plan",     "plan-report", "plan-chosen",
+                                         "plan-exhaustive", "o", "compile-to",
+                                         "emit-dir", "timeline",    "prediction-json"};
+    if (!o.diloco.empty())
+      drop.push_back("diloco");
+    std::vector<std::string> base = keptArgs(argc, argv, drop);
     // (Data parallelism is applied in the distribute phase and the
     // streams' overlap in schedule: the prediction needs both.)
     base.push_back("--compile-to=schedule");
@@ -419,33 +504,8 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
     evaluate(cands, rest, exe, base, std::string(dir));
     // Bounds: micro-batches without a pipeline, and recompute, only add
     // work; where a plan does not fit, try them.
-    auto has = [](const Candidate &c, llvm::StringRef p) {
-      return llvm::any_of(c.flags, [&](const std::string &f) { return llvm::StringRef(f).starts_with(p); });
-    };
     size_t tried = cands.size();
-    for (size_t k = 0; k < tried; ++k) {
-      if (!cands[k].ok || cands[k].fits)
-        continue;
-      // Micro-batches and recompute shrink what the step holds, not the
-      // parameters and optimizer state: where those alone exceed the
-      // device, neither can make the plan fit.
-      if (!o.planExhaustive && cands[k].usableBytes > 0 &&
-          cands[k].persistentBytes > cands[k].usableBytes)
-        continue;
-      auto derive = [&](const std::string &flag) {
-        Candidate d;
-        d.flags = cands[k].flags;
-        d.flags.push_back(flag);
-        d.base = int(k);
-        cands.push_back(d);
-      };
-      if (!has(cands[k], "--pipeline-parallel") && !o.microBatches.getNumOccurrences())
-        for (int64_t m : {2, 4, 8})
-          if (batch <= 0 || batch % m == 0)
-            derive("--micro-batches=" + std::to_string(m));
-      if (!o.recompute.getNumOccurrences())
-        derive("--recompute=full");
-    }
+    deriveUnfitting(cands, o, batch);
     if (cands.size() > tried) {
       std::vector<size_t> more;
       for (size_t k = tried; k < cands.size(); ++k)

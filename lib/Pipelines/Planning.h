@@ -30,6 +30,12 @@ std::optional<std::string>
 parseTopology(const std::string &flag,
               llvm::SmallVectorImpl<std::pair<std::string, int64_t>> &levels);
 
+/// Streaming DiLoCo's outer steps priced (Planning.cpp): prints the mean
+/// step over the outer period (and warns where an exchange does not hide);
+/// returns it, `step` without DiLoCo, negative on failure.
+double predictDiloco(mlir::ModuleOp module, const cost::Hardware &hw,
+                     const mlir::loom::LoweringOptions &lowering, double step);
+
 /// " NAME BYTES B SECONDS s;" for each communicator of a prediction.
 std::string commSummary(const mlir::loom::StepPrediction &p);
 
