@@ -354,8 +354,9 @@ std::vector<size_t> unpruned(std::vector<Candidate> &cands, const std::vector<si
   return keep;
 }
 
-/// Micro-batches (without a pipeline) and recompute only add work, so
-/// they are tried only for plans that do not fit: appended to `cands`,
+/// Micro-batches (without a pipeline) and recompute (where loomc's own
+/// --recompute=auto does not plan it: pipelines, CPU descriptions) only add
+/// work, so they are tried only for plans that do not fit: appended to `cands`,
 /// each with the plan it adds to as its base. Where the parameters and
 /// optimizer state alone exceed the device, neither can make it fit.
 void deriveUnfitting(std::vector<Candidate> &cands, const LoomcOptions &o, int64_t batch) {
@@ -380,7 +381,11 @@ void deriveUnfitting(std::vector<Candidate> &cands, const LoomcOptions &o, int64
       for (int64_t m : {2, 4, 8})
         if (batch <= 0 || batch % m == 0)
           derive("--micro-batches=" + std::to_string(m));
-    if (!o.recompute.getNumOccurrences())
+    // (Without a pipeline, on a GPU description, the default
+    // --recompute=auto already recomputed what it had to: full recompute
+    // would be the same plan again.)
+    bool autoRecomputed = cands[k].usableBytes > 0 && !has(cands[k], "--pipeline-parallel");
+    if (!o.recompute.getNumOccurrences() && !autoRecomputed)
       derive("--recompute=full");
   }
 }
@@ -483,9 +488,9 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
     if (!o.diloco.empty())
       drop.push_back("diloco");
     std::vector<std::string> base = keptArgs(argc, argv, drop);
-    // (Data parallelism is applied in the distribute phase and the
-    // streams' overlap in schedule: the prediction needs both.)
-    base.push_back("--compile-to=schedule");
+    // (The prediction is made once data parallelism is applied, in the
+    // distribute phase; the schedule phase only prints the streams.)
+    base.push_back("--compile-to=distribute");
     base.push_back("-o");
     base.push_back("/dev/null");
     if (!o.hardware.getNumOccurrences())
