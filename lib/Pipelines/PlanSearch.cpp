@@ -11,9 +11,10 @@
 // the module (`loom.plan`). Flags the user gave are kept in every
 // candidate. Pruning by bounds: more micro-batches (without a pipeline)
 // and recompute only add work, so they are tried only where the plan
-// without them does not fit; and a plan is not compiled where the kernels
+// without them does not fit; and a plan is not compiled where the products
 // of a plan it only adds to (same layout, less ZeRO, fewer micro-batches,
-// no recompute) already take longer than the fastest plan that fits.
+// no recompute) already take longer, at their compute roof, than 1.1x the
+// fastest plan that fits.
 //
 //===----------------------------------------------------------------------===//
 #include "Planning.h"
@@ -47,7 +48,8 @@ struct Candidate {
   bool ok = false, fits = false;
   double step = 0, deviceBytes = 0, usableBytes = 0, params = 0, tokens = 0;
   /// A lower bound on the step of any plan that adds ZeRO, micro-batches
-  /// or recompute to this one (its forward and backward kernels).
+  /// or recompute to this one (its forward and backward's products at
+  /// their compute roof, or its tensor-parallel collectives).
   double bound = 0;
   /// Its parameters and optimizer state on the device (the largest rank's).
   double persistentBytes = 0;
