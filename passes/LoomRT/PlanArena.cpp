@@ -87,8 +87,9 @@ int64_t mlir::loom::planArenaOffsets(ArrayRef<ArenaInterval> bufs,
     for (size_t n = leaf(b.start) + width; n >= 1; n /= 2)
       for (size_t j : cover[n])
         take(j);
-    for (auto it = byStart.upper_bound(b.start), e = byStart.lower_bound(b.end); it != e; ++it)
-      take(it->second);
+    if (b.end > b.start) // (an empty lifetime has no later start inside it)
+      for (auto it = byStart.upper_bound(b.start), e = byStart.lower_bound(b.end); it != e; ++it)
+        take(it->second);
     llvm::sort(taken);
     int64_t at = 0;
     for (auto [lo, hi] : taken) {
