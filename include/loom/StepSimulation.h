@@ -46,7 +46,6 @@ struct StepPrediction {
   /// recompute (the same products, or more of them, or smaller ones at a
   /// lower rate), so --plan=auto's bound.
   double computeRoofSecondsToBackward = 0;
-  double computeRoofSeconds = 0; // (the running sum)
   double persistentDeviceBytes = 0; // parameters and state in device memory
   double peakStepBytes = 0;         // the step arena's size (fragmentation included)
   double peakDeviceBytes() const { return persistentDeviceBytes + peakStepBytes; }

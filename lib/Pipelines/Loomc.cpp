@@ -842,10 +842,8 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.pipelineLevel = d.pipelineLevel;
   po.deviceMemoryGiB = o.deviceMemory;
   po.sequenceParallel = o.sequenceParallel;
-  if (o.tensorParallel > 1) {
+  if (o.tensorParallel > 1)
     po.tensorParallelLevel = d.levels.front().first;
-    summary.tensorParallelKey = "0";
-  }
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
   po.prefetch = o.prefetch == "auto" ? 1 : std::stoll(o.prefetch);
@@ -1035,9 +1033,11 @@ static int runPlan(int argc, char **argv, const LoomcOptions &o, const FlagDecis
 }
 
 /// What --prediction-json reports beside the step: the model's size and
-/// its tokens a step (each rank's rows of the first integer input, times
+/// its tokens a step, and which communicator is tensor-parallel (each rank's rows of the first integer input, times
 /// the micro-batches and the data-parallel replicas).
 static void noteModelSize(ModuleOp module, const LoomcOptions &o, const FlagDecisions &d) {
+  if (o.tensorParallel > 1) // (the innermost level, the simulation's key "0")
+    summary.tensorParallelKey = "0";
   for (auto p : module.getOps<mlir::loom::ParamOp>())
     summary.params += double(cast<mlir::ShapedType>(p.getType()).getNumElements());
   if (auto fwd = module.lookupSymbol<mlir::func::FuncOp>(mlir::loom::LoomDialect::kForward))

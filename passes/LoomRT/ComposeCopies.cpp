@@ -25,7 +25,6 @@
 
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "llvm/Support/MathExtras.h"
-#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_COMPOSECOPIES
@@ -219,16 +218,10 @@ bool compose(rt::CopyStridedOp second, ::loom::OpPositions &pos) {
     f->moveAfter(composed);
     pos.placed(f);
   }
-  pos.forget(second);
-  pos.forget(first);
-  if (tmpFree)
-    pos.forget(tmpFree);
-  pos.forget(alloc);
-  second.erase();
-  first.erase();
-  if (tmpFree)
-    tmpFree.erase();
-  alloc.erase();
+  pos.erase(second);
+  pos.erase(first);
+  pos.erase(tmpFree);
+  pos.erase(alloc);
   return true;
 }
 
@@ -244,11 +237,9 @@ int64_t mlir::loom::composeCopies(ModuleOp module) {
   // (Positions numbered once: composing moves frees, and asking MLIR the
   // order after each move renumbered the whole block, OpPositions.h.)
   ::loom::OpPositions pos;
-  llvm::SmallPtrSet<Block *, 8> numbered;
   module.walk([&](rt::CopyStridedOp c) {
     copies.push_back(c);
-    if (numbered.insert(c->getBlock()).second)
-      pos.number(*c->getBlock());
+    pos.numberBlockOf(c);
   });
   int64_t n = 0;
   // In program order, so a chain of three composes into one; a composed

@@ -135,10 +135,7 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions &pos) {
   y.replaceAllUsesWith(x);
   for (Operation *gone : {xFree.getOperation(), add.getOperation(), yAlloc.getOperation(),
                           m.getOperation()})
-    if (gone) {
-      pos.forget(gone);
-      gone->erase();
-    }
+    pos.erase(gone);
   return true;
 }
 
@@ -261,14 +258,9 @@ bool fuseUpcast(rt::MatmulOp m, ::loom::OpPositions &pos) {
                                      m.getStrideC(), m.getIn(), rt::DType::f32);
   pos.placed(upcast);
   for (Operation *gone : {c.getOperation(), xFree.getOperation(), m.getOperation()})
-    if (gone) {
-      pos.forget(gone);
-      gone->erase();
-    }
-  if (xAlloc && xAlloc->use_empty()) {
-    pos.forget(xAlloc);
-    xAlloc.erase();
-  }
+    pos.erase(gone);
+  if (xAlloc && xAlloc->use_empty())
+    pos.erase(xAlloc);
   return true;
 }
 
@@ -286,10 +278,8 @@ int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
   // (Numbered once: fusing moves ops, and asking MLIR the order after each
   // move renumbered the whole block, OpPositions.h.)
   ::loom::OpPositions pos;
-  llvm::SmallPtrSet<Block *, 8> numbered;
   for (rt::MatmulOp m : matmuls)
-    if (numbered.insert(m->getBlock()).second)
-      pos.number(*m->getBlock());
+    pos.numberBlockOf(m);
   int64_t n = 0;
   for (rt::MatmulOp m : matmuls)
     n += fuse(m, dom, pos) || fuseUpcast(m, pos);

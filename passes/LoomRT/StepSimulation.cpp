@@ -141,6 +141,9 @@ struct Simulator {
   // The collectives issued so far that may still run beside a kernel:
   // [start, end) each (gpu_comm_overlap_slowdown).
   std::vector<std::pair<double, double>> commBusy;
+  // The compute roofs of the kernels issued so far (p's
+  // computeRoofSecondsToBackward is this at loomrt.backward_done).
+  double computeRoof = 0;
   // When each command issued to the compute stream starts (issue order).
   std::vector<double> computeStarts;
 
@@ -330,7 +333,7 @@ struct Simulator {
         })
         .Case([&](rt::BackwardDoneOp) {
           lastBackward = gpu;
-          p.computeRoofSecondsToBackward = p.computeRoofSeconds;
+          p.computeRoofSecondsToBackward = computeRoof;
           return success();
         })
         .Case([&](rt::RecordOp r) {
@@ -435,14 +438,14 @@ struct Simulator {
         a && hw.hasGpu && hw.gpuAttentionBf16Rate > 0 &&
         loomrt_attention_fused(a->dtype, a->t, a->s, a->dh)) {
       double passes = a->backward == 1 ? 3.5 / 2.5 : 1.0;
-      p.computeRoofSeconds += passes * flops / hw.gpuAttentionBf16Rate;
+      computeRoof += passes * flops / hw.gpuAttentionBf16Rate;
       gpuOp(op, passes * flops / hw.gpuAttentionBf16Rate, commandsOf(op));
       return success();
     }
     // The device's compute: the GPU's roofline, or on a CPU-only machine
     // (the CPU target) the CPU's.
     if (flops > 0)
-      p.computeRoofSeconds += hw.hasGpu ? cost::gpuKernelTime(hw, dt, flops, 0)
+      computeRoof += hw.hasGpu ? cost::gpuKernelTime(hw, dt, flops, 0)
                                         : cost::opTime(hw, cost::Device::CPU, dt, flops, 0, 0) /
                                               hw.gpuKernelEfficiency;
     gpuOp(op,

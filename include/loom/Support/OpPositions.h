@@ -17,16 +17,20 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace loom {
 
 class OpPositions {
 public:
-  /// Numbers `block`'s ops in order (again, where it was numbered before).
-  void number(mlir::Block &block) {
+  /// Numbers the ops of `op`'s block in order, once per block.
+  void numberBlockOf(mlir::Operation *op) {
+    mlir::Block *block = op->getBlock();
+    if (!numbered.insert(block).second)
+      return;
     double i = 0;
-    for (mlir::Operation &op : block)
-      at[&op] = (i += 1024);
+    for (mlir::Operation &o : *block)
+      at[&o] = (i += 1024);
   }
   /// Whether `a` comes before `b`, both in one block.
   bool before(mlir::Operation *a, mlir::Operation *b) const {
@@ -55,11 +59,19 @@ public:
       return forget(op);
     at[op] = mid;
   }
-  /// `op` is about to be erased (its address may be reused).
-  void forget(mlir::Operation *op) { at.erase(op); }
+  /// Erases `op` (null: nothing), forgetting its number first (its
+  /// address may be reused).
+  void erase(mlir::Operation *op) {
+    if (!op)
+      return;
+    forget(op);
+    op->erase();
+  }
 
 private:
+  void forget(mlir::Operation *op) { at.erase(op); }
   llvm::DenseMap<mlir::Operation *, double> at;
+  llvm::SmallPtrSet<mlir::Block *, 8> numbered;
 };
 
 } // namespace loom
