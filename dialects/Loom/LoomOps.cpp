@@ -650,6 +650,91 @@ LogicalResult SpmmOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// Token-slot tables (top_k's indices, moe_slots' experts and slots) are
+/// [tokens, choices] of i64: the runtime reads them as int64_t.
+static LogicalResult verifyChoiceTable(Operation *op, RankedTensorType t, StringRef name,
+                                       int64_t rank = 2) {
+  if (!t.getElementType().isInteger(64) || (rank >= 0 && t.getRank() != rank))
+    return op->emitOpError() << name << " must be "
+                             << (rank == 2 ? "[tokens, choices] of i64" : "i64") << ", got " << t;
+  return success();
+}
+
+LogicalResult TopKOp::verify() {
+  auto in = getInput().getType();
+  if (in.getRank() < 1)
+    return emitOpError() << "input must have a dimension to choose from";
+  int64_t k = getK(), n = in.getShape().back();
+  if (k < 1 || k > n)
+    return emitOpError() << "k must be in [1, " << n << "] (the last dimension), got " << k;
+  SmallVector<int64_t> shape(in.getShape());
+  shape.back() = k;
+  if (getValues().getType().getShape() != ArrayRef<int64_t>(shape) ||
+      getValues().getType().getElementType() != in.getElementType())
+    return emitOpError() << "values must be " << shapeStr(shape) << " of the input's "
+                         << in.getElementType();
+  if (failed(verifyChoiceTable(*this, getIndices().getType(), "indices", -1)))
+    return failure();
+  if (getIndices().getType().getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError() << "indices must have the values' shape " << shapeStr(shape);
+  return success();
+}
+
+LogicalResult MoeSlotsOp::verify() {
+  auto ex = getExperts().getType();
+  if (failed(verifyChoiceTable(*this, ex, "experts")) ||
+      failed(verifyChoiceTable(*this, getSlots().getType(), "slots")))
+    return failure();
+  if (getSlots().getType().getShape() != ex.getShape())
+    return emitOpError() << "slots must have the experts' shape " << shapeStr(ex.getShape());
+  int64_t e = getNumExperts(), c = getCapacity();
+  if (ex.getDimSize(1) > e)
+    return emitOpError() << "each token chooses " << ex.getDimSize(1) << " of only " << e
+                         << " experts";
+  if (e > (int64_t(1) << 20) || c > (int64_t(1) << 40) / e)
+    return emitOpError() << "experts x capacity (" << e << " x " << c
+                         << ") must be at most 2^40 rows";
+  auto counts = getCounts().getType();
+  if (counts.getRank() != 1 || counts.getDimSize(0) != e || !counts.getElementType().isF32())
+    return emitOpError() << "counts must be tensor<" << e << "xf32>, got " << counts;
+  return success();
+}
+
+/// What moe_dispatch and moe_combine share: tokens [N, D] (one side), rows
+/// [R, D] (the other), slots [N, K] and optional weights [N, K].
+static LogicalResult verifySlotMove(Operation *op, RankedTensorType tokens, RankedTensorType rows,
+                                    RankedTensorType slots, Value weights) {
+  if (failed(verifyChoiceTable(op, slots, "slots")))
+    return failure();
+  if (tokens.getRank() != 2 || rows.getRank() != 2)
+    return op->emitOpError() << "tokens and expert rows must be [rows, features]";
+  if (tokens.getDimSize(1) != rows.getDimSize(1) || tokens.getElementType() != rows.getElementType())
+    return op->emitOpError() << "tokens " << tokens << " and expert rows " << rows
+                             << " must have one feature size and element type";
+  if (slots.getDimSize(0) != tokens.getDimSize(0))
+    return op->emitOpError() << "slots must have a row a token (" << tokens.getDimSize(0)
+                             << "), got " << slots.getDimSize(0);
+  if (weights && !sameShapeAndElement(weights.getType(),
+                                      RankedTensorType::get(slots.getShape(), tokens.getElementType())))
+    return op->emitOpError() << "weights must be " << shapeStr(slots.getShape()) << " of "
+                             << tokens.getElementType();
+  return success();
+}
+
+LogicalResult MoeDispatchOp::verify() {
+  return verifySlotMove(*this, getInput().getType(), getResult().getType(), getSlots().getType(),
+                        getWeights());
+}
+
+LogicalResult MoeCombineOp::verify() {
+  return verifySlotMove(*this, getResult().getType(), getInput().getType(), getSlots().getType(),
+                        getWeights());
+}
+
+//===----------------------------------------------------------------------===//
 // Shapes and reductions
 //===----------------------------------------------------------------------===//
 

@@ -499,6 +499,139 @@ def Loom_SpmmOp : Loom_Op<"spmm", [Pure, Loom_ComputeOpTrait]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts: routing, and tokens moved to and from expert slots
+//===----------------------------------------------------------------------===//
+
+def Loom_TopKOp : Loom_Op<"top_k", [Pure, Loom_ComputeOpTrait]> {
+  let summary = "The k largest values of each row and their positions";
+  let description = [{
+    Over the last dimension: `values[..., j]` is the j-th largest of
+    `input[..., :]` (descending) and `indices[..., j]` its position; equal
+    values keep their order (the lower position first). The router of a
+    mixture of experts: the experts each token goes to.
+
+    ```mlir
+    %v, %i = loom.top_k %probs k 2 : tensor<64x8xf32> -> tensor<64x2xf32>, tensor<64x2xi64>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, I64Attr:$k);
+  let results = (outs Loom_FloatTensor:$values, Loom_IntTensor:$indices);
+  let assemblyFormat = [{
+    $input `k` $k attr-dict `:` type($input) `->` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_TopKGradOp : Loom_Op<"top_k_grad", [Pure, Loom_ComputeOpTrait]> {
+  let summary = "Gradient of top_k: values' gradients put back at their positions";
+  let description = [{
+    `result[..., indices[..., j]] = grad[..., j]`, zero at the positions
+    top_k did not choose. The result has top_k's input shape.
+
+    ```mlir
+    %dp = loom.top_k_grad %dv[%i] : tensor<64x2xf32>, tensor<64x2xi64> -> tensor<64x8xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, Loom_IntTensor:$indices);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `[` $indices `]` attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeSlotsOp : Loom_Op<"moe_slots", [Pure, Loom_ComputeOpTrait]> {
+  let summary = "Each token's place in its experts' buffers (capacity, drops)";
+  let description = [{
+    `experts[N, K]` names the K experts of each of N tokens. Expert `e` has
+    `capacity` slots, rows `e * capacity ...` of a `[experts x capacity, D]`
+    buffer; they are filled in the order of (choice, token): every token's
+    first choice before any second choice (GShard's priority), tokens in
+    order. `slots[n, j]` is the row of token n's j-th choice, or -1 when its
+    expert was full (the token is dropped from that expert).
+    `counts[e]` is the number of choices of expert e before dropping (the
+    load-balancing loss's and the log's token counts). `capacity = N`
+    drops nothing.
+
+    ```mlir
+    %slots, %counts = loom.moe_slots %i experts 8 capacity 20
+        : tensor<64x2xi64> -> tensor<64x2xi64>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Loom_IntTensor:$experts, ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$capacity);
+  let results = (outs Loom_IntTensor:$slots, Loom_FloatTensor:$counts);
+  let assemblyFormat = [{
+    $experts `experts` $num_experts `capacity` $capacity attr-dict `:` type($experts) `->`
+    type($slots) `,` type($counts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeDispatchOp : Loom_Op<"moe_dispatch", [Pure, Loom_ComputeOpTrait]> {
+  let summary = "Tokens copied into their experts' slots";
+  let description = [{
+    `result[slots[n, j], :] = input[n, :] (* weights[n, j])` for every kept
+    choice (`slots >= 0`); rows no token took are zero. The result's rows
+    are the experts' buffers (`experts x capacity`).
+
+    ```mlir
+    %buf = loom.moe_dispatch %x[%slots] : tensor<64x32xf32>, tensor<64x2xi64> -> tensor<160x32xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_IntTensor:$slots,
+                       Optional<Loom_FloatTensor>:$weights);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $slots `]` (`weights` $weights^)? attr-dict `:` type($input) `,` type($slots)
+    (`,` type($weights)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeCombineOp : Loom_Op<"moe_combine", [Pure, Loom_ComputeOpTrait]> {
+  let summary = "Each token's experts' outputs summed back (weighted by its gates)";
+  let description = [{
+    `result[n, :] = Σ_j weights[n, j] · input[slots[n, j], :]` over the kept
+    choices (`slots >= 0`; 1 without weights). A token dropped by every
+    expert gets zero.
+
+    ```mlir
+    %y = loom.moe_combine %buf[%slots] weights %gates
+        : tensor<160x32xf32>, tensor<64x2xi64>, tensor<64x2xf32> -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_IntTensor:$slots,
+                       Optional<Loom_FloatTensor>:$weights);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $slots `]` (`weights` $weights^)? attr-dict `:` type($input) `,` type($slots)
+    (`,` type($weights)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeSlotDotOp : Loom_Op<"moe_slot_dot", [Pure, Loom_ComputeOpTrait]> {
+  let summary = "Dot products of tokens with their slots' rows (the gates' gradient)";
+  let description = [{
+    `result[n, j] = Σ_c tokens[n, c] · rows[slots[n, j], c]`, zero for a
+    dropped choice: the gradient of moe_combine's and moe_dispatch's weights.
+
+    ```mlir
+    %dg = loom.moe_slot_dot %dy, %buf[%slots]
+        : tensor<64x32xf32>, tensor<160x32xf32>, tensor<64x2xi64> -> tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$tokens, Loom_FloatTensor:$rows, Loom_IntTensor:$slots);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $tokens `,` $rows `[` $slots `]` attr-dict `:` type($tokens) `,` type($rows) `,`
+    type($slots) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Shape manipulation and reductions
 //===----------------------------------------------------------------------===//
 

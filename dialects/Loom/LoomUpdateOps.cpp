@@ -76,6 +76,34 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
+LogicalResult TopKGradOp::verify() {
+  auto g = getGrad().getType(), idx = getIndices().getType(), res = getResult().getType();
+  if (!idx.getElementType().isInteger(64) || idx.getShape() != g.getShape())
+    return emitOpError() << "indices must be i64 of the gradient's shape " << shapeStr(g.getShape());
+  if (g.getRank() < 1 || res.getRank() != g.getRank() ||
+      res.getShape().drop_back() != g.getShape().drop_back() ||
+      res.getShape().back() < g.getShape().back() || res.getElementType() != g.getElementType())
+    return emitOpError() << "result must be top_k's input: the gradient's shape and type with "
+                            "at least as many positions as chosen";
+  return success();
+}
+
+LogicalResult MoeSlotDotOp::verify() {
+  auto t = getTokens().getType(), r = getRows().getType(), s = getSlots().getType(),
+       res = getResult().getType();
+  if (!s.getElementType().isInteger(64) || s.getRank() != 2)
+    return emitOpError() << "slots must be [tokens, choices] of i64, got " << s;
+  if (t.getRank() != 2 || r.getRank() != 2 || t.getDimSize(1) != r.getDimSize(1) ||
+      t.getElementType() != r.getElementType())
+    return emitOpError() << "tokens and rows must be [rows, features] of one feature size and type";
+  if (s.getDimSize(0) != t.getDimSize(0))
+    return emitOpError() << "slots must have a row a token (" << t.getDimSize(0) << ")";
+  if (res.getShape() != s.getShape() || res.getElementType() != t.getElementType())
+    return emitOpError() << "result must be " << shapeStr(s.getShape()) << " of "
+                         << t.getElementType();
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   auto q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
   if (failed(verifyAttentionShapes(*this, q, k, v)))

@@ -465,6 +465,31 @@ double EmbeddingGradOp::getBytesMoved() {
   double n = double(getN()), d = double(getD());
   return n * 8 + n * d * es(getDtype()) + double(getVocab()) * d * 4 + 2 * n * d * 4;
 }
+// Mixture of experts: each pass reads and writes what its rows say; the
+// index tables are i64.
+double TopKOp::getBytesMoved() {
+  return double(getRows()) * (double(getN()) * es(getDtype()) + double(getK()) * (8 + es(getDtype())));
+}
+double TopKGradOp::getBytesMoved() {
+  return double(getRows()) * (double(getN()) * es(getDtype()) + double(getK()) * (8 + es(getDtype())));
+}
+double MoeSlotsOp::getBytesMoved() { return 16.0 * double(getN()) * double(getK()); }
+/// The buffer is zeroed, then each kept choice copies a row.
+static double slotMoveBytes(int64_t n, int64_t k, int64_t d, int64_t rows, double es, bool w) {
+  return double(rows) * double(d) * es + double(n) * double(k) * (8 + (w ? es : 0)) +
+         2.0 * double(n) * double(k) * double(d) * es;
+}
+double MoeDispatchOp::getBytesMoved() {
+  return slotMoveBytes(getN(), getK(), getD(), getRows(), es(getDtype()), bool(getWeights()));
+}
+double MoeCombineOp::getBytesMoved() {
+  return slotMoveBytes(getN(), getK(), getD(), 0, es(getDtype()), bool(getWeights())) +
+         double(getN()) * double(getD()) * es(getDtype());
+}
+double MoeSlotDotOp::getBytesMoved() {
+  return (1.0 + double(getK())) * double(getN()) * double(getD()) * es(getDtype()) +
+         double(getN()) * double(getK()) * (8 + es(getDtype()));
+}
 /// The forward's traffic: q and out; k and v.
 static double attentionForwardBytes(int64_t bh, int64_t dh, int64_t t, int64_t s, double es) {
   return 2.0 * double(bh) * double(dh) * double(t + s) * es;

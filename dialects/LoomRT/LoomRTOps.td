@@ -671,6 +671,53 @@ def LoomRT_EmbeddingGradOp : LoomRT_CallOp<"embedding_grad",
   let summary = "scatter-adds row gradients into an f32 table gradient";
 }
 
+def LoomRT_TopKOp : LoomRT_CallOp<"top_k",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$values, LoomRT_Buffer:$indices,
+         NonNegI64:$rows, NonNegI64:$n, NonNegI64:$k),
+    "$dtype $x `->` $values `,` $indices `rows` $rows `n` $n `k` $k"> {
+  let summary = "the k largest of each row of n and their positions (i64)";
+}
+
+def LoomRT_TopKGradOp : LoomRT_CallOp<"top_k_grad",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$dv, LoomRT_Buffer:$indices, LoomRT_Buffer:$dx,
+         NonNegI64:$rows, NonNegI64:$n, NonNegI64:$k),
+    "$dtype $dv `[` $indices `]` `->` $dx `rows` $rows `n` $n `k` $k"> {
+  let summary = "dx = 0, then dx[r, indices[r, j]] = dv[r, j]";
+}
+
+def LoomRT_MoeSlotsOp : LoomRT_CallOp<"moe_slots",
+    (ins LoomRT_Buffer:$experts, LoomRT_Buffer:$slots, LoomRT_Buffer:$counts,
+         NonNegI64:$n, NonNegI64:$k, NonNegI64:$num_experts, NonNegI64:$capacity),
+    "$experts `->` $slots `,` $counts `tokens` $n `k` $k `experts` $num_experts "
+    "`capacity` $capacity"> {
+  let summary = "each choice's row in its expert's buffer (-1: dropped) and the f32 counts";
+}
+
+def LoomRT_MoeDispatchOp : LoomRT_CallOp<"moe_dispatch",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$slots,
+         Optional<LoomRT_Buffer>:$weights, LoomRT_Buffer:$out, NonNegI64:$n, NonNegI64:$k,
+         NonNegI64:$d, NonNegI64:$rows),
+    "$dtype $x `[` $slots `]` (`weights` $weights^)? `->` $out `tokens` $n `k` $k `d` $d "
+    "`rows` $rows"> {
+  let summary = "out = 0, then out[slots[n, j]] = x[n] (* weights[n, j])";
+}
+
+def LoomRT_MoeCombineOp : LoomRT_CallOp<"moe_combine",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$y, LoomRT_Buffer:$slots,
+         Optional<LoomRT_Buffer>:$weights, LoomRT_Buffer:$out, NonNegI64:$n, NonNegI64:$k,
+         NonNegI64:$d, NonNegI64:$rows),
+    "$dtype $y `[` $slots `]` (`weights` $weights^)? `->` $out `tokens` $n `k` $k `d` $d "
+    "`rows` $rows"> {
+  let summary = "out[n] = sum over kept j of weights[n, j] (or 1) * y[slots[n, j]]";
+}
+
+def LoomRT_MoeSlotDotOp : LoomRT_CallOp<"moe_slot_dot",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$slots,
+         LoomRT_Buffer:$out, NonNegI64:$n, NonNegI64:$k, NonNegI64:$d, NonNegI64:$rows),
+    "$dtype $a `,` $b `[` $slots `]` `->` $out `tokens` $n `k` $k `d` $d `rows` $rows"> {
+  let summary = "out[n, j] = dot(a[n], b[slots[n, j]]), 0 where dropped";
+}
+
 def LoomRT_AttentionOp : LoomRT_CallOp<"attention",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$q, LoomRT_Buffer:$k, LoomRT_Buffer:$v,
          LoomRT_Buffer:$out, LoomRT_Buffer:$workspace, NonNegI64:$bh, NonNegI64:$t,

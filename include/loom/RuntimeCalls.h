@@ -208,6 +208,46 @@ template <typename B> bool visitRowCall(mlir::Operation *op, B &b) {
                       b.template ptr<float>(o.getDtable(), "float *"), b.i(o.getN()), b.i(o.getD()),
                       b.i(o.getVocab()));
       })
+      .Case([&](rt::TopKOp o) {
+        return b.call("loomrt_top_k", loomrt_top_k, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getValues()),
+                      b.template ptr<int64_t>(o.getIndices(), "int64_t *"), b.i(o.getRows()),
+                      b.i(o.getN()), b.i(o.getK()));
+      })
+      .Case([&](rt::TopKGradOp o) {
+        return b.call("loomrt_top_k_grad", loomrt_top_k_grad, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getDv()),
+                      b.template ptr<const int64_t>(o.getIndices(), "const int64_t *"),
+                      b.buf(o.getDx()), b.i(o.getRows()), b.i(o.getN()), b.i(o.getK()));
+      })
+      .Case([&](rt::MoeSlotsOp o) {
+        return b.call("loomrt_moe_slots", loomrt_moe_slots, b.stream(o.getStream()),
+                      b.template ptr<const int64_t>(o.getExperts(), "const int64_t *"),
+                      b.template ptr<int64_t>(o.getSlots(), "int64_t *"),
+                      b.template ptr<float>(o.getCounts(), "float *"), b.i(o.getN()),
+                      b.i(o.getK()), b.i(o.getNumExperts()), b.i(o.getCapacity()));
+      })
+      .Case([&](rt::MoeDispatchOp o) {
+        return b.call("loomrt_moe_dispatch", loomrt_moe_dispatch, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()),
+                      b.template ptr<const int64_t>(o.getSlots(), "const int64_t *"),
+                      b.buf(o.getWeights()), b.buf(o.getOut()), b.i(o.getN()), b.i(o.getK()),
+                      b.i(o.getD()), b.i(o.getRows()));
+      })
+      .Case([&](rt::MoeCombineOp o) {
+        return b.call("loomrt_moe_combine", loomrt_moe_combine, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getY()),
+                      b.template ptr<const int64_t>(o.getSlots(), "const int64_t *"),
+                      b.buf(o.getWeights()), b.buf(o.getOut()), b.i(o.getN()), b.i(o.getK()),
+                      b.i(o.getD()), b.i(o.getRows()));
+      })
+      .Case([&](rt::MoeSlotDotOp o) {
+        return b.call("loomrt_moe_slot_dot", loomrt_moe_slot_dot, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getA()), b.buf(o.getB()),
+                      b.template ptr<const int64_t>(o.getSlots(), "const int64_t *"),
+                      b.buf(o.getOut()), b.i(o.getN()), b.i(o.getK()), b.i(o.getD()),
+                      b.i(o.getRows()));
+      })
       .Case([&](rt::AttentionOp o) {
         return b.call("loomrt_attention", loomrt_attention, b.stream(o.getStream()),
                       b.dtype(o.getDtype()), b.i(o.getBh()), b.i(o.getT()), b.i(o.getS()),

@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <charconv>
 #include <cmath>
 
 using namespace mlir;
@@ -35,6 +36,9 @@ namespace {
 struct Spec {
   std::string family;
   llvm::StringMap<int64_t> values;
+  /// Real-valued keys (a mixture of experts' capacity factor and loss
+  /// coefficient).
+  llvm::StringMap<double> reals;
   /// Graph models: the neighbours sampled per hop, hop 1 (the seeds'
   /// neighbours) first; `layers` of them.
   std::vector<int64_t> fanouts;
@@ -52,7 +56,15 @@ std::string joinFanouts(ArrayRef<int64_t> f) {
 struct Family {
   const char *name;
   std::vector<std::pair<const char *, int64_t>> keys; // with defaults
+  std::vector<std::pair<const char *, double>> reals = {};
 };
+
+/// The shortest text that reads back as `v`.
+std::string realText(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
 const std::vector<Family> &families() {
   static const std::vector<Family> f = {
@@ -60,6 +72,16 @@ const std::vector<Family> &families() {
                {"seq", 32}, {"batch", 4}}},
       {"llama", {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256},
                  {"seq", 32}, {"batch", 4}, {"ffn", 0}, {"kv_heads", 0}}},
+      // Mixtral: Llama blocks whose MLP is `experts` SwiGLU experts, each
+      // token sent to `top_k` of them by a linear router (softmax, top k,
+      // renormalised when norm_topk=1). capacity: slots an expert has, as
+      // a factor of tokens * top_k / experts (0: every token fits, no
+      // drops); aux: the load-balancing loss's coefficient (Switch /
+      // Hugging Face's router_aux_loss_coef).
+      {"moe",
+       {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256}, {"seq", 32}, {"batch", 4},
+        {"ffn", 0}, {"kv_heads", 0}, {"experts", 8}, {"top_k", 2}, {"norm_topk", 1}},
+       {{"capacity", 0.0}, {"aux", 0.001}}},
       {"mlp", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 10},
                {"batch", 16}}},
       // Graph models over a node table of `nodes` rows of `in` features;
@@ -80,12 +102,14 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
       fam = &f;
   if (!fam) {
     error = "unknown model family '" + name.str() +
-            "': expected gpt, llama, mlp, sage or gcn (e.g. --model gpt:layers=2,d_model=64)";
+            "': expected gpt, llama, moe, mlp, sage or gcn (e.g. --model gpt:layers=2,d_model=64)";
     return false;
   }
   spec.family = fam->name;
   for (auto &[k, v] : fam->keys)
     spec.values[k] = v;
+  for (auto &[k, v] : fam->reals)
+    spec.reals[k] = v;
   SmallVector<StringRef> items;
   rest.split(items, ',', -1, /*KeepEmpty=*/false);
   std::string fanout;
@@ -96,10 +120,21 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
       fanout = value.trim().str();
       continue;
     }
+    if (spec.reals.count(key)) {
+      double r;
+      if (value.trim().getAsDouble(r) || !std::isfinite(r) || r < 0)
+        return error = "model key '" + key.str() + "' needs a non-negative number, got '" +
+                       value.str() + "'",
+               false;
+      spec.reals[key] = r;
+      continue;
+    }
     if (!spec.values.count(key)) {
       std::string known;
       for (auto &[k, v] : fam->keys)
         known += (known.empty() ? "" : ", ") + std::string(k);
+      for (auto &[k, v] : fam->reals)
+        known += ", " + std::string(k);
       error = "model '" + spec.family + "' has no key '" + key.str() +
               "' (keys: " + known + ")";
       return false;
@@ -136,7 +171,10 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
              false;
   }
   for (auto &[k, v] : fam->keys)
-    if (spec.values[k] < 1 && !(spec.family == "llama" && (StringRef(k) == "ffn" || StringRef(k) == "kv_heads")))
+    if (spec.values[k] < 1 &&
+        !((spec.family == "llama" || spec.family == "moe") &&
+          (StringRef(k) == "ffn" || StringRef(k) == "kv_heads")) &&
+        !(spec.family == "moe" && StringRef(k) == "norm_topk"))
       return error = "model key '" + std::string(k) + "' must be positive",
              false;
   return true;
@@ -273,6 +311,28 @@ public:
     return ConcatOp::create(b, loc, t(s), ValueRange{x, y},
                               b.getI64IntegerAttr(int64_t(s.size()) - 1));
   }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x.getType(), x, y); }
+  Value softmaxLast(Value x) {
+    return SoftmaxOp::create(b, loc, x.getType(), x,
+                             b.getI64IntegerAttr(int64_t(shape(x).size()) - 1), UnitAttr());
+  }
+  /// Sum or mean over `dims`, kept as size 1 with `keepdim`.
+  Value reduce(ReduceKind kind, Value x, ArrayRef<int64_t> dims, bool keepdim) {
+    SmallVector<int64_t> s;
+    for (auto [i, d] : llvm::enumerate(shape(x)))
+      if (!llvm::is_contained(dims, int64_t(i)))
+        s.push_back(d);
+      else if (keepdim)
+        s.push_back(1);
+    return ReduceOp::create(b, loc, t(s), kind, x, b.getDenseI64ArrayAttr(dims), keepdim);
+  }
+  Value concatFirst(ValueRange parts) {
+    SmallVector<int64_t> s(shape(parts[0]));
+    s[0] = 0;
+    for (Value p : parts)
+      s[0] += shape(p)[0];
+    return ConcatOp::create(b, loc, t(s), parts, b.getI64IntegerAttr(0));
+  }
   Value embedding(Value table, Value idx) {
     SmallVector<int64_t> s(shape(idx));
     s.push_back(shape(table)[1]);
@@ -367,6 +427,75 @@ std::pair<std::vector<float>, std::vector<float>> ropeTables(int64_t T,
   return {cosT, sinT};
 }
 
+/// The sparse MLP of a mixture-of-experts layer (Hugging Face's
+/// MixtralSparseMoeBlock, with GShard's capacity where one is given), and
+/// the load-balancing loss over every layer's routing (Hugging Face's
+/// load_balancing_loss_func: E * sum_e f_e * P_e, f_e the fraction of
+/// choices and P_e the mean router probability of expert e over all
+/// layers' tokens; Switch Transformer, Fedus et al. 2021, eq. 4).
+struct MoeBlocks {
+  GraphBuilder &g;
+  int64_t L, D, F, E, K, N, C;
+  bool normTopK;
+  double auxCoef;
+  Value countSum, probSum; // over layers: [E] choices, [E] router probabilities
+
+  MoeBlocks(GraphBuilder &g, const Spec &s, int64_t D, int64_t F, int64_t N)
+      : g(g), L(s.values.lookup("layers")), D(D), F(F), E(s.values.lookup("experts")), K(s.values.lookup("top_k")), N(N),
+        normTopK(s.values.lookup("norm_topk") != 0), auxCoef(s.reals.lookup("aux")) {
+    double factor = s.reals.lookup("capacity");
+    // No factor: an expert can take every token (each token chooses an
+    // expert once), so nothing is dropped.
+    C = factor > 0 ? std::min<int64_t>(N, std::max<int64_t>(
+                                               1, int64_t(std::ceil(factor * double(N * K) /
+                                                                    double(E)))))
+                   : N;
+  }
+
+  static std::string name(int64_t i, StringRef rest) {
+    return "model.layers." + std::to_string(i) + ".block_sparse_moe." + rest.str();
+  }
+
+  /// h [N, D] -> the experts' weighted outputs [N, D].
+  Value layer(int64_t i, Value h) {
+    auto i64 = IntegerType::get(&g.ctx, 64);
+    Value logits = g.linear(h, g.normal(name(i, "gate.weight"), {E, D}, 0.02));
+    Value probs = g.softmaxLast(logits);
+    auto topk = TopKOp::create(g.b, g.loc, g.t({N, K}), g.t({N, K}, i64), probs,
+                               g.b.getI64IntegerAttr(K));
+    Value gates = topk.getValues();
+    if (normTopK)
+      gates = g.div(gates, g.reduce(ReduceKind::sum, gates, {1}, true));
+    auto slots = MoeSlotsOp::create(g.b, g.loc, g.t({N, K}, i64), g.t({E}), topk.getIndices(),
+                                    g.b.getI64IntegerAttr(E), g.b.getI64IntegerAttr(C));
+    Value buf = MoeDispatchOp::create(g.b, g.loc, g.t({E * C, D}), h, slots.getSlots(), Value());
+    SmallVector<Value> outs;
+    for (int64_t e = 0; e < E; ++e) {
+      Value xe = g.sliceFirst(buf, e * C, (e + 1) * C);
+      std::string ex = "experts." + std::to_string(e) + ".";
+      Value w1 = g.linear(xe, g.normal(name(i, ex + "w1.weight"), {F, D}, 0.02));
+      Value w3 = g.linear(xe, g.normal(name(i, ex + "w3.weight"), {F, D}, 0.02));
+      outs.push_back(
+          g.linear(g.mul(g.silu(w1), w3), g.normal(name(i, ex + "w2.weight"), {D, F}, 0.02)));
+    }
+    Value out = MoeCombineOp::create(g.b, g.loc, g.t({N, D}), g.concatFirst(outs),
+                                     slots.getSlots(), gates);
+    Value p = g.reduce(ReduceKind::sum, probs, {0}, false);
+    countSum = countSum ? g.add(countSum, slots.getCounts()) : slots.getCounts();
+    probSum = probSum ? g.add(probSum, p) : p;
+    return out;
+  }
+
+  /// loss + aux * E * sum_e (counts_e / (L N)) (probs_e / (L N)).
+  Value withAuxLoss(Value loss) {
+    if (!(auxCoef > 0) || !countSum)
+      return loss;
+    Value total = g.reduce(ReduceKind::sum, g.mul(countSum, probSum), {0}, false);
+    double ln = double(L) * double(N);
+    return g.add(loss, g.mul(total, g.constant({}, {float(auxCoef * double(E) / (ln * ln))})));
+  }
+};
+
 void buildLlama(GraphBuilder &g, const Spec &s) {
   int64_t L = s.values.lookup("layers"), D = s.values.lookup("d_model"),
           H = s.values.lookup("heads"), V = s.values.lookup("vocab"),
@@ -380,6 +509,9 @@ void buildLlama(GraphBuilder &g, const Spec &s) {
   auto i64 = IntegerType::get(&g.ctx, 64);
   auto [tok, tgt] = g.beginForward(g.t({B, T}, i64), g.t({B, T}, i64));
   double std = 0.02;
+  std::optional<MoeBlocks> moe;
+  if (s.family == "moe")
+    moe.emplace(g, s, D, F, B * T);
   auto [cosT, sinT] = ropeTables(T, Dh);
   Value cosV = g.constant({T, Dh}, cosT), sinV = g.constant({T, Dh}, sinT);
   // rotary(x) = x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1].
@@ -408,13 +540,20 @@ void buildLlama(GraphBuilder &g, const Spec &s) {
     Value a = g.mergeHeads(g.attention(qr, kr, g.repeatHeads(v, H / KV)));
     x = g.add(x, proj(a, name(i, "self_attn.o_proj.weight"), D, D));
     Value h2 = g.rmsNorm(x, g.ones(name(i, "post_attention_layernorm.weight"), {D}), 1e-6);
+    if (moe) {
+      x = g.add(x, g.reshape(moe->layer(i, g.reshape(h2, {B * T, D})), {B, T, D}));
+      continue;
+    }
     Value gate = g.silu(proj(h2, name(i, "mlp.gate_proj.weight"), F, D));
     Value up = proj(h2, name(i, "mlp.up_proj.weight"), F, D);
     x = g.add(x, proj(g.mul(gate, up), name(i, "mlp.down_proj.weight"), D, F));
   }
   x = g.rmsNorm(x, g.ones("model.norm.weight", {D}), 1e-6);
   Value logits = proj(x, "lm_head.weight", V, D);
-  g.endForward(g.crossEntropy(logits, tgt));
+  Value loss = g.crossEntropy(logits, tgt);
+  if (moe)
+    loss = moe->withAuxLoss(loss);
+  g.endForward(loss);
 }
 
 void buildMlp(GraphBuilder &g, const Spec &s) {
@@ -563,7 +702,10 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
                 {v("vocab"), v("d_model")}, {v("batch"), v("seq"), v("vocab")},
                 {v("batch"), v("heads"), v("seq"), v("seq")}, {v("batch"), v("seq"), v("d_model"), 4},
                 {v("d_model"), v("d_model"), 4}, {v("d_model"), std::max<int64_t>(v("ffn"), 1), 3},
-                {v("layers"), v("d_model"), v("d_model"), 12}};
+                {v("layers"), v("d_model"), v("d_model"), 12},
+                // a mixture's experts: each its own FFN, and its dropless buffers
+                {std::max<int64_t>(v("experts"), 1), v("d_model"), std::max<int64_t>(v("ffn"), 1), 3},
+                {std::max<int64_t>(v("experts"), 1), v("batch"), v("seq"), v("d_model")}};
   for (const auto &dims : largest) {
     int64_t n = 1;
     std::string shape;
@@ -589,17 +731,21 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
                        joinFanouts(spec.fanouts) + " times the layer width is more than 2^40",
                nullptr;
   }
-  if (spec.family == "gpt" || spec.family == "llama") {
+  if (spec.family == "moe" && v("top_k") > v("experts"))
+    return error = "top_k (" + std::to_string(v("top_k")) + ") must be at most experts (" +
+                   std::to_string(v("experts")) + ")",
+           nullptr;
+  if (spec.family == "gpt" || spec.family == "llama" || spec.family == "moe") {
     int64_t D = spec.values["d_model"], H = spec.values["heads"];
     if (D % H)
       return error = "d_model (" + std::to_string(D) +
                      ") must divide by heads (" + std::to_string(H) + ")",
              nullptr;
-    if (spec.family == "llama" && (D / H) % 2)
+    if (spec.family != "gpt" && (D / H) % 2)
       return error = "llama's rotary embeddings need an even head dimension, "
                      "d_model/heads is " + std::to_string(D / H),
              nullptr;
-    int64_t KV = spec.family == "llama" ? spec.values["kv_heads"] : 0;
+    int64_t KV = spec.family != "gpt" ? spec.values["kv_heads"] : 0;
     if (KV && (KV > H || H % KV))
       return error = "heads (" + std::to_string(H) + ") must be a multiple of kv_heads (" +
                      std::to_string(KV) + ")",
@@ -608,7 +754,7 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   ctx.loadDialect<LoomDialect, func::FuncDialect, arith::ArithDialect>();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx));
   (*module)->setAttr(LoomDialect::ModelAttrHelper::getNameStr(), StringAttr::get(&ctx, text));
-  bool lm = spec.family == "gpt" || spec.family == "llama";
+  bool lm = spec.family == "gpt" || spec.family == "llama" || spec.family == "moe";
   SmallVector<Attribute> names;
   if (graph) {
     for (const std::string &n : graphInputNames(spec))
@@ -626,7 +772,7 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
   GraphBuilder g(ctx, *module);
   if (spec.family == "gpt")
     buildGpt(g, spec);
-  else if (spec.family == "llama")
+  else if (spec.family == "llama" || spec.family == "moe")
     buildLlama(g, spec);
   else if (graph)
     buildGraph(g, spec);
@@ -667,6 +813,10 @@ bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error,
                     : std::to_string(kv.first == StringRef("batch")
                                          ? batch / ranks
                                          : spec.values.lookup(kv.first)));
+  for (const Family &f : families())
+    if (spec.family == f.name)
+      for (auto &kv : f.reals)
+        out += "," + std::string(kv.first) + "=" + realText(spec.reals.lookup(kv.first));
   text = out;
   return true;
 }
@@ -674,11 +824,23 @@ bool splitSpecBatch(std::string &text, int64_t ranks, std::string &error,
 std::string modelSpecHelp() {
   std::string s;
   for (const Family &f : families()) {
-    s += "  " + std::string(f.name) + ":";
-    for (auto [i, kv] : llvm::enumerate(f.keys))
-      s += (i ? "," : "") + std::string(kv.first) + "=" +
-           (kv.first == StringRef("fanout") ? std::string("10-5") : std::to_string(kv.second));
-    s += "\n";
+    std::vector<std::string> items;
+    for (auto &kv : f.keys)
+      items.push_back(std::string(kv.first) + "=" +
+                      (kv.first == StringRef("fanout") ? std::string("10-5")
+                                                       : std::to_string(kv.second)));
+    for (auto &kv : f.reals)
+      items.push_back(std::string(kv.first) + "=" + realText(kv.second));
+    // Wrapped to fit the help's 100 columns (it indents these lines by 8).
+    std::string line = "  " + std::string(f.name) + ":";
+    for (auto [i, item] : llvm::enumerate(items)) {
+      if (line.size() + item.size() + 1 > 88) {
+        s += line + "\n";
+        line = "    ";
+      }
+      line += item + (i + 1 < items.size() ? "," : "");
+    }
+    s += line + "\n";
   }
   return s;
 }

@@ -557,6 +557,36 @@ public:
                                              o.getIndices()));
           return success();
         })
+        // Mixture of experts: the values' gradients go back to the chosen
+        // positions; a move into slots and a move out of them are each
+        // other's transposes, and a weight's gradient is the dot product of
+        // the token with its slot's row.
+        .Case([&](TopKOp o) {
+          if (active.contains(o.getInput()))
+            accumulate(o.getInput(), TopKGradOp::create(b, loc, o.getInput().getType(), dy,
+                                                        o.getIndices()));
+          return success();
+        })
+        .Case([&](MoeDispatchOp o) {
+          if (active.contains(o.getInput()))
+            accumulate(o.getInput(), MoeCombineOp::create(b, loc, o.getInput().getType(), dy,
+                                                          o.getSlots(), o.getWeights()));
+          if (o.getWeights() && active.contains(o.getWeights()))
+            accumulate(o.getWeights(),
+                       MoeSlotDotOp::create(b, loc, o.getWeights().getType(), o.getInput(), dy,
+                                            o.getSlots()));
+          return success();
+        })
+        .Case([&](MoeCombineOp o) {
+          if (active.contains(o.getInput()))
+            accumulate(o.getInput(), MoeDispatchOp::create(b, loc, o.getInput().getType(), dy,
+                                                           o.getSlots(), o.getWeights()));
+          if (o.getWeights() && active.contains(o.getWeights()))
+            accumulate(o.getWeights(),
+                       MoeSlotDotOp::create(b, loc, o.getWeights().getType(), dy, o.getInput(),
+                                            o.getSlots()));
+          return success();
+        })
         .Case([&](AttentionOp o) {
           auto g = AttentionGradOp::create(
               b, loc, o.getQuery().getType(), o.getKey().getType(),

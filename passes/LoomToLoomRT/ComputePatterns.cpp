@@ -84,6 +84,50 @@ LogicalResult lower(EmbeddingGradOp o, EmbeddingGradOp::Adaptor a, Emit &e) {
                               numel(o.getIndices()), t.getDimSize(1), t.getDimSize(0));
   return e.done(y);
 }
+// Mixture of experts: routing tables are [tokens, choices] of i64.
+LogicalResult lower(TopKOp o, TopKOp::Adaptor a, Emit &e) {
+  Value v = e.alloc(o.getValues()), idx = e.alloc(o.getIndices());
+  rt::TopKOp::create(e.rw, e.loc, e.f.compute, dt(o.getInput()), a.getInput(), v, idx,
+                     rowsOf(o.getInput()), lastDim(o.getInput()), int64_t(o.getK()));
+  return e.done({v, idx});
+}
+LogicalResult lower(TopKGradOp o, TopKGradOp::Adaptor a, Emit &e) {
+  Value dx = e.alloc(o.getResult());
+  rt::TopKGradOp::create(e.rw, e.loc, e.f.compute, dt(o.getGrad()), a.getGrad(), a.getIndices(),
+                         dx, rowsOf(o.getResult()), lastDim(o.getResult()), lastDim(o.getGrad()));
+  return e.done(dx);
+}
+LogicalResult lower(MoeSlotsOp o, MoeSlotsOp::Adaptor a, Emit &e) {
+  Value slots = e.alloc(o.getSlots()), counts = e.alloc(o.getCounts());
+  auto t = tt(o.getExperts());
+  rt::MoeSlotsOp::create(e.rw, e.loc, e.f.compute, a.getExperts(), slots, counts, t.getDimSize(0),
+                         t.getDimSize(1), int64_t(o.getNumExperts()), int64_t(o.getCapacity()));
+  return e.done({slots, counts});
+}
+LogicalResult lower(MoeDispatchOp o, MoeDispatchOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  auto s = tt(o.getSlots());
+  rt::MoeDispatchOp::create(e.rw, e.loc, e.f.compute, dt(o.getInput()), a.getInput(),
+                            a.getSlots(), a.getWeights(), y, s.getDimSize(0), s.getDimSize(1),
+                            lastDim(o.getInput()), rowsOf(o.getResult()));
+  return e.done(y);
+}
+LogicalResult lower(MoeCombineOp o, MoeCombineOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  auto s = tt(o.getSlots());
+  rt::MoeCombineOp::create(e.rw, e.loc, e.f.compute, dt(o.getInput()), a.getInput(), a.getSlots(),
+                           a.getWeights(), y, s.getDimSize(0), s.getDimSize(1),
+                           lastDim(o.getInput()), rowsOf(o.getInput()));
+  return e.done(y);
+}
+LogicalResult lower(MoeSlotDotOp o, MoeSlotDotOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  auto s = tt(o.getSlots());
+  rt::MoeSlotDotOp::create(e.rw, e.loc, e.f.compute, dt(o.getTokens()), a.getTokens(),
+                           a.getRows(), a.getSlots(), y, s.getDimSize(0), s.getDimSize(1),
+                           lastDim(o.getTokens()), rowsOf(o.getRows()));
+  return e.done(y);
+}
 LogicalResult lower(CrossEntropyOp o, CrossEntropyOp::Adaptor a, Emit &e) {
   Value y = e.alloc(o.getLoss());
   rt::CrossEntropyOp::create(e.rw, e.loc, e.f.compute, dt(o.getLogits()), a.getLogits(), a.getLabels(), y,
@@ -239,7 +283,8 @@ LogicalResult lower(ReduceOp o, ReduceOp::Adaptor a, Emit &e) {
 void populateComputePatterns(RewritePatternSet &patterns, const TypeConverter &tc, Plan &plan) {
   addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
               EmbeddingOp, ZeroCopyOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp,
-              AttentionOp, AttentionGradOp, MatmulOp, ReduceOp, CumsumOp>(patterns, tc, plan);
+              AttentionOp, AttentionGradOp, MatmulOp, ReduceOp, CumsumOp, TopKOp, TopKGradOp,
+              MoeSlotsOp, MoeDispatchOp, MoeCombineOp, MoeSlotDotOp>(patterns, tc, plan);
 }
 
 } // namespace mlir::loom::lowering

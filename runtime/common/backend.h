@@ -80,6 +80,24 @@ struct KernelOps {
                         const int64_t *rowPtr, const int64_t *colIdx,
                         const void *vals, const void *x, void *y,
                         int64_t rows, int64_t features);
+  /// Mixture of experts (arguments checked: slots within [-1, rows),
+  /// experts within [0, num_experts) on the CPU; the GPU skips bad entries).
+  loomrt_status (*top_k)(void *state, void *stream, loomrt_dtype dt, const void *x, void *values,
+                         int64_t *indices, int64_t rows, int64_t n, int64_t k);
+  loomrt_status (*top_k_grad)(void *state, void *stream, loomrt_dtype dt, const void *dv,
+                              const int64_t *indices, void *dx, int64_t rows, int64_t n,
+                              int64_t k);
+  loomrt_status (*moe_slots)(void *state, void *stream, const int64_t *experts, int64_t *slots,
+                             float *counts, int64_t n, int64_t k, int64_t numExperts,
+                             int64_t capacity);
+  /// combine = false: dispatch (x [n, d] -> out [rows, d]); true: combine
+  /// (x [rows, d] -> out [n, d]).
+  loomrt_status (*moe_move)(void *state, void *stream, loomrt_dtype dt, bool combine,
+                            const void *x, const int64_t *slots, const void *weights, void *out,
+                            int64_t n, int64_t k, int64_t d, int64_t rows);
+  loomrt_status (*moe_slot_dot)(void *state, void *stream, loomrt_dtype dt, const void *a,
+                                const void *b, const int64_t *slots, void *out, int64_t n,
+                                int64_t k, int64_t d, int64_t rows);
   loomrt_status (*sgd)(void *state, void *stream, float lr, float momentum,
                        int nesterov, float *p, const float *g, float *buf,
                        size_t n);

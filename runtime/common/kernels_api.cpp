@@ -521,6 +521,74 @@ loomrt_status loomrt_spmm(loomrt_stream s, loomrt_dtype dt,
                          : LOOMRT_OK;
 }
 
+loomrt_status loomrt_top_k(loomrt_stream s, loomrt_dtype dt, const void *x, void *values,
+                           int64_t *indices, int64_t rows, int64_t n, int64_t k) {
+  if (rows < 0 || n < 1 || k < 1 || k > n)
+    return bad("top_k", "needs rows >= 0 and 1 <= k <= n, got rows " + std::to_string(rows) +
+                            ", n " + std::to_string(n) + ", k " + std::to_string(k));
+  LOOMRT_TRY(common("top_k", s, dt, rows > 0, {x, values, indices}));
+  return rows ? K(s).top_k(ST(s), s->impl, dt, x, values, indices, rows, n, k) : LOOMRT_OK;
+}
+
+loomrt_status loomrt_top_k_grad(loomrt_stream s, loomrt_dtype dt, const void *dv,
+                                const int64_t *indices, void *dx, int64_t rows, int64_t n,
+                                int64_t k) {
+  if (rows < 0 || n < 1 || k < 1 || k > n)
+    return bad("top_k_grad", "needs rows >= 0 and 1 <= k <= n");
+  LOOMRT_TRY(common("top_k_grad", s, dt, rows > 0, {dv, indices, dx}));
+  return rows ? K(s).top_k_grad(ST(s), s->impl, dt, dv, indices, dx, rows, n, k) : LOOMRT_OK;
+}
+
+loomrt_status loomrt_moe_slots(loomrt_stream s, const int64_t *experts, int64_t *slots,
+                               float *counts, int64_t n, int64_t k, int64_t numExperts,
+                               int64_t capacity) {
+  if (n < 0 || k < 1 || numExperts < 1 || capacity < 1 || k > numExperts)
+    return bad("moe_slots", "needs n >= 0, 1 <= k <= experts, capacity >= 1");
+  LOOMRT_TRY(common("moe_slots", s, LOOMRT_F32, true, {counts}));
+  if (n && (!experts || !slots))
+    return bad("moe_slots", "null buffer");
+  return K(s).moe_slots(ST(s), s->impl, experts, slots, counts, n, k, numExperts, capacity);
+}
+
+namespace {
+loomrt_status moeMove(const char *fn, bool combine, loomrt_stream s, loomrt_dtype dt,
+                      const void *x, const int64_t *slots, const void *weights, void *out,
+                      int64_t n, int64_t k, int64_t d, int64_t rows) {
+  if (n < 0 || k < 1 || d < 0 || rows < 0)
+    return bad(fn, "needs n, d, rows >= 0 and k >= 1");
+  int64_t outRows = combine ? n : rows;
+  LOOMRT_TRY(common(fn, s, dt, outRows * d > 0, {out}));
+  if (n * d > 0 && (!x || !slots))
+    return bad(fn, "null buffer");
+  return outRows * d > 0 ? K(s).moe_move(ST(s), s->impl, dt, combine, x, slots, weights, out, n,
+                                         k, d, rows)
+                         : LOOMRT_OK;
+}
+} // namespace
+
+loomrt_status loomrt_moe_dispatch(loomrt_stream s, loomrt_dtype dt, const void *x,
+                                  const int64_t *slots, const void *weights, void *out, int64_t n,
+                                  int64_t k, int64_t d, int64_t rows) {
+  return moeMove("moe_dispatch", false, s, dt, x, slots, weights, out, n, k, d, rows);
+}
+
+loomrt_status loomrt_moe_combine(loomrt_stream s, loomrt_dtype dt, const void *y,
+                                 const int64_t *slots, const void *weights, void *out, int64_t n,
+                                 int64_t k, int64_t d, int64_t rows) {
+  return moeMove("moe_combine", true, s, dt, y, slots, weights, out, n, k, d, rows);
+}
+
+loomrt_status loomrt_moe_slot_dot(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,
+                                  const int64_t *slots, void *out, int64_t n, int64_t k, int64_t d,
+                                  int64_t rows) {
+  if (n < 0 || k < 1 || d < 0 || rows < 0)
+    return bad("moe_slot_dot", "needs n, d, rows >= 0 and k >= 1");
+  LOOMRT_TRY(common("moe_slot_dot", s, dt, n > 0, {a, slots, out}));
+  if (n * d > 0 && rows > 0 && !b)
+    return bad("moe_slot_dot", "null buffer");
+  return n ? K(s).moe_slot_dot(ST(s), s->impl, dt, a, b, slots, out, n, k, d, rows) : LOOMRT_OK;
+}
+
 loomrt_status loomrt_sgd_f32(loomrt_stream s, float lr, float momentum,
                              int nesterov, float *p, const float *g,
                              float *buf, size_t n) {

@@ -740,6 +740,149 @@ loomrt_status fusedK(void *, void *, const FusedProgram *p, const loomrt_fused_p
   return LOOMRT_OK;
 }
 
+//--- Mixture of experts ---------------------------------------------------//
+
+loomrt_status topKK(void *, void *, loomrt_dtype dt, const void *x, void *values,
+                    int64_t *indices, int64_t rows, int64_t n, int64_t k) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *X = static_cast<const T *>(x);
+    T *V = static_cast<T *>(values);
+#pragma omp parallel for schedule(static) if (rows * n > 65536)
+    for (int64_t r = 0; r < rows; ++r) {
+      // Selection by k passes over the row: k is small (the experts a token
+      // goes to). A NaN sorts below every number.
+      const T *xr = X + r * n;
+      std::vector<char> taken(size_t(n), 0);
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t best = -1;
+        float bv = 0;
+        for (int64_t c = 0; c < n; ++c) {
+          float v = load(xr[c]);
+          if (taken[size_t(c)])
+            continue;
+          if (best < 0 || v > bv || (std::isnan(bv) && !std::isnan(v))) {
+            best = c;
+            bv = v;
+          }
+        }
+        taken[size_t(best)] = 1;
+        V[r * k + j] = xr[best];
+        indices[r * k + j] = best;
+      }
+    }
+  });
+  return LOOMRT_OK;
+}
+
+/// The first index outside [lo, hi) of table[0, n) as an error.
+loomrt_status checkIndices(const char *what, const int64_t *table, int64_t n, int64_t lo,
+                           int64_t hi) {
+  for (int64_t i = 0; i < n; ++i)
+    if (table[i] < lo || table[i] >= hi)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  std::string(what) + ": entry " + std::to_string(table[i]) + " at " +
+                      std::to_string(i) + " is outside [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + ")");
+  return LOOMRT_OK;
+}
+
+loomrt_status topKGradK(void *, void *, loomrt_dtype dt, const void *dv, const int64_t *indices,
+                        void *dx, int64_t rows, int64_t n, int64_t k) {
+  if (loomrt_status st = checkIndices("top_k_grad", indices, rows * k, 0, n))
+    return st;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *G = static_cast<const T *>(dv);
+    T *DX = static_cast<T *>(dx);
+    std::fill_n(DX, rows * n, store<T>(0.0f));
+    for (int64_t i = 0; i < rows * k; ++i)
+      DX[(i / k) * n + indices[i]] = G[i];
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status moeSlotsK(void *, void *, const int64_t *experts, int64_t *slots, float *counts,
+                        int64_t n, int64_t k, int64_t numExperts, int64_t capacity) {
+  if (loomrt_status st = checkIndices("moe_slots", experts, n * k, 0, numExperts))
+    return st;
+  // Choices in the order (j, t): every first choice before any second.
+  std::vector<int64_t> used(size_t(numExperts), 0);
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t e = experts[t * k + j], p = used[size_t(e)]++;
+      slots[t * k + j] = p < capacity ? e * capacity + p : -1;
+    }
+  for (int64_t e = 0; e < numExperts; ++e)
+    counts[e] = float(used[size_t(e)]);
+  return LOOMRT_OK;
+}
+
+loomrt_status moeMoveK(void *, void *, loomrt_dtype dt, bool combine, const void *x,
+                       const int64_t *slots, const void *weights, void *out, int64_t n, int64_t k,
+                       int64_t d, int64_t rows) {
+  if (loomrt_status st = checkIndices(combine ? "moe_combine" : "moe_dispatch", slots, n * k, -1,
+                                      rows))
+    return st;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *X = static_cast<const T *>(x), *W = static_cast<const T *>(weights);
+    T *O = static_cast<T *>(out);
+    if (!combine) {
+      std::fill_n(O, rows * d, store<T>(0.0f));
+#pragma omp parallel for schedule(static) if (n * k * d > 65536)
+      for (int64_t i = 0; i < n * k; ++i) {
+        int64_t row = slots[i];
+        if (row < 0)
+          continue;
+        float w = W ? load(W[i]) : 1.0f;
+        const T *src = X + (i / k) * d;
+        T *dst = O + row * d;
+        for (int64_t c = 0; c < d; ++c)
+          dst[c] = W ? store<T>(load(src[c]) * w) : src[c];
+      }
+      return;
+    }
+#pragma omp parallel for schedule(static) if (n * k * d > 65536)
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> acc(size_t(d), 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t row = slots[t * k + j];
+        if (row < 0)
+          continue;
+        float w = W ? load(W[t * k + j]) : 1.0f;
+        for (int64_t c = 0; c < d; ++c)
+          acc[size_t(c)] += w * load(X[row * d + c]);
+      }
+      for (int64_t c = 0; c < d; ++c)
+        O[t * d + c] = store<T>(acc[size_t(c)]);
+    }
+  });
+  return LOOMRT_OK;
+}
+
+loomrt_status moeSlotDotK(void *, void *, loomrt_dtype dt, const void *a, const void *b,
+                          const int64_t *slots, void *out, int64_t n, int64_t k, int64_t d,
+                          int64_t rows) {
+  if (loomrt_status st = checkIndices("moe_slot_dot", slots, n * k, -1, rows))
+    return st;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *A = static_cast<const T *>(a), *B = static_cast<const T *>(b);
+    T *O = static_cast<T *>(out);
+#pragma omp parallel for schedule(static) if (n * k * d > 65536)
+    for (int64_t i = 0; i < n * k; ++i) {
+      int64_t row = slots[i];
+      double acc = 0;
+      if (row >= 0)
+        for (int64_t c = 0; c < d; ++c)
+          acc += double(load(A[(i / k) * d + c])) * double(load(B[row * d + c]));
+      O[i] = store<T>(float(acc));
+    }
+  });
+  return LOOMRT_OK;
+}
+
 /// The CPU's kernels by field name; attention (common/attention.cpp
 /// composes it from GEMMs and softmax) and matmul_bias (the matmul, then
 /// the add) are left empty: the runtime composes them.
@@ -764,6 +907,11 @@ KernelOps makeCpuKernels() {
   k.cross_entropy = crossEntropy;
   k.cross_entropy_grad = crossEntropyGrad;
   k.spmm = spmmK;
+  k.top_k = topKK;
+  k.top_k_grad = topKGradK;
+  k.moe_slots = moeSlotsK;
+  k.moe_move = moeMoveK;
+  k.moe_slot_dot = moeSlotDotK;
   k.sgd = sgdK;
   k.onebit_compress = onebitCompressK;
   k.onebit_decompress = onebitDecompressK;

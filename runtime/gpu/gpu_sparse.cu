@@ -287,10 +287,183 @@ loomrt_status spmmG(void *, void *st, loomrt_dtype dt, const int64_t *rowPtr,
   return launched("spmm");
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts: routing and the moves to and from expert slots
+//===----------------------------------------------------------------------===//
+
+/// One thread a row: the j-th choice is the largest entry after the
+/// (j-1)-th in the order (value descending, position ascending), so equal
+/// values come out in order of position, as on the CPU.
+template <typename T>
+__global__ void topKKernel(const T *x, T *values, int64_t *indices, int64_t rows, int64_t n,
+                           int64_t k) {
+  GRID_STRIDE(r, size_t(rows)) {
+    const T *xr = x + r * n;
+    float pv = 0;
+    int64_t pi = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      float bv = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        float v = load(xr[c]);
+        bool after = pi < 0 || v < pv || (v == pv && c > pi);
+        if (after && (best < 0 || v > bv)) {
+          best = c;
+          bv = v;
+        }
+      }
+      if (best < 0) // only NaNs left: a valid position all the same
+        best = j;
+      values[r * k + j] = xr[best];
+      indices[r * k + j] = best;
+      pv = bv;
+      pi = best;
+    }
+  }
+}
+template <typename T>
+__global__ void topKGradKernel(const T *dv, const int64_t *indices, T *dx, int64_t rows, int64_t n,
+                               int64_t k) {
+  GRID_STRIDE(i, size_t(rows * k)) {
+    int64_t c = indices[i];
+    if (c >= 0 && c < n)
+      dx[(int64_t(i) / k) * n + c] = dv[i];
+  }
+}
+/// One thread an expert, walking the choices in the order (j, t): every
+/// thread reads the same entry at a time (a broadcast), so a pass costs
+/// n * k loads however many experts there are.
+__global__ void moeSlotsKernel(const int64_t *experts, int64_t *slots, float *counts, int64_t n,
+                               int64_t k, int64_t numExperts, int64_t capacity) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= numExperts)
+    return;
+  int64_t used = 0;
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t x = experts[t * k + j];
+      if (x == e) {
+        slots[t * k + j] = used < capacity ? e * capacity + used : -1;
+        ++used;
+      } else if (e == 0 && (x < 0 || x >= numExperts)) {
+        slots[t * k + j] = -1; // an expert that does not exist: dropped
+      }
+    }
+  counts[e] = float(used);
+}
+template <typename T>
+__global__ void moeDispatchKernel(const T *x, const int64_t *slots, const T *w, T *out, int64_t n,
+                                  int64_t k, int64_t d, int64_t rows) {
+  GRID_STRIDE(i, size_t(n * k * d)) {
+    int64_t pair = int64_t(i) / d, c = int64_t(i) % d, row = slots[pair];
+    if (row >= 0 && row < rows) {
+      T v = x[(pair / k) * d + c];
+      out[row * d + c] = w ? store<T>(load(v) * load(w[pair])) : v;
+    }
+  }
+}
+template <typename T>
+__global__ void moeCombineKernel(const T *y, const int64_t *slots, const T *w, T *out, int64_t n,
+                                 int64_t k, int64_t d, int64_t rows) {
+  GRID_STRIDE(i, size_t(n * d)) {
+    int64_t t = int64_t(i) / d, c = int64_t(i) % d;
+    float acc = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t row = slots[t * k + j];
+      if (row >= 0 && row < rows)
+        acc += (w ? load(w[t * k + j]) : 1.0f) * load(y[row * d + c]);
+    }
+    out[i] = store<T>(acc);
+  }
+}
+/// One warp a (token, choice) pair.
+template <typename T>
+__global__ void moeSlotDotKernel(const T *a, const T *b, const int64_t *slots, T *out, int64_t n,
+                                 int64_t k, int64_t d, int64_t rows) {
+  int64_t pair = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (pair >= n * k)
+    return;
+  int64_t row = slots[pair];
+  float acc = 0;
+  if (row >= 0 && row < rows)
+    for (int64_t c = laneId(); c < d; c += kWarp)
+      acc += load(a[(pair / k) * d + c]) * load(b[row * d + c]);
+  acc = warpSum(acc);
+  if (laneId() == 0)
+    out[pair] = store<T>(acc);
+}
+
+loomrt_status topKG(void *, void *st, loomrt_dtype dt, const void *x, void *values,
+                    int64_t *indices, int64_t rows, int64_t n, int64_t k) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    topKKernel<T><<<gridFor(size_t(rows)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(x), static_cast<T *>(values), indices, rows, n, k);
+  });
+  return launched("top_k");
+}
+loomrt_status topKGradG(void *, void *st, loomrt_dtype dt, const void *dv, const int64_t *indices,
+                        void *dx, int64_t rows, int64_t n, int64_t k) {
+  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+  if (loomrt_status s = gpuCheck(gpuMemsetAsync(dx, 0, size_t(rows * n) * es, S(st)),
+                                 "top_k_grad zero"))
+    return s;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    topKGradKernel<T><<<gridFor(size_t(rows * k)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(dv), indices, static_cast<T *>(dx), rows, n, k);
+  });
+  return launched("top_k_grad");
+}
+loomrt_status moeSlotsG(void *, void *st, const int64_t *experts, int64_t *slots, float *counts,
+                        int64_t n, int64_t k, int64_t numExperts, int64_t capacity) {
+  moeSlotsKernel<<<unsigned((numExperts + kThreads - 1) / kThreads), kThreads, 0, S(st)>>>(
+      experts, slots, counts, n, k, numExperts, capacity);
+  return launched("moe_slots");
+}
+loomrt_status moeMoveG(void *, void *st, loomrt_dtype dt, bool combine, const void *x,
+                       const int64_t *slots, const void *weights, void *out, int64_t n, int64_t k,
+                       int64_t d, int64_t rows) {
+  size_t es = dt == LOOMRT_BF16 ? 2 : 4;
+  if (!combine)
+    if (loomrt_status s = gpuCheck(gpuMemsetAsync(out, 0, size_t(rows * d) * es, S(st)),
+                                   "moe_dispatch zero"))
+      return s;
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    auto X = static_cast<const T *>(x);
+    auto W = static_cast<const T *>(weights);
+    auto O = static_cast<T *>(out);
+    if (combine)
+      moeCombineKernel<T><<<gridFor(size_t(n * d)), kThreads, 0, S(st)>>>(X, slots, W, O, n, k, d,
+                                                                          rows);
+    else if (n * k * d > 0)
+      moeDispatchKernel<T><<<gridFor(size_t(n * k * d)), kThreads, 0, S(st)>>>(X, slots, W, O, n,
+                                                                                k, d, rows);
+  });
+  return launched(combine ? "moe_combine" : "moe_dispatch");
+}
+loomrt_status moeSlotDotG(void *, void *st, loomrt_dtype dt, const void *a, const void *b,
+                          const int64_t *slots, void *out, int64_t n, int64_t k, int64_t d,
+                          int64_t rows) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    size_t threads = size_t(n * k) * kWarp;
+    moeSlotDotKernel<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(a), static_cast<const T *>(b), slots, static_cast<T *>(out), n, k,
+        d, rows);
+  });
+  return launched("moe_slot_dot");
+}
 
 } // namespace
 
 void gpu::addSparseKernels(KernelOps &k) {
+  k.top_k = topKG;
+  k.top_k_grad = topKGradG;
+  k.moe_slots = moeSlotsG;
+  k.moe_move = moeMoveG;
+  k.moe_slot_dot = moeSlotDotG;
   k.embedding = embeddingG;
   k.embedding_grad = embeddingGradG;
   k.cross_entropy = crossEntropyG;

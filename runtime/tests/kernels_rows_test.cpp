@@ -290,6 +290,114 @@ TEST_P(RowKernels, SpmmAggregatesNeighbours) {
   });
 }
 
+/// Mixture of experts: top-k routing and its gradient, each choice's slot
+/// (GShard's order, a capacity that drops), and the moves into and out of
+/// the experts' rows, against references written here.
+TEST_P(RowKernels, MoeRoutingSlotsAndMoves) {
+  const int64_t n = 37, e = 6, k = 2, d = 33, cap = 7, rows = e * cap;
+  std::vector<float> probs = randn(n * e), dv = randn(n * k), x = randn(n * d),
+                     w = randn(n * k, 0.5f, 0.5f), y = randn(rows * d);
+  Harness probe(dev, s, dt());
+  auto P = probe.seen(probs), DV = probe.seen(dv), X = probe.seen(x), W = probe.seen(w),
+       Y = probe.seen(y);
+  // top_k: descending, equal values by position (bf16 storage makes ties).
+  std::vector<int64_t> idx(n * k);
+  D vals(n * k), idxD(n * k), dprobs(n * e, 0.0);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int64_t> order(e);
+    for (int64_t c = 0; c < e; ++c)
+      order[c] = c;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return P[t * e + a] > P[t * e + b]; });
+    for (int64_t j = 0; j < k; ++j) {
+      idx[t * k + j] = order[j];
+      idxD[t * k + j] = double(order[j]);
+      vals[t * k + j] = P[t * e + order[j]];
+      dprobs[t * e + order[j]] = DV[t * k + j];
+    }
+  }
+  // Slots: every first choice before any second, at most `cap` an expert.
+  std::vector<int64_t> slots(n * k), used(e, 0);
+  D slotsD(n * k), counts(e);
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t x0 = idx[t * k + j], p = used[x0]++;
+      slots[t * k + j] = p < cap ? x0 * cap + p : -1;
+      slotsD[t * k + j] = double(slots[t * k + j]);
+    }
+  int64_t dropped = 0;
+  for (int64_t c = 0; c < e; ++c) {
+    counts[c] = double(used[c]);
+    dropped += std::max<int64_t>(0, used[c] - cap);
+  }
+  ASSERT_GT(dropped, 0) << "the capacity should drop some choices";
+  D dispatched(rows * d, 0.0), weighted(rows * d, 0.0), combined(n * d, 0.0), dots(n * k, 0.0);
+  for (int64_t i = 0; i < n * k; ++i) {
+    int64_t r = slots[i], t = i / k;
+    if (r < 0)
+      continue;
+    for (int64_t c = 0; c < d; ++c) {
+      dispatched[r * d + c] = X[t * d + c];
+      weighted[r * d + c] = double(X[t * d + c]) * W[i];
+      combined[t * d + c] += double(W[i]) * Y[r * d + c];
+      dots[i] += double(X[t * d + c]) * Y[r * d + c];
+    }
+  }
+  auto asFloats = [](Harness &h, const int64_t *p, int64_t count) {
+    std::vector<int64_t> v(count);
+    EXPECT_EQ(LOOMRT_OK, loomrt_memcpy_async(h.s, v.data(), p, size_t(count) * 8));
+    EXPECT_EQ(LOOMRT_OK, loomrt_stream_synchronize(h.s));
+    return std::vector<float>(v.begin(), v.end());
+  };
+  check({vals, idxD, dprobs, slotsD, counts, dispatched, weighted, combined, dots},
+        [&](Harness &h) {
+          void *v = h.out(n * k), *dp = h.out(n * e), *buf = h.out(rows * d),
+               *wbuf = h.out(rows * d), *comb = h.out(n * k * d), *dot = h.out(n * k);
+          auto *ix = static_cast<int64_t *>(h.alloc(n * k * 8));
+          auto *sl = static_cast<int64_t *>(h.alloc(n * k * 8));
+          auto *cnt = static_cast<float *>(h.alloc(e * 4));
+          void *xs = h.put(x), *ws = h.put(w), *ys = h.put(y);
+          EXPECT_EQ(LOOMRT_OK, loomrt_top_k(h.s, h.dt, h.put(probs), v, ix, n, e, k));
+          EXPECT_EQ(LOOMRT_OK, loomrt_top_k_grad(h.s, h.dt, h.put(dv), ix, dp, n, e, k));
+          EXPECT_EQ(LOOMRT_OK, loomrt_moe_slots(h.s, ix, sl, cnt, n, k, e, cap));
+          EXPECT_EQ(LOOMRT_OK, loomrt_moe_dispatch(h.s, h.dt, xs, sl, nullptr, buf, n, k, d, rows));
+          EXPECT_EQ(LOOMRT_OK, loomrt_moe_dispatch(h.s, h.dt, xs, sl, ws, wbuf, n, k, d, rows));
+          EXPECT_EQ(LOOMRT_OK, loomrt_moe_combine(h.s, h.dt, ys, sl, ws, comb, n, k, d, rows));
+          EXPECT_EQ(LOOMRT_OK, loomrt_moe_slot_dot(h.s, h.dt, xs, ys, sl, dot, n, k, d, rows));
+          return std::vector<std::vector<float>>{
+              h.get(v, n * k), asFloats(h, ix, n * k), h.get(dp, n * e),
+              asFloats(h, sl, n * k),  h.get(cnt, e, LOOMRT_F32), h.get(buf, rows * d),
+              h.get(wbuf, rows * d),   h.get(comb, n * d), h.get(dot, n * k)};
+        });
+}
+
+TEST_P(RowKernels, MoeBadArgumentsAreErrors) {
+  Harness h(dev, s, dt());
+  void *x = h.out(16);
+  auto *ix = static_cast<int64_t *>(h.alloc(64));
+  auto *cnt = static_cast<float *>(h.alloc(16));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_top_k(h.s, h.dt, x, x, ix, 4, 4, 5));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_top_k(h.s, h.dt, x, x, ix, 4, 4, 0));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_moe_slots(h.s, ix, ix, cnt, 4, 3, 2, 4));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_moe_slots(h.s, ix, ix, cnt, 4, 1, 2, 0));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_moe_dispatch(h.s, h.dt, nullptr, ix, nullptr, x, 4, 1, 4, 4));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_moe_combine(h.s, h.dt, x, ix, nullptr, x, 4, 0, 4, 4));
+  EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+            loomrt_moe_slot_dot(h.s, h.dt, x, nullptr, ix, x, 4, 1, 4, 4));
+  if (GetParam().backend == LOOMRT_BACKEND_CPU) {
+    // The CPU checks every table entry; the GPU drops a bad one.
+    std::vector<int64_t> bad = {0, 1, 9, 2};
+    auto *b = h.putT(bad);
+    EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_moe_slots(h.s, b, ix, cnt, 4, 1, 4, 2));
+    EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT,
+              loomrt_moe_combine(h.s, h.dt, x, b, nullptr, x, 4, 1, 1, 4));
+    EXPECT_NE(std::string(loomrt_last_error()).find("outside [-1, 4)"), std::string::npos)
+        << loomrt_last_error();
+  }
+}
+
 TEST_P(RowKernels, SgdWithNesterovMomentum) {
   if (dt() != LOOMRT_F32)
     GTEST_SKIP() << "SGD state is fp32 only";

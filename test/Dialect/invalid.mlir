@@ -1001,3 +1001,155 @@ func.func @p2p_stream(%x: tensor<16xf32>) {
 // expected-error@+1 {{'loom.pipeline' must be [stage, stages, level] or [stage, stages, level, chunks] on the module}}
 module attributes {loom.pipeline = array<i64: 2, 2, 0>} {
 }
+
+// -----
+
+func.func @topk_k(%p: tensor<16x4xf32>) {
+  // expected-error@+1 {{k must be in [1, 4] (the last dimension), got 5}}
+  %0, %1 = loom.top_k %p k 5 : tensor<16x4xf32> -> tensor<16x5xf32>, tensor<16x5xi64>
+  return
+}
+
+// -----
+
+func.func @topk_values(%p: tensor<16x4xf32>) {
+  // expected-error@+1 {{values must be [16, 2] of the input's 'f32'}}
+  %0, %1 = loom.top_k %p k 2 : tensor<16x4xf32> -> tensor<16x3xf32>, tensor<16x2xi64>
+  return
+}
+
+// -----
+
+func.func @topk_indices(%p: tensor<16x4xf32>) {
+  // expected-error@+1 {{indices must be i64, got 'tensor<16x2xi32>'}}
+  %0, %1 = loom.top_k %p k 2 : tensor<16x4xf32> -> tensor<16x2xf32>, tensor<16x2xi32>
+  return
+}
+
+// -----
+
+func.func @topk_indices_shape(%p: tensor<16x4xf32>) {
+  // expected-error@+1 {{indices must have the values' shape [16, 2]}}
+  %0, %1 = loom.top_k %p k 2 : tensor<16x4xf32> -> tensor<16x2xf32>, tensor<16x1xi64>
+  return
+}
+
+// -----
+
+func.func @topk_empty(%p: tensor<f32>) {
+  // expected-error@+1 {{input must have a dimension to choose from}}
+  %0, %1 = loom.top_k %p k 1 : tensor<f32> -> tensor<f32>, tensor<i64>
+  return
+}
+
+// -----
+
+func.func @slots_rank(%i: tensor<32xi64>) {
+  // expected-error@+1 {{experts must be [tokens, choices] of i64, got 'tensor<32xi64>'}}
+  %0, %1 = loom.moe_slots %i experts 4 capacity 8 : tensor<32xi64> -> tensor<32xi64>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @slots_shape(%i: tensor<16x2xi64>) {
+  // expected-error@+1 {{slots must have the experts' shape [16, 2]}}
+  %0, %1 = loom.moe_slots %i experts 4 capacity 8 : tensor<16x2xi64> -> tensor<16x1xi64>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @slots_k(%i: tensor<16x3xi64>) {
+  // expected-error@+1 {{each token chooses 3 of only 2 experts}}
+  %0, %1 = loom.moe_slots %i experts 2 capacity 8 : tensor<16x3xi64> -> tensor<16x3xi64>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @slots_rows(%i: tensor<16x2xi64>) {
+  // expected-error@+1 {{experts x capacity (1024 x 1099511627776) must be at most 2^40 rows}}
+  %0, %1 = loom.moe_slots %i experts 1024 capacity 1099511627776 : tensor<16x2xi64> -> tensor<16x2xi64>, tensor<1024xf32>
+  return
+}
+
+// -----
+
+func.func @slots_counts(%i: tensor<16x2xi64>) {
+  // expected-error@+1 {{counts must be tensor<4xf32>, got 'tensor<4xbf16>'}}
+  %0, %1 = loom.moe_slots %i experts 4 capacity 8 : tensor<16x2xi64> -> tensor<16x2xi64>, tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @dispatch_rank(%x: tensor<16x8xf32>, %s: tensor<16x2xi64>) {
+  // expected-error@+1 {{tokens and expert rows must be [rows, features]}}
+  %0 = loom.moe_dispatch %x[%s] : tensor<16x8xf32>, tensor<16x2xi64> -> tensor<40x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @dispatch_features(%x: tensor<16x8xf32>, %s: tensor<16x2xi64>) {
+  // expected-error@+1 {{must have one feature size and element type}}
+  %0 = loom.moe_dispatch %x[%s] : tensor<16x8xf32>, tensor<16x2xi64> -> tensor<40x4xf32>
+  return
+}
+
+// -----
+
+func.func @dispatch_tokens(%x: tensor<16x8xf32>, %s: tensor<12x2xi64>) {
+  // expected-error@+1 {{slots must have a row a token (16), got 12}}
+  %0 = loom.moe_dispatch %x[%s] : tensor<16x8xf32>, tensor<12x2xi64> -> tensor<40x8xf32>
+  return
+}
+
+// -----
+
+func.func @combine_weights(%y: tensor<40x8xf32>, %s: tensor<16x2xi64>, %w: tensor<16x1xf32>) {
+  // expected-error@+1 {{weights must be [16, 2] of 'f32'}}
+  %0 = loom.moe_combine %y[%s] weights %w : tensor<40x8xf32>, tensor<16x2xi64>, tensor<16x1xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @combine_slots(%y: tensor<40x8xf32>, %s: tensor<16x2xi32>) {
+  // expected-error@+1 {{slots must be [tokens, choices] of i64, got 'tensor<16x2xi32>'}}
+  %0 = loom.moe_combine %y[%s] : tensor<40x8xf32>, tensor<16x2xi32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @topk_grad_shape(%g: tensor<16x2xf32>, %i: tensor<16x2xi64>) {
+  // expected-error@+1 {{result must be top_k's input}}
+  %0 = loom.top_k_grad %g[%i] : tensor<16x2xf32>, tensor<16x2xi64> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @topk_grad_indices(%g: tensor<16x2xf32>, %i: tensor<16x3xi64>) {
+  // expected-error@+1 {{indices must be i64 of the gradient's shape [16, 2]}}
+  %0 = loom.top_k_grad %g[%i] : tensor<16x2xf32>, tensor<16x3xi64> -> tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @slot_dot_result(%a: tensor<16x8xf32>, %b: tensor<40x8xf32>, %s: tensor<16x2xi64>) {
+  // expected-error@+1 {{result must be [16, 2] of 'f32'}}
+  %0 = loom.moe_slot_dot %a, %b[%s] : tensor<16x8xf32>, tensor<40x8xf32>, tensor<16x2xi64> -> tensor<16x1xf32>
+  return
+}
+
+// -----
+
+func.func @slot_dot_rows(%a: tensor<16x8xf32>, %b: tensor<40x4xf32>, %s: tensor<16x2xi64>) {
+  // expected-error@+1 {{tokens and rows must be [rows, features] of one feature size and type}}
+  %0 = loom.moe_slot_dot %a, %b[%s] : tensor<16x8xf32>, tensor<40x4xf32>, tensor<16x2xi64> -> tensor<16x2xf32>
+  return
+}

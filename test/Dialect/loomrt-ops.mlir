@@ -77,6 +77,16 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attribu
   // CHECK: loomrt.embedding f32 %{{.+}}[%{{.+}}] -> %{{.+}} on
   loomrt.embedding f32 %w[%i] -> %a on %s {n = 2 : i64, d = 4 : i64, vocab = 4 : i64}
   loomrt.embedding_grad f32 %x[%i] -> %a on %s {n = 2 : i64, d = 4 : i64, vocab = 4 : i64}
+  // CHECK: loomrt.top_k f32 %{{.+}} -> %{{.+}}, %{{.+}} rows 2 n 4 k 2 on
+  loomrt.top_k f32 %x -> %a, %i rows 2 n 4 k 2 on %s
+  loomrt.top_k_grad f32 %x[%i] -> %a rows 2 n 4 k 2 on %s
+  // CHECK: loomrt.moe_slots %{{.+}} -> %{{.+}}, %{{.+}} tokens 2 k 1 experts 4 capacity 1 on
+  loomrt.moe_slots %i -> %i, %a tokens 2 k 1 experts 4 capacity 1 on %s
+  // CHECK: loomrt.moe_dispatch f32 %{{.+}}[%{{.+}}] weights %{{.+}} -> %{{.+}} tokens 2 k 1 d 4 rows 4 on
+  loomrt.moe_dispatch f32 %x[%i] weights %w -> %a tokens 2 k 1 d 4 rows 4 on %s
+  // CHECK: loomrt.moe_combine f32 %{{.+}}[%{{.+}}] -> %{{.+}} tokens 2 k 1 d 4 rows 4 on
+  loomrt.moe_combine f32 %x[%i] -> %a tokens 2 k 1 d 4 rows 4 on %s
+  loomrt.moe_slot_dot f32 %x, %w[%i] -> %a tokens 2 k 1 d 4 rows 4 on %s
   // CHECK: loomrt.attention bf16 %{{.+}}, %{{.+}}, %{{.+}} -> %{{.+}} workspace %{{.+}} on
   loomrt.attention bf16 %x, %x, %x -> %a workspace %h on %s {bh = 2 : i64, t = 8 : i64, s = 8 : i64, dh = 64 : i64, scale = 0.125 : f64, causal}
   loomrt.attention_grad bf16 %x, %x, %x, %x -> %a, %a, %a workspace %h on %s {bh = 2 : i64, t = 8 : i64, s = 8 : i64, dh = 64 : i64, scale = 0.125 : f64}

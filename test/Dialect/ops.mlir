@@ -147,6 +147,26 @@ func.func @graph_layer(%rp: tensor<5xi64>, %ci: tensor<9xi64>, %v: tensor<9xf32>
   return %h : tensor<4x3xf32>
 }
 
+// CHECK-LABEL: func.func @mixture_of_experts
+func.func @mixture_of_experts(%probs: tensor<16x4xf32>, %x: tensor<16x8xf32>, %dy: tensor<16x8xf32>)
+    -> (tensor<16x8xf32>, tensor<16x2xf32>, tensor<16x4xf32>, tensor<4xf32>) {
+  // CHECK: loom.top_k %{{.*}} k 2 : tensor<16x4xf32> -> tensor<16x2xf32>, tensor<16x2xi64>
+  %v, %i = loom.top_k %probs k 2 : tensor<16x4xf32> -> tensor<16x2xf32>, tensor<16x2xi64>
+  // CHECK: loom.moe_slots %{{.*}} experts 4 capacity 10 : tensor<16x2xi64> -> tensor<16x2xi64>, tensor<4xf32>
+  %slots, %counts = loom.moe_slots %i experts 4 capacity 10 : tensor<16x2xi64> -> tensor<16x2xi64>, tensor<4xf32>
+  // CHECK: loom.moe_dispatch %{{.*}}[%{{.*}}] : tensor<16x8xf32>, tensor<16x2xi64> -> tensor<40x8xf32>
+  %buf = loom.moe_dispatch %x[%slots] : tensor<16x8xf32>, tensor<16x2xi64> -> tensor<40x8xf32>
+  // CHECK: loom.moe_dispatch %{{.*}}[%{{.*}}] weights %{{.*}} : tensor<16x8xf32>, tensor<16x2xi64>, tensor<16x2xf32> -> tensor<40x8xf32>
+  %wbuf = loom.moe_dispatch %x[%slots] weights %v : tensor<16x8xf32>, tensor<16x2xi64>, tensor<16x2xf32> -> tensor<40x8xf32>
+  // CHECK: loom.moe_combine %{{.*}}[%{{.*}}] weights %{{.*}} : tensor<40x8xf32>, tensor<16x2xi64>, tensor<16x2xf32> -> tensor<16x8xf32>
+  %y = loom.moe_combine %wbuf[%slots] weights %v : tensor<40x8xf32>, tensor<16x2xi64>, tensor<16x2xf32> -> tensor<16x8xf32>
+  // CHECK: loom.moe_slot_dot %{{.*}}, %{{.*}}[%{{.*}}] : tensor<16x8xf32>, tensor<40x8xf32>, tensor<16x2xi64> -> tensor<16x2xf32>
+  %dw = loom.moe_slot_dot %dy, %buf[%slots] : tensor<16x8xf32>, tensor<40x8xf32>, tensor<16x2xi64> -> tensor<16x2xf32>
+  // CHECK: loom.top_k_grad %{{.*}}[%{{.*}}] : tensor<16x2xf32>, tensor<16x2xi64> -> tensor<16x4xf32>
+  %dp = loom.top_k_grad %dw[%i] : tensor<16x2xf32>, tensor<16x2xi64> -> tensor<16x4xf32>
+  return %y, %dw, %dp, %counts : tensor<16x8xf32>, tensor<16x2xf32>, tensor<16x4xf32>, tensor<4xf32>
+}
+
 // CHECK-LABEL: func.func @gradients
 func.func @gradients(%dy: tensor<16x8xf32>, %x: tensor<16x8xf32>, %w: tensor<8xf32>,
                      %logits: tensor<16x8xf32>, %lab: tensor<16xi64>, %dl: tensor<f32>,

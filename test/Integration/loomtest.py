@@ -84,7 +84,9 @@ def gpt(p, tok, tgt, cfg):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
 
 
-def llama(p, tok, tgt, cfg):
+def llama(p, tok, tgt, cfg, ffn=None):
+    """The Llama reference; `ffn(i, h)` replaces layer i's MLP (a mixture of
+    experts) on its normed input h [B, T, D]."""
     L, H = cfg["layers"], cfg["heads"]
     KV = cfg.get("kv_heads", 0) or H  # grouped-query attention: fewer k/v heads
     T = tok.shape[1]
@@ -114,6 +116,9 @@ def llama(p, tok, tgt, cfg):
         k, v = (t.repeat_interleave(H // KV, dim=1) for t in (rope(k), v))
         x = x + merge(attention(rope(q), k, v)) @ g("self_attn.o_proj.weight").T
         h2 = rms(x, g("post_attention_layernorm.weight"))
+        if ffn:
+            x = x + ffn(i, h2)
+            continue
         m = F.silu(h2 @ g("mlp.gate_proj.weight").T) * (h2 @ g("mlp.up_proj.weight").T)
         x = x + m @ g("mlp.down_proj.weight").T
     x = rms(x, p["model.norm.weight"])

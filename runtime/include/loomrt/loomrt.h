@@ -423,6 +423,40 @@ loomrt_status loomrt_spmm(loomrt_stream s, loomrt_dtype dt,
                           const int64_t *row_ptr, const int64_t *col_idx,
                           const void *vals, const void *x, void *y,
                           int64_t rows, int64_t features);
+/* Mixture of experts (see the loom ops of the same names).
+ * top_k: values[r, j] = the j-th largest of x[r, 0..n), indices[r, j] its
+ * position (i64), equal values in order of position; 1 <= k <= n. */
+loomrt_status loomrt_top_k(loomrt_stream s, loomrt_dtype dt, const void *x,
+                           void *values, int64_t *indices, int64_t rows,
+                           int64_t n, int64_t k);
+/* dx [rows, n] = 0, then dx[r, indices[r, j]] = dv[r, j]. */
+loomrt_status loomrt_top_k_grad(loomrt_stream s, loomrt_dtype dt,
+                                const void *dv, const int64_t *indices,
+                                void *dx, int64_t rows, int64_t n, int64_t k);
+/* Each choice's row in its expert's buffer: experts[t, j] in [0, num_experts)
+ * gets slot e * capacity + p, p the number of earlier choices of e in the
+ * order (j, t), or -1 when p >= capacity; counts[e] (f32) the choices of e. */
+loomrt_status loomrt_moe_slots(loomrt_stream s, const int64_t *experts,
+                               int64_t *slots, float *counts, int64_t n,
+                               int64_t k, int64_t num_experts,
+                               int64_t capacity);
+/* out [rows, d] = 0, then out[slots[t, j]] = x[t] * (weights ? weights[t, j]
+ * : 1) for slots[t, j] >= 0 (each row taken at most once). */
+loomrt_status loomrt_moe_dispatch(loomrt_stream s, loomrt_dtype dt,
+                                  const void *x, const int64_t *slots,
+                                  const void *weights, void *out, int64_t n,
+                                  int64_t k, int64_t d, int64_t rows);
+/* out[t] = sum over j with slots[t, j] >= 0 of (weights ? weights[t, j] : 1)
+ * * y[slots[t, j]]; y has `rows` rows. */
+loomrt_status loomrt_moe_combine(loomrt_stream s, loomrt_dtype dt,
+                                 const void *y, const int64_t *slots,
+                                 const void *weights, void *out, int64_t n,
+                                 int64_t k, int64_t d, int64_t rows);
+/* out[t, j] = dot(a[t], b[slots[t, j]]), 0 where slots[t, j] < 0. */
+loomrt_status loomrt_moe_slot_dot(loomrt_stream s, loomrt_dtype dt,
+                                  const void *a, const void *b,
+                                  const int64_t *slots, void *out, int64_t n,
+                                  int64_t k, int64_t d, int64_t rows);
 /* SGD with momentum (torch.optim.SGD, dampening 0) over n fp32 elements. */
 loomrt_status loomrt_sgd_f32(loomrt_stream s, float lr, float momentum,
                              int nesterov, float *param, const float *grad,
