@@ -460,12 +460,15 @@ struct MoeBlocks {
   Value layer(int64_t i, Value h) {
     auto i64 = IntegerType::get(&g.ctx, 64);
     Value logits = g.linear(h, g.normal(name(i, "gate.weight"), {E, D}, 0.02));
-    Value probs = g.softmaxLast(logits);
+    // The routing in fp32 under --precision=bf16, as Mixtral's softmax
+    // (dtype=torch.float) and top-k: close probabilities keep their order.
+    Value probs = fp32(g.softmaxLast(logits));
     auto topk = TopKOp::create(g.b, g.loc, g.t({N, K}), g.t({N, K}, i64), probs,
                                g.b.getI64IntegerAttr(K));
+    fp32(topk.getValues());
     Value gates = topk.getValues();
     if (normTopK)
-      gates = g.div(gates, g.reduce(ReduceKind::sum, gates, {1}, true));
+      gates = fp32(g.div(gates, fp32(g.reduce(ReduceKind::sum, gates, {1}, true))));
     auto slots = MoeSlotsOp::create(g.b, g.loc, g.t({N, K}, i64), g.t({E}), topk.getIndices(),
                                     g.b.getI64IntegerAttr(E), g.b.getI64IntegerAttr(C));
     Value buf = MoeDispatchOp::create(g.b, g.loc, g.t({E * C, D}), h, slots.getSlots(), Value());
@@ -480,9 +483,9 @@ struct MoeBlocks {
     }
     Value out = MoeCombineOp::create(g.b, g.loc, g.t({N, D}), g.concatFirst(outs),
                                      slots.getSlots(), gates);
-    Value p = g.reduce(ReduceKind::sum, probs, {0}, false);
-    countSum = countSum ? g.add(countSum, slots.getCounts()) : slots.getCounts();
-    probSum = probSum ? g.add(probSum, p) : p;
+    Value p = fp32(g.reduce(ReduceKind::sum, probs, {0}, false));
+    countSum = countSum ? fp32(g.add(countSum, slots.getCounts())) : slots.getCounts();
+    probSum = probSum ? fp32(g.add(probSum, p)) : p;
     return out;
   }
 
@@ -490,9 +493,15 @@ struct MoeBlocks {
   Value withAuxLoss(Value loss) {
     if (!(auxCoef > 0) || !countSum)
       return loss;
-    Value total = g.reduce(ReduceKind::sum, g.mul(countSum, probSum), {0}, false);
+    // In fp32 under --precision=bf16: the loss stays fp32.
+    Value total = fp32(g.reduce(ReduceKind::sum, fp32(g.mul(countSum, probSum)), {0}, false));
     double ln = double(L) * double(N);
-    return g.add(loss, g.mul(total, g.constant({}, {float(auxCoef * double(E) / (ln * ln))})));
+    return fp32(g.add(
+        loss, fp32(g.mul(total, g.constant({}, {float(auxCoef * double(E) / (ln * ln))})))));
+  }
+  Value fp32(Value v) {
+    v.getDefiningOp()->setAttr(LoomDialect::Fp32AttrHelper::getNameStr(), UnitAttr::get(&g.ctx));
+    return v;
   }
 };
 

@@ -149,8 +149,8 @@ struct MixedPrecision
       for (OpOperand &u : op.getOpOperands())
         if (retype(u.get().getType(), f32, bf16))
           u.set(castTo(u.get(), bf16));
-      if (isa<CrossEntropyOp>(op))
-        continue; // the loss stays fp32
+      if (isa<CrossEntropyOp, MoeSlotsOp>(op))
+        continue; // the loss stays fp32, so do expert token counts
       for (OpResult r : op.getResults())
         if (Type t = retype(r.getType(), f32, bf16))
           r.setType(t);
