@@ -15,9 +15,9 @@ mkdir -p "$OUT"
 GEN=.carry/moe
 source bench/gpu-runtime.sh
 python3 bench/moe_hf_check.py "$GEN/hf" "$GEN/gpl3.bin" > "$OUT/hf.txt" 2>&1 &
-hf=$!
-build_runtime "loomrt_shared loomrt-tests" -DCMAKE_CUDA_ARCHITECTURES=90 \
+build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DLOOM_GTEST_SOURCE_DIR="$PWD/$GEN/googletest"
+ninja -C build-bench loomrt-tests > "$OUT/ninja-tests.log" 2>&1 || tail -5 "$OUT/ninja-tests.log"
 for f in moe-cuda moe-cuda-cap moe-cuda-bf16; do
   link_binary "$GEN/$f.cpp" "/tmp/$f" -O1 2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
 done
@@ -30,8 +30,8 @@ for f in moe-cuda moe-cuda-cap moe-cuda-bf16; do
   "/tmp/$f" --data "$GEN/gpl3.bin" --steps 20 --log-json "$OUT/$f.jsonl" > "$OUT/$f.log" 2>&1 ||
     { echo "$f failed:"; tail -3 "$OUT/$f.log"; }
 done
-wait $hf
-cat "$OUT/hf.txt" | tail -3
+wait # (the Hugging Face check too)
+tail -3 "$OUT/hf.txt"
 python3 - "$OUT" "$GEN" <<'PY'
 import json, sys
 out, gen = sys.argv[1:]
