@@ -342,6 +342,20 @@ public:
     return CrossEntropyOp::create(b, loc, t({}), logits, labels);
   }
 
+  /// Records `v` each step in the state @metrics.NAME (f32; the training
+  /// binary logs every metrics.* state under "metrics").
+  void metric(StringRef name, Value v) {
+    std::string sym = ("metrics." + name).str();
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(func);
+      StateOp::create(b, loc, b.getStringAttr(sym), TypeAttr::get(v.getType()),
+                      StateRoleAttr::get(&ctx, StateRole::other), FlatSymbolRefAttr(),
+                      InitAttr::get(&ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0)));
+    }
+    StoreOp::create(b, loc, v, sym);
+  }
+
   /// Creates @forward(inputs, targets) -> loss and positions the builder in
   /// its body.
   std::pair<Value, Value> beginForward(RankedTensorType in,
@@ -483,6 +497,9 @@ struct MoeBlocks {
     }
     Value out = MoeCombineOp::create(g.b, g.loc, g.t({N, D}), g.concatFirst(outs),
                                      slots.getSlots(), gates);
+    g.metric(name(i, "expert_tokens"), slots.getCounts());
+    if (!(auxCoef > 0))
+      return out;
     Value p = fp32(g.reduce(ReduceKind::sum, probs, {0}, false));
     countSum = countSum ? fp32(g.add(countSum, slots.getCounts())) : slots.getCounts();
     probSum = probSum ? fp32(g.add(probSum, p)) : p;
@@ -496,8 +513,9 @@ struct MoeBlocks {
     // In fp32 under --precision=bf16: the loss stays fp32.
     Value total = fp32(g.reduce(ReduceKind::sum, fp32(g.mul(countSum, probSum)), {0}, false));
     double ln = double(L) * double(N);
-    return fp32(g.add(
-        loss, fp32(g.mul(total, g.constant({}, {float(auxCoef * double(E) / (ln * ln))})))));
+    Value aux = fp32(g.mul(total, g.constant({}, {float(double(E) / (ln * ln))})));
+    g.metric("moe.aux_loss", aux);
+    return fp32(g.add(loss, fp32(g.mul(aux, g.constant({}, {float(auxCoef)})))));
   }
   Value fp32(Value v) {
     v.getDefiningOp()->setAttr(LoomDialect::Fp32AttrHelper::getNameStr(), UnitAttr::get(&g.ctx));

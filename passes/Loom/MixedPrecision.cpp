@@ -105,6 +105,15 @@ struct MixedPrecision
         narrowSource(copy.getResult());
         continue;
       }
+      if (auto store = dyn_cast<StoreOp>(op)) { // a forward's metric keeps its state's type
+        auto decl = SymbolTable::lookupNearestSymbolFrom<StateOp>(store, store.getNameAttr());
+        auto want = decl ? dyn_cast<RankedTensorType>(decl.getType()) : RankedTensorType();
+        if (want && store.getValue().getType() != want) {
+          b.setInsertionPoint(store);
+          store.getValueMutable().assign(castTo(store.getValue(), want.getElementType()));
+        }
+        continue;
+      }
       if (op.hasAttr(LoomDialect::Fp32AttrHelper::getNameStr())) {
         b.setInsertionPoint(&op);
         for (OpOperand &u : op.getOpOperands())

@@ -150,13 +150,22 @@ LogicalResult PipelineSplit::collect(Block &body, Cut &cut) {
   // its neighbour's in one order (more would need their own schedule).
   for (auto [what, map] : {std::pair("into", &cut.incoming), {"out of", &cut.outgoing}})
     for (auto &[c, set] : *map)
-      if (set.size() > 1)
+      if (set.size() > 1) {
+        // Name what crosses: a value carried past every layer (a mixture's
+        // load-balancing loss, summed over the layers' routing) shows here.
+        std::string ops;
+        for (Value v : set)
+          ops += (ops.empty() ? "" : ", ") +
+                 (v.getDefiningOp() ? v.getDefiningOp()->getName().getStringRef().str()
+                                    : std::string("an argument"));
         return fail(body.getParentOp(),
-                    llvm::formatv("{0} values go {1} {2} {3} (one activation a cut is "
-                                  "built; cut at a block boundary)",
+                    llvm::formatv("{0} values go {1} {2} {3} ({4}); one activation a cut is "
+                                  "built: cut at a block boundary, with no value carried "
+                                  "across the layers (a mixture of experts: aux=0)",
                                   set.size(), what, chunks > 1 ? "chunk" : "stage",
-                                  chunks > 1 ? c : int64_t(stage))
+                                  chunks > 1 ? c : int64_t(stage), ops)
                         .str());
+      }
   return success();
 }
 

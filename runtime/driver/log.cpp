@@ -11,7 +11,7 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
              const std::string &byGroup, double dataWaitMs, double deviceMiB,
              double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate, double lr,
-             double gradNorm) {
+             double gradNorm, const std::string &metrics) {
   // JSON has no NaN or infinity: a non-finite loss is logged as null.
   char lossText[32] = "null";
   if (std::isfinite(loss))
@@ -62,10 +62,11 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
                    std::chrono::system_clock::now().time_since_epoch()).count();
   std::fprintf(log,
                "{\"step\": %ld, \"loss\": %s, \"step_ms\": %.4f, \"%s_per_s\": %.1f, "
-               "\"time\": %.3f%s%s%s%s}\n",
+               "\"time\": %.3f%s%s%s%s%s%s%s}\n",
                step, lossText, ms, unit, tps, now, phases,
                byGroup.empty() ? "" : ", \"comm_bytes_by_group\": {", byGroup.c_str(),
-               byGroup.empty() ? "" : "}");
+               byGroup.empty() ? "" : "}", metrics.empty() ? "" : ", \"metrics\": {",
+               metrics.c_str(), metrics.empty() ? "" : "}");
   std::fflush(log);
 }
 

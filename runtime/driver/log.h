@@ -15,7 +15,7 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
              float backwardMs, const loomrt_step_ctx_t &ctx, long long commBytes,
              const std::string &byGroup, double dataWaitMs, double deviceMiB,
              double cardUsedMiB, double cpuAdamRate, double plannedCpuAdamRate,
-             double lr = -1, double gradNorm = -1);
+             double lr = -1, double gradNorm = -1, const std::string &metrics = "");
 
 } // namespace loomrt::driver
 

@@ -7,7 +7,8 @@ are parameters like any other, their gradients averaged over the ranks),
 and a run checkpointed after 5 steps and resumed gives the uninterrupted
 losses exactly. With the load-balancing loss each rank's term is computed
 from its own tokens' routing (as under PyTorch's DDP), so 2 ranks differ
-from one; that run is only checked to train (its loss falls). One rank in
+from one; that run is only checked to train (its loss falls) and to log
+each layer's expert token counts and the load-balancing loss. One rank in
 --precision=bf16 stays within 1e-2 of fp32.
 Standard library only."""
 import os
@@ -46,11 +47,22 @@ same = first + second == straight
 print(f"2 ranks zero-stage 3, resumed after {STEPS // 2} steps: "
       f"{'identical losses' if same else 'DIFFERENT losses'}")
 
-aux = losses(train(compile_("aux-np2", MOE + ",aux=0.01", "--topology=gpu=2"), 2, data, STEPS,
-                   os.path.join(a.tmp, "aux.json")))
+auxlog = train(compile_("aux-np2", MOE + ",aux=0.01", "--topology=gpu=2"), 2, data, STEPS,
+               os.path.join(a.tmp, "aux.json"))
+aux = losses(auxlog)
 falls = aux[-1] < aux[0]
 print(f"2 ranks with the load-balancing loss: loss {aux[0]:.6f} -> {aux[-1]:.6f}: "
       f"{'falls' if falls else 'DOES NOT FALL'}")
+# The log's metrics: each layer's expert token counts (this rank's 2 x 8
+# tokens, 2 choices each: 32) and the load-balancing loss (2 = top_k when
+# balanced).
+m = [step.get("metrics", {}) for step in auxlog]
+counts = [[sum(s.get(f"model.layers.{i}.block_sparse_moe.expert_tokens", [])) for i in (0, 1)]
+          for s in m]
+auxes = [s.get("moe.aux_loss", 0) for s in m]
+logged = all(c == [32, 32] for c in counts) and all(1.0 <= x <= 4.0 for x in auxes)
+print(f"the log's metrics: expert tokens a layer {counts[0]}, aux loss {auxes[0]:.4f}: "
+      f"{'ok' if logged else 'WRONG'}")
 # --precision=bf16 (routing, expert counts and the loss kept in fp32) stays
 # within bf16's bound of fp32 (binary_vs_torch's 1e-2).
 f32 = losses(train(compile_("f32", MOE), 1, data, STEPS, os.path.join(a.tmp, "f32.json")))
@@ -59,5 +71,5 @@ bf16 = losses(train(compile_("bf16", MOE, "--precision=bf16"), 1, data, STEPS,
 check.compare("bf16 against fp32, one rank", bf16, f32, bound=1e-2)
 print(f"worst relative difference {check.worst:.2e} (bound {BOUND:g})")
 bf16ok = max(abs(x - y) / abs(y) for x, y in zip(bf16, f32)) <= 1e-2
-if check.worst > BOUND or not same or not falls or not bf16ok:
+if check.worst > BOUND or not same or not falls or not bf16ok or not logged:
     sys.exit(1)

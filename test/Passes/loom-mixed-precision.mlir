@@ -41,6 +41,29 @@ func.func @forward(%x: tensor<4x8xf32>, %t: tensor<4xi64>, %y: tensor<4xi64>) ->
 
 // -----
 
+// A metric stored in the forward keeps its state's type (the value is cast
+// back up); a mixture's expert counts stay f32.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[SL:.*]], %[[CNT:.*]] = loom.moe_slots {{.*}} -> tensor<4x1xi64>, tensor<2xf32>
+// CHECK: loom.store %[[CNT]] to @metrics.counts : tensor<2xf32>
+// CHECK: %[[MB:.*]] = loom.reduce mean {{.*}} : tensor<4x3xbf16> to tensor<bf16>
+// CHECK: %[[MF:.*]] = loom.cast %[[MB]] : tensor<bf16> to tensor<f32>
+// CHECK: loom.store %[[MF]] to @metrics.mean : tensor<f32>
+loom.param @w : tensor<3x8xf32> init #loom.init<normal(0.0, 1.0)>
+loom.state @metrics.counts : tensor<2xf32> role other init #loom.init<zeros>
+loom.state @metrics.mean : tensor<f32> role other init #loom.init<zeros>
+func.func @forward(%x: tensor<4x8xf32>, %e: tensor<4x1xi64>) -> tensor<f32> {
+  %slots, %counts = loom.moe_slots %e experts 2 capacity 4 : tensor<4x1xi64> -> tensor<4x1xi64>, tensor<2xf32>
+  loom.store %counts to @metrics.counts : tensor<2xf32>
+  %w = loom.load @w : tensor<3x8xf32>
+  %h = loom.matmul %x, %w transpose_rhs : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x3xf32>
+  %m = loom.reduce mean %h [0, 1] : tensor<4x3xf32> to tensor<f32>
+  loom.store %m to @metrics.mean : tensor<f32>
+  return %m : tensor<f32>
+}
+
+// -----
+
 // A loss built from other ops is computed in bf16 and returned as fp32.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[R:.*]] = loom.reduce mean {{.*}} : tensor<4x3xbf16> to tensor<bf16>

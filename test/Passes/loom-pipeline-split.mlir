@@ -33,7 +33,7 @@
 
 // BAD: error: loom-pipeline-split: reads a value of stage 0 on stage 2: only the next stage may read a stage's values
 // BAD2: error: loom-pipeline-split: needs a loom.topology with a level 'stage' of 2 ranks
-// BAD2: error: loom-pipeline-split: 2 values go into stage 1 (one activation a cut is built; cut at a block boundary)
+// BAD2: error: loom-pipeline-split: 2 values go into stage 1 (loom.matmul, loom.matmul); one activation a cut is built: cut at a block boundary, with no value carried across the layers (a mixture of experts: aux=0)
 // BAD2: error: loom-pipeline-split: needs a loom.topology with a level 'stage' of 2 ranks
 // BAD2: error: loom-pipeline-split: has no loom.stage (run loom-pipeline-cut first)
 // RANGE: error: loom-pipeline-split: stages must be at least 2, stage in [0, stages) and chunks positive
