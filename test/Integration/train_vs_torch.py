@@ -22,7 +22,10 @@ STEPS = 10
 LR = 1e-2
 
 
-def reference(ref, params, inputs, family, cfg, dtype):
+def reference(ref, params, inputs, family, cfg, dtype, missing_as_zero=False):
+    """`missing_as_zero`: a parameter the loss did not reach this step gets a
+    zero gradient (Adam still decays and moves it by momentum) instead of
+    being skipped."""
     p = {k: v.to(dtype).clone().requires_grad_() for k, v in params.items()}
     opt = torch.optim.AdamW(list(p.values()), lr=LR, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01, foreach=False)
@@ -32,6 +35,10 @@ def reference(ref, params, inputs, family, cfg, dtype):
         opt.zero_grad()
         loss = ref(p, first, inputs["arg1"], cfg)
         loss.backward()
+        if missing_as_zero:
+            for t in p.values():
+                if t.grad is None:
+                    t.grad = torch.zeros_like(t)
         opt.step()
         losses.append(loss.item())
     return losses
