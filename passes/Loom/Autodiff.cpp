@@ -478,6 +478,19 @@ public:
           accumulate(o.getInput(), r.getResult());
           return success();
         })
+        // An all-to-all is a permutation of the group's chunks whose
+        // inverse is itself: chunk j of rank i went to chunk i of rank j, so
+        // the gradient goes back by another all-to-all (expert parallelism's
+        // dispatch and combine).
+        .Case([&](AllToAllOp o) -> LogicalResult {
+          if (!isa<RankedTensorType>(o.getInput().getType()))
+            return o.emitOpError() << "has a gradient rule only for tensors (loom-autodiff)";
+          auto g = AllToAllOp::create(b, loc, o.getInput().getType(), TokenType::get(b.getContext()),
+                                      dy, ValueRange{}, o.getGroup(), o.getStream());
+          WaitOp::create(b, loc, ValueRange{g.getToken()});
+          accumulate(o.getInput(), g.getResult());
+          return success();
+        })
         // Pipeline stages: y_r = x_{r-k} (zeros where r-k is outside the
         // group), so dx_s = dy_{s+k} (zeros where s+k is outside): the
         // gradient goes back the other way, shift -k.

@@ -77,6 +77,16 @@ Value blockCollective(Emit &e, Value comm, Value in, Value out, PackedType whole
   });
 }
 LogicalResult lower(AllToAllOp o, AllToAllOp::Adaptor a, Emit &e) {
+  // A tensor (a mixture of experts' token rows): chunk j of dimension 0 to
+  // rank j, as bytes.
+  if (isa<RankedTensorType>(o.getInput().getType())) {
+    Value buf = e.alloc(o.getResult());
+    Value token = e.async(e.f.collectives, [&] {
+      rt::AllToAllOp::create(e.rw, e.loc, e.comm(o.getGroup()), e.f.collectives, a.getInput(), buf,
+                             bytesOf(o.getInput()) / chunksOf(o));
+    });
+    return e.done({buf, token});
+  }
   if (auto in = cast<PackedType>(o.getInput().getType()); isBlockCodec(in)) {
     Value buf = e.alloc(o.getResult());
     return e.done({buf, blockCollective(e, e.comm(o.getGroup()), a.getInput(), buf, in, chunksOf(o), false)});
