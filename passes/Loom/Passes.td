@@ -1301,6 +1301,53 @@ def PipelineSplit : Pass<"loom-pipeline-split", "ModuleOp"> {
   ];
 }
 
+def ExpertParallel : Pass<"loom-expert-parallel", "ModuleOp"> {
+  let summary = "Keep one rank's experts and move the tokens to them (expert parallelism)";
+  let description = [{
+    Before `loom-autodiff`, on the generator's mixture-of-experts layers
+    (`--model moe:`): the experts split over the ranks of the topology's
+    `level`, rank j holding experts j E/N ... (j+1) E/N - 1. The dispatch
+    buffer (ordered by expert) goes to the experts' ranks by one
+    `loom.all_to_all`, each local expert runs on every source's C rows
+    (its ops cloned once a source), and the outputs come back by a second
+    all-to-all before `loom.moe_combine`. The other experts' ops and
+    parameters go; the kept parameters after them get `loom.init_skip`.
+    Not yet used by `loomc` (docs/moe.md).
+
+    Before (2 experts of 4 rows, `rank=1` of a level of 2):
+
+    ```mlir
+    %buf = loom.moe_dispatch %h[%slots] : ... -> tensor<8x16xf32>
+    %x0 = loom.slice %buf [0, 0] [4, 16] [1, 1] : ...
+    %y0 = loom.matmul %x0, %w0 transpose_rhs : ...
+    %x1 = loom.slice %buf [4, 0] [8, 16] [1, 1] : ...
+    %y1 = loom.matmul %x1, %w1 transpose_rhs : ...
+    %ys = loom.concat %y0, %y1 dim 0 : ...
+    %out = loom.moe_combine %ys[%slots] weights %g : ...
+    ```
+
+    After:
+
+    ```mlir
+    %r, %t = loom.all_to_all %buf over #loom.group<@world, ["gpu"]> on comm : ...
+    loom.wait %t
+    %a = loom.slice %r [0, 0] [4, 16] [1, 1] : ...   // rank 0's tokens
+    %ya = loom.matmul %a, %w1 transpose_rhs : ...
+    %c = loom.slice %r [4, 0] [8, 16] [1, 1] : ...   // rank 1's tokens
+    %yc = loom.matmul %c, %w1 transpose_rhs : ...
+    %ys = loom.concat %ya, %yc dim 0 : ...
+    %back, %t2 = loom.all_to_all %ys over #loom.group<@world, ["gpu"]> on comm : ...
+    loom.wait %t2
+    %out = loom.moe_combine %back[%slots] weights %g : ...
+    ```
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", /*default=*/"0", "The rank whose experts to keep">,
+    Option<"level", "level", "std::string", /*default=*/"\"gpu\"",
+           "The topology level whose ranks hold the experts">
+  ];
+}
+
 def PipelineJoin : Pass<"loom-pipeline-join", "ModuleOp"> {
   let summary = "What a pipeline stage's step shares with the others";
   let description = [{
