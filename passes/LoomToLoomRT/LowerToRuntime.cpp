@@ -157,7 +157,7 @@ struct Lowering {
     auto streamOf = [&](rt::StreamRole r) {
       return rt::StreamOp::create(b, loc, rt::StreamType::get(ctx), r).getResult();
     };
-    FunctionStreams &f = plan.funcs[fn];
+    FunctionStreams &f = plan.funcs[fn.getSymNameAttr()];
     f.compute = streamOf(rt::StreamRole::compute);
     f.world = rt::CommOp::create(b, loc, rt::CommType::get(ctx), DenseI64ArrayAttr(),
                                  DenseI64ArrayAttr());

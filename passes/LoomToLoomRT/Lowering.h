@@ -131,12 +131,18 @@ struct Plan {
   llvm::DenseMap<Value, Value> concatView;
   /// Host copies of i64 scalars (the step counter's increment).
   llvm::DenseMap<Value, Value> hostScalar;
-  llvm::DenseMap<Operation *, FunctionStreams> funcs;
+  /// By function name: the conversion may rebuild a function op (its
+  /// signature's new types) before it reaches the ops inside, so the op's
+  /// address is not a key (fuzz-mlir found a cast that met a fresh, empty
+  /// entry and null streams: test/Fuzz/regressions/mlir/).
+  llvm::DenseMap<Attribute, FunctionStreams> funcs;
   /// The buffer of a loom.attention's saved row statistics, for its
   /// gradient (lower(AttentionGradOp)).
   llvm::DenseMap<Operation *, Value> attentionSaved;
 
-  FunctionStreams &ctx(Operation *op) { return funcs[op->getParentOfType<func::FuncOp>()]; }
+  FunctionStreams &ctx(Operation *op) {
+    return funcs[op->getParentOfType<func::FuncOp>().getSymNameAttr()];
+  }
 
   /// An op's input that only it reads, made by an op of this function into
   /// a buffer the function allocates (a copy's result, say): the update
