@@ -758,6 +758,11 @@ OwningOpRef<ModuleOp> generateModel(MLIRContext &ctx, StringRef text,
                        joinFanouts(spec.fanouts) + " times the layer width is more than 2^40",
                nullptr;
   }
+  // (DeepSeek-V3 routes over 256 experts; each expert is ops and
+  // parameters of its own, so a thousand is where a typo starts.)
+  if (spec.family == "moe" && v("experts") > 1024)
+    return error = "experts (" + std::to_string(v("experts")) + ") must be at most 1024",
+           nullptr;
   if (spec.family == "moe" && v("top_k") > v("experts"))
     return error = "top_k (" + std::to_string(v("top_k")) + ") must be at most experts (" +
                    std::to_string(v("experts")) + ")",
