@@ -24,7 +24,6 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::loom {
@@ -179,28 +178,6 @@ void ExpertParallel::rewrite(MoeLayer &layer, GroupAttr group, int64_t ranks) {
     }
 }
 
-/// Parameters nothing loads any more go; the next kept one records the
-/// stream elements they drew (loom.init_skip), so draws stay the one-rank
-/// model's.
-void dropUnloaded(ModuleOp module) {
-  llvm::StringSet<> loaded;
-  module.walk([&](LoadOp l) { loaded.insert(l.getName()); });
-  OpBuilder b(module.getContext());
-  int64_t skip = 0;
-  for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
-    if (loaded.contains(p.getSymName())) {
-      if (skip)
-        p->setAttr(LoomDialect::InitSkipAttrHelper::getNameStr(), b.getI64IntegerAttr(skip));
-      skip = 0;
-      continue;
-    }
-    InitAttr init = p.getInitAttr();
-    if (init && (init.getKind() == InitKind::normal || init.getKind() == InitKind::uniform))
-      skip += cast<RankedTensorType>(p.getType()).getNumElements();
-    p.erase();
-  }
-}
-
 } // namespace
 
 void ExpertParallel::runOnOperation() {
@@ -240,5 +217,5 @@ void ExpertParallel::runOnOperation() {
     return bad(fwd, "has no mixture-of-experts layer (loom.moe_dispatch)");
   for (MoeLayer &layer : layers)
     rewrite(layer, group, ranks);
-  dropUnloaded(module);
+  dropUnloadedParams(module, fwd);
 }

@@ -242,30 +242,12 @@ void PipelineSplit::rewrite(func::FuncOp fwd, TopologyOp topo, Cut &cut) {
 }
 
 /// The parameters still loaded stay, with the stream positions of the
-/// ones before them that went; tied ones learn their peer.
+/// ones before them that went (dropUnloadedParams); tied ones learn their
+/// peer.
 LogicalResult PipelineSplit::keepParams(ModuleOp module, const Cut &cut) {
-  auto fwd = module.lookupSymbol<func::FuncOp>(LoomDialect::kForward);
+  dropUnloadedParams(module, module.lookupSymbol<func::FuncOp>(LoomDialect::kForward));
   OpBuilder b(&getContext());
-  llvm::StringSet<> loaded;
-  fwd.walk([&](LoadOp l) { loaded.insert(l.getName()); });
-  int64_t skip = 0;
-  for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
-    if (!loaded.contains(p.getSymName())) {
-      InitAttr init = p.getInitAttr() ? p.getInitAttr() : defaultInitFor(p);
-      // (A tensor-parallel slice's draw is the whole tensor's.)
-      int64_t parts = 1;
-      if (p->hasAttr(LoomDialect::TpSliceAttrHelper::getNameStr()))
-        if (auto tp = module->getAttrOfType<IntegerAttr>(
-                LoomDialect::TensorParallelAttrHelper::getNameStr()))
-          parts = tp.getInt();
-      if (init && (init.getKind() == InitKind::normal || init.getKind() == InitKind::uniform))
-        skip += cast<RankedTensorType>(p.getType()).getNumElements() * parts;
-      p.erase();
-      continue;
-    }
-    if (skip > 0)
-      p->setAttr(LoomDialect::InitSkipAttrHelper::getNameStr(), b.getI64IntegerAttr(skip));
-    skip = 0;
+  for (ParamOp p : module.getOps<ParamOp>()) {
     auto it = cut.readers.find(p.getSymName());
     if (it == cut.readers.end())
       continue;
@@ -339,3 +321,28 @@ void PipelineSplit::runOnOperation() {
 }
 
 } // namespace
+
+void mlir::loom::dropUnloadedParams(ModuleOp module, func::FuncOp fwd) {
+  OpBuilder b(module.getContext());
+  llvm::StringSet<> loaded;
+  fwd.walk([&](LoadOp l) { loaded.insert(l.getName()); });
+  int64_t skip = 0;
+  for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
+    if (!loaded.contains(p.getSymName())) {
+      InitAttr init = p.getInitAttr() ? p.getInitAttr() : defaultInitFor(p);
+      // (A tensor-parallel slice's draw is the whole tensor's.)
+      int64_t parts = 1;
+      if (p->hasAttr(LoomDialect::TpSliceAttrHelper::getNameStr()))
+        if (auto tp = module->getAttrOfType<IntegerAttr>(
+                LoomDialect::TensorParallelAttrHelper::getNameStr()))
+          parts = tp.getInt();
+      if (init && (init.getKind() == InitKind::normal || init.getKind() == InitKind::uniform))
+        skip += cast<RankedTensorType>(p.getType()).getNumElements() * parts;
+      p.erase();
+      continue;
+    }
+    if (skip > 0)
+      p->setAttr(LoomDialect::InitSkipAttrHelper::getNameStr(), b.getI64IntegerAttr(skip));
+    skip = 0;
+  }
+}

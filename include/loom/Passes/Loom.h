@@ -51,6 +51,13 @@ enum class RecomputeKind { none, full, selective };
 /// (reported on the second, prefixed with `pass`): failure.
 FailureOr<TopologyOp> findTopology(ModuleOp module, StringRef name, StringRef pass);
 
+/// A rank's share of the model (a pipeline stage, an expert-parallel
+/// rank): the parameters @forward no longer loads go, and each kept one
+/// after them records the seed stream's elements they drew
+/// (`loom.init_skip`; a tensor-parallel slice's draw is the whole
+/// tensor's), so the rank starts from the one-rank model's values.
+void dropUnloadedParams(ModuleOp module, func::FuncOp fwd);
+
 /// The group of a pipeline stage's program's stages (its `loom.pipeline`
 /// level of the module's topology); null when the module is not one, or
 /// has no such topology (reported on the module, prefixed with `pass`).
