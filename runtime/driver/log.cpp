@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 namespace loomrt::driver {
 
@@ -68,6 +70,42 @@ void logStep(std::FILE *log, long step, float loss, double ms, double tps, const
                byGroup.empty() ? "" : "}", metrics.empty() ? "" : ", \"metrics\": {",
                metrics.c_str(), metrics.empty() ? "" : "}");
   std::fflush(log);
+}
+
+/// What the step recorded in its f32 states named metrics.NAME (a
+/// mixture's expert token counts and load-balancing loss), as JSON members
+/// "NAME": value or [values]; this rank's values.
+std::string metricsJson(const loomrt_program *p, void *const *G, loomrt_stream s) {
+  // Every copy first, then one wait (a 32-layer mixture has 33 of them).
+  struct Metric {
+    const char *name;
+    bool vector;
+    std::vector<float> values;
+  };
+  std::vector<Metric> read;
+  for (size_t i = 0; i < p->num_globals; ++i) {
+    const loomrt_global_desc &g = p->globals[i];
+    if (std::strncmp(g.name, "metrics.", 8) != 0 || g.dtype != LOOMRT_F32 || g.rank > 1)
+      continue;
+    std::vector<float> v(size_t(g.rank ? g.shape[0] : 1));
+    if (loomrt_memcpy_async(s, v.data(), G[i], v.size() * sizeof(float)) != LOOMRT_OK)
+      continue;
+    read.push_back({g.name + 8, g.rank == 1, std::move(v)});
+  }
+  if (read.empty() || loomrt_stream_synchronize(s) != LOOMRT_OK)
+    return "";
+  std::string out;
+  for (const Metric &m : read) {
+    std::string vals;
+    char buf[32];
+    for (float x : m.values) {
+      std::snprintf(buf, sizeof buf, std::isfinite(x) ? "%.8g" : "null", double(x));
+      vals += (vals.empty() ? "" : ", ") + std::string(buf);
+    }
+    out += (out.empty() ? "\"" : ", \"") + std::string(m.name) + "\": " +
+           (m.vector ? "[" + vals + "]" : vals);
+  }
+  return out;
 }
 
 } // namespace loomrt::driver

@@ -92,7 +92,6 @@ private:
   int saveCheckpoint(long stepDone);
   std::vector<loomrt_tensor_ref> refs() const;
   double gradNorm();
-  std::string metrics();
   int64_t draw(long step, int64_t row, uint64_t range) const;
   void decideReplan(long step);
   int report(long step, float loss, double ms, double dataWaitMs, uint64_t sentBefore,
@@ -412,42 +411,6 @@ double TrainRun::gradNorm() {
       return v;
     }
   return -1;
-}
-
-/// What the step recorded in its f32 states named metrics.NAME (a
-/// mixture's expert token counts and load-balancing loss), as JSON members
-/// "NAME": value or [values]; this rank's values.
-std::string TrainRun::metrics() {
-  // Every copy first, then one wait (a 32-layer mixture has 33 of them).
-  struct Metric {
-    const char *name;
-    bool vector;
-    std::vector<float> values;
-  };
-  std::vector<Metric> read;
-  for (size_t i = 0; i < p->num_globals; ++i) {
-    const loomrt_global_desc &g = p->globals[i];
-    if (std::strncmp(g.name, "metrics.", 8) != 0 || g.dtype != LOOMRT_F32 || g.rank > 1)
-      continue;
-    std::vector<float> v(size_t(g.rank ? g.shape[0] : 1));
-    if (loomrt_memcpy_async(s, v.data(), G[i], v.size() * sizeof(float)) != LOOMRT_OK)
-      continue;
-    read.push_back({g.name + 8, g.rank == 1, std::move(v)});
-  }
-  if (read.empty() || loomrt_stream_synchronize(s) != LOOMRT_OK)
-    return "";
-  std::string out;
-  for (const Metric &m : read) {
-    std::string vals;
-    char buf[32];
-    for (float x : m.values) {
-      std::snprintf(buf, sizeof buf, std::isfinite(x) ? "%.8g" : "null", double(x));
-      vals += (vals.empty() ? "" : ", ") + std::string(buf);
-    }
-    out += (out.empty() ? "\"" : ", \"") + std::string(m.name) + "\": " +
-           (m.vector ? "[" + vals + "]" : vals);
-  }
-  return out;
 }
 
 std::vector<loomrt_tensor_ref> TrainRun::refs() const {
@@ -948,7 +911,7 @@ int TrainRun::report(long step, float loss, double ms, double dataWaitMs, uint64
   logStep(log, step + 1, loss, ms, tps, unit, backwardMs, ctx,
           world > 1 ? (long long)(ctx.sent() - sentBefore + sideBytes) : -1, byGroup, dataWaitMs,
           double(ctx.reserved() + deviceGlobalBytes(p, host)) / (1 << 20), cardUsedMiB(),
-          cpuAdamRate, planned, ctx.lastLr.load(), gradNorm(), metrics());
+          cpuAdamRate, planned, ctx.lastLr.load(), gradNorm(), metricsJson(p, G.data(), s));
   return 0;
 }
 
