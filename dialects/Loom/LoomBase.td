@@ -74,6 +74,14 @@ def Loom_Dialect : Dialect {
     // On the module of one pipeline stage's program (loom-pipeline-split):
     // [stage, stages, stage level's index in the topology].
     "::mlir::DenseI64ArrayAttr":$pipeline,
+    // On the module of one expert-parallel rank's program
+    // (loom-expert-parallel): [rank, ranks, the level's index in the
+    // topology].
+    "::mlir::DenseI64ArrayAttr":$expert_parallel,
+    // On a loom.param of an expert-parallel rank's program: one of the
+    // experts only this rank of its group holds; loom-data-parallel
+    // averages its gradient over the ranks holding the same expert only.
+    "::mlir::UnitAttr":$expert,
     // On a loom.param of a stage's program (loom-pipeline-split): the
     // elements the one-rank model draws from the seed's stream for the
     // parameters before it that this stage does not hold (the driver skips

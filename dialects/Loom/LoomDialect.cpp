@@ -89,6 +89,15 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                   "[stage, stages, level] or [stage, stages, level, chunks] on the module, with "
                   "0 <= stage < stages, stages >= 2, level >= 0 and chunks >= 1");
   }
+  if (name == LoomDialect::ExpertParallelAttrHelper::getNameStr()) {
+    auto v = dyn_cast<DenseI64ArrayAttr>(value);
+    return expect(v && v.size() == 3 && v[1] >= 2 && v[0] >= 0 && v[0] < v[1] && v[2] >= 0 &&
+                      isa<ModuleOp>(op),
+                  "[rank, ranks, level] on the module, with 0 <= rank < ranks, ranks >= 2 and "
+                  "level >= 0");
+  }
+  if (name == LoomDialect::ExpertAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value) && isa<ParamOp>(op), "a unit attribute on a loom.param");
   if (name == LoomDialect::InitSkipAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 0 &&

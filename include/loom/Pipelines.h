@@ -91,6 +91,12 @@ struct PipelineOptions {
   /// cut makes pipelineParallel x pipelineChunks of them.
   int64_t pipelineChunks = 1;
   std::string pipelineLevel;
+  /// > 1: loom-expert-parallel before autodiff: this module keeps the
+  /// experts of rank `expertRank` of the `expertLevel` level's that many
+  /// ranks (data parallelism spans every level; the experts' gradients are
+  /// averaged over the others).
+  int64_t expertParallel = 1, expertRank = 0;
+  std::string expertLevel;
   /// The cut's plan printed (loomc: for the first stage's module only).
   bool printPipelineCut = true;
   /// GiB a stage may hold when the cut is planned (0: the description's).

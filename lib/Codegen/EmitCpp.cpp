@@ -401,6 +401,14 @@ public:
     return pipe && pipe.size() >= 3 ? pipe[1] : 1;
   }
 
+  /// Expert parallelism's ranks (loom.expert_parallel: this program is
+  /// one rank's), or 1.
+  int64_t expertRanks() {
+    auto ep = module->getAttrOfType<DenseI64ArrayAttr>(
+        LoomDialect::ExpertParallelAttrHelper::getNameStr());
+    return ep && ep.size() == 3 ? ep[1] : 1;
+  }
+
   int64_t tensorParallel() {
     auto tp = module->getAttrOfType<IntegerAttr>(LoomDialect::TensorParallelAttrHelper::getNameStr());
     return tp ? tp.getInt() : 1;
@@ -551,7 +559,7 @@ public:
         << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
         << cpuUpdateParams(step) << "LL, "
         << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str() << ", nullptr, "
-        << tensorParallel() << ", " << pipelineStages() << ", nullptr};\n"
+        << tensorParallel() << ", " << pipelineStages() << ", nullptr, " << expertRanks() << "};\n"
         << (ns.empty() ? "  return loomrt_train_main(argc, argv, &program);\n}\n"
                        : "  return &program;\n}\n\n} // namespace " + ns + "\n\n");
     return success();
@@ -921,8 +929,9 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
 
 
 void emitPipelineMain(llvm::raw_ostream &os, llvm::ArrayRef<std::string> namespaces) {
-  os << "// --pipeline-parallel: each stage's program above; the driver runs the one\n"
-        "// of the rank's stage (the outermost level of the world).\n"
+  os << "// --pipeline-parallel or --expert-parallel: each stage's (or expert rank's)\n"
+        "// program above; the driver runs the rank's (its stage, the outermost level\n"
+        "// of the world, or its place on the innermost, the experts' level).\n"
      << "int main(int argc, char **argv) {\n"
      << "  static const loomrt_program *const kStages[] = {\n";
   for (const std::string &ns : namespaces)

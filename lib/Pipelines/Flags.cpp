@@ -198,7 +198,7 @@ static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
     return std::string("--hierarchy=auto plans ZeRO-3's partitions over a --topology of at "
                        "least two levels (give --zero-stage=3)");
   d.planHpz = o.hierarchy != "flat" && o.zeroStage == 3 && multiLevel && !d.diloco &&
-              !d.onebit && d.hpzLevels.empty();
+              !d.onebit && d.hpzLevels.empty() && o.expertParallel == 1;
   if (!o.zeropp.empty() && (d.diloco || d.onebit))
     return std::string("--zeropp composes with plain ZeRO (AdamW or Adam) only, not yet with "
                        "--diloco or --optimizer=onebit-adam");
@@ -245,6 +245,37 @@ static std::optional<std::string> checkPipelineLevel(const LoomcOptions &o, Flag
            ",gpu=2; without --topology: --topology=stage=" + std::to_string(o.pipelineParallel) +
            ")";
   d.pipelineLevel = d.levels.back().first;
+  return std::nullopt;
+}
+
+/// --expert-parallel's level: the innermost of --topology (which it adds,
+/// as gpu=N, when there is none), and what it composes with.
+static std::optional<std::string> checkExpertParallel(const LoomcOptions &o, FlagDecisions &d) {
+  if (o.expertParallel < 1 || o.expertParallel > 1024)
+    return std::string("--expert-parallel must be a number of ranks from 1 to 1024");
+  if (o.expertParallel == 1)
+    return std::nullopt;
+  if (!llvm::StringRef(o.model).starts_with("moe:"))
+    return std::string("--expert-parallel splits the experts of a mixture-of-experts model: "
+                       "give --model moe:... (docs/moe.md)");
+  // The experts' all-to-alls on the innermost level (the fastest link:
+  // the tokens cross it twice a layer, each way).
+  if (d.levels.empty())
+    d.levels.push_back({"gpu", o.expertParallel});
+  if (d.levels.front().second != o.expertParallel)
+    return "--expert-parallel=" + std::to_string(o.expertParallel) +
+           " splits the experts over the innermost level of --topology, which must have that "
+           "many ranks (e.g. --topology=gpu=" + std::to_string(o.expertParallel) +
+           ", or node=2,gpu=" + std::to_string(o.expertParallel) + " with 2 replicas)";
+  if (o.tensorParallel > 1 || o.pipelineParallel > 1 || o.offload != "none" ||
+      !o.zeropp.empty() || !o.diloco.empty() || o.optimizer == "onebit-adam" ||
+      o.clipGrad > 0 || o.hierarchy == "auto" || (o.replan != "auto" && o.replan != "off") ||
+      !o.timeline.empty())
+    return std::string("--expert-parallel is built with data parallelism (ZeRO 0-3 over the "
+                       "other parameters), --micro-batches, --recompute and bf16; not yet with "
+                       "--tensor-parallel, --pipeline-parallel, --optimizer-offload, --zeropp, "
+                       "--hierarchy=auto, --diloco, 1-bit Adam, --clip-grad, --replan or "
+                       "--timeline (docs/moe.md)");
   return std::nullopt;
 }
 
@@ -339,6 +370,8 @@ std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecisions &d) {
     if (std::optional<std::string> err = parseTopology(o.topologyFlag, d.levels))
       return err;
   if (std::optional<std::string> err = checkPipelineLevel(o, d))
+    return err;
+  if (std::optional<std::string> err = checkExpertParallel(o, d))
     return err;
   for (auto &l : d.levels)
     if ((d.world *= l.second) > (1 << 20))

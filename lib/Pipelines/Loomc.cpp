@@ -220,7 +220,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
         it(o.tensorParallel, "1: none"), it(o.sequenceParallel), it(o.microBatches, "1: none"),
-        it(o.pipelineParallel, "1: none"), it(o.pipelineSchedule),
+        it(o.pipelineParallel, "1: none"), it(o.pipelineSchedule), it(o.expertParallel, "1: none"),
         it(o.zeropp), it(o.hierarchy, "auto for ZeRO-3 over several levels"),
         it(o.bucketSize), it(o.reduceDtype), it(o.prefetch), it(o.diloco)}},
       {"Memory and offload",
@@ -424,6 +424,9 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.sequenceParallel = o.sequenceParallel;
   if (o.tensorParallel > 1)
     po.tensorParallelLevel = d.levels.front().first;
+  po.expertParallel = o.expertParallel;
+  if (o.expertParallel > 1)
+    po.expertLevel = d.levels.front().first;
   po.zeroStage = std::max(0, int(o.zeroStage));
   po.bucketSize = o.bucketSize;
   po.prefetch = o.prefetch == "auto" ? 1 : std::stoll(o.prefetch);
@@ -547,23 +550,29 @@ static void reportPipelineStep(const std::vector<StageWork> &work, const Pipelin
                                 v > 1 ? std::string("interleaved") : po.pipelineSchedule, bubbles);
 }
 
-/// --pipeline-parallel: the phases run once for each stage on a copy of
-/// the module (loom-pipeline-split keeps that stage's part), each stage's
-/// prediction printed, and the stages' programs written together.
+/// --pipeline-parallel and --expert-parallel: the phases run once for
+/// each stage (or expert rank) on a copy of the module (loom-pipeline-split
+/// or loom-expert-parallel keeps that rank's part), each one's prediction
+/// printed, and the programs written together (the driver runs the rank's).
 static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOptions po,
                          const LoomcOptions &o, FlagDecisions &d,
                          const std::optional<cost::Hardware> &hw) {
+  const bool experts = o.expertParallel > 1;
+  const char *what = experts ? "--expert-parallel splits the experts" : "--pipeline-parallel "
+                                                                        "cuts the forward into "
+                                                                        "stages";
   if (reached >= Phase::Autodiff)
-    return loomcError("--pipeline-parallel cuts the forward into stages: give the model "
-                      "before autodiff (a forward, not @forward_backward)");
+    return loomcError(llvm::Twine(what) + ": give the model before autodiff (a forward, not "
+                                          "@forward_backward)");
   if (failed(verify(module)))
     return 1;
   std::vector<OwningOpRef<ModuleOp>> stages;
   std::vector<int64_t> peaks;
   std::vector<StageWork> work;
-  for (int64_t s = 0; s < o.pipelineParallel; ++s) {
+  const int64_t programs = experts ? o.expertParallel : o.pipelineParallel;
+  for (int64_t s = 0; s < programs; ++s) {
     OwningOpRef<ModuleOp> m = module.clone();
-    po.pipelineStage = s;
+    (experts ? po.expertRank : po.pipelineStage) = s;
     po.printPipelineCut = s == 0;
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
@@ -580,16 +589,18 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
     // step). One simulation serves the report and the bubble.
     if (predicted) {
       mlir::loom::StepPrediction pred;
-      if (reportPrediction(*m, *hw, "", loweringOf(po), stagePeak,
-                           "stage " + std::to_string(s) + "'s step (its work, without waits)",
-                           &pred))
+      std::string label = experts ? "expert rank " + std::to_string(s) + "'s step"
+                                  : "stage " + std::to_string(s) +
+                                        "'s step (its work, without waits)";
+      if (reportPrediction(*m, *hw, "", loweringOf(po), stagePeak, label, &pred))
         return 1;
       work.push_back({pred.backwardSeconds, pred.updateSeconds, pred.gpuKernelSeconds});
     }
     peaks.push_back(hw && hw->hasGpu ? int64_t(stagePeak) : 0);
     stages.push_back(std::move(m));
   }
-  reportPipelineStep(work, po, hw);
+  if (!experts)
+    reportPipelineStep(work, po, hw);
   std::vector<ModuleOp> views;
   for (auto &m : stages)
     views.push_back(*m);
@@ -733,7 +744,7 @@ int loomcMain(int argc, char **argv) {
     po.hpzLevels = chosen->secondary;
     po.qgzInner = chosen->qgzInner;
   }
-  if (o.pipelineParallel > 1)
+  if (o.pipelineParallel > 1 || o.expertParallel > 1)
     return compileStages(*module, reached, phase, po, o, d, hw);
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))

@@ -214,6 +214,15 @@ struct LoomcOptions {
                "--micro-batches=M to fill the pipeline; data parallelism spans the other "
                "levels"),
       cl::cat(cat)};
+  cl::opt<int> expertParallel{
+      "expert-parallel", cl::init(1), cl::value_desc("N"),
+      cl::desc("Split each mixture-of-experts layer's experts (--model moe:) over the N ranks "
+               "of the innermost level of --topology (or over N ranks, --topology=gpu=N, "
+               "without one): each rank holds E/N experts and the tokens reach them and come "
+               "back by two all-to-alls (loom-expert-parallel); every rank reads its own rows, "
+               "data parallelism spans every level and the experts' gradients are averaged "
+               "over the ranks holding the same experts"),
+      cl::cat(cat)};
   cl::opt<std::string> pipelineSchedule{
       "pipeline-schedule", cl::init("1f1b"), cl::value_desc("gpipe|1f1b|zb-h1|interleaved:V"),
       cl::desc("The micro-batches' order: 1f1b runs each backward right after its forward "

@@ -52,6 +52,10 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     // anything else sees the composed form (the backward of a recognised
     // op is its own fused rule).
     pm.addPass(mlir::loom::createRecognizeOps());
+    // Expert parallelism on the generator's layers as they are (before
+    // any pass rewrites them): the all-to-alls are differentiated too.
+    if (o.expertParallel > 1)
+      pm.addPass(mlir::loom::createExpertParallel({o.expertRank, o.expertLevel}));
     // Tensor parallelism on the forward: autodiff then differentiates the
     // split graph and its collectives.
     if (o.tensorParallel > 1)

@@ -52,6 +52,9 @@ struct Member {
 struct Bucket {
   SmallVector<Member> members;
   int64_t numel = 0, padded = 0;
+  /// Expert parallelism's experts: all-reduced over the expert group at
+  /// every stage (never partitioned).
+  bool expert = false;
 };
 
 struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
@@ -68,6 +71,11 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   /// partition and its size (null: none).
   GroupAttr secondaryGroup;
   int64_t secondarySize = 1;
+  /// Expert parallelism (loom.expert_parallel): the ranks of the experts'
+  /// level and the group of the other levels, over which the ranks holding
+  /// the same experts average their gradients (null: none besides).
+  int64_t expertRanks = 1;
+  GroupAttr expertGroup;
 
   LogicalResult fail(Operation *at, const Twine &msg) {
     at->emitError() << "loom-data-parallel: " << msg;
@@ -146,11 +154,12 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
 
   /// A gradient reduction issued without waiting: all-reduce (stages 0, 1)
   /// or reduce-scatter (2, 3), mean over the ranks.
-  std::pair<Value, Value> issueReduction(OpBuilder &b, Location loc, Value v, int64_t shard) {
+  std::pair<Value, Value> issueReduction(OpBuilder &b, Location loc, Value v, int64_t shard,
+                                         bool expert) {
     auto tok = TokenType::get(b.getContext());
-    if (zeroStage <= 1) {
-      auto op = AllReduceOp::create(b, loc, v.getType(), tok, v, ValueRange{}, group,
-                                    ReduceKind::mean, comm);
+    if (zeroStage <= 1 || expert) {
+      auto op = AllReduceOp::create(b, loc, v.getType(), tok, v, ValueRange{},
+                                    expert ? expertGroup : group, ReduceKind::mean, comm);
       return {op.getResult(), op.getToken()};
     }
     auto t = cast<RankedTensorType>(v.getType());
@@ -192,7 +201,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       last = afterItsWait(last);
       b.setInsertionPointAfter(last);
       Location loc = last->getLoc();
-      int64_t to = zeroStage == 0 ? bk.numel : bk.padded;
+      int64_t to = zeroStage == 0 || bk.expert ? bk.numel : bk.padded;
       if (reduceBf16)
         for (Value &g : grads) {
           // Mixed precision's fp32 gradient is the cast of a bf16 one: take
@@ -206,7 +215,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
                                                      b.getBF16Type()),
                                g);
         }
-      auto [r, t] = issueReduction(b, loc, flatten(b, loc, grads, to), bk.padded / world);
+      auto [r, t] = issueReduction(b, loc, flatten(b, loc, grads, to), bk.padded / world,
+                                   bk.expert);
       reduced.push_back(r);
       tokens.push_back(t);
       issued.push_back({last->getNextNode(), t}); // the first op made just now
@@ -233,6 +243,8 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     b.setInsertionPoint(ret);
     WaitOp::create(b, ret.getLoc(), atEnd);
     SmallVector<Value> results(ret.getOperands());
+    // (After the loss and every gradient, reduced by a bucket or not.)
+    unsigned mi = results.size();
     results.append(reduced);
     ret->setOperands(results);
     fb.setFunctionType(FunctionType::get(fb.getContext(), fb.getArgumentTypes(),
@@ -244,12 +256,9 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
       o.replaceAllUsesWith(n);
     call.erase();
     call = newCall;
-    unsigned mi = 1;
     for (Bucket &bk : buckets)
-      for (Member &m : bk.members) {
+      for (Member &m : bk.members)
         m.grad = newCall.getResult(1 + m.index);
-        ++mi;
-      }
     SmallVector<Value> out;
     b.setInsertionPointAfter(newCall);
     for (size_t k = 0; k < buckets.size(); ++k) {
@@ -426,19 +435,22 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         return fail(p, "ZeRO partitioning supports fp32 parameters (master weights)");
       members.push_back(m);
     }
+    SmallVector<Member> experts;
+    if (failed(takeExperts(topo, fb, members, experts)))
+      return failure();
     SmallVector<Bucket> buckets = formBuckets(fb, members);
     int64_t multiple = world * shardMultiple;
     for (Bucket &bk : buckets)
       bk.padded = (bk.numel + multiple - 1) / multiple * multiple;
+    size_t regular = buckets.size();
+    addExpertBuckets(experts, buckets);
 
     FailureOr<SmallVector<Value>> reduced = reduceInBackward(fb, call, buckets);
     if (failed(reduced))
       return failure();
-    b.setInsertionPointAfter(globalLoss.getDefiningOp()->getNextNode()); // after its wait
-    if (failed(zeroStage == 0 ? rewriteStage0(b, loc, buckets, *reduced)
-                              : rewritePartitioned(b, loc, fb, buckets, *reduced)))
-      return failure();
-    if (failed(dropFullGradients(fb, call, members.size())))
+    if (failed(rewriteUpdates(globalLoss.getDefiningOp()->getNextNode(), fb, buckets, *reduced,
+                              regular)) ||
+        failed(dropFullGradients(fb, call, buckets)))
       return failure();
     // reduce-bf16 took the bf16 gradients under mixed precision's casts;
     // the casts' fp32 copies are read by nothing now.
@@ -448,6 +460,102 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
           c->erase();
       });
     return success();
+  }
+
+  /// Expert parallelism (loom-expert-parallel): the parameters of the
+  /// experts this rank alone holds in its group leave `members` for
+  /// `experts`. A rank's expert gradient is the sum of the gradients its
+  /// all-to-all brought back from every rank of the group; the step's
+  /// gradient is the mean over the world of each rank's, so it is scaled by
+  /// 1/N (N the group's ranks) in @forward_backward and averaged over the
+  /// other levels (`expertGroup`, unset when they are one rank). Experts
+  /// are all-reduced, not partitioned, at every ZeRO stage.
+  LogicalResult takeExperts(TopologyOp topo, func::FuncOp fb, SmallVector<Member> &members,
+                            SmallVector<Member> &experts) {
+    auto ep = module->getAttrOfType<DenseI64ArrayAttr>(
+        LoomDialect::ExpertParallelAttrHelper::getNameStr());
+    if (!ep)
+      return success();
+    if (ep[2] >= int64_t(topo.getLevels().size()) || topo.getSizes()[ep[2]] != ep[1])
+      return fail(module, "loom.expert_parallel names a level of its loom.topology that does "
+                          "not have its ranks");
+    Attribute level = topo.getLevels()[ep[2]];
+    SmallVector<Attribute> rest;
+    bool spanned = false;
+    for (Attribute l : group.getLevels()) {
+      if (l == level)
+        spanned = true;
+      else
+        rest.push_back(l);
+    }
+    if (!spanned)
+      return fail(module, "the experts' level '" + cast<StringAttr>(level).getValue() +
+                              "' is not one data parallelism spans");
+    if (frozen)
+      return fail(module, "expert parallelism is not built with 1-bit Adam");
+    expertRanks = ep[1];
+    if (world / expertRanks > 1)
+      expertGroup = GroupAttr::get(module.getContext(), group.getTopology(),
+                                   ArrayAttr::get(module.getContext(), rest));
+    SmallVector<Member> kept;
+    auto ret = cast<func::ReturnOp>(fb.getBody().front().getTerminator());
+    OpBuilder b(ret);
+    for (Member &m : members) {
+      if (!m.param->hasAttr(LoomDialect::ExpertAttrHelper::getNameStr())) {
+        kept.push_back(m);
+        continue;
+      }
+      Value g = ret.getOperand(1 + m.index);
+      // Right after the gradient, so its reduction can start there.
+      if (Operation *d = g.getDefiningOp())
+        b.setInsertionPointAfter(afterItsWait(d));
+      else
+        b.setInsertionPoint(ret);
+      auto t = cast<RankedTensorType>(g.getType());
+      auto scalar = RankedTensorType::get({}, t.getElementType());
+      Value inv = arith::ConstantOp::create(
+          b, g.getLoc(), scalar,
+          DenseElementsAttr::get(scalar, b.getFloatAttr(t.getElementType(),
+                                                       1.0 / double(expertRanks))));
+      ret->setOperand(1 + m.index, MulOp::create(b, g.getLoc(), t, g, inv));
+      experts.push_back(m);
+    }
+    members = std::move(kept);
+    return success();
+  }
+
+  /// The updates, after `after` (the loss's wait): the first `regular`
+  /// buckets' by the ZeRO stage, the experts' after them as stage 0's.
+  LogicalResult rewriteUpdates(Operation *after, func::FuncOp fb, MutableArrayRef<Bucket> buckets,
+                               ArrayRef<Value> reduced, size_t regular) {
+    OpBuilder b(after->getContext());
+    Location loc = after->getLoc();
+    b.setInsertionPointAfter(after);
+    if (failed(zeroStage == 0 ? rewriteStage0(b, loc, buckets.take_front(regular),
+                                              reduced.take_front(regular))
+                              : rewritePartitioned(b, loc, fb, buckets.take_front(regular),
+                                                   reduced.take_front(regular))))
+      return failure();
+    b.setInsertionPointAfter(after); // (stage 3 left `b` in @forward_backward)
+    return rewriteStage0(b, loc, buckets.drop_front(regular), reduced.drop_front(regular));
+  }
+
+  /// The experts' buckets, after the others: stage 0's, all-reduced over
+  /// the ranks that hold the same experts (none when those are one rank).
+  void addExpertBuckets(ArrayRef<Member> experts, SmallVector<Bucket> &buckets) {
+    if (!expertGroup)
+      return;
+    bool first = true;
+    for (const Member &m : experts) {
+      if (first || buckets.back().numel + m.numel > bucketSize) {
+        buckets.emplace_back();
+        buckets.back().expert = true;
+        first = false;
+      }
+      buckets.back().members.push_back(m);
+      buckets.back().numel = aligned(buckets.back().numel) + m.numel;
+      buckets.back().padded = buckets.back().numel;
+    }
   }
 
   /// Buckets: consecutive members up to bucket-size elements. At stage 3,
@@ -483,9 +591,28 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
         unitOf = std::move(sortedUnits);
       }
     }
+    // Expert parallelism at stage 3: the driver draws a bucket's members
+    // one after another where the bucket is declared, and an expert's
+    // parameters (not members) where they are, so a bucket never spans an
+    // expert's declaration: every rank then draws the one-rank model's
+    // values (the last block's unit, with the final norm and the head
+    // after its experts, becomes two buckets).
+    DenseMap<Operation *, int64_t> expertsBefore;
+    if (zeroStage == 3) {
+      int64_t seen = 0;
+      for (ParamOp p : module.getOps<ParamOp>()) {
+        seen += p->hasAttr(LoomDialect::ExpertAttrHelper::getNameStr()) ? 1 : 0;
+        expertsBefore[p] = seen;
+      }
+    }
+    auto split = [&](size_t i) {
+      return i > 0 && expertsBefore.lookup(members[i].param) !=
+                          expertsBefore.lookup(members[i - 1].param);
+    };
     for (auto [i, m] : llvm::enumerate(members)) {
-      bool next = byUnit ? (i == 0 || unitOf[i] != unitOf[i - 1])
-                         : (buckets.empty() || buckets.back().numel + m.numel > bucketSize);
+      bool next = byUnit ? (i == 0 || unitOf[i] != unitOf[i - 1] || split(i))
+                         : (buckets.empty() || buckets.back().numel + m.numel > bucketSize ||
+                            split(i));
       if (next)
         buckets.emplace_back();
       buckets.back().members.push_back(m);
@@ -500,14 +627,27 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
   /// Its results become (loss, bucket 0, bucket 1, ...), which
   /// loom.grad_params no longer describes: the attribute moves to the
   /// calling step (the trained parameters, for loom-diloco after it).
-  LogicalResult dropFullGradients(func::FuncOp fb, func::CallOp call, size_t grads) {
-    for (size_t i = 1; i <= grads; ++i)
-      if (!call.getResult(i).use_empty())
+  LogicalResult dropFullGradients(func::FuncOp fb, func::CallOp call,
+                                  ArrayRef<Bucket> buckets) {
+    llvm::DenseSet<unsigned> reducedGrads;
+    for (const Bucket &bk : buckets)
+      for (const Member &m : bk.members)
+        reducedGrads.insert(m.index);
+    auto names = fb->getAttrOfType<ArrayAttr>(LoomDialect::GradParamsAttrHelper::getNameStr());
+    size_t grads = names ? names.size() : 0;
+    for (unsigned i : reducedGrads)
+      if (!call.getResult(1 + i).use_empty())
         return fail(call, "a full gradient is still used after the reduction");
     auto ret = cast<func::ReturnOp>(fb.getBody().front().getTerminator());
+    // The loss, the gradients no bucket reduced (an expert's, when its
+    // experts are this rank's alone), then the reduced buckets.
     SmallVector<Value> results{ret.getOperand(0)};
-    for (size_t i = 1 + grads; i < ret.getNumOperands(); ++i)
-      results.push_back(ret.getOperand(i));
+    SmallVector<size_t> from{0};
+    for (size_t i = 1; i < ret.getNumOperands(); ++i)
+      if (i > grads || !reducedGrads.contains(unsigned(i - 1))) {
+        results.push_back(ret.getOperand(i));
+        from.push_back(i);
+      }
     ret->setOperands(results);
     fb.setFunctionType(FunctionType::get(fb.getContext(), fb.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
@@ -519,7 +659,7 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
     auto newCall = func::CallOp::create(b, call.getLoc(), fb, call.getOperands());
     call.getResult(0).replaceAllUsesWith(newCall.getResult(0));
     for (size_t j = 1; j < newCall.getNumResults(); ++j)
-      call.getResult(grads + j).replaceAllUsesWith(newCall.getResult(j));
+      call.getResult(from[j]).replaceAllUsesWith(newCall.getResult(j));
     call.erase();
     return success();
   }

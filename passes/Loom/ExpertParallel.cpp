@@ -16,8 +16,10 @@
 // loom-pipeline-split is; the parameters of the experts this rank does not
 // hold go, and each kept parameter after them records the random draws
 // they took (`loom.init_skip`), so every rank starts from the one-rank
-// model's values. Not built yet around it: the program chosen by EP rank
-// in the driver, and the expert gradients' averaging (docs/moe.md).
+// model's values. The kept experts' parameters get `loom.expert` (their
+// gradients are averaged only over the ranks holding the same experts, by
+// loom-data-parallel) and the module `loom.expert_parallel` (the driver
+// runs the program of the rank's position on the level).
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
@@ -156,8 +158,16 @@ void ExpertParallel::rewrite(MoeLayer &layer, GroupAttr group, int64_t ranks) {
       IRMapping map;
       map.map(orig.getResult(), rows.getResult());
       for (Operation *op : layer.ops[e])
-        if (op != orig)
+        if (op != orig) {
           b.clone(*op, map);
+          // The expert's parameters: this rank's alone (loom-data-parallel
+          // averages them over the ranks that hold the same expert).
+          for (Value v : op->getOperands())
+            if (auto load = v.getDefiningOp<LoadOp>())
+              if (auto p = SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, load.getNameAttr()))
+                p->setAttr(LoomDialect::ExpertAttrHelper::getNameStr(),
+                           UnitAttr::get(b.getContext()));
+        }
       outs.push_back(map.lookup(layer.outputs.getInputs()[e]));
     }
   Value sent = ConcatOp::create(b, loc, layer.outputs.getType(), outs, b.getI64IntegerAttr(0));
@@ -218,4 +228,10 @@ void ExpertParallel::runOnOperation() {
   for (MoeLayer &layer : layers)
     rewrite(layer, group, ranks);
   dropUnloadedParams(module, fwd);
+  int64_t index = 0;
+  for (auto [k, name] : llvm::enumerate((*topo).getLevels()))
+    if (cast<StringAttr>(name).getValue() == level)
+      index = int64_t(k);
+  module->setAttr(LoomDialect::ExpertParallelAttrHelper::getNameStr(),
+                  DenseI64ArrayAttr::get(&getContext(), {rank, ranks, index}));
 }

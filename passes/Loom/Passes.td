@@ -597,6 +597,14 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     gradient dies at its bucket's flatten. The group spans every level of the
     module's `loom.topology` (or the one named by `topology`).
 
+    On an expert-parallel rank's program (`loom.expert_parallel`, from
+    `loom-expert-parallel`), the parameters marked `loom.expert` are this
+    rank's alone in its group: their gradients are scaled by 1/N right
+    after they are computed and all-reduced (mean) over the other levels
+    only, at every stage (experts are never partitioned; at stage 3 no
+    bucket spans an expert's declaration, so the driver draws the one-rank
+    values).
+
     With 1-bit Adam (`loom-onebit-adam`'s `@train_step_frozen`, stages 1-2):
     `frozen-variance=sharded` rewrites the frozen step's updates as the
     shards' (each rank steps its shard with the averaged momentum and its
@@ -1311,8 +1319,12 @@ def ExpertParallel : Pass<"loom-expert-parallel", "ModuleOp"> {
     `loom.all_to_all`, each local expert runs on every source's C rows
     (its ops cloned once a source), and the outputs come back by a second
     all-to-all before `loom.moe_combine`. The other experts' ops and
-    parameters go; the kept parameters after them get `loom.init_skip`.
-    Not yet used by `loomc` (docs/moe.md).
+    parameters go; the kept parameters after them get `loom.init_skip`,
+    the kept experts' parameters `loom.expert` (loom-data-parallel averages
+    them over the ranks holding the same experts, scaled by 1/N), and the
+    module `loom.expert_parallel = [rank, ranks, level]`. `loomc
+    --expert-parallel=N` runs it once per rank on copies of the module
+    (docs/moe.md).
 
     Before (2 experts of 4 rows, `rank=1` of a level of 2):
 

@@ -205,11 +205,13 @@ loomrt_status CheckpointSet::resume(const std::vector<loomrt_tensor_ref> &tensor
                                      std::to_string(savedStage) + "; this binary runs " +
                                      std::to_string(world) + " at stage " +
                                      std::to_string(zeroStage));
-    if (program->pipeline_parallel > 1)
+    if (program->pipeline_parallel > 1 || program->expert_parallel > 1)
       return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
-                                     std::to_string(savedWorld) + " ranks; a pipeline's "
-                                     "stages re-shard only onto the same world (not built "
-                                     "yet): resume on " + std::to_string(savedWorld) +
+                                     std::to_string(savedWorld) + " ranks; " +
+                                     (program->pipeline_parallel > 1 ? "a pipeline's stages"
+                                                                     : "expert-parallel ranks") +
+                                     " re-shard only onto the same world (not built yet): "
+                                     "resume on " + std::to_string(savedWorld) +
                                      " ranks at ZeRO stage " + std::to_string(savedStage));
     if (program->tensor_parallel > 1)
       return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' was saved by " +
@@ -309,7 +311,8 @@ std::string checkpointLayout(const loomrt_program *p) {
   return "{\"params\": [" + params + "], \"shards\": {" + shards + "}, \"tensors\": {" +
          tensors + "}, \"tensor_parallel\": " + std::to_string(std::max(p->tensor_parallel, 1)) +
          ", \"tp\": {" + tp + "}, \"pipeline_parallel\": " +
-         std::to_string(std::max(p->pipeline_parallel, 1)) + "}";
+         std::to_string(std::max(p->pipeline_parallel, 1)) + ", \"expert_parallel\": " +
+         std::to_string(std::max(p->expert_parallel, 1)) + "}";
 }
 
 } // namespace loomrt

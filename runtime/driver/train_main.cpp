@@ -283,6 +283,20 @@ int TrainRun::joinWorld() {
                  "it again with loomc");
     p = mine;
   }
+  // Expert parallelism: this rank runs the program of its experts (its
+  // place on the innermost level).
+  if (p->expert_parallel > 1) {
+    if (!p->stage_programs || world % p->expert_parallel != 0)
+      return die("this expert-parallel program has no per-rank programs, or its groups of " +
+                 std::to_string(p->expert_parallel) + " ranks do not divide its world of " +
+                 std::to_string(world) + "; compile it again with loomc");
+    const loomrt_program *mine = p->stage_programs[rank % p->expert_parallel];
+    if (!mine || mine->abi != LOOMRT_TRAIN_ABI || mine->world != p->world ||
+        mine->batch != p->batch || mine->seq != p->seq || mine->task != p->task)
+      return die("the expert-parallel programs of this binary disagree on their world or "
+                 "data; compile it again with loomc");
+    p = mine;
+  }
   // Only rank 0 talks; every rank reports errors.
   lead = rank == 0;
   if (!lead && !std::freopen("/dev/null", "w", stdout))
@@ -341,8 +355,9 @@ int TrainRun::capDeviceMemory() {
   // (Before the rank knows its stage: a pipeline's ranks all check its
   // largest stage, so they refuse together.)
   int64_t predicted = p->predicted_device_bytes;
-  if (p->pipeline_parallel > 1 && p->stage_programs)
-    for (int s = 0; s < p->pipeline_parallel; ++s)
+  const int programs = std::max(p->pipeline_parallel, p->expert_parallel);
+  if (programs > 1 && p->stage_programs)
+    for (int s = 0; s < programs; ++s)
       if (p->stage_programs[s])
         predicted = std::max(predicted, p->stage_programs[s]->predicted_device_bytes);
   if (predicted > 0 && double(predicted) > double(freeBytes))

@@ -1004,6 +1004,22 @@ module attributes {loom.pipeline = array<i64: 2, 2, 0>} {
 
 // -----
 
+// An expert-parallel rank's program (loom-expert-parallel): its rank is
+// below its ranks.
+// expected-error@+1 {{'loom.expert_parallel' must be [rank, ranks, level] on the module, with 0 <= rank < ranks, ranks >= 2 and level >= 0}}
+module attributes {loom.expert_parallel = array<i64: 2, 2, 0>} {
+}
+
+// -----
+
+// loom.expert marks a parameter, not a function.
+// expected-error@+1 {{'loom.expert' must be a unit attribute on a loom.param}}
+func.func @f() attributes {loom.expert} {
+  return
+}
+
+// -----
+
 func.func @topk_k(%p: tensor<16x4xf32>) {
   // expected-error@+1 {{k must be in [1, 4] (the last dimension), got 5}}
   %0, %1 = loom.top_k %p k 5 : tensor<16x4xf32> -> tensor<16x5xf32>, tensor<16x5xi64>

@@ -5,10 +5,14 @@
 // experts 2 and 3 (their parameters; the others' draws are skipped: 2 x
 // (64 + 64) elements), the buffer goes to the experts' ranks and comes back
 // by two all-to-alls, and each kept expert runs on both sources' rows.
+// The module records the rank and level, the kept experts' parameters
+// `loom.expert` (the router's is shared).
+// CHECK: module attributes {loom.expert_parallel = array<i64: 1, 2, 0>}
 // CHECK-NOT: loom.param @e0
 // CHECK-NOT: loom.param @e1
-// CHECK: loom.param @e2.up : tensor<4x16xf32> init #loom.init<normal(0.000000e+00, 2.000000e-02)> {loom.init_skip = 256 : i64}
-// CHECK: loom.param @e3.down
+// CHECK: loom.param @e2.up : tensor<4x16xf32> init #loom.init<normal(0.000000e+00, 2.000000e-02)> {loom.expert, loom.init_skip = 256 : i64}
+// CHECK: loom.param @e3.down {{.*}} {loom.expert}
+// CHECK: loom.param @router : tensor<4x16xf32> init #loom.init<normal(0.000000e+00, 2.000000e-02)>{{$}}
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[BUF:.*]] = loom.moe_dispatch
 // CHECK: %[[R:.*]], %[[T:.*]] = loom.all_to_all %[[BUF]] over #loom.group<@world, ["gpu"]> on comm : tensor<16x16xf32> -> tensor<16x16xf32>

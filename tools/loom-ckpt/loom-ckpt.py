@@ -18,7 +18,9 @@ tensor parallelism (layout "tensor_parallel" T, "tp" {name: [dim,
 groups]}), each of the T places of a group is put back together over its
 data-parallel ranks, then each split parameter from its T slices. A
 pipeline's checkpoint (layout "pipeline_parallel" P) is put back together
-stage by stage (world / P ranks each, each part with its stage's layout).
+stage by stage (world / P ranks each, each part with its stage's layout);
+an expert-parallel one (layout "expert_parallel" N) from each of the
+first N ranks' experts and every rank's shards of the rest.
 The output
 is a safetensors file of the parameters alone (no optimizer state), loadable
 with safetensors.torch.load_file and a PyTorch model's load_state_dict when
@@ -199,6 +201,20 @@ def export(m, parts):
     one a stage (the outermost level), each with its stage's layout; a
     parameter two stages hold (a tied embedding) is the same on both."""
     layout = json.loads(parts[0][1]["layout"])
+    ep = layout.get("expert_parallel", 1)
+    if not isinstance(ep, int) or ep < 1 or m["world"] % ep:
+        die(f"the layout's expert_parallel {ep!r} does not divide the world of {m['world']}")
+    if ep > 1:
+        # Expert parallelism: rank r holds the experts of place r mod N
+        # whole (under their names) and its shards of the others' buckets,
+        # which every place lays out alike.
+        out = replica(m["world"], layout, parts)
+        for j in range(1, ep):
+            for name in json.loads(parts[j][1]["layout"])["params"]:
+                if name not in parts[j][0]:
+                    die(f"rank {j}'s part has no parameter '{name}' that its layout lists")
+                out.setdefault(name, tensor_bytes(parts[j], name))
+        return out
     pp = layout.get("pipeline_parallel", 1)
     if not isinstance(pp, int) or pp < 1 or m["world"] % pp:
         die(f"the layout's pipeline_parallel {pp!r} does not divide the world of {m['world']}")

@@ -161,7 +161,7 @@ typedef struct loomrt_replan {
   double nominal_cpu_adam_params_per_s; /* the description's (factor 1) */
 } loomrt_replan;
 
-#define LOOMRT_TRAIN_ABI 19
+#define LOOMRT_TRAIN_ABI 20
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -245,6 +245,11 @@ typedef struct loomrt_program {
    * / (pipeline_parallel * tensor_parallel) replicas. */
   int pipeline_parallel;
   const struct loomrt_program *const *stage_programs;
+  /* loomc --expert-parallel: the ranks of each expert group (the innermost
+   * level of the world: rank r runs stage_programs[r % expert_parallel],
+   * the program holding its experts; 1: none). Every rank reads its own
+   * rows. */
+  int expert_parallel;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
