@@ -12,6 +12,7 @@
 #           auxiliary loss) with --expert-parallel=2, 4 sequences of 128 a rank
 #   chk-one the same model on one GPU with the global batch (8 x 128): the
 #           losses chk-ep2 must give (NCCL's all-to-all checked on GPUs)
+#   googletest/ for the runtime's MoE kernel tests on CUDA
 #   bench/gen-moe-ep-gpu.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,7 @@ gen() {
 gen ep2 --model "$big" --precision=bf16 --hardware="$HW" --expert-parallel=2
 gen chk-ep2 --model "$small" --expert-parallel=2
 gen chk-one --model "$small"
+# Debian's GoogleTest sources (the GPU hosts have none): the runtime's MoE
+# kernel tests on CUDA.
+cp -r /usr/src/googletest "$C/googletest"
 ls -la "$C"

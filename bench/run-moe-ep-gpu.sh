@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On nvidia-h200-x2, after bench/gen-moe-ep-gpu.sh (.carry/moeep): first the
-# check (the small fp32 mixture with --expert-parallel=2 on 2 GPUs against
+# On nvidia-h200-x2, after bench/gen-moe-ep-gpu.sh (.carry/moeep): the
+# runtime's MoE kernel tests on CUDA, then the check (the small fp32 mixture with --expert-parallel=2 on 2 GPUs against
 # one GPU with the global batch, 10 steps), then the 6.93B mixture with
 # --expert-parallel=2 (STEPS steps, default 12) beside the PyTorch peer
 # (bench/moe_ep_torch.py: the same model, capacity and batch, its experts
@@ -16,7 +16,11 @@ export MASTER_ADDR=127.0.0.1
 source bench/gpu-runtime.sh
 source bench/launch.sh
 for r in chk-one chk-ep2 ep2; do compile_gz "$C/$r.cpp.gz" "/tmp/$r" & done
-build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90 -DLOOM_GTEST_SOURCE_DIR="$PWD/$C/googletest"
+ninja -C build-bench loomrt-tests > "$OUT/ninja-tests.log" 2>&1 || tail -5 "$OUT/ninja-tests.log"
+T=$(find build-bench -name loomrt-tests -type f | head -1)
+$T --gtest_filter='*Moe*' > "$OUT/gtest.txt" 2>&1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|FAILED \]" "$OUT/gtest.txt" | tail -6
 wait
 write_tokens 32000 "$OUT/tok.bin"
 for r in chk-one chk-ep2 ep2; do link_gz "$C/$r.cpp.gz" "/tmp/$r"; done
