@@ -1034,8 +1034,18 @@ loomrt_status loomrt_all_to_all(loomrt_comm c, loomrt_stream s, const void *send
     }, bytes * size_t(c->size));
 #endif
 #ifdef LOOMRT_HAVE_NCCL
+  // This rank's own chunk by a device copy on the stream (HBM speed), not
+  // through NCCL's send-to-self, whose few point-to-point channels moved it
+  // at NVLink's per-channel rate: half an expert exchange's bytes
+  // (bench/RESULTS.md, 2026-11-30, session 20).
+  if (loomrt_status st = localCopy(s, static_cast<char *>(recv) + size_t(c->rank) * bytes,
+                                   static_cast<const char *>(send) + size_t(c->rank) * bytes,
+                                   bytes))
+    return st;
   ncclGroupStart();
   for (int j = 0; j < c->size; ++j) {
+    if (j == c->rank)
+      continue;
     ncclSend(static_cast<const char *>(send) + j * bytes, bytes, ncclInt8, j, c->nccl,
              gpuStreamOf(s));
     ncclRecv(static_cast<char *>(recv) + j * bytes, bytes, ncclInt8, j, c->nccl,
