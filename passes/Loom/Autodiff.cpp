@@ -488,21 +488,6 @@ public:
           auto g = AllToAllOp::create(b, loc, o.getInput().getType(), TokenType::get(b.getContext()),
                                       dy, ValueRange{}, o.getGroup(), o.getStream());
           WaitOp::create(b, loc, ValueRange{g.getToken()});
-          // Issued as soon as dy is whole, the wait staying here: the work
-          // the backward does in between (expert parallelism's own rows,
-          // which loom-expert-parallel put between the forward's exchange
-          // and its wait) overlaps the exchange. Never past another
-          // collective or wait, so every rank issues them in one order.
-          if (Operation *def = dy.getDefiningOp(); def && def->getBlock() == g->getBlock()) {
-            bool clear = true;
-            for (Operation *op = def->getNextNode(); op && op != g && clear;
-                 op = op->getNextNode())
-              clear = !isa<WaitOp>(op) && llvm::none_of(op->getResultTypes(), [](Type t) {
-                return isa<TokenType>(t);
-              });
-            if (clear)
-              g->moveAfter(def);
-          }
           accumulate(o.getInput(), g.getResult());
           return success();
         })

@@ -139,73 +139,39 @@ void ExpertParallel::rewrite(MoeLayer &layer, GroupAttr group, int64_t ranks) {
   Value buf = layer.dispatch.getResult();
   auto type = cast<RankedTensorType>(buf.getType());
   auto stream = StreamAttr::get(b.getContext(), StreamKind::comm, 0);
-  auto issue = [&](Value v) {
-    return AllToAllOp::create(b, loc, v.getType(), TokenType::get(b.getContext()), v,
-                              ValueRange{}, group, stream);
+  auto exchange = [&](Value v) {
+    auto a = AllToAllOp::create(b, loc, v.getType(), TokenType::get(b.getContext()), v,
+                                ValueRange{}, group, stream);
+    WaitOp::create(b, loc, ValueRange{a.getToken()});
+    return a.getResult();
   };
-  auto rowsOf = [&](Value from, int64_t lo, int64_t n) {
-    auto t = RankedTensorType::get({n, type.getDimSize(1)}, type.getElementType());
-    return SliceOp::create(b, loc, t, from, b.getDenseI64ArrayAttr({lo, 0}),
-                           b.getDenseI64ArrayAttr({lo + n, type.getDimSize(1)}),
-                           b.getDenseI64ArrayAttr({1, 1}))
-        .getResult();
-  };
-  // Local expert l on source src's C rows of `from` (the received buffer,
-  // or for this rank's own rows the dispatch buffer itself): its output.
-  auto runExpert = [&](int64_t src, int64_t l, Value from) {
-    int64_t e = rank * local + l;
-    SliceOp orig = layer.inputs[e];
-    IRMapping map;
-    map.map(orig.getResult(), rowsOf(from, (src * local + l) * C, C));
-    for (Operation *op : layer.ops[e])
-      if (op != orig) {
-        b.clone(*op, map);
-        // The expert's parameters: this rank's alone (loom-data-parallel
-        // averages them over the ranks that hold the same expert).
-        for (Value v : op->getOperands())
-          if (auto load = v.getDefiningOp<LoadOp>())
-            if (auto p = SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, load.getNameAttr()))
-              p->setAttr(LoomDialect::ExpertAttrHelper::getNameStr(),
-                         UnitAttr::get(b.getContext()));
-      }
-    return map.lookup(layer.outputs.getInputs()[e]);
-  };
-  // The exchanges overlap this rank's own rows' work, which needs none:
-  // the first half of its local experts on its own rows runs while the
-  // dispatch is in flight, the second half while the combine is (the
-  // combine sends a stand-in for this rank's own chunk, replaced after).
-  // loom-autodiff issues each exchange's gradient as soon as its input is
-  // whole, so the backward overlaps the same work the other way round.
-  int64_t early = local > 1 ? local / 2 : local;
-  auto chunkType = RankedTensorType::get({local * C, type.getDimSize(1)}, type.getElementType());
-  SmallVector<Value> own(local);
-  AllToAllOp dispatched = issue(buf);
-  for (int64_t l = 0; l < early; ++l)
-    own[l] = runExpert(rank, l, buf);
-  WaitOp::create(b, loc, ValueRange{dispatched.getToken()});
-  SmallVector<Value> chunks;
-  for (int64_t src = 0; src < ranks; ++src) {
-    if (src == rank) {
-      chunks.push_back(rowsOf(buf, rank * local * C, local * C)); // the stand-in
-      continue;
-    }
-    SmallVector<Value> outs;
-    for (int64_t l = 0; l < local; ++l)
-      outs.push_back(runExpert(src, l, dispatched.getResult()));
-    chunks.push_back(ConcatOp::create(b, loc, chunkType, outs, b.getI64IntegerAttr(0)));
-  }
-  AllToAllOp combined = issue(ConcatOp::create(b, loc, layer.outputs.getType(), chunks,
-                                               b.getI64IntegerAttr(0)));
-  for (int64_t l = early; l < local; ++l)
-    own[l] = runExpert(rank, l, buf);
-  WaitOp::create(b, loc, ValueRange{combined.getToken()});
-  SmallVector<Value> back;
+  Value received = exchange(buf);
+  SmallVector<Value> outs;
   for (int64_t src = 0; src < ranks; ++src)
-    back.push_back(src == rank
-                       ? ConcatOp::create(b, loc, chunkType, own, b.getI64IntegerAttr(0)).getResult()
-                       : rowsOf(combined.getResult(), src * local * C, local * C));
-  layer.combine.getInputMutable().assign(
-      ConcatOp::create(b, loc, layer.outputs.getType(), back, b.getI64IntegerAttr(0)));
+    for (int64_t l = 0; l < local; ++l) {
+      int64_t e = rank * local + l, lo = (src * local + l) * C;
+      SliceOp orig = layer.inputs[e];
+      auto rows = SliceOp::create(b, loc, orig.getType(), received,
+                                  b.getDenseI64ArrayAttr({lo, 0}),
+                                  b.getDenseI64ArrayAttr({lo + C, type.getDimSize(1)}),
+                                  b.getDenseI64ArrayAttr({1, 1}));
+      IRMapping map;
+      map.map(orig.getResult(), rows.getResult());
+      for (Operation *op : layer.ops[e])
+        if (op != orig) {
+          b.clone(*op, map);
+          // The expert's parameters: this rank's alone (loom-data-parallel
+          // averages them over the ranks that hold the same expert).
+          for (Value v : op->getOperands())
+            if (auto load = v.getDefiningOp<LoadOp>())
+              if (auto p = SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, load.getNameAttr()))
+                p->setAttr(LoomDialect::ExpertAttrHelper::getNameStr(),
+                           UnitAttr::get(b.getContext()));
+        }
+      outs.push_back(map.lookup(layer.outputs.getInputs()[e]));
+    }
+  Value sent = ConcatOp::create(b, loc, layer.outputs.getType(), outs, b.getI64IntegerAttr(0));
+  layer.combine.getInputMutable().assign(exchange(sent));
   // The one-rank layer's experts go (their parameters' loads with them,
   // where nothing else reads them).
   layer.outputs.erase();

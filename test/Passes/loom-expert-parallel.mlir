@@ -13,39 +13,22 @@
 // CHECK: loom.param @e2.up : tensor<4x16xf32> init #loom.init<normal(0.000000e+00, 2.000000e-02)> {loom.expert, loom.init_skip = 256 : i64}
 // CHECK: loom.param @e3.down {{.*}} {loom.expert}
 // CHECK: loom.param @router : tensor<4x16xf32> init #loom.init<normal(0.000000e+00, 2.000000e-02)>{{$}}
-// Rank 1's own rows (8-16 of the dispatch buffer) need no exchange: expert
-// 2 runs on them while the dispatch is in flight, expert 3 while the
-// combine is (which sends the dispatch buffer's own chunk as a stand-in,
-// replaced by this rank's outputs after the wait).
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[BUF:.*]] = loom.moe_dispatch
 // CHECK: %[[R:.*]], %[[T:.*]] = loom.all_to_all %[[BUF]] over #loom.group<@world, ["gpu"]> on comm : tensor<16x16xf32> -> tensor<16x16xf32>
-// CHECK-NEXT: loom.slice %[[BUF]] [8, 0] [12, 16]
-// CHECK: %[[OWN2:.*]] = loom.matmul {{.*}} -> tensor<4x16xf32>
 // CHECK-NEXT: loom.wait %[[T]]
-// CHECK-NEXT: loom.slice %[[R]] [0, 0] [4, 16]
+// CHECK: loom.slice %[[R]] [0, 0] [4, 16]
 // CHECK: loom.slice %[[R]] [4, 0] [8, 16]
-// CHECK: %[[REMOTE:.*]] = loom.concat {{.*}} -> tensor<8x16xf32>
-// CHECK-NEXT: %[[STANDIN:.*]] = loom.slice %[[BUF]] [8, 0] [16, 16]
-// CHECK-NEXT: %[[OUT:.*]] = loom.concat %[[REMOTE]], %[[STANDIN]] dim 0 : {{.*}} -> tensor<16x16xf32>
-// CHECK-NEXT: %[[B:.*]], %[[T2:.*]] = loom.all_to_all %[[OUT]]
-// CHECK-NEXT: loom.slice %[[BUF]] [12, 0] [16, 16]
-// CHECK: %[[OWN3:.*]] = loom.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK: loom.slice %[[R]] [8, 0] [12, 16]
+// CHECK: loom.slice %[[R]] [12, 0] [16, 16]
+// CHECK: %[[OUT:.*]] = loom.concat {{.*}} dim 0 : {{.*}} -> tensor<16x16xf32>
+// CHECK: %[[B:.*]], %[[T2:.*]] = loom.all_to_all %[[OUT]]
 // CHECK-NEXT: loom.wait %[[T2]]
-// CHECK-NEXT: %[[BACK:.*]] = loom.slice %[[B]] [0, 0] [8, 16]
-// CHECK-NEXT: %[[MINE:.*]] = loom.concat %[[OWN2]], %[[OWN3]] dim 0
-// CHECK-NEXT: %[[ALL:.*]] = loom.concat %[[BACK]], %[[MINE]] dim 0
-// CHECK-NEXT: loom.moe_combine %[[ALL]][
+// CHECK: loom.moe_combine %[[B]][
 // The backward moves the experts' output gradients back by an all-to-all (the
-// dispatch side needs none here: %h is an input, not a parameter's work),
-// issued as soon as its input is whole: expert 3's gradients on this rank's
-// own rows run before its wait.
+// dispatch side needs none here: %h is an input, not a parameter's work).
 // AD-LABEL: func.func @forward_backward
-// AD-COUNT-2: loom.all_to_all
-// AD: loom.moe_combine
-// AD: %{{.*}}, %[[G:.*]] = loom.all_to_all
-// AD-NEXT: loom.matmul
-// AD: loom.wait %[[G]]
+// AD-COUNT-3: loom.all_to_all
 loom.topology @world ["gpu" = 2]
 loom.param @e0.up : tensor<4x16xf32> init #loom.init<normal(0.0, 0.02)>
 loom.param @e0.down : tensor<16x4xf32> init #loom.init<normal(0.0, 0.02)>
