@@ -269,13 +269,12 @@ static std::optional<std::string> checkExpertParallel(const LoomcOptions &o, Fla
            ", or node=2,gpu=" + std::to_string(o.expertParallel) + " with 2 replicas)";
   if (o.tensorParallel > 1 || o.pipelineParallel > 1 || o.offload != "none" ||
       !o.zeropp.empty() || !o.diloco.empty() || o.optimizer == "onebit-adam" ||
-      o.clipGrad > 0 || o.hierarchy == "auto" || (o.replan != "auto" && o.replan != "off") ||
-      !o.timeline.empty())
+      o.hierarchy == "auto" || (o.replan != "auto" && o.replan != "off") || !o.timeline.empty())
     return std::string("--expert-parallel is built with data parallelism (ZeRO 0-3 over the "
-                       "other parameters), --micro-batches, --recompute and bf16; not yet with "
-                       "--tensor-parallel, --pipeline-parallel, --optimizer-offload, --zeropp, "
-                       "--hierarchy=auto, --diloco, 1-bit Adam, --clip-grad, --replan or "
-                       "--timeline (docs/moe.md)");
+                       "other parameters), --micro-batches, --recompute, --clip-grad and bf16; "
+                       "not yet with --tensor-parallel, --pipeline-parallel, "
+                       "--optimizer-offload, --zeropp, --hierarchy=auto, --diloco, 1-bit Adam, "
+                       "--replan or --timeline (docs/moe.md)");
   return std::nullopt;
 }
 

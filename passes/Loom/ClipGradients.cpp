@@ -7,8 +7,10 @@
 // ones: whole on every rank at ZeRO stage 0 (each rank computes the same
 // norm), this rank's shards of the reduced buckets at stages 1-3 (the
 // shards partition the padded buckets, padding zero: the squares are
-// summed over the ranks by one scalar all-reduce). The norm is stored in
-// @optimizer.grad_norm, which the binary logs.
+// summed over the ranks by one scalar all-reduce). With expert parallelism
+// the experts' squares (whole on the ranks holding them, other experts on
+// every rank of their level) are summed over the experts' level by one
+// more. The norm is stored in @optimizer.grad_norm, which the binary logs.
 //
 // The norm needs every gradient before any update: the gradients' own
 // computations (slices of reduced buckets, casts, waits) move ahead of the
@@ -60,6 +62,40 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
         g = r.getGroup();
     });
     return g;
+  }
+
+  /// The parameter an update reads, or null.
+  static ParamOp paramOf(ModuleOp module, AdamOp a) {
+    auto load = a.getParam().getDefiningOp<LoadOp>();
+    return load ? module.lookupSymbol<ParamOp>(load.getName()) : ParamOp();
+  }
+
+  /// v summed over `group`'s ranks (a scalar all-reduce, waited).
+  Value sumOver(OpBuilder &b, Location loc, Value v, GroupAttr group) {
+    auto r = AllReduceOp::create(b, loc, v.getType(), TokenType::get(b.getContext()), v,
+                                 ValueRange{}, group, ReduceKind::sum,
+                                 StreamAttr::get(b.getContext(), StreamKind::comm, 0));
+    WaitOp::create(b, loc, ValueRange{r.getToken()});
+    return r.getResult();
+  }
+
+  /// The experts' level of an expert-parallel rank's program
+  /// (loom.expert_parallel), or none.
+  FailureOr<GroupAttr> expertGroup(ModuleOp module) {
+    auto ep = module->getAttrOfType<DenseI64ArrayAttr>(
+        LoomDialect::ExpertParallelAttrHelper::getNameStr());
+    if (!ep)
+      return GroupAttr();
+    FailureOr<TopologyOp> topo = findTopology(module, "", "loom-clip-gradients");
+    if (failed(topo))
+      return failure();
+    if (!*topo || ep[2] >= int64_t((*topo).getLevels().size()))
+      return fail(module, "an expert-parallel program needs the loom.topology of its experts' "
+                          "level"),
+             failure();
+    MLIRContext *ctx = module.getContext();
+    return GroupAttr::get(ctx, FlatSymbolRefAttr::get((*topo).getSymNameAttr()),
+                          ArrayAttr::get(ctx, {(*topo).getLevels()[ep[2]]}));
   }
 
   LogicalResult run(ModuleOp module) {
@@ -131,8 +167,7 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
     bool pipe = bool(*stages);
     DataParallelAttr dp = getDataParallel(step);
     auto tiedPeer = [&](AdamOp a) -> int64_t {
-      auto load = a.getParam().getDefiningOp<LoadOp>();
-      auto p = load ? module.lookupSymbol<ParamOp>(load.getName()) : ParamOp();
+      ParamOp p = paramOf(module, a);
       auto peer = p ? p->getAttrOfType<IntegerAttr>(LoomDialect::TiedPeerAttrHelper::getNameStr())
                     : IntegerAttr();
       return peer ? peer.getInt() : 0;
@@ -143,7 +178,18 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
           return fail(p, "parameter '" + p.getSymName() +
                              "' is held by two pipeline stages: clipping counts it once only "
                              "where each update reads whole parameters (ZeRO stage 0)");
-    Value total;
+    // Expert parallelism: an expert's gradient is whole on the ranks that
+    // hold it (never partitioned) and each rank of the experts' level holds
+    // others, so their squares are summed over that level alone, apart
+    // from the shared parameters' (whose shards are summed over the world).
+    FailureOr<GroupAttr> expertLevel = expertGroup(module);
+    if (failed(expertLevel))
+      return failure();
+    auto isExpert = [&](AdamOp a) {
+      ParamOp p = paramOf(module, a);
+      return *expertLevel && p && p->hasAttr(LoomDialect::ExpertAttrHelper::getNameStr());
+    };
+    Value total, experts;
     for (AdamOp a : adams) {
       if (pipe && tiedPeer(a) < 0)
         continue;
@@ -156,7 +202,8 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
       Value s = gt.getRank() ? Value(ReduceOp::create(b, loc, f32s, ReduceKind::sum, sq,
                                                       b.getDenseI64ArrayAttr(dims), false))
                              : sq;
-      total = total ? Value(AddOp::create(b, loc, f32s, total, s)) : s;
+      Value &sum = isExpert(a) ? experts : total;
+      sum = sum ? Value(AddOp::create(b, loc, f32s, sum, s)) : s;
     }
     if (!total)
       total = scalar(b, loc, 0.0);
@@ -165,19 +212,12 @@ struct ClipGradients : public mlir::loom::impl::ClipGradientsBase<ClipGradients>
       if (!group)
         return fail(step, "a data-parallel step without its loss all-reduce (run "
                           "loom-data-parallel)");
-      auto r = AllReduceOp::create(b, loc, f32s, TokenType::get(b.getContext()), total,
-                                   ValueRange{}, group, ReduceKind::sum,
-                                   StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-      WaitOp::create(b, loc, ValueRange{r.getToken()});
-      total = r.getResult();
+      total = sumOver(b, loc, total, group);
     }
-    if (pipe) {
-      auto r = AllReduceOp::create(b, loc, f32s, TokenType::get(b.getContext()), total,
-                                   ValueRange{}, *stages, ReduceKind::sum,
-                                   StreamAttr::get(b.getContext(), StreamKind::comm, 0));
-      WaitOp::create(b, loc, ValueRange{r.getToken()});
-      total = r.getResult();
-    }
+    if (experts)
+      total = AddOp::create(b, loc, f32s, total, sumOver(b, loc, experts, *expertLevel));
+    if (pipe)
+      total = sumOver(b, loc, total, *stages);
     Value norm = SqrtOp::create(b, loc, f32s, total);
     // torch's clip_coef = max_norm / (total_norm + 1e-6), clamped at 1.
     Value coef = DivOp::create(b, loc, f32s, scalar(b, loc, maxNorm),

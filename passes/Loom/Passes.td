@@ -430,7 +430,10 @@ def ClipGradients : Pass<"loom-clip-gradients", "ModuleOp"> {
     shards' squares are summed over the ranks by one scalar all-reduce) and
     before `loom-offload-optimizer`. On a pipeline stage's program
     (`loom.pipeline`) the squares are summed over the stages too, a tied
-    parameter's copy (`loom.tied_peer` < 0) left out. The gradients' computations move ahead
+    parameter's copy (`loom.tied_peer` < 0) left out; on an
+    expert-parallel rank's (`loom.expert_parallel`) the experts' squares
+    are summed over the experts' level, the shared parameters' as above.
+    The gradients' computations move ahead
     of the first update; the norm is stored in `@optimizer.grad_norm`
     (the binary's log reports it). Refused with 1-bit Adam, Streaming
     DiLoCo and SGD.

@@ -9,7 +9,8 @@ batch: EP=2 (ZeRO-0), EP=4 (ZeRO-1) and EP=2 x 2 data-parallel replicas
 1e-6 relative over 10 steps. With a capacity factor and the
 load-balancing loss (each rank routes and balances its own tokens, as
 under data parallelism) EP=2 gives plain data parallelism's losses and
-logged expert counts. A run checkpointed after 5 steps and resumed is
+logged expert counts, and with --clip-grad its gradient norms. A run
+checkpointed after 5 steps and resumed is
 exact, and loom-ckpt exports the split experts back under their names,
 equal to the data-parallel run's parameters. Standard library only."""
 import json
@@ -56,6 +57,22 @@ print(f"the log's metrics: expert tokens of layer 0 {counts}, aux loss "
       f"{epl[0]['metrics']['moe.aux_loss']:.4f}: "
       f"{'as data parallelism logs them' if same_metrics else 'DIFFERENT'}")
 bad += not same_metrics
+
+# Clipping by the global norm: the experts' squares summed over their
+# level, the shared parameters' over the world (ZeRO-3's shards): the norm
+# and losses of plain data parallelism.
+CLIP = ["--clip-grad=0.05"]
+dpc = train(compile_("dp-clip", MOE + ",aux=0", "--topology=gpu=2", *CLIP), 2, data, STEPS,
+            os.path.join(a.tmp, "dp-clip.json"))
+epc = train(compile_("ep-clip", MOE + ",aux=0", "--expert-parallel=2", "--topology=node=2,gpu=2",
+                     "--zero-stage=3", *CLIP), 4, data, STEPS, os.path.join(a.tmp, "ep-clip.json"))
+check.compare("EP=2 x 2 replicas, ZeRO-3, --clip-grad=0.05, against 2 data-parallel ranks",
+              losses(epc), losses(dpc))
+norms = [(x["grad_norm"], y["grad_norm"]) for x, y in zip(epc, dpc) if "grad_norm" in x]
+norm_err = max((abs(x - y) / y for x, y in norms), default=1.0)
+print(f"the clipped runs' gradient norms ({norms[0][1]:.3f} at step 1, above 0.05): largest "
+      f"relative difference {norm_err:.1e}: {'ok' if norm_err <= BOUND else 'WRONG'}")
+bad += norm_err > BOUND or len(norms) != STEPS
 
 # Checkpointed after 5 steps and resumed for 5 more: the uninterrupted run.
 exe = os.path.join(a.tmp, "ep2-gpu2-z0")

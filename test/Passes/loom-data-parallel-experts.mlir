@@ -3,6 +3,7 @@
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 3]/' %s | loom-opt --loom-data-parallel=zero-stage=0 | FileCheck %s --check-prefix=REPLICAS
 // RUN: sed 's/\["rank" = 2\]/["rank" = 2, "node" = 3]/' %s | not loom-opt --loom-data-parallel="zero-stage=0 exclude=rank" 2>&1 | FileCheck %s --check-prefix=LEVEL
 // RUN: sed 's/\["rank" = 2\]/["rank" = 4]/' %s | not loom-opt --loom-data-parallel=zero-stage=0 2>&1 | FileCheck %s --check-prefix=SIZE
+// RUN: loom-opt %s --loom-data-parallel=zero-stage=0 --loom-clip-gradients=max-norm=0.5 | FileCheck %s --check-prefix=CLIP
 
 // Expert parallelism (loom.expert_parallel: rank 0 of the 2 ranks of
 // level 0): @w is this rank's expert (loom.expert), @b is shared. The
@@ -32,6 +33,17 @@
 // REPLICAS: loom.all_reduce %{{.*}} over #loom.group<@world, ["rank", "node"]> reduce mean on comm : tensor<3xf32>
 // REPLICAS: %[[HALF:.*]] = arith.constant dense<5.000000e-01>
 // REPLICAS: loom.all_reduce %{{.*}} over #loom.group<@world, ["node"]> reduce mean on comm : tensor<6xf32>
+
+// loom-clip-gradients: the expert's squares (other experts on the other
+// rank) are summed over the experts' level; the shared @b's, whole and the
+// same on every rank at stage 0, are not.
+// CLIP-LABEL: func.func @train_step(
+// CLIP: %[[SW:.*]] = loom.reduce sum %{{.*}} [0, 1] : tensor<3x2xf32> to tensor<f32>
+// CLIP: %[[SB:.*]] = loom.reduce sum %{{.*}} [0] : tensor<3xf32> to tensor<f32>
+// CLIP-NEXT: %[[E:.*]], %[[T:.*]] = loom.all_reduce %[[SW]] over #loom.group<@world, ["rank"]> on comm
+// CLIP-NEXT: loom.wait %[[T]]
+// CLIP-NEXT: %[[ALL:.*]] = loom.add %[[SB]], %[[E]]
+// CLIP-NEXT: loom.sqrt %[[ALL]]
 
 // LEVEL: the experts' level 'rank' is not one data parallelism spans
 // SIZE: loom.expert_parallel names a level of its loom.topology that does not have its ranks
