@@ -6,7 +6,7 @@ by two all-to-alls. With every rank reading its own rows, a dropless
 model without the load-balancing loss trains as one rank on the global
 batch: EP=2 (ZeRO-0), EP=4 (ZeRO-1) and EP=2 x 2 data-parallel replicas
 (ZeRO-3 over the other parameters) each give the one-rank losses within
-1e-6 relative over 10 steps. With a capacity factor and the
+1e-6 relative over 10 steps, and so does EP=2 with 2 micro-batches. With a capacity factor and the
 load-balancing loss (each rank routes and balances its own tokens, as
 under data parallelism) EP=2 gives plain data parallelism's losses and
 logged expert counts, and with --clip-grad its gradient norms. A run
@@ -41,6 +41,11 @@ for ep, topo, stage in ((2, "gpu=2", 0), (4, "gpu=4", 1), (2, "node=2,gpu=2", 3)
                    f"--zero-stage={stage}")
     got = losses(train(exe, ranks, data, STEPS, os.path.join(a.tmp, tag + ".json")))
     check.compare(f"EP={ep} on --topology={topo}, ZeRO-{stage}", got, one)
+
+# Micro-batches: each copy of the forward exchanges its own tokens.
+exe = compile_("ep2-mb2", MOE + ",aux=0", "--expert-parallel=2", "--micro-batches=2")
+check.compare("EP=2 with --micro-batches=2", losses(train(exe, 2, data, STEPS,
+                                                          os.path.join(a.tmp, "ep2-mb2.json"))), one)
 
 # Capacity and the load-balancing loss: each rank's routing is its own,
 # so the peer is data parallelism on the same ranks.
