@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Expert parallelism (issue 52) on CPU ranks: `loomc --expert-parallel=N`
-splits each mixture-of-experts layer's experts over the N ranks of the
-innermost --topology level, the tokens moving to their experts and back
+splits each mixture-of-experts layer's experts (8 here, top-2) over the N
+ranks of the innermost --topology level, the tokens moving to their experts and back
 by two all-to-alls. With every rank reading its own rows, a dropless
 model without the load-balancing loss trains as one rank on the global
 batch: EP=2 (ZeRO-0), EP=4 (ZeRO-1) and EP=2 x 2 data-parallel replicas
@@ -28,7 +28,7 @@ STEPS, BOUND = 10, 1e-6
 data = os.path.join(a.tmp, "tokens.bin")
 noisy_pattern(data, 64, 20000)
 compile_ = compiler(os.path.join(a.bin, "loomc"), a.tmp)
-MOE = "moe:layers=2,d_model=32,heads=4,vocab=64,seq=8,batch=4,ffn=48,experts=4,top_k=2"
+MOE = "moe:layers=2,d_model=32,heads=4,vocab=64,seq=8,batch=4,ffn=48,experts=8,top_k=2"
 check = LossCheck(STEPS, BOUND)
 bad = 0
 
