@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Expert parallelism (issue 52) on CPU ranks: `loomc --expert-parallel=N`
 splits each mixture-of-experts layer's experts (8 here, top-2) over the N
-ranks of the innermost --topology level, the tokens moving to their experts and back
-by two all-to-alls. With every rank reading its own rows, a dropless
+ranks of the innermost --topology level, the tokens moving to their
+experts and back by two all-to-alls. With every rank reading its own rows, a dropless
 model without the load-balancing loss trains as one rank on the global
 batch: EP=2 (ZeRO-0), EP=4 (ZeRO-1) and EP=2 x 2 data-parallel replicas
 (ZeRO-3 over the other parameters) each give the one-rank losses within
