@@ -269,32 +269,25 @@ int TrainRun::joinWorld() {
                          std::to_string(world) + " --no_python " + f.argv0 +
                          " ...` or `srun -n " + std::to_string(world) + " " + f.argv0 +
                          " ...` with MASTER_ADDR and MASTER_PORT exported (docs/data-parallel.md)");
-  // Pipeline parallelism: this rank runs its stage's program (the stages
-  // are the outermost level; every stage reports the step's loss).
-  if (p->pipeline_parallel > 1) {
-    if (!p->stage_programs || world % p->pipeline_parallel != 0)
-      return die("this pipeline program has no stage programs, or its " +
-                 std::to_string(p->pipeline_parallel) + " stages do not divide its world of " +
-                 std::to_string(world) + "; compile it again with loomc");
-    const loomrt_program *mine = p->stage_programs[rank / (world / p->pipeline_parallel)];
+  // A binary of several programs: a pipeline's stages (the outermost
+  // level: rank r runs stage r / (world / P); every stage reports the
+  // step's loss) or expert parallelism's ranks (the innermost level: rank r
+  // runs the program holding the experts of place r mod N).
+  if (p->pipeline_parallel > 1 || p->expert_parallel > 1) {
+    const bool pipe = p->pipeline_parallel > 1;
+    const int programs = pipe ? p->pipeline_parallel : p->expert_parallel;
+    const char *what = pipe ? "pipeline" : "expert-parallel";
+    if (!p->stage_programs || world % programs != 0)
+      return die(std::string("this ") + what + " binary has no per-rank programs, or its " +
+                 std::to_string(programs) + (pipe ? " stages" : "-rank groups") +
+                 " do not divide its world of " + std::to_string(world) +
+                 "; compile it again with loomc");
+    const loomrt_program *mine =
+        p->stage_programs[pipe ? rank / (world / programs) : rank % programs];
     if (!mine || mine->abi != LOOMRT_TRAIN_ABI || mine->world != p->world ||
         mine->batch != p->batch || mine->seq != p->seq || mine->task != p->task)
-      return die("the stage programs of this binary disagree on their world or data; compile "
-                 "it again with loomc");
-    p = mine;
-  }
-  // Expert parallelism: this rank runs the program of its experts (its
-  // place on the innermost level).
-  if (p->expert_parallel > 1) {
-    if (!p->stage_programs || world % p->expert_parallel != 0)
-      return die("this expert-parallel program has no per-rank programs, or its groups of " +
-                 std::to_string(p->expert_parallel) + " ranks do not divide its world of " +
-                 std::to_string(world) + "; compile it again with loomc");
-    const loomrt_program *mine = p->stage_programs[rank % p->expert_parallel];
-    if (!mine || mine->abi != LOOMRT_TRAIN_ABI || mine->world != p->world ||
-        mine->batch != p->batch || mine->seq != p->seq || mine->task != p->task)
-      return die("the expert-parallel programs of this binary disagree on their world or "
-                 "data; compile it again with loomc");
+      return die(std::string("the ") + what + " programs of this binary disagree on their "
+                 "world or data; compile it again with loomc");
     p = mine;
   }
   // Only rank 0 talks; every rank reports errors.
