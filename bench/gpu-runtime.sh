@@ -1,7 +1,7 @@
 # Sourced by the scripts that run loomc's generated training binaries on a
 # GPU host (which has CUDA but no MLIR): builds the runtime there once and
 # links a generated source against it.
-#   build_runtime [TARGET [CMAKE_ARGS...]]
+#   build_runtime [TARGET [CMAKE_ARGS...]]   (carry .carry/deps: bench/carry-deps.sh)
 #                            cmake + ninja TARGET (default loomrt_shared) into
 #                            build-bench; sets RT (logs in $OUT)
 #   nccl_root                the NCCL of the host's PyTorch (pip's nvidia.nccl)

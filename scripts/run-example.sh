@@ -10,9 +10,21 @@
 # hand-written mixed-placement step of examples/mlp_step.mlir and its stream
 # schedule (loom-offload-optimizer and loom-interleave-offload produce such
 # steps from a model: --optimizer-offload).
+#
+# It builds only what the example needs: loomc, loom-opt and the runtime
+# (scripts/test.sh builds the tests and benchmarks). The first run on a
+# 2-core machine with the packages installed takes about 7 minutes, almost
+# all of it the build (docs/developing.md records the measured runs);
+# later runs take seconds. Each step prints the time since the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+START=$(date +%s)
+elapsed() {
+  local s=$(($(date +%s) - START))
+  printf '%d:%02d' $((s / 60)) $((s % 60))
+}
+echo "== 0. packages and build (loomc, loom-opt, the runtime)"
+LOOM_BUILD_TARGETS="loomc loom-opt loomrt_shared" scripts/setup.sh
 BUILD_DIR="${LOOM_BUILD_DIR:-build}"
 BIN="$BUILD_DIR/bin"
 # Batches of 8 x 64 bytes, read in order: 15 steps cover 7,680 of the
@@ -27,17 +39,17 @@ TEXT=/usr/share/common-licenses/GPL-3
 STEPS="${LOOM_EXAMPLE_STEPS:-15}"
 
 echo
-echo "== 1. tokens: bytes of $TEXT"
+echo "== 1. tokens: bytes of $TEXT   [$(elapsed) elapsed]"
 python3 examples/make_tokens.py "$TEXT" "$BUILD_DIR/gpl3.bin"
 
 echo
-echo "== 2. loomc --model $GPT --optimizer=adamw --lr=3e-3 -o $BUILD_DIR/gpt-train"
+echo "== 2. loomc --model $GPT --optimizer=adamw --lr=3e-3 -o $BUILD_DIR/gpt-train   [$(elapsed) elapsed]"
 "$BIN/loomc" --model "$GPT" --optimizer=adamw --lr=3e-3 \
   -o "$BUILD_DIR/gpt-train" --emit-dir "$BUILD_DIR/gpt-train.src"
 echo "   training binary $BUILD_DIR/gpt-train, its source in $BUILD_DIR/gpt-train.src/train.cpp"
 
 echo
-echo "== 3. $BUILD_DIR/gpt-train --data $BUILD_DIR/gpl3.bin --steps $STEPS"
+echo "== 3. $BUILD_DIR/gpt-train --data $BUILD_DIR/gpl3.bin --steps $STEPS   [$(elapsed) elapsed]"
 "$BUILD_DIR/gpt-train" --data "$BUILD_DIR/gpl3.bin" --steps "$STEPS" --seed 1 \
   --log-json "$BUILD_DIR/gpt-train.log.json" | tee "$BUILD_DIR/gpt-train.out"
 python3 - "$BUILD_DIR/gpt-train.log.json" "$STEPS" <<'PY'
@@ -49,7 +61,7 @@ print(f"   loss {losses[0]:.3f} -> {losses[-1]:.3f} over {len(losses)} steps, "
 PY
 
 echo
-echo "== 4. a hand-written mixed-placement step (examples/mlp_step.mlir): its schedule"
+echo "== 4. a hand-written mixed-placement step (examples/mlp_step.mlir): its schedule   [$(elapsed) elapsed]"
 "$BIN/loom-opt" examples/mlp_step.mlir --loom-optimizer-subgroups=sub-group-size=256 \
   | grep -E '^ *loom\.subgroup'
 "$BIN/loom-opt" examples/mlp_step.mlir --loom-print-schedule -o /dev/null 2>&1 \
@@ -57,7 +69,7 @@ echo "== 4. a hand-written mixed-placement step (examples/mlp_step.mlir): its sc
 
 echo
 rm -f "$BUILD_DIR/gpt-train.log.json"
-echo "Done: the GPT was compiled into a training binary and trained $STEPS steps"
+echo "Done in $(elapsed): the GPT was compiled into a training binary and trained $STEPS steps"
 echo "on the CPU. ONNX models compile the same way (loomc model.onnx -o train,"
 echo "docs/onnx.md); --precision=bf16, --topology/--zero-stage (several ranks,"
 echo "docs/data-parallel.md) and --optimizer-offload are loomc flags (docs/cli.md);"

@@ -4,6 +4,9 @@
 #   scripts/setup.sh            # packages + build into ./build
 #   LOOM_BUILD_DIR=dir scripts/setup.sh
 #   LOOM_SKIP_BUILD=1 scripts/setup.sh   # packages only
+#   LOOM_BUILD_TARGETS="loomc loomrt_shared" scripts/setup.sh   # those targets only
+#     (scripts/run-example.sh builds the compiler and the runtime it needs,
+#     not the tests and benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +16,9 @@ PACKAGES=(
   googletest libgtest-dev libopenblas-dev python3-torch python3-networkx
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin
+  # The runtime's JSON (nlohmann-json) and command-line (cxxopts) parsers,
+  # header-only.
+  nlohmann-json3-dev libcxxopts-dev
   # The sanitizer and fuzzing job (scripts/sanitize.sh): clang with its
   # sanitizer and libFuzzer runtimes, and its OpenMP.
   clang-22 libclang-rt-22-dev libomp-22-dev
@@ -48,5 +54,10 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >"$BUILD_DIR/configure.log" 2>&1 || {
     cat "$BUILD_DIR/configure.log"; exit 1; }
 fi
-echo "[setup] building in $BUILD_DIR"
-ninja -C "$BUILD_DIR"
+# (Word-split on purpose: a list of ninja targets.)
+# shellcheck disable=SC2206
+TARGETS=(${LOOM_BUILD_TARGETS:-})
+t0=$(date +%s)
+echo "[setup] building in $BUILD_DIR${TARGETS[*]:+: ${TARGETS[*]}}"
+ninja -C "$BUILD_DIR" "${TARGETS[@]}"
+echo "[setup] build finished in $(($(date +%s) - t0)) s"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the lit suite (one ctest entry per
+# Runs the README's main command first (scripts/run-example.sh; on a fresh
+# clone cold, with ccache off, so its printed time is a user's first run),
+# then sets up, builds and runs every test: the lit suite (one ctest entry per
 # test directory, each with its own timeout: test/CMakeLists.txt) and the
 # unit tests, all through ctest, with the HIP runtime built first
 # (scripts/build-hip.sh: the lit suite links a generated HIP training binary
@@ -25,6 +27,15 @@ BUILD_DIR="${LOOM_BUILD_DIR:-build}"
 CTEST_TIMEOUT="${LOOM_CTEST_TIMEOUT:-900}"
 
 phase "packages" env LOOM_SKIP_BUILD=1 scripts/setup.sh
+# The README's main command first, as a user's first run: on a fresh clone
+# (no build folder) with ccache off, so its time is the cold first run the
+# README states (issue 46's bound: 10 minutes on 2 cores). Printed, not
+# enforced: a busier machine is slower, and that is not a failure.
+if [ ! -d "$BUILD_DIR" ]; then
+  phase "main job, cold (run-example)" env CCACHE_DISABLE=1 scripts/run-example.sh
+else
+  phase "main job (run-example)" scripts/run-example.sh
+fi
 phase "build" scripts/setup.sh
 if [ "${LOOM_SKIP_HIP:-0}" != 1 ]; then
   phase "HIP runtime build" scripts/build-hip.sh

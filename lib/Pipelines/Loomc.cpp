@@ -305,12 +305,14 @@ static int addTopology(ModuleOp module, const FlagDecisions &d) {
 }
 
 /// A CPU target planned and predicted on a GPU machine's description (the
-/// default --hardware): the figures are that machine's, not this binary's.
+/// default --hardware where the plan is a GPU host's): the figures are that
+/// machine's, not this binary's.
 static void noteForeignDescription(const LoomcOptions &o, const cost::Hardware &hw) {
   if (hw.hasGpu && o.target == "cpu" && !o.hardware.getNumOccurrences())
     llvm::errs() << "loomc: note: the prediction and plan above are for '" << hw.name
-                 << "' (the default --hardware), a GPU host, not for this CPU binary: give "
-                    "--hardware=cpu-host or a loom-calibrate file to predict the CPU\n";
+                 << "' (the default --hardware where the plan places work on a GPU), not for "
+                    "this CPU binary: give --hardware=cpu-host or a loom-calibrate file to "
+                    "predict the CPU\n";
 }
 
 /// The rate the plan charged one rank's CPU updates: its share of the host
@@ -324,12 +326,20 @@ static double plannedCpuAdamRate(ModuleOp module, const cost::Hardware &hw) {
   return mlir::loom::cpuAdamRate(cost::rankShare(hw, cost::ranksPerHost(hw, world)));
 }
 
-/// --hardware, or when it is not given an MI250X GCD (frontier) for
-/// --target=hip and the H100 otherwise.
-static std::string hardwareName(const LoomcOptions &o) {
+/// --hardware, or when it is not given: an MI250X GCD (frontier) for
+/// --target=hip, the H100 for cuda, and for a CPU binary the 2-core CPU
+/// host (cpu-host), so that its prediction is of the machine it runs on.
+/// A CPU binary whose plan only a GPU host has (the optimizer offloaded,
+/// --device-memory, the hpZ hierarchy, --plan) keeps the H100: those plans
+/// are dry runs of a GPU host's step, and loomc says so.
+static std::string hardwareName(const LoomcOptions &o, const FlagDecisions &d) {
   if (o.hardware.getNumOccurrences())
     return o.hardware;
-  return o.target == "hip" ? "frontier" : "h100";
+  if (o.target == "hip")
+    return "frontier";
+  bool gpuPlan = o.offload != "none" || o.deviceMemory > 0 || d.planHpz ||
+                 !d.hpzLevels.empty() || !o.plan.empty();
+  return o.target == "cpu" && !gpuPlan ? "cpu-host" : "h100";
 }
 
 /// The machine the cost model plans and predicts for (--hardware, scaled
@@ -340,7 +350,7 @@ static std::optional<std::string> readHardware(const LoomcOptions &o, const Flag
       o.hardware.getNumOccurrences() == 0 && o.deviceMemory == 0)
     return std::nullopt;
   std::string herr;
-  hw = mlir::loom::loadHardware(hardwareName(o), herr);
+  hw = mlir::loom::loadHardware(hardwareName(o, d), herr);
   if (!hw)
     return herr;
   // --device-memory: the card the plan is for has this much memory (an
@@ -418,7 +428,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.pipelineChunks = d.pipelineChunks;
   // (loom-pipeline-cut prices the stages on the description loomc reads.)
   if (o.pipelineParallel > 1)
-    po.hardwareName = hardwareName(o);
+    po.hardwareName = hardwareName(o, d);
   po.pipelineLevel = d.pipelineLevel;
   po.deviceMemoryGiB = o.deviceMemory;
   po.sequenceParallel = o.sequenceParallel;
@@ -440,14 +450,14 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
 /// A graph model's feature table: planned here to print the decision (on
 /// --hardware, the H100 preset by default; a CPU target has no GPU, so auto
 /// keeps the table in the host's memory), applied by the pipeline.
-static int planFeatures(ModuleOp module, const LoomcOptions &o,
+static int planFeatures(ModuleOp module, const LoomcOptions &o, const FlagDecisions &d,
                         const std::optional<cost::Hardware> &hw, PipelineOptions &po) {
   std::string herr;
   std::optional<cost::Hardware> placeHw =
       hw ? hw
          : mlir::loom::loadHardware(o.target == "cpu" && !o.hardware.getNumOccurrences()
                                         ? std::string("cpu-host")
-                                        : hardwareName(o),
+                                        : hardwareName(o, d),
                                     herr);
   if (!placeHw)
     return loomcError(herr);
@@ -614,13 +624,13 @@ static int compileStages(ModuleOp module, Phase reached, Phase phase, PipelineOp
 /// loomc again (PlanSearch.cpp); here only what it reads: the machine.
 static int runPlan(int argc, char **argv, const LoomcOptions &o, const FlagDecisions &d) {
   std::string herr;
-  std::optional<cost::Hardware> phw = mlir::loom::loadHardware(hardwareName(o), herr);
+  std::optional<cost::Hardware> phw = mlir::loom::loadHardware(hardwareName(o, d), herr);
   if (!phw)
     return loomcError(herr);
   // MFU as the project reports it: over 989 TFLOP/s a GPU in bf16 (the
   // H100's and H200's dense peak), else the description's fp32 rate.
   double peak = !phw->hasGpu ? 0 : o.precision == "bf16" ? 989e12 : phw->gpuFlopsF32;
-  return planMain(argc, argv, o, d.levels, hardwareName(o), peak);
+  return planMain(argc, argv, o, d.levels, hardwareName(o, d), peak);
 }
 
 /// What --prediction-json reports beside the step: the model's size and
@@ -707,7 +717,7 @@ int loomcMain(int argc, char **argv) {
   PipelineOptions po = pipelineOptions(o, d, hw);
   Phase reached = reachedPhase(*module);
   if (reached < Phase::Autodiff && phase >= Phase::Autodiff)
-    if (int rc = planFeatures(*module, o, hw, po))
+    if (int rc = planFeatures(*module, o, d, hw, po))
       return rc;
   // loomrt IR names raw buffers and byte offsets whose bounds no verifier
   // can check (a buffer's size is not in its type), so a hand-edited

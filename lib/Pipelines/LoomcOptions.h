@@ -305,7 +305,8 @@ struct LoomcOptions {
   cl::opt<std::string> hardware{
       "hardware", cl::init("h100"), cl::value_desc("preset|FILE"),
       cl::desc("The machine the cost model plans for: a preset (h100, cpu-host, frontier) "
-               "or a loom-calibrate description (default: h100; frontier for --target=hip)"),
+               "or a loom-calibrate description (default: cpu-host for a CPU binary whose plan "
+               "puts nothing on a GPU, frontier for --target=hip, else h100)"),
       cl::cat(cat)};
   cl::opt<int64_t> subGroupSize{
       "sub-group-size", cl::init(100000000), cl::value_desc("elements"),

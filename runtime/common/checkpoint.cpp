@@ -102,7 +102,7 @@ loomrt_status readHeader(const char *path, FILE *&f, json::Value &header,
     return fail(LOOMRT_ERR_IO, std::string("cannot read the header of '") +
                                    path + "'");
   std::string err;
-  if (!json::parse(text, header, err) || header.kind != json::Value::Object)
+  if (!json::parse(text, header, err) || !header.is_object())
     return fail(LOOMRT_ERR_IO, std::string("'") + path +
                                    "' has a malformed header: " +
                                    (err.empty() ? "not an object" : err));
@@ -195,23 +195,22 @@ loomrt_status loomrt_checkpoint_load(const char *path,
   if (loomrt_status s = readHeader(path, f, header, dataStart, fileSize))
     return s;
   std::string where = std::string("checkpoint '") + path + "': ";
-  const json::Value *meta = header.get("__metadata__");
-  if (meta && meta->kind != json::Value::Object)
+  const json::Value *meta = json::get(header, "__metadata__");
+  if (meta && !meta->is_object())
     return fail(LOOMRT_ERR_IO, where + "has a __metadata__ that is not an object");
   bool anyCrc = false;
   if (meta)
-    for (auto &[key, v] : meta->members)
+    for (auto &[key, v] : meta->items())
       anyCrc |= key.rfind(kCrcPrefix, 0) == 0;
   // A file that says it is one of Loom's checkpoint parts was written with
   // a checksum for every tensor: one without them was edited, and is not
   // loaded unchecked.
-  if (const json::Value *format = meta ? meta->get("format") : nullptr;
-      format && format->kind == json::Value::String &&
-      format->str.rfind("loom checkpoint", 0) == 0 && !anyCrc)
+  if (const std::string *format = json::string(meta ? json::get(*meta, "format") : nullptr);
+      format && format->rfind("loom checkpoint", 0) == 0 && !anyCrc)
     return fail(LOOMRT_ERR_IO, where + "says it is a Loom checkpoint part but has no crc32c "
                                        "checksums: it was not written by Loom, or was edited");
   // Every tensor in the file must be asked for, and the reverse.
-  for (auto &[name, v] : header.members) {
+  for (auto &[name, v] : header.items()) {
     if (name == "__metadata__")
       continue;
     bool wanted = false;
@@ -228,33 +227,33 @@ loomrt_status loomrt_checkpoint_load(const char *path,
   }
   for (size_t i = 0; i < count; ++i) {
     const loomrt_tensor_ref &t = ts[i];
-    const json::Value *e = header.get(t.name);
+    const json::Value *e = json::get(header, t.name);
     if (!e)
       return fail(LOOMRT_ERR_IO, where + "has no tensor '" + t.name + "'");
-    const json::Value *dt = e->get("dtype"), *shape = e->get("shape"),
-                      *offs = e->get("data_offsets");
-    if (!dt || dt->kind != json::Value::String || !shape ||
-        shape->kind != json::Value::Array || !offs ||
-        offs->kind != json::Value::Array || offs->items.size() != 2)
+    const std::string *dt = json::string(json::get(*e, "dtype"));
+    const json::Value *shape = json::get(*e, "shape"), *offs = json::get(*e, "data_offsets");
+    if (!dt || !shape || !shape->is_array() || !offs || !offs->is_array() || offs->size() != 2)
       return fail(LOOMRT_ERR_IO, where + "entry of '" + t.name +
                                      "' lacks dtype, shape or data_offsets");
-    if (dt->str != dtypeName(t.dtype))
+    if (*dt != dtypeName(t.dtype))
       return fail(LOOMRT_ERR_IO, where + "tensor '" + t.name + "' is " +
-                                     dt->str + ", expected " +
+                                     *dt + ", expected " +
                                      dtypeName(t.dtype));
     std::vector<int64_t> got;
-    for (auto &d : shape->items)
-      got.push_back(d.isInteger ? d.integer : -1);
+    for (auto &d : *shape) {
+      int64_t n;
+      got.push_back(json::integer(d, n) ? n : -1);
+    }
     if (got.size() != size_t(t.rank) ||
         !std::equal(got.begin(), got.end(), t.shape))
       return fail(LOOMRT_ERR_IO,
                   where + "tensor '" + t.name + "' has shape " +
                       shapeStr(got.data(), int(got.size())) + ", expected " +
                       shapeStr(t.shape, t.rank));
-    int64_t begin = offs->items[0].integer, end = offs->items[1].integer;
+    int64_t begin = 0, end = 0;
     uint64_t bytes = uint64_t(numel(t)) * dtypeSize(t.dtype);
-    if (!offs->items[0].isInteger || !offs->items[1].isInteger || begin < 0 ||
-        uint64_t(end - begin) != bytes ||
+    if (!json::integer((*offs)[0], begin) || !json::integer((*offs)[1], end) || begin < 0 ||
+        end < begin || uint64_t(end - begin) != bytes ||
         dataStart + uint64_t(end) > fileSize)
       return fail(LOOMRT_ERR_IO, where + "data of '" + t.name +
                                      "' is out of bounds or the wrong size "
@@ -265,11 +264,11 @@ loomrt_status loomrt_checkpoint_load(const char *path,
                                      t.name + "'");
     // Files from other writers have no checksums; ours have one for
     // every tensor.
-    const json::Value *crc = meta ? meta->get(kCrcPrefix + std::string(t.name)) : nullptr;
+    const json::Value *crc = meta ? json::get(*meta, kCrcPrefix + std::string(t.name)) : nullptr;
     if (anyCrc && !crc)
       return fail(LOOMRT_ERR_IO, where + "has checksums but none for '" + t.name + "'");
-    if (crc && (crc->kind != json::Value::String ||
-                crc->str != hex32(crc32c(0, t.data, bytes))))
+    if (crc && (!crc->is_string() ||
+                *json::string(crc) != hex32(crc32c(0, t.data, bytes))))
       return fail(LOOMRT_ERR_IO, where + "tensor '" + t.name +
                                      "' does not match its checksum: the file is corrupt");
   }
@@ -287,15 +286,15 @@ loomrt_status loomrt_checkpoint_metadata(const char *path, const char *key,
   uint64_t dataStart, fileSize;
   if (loomrt_status s = readHeader(path, f, header, dataStart, fileSize))
     return s;
-  const json::Value *meta = header.get("__metadata__");
-  const json::Value *v = meta ? meta->get(key) : nullptr;
-  if (!v || v->kind != json::Value::String)
+  const json::Value *meta = json::get(header, "__metadata__");
+  const std::string *v = json::string(meta ? json::get(*meta, key) : nullptr);
+  if (!v)
     return fail(LOOMRT_ERR_IO, std::string("checkpoint '") + path +
                                    "' has no metadata '" + key + "'");
-  if (v->str.size() + 1 > len)
+  if (v->size() + 1 > len)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT,
                 "checkpoint_metadata: buffer too small");
-  std::memcpy(buf, v->str.c_str(), v->str.size() + 1);
+  std::memcpy(buf, v->c_str(), v->size() + 1);
   return LOOMRT_OK;
 }
 

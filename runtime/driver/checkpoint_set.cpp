@@ -137,19 +137,22 @@ loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
     return fail(LOOMRT_ERR_IO, why + " (it is not a checkpoint manifest)");
   json::Value m;
   std::string err;
-  if (!json::parse(text, m, err) || m.kind != json::Value::Object)
+  if (!json::parse(text, m, err) || !m.is_object())
     return fail(LOOMRT_ERR_IO, "'" + path + "' is not a checkpoint manifest: " +
                                    (err.empty() ? "not an object" : err));
   auto integer = [&](const char *key, long lo, long hi, long &out) -> loomrt_status {
-    const json::Value *v = m.get(key);
-    if (!v || !v->isInteger || v->integer < lo || v->integer > hi)
+    const json::Value *v = json::get(m, key);
+    int64_t n = 0;
+    if (!v || !json::integer(*v, n) || n < lo || n > hi)
       return fail(LOOMRT_ERR_IO, "'" + path + "' has no valid \"" + key + "\" (an integer in [" +
                                      std::to_string(lo) + ", " + std::to_string(hi) + "])");
-    out = long(v->integer);
+    out = long(n);
     return LOOMRT_OK;
   };
-  const json::Value *format = m.get("format"), *mod = m.get("model"), *parts = m.get("parts");
-  if (!format || format->str != kManifestFormat)
+  const std::string *format = json::string(json::get(m, "format")),
+                    *mod = json::string(json::get(m, "model"));
+  const json::Value *parts = json::get(m, "parts");
+  if (!format || *format != kManifestFormat)
     return fail(LOOMRT_ERR_IO, "'" + path + "' is not a manifest of this version's checkpoints");
   long w, z;
   if (loomrt_status s = integer("step", 0, maxStep, step))
@@ -160,10 +163,10 @@ loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
     return s;
   savedWorld = int(w);
   savedStage = int(z);
-  if (!mod || mod->kind != json::Value::String || mod->str != model)
+  if (!mod || *mod != model)
     return fail(LOOMRT_ERR_IO, "the checkpoint in '" + dir + "' is of model '" +
-                                   (mod ? mod->str : std::string("?")) + "', not '" + model + "'");
-  if (!parts || parts->kind != json::Value::Array || parts->items.size() != size_t(w))
+                                   (mod ? *mod : std::string("?")) + "', not '" + model + "'");
+  if (!parts || !parts->is_array() || parts->size() != size_t(w))
     return fail(LOOMRT_ERR_IO, "'" + path + "' does not list one part for each of its " +
                                    std::to_string(w) + " ranks");
   // Each part the manifest names must be the name a rank of that world
@@ -172,7 +175,8 @@ loomrt_status CheckpointSet::readManifest(long maxStep, long &step) {
   for (long r = 0; r < w; ++r) {
     std::string want = "step-" + std::to_string(step) + ".rank" + std::to_string(r) + "-of-" +
                        std::to_string(w) + ".safetensors";
-    if (parts->items[size_t(r)].str != want)
+    const std::string *got = json::string(&(*parts)[size_t(r)]);
+    if (!got || *got != want)
       return fail(LOOMRT_ERR_IO, "'" + path + "' does not list '" + want + "' as rank " +
                                      std::to_string(r) + "'s part");
     savedParts.push_back(want);

@@ -86,10 +86,48 @@ loomrt_status readLayout(const std::string &path, json::Value &layout) {
                                    "older than re-sharding): resume it on the world and ZeRO "
                                    "stage that saved it");
   std::string err;
-  if (!json::parse(buf.data(), layout, err) || layout.kind != json::Value::Object ||
-      !layout.get("tensors") || !layout.get("shards"))
+  const json::Value *tensors = nullptr, *shards = nullptr;
+  if (!json::parse(buf.data(), layout, err) || !(tensors = json::get(layout, "tensors")) ||
+      !tensors->is_object() || !(shards = json::get(layout, "shards")) || !shards->is_object())
     return fail(LOOMRT_ERR_IO, "checkpoint part '" + path + "' has a malformed layout");
   return LOOMRT_OK;
+}
+
+/// A layout's shape: a list of at most LOOMRT_MAX_RANK non-negative
+/// integers of at most 2^40 elements in all (no tensor of a part is
+/// larger, and a hostile layout allocates nothing absurd).
+bool readShape(const json::Value &v, std::vector<int64_t> &dims) {
+  dims.clear();
+  if (!v.is_array() || v.size() > LOOMRT_MAX_RANK)
+    return false;
+  int64_t n = 1;
+  for (const json::Value &d : v) {
+    int64_t k;
+    if (!json::integer(d, k) || k < 0 || (k > 0 && n > (int64_t(1) << 40) / k))
+      return false;
+    n *= k;
+    dims.push_back(k);
+  }
+  return true;
+}
+
+/// One bucket of a part's layout ({"padded": P, "align": A, "members":
+/// [[name, shape], ...]}).
+bool readBucket(const json::Value &b, Bucket &bk) {
+  const json::Value *padded = json::get(b, "padded"), *align = json::get(b, "align"),
+                    *members = json::get(b, "members");
+  if (!padded || !align || !members || !members->is_array() ||
+      !json::integer(*padded, bk.padded) || bk.padded < 0 || !json::integer(*align, bk.align))
+    return false;
+  bk.align = std::max<int64_t>(1, bk.align);
+  for (const json::Value &m : *members) {
+    std::vector<int64_t> dims;
+    const std::string *name = m.is_array() && m.size() == 2 ? json::string(&m[0]) : nullptr;
+    if (!name || !readShape(m[1], dims))
+      return false;
+    bk.members.push_back({*name, numel(dims.data(), int(dims.size()))});
+  }
+  return true;
 }
 
 using Whole = std::map<std::string, std::pair<int, std::vector<uint8_t>>>;
@@ -163,23 +201,11 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
     if (loomrt_status s = readLayout(path, layout))
       return s;
     if (r == 0)
-      for (auto &[bname, b] : layout.get("shards")->members) {
+      for (auto &[bname, b] : json::get(layout, "shards")->items()) {
         Bucket bk;
-        const json::Value *padded = b.get("padded"), *align = b.get("align"),
-                          *members = b.get("members");
-        if (!padded || !align || !members)
+        if (!readBucket(b, bk))
           return fail(LOOMRT_ERR_IO, "'" + path + "': the layout of '" + bname +
-                                         "' is incomplete");
-        bk.padded = padded->integer;
-        bk.align = std::max<int64_t>(1, align->integer);
-        for (const json::Value &m : members->items) {
-          int64_t n = 1;
-          if (m.items.size() != 2)
-            return fail(LOOMRT_ERR_IO, "'" + path + "': a member of '" + bname + "' is malformed");
-          for (const json::Value &d : m.items[1].items)
-            n *= d.integer;
-          bk.members.push_back({m.items[0].str, n});
-        }
+                                         "' is malformed");
         std::string bucket, suffix;
         if (splitBucket(bname, bucket, suffix))
           savedBuckets[bucket] = bk;
@@ -188,15 +214,15 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
     std::vector<loomrt_tensor_ref> refs;
     std::vector<std::vector<uint8_t>> data;
     std::vector<std::string> names;
-    for (auto &[name, spec] : layout.get("tensors")->members) {
-      if (spec.items.size() != 2)
+    for (auto &[name, spec] : json::get(layout, "tensors")->items()) {
+      int64_t dtype = -1;
+      std::vector<int64_t> dims;
+      if (!spec.is_array() || spec.size() != 2 || !json::integer(spec[0], dtype) ||
+          (dtype != LOOMRT_F32 && dtype != LOOMRT_BF16 && dtype != LOOMRT_I64) ||
+          !readShape(spec[1], dims))
         return fail(LOOMRT_ERR_IO, "'" + path + "': the layout of '" + name + "' is malformed");
-      loomrt_tensor_ref t{nullptr, loomrt_dtype(spec.items[0].integer),
-                          int(spec.items[1].items.size()), {}, nullptr};
-      if (t.rank > LOOMRT_MAX_RANK)
-        return fail(LOOMRT_ERR_IO, "'" + path + "': '" + name + "' has too many dimensions");
-      for (int d = 0; d < t.rank; ++d)
-        t.shape[d] = spec.items[1].items[size_t(d)].integer;
+      loomrt_tensor_ref t{nullptr, loomrt_dtype(dtype), int(dims.size()), {}, nullptr};
+      std::copy(dims.begin(), dims.end(), t.shape);
       names.push_back(name);
       data.emplace_back(numel(t.shape, t.rank) * dtypeBytes(t.dtype));
       refs.push_back(t);

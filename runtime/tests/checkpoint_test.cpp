@@ -122,6 +122,51 @@ TEST(Checkpoint, MismatchesNameTheTensor) {
   expectRejected(path, [](auto &) {}, "cannot open checkpoint");
 }
 
+/// A safetensors file of this header (JSON text) and `data` bytes.
+void writeRaw(const std::string &path, const std::string &header, size_t data) {
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    len[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(path, std::ios::binary) << len << header << std::string(data, '\0');
+}
+
+// Headers another writer (or an attacker) could give: each an error that
+// says what is wrong, never a crash, an exception or a read out of bounds
+// (the JSON is nlohmann-json's; the checks are ours).
+TEST(Checkpoint, HostileHeadersAreErrors) {
+  std::string path = tempPath("hostile.safetensors");
+  auto loadOne = [&](const std::string &header, const std::string &needle) {
+    writeRaw(path, header, 64);
+    float x[4];
+    loomrt_tensor_ref r{"w", LOOMRT_F32, 1, {4}, x};
+    EXPECT_EQ(LOOMRT_ERR_IO, loomrt_checkpoint_load(path.c_str(), &r, 1)) << header;
+    EXPECT_NE(std::string(loomrt_last_error()).find(needle), std::string::npos)
+        << header << "\nmessage: " << loomrt_last_error();
+  };
+  std::string ok = R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})";
+  writeRaw(path, ok, 16);
+  float x[4];
+  loomrt_tensor_ref r{"w", LOOMRT_F32, 1, {4}, x};
+  EXPECT_EQ(LOOMRT_OK, loomrt_checkpoint_load(path.c_str(), &r, 1)) << loomrt_last_error();
+  loadOne(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [16, 0]}})",
+          "out of bounds or the wrong size");
+  loadOne(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 9223372036854775807]}})",
+          "out of bounds or the wrong size");
+  loadOne(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0.0, 16]}})",
+          "out of bounds or the wrong size");
+  loadOne(R"({"w": {"dtype": "F32", "shape": [4.5], "data_offsets": [0, 16]}})",
+          "has shape [-1], expected [4]");
+  loadOne(R"({"w": {"dtype": 7, "shape": [4], "data_offsets": [0, 16]}})",
+          "lacks dtype, shape or data_offsets");
+  loadOne(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]})",
+          "malformed header");
+  loadOne(R"(["w"])", "malformed header: not an object");
+  loadOne(R"({"w": "\ud800"})", "malformed header");
+  loadOne(std::string(100, '[') + std::string(100, ']'), "nested more than 64 levels");
+  loadOne(R"({"__metadata__": [1], "w": {}})", "__metadata__ that is not an object");
+  std::remove(path.c_str());
+}
+
 TEST(Checkpoint, KillDuringSaveKeepsTheLastGoodOne) {
   std::string path = tempPath("kill.safetensors");
   const size_t n = size_t(64) << 20; // 256 MB of fp32 per version

@@ -47,19 +47,18 @@ TEST_P(Trace, WritesChromeTraceJson) {
   loomrt::json::Value v;
   std::string text;
   ASSERT_TRUE(writeAndRead(t, path, v, text));
-  const loomrt::json::Value *events = v.get("traceEvents");
-  ASSERT_TRUE(events && events->kind == loomrt::json::Value::Array);
+  ASSERT_TRUE(v.contains("traceEvents") && v["traceEvents"].is_array());
   int spans = 0, lanes = 0;
-  for (auto &e : events->items) {
-    std::string ph = e.get("ph")->str;
+  for (auto &e : v["traceEvents"]) {
+    std::string ph = e.at("ph").get<std::string>();
     if (ph == "M") {
       ++lanes;
       continue;
     }
     ASSERT_EQ("X", ph);
     ++spans;
-    EXPECT_GE(e.get("ts")->num, 0.0);
-    EXPECT_GT(e.get("dur")->num, 0.0) << e.get("name")->str;
+    EXPECT_GE(e.at("ts").get<double>(), 0.0);
+    EXPECT_GT(e.at("dur").get<double>(), 0.0) << e.at("name").get<std::string>();
   }
   EXPECT_EQ(2, spans);
   EXPECT_EQ(2, lanes);
@@ -102,17 +101,17 @@ TEST_P(Trace, HostSpansOnTheHostClock) {
   ASSERT_TRUE(writeAndRead(t, path, v, text));
   double queuedEnd = -1, adamStart = -1, adamDur = -1;
   bool cpuLane = false;
-  for (auto &e : v.get("traceEvents")->items) {
-    if (e.get("ph")->str == "M") {
-      cpuLane |= e.get("args")->get("name")->str == "cpu";
+  for (auto &e : v.at("traceEvents")) {
+    if (e.at("ph") == "M") {
+      cpuLane |= e.at("args").at("name") == "cpu";
       continue;
     }
-    std::string name = e.get("name")->str;
+    std::string name = e.at("name").get<std::string>();
     if (name == "queued")
-      queuedEnd = e.get("ts")->num + e.get("dur")->num;
+      queuedEnd = e.at("ts").get<double>() + e.at("dur").get<double>();
     if (name == "adam") {
-      adamStart = e.get("ts")->num;
-      adamDur = e.get("dur")->num;
+      adamStart = e.at("ts").get<double>();
+      adamDur = e.at("dur").get<double>();
     }
   }
   EXPECT_TRUE(cpuLane);
