@@ -2,6 +2,7 @@
 #include "driver/flags.h"
 #include "driver/arrays.h"
 #include "driver/graph.h"
+#include "common/cli.h"
 
 #include <algorithm>
 #include <cmath>
@@ -202,14 +203,6 @@ bool checkData(const loomrt_program *p, const Flags &f, std::string &err) {
   return true;
 }
 
-/// --lr-schedule KIND into 0 (constant), 1 (linear) or 2 (cosine).
-bool scheduleKind(const std::string &v, int &out, std::string &err) {
-  if (v != "constant" && v != "linear" && v != "cosine")
-    return err = "--lr-schedule expects constant, linear or cosine, got '" + v + "'", false;
-  out = v == "linear" ? 1 : v == "cosine" ? 2 : 0;
-  return true;
-}
-
 /// --lr-schedule's flags together (after parsing).
 bool checkSchedule(const Flags &f, std::string &err) {
   if (f.lrSchedule && !f.decaySteps)
@@ -247,143 +240,83 @@ double lrFactor(const Flags &f, long done) {
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
            std::string &err) {
   f.argv0 = argc > 0 && argv[0] ? argv[0] : "./train";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], inlineValue;
-    bool hasInline = false;
-    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inlineValue = a.substr(eq + 1); // --flag=value as well as --flag value
-      a = a.substr(0, eq);
-      hasInline = true;
-    }
-    auto value = [&](std::string &out) {
-      if (hasInline)
-        return out = inlineValue, true;
-      if (i + 1 >= argc)
-        return err = "missing value after " + a, false;
-      out = argv[++i];
-      return true;
-    };
-    // Finite numbers only: --lr=inf or --steps=1e30 are typos, not
-    // requests (a step count past the range of a long trained 0 steps).
-    auto number = [&](double &out, double min, double max = 1e300) {
-      std::string v;
-      if (!value(v))
-        return false;
-      char *end = nullptr;
-      out = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !std::isfinite(out) || !(out >= min) || out > max)
-        return err = a + " expects a number in [" + fmt(min) + ", " + fmt(max) +
-                     "], got '" + v + "'",
-               false;
-      return true;
-    };
-    auto integer = [&](long &out, long min, long max) {
-      std::string v;
-      if (!value(v))
-        return false;
-      char *end = nullptr;
-      errno = 0;
-      long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || errno || x < min || x > max)
-        return err = a + " expects a whole number in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], got '" + v + "'",
-               false;
-      out = long(x);
-      return true;
-    };
-    long k;
-    // The flags that take one number in a range.
-    struct Real {
-      const char *flag;
-      double *to, min, max;
-    } reals[] = {{"--lr", &f.lr, 1e-12, 1e6},
-                 {"--min-lr-ratio", &f.minLrRatio, 0, 1},
-                 {"--device-memory", &f.deviceMemory, 0, 1e6},
-                 {"--replan-cpu-adam-rate", &f.replanCpuAdamRate, 1, 1e15},
-                 {"--comm-timeout", &f.commTimeout, 1e-3, 1e7}};
-    const Real *real = std::find_if(std::begin(reals), std::end(reals),
-                                    [&](const Real &r) { return a == r.flag; });
-    if (real != std::end(reals)) {
-      if (!number(*real->to, real->min, real->max))
-        return false;
-    } else if (a == "--help" || a == "-h") {
-      usage(argv[0], p);
-      std::exit(0);
-    } else if (a == "--data") {
-      if (!value(f.data))
-        return false;
-    } else if (a == "--graph") {
-      if (!value(f.graph))
-        return false;
-    } else if (a == "--dump-samples") {
-      if (!value(f.dumpSamples))
-        return false;
-    } else if (a == "--input") {
-      std::string v;
-      if (!value(v))
-        return false;
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
-        return err = "--input expects NAME=FILE.npy, got '" + v + "'", false;
-      f.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
-    } else if (a == "--log-json") {
-      if (!value(f.logJson))
-        return false;
-    } else if (a == "--checkpoint-dir") {
-      if (!value(f.ckptDir))
-        return false;
-    } else if (a == "--trace") {
-      if (!value(f.trace))
-        return false;
-    } else if (a == "--steps") {
-      if (!integer(f.steps, 1, 1000000000000L))
-        return false;
-    } else if (a == "--checkpoint-every") {
-      if (!integer(f.ckptEvery, 1, 1000000000000L))
-        return false;
-    } else if (a == "--lr-schedule") {
-      std::string v;
-      if (!value(v) || !scheduleKind(v, f.lrSchedule, err))
-        return false;
-    } else if (a == "--warmup-steps" || a == "--decay-steps") {
-      bool warmup = a == "--warmup-steps";
-      if (!integer(warmup ? f.warmupSteps : f.decaySteps, warmup ? 0 : 1, 1000000000000L))
-        return false;
-    } else if (a == "--seed") {
-      if (!integer(k, 0, std::numeric_limits<long>::max()))
-        return false;
-      f.seed = (unsigned long long)k;
-    } else if (a == "--weights") {
-      if (!value(f.weights))
-        return false;
-    } else if (a == "--init") {
-      if (!value(f.init))
-        return false;
-      if (f.init != "model" && f.init != "random")
-        return err = "--init expects 'model' or 'random', got '" + f.init + "'", false;
-    } else if (a == "--sample") {
-      if (!value(f.sample))
-        return false;
-      if (f.sample != "sequential" && f.sample != "random")
-        return err = "--sample expects 'sequential' or 'random', got '" + f.sample + "'", false;
-    } else if (a == "--resume" || a == "--log-append") {
-      (a == "--resume" ? f.resume : f.logAppend) = true;
-    } else if (a == "--replan") {
-      std::string m;
-      if (!value(m))
-        return false;
-      if (m != "off" && m != "once" && m != "continuous")
-        return err = "--replan expects off, once or continuous, got '" + m + "'", false;
-      if (m != "off" && !p->replan)
-        return err = "--replan " + m + ": this binary holds one plan (compile with loomc "
-                     "--optimizer-offload=interleaved --replan=" + m + ")", false;
-      f.replan = m == "off" ? 0 : m == "once" ? 1 : 2;
-    } else if (a == "--replan-after") {
-      if (!integer(f.replanAfter, 2, 1000000))
-        return false;
-    } else {
-      return err = "unknown flag '" + a + "' (see --help)", false;
-    }
+  cli::Flags c; // --flag value and --flag=value alike (common/cli.h)
+  for (const char *n : {"data", "graph", "dump-samples", "input", "log-json", "checkpoint-dir",
+                        "trace", "weights", "init", "sample", "lr-schedule", "replan", "steps",
+                        "checkpoint-every", "warmup-steps", "decay-steps", "seed", "replan-after",
+                        "lr", "min-lr-ratio", "device-memory", "replan-cpu-adam-rate",
+                        "comm-timeout"})
+    c.add(n, std::string(n) == "input" ? cli::Flags::List : cli::Flags::Value);
+  for (const char *n : {"resume", "log-append", "h,help"})
+    c.add(n, cli::Flags::Bool);
+  if (!c.parse(argc, argv, err))
+    return false;
+  if (c.on("help")) {
+    usage(argv[0], p);
+    std::exit(0);
+  }
+  // Finite numbers only: --lr=inf or --steps=1e30 are typos, not requests
+  // (a step count past the range of a long trained 0 steps).
+  struct Real {
+    const char *flag;
+    double *to, min, max;
+  } reals[] = {{"lr", &f.lr, 1e-12, 1e6},
+               {"min-lr-ratio", &f.minLrRatio, 0, 1},
+               {"device-memory", &f.deviceMemory, 0, 1e6},
+               {"replan-cpu-adam-rate", &f.replanCpuAdamRate, 1, 1e15},
+               {"comm-timeout", &f.commTimeout, 1e-3, 1e7}};
+  for (const Real &r : reals)
+    if (!cli::number(c, r.flag, r.min, r.max, *r.to, err))
+      return false;
+  struct Whole {
+    const char *flag;
+    long *to, min, max;
+  } wholes[] = {{"steps", &f.steps, 1, 1000000000000L},
+                {"checkpoint-every", &f.ckptEvery, 1, 1000000000000L},
+                {"warmup-steps", &f.warmupSteps, 0, 1000000000000L},
+                {"decay-steps", &f.decaySteps, 1, 1000000000000L},
+                {"replan-after", &f.replanAfter, 2, 1000000}};
+  for (const Whole &w : wholes) {
+    long long x = *w.to;
+    if (!cli::integer(c, w.flag, w.min, w.max, x, err))
+      return false;
+    *w.to = long(x);
+  }
+  long long seed = 0;
+  if (!cli::integer(c, "seed", 0, std::numeric_limits<long>::max(), seed, err))
+    return false;
+  f.seed = (unsigned long long)seed;
+  struct Text {
+    const char *flag;
+    std::string *to;
+  } texts[] = {{"data", &f.data},         {"graph", &f.graph},
+               {"dump-samples", &f.dumpSamples}, {"log-json", &f.logJson},
+               {"checkpoint-dir", &f.ckptDir}, {"trace", &f.trace},
+               {"weights", &f.weights}};
+  for (const Text &t : texts)
+    if (c.has(t.flag))
+      *t.to = c.value(t.flag);
+  std::string schedule, replan;
+  if (!cli::choice(c, "init", {"model", "random"}, f.init, err) ||
+      !cli::choice(c, "sample", {"sequential", "random"}, f.sample, err) ||
+      !cli::choice(c, "lr-schedule", {"constant", "linear", "cosine"}, schedule, err) ||
+      !cli::choice(c, "replan", {"off", "once", "continuous"}, replan, err))
+    return false;
+  if (!schedule.empty())
+    f.lrSchedule = schedule == "linear" ? 1 : schedule == "cosine" ? 2 : 0;
+  if (!replan.empty()) {
+    if (replan != "off" && !p->replan)
+      return err = "--replan " + replan + ": this binary holds one plan (compile with loomc "
+                   "--optimizer-offload=interleaved --replan=" + replan + ")", false;
+    f.replan = replan == "off" ? 0 : replan == "once" ? 1 : 2;
+  }
+  f.resume = c.on("resume");
+  f.logAppend = c.on("log-append");
+  for (const std::string &v : c.list("input")) {
+    size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+      return err = "--input expects NAME=FILE.npy, got '" + v + "'", false;
+    f.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
   }
   if (!checkData(p, f, err))
     return false;

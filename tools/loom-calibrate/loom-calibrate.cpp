@@ -38,6 +38,7 @@
 //     measures the rest and writes the file.
 //
 //===----------------------------------------------------------------------===//
+#include "common/cli.h"
 #include "loomrt/loomrt.h"
 
 #include <algorithm>
@@ -625,64 +626,41 @@ std::string num(double x) {
 } // namespace
 
 /// The command line into `o` (dies on a bad argument); false after --help.
+/// The training binary's parser (common/cli.h): --flag=value and --flag
+/// value alike (issue 46: `--gpus-per-host 2` was refused).
 bool parseOptions(int argc, char **argv, Options &o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], inlineValue;
-    // --flag=value and --flag value alike, as the training binary takes
-    // them (issue 46: `--gpus-per-host 2` was refused).
-    bool hasInline = false;
-    if (size_t eq = a.find('='); a.rfind("-", 0) == 0 && eq != std::string::npos) {
-      inlineValue = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      hasInline = true;
-    }
-    auto value = [&]() -> std::string {
-      if (hasInline)
-        return inlineValue;
-      if (i + 1 >= argc)
-        die("missing value after " + a + " (see --help)");
-      return argv[++i];
-    };
-    auto flag = [&](const char *name) {
-      if (hasInline)
-        die(std::string(name) + " takes no value, got '" + inlineValue + "'");
-      return true;
-    };
-    if (a == "-o" || a == "--output")
-      o.out = value();
-    else if (a == "--quick")
-      o.quick = flag("--quick");
-    else if (a == "--no-gpu")
-      o.noGpu = flag("--no-gpu");
-    else if (a == "--links")
-      o.links = value();
-    else if (a == "--gpus-per-host") {
-      std::string v = value();
-      char *end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || !end || *end || n < 1 || n > 1024)
-        die("--gpus-per-host needs a whole number of GPUs, got '" + v + "'");
-      o.gpusPerHost = int(n);
-    }
-    else if (a == "--help" || a == "-h") {
-      std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu] [--links TOPOLOGY]\n"
-                  "                      [--gpus-per-host N]   (--flag=value works too)\n\n"
-                  "Measures this machine (host DRAM and caches, CPU Adam, and the GPU\n"
-                  "when present: PCIe, HBM, GEMM, Adam, capacity) and writes the\n"
-                  "hardware description the cost model reads (docs/cost-model.md).\n"
-                  "  --quick    small buffers and few repetitions (seconds, for tests)\n"
-                  "  --no-gpu   describe the host only\n"
-                  "  --links node=N,gpu=G,...  (one process a rank: mpirun -np N*G ...)\n"
-                  "             each level's all-reduce bandwidth and latency, measured\n"
-                  "             by every group of it at once; rank 0 writes the file\n"
-                  "  --gpus-per-host=N  the GPUs sharing this host's cores and DRAM (the\n"
-                  "             host rates measured are the whole host's; the cost model\n"
-                  "             gives each data-parallel rank its share); CPU Adam is\n"
-                  "             then measured as N processes at once, summed\n");
-      return false;
-    } else
-      die("unknown argument '" + a + "' (see --help)");
+  loomrt::cli::Flags c;
+  c.add("o,output", loomrt::cli::Flags::Value);
+  c.add("links", loomrt::cli::Flags::Value);
+  c.add("gpus-per-host", loomrt::cli::Flags::Value);
+  for (const char *b : {"quick", "no-gpu", "h,help"})
+    c.add(b, loomrt::cli::Flags::Bool);
+  std::string err;
+  long long gpus = 0;
+  if (!c.parse(argc, argv, err) || !loomrt::cli::integer(c, "gpus-per-host", 1, 1024, gpus, err))
+    die(err);
+  if (c.on("help")) {
+    std::printf("usage: loom-calibrate -o FILE.json [--quick] [--no-gpu] [--links TOPOLOGY]\n"
+                "                      [--gpus-per-host N]   (--flag=value works too)\n\n"
+                "Measures this machine (host DRAM and caches, CPU Adam, and the GPU\n"
+                "when present: PCIe, HBM, GEMM, Adam, capacity) and writes the\n"
+                "hardware description the cost model reads (docs/cost-model.md).\n"
+                "  --quick    small buffers and few repetitions (seconds, for tests)\n"
+                "  --no-gpu   describe the host only\n"
+                "  --links node=N,gpu=G,...  (one process a rank: mpirun -np N*G ...)\n"
+                "             each level's all-reduce bandwidth and latency, measured\n"
+                "             by every group of it at once; rank 0 writes the file\n"
+                "  --gpus-per-host=N  the GPUs sharing this host's cores and DRAM (the\n"
+                "             host rates measured are the whole host's; the cost model\n"
+                "             gives each data-parallel rank its share); CPU Adam is\n"
+                "             then measured as N processes at once, summed\n");
+    return false;
   }
+  o.out = c.value("output");
+  o.links = c.value("links");
+  o.quick = c.on("quick");
+  o.noGpu = c.on("no-gpu");
+  o.gpusPerHost = int(gpus);
   return true;
 }
 

@@ -22,6 +22,7 @@
 // for training): 57 GB of features.
 //
 //===----------------------------------------------------------------------===//
+#include "common/cli.h"
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -85,69 +86,60 @@ void usage() {
 }
 
 Options parse(int argc, char **argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
-        fail("missing value after " + a);
-      return argv[++i];
-    };
-    auto integer = [&](int64_t lo, int64_t hi) {
-      std::string v = value();
-      char *end = nullptr;
-      errno = 0;
-      long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || errno || x < lo || x > hi)
-        fail(a + " expects a whole number in [" + std::to_string(lo) + ", " +
-             std::to_string(hi) + "], got '" + v + "'");
-      return int64_t(x);
-    };
-    if (a == "--help" || a == "-h") {
-      usage();
-      std::exit(0);
-    } else if (a == "--nodes") {
-      o.nodes = integer(2, int64_t(1) << 40);
-    } else if (a == "--edges") {
-      o.edges = integer(1, int64_t(1) << 40);
-    } else if (a == "--features") {
-      o.features = integer(1, 1 << 20);
-    } else if (a == "--classes") {
-      o.classes = integer(2, 1 << 20);
-    } else if (a == "--seed") {
-      o.seed = uint64_t(integer(0, INT64_MAX));
-    } else if (a == "--directed") {
-      o.undirected = false;
-    } else if (a == "--train-fraction") {
-      std::string v = value();
-      char *end = nullptr;
-      o.trainFraction = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(o.trainFraction > 0) || o.trainFraction > 1)
-        fail("--train-fraction expects a number in (0, 1], got '" + v + "'");
-    } else if (a == "--rmat") {
-      std::string v = value();
-      if (std::sscanf(v.c_str(), "%lf,%lf,%lf", &o.a, &o.b, &o.c) != 3 || o.a < 0 || o.b < 0 ||
-          o.c < 0 || o.a + o.b + o.c >= 1)
-        fail("--rmat expects A,B,C, each >= 0 with A+B+C < 1, got '" + v + "'");
-    } else if (a == "--preset") {
-      std::string v = value();
-      if (v != "papers100m")
-        fail("unknown --preset '" + v + "': expected papers100m");
-      o.nodes = 111059956;
-      o.edges = 1615685872;
-      o.features = 128;
-      o.classes = 172;
-      o.trainFraction = 0.011;
-    } else if (!a.empty() && a[0] == '-') {
-      fail("unknown flag '" + a + "' (see --help)");
-    } else if (o.out.empty()) {
-      o.out = a;
-    } else {
-      fail("one output folder only, got '" + o.out + "' and '" + a + "'");
-    }
+  // The training binary's parser (common/cli.h): --flag value and
+  // --flag=value alike, one positional argument (the folder).
+  loomrt::cli::Flags c;
+  for (const char *n : {"nodes", "edges", "features", "classes", "seed", "train-fraction", "rmat",
+                        "preset"})
+    c.add(n, loomrt::cli::Flags::Value);
+  c.add("directed", loomrt::cli::Flags::Bool);
+  c.add("h,help", loomrt::cli::Flags::Bool);
+  std::string err;
+  if (!c.parse(argc, argv, err, 1))
+    fail(err);
+  if (c.on("help")) {
+    usage();
+    std::exit(0);
   }
-  if (o.out.empty())
+  Options o;
+  // --preset first: the flags given beside it change its shape.
+  std::string preset;
+  if (!loomrt::cli::choice(c, "preset", {"papers100m"}, preset, err))
+    fail(err);
+  if (preset == "papers100m") {
+    o.nodes = 111059956;
+    o.edges = 1615685872;
+    o.features = 128;
+    o.classes = 172;
+    o.trainFraction = 0.011;
+  }
+  long long nodes = o.nodes, edges = o.edges, features = o.features, classes = o.classes,
+            seed = (long long)o.seed;
+  if (!loomrt::cli::integer(c, "nodes", 2, int64_t(1) << 40, nodes, err) ||
+      !loomrt::cli::integer(c, "edges", 1, int64_t(1) << 40, edges, err) ||
+      !loomrt::cli::integer(c, "features", 1, 1 << 20, features, err) ||
+      !loomrt::cli::integer(c, "classes", 2, 1 << 20, classes, err) ||
+      !loomrt::cli::integer(c, "seed", 0, INT64_MAX, seed, err))
+    fail(err);
+  o.nodes = nodes, o.edges = edges, o.features = features, o.classes = classes;
+  o.seed = uint64_t(seed);
+  o.undirected = !c.on("directed");
+  if (c.has("train-fraction")) {
+    const std::string &v = c.value("train-fraction");
+    char *end = nullptr;
+    o.trainFraction = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(o.trainFraction > 0) || o.trainFraction > 1)
+      fail("--train-fraction expects a number in (0, 1], got '" + v + "'");
+  }
+  if (c.has("rmat")) {
+    const std::string &v = c.value("rmat");
+    if (std::sscanf(v.c_str(), "%lf,%lf,%lf", &o.a, &o.b, &o.c) != 3 || o.a < 0 || o.b < 0 ||
+        o.c < 0 || o.a + o.b + o.c >= 1)
+      fail("--rmat expects A,B,C, each >= 0 with A+B+C < 1, got '" + v + "'");
+  }
+  if (c.positional().empty())
     fail("no output folder (usage: loom-graphgen DIR [flags]; see --help)");
+  o.out = c.positional()[0];
   return o;
 }
 
