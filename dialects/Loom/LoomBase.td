@@ -47,6 +47,11 @@ def Loom_Dialect : Dialect {
     "::mlir::ArrayAttr":$grad_params,
     // On a ZeRO shard: the parameters (or state) it holds, in order.
     "::mlir::ArrayAttr":$shard_of,
+    // On a ZeRO 1-2 shard of Adam state (its parameters stay whole): the
+    // parameters whose moments it holds, in bucket order, laid out as its
+    // loom.padded and loom.member_align say. Unlike loom.shard_of nothing is
+    // drawn for them: the layout is for checkpoints (a re-sharding resume).
+    "::mlir::ArrayAttr":$layout_of,
     // On a sharded parameter or state: the shard that holds it.
     "::mlir::FlatSymbolRefAttr":$sharded_into,
     // On a working copy: the fp32 master it mirrors.

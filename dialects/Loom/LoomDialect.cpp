@@ -52,6 +52,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   };
   if (name == LoomDialect::GradParamsAttrHelper::getNameStr() || name == LoomDialect::ShardOfAttrHelper::getNameStr())
     return symbols();
+  if (name == LoomDialect::LayoutOfAttrHelper::getNameStr())
+    return isa<StateOp>(op) ? symbols() : expect(false, "on a loom.state");
   if (name == LoomDialect::ShardedIntoAttrHelper::getNameStr() || name == LoomDialect::MirrorOfAttrHelper::getNameStr())
     return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
   if (name == LoomDialect::PaddedAttrHelper::getNameStr()) {

@@ -253,7 +253,10 @@ public:
 
   /// `op`'s (a loom.param or loom.state) entry of the globals table, up to
   /// its placement fields; `anyWeights` set when it reads the weights file.
-  LogicalResult describeGlobal(Operation *op, std::string &out, bool &anyWeights) {
+  /// `layoutOnly`: a member of a loom.layout_of shard, described by name
+  /// and shape with nothing to draw (zeros, not a parameter).
+  LogicalResult describeGlobal(Operation *op, std::string &out, bool &anyWeights,
+                               bool layoutOnly = false) {
     RankedTensorType type;
     InitAttr init;
     StringRef name;
@@ -284,6 +287,11 @@ public:
       type = cast<RankedTensorType>(s.getType());
       init = s.getInitAttr();
       name = s.getSymName();
+    }
+    if (layoutOnly) {
+      init = InitAttr();
+      isParam = false;
+      fromWeights = 0;
     }
     std::optional<rt::DType> dt = rt::dtypeOf(type.getElementType());
     std::optional<MemSpace> space = getMemSpace(type);
@@ -339,6 +347,14 @@ public:
     StringRef name = cast<SymbolOpInterface>(op).getName();
     globals[name] = int(globals.size());
     auto members = op.getAttrOfType<ArrayAttr>(LoomDialect::ShardOfAttrHelper::getNameStr());
+    // A ZeRO 1-2 moment shard's layout (loom.layout_of): members to name
+    // and place, none drawn.
+    bool layoutOnly = false;
+    if (auto layout = op.getAttrOfType<ArrayAttr>(LoomDialect::LayoutOfAttrHelper::getNameStr());
+        layout && !members) {
+      members = layout;
+      layoutOnly = true;
+    }
     // Placement and the mirrored parameter (a working copy the driver
     // initialises from the master weights: loom-offload-optimizer).
     int mirror = 0; // 1 + the global's index
@@ -363,13 +379,13 @@ public:
     for (Attribute a : members) {
       auto m = module.lookupSymbol<ParamOp>(cast<FlatSymbolRefAttr>(a));
       std::string me;
-      if (!m || failed(describeGlobal(m, me, anyWeights)))
+      if (!m || failed(describeGlobal(m, me, anyWeights, layoutOnly)))
         return op.emitError() << "code generation: a member of this shard is not a loom.param";
       // A member that is a global itself (ZeRO 1-2 master shards,
       // loom-data-parallel master-shards) is the shard's source: the
       // driver copies its block from it instead of drawing again.
       int source = 0;
-      if (!m->hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr())) {
+      if (!layoutOnly && !m->hasAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr())) {
         auto it = globals.find(m.getSymName());
         if (it == globals.end())
           return op.emitError() << "code generation: a shard's member '" << m.getSymName()
@@ -377,7 +393,8 @@ public:
         source = it->second + 1;
       }
       mos << "    " << me << ", 0, nullptr, 0, LOOMRT_MEM_DEVICE, " << source << ", "
-          << splatOf(m) << tpFields(m) << "},\n";
+          << (layoutOnly ? std::string("0") : splatOf(m)) << (layoutOnly ? "" : tpFields(m))
+          << "},\n";
     }
     mos << "};\n";
     auto padded = op.getAttrOfType<IntegerAttr>(LoomDialect::PaddedAttrHelper::getNameStr());

@@ -725,6 +725,22 @@ struct DataParallel : public mlir::loom::impl::DataParallelBase<DataParallel> {
           for (Member &m : bk.members)
             m.param->setAttr(LoomDialect::ShardedIntoAttrHelper::getNameStr(), pSym);
       }
+      // Stages 1-2 with whole parameters: the moments' shards say how
+      // their bucket is laid out, which no parameter shard does here (for a
+      // checkpoint resumed on another world or stage).
+      if (!pSym) {
+        SmallVector<Attribute> of;
+        for (Member &m : bk.members)
+          of.push_back(FlatSymbolRefAttr::get(m.param.getSymNameAttr()));
+        for (FlatSymbolRefAttr sym : {mSym, vSym}) {
+          Operation *st = module.lookupSymbol(sym);
+          st->setAttr(LoomDialect::LayoutOfAttrHelper::getNameStr(), ArrayAttr::get(ctx, of));
+          st->setAttr(LoomDialect::PaddedAttrHelper::getNameStr(), mb.getI64IntegerAttr(bk.padded));
+          if (memberAlign > 1)
+            st->setAttr(LoomDialect::MemberAlignAttrHelper::getNameStr(),
+                        mb.getI64IntegerAttr(memberAlign));
+        }
+      }
 
       // The update, after the last member's old Adam op.
       Operation *last = bk.members.back().adam;

@@ -269,9 +269,11 @@ void CheckpointSet::removeOtherParts(long keep) {
 /// export): the model's parameters saved whole ("params", by name) and the
 /// ZeRO shards of flattened buckets ("shards": each bucket's padded length,
 /// its members' alignment and its members' names and shapes, in order;
-/// rank r holds elements [r, r + 1) x padded / world of the bucket). JSON.
+/// rank r holds elements [r, r + 1) x padded / world of the bucket), the
+/// same for ZeRO 1-2's moment shards ("state_shards") and every tensor with
+/// its dtype and shape ("tensors"). JSON.
 std::string checkpointLayout(const loomrt_program *p) {
-  std::string params, shards, tensors, tp;
+  std::string params, shards, stateShards, tensors, tp;
   // A tensor-parallel parameter's [dim, groups] (train.h): each rank of
   // a group holds one part of each group along dim (loom-ckpt export
   // puts the parts back together).
@@ -294,7 +296,7 @@ std::string checkpointLayout(const loomrt_program *p) {
     // (a re-sharding resume reads them all: resharding.cpp).
     tensors += (tensors.empty() ? "" : ", ") + json::quote(g.name) + ": [" +
                std::to_string(int(g.dtype)) + ", " + shape(g) + "]";
-    if (!g.is_param)
+    if (!g.is_param && !g.num_members)
       continue;
     if (!g.num_members) {
       params += (params.empty() ? "" : ", ") + json::quote(g.name);
@@ -307,12 +309,16 @@ std::string checkpointLayout(const loomrt_program *p) {
                  shape(g.members[m]) + "]";
       tpEntry(g.members[m]);
     }
-    shards += (shards.empty() ? "" : ", ") + json::quote(g.name) + ": {\"padded\": " +
-              std::to_string(g.padded_numel) + ", \"align\": " +
-              std::to_string(std::max<int64_t>(g.member_align, 1)) + ", \"members\": [" +
-              members + "]}";
+    // (ZeRO 1-2 moment shards, whose parameters stay whole, apart: the
+    // shards of parameters are what loom-ckpt export reads.)
+    std::string &list = g.is_param ? shards : stateShards;
+    list += (list.empty() ? "" : ", ") + json::quote(g.name) + ": {\"padded\": " +
+            std::to_string(g.padded_numel) + ", \"align\": " +
+            std::to_string(std::max<int64_t>(g.member_align, 1)) + ", \"members\": [" +
+            members + "]}";
   }
-  return "{\"params\": [" + params + "], \"shards\": {" + shards + "}, \"tensors\": {" +
+  return "{\"params\": [" + params + "], \"shards\": {" + shards + "}, \"state_shards\": {" +
+         stateShards + "}, \"tensors\": {" +
          tensors + "}, \"tensor_parallel\": " + std::to_string(std::max(p->tensor_parallel, 1)) +
          ", \"tp\": {" + tp + "}, \"pipeline_parallel\": " +
          std::to_string(std::max(p->pipeline_parallel, 1)) + ", \"expert_parallel\": " +

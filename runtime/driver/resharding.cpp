@@ -11,9 +11,9 @@
 //
 // Each rank holds the whole model's state in host memory while it
 // re-shards (the parts are read whole, once). Built for checkpoints whose
-// every bucket is described: ZeRO 0 and 3 (and ZeRO 1-2 with offloaded
-// master shards); a ZeRO 1-2 bucket of moments whose parameters stay whole
-// has no member list in the program, and is refused with one line.
+// every bucket is described: ZeRO 0-3 (a ZeRO 1-2 bucket's layout is its
+// moment shards', loom.layout_of; parts saved before those were described
+// are refused with one line).
 #include "driver/checkpoint_set.h"
 #include "common/backend.h"
 #include "common/json.h"
@@ -86,9 +86,10 @@ loomrt_status readLayout(const std::string &path, json::Value &layout) {
                                    "older than re-sharding): resume it on the world and ZeRO "
                                    "stage that saved it");
   std::string err;
-  const json::Value *tensors = nullptr, *shards = nullptr;
+  const json::Value *tensors = nullptr, *shards = nullptr, *stateShards = nullptr;
   if (!json::parse(buf.data(), layout, err) || !(tensors = json::get(layout, "tensors")) ||
-      !tensors->is_object() || !(shards = json::get(layout, "shards")) || !shards->is_object())
+      !tensors->is_object() || !(shards = json::get(layout, "shards")) || !shards->is_object() ||
+      ((stateShards = json::get(layout, "state_shards")) && !stateShards->is_object()))
     return fail(LOOMRT_ERR_IO, "checkpoint part '" + path + "' has a malformed layout");
   return LOOMRT_OK;
 }
@@ -138,14 +139,19 @@ loomrt_status fillShard(const loomrt_program *program, const loomrt_tensor_ref &
                         const std::string &bucket, const std::string &suffix, const Whole &whole,
                         int rank) {
   size_t n = numel(t.shape, t.rank);
+  // The shard's own layout (ZeRO 1-2 moments: loom.layout_of), else its
+  // bucket's parameter shard's.
   const loomrt_global_desc *pg = nullptr;
   for (size_t i = 0; i < program->num_globals; ++i)
+    if (program->globals[i].name == std::string(t.name) && program->globals[i].num_members)
+      pg = &program->globals[i];
+  for (size_t i = 0; i < program->num_globals && !pg; ++i)
     if (program->globals[i].name == bucket + ".params")
       pg = &program->globals[i];
   if (!pg || !pg->num_members)
     return fail(LOOMRT_ERR_IO, std::string("this binary's '") + t.name + "' belongs to a "
-                                   "bucket whose parameters stay whole (ZeRO 1-2): re-sharding "
-                                   "into it is not built; resume on ZeRO 0 or 3");
+                                   "bucket the program does not lay out: re-sharding into it is "
+                                   "not built; resume on the world and stage that saved it");
   Bucket bk;
   bk.padded = pg->padded_numel;
   bk.align = std::max<int64_t>(1, pg->member_align);
@@ -200,8 +206,11 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
     json::Value layout;
     if (loomrt_status s = readLayout(path, layout))
       return s;
-    if (r == 0)
-      for (auto &[bname, b] : json::get(layout, "shards")->items()) {
+    for (const char *key : {"shards", "state_shards"}) {
+      const json::Value *list = json::get(layout, key);
+      if (r != 0 || !list)
+        continue;
+      for (auto &[bname, b] : list->items()) {
         Bucket bk;
         if (!readBucket(b, bk))
           return fail(LOOMRT_ERR_IO, "'" + path + "': the layout of '" + bname +
@@ -210,6 +219,7 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
         if (splitBucket(bname, bucket, suffix))
           savedBuckets[bucket] = bk;
       }
+    }
     // Every tensor the part holds, read (checksums checked) in one load.
     std::vector<loomrt_tensor_ref> refs;
     std::vector<std::vector<uint8_t>> data;
@@ -250,9 +260,9 @@ loomrt_status CheckpointSet::reshardInto(const std::vector<loomrt_tensor_ref> &t
     splitBucket(name, bucket, suffix);
     auto it = savedBuckets.find(bucket);
     if (it == savedBuckets.end())
-      return fail(LOOMRT_ERR_IO, "the checkpoint's '" + name + "' belongs to a bucket whose "
-                                     "parameters it saved whole (ZeRO 1-2): re-sharding that is "
-                                     "not built; resume on the world and stage that saved it");
+      return fail(LOOMRT_ERR_IO, "the checkpoint's '" + name + "' belongs to a bucket its "
+                                     "layout does not describe (saved before ZeRO 1-2 buckets "
+                                     "were): resume on the world and stage that saved it");
     std::vector<uint8_t> flat;
     for (auto &p : parts)
       flat.insert(flat.end(), p.begin(), p.end());

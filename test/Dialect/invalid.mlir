@@ -848,6 +848,16 @@ loom.param @w : tensor<4xf32> {loom.padded = -4 : i64}
 
 // -----
 
+// expected-error@+1 {{'loom.layout_of' must be on a loom.state}}
+loom.param @w : tensor<4xf32> {loom.layout_of = [@v]}
+
+// -----
+
+// expected-error@+1 {{'loom.layout_of' must be an array of symbol references}}
+loom.state @m : tensor<4xf32> role adam_m init #loom.init<zeros> {loom.layout_of = [3]}
+
+// -----
+
 // expected-error@+1 {{'loom.mirror_of' must be a symbol reference}}
 loom.param @w : tensor<4xf32> {loom.mirror_of = "w"}
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Resuming on another number of ranks or another ZeRO stage (issue 46):
 a checkpoint of 3 steps saved by 2 ranks at ZeRO-3 resumes on 1 rank, on
-4 ranks at ZeRO-3 and on 4 at ZeRO-0, and one saved by 2 ranks at ZeRO-0
-resumes on 4 at ZeRO-3; each continues for 3 steps with the losses of the
-uninterrupted 2-rank run within 1e-6 relative (the reductions change order:
-rounding, not state, differs). Resuming into ZeRO-1, whose moment buckets
-the program describes by no member list, is refused with one line."""
+4 ranks at ZeRO-3, on 4 at ZeRO-0 and on 2 at ZeRO-1; one saved by 2 ranks
+at ZeRO-0 resumes on 4 at ZeRO-3; one saved by 2 ranks at ZeRO-1 (whole
+parameters, sharded moments laid out by loom.layout_of) on 1 rank and on 4
+at ZeRO-2. Each continues for 3 steps with the losses of the uninterrupted
+2-rank run within 1e-6 relative (the reductions change order: rounding, not
+state, differs)."""
 import os
 import shutil
 import subprocess
@@ -34,14 +35,16 @@ def main():
             "r1": (1, build("r1")),
             "r4z3": (4, build("r4z3", "--topology=gpu=4", "--zero-stage=3")),
             "r4z0": (4, build("r4z0", "--topology=gpu=4", "--zero-stage=0")),
-            "r2z1": (2, build("r2z1", "--topology=gpu=2", "--zero-stage=1"))}
+            "r2z1": (2, build("r2z1", "--topology=gpu=2", "--zero-stage=1")),
+            "r4z2": (4, build("r4z2", "--topology=gpu=4", "--zero-stage=2"))}
+    targets = {"r2z3": ("r1", "r4z3", "r4z0", "r2z1"), "r2z0": ("r4z3",), "r2z1": ("r1", "r4z2")}
     bad = 0
-    for source in ("r2z3", "r2z0"):
+    for source in ("r2z3", "r2z0", "r2z1"):
         ranks, exe = exes[source]
         want = [r["loss"] for r in train(exe, ranks, data, 6, exe + ".log")][3:]
         ck = os.path.join(a.tmp, "ck-" + source)
         train(exe, ranks, data, 3, exe + ".a.log", "--checkpoint-dir", ck, "--checkpoint-every", "3")
-        for target in (("r1", "r4z3", "r4z0") if source == "r2z3" else ("r4z3",)):
+        for target in targets[source]:
             n, texe = exes[target]
             mine = ck + "-to-" + target
             shutil.copytree(ck, mine)
@@ -51,13 +54,6 @@ def main():
             bad += not close
             print(f"{source} -> {target}: steps 4-6 {'within 1e-6' if close else 'NOT within 1e-6'}"
                   f" of the uninterrupted run" + ("" if close else f": {got} vs {want}"))
-    mine = os.path.join(a.tmp, "ck-r2z3-to-r2z1")
-    shutil.copytree(os.path.join(a.tmp, "ck-r2z3"), mine)
-    p = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                        exes["r2z1"][1], "--data", data, "--steps", "1", "--checkpoint-dir", mine,
-                        "--resume"], capture_output=True, text=True)
-    line = next((l for l in p.stderr.splitlines() if "error" in l), "")
-    print(f"into ZeRO-1 ({'refused' if p.returncode else 'NOT refused'}): {line.strip()}")
     sys.exit(1 if bad else 0)
 
 

@@ -71,8 +71,11 @@
 
 // Stages 1-3 replace the per-parameter Adam state by shard-sized state.
 // Z0-NOT: @zero.bucket0
-// Z1: loom.state @zero.bucket0.exp_avg : tensor<5xf32> role adam_m
-// Z1: loom.state @zero.bucket0.exp_avg_sq : tensor<5xf32> role adam_v
+// Stages 1-2 keep the parameters whole; the moment shards record their
+// bucket's layout (loom.layout_of: what a re-sharding resume reads).
+// Z1: loom.state @zero.bucket0.exp_avg : tensor<5xf32> role adam_m {{.*}}{loom.layout_of = [@w, @b], loom.padded = 10 : i64}
+// Z1: loom.state @zero.bucket0.exp_avg_sq : tensor<5xf32> role adam_v {{.*}}{loom.layout_of = [@w, @b], loom.padded = 10 : i64}
+// Z3-NOT: loom.layout_of
 // Z1-NOT: @w.exp_avg
 // Z3: loom.param @zero.bucket0.params : tensor<5xf32> {{.*}}{loom.padded = 10 : i64, loom.shard_of = [@w, @b]}
 // Z3: loom.param @w : {{.*}}{loom.sharded_into = @zero.bucket0.params}
