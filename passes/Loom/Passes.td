@@ -567,7 +567,9 @@ def DataParallel : Pass<"loom-data-parallel", "ModuleOp"> {
     * stage 1: all-reduce, then each rank runs Adam on its `loom.shard` of
       the bucket with Adam state of that size only, and all-gathers the
       updated shards back into the parameters;
-    * stage 2: reduce-scatter instead of the all-reduce;
+    * stage 2: reduce-scatter instead of the all-reduce (at stages 1 and 2
+      the moment shards carry their bucket's layout, `loom.layout_of` with
+      `loom.padded`: what a checkpoint resumed on another world reads);
     * stage 3: as 2, and the parameters persist as shards
       (`@zero.bucketK.params`, `loom.shard_of` lists its members, which stay
       declared for their initialisers): `@forward_backward` all-gathers a
