@@ -9,7 +9,9 @@ generator's initial weights) and data order, 20 steps.
 Bounds: every step's loss within 1e-5 relative of PyTorch's float64 run
 (the binary computes in float32: measured ~1e-7), and the "lr" the log
 records is the rate PyTorch's scheduler gives that step (float32: 1e-6).
-Also: 2 ranks at ZeRO-3 give one rank's losses within 1e-6, and a run
+Gradient accumulation (--micro-batches) with clipping and the cosine
+schedule against PyTorch's accumulated steps: losses within 1e-6. Also: 2
+ranks at ZeRO-3 give one rank's losses within 1e-6, and a run
 checkpointed after 10 steps and resumed with the same flags continues
 with exactly the straight run's losses."""
 import math
@@ -41,7 +43,10 @@ def hf_cosine(s):
     return c * (1 - FLOOR) + FLOOR
 
 
-def torch_run(init, tokens, cfg, lam, clip=0.0):
+def torch_run(init, tokens, cfg, lam, clip=0.0, accum=1):
+    """`accum` > 1: each step's batch as that many micro-batches, each
+    loss / accum backward in turn (gradient accumulation), then one
+    (clipped) step."""
     p = {k: v.double().clone().requires_grad_(True) for k, v in init.items()}
     opt = torch.optim.AdamW(p.values(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=WD)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
@@ -52,8 +57,13 @@ def torch_run(init, tokens, cfg, lam, clip=0.0):
         x = torch.tensor(tokens[off:off + gbt]).view(cfg["batch"], T)
         y = torch.tensor(tokens[off + 1:off + gbt + 1]).view(cfg["batch"], T)
         opt.zero_grad()
-        loss = gpt(p, x, y, cfg)
-        loss.backward()
+        rows = cfg["batch"] // accum
+        loss = 0.0
+        for m in range(accum):
+            part = gpt(p, x[m * rows:(m + 1) * rows], y[m * rows:(m + 1) * rows],
+                       {**cfg, "batch": rows}) / accum
+            part.backward()
+            loss = loss + part.detach()
         if clip:
             norms.append(torch.nn.utils.clip_grad_norm_(list(p.values()), clip).item())
         lrs.append(opt.param_groups[0]["lr"])
@@ -123,6 +133,27 @@ def main():
     for stage in (0, 3):
         exe = build(f"clip-z{stage}", "--clip-grad=0.5", "--topology=gpu=2", f"--zero-stage={stage}")
         bad += not as_one_rank(f"clip 0.5: 2 ranks at ZeRO-{stage}", exe, sched, ours)
+    # Gradient accumulation (loomc --micro-batches=2) with the clipping and
+    # the schedule: PyTorch's two backward passes of half the rows, each
+    # loss halved, then clip_grad_norm_ and one step; and 2 ranks at ZeRO-0
+    # and ZeRO-3 (two micro-batches of 2 rows each) as one rank.
+    acc1 = build("acc1", "--clip-grad=0.5", "--micro-batches=2")
+    log = train(acc1, 1, data, STEPS, acc1 + ".log", *sched)
+    ours, norms = [r["loss"] for r in log], [r["grad_norm"] for r in log]
+    ref, _, ref_norms = torch_run(init, tokens, cfg, hf_cosine, clip=0.5, accum=2)
+    e = max(abs(o - r) / abs(r) for o, r in zip(ours, ref))
+    en = max(abs(o - r) / abs(r) for o, r in zip(norms, ref_norms))
+    ok = len(ours) == STEPS and e <= 1e-6 and en <= 1e-5
+    bad += not ok
+    sys.stderr.write(f"accumulation: max rel loss error {e:.1e}, norm {en:.1e}\n")
+    print(f"accumulation 2, clip 0.5, cosine: losses {'within 1e-6' if e <= 1e-6 else 'NOT within 1e-6'}"
+          f" of PyTorch's accumulated steps, the logged grad_norm "
+          f"{'is' if en <= 1e-5 else 'is NOT'} its norm")
+    for stage in (0, 3):
+        exe = build(f"acc-z{stage}", "--clip-grad=0.5", "--micro-batches=2", "--topology=gpu=2",
+                    f"--zero-stage={stage}")
+        bad += not as_one_rank(f"accumulation 2, clip 0.5: 2 ranks at ZeRO-{stage}", exe, sched,
+                               ours)
     # A resume continues the schedule (it is a function of the step): the
     # cosine run above, in two halves.
     ck = os.path.join(a.tmp, "ck")
