@@ -11,7 +11,8 @@
 // window, the time some compute kernel (all but NCCL's) runs, the idle time
 // while an NCCL kernel runs (waiting for a peer or moving data), and the
 // idle time with nothing running, by gap length (< 10 us: launches back to
-// back; 10-100 us; 0.1-1 ms; >= 1 ms), each with its count.
+// back; 10-100 us; 0.1-1 ms; >= 1 ms), each with its count; with
+// LOOM_KERNEL_SPANS=FILE too, the window's kernels one by one.
 // Preload the binary alone (`timeout 200 env LD_PRELOAD=... ./binary`): a
 // wrapper such as timeout loads the library too and, exiting last,
 // overwrites the binary's table with its own empty one.
@@ -32,6 +33,7 @@ std::map<std::string, std::pair<unsigned long long, unsigned long long>> *totals
 struct Span {
   unsigned long long start, end;
   bool nccl;
+  uint32_t stream;
 };
 std::vector<Span> *spans;
 
@@ -62,7 +64,7 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t val
     t.second += k->end - k->start;
     std::string lower = name;
     std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    spans->push_back({k->start, k->end, lower.find("nccl") != std::string::npos});
+    spans->push_back({k->start, k->end, lower.find("nccl") != std::string::npos, k->streamId});
   }
   std::free(buffer);
 }
@@ -124,6 +126,17 @@ void writeGaps() {
     at = b;
   }
   idle(at, hi);
+  // LOOM_KERNEL_SPANS=FILE: every kernel of the window, one line each
+  // ("n" for NCCL's, "c" for the rest, start and end in CUPTI's ns, the
+  // stream): ranks on one host share the clock, so two files show which
+  // rank reached each collective first (bench/moe_ep_waits.py).
+  if (const char *sp = std::getenv("LOOM_KERNEL_SPANS"))
+    if (std::FILE *o = std::fopen(sp, "w")) {
+      for (const Span &s : *spans)
+        if (s.start >= lo)
+          std::fprintf(o, "%c %llu %llu %u\n", s.nccl ? 'n' : 'c', s.start, s.end, s.stream);
+      std::fclose(o);
+    }
   std::FILE *f = std::fopen(path, "w");
   if (!f)
     return;
