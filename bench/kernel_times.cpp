@@ -34,6 +34,7 @@ struct Span {
   unsigned long long start, end;
   bool nccl;
   uint32_t stream;
+  char kind; // NCCL's collective: A(ll-reduce), S(end/recv), R(educe-scatter), G(ather), ?
 };
 std::vector<Span> *spans;
 
@@ -64,7 +65,14 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t val
     t.second += k->end - k->start;
     std::string lower = name;
     std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    spans->push_back({k->start, k->end, lower.find("nccl") != std::string::npos, k->streamId});
+    bool nccl = lower.find("nccl") != std::string::npos;
+    char kind = !nccl ? 'c'
+                : lower.find("sendrecv") != std::string::npos      ? 'S'
+                : lower.find("allreduce") != std::string::npos     ? 'A'
+                : lower.find("reducescatter") != std::string::npos ? 'R'
+                : lower.find("allgather") != std::string::npos     ? 'G'
+                                                                   : '?';
+    spans->push_back({k->start, k->end, nccl, k->streamId, kind});
   }
   std::free(buffer);
 }
@@ -127,14 +135,15 @@ void writeGaps() {
   }
   idle(at, hi);
   // LOOM_KERNEL_SPANS=FILE: every kernel of the window, one line each
-  // ("n" for NCCL's, "c" for the rest, start and end in CUPTI's ns, the
-  // stream): ranks on one host share the clock, so two files show which
+  // (NCCL's collective's letter, S A R G or ?, or "c" for the rest, start
+  // and end in CUPTI's ns, the stream): ranks on one host share the
+  // clock, so two files show which
   // rank reached each collective first (bench/moe_ep_waits.py).
   if (const char *sp = std::getenv("LOOM_KERNEL_SPANS"))
     if (std::FILE *o = std::fopen(sp, "w")) {
       for (const Span &s : *spans)
         if (s.start >= lo)
-          std::fprintf(o, "%c %llu %llu %u\n", s.nccl ? 'n' : 'c', s.start, s.end, s.stream);
+          std::fprintf(o, "%c %llu %llu %u\n", s.kind, s.start, s.end, s.stream);
       std::fclose(o);
     }
   std::FILE *f = std::fopen(path, "w");

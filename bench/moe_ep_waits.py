@@ -3,7 +3,7 @@
 LOOM_KERNEL_SPANS files (bench/kernel_times.cpp: each rank's kernels over
 the second half of its run, CUPTI's clock, which ranks on one host share),
 pairs the ranks' NCCL kernels (the same collectives in the same order: a
-pair overlaps in time), and per stream prints the collectives, how long
+pair is of one kind and overlaps in time), and per kind prints the collectives, how long
 each rank's kernel waited for the other to arrive, the time after both
 had arrived, and, while the early rank waited, how busy the late rank's
 compute kernels were (busy: the late rank was still computing, a
@@ -17,7 +17,7 @@ def load(path):
     comp, nccl = [], []
     for line in open(path):
         kind, s, e, st = line.split()
-        (nccl if kind == "n" else comp).append((int(s), int(e), int(st)))
+        (comp if kind == "c" else nccl).append((int(s), int(e), kind))
     return sorted(comp), sorted(nccl)
 
 
@@ -43,7 +43,7 @@ def main():
     pairs, i, j = [], 0, 0
     while i < len(n0) and j < len(n1):
         a, b = n0[i], n1[j]
-        if min(a[1], b[1]) > max(a[0], b[0]):  # they overlap: one collective
+        if a[2] == b[2] and min(a[1], b[1]) > max(a[0], b[0]):  # overlapping: one collective
             pairs.append((a, b))
             i, j = i + 1, j + 1
         elif a[1] <= b[0]:
@@ -68,12 +68,14 @@ def main():
         r[5] += (arrive - early[0]) / 1e6
     print(f"{len(pairs)} collectives paired ({len(n0)} and {len(n1)} NCCL kernels), window "
           f"{window:.3f} s = {steps:.1f} steps of {step:.4f} s")
-    print("| stream (rank 0) | collectives a step | rank 0 waits, ms a step | rank 1 waits, ms a step "
+    names = {"S": "all-to-all (send/recv)", "A": "all-reduce", "R": "reduce-scatter",
+             "G": "all-gather", "?": "other"}
+    print("| collective | count a step | rank 0 waits, ms a step | rank 1 waits, ms a step "
           "| both arrived, ms a step | late rank computing while the other waits |")
     print("|---|---|---|---|---|---|")
     for st, r in sorted(rows.items()):
         share = r[4] / r[5] if r[5] else 0.0
-        print(f"| {st} | {r[0] / steps:.1f} | {r[1] / steps:.2f} | {r[2] / steps:.2f} | "
+        print(f"| {names.get(st, st)} | {r[0] / steps:.1f} | {r[1] / steps:.2f} | {r[2] / steps:.2f} | "
               f"{r[3] / steps:.2f} | {100 * share:.0f}% |")
 
 

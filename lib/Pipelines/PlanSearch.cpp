@@ -360,17 +360,24 @@ std::vector<size_t> unpruned(std::vector<Candidate> &cands, const std::vector<si
 /// --recompute=auto does not plan it: pipelines, CPU descriptions) only add
 /// work, so they are tried only for plans that do not fit: appended to `cands`,
 /// each with the plan it adds to as its base. Where the parameters and
-/// optimizer state alone exceed the device, neither can make it fit.
+/// optimizer state alone exceed the device, neither can make it fit; the
+/// optimizer's offload can (ZeRO-Offload's case: the interleaved planner
+/// keeps on the device what fits and updates the rest on the CPU), so on a
+/// GPU description it is tried for every plan that does not fit and that it
+/// composes with (neither tensor nor pipeline parallelism, not 1-bit Adam
+/// or Streaming DiLoCo beyond ZeRO-0, as loomc's flag checks say).
 void deriveUnfitting(std::vector<Candidate> &cands, const LoomcOptions &o, int64_t batch) {
   auto has = [](const Candidate &c, llvm::StringRef p) {
     return llvm::any_of(c.flags, [&](const std::string &f) { return llvm::StringRef(f).starts_with(p); });
   };
+  // (A plan's flags name only degrees above 1; a forced one is the user's.)
+  auto parallel = [&](const Candidate &c) {
+    return has(c, "--tensor-parallel") || has(c, "--pipeline-parallel") ||
+           o.tensorParallel > 1 || o.pipelineParallel > 1 || o.expertParallel > 1;
+  };
   size_t tried = cands.size();
   for (size_t k = 0; k < tried; ++k) {
     if (!cands[k].ok || cands[k].fits)
-      continue;
-    if (!o.planExhaustive && cands[k].usableBytes > 0 &&
-        cands[k].persistentBytes > cands[k].usableBytes)
       continue;
     auto derive = [&](const std::string &flag) {
       Candidate d;
@@ -379,6 +386,14 @@ void deriveUnfitting(std::vector<Candidate> &cands, const LoomcOptions &o, int64
       d.base = int(k);
       cands.push_back(d);
     };
+    bool stage0 = has(cands[k], "--zero-stage=0") ||
+                  (!has(cands[k], "--zero-stage=") && o.zeroStage <= 0);
+    if (cands[k].usableBytes > 0 && o.offload == "none" && !parallel(cands[k]) &&
+        (o.optimizer != "onebit-adam" || stage0) && (o.diloco.empty() || stage0))
+      derive("--optimizer-offload=interleaved");
+    if (!o.planExhaustive && cands[k].usableBytes > 0 &&
+        cands[k].persistentBytes > cands[k].usableBytes)
+      continue;
     if (!has(cands[k], "--pipeline-parallel") && !o.microBatches.getNumOccurrences())
       for (int64_t m : {2, 4, 8})
         if (batch <= 0 || batch % m == 0)
@@ -520,7 +535,7 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
       size_t derived = more.size();
       more = unpruned(cands, more, fastestFitting(cands), o.planExhaustive);
       llvm::errs() << "loomc: --plan=auto: " << derived
-                   << " more with micro-batches or recompute, where a plan did not fit ("
+                   << " more with micro-batches, recompute or the optimizer offloaded, where a plan did not fit ("
                    << derived - more.size() << " bounded out)\n";
       evaluate(cands, more, exe, base, std::string(dir));
     }
