@@ -3,10 +3,12 @@
 
 #include <cxxopts.hpp>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace loomrt::cli {
 namespace {
@@ -53,6 +55,15 @@ std::vector<std::string> Flags::list(const std::string &name) const {
 bool Flags::parse(int argc, const char *const *argv, std::string &err, size_t maxPositional) {
   values_.clear();
   positional_.clear();
+  // cxxopts matches each argument with std::regex, whose matcher recurses
+  // once a character: a flag of 131,000 characters (what one argument of
+  // Linux may hold) overflowed the stack. No path or number is this long.
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] && std::strlen(argv[i]) > kMaxArgument)
+      return err = "argument " + std::to_string(i) + " is " + std::to_string(std::strlen(argv[i])) +
+                   " characters long, more than the " + std::to_string(kMaxArgument) +
+                   " a flag or a path may have",
+             false;
   cxxopts::Options o(argc > 0 && argv[0] ? argv[0] : "program");
   o.allow_unrecognised_options();
   for (auto &[spec, kind] : specs_) {

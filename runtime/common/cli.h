@@ -19,6 +19,8 @@ namespace loomrt::cli {
 /// messages are the same in every program.
 class Flags {
 public:
+  /// The longest argument parse() accepts (PATH_MAX is 4096).
+  static constexpr size_t kMaxArgument = 16384;
   enum Kind {
     Bool,  // --name (or --name=true|false)
     Value, // --name VALUE: the last one given counts
@@ -28,7 +30,7 @@ public:
   void add(const std::string &spec, Kind kind);
   /// Parses argv; false with a one-line message (an unknown flag, a missing
   /// value, a value given to a boolean, an argument that is not a flag
-  /// beyond `maxPositional`).
+  /// beyond `maxPositional`, an argument over kMaxArgument characters).
   bool parse(int argc, const char *const *argv, std::string &err, size_t maxPositional = 0);
   bool has(const std::string &name) const { return values_.count(name) != 0; }
   /// The value of a Value flag (the last given), "" when absent.
