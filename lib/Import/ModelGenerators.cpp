@@ -78,10 +78,15 @@ const std::vector<Family> &families() {
       // a factor of tokens * top_k / experts (0: every token fits, no
       // drops); aux: the load-balancing loss's coefficient (Switch /
       // Hugging Face's router_aux_loss_coef).
+      // shared: the width of a shared expert every token also goes through
+      // (Qwen2-MoE's, its output scaled by sigmoid of a linear gate; 0:
+      // none); z: the router z-loss's coefficient (ST-MoE: the mean over
+      // layers and tokens of logsumexp(router logits)^2; 0: none).
       {"moe",
        {{"layers", 2}, {"d_model", 64}, {"heads", 4}, {"vocab", 256}, {"seq", 32}, {"batch", 4},
-        {"ffn", 0}, {"kv_heads", 0}, {"experts", 8}, {"top_k", 2}, {"norm_topk", 1}},
-       {{"capacity", 0.0}, {"aux", 0.001}}},
+        {"ffn", 0}, {"kv_heads", 0}, {"experts", 8}, {"top_k", 2}, {"norm_topk", 1},
+        {"shared", 0}},
+       {{"capacity", 0.0}, {"aux", 0.001}, {"z", 0.0}}},
       {"mlp", {{"layers", 2}, {"in", 32}, {"hidden", 64}, {"classes", 10},
                {"batch", 16}}},
       // Graph models over a node table of `nodes` rows of `in` features;
@@ -174,7 +179,7 @@ bool parseSpec(StringRef text, Spec &spec, std::string &error) {
     if (spec.values[k] < 1 &&
         !((spec.family == "llama" || spec.family == "moe") &&
           (StringRef(k) == "ffn" || StringRef(k) == "kv_heads")) &&
-        !(spec.family == "moe" && StringRef(k) == "norm_topk"))
+        !(spec.family == "moe" && (StringRef(k) == "norm_topk" || StringRef(k) == "shared")))
       return error = "model key '" + std::string(k) + "' must be positive",
              false;
   return true;
@@ -304,6 +309,9 @@ public:
     return GeluOp::create(b, loc, x.getType(), x, tanhForm);
   }
   Value silu(Value x) { return SiluOp::create(b, loc, x.getType(), x); }
+  Value sigmoid(Value x) { return SigmoidOp::create(b, loc, x.getType(), x); }
+  Value exp(Value x) { return ExpOp::create(b, loc, x.getType(), x); }
+  Value log(Value x) { return LogOp::create(b, loc, x.getType(), x); }
   Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
   Value concatLast(Value x, Value y) {
     SmallVector<int64_t> s(shape(x));
@@ -453,10 +461,14 @@ struct MoeBlocks {
   bool normTopK;
   double auxCoef;
   Value countSum, probSum; // over layers: [E] choices, [E] router probabilities
+  Value zSum;              // over layers: the sum of logsumexp(logits)^2
+  int64_t FS = 0;          // the shared expert's width (0: none)
+  double zCoef = 0;
 
   MoeBlocks(GraphBuilder &g, const Spec &s, int64_t D, int64_t F, int64_t N)
       : g(g), L(s.values.lookup("layers")), D(D), F(F), E(s.values.lookup("experts")), K(s.values.lookup("top_k")), N(N),
-        normTopK(s.values.lookup("norm_topk") != 0), auxCoef(s.reals.lookup("aux")) {
+        normTopK(s.values.lookup("norm_topk") != 0), auxCoef(s.reals.lookup("aux")),
+        FS(s.values.lookup("shared")), zCoef(s.reals.lookup("z")) {
     double factor = s.reals.lookup("capacity");
     // No factor: an expert can take every token (each token chooses an
     // expert once), so nothing is dropped.
@@ -498,6 +510,17 @@ struct MoeBlocks {
     Value out = MoeCombineOp::create(g.b, g.loc, g.t({N, D}), g.concatFirst(outs),
                                      slots.getSlots(), gates);
     g.metric(name(i, "expert_tokens"), slots.getCounts());
+    if (FS > 0)
+      out = g.add(out, sharedExpert(i, h));
+    if (zCoef > 0) {
+      // logsumexp over the experts, in fp32: the router's logits are
+      // small (a linear map of a normalised state), so exp cannot overflow
+      // before the sum; the max shift of a general logsumexp is left out.
+      Value lse = fp32(g.log(fp32(g.reduce(ReduceKind::sum, fp32(g.exp(fp32(logits))), {1},
+                                             false))));
+      Value z = fp32(g.reduce(ReduceKind::sum, fp32(g.mul(lse, lse)), {0}, false));
+      zSum = zSum ? fp32(g.add(zSum, z)) : z;
+    }
     if (!(auxCoef > 0))
       return out;
     Value p = fp32(g.reduce(ReduceKind::sum, probs, {0}, false));
@@ -506,8 +529,29 @@ struct MoeBlocks {
     return out;
   }
 
-  /// loss + aux * E * sum_e (counts_e / (L N)) (probs_e / (L N)).
+  /// Qwen2-MoE's shared expert on h [N, D]: a SwiGLU MLP of width FS
+  /// every token goes through, scaled by sigmoid(h . gate) ([N, 1]).
+  Value sharedExpert(int64_t i, Value h) {
+    auto w = [&](StringRef n, int64_t rows, int64_t cols) {
+      return g.normal(name(i, n), {rows, cols}, 0.02);
+    };
+    // (Declared in Hugging Face's order: gate_proj, up_proj, down_proj.)
+    Value gateProj = g.linear(h, w("shared_expert.gate_proj.weight", FS, D));
+    Value up = g.linear(h, w("shared_expert.up_proj.weight", FS, D));
+    Value act = g.mul(g.silu(gateProj), up);
+    Value y = g.linear(act, w("shared_expert.down_proj.weight", D, FS));
+    Value gate = g.sigmoid(g.linear(h, w("shared_expert_gate.weight", 1, D)));
+    return g.mul(y, BroadcastOp::create(g.b, g.loc, g.t({N, D}), gate));
+  }
+
+  /// loss + aux * E * sum_e (counts_e / (L N)) (probs_e / (L N)), and with
+  /// a z-loss + z * (sum over layers and tokens of lse^2) / (L N).
   Value withAuxLoss(Value loss) {
+    if (zCoef > 0 && zSum) {
+      Value z = fp32(g.mul(zSum, g.constant({}, {float(1.0 / (double(L) * double(N)))})));
+      g.metric("moe.z_loss", z);
+      loss = fp32(g.add(loss, fp32(g.mul(z, g.constant({}, {float(zCoef)})))));
+    }
     if (!(auxCoef > 0) || !countSum)
       return loss;
     // In fp32 under --precision=bf16: the loss stays fp32.

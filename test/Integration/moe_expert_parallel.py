@@ -9,7 +9,9 @@ batch: EP=2 (ZeRO-0), EP=4 (ZeRO-1) and EP=2 x 2 data-parallel replicas
 1e-6 relative over 10 steps, and so does EP=2 with 2 micro-batches. With a capacity factor and the
 load-balancing loss (each rank routes and balances its own tokens, as
 under data parallelism) EP=2 gives plain data parallelism's losses and
-logged expert counts, and with --clip-grad its gradient norms. A run
+logged expert counts (also with a shared expert, which every rank runs on
+its own tokens like any replicated layer, and the router z-loss), and with
+--clip-grad its gradient norms. A run
 checkpointed after 5 steps and resumed is
 exact, and loom-ckpt exports the split experts back under their names,
 equal to the data-parallel run's parameters. Standard library only."""
@@ -49,17 +51,18 @@ check.compare("EP=2 with --micro-batches=2", losses(train(exe, 2, data, STEPS,
 
 # Capacity and the load-balancing loss: each rank's routing is its own,
 # so the peer is data parallelism on the same ranks.
-CAP = MOE + ",capacity=1.25,aux=0.01"
+CAP = MOE + ",capacity=1.25,aux=0.01,shared=24,z=0.001"
 dp = train(compile_("dp-cap", CAP, "--topology=gpu=2"), 2, data, STEPS,
            os.path.join(a.tmp, "dp-cap.json"))
 epl = train(compile_("ep-cap", CAP, "--expert-parallel=2"), 2, data, STEPS,
             os.path.join(a.tmp, "ep-cap.json"))
-check.compare("EP=2, capacity 1.25 and aux 0.01, against 2 data-parallel ranks",
+check.compare("EP=2, capacity 1.25, aux 0.01, a shared expert and the z-loss, against 2 "
+              "data-parallel ranks",
               losses(epl), losses(dp))
 same_metrics = all(x.get("metrics") == y.get("metrics") for x, y in zip(epl, dp) if "loss" in x)
 counts = epl[0]["metrics"]["model.layers.0.block_sparse_moe.expert_tokens"]
 print(f"the log's metrics: expert tokens of layer 0 {counts}, aux loss "
-      f"{epl[0]['metrics']['moe.aux_loss']:.4f}: "
+      f"{epl[0]['metrics']['moe.aux_loss']:.4f}, z-loss {epl[0]['metrics']['moe.z_loss']:.4f}: "
       f"{'as data parallelism logs them' if same_metrics else 'DIFFERENT'}")
 bad += not same_metrics
 

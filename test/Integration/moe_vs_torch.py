@@ -9,7 +9,12 @@ capacity is given, the reference drops choices GShard's way (every token's
 first choice before any second choice, tokens in order, at most C a
 expert) with a loop of its own.
 
-Checked, for a dropless model and one whose capacity drops tokens:
+The shared expert (shared=W: Qwen2-MoE's, scaled by a sigmoid gate) and
+the router z-loss (z=C: ST-MoE's mean of logsumexp(logits)^2) are written
+the way Qwen2MoeSparseMoeBlock and router_z_loss_func are.
+
+Checked, for a dropless model and one whose capacity drops tokens, and one
+with a shared expert and the z-loss:
   - the loss and every gradient of @forward_backward (loom-run, fp32)
     against autograd in float64: relative L2 error <= 1e-5 per tensor;
   - 10 AdamW steps of @train_step against torch.optim.AdamW from the same
@@ -36,22 +41,28 @@ from train_vs_torch import LR, STEPS, reference  # noqa: E402
 BASE = "layers=2,d_model=16,heads=2,vocab=50,seq=8,batch=2,ffn=24,experts=8,top_k=2"
 CASES = [("dropless", BASE + ",aux=0.01"),
          ("capacity 1.0", BASE + ",capacity=1.0,aux=0.01"),
-         ("top-1, no aux", BASE.replace("top_k=2", "top_k=1") + ",norm_topk=0,aux=0")]
+         ("top-1, no aux", BASE.replace("top_k=2", "top_k=1") + ",norm_topk=0,aux=0"),
+         ("shared, z-loss", BASE + ",capacity=1.0,aux=0.01,shared=20,z=0.01")]
 DROPPED = [0]  # choices the reference dropped in the last forward
 
 
 def reals(keys):
-    """(config of integer keys, capacity factor, aux coefficient)."""
-    ints, cap, aux = [], 0.0, 0.001
+    """(config of integer keys and the z-loss's coefficient "z", capacity
+    factor, aux coefficient)."""
+    ints, cap, aux, z = [], 0.0, 0.001, 0.0
     for kv in keys.split(","):
         k, v = kv.split("=")
         if k == "capacity":
             cap = float(v)
         elif k == "aux":
             aux = float(v)
+        elif k == "z":
+            z = float(v)
         else:
             ints.append(kv)
-    return spec_config(",".join(ints)), cap, aux
+    cfg = spec_config(",".join(ints))
+    cfg["z"] = z
+    return cfg, cap, aux
 
 
 def choice_slots(idx, experts, capacity):
@@ -89,6 +100,12 @@ def moe_block(p, i, h, cfg, cap):
         y = (F.silu(x @ g(f"experts.{e}.w1.weight").T) * (x @ g(f"experts.{e}.w3.weight").T)) \
             @ g(f"experts.{e}.w2.weight").T
         out = out.index_add(0, tok, y * gates[tok, j, None])
+    if cfg.get("shared", 0):
+        # Qwen2MoeSparseMoeBlock's shared expert: a SwiGLU MLP every token
+        # goes through, scaled by sigmoid(shared_expert_gate(h)).
+        y = (F.silu(h @ g("shared_expert.gate_proj.weight").T) *
+             (h @ g("shared_expert.up_proj.weight").T)) @ g("shared_expert.down_proj.weight").T
+        out = out + torch.sigmoid(h @ g("shared_expert_gate.weight").T) * y
     return out, logits
 
 
@@ -116,6 +133,10 @@ def mixtral(p, tok, tgt, cfg, cap, aux):
     loss = llama(p, tok, tgt, cfg, ffn)
     if aux > 0:
         loss = loss + aux * load_balancing_loss(router_logits, cfg["experts"], cfg["top_k"])
+    if cfg.get("z", 0) > 0:
+        # ST-MoE's router z-loss (Hugging Face's router_z_loss_func): the
+        # mean over every layer's tokens of logsumexp(logits)^2.
+        loss = loss + cfg["z"] * (torch.logsumexp(torch.cat(router_logits), -1) ** 2).mean()
     return loss
 
 
