@@ -73,6 +73,9 @@ def Loom_Dialect : Dialect {
     // micro-batch (from 0) whose rows they are; loom-pipeline-schedule
     // orders each micro-batch's ops by it.
     "::mlir::IntegerAttr":$micro_batch,
+    // On a metric's state (@metrics.NAME): its micro-batches' values are
+    // summed (a count) where loom-micro-batches would otherwise average them.
+    "::mlir::UnitAttr":$metric_sum,
     // On a forward op and a loom.param (loom-pipeline-cut): the pipeline
     // stage, from 0, that runs or holds it.
     "::mlir::IntegerAttr":$stage,

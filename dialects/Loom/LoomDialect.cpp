@@ -52,6 +52,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   };
   if (name == LoomDialect::GradParamsAttrHelper::getNameStr() || name == LoomDialect::ShardOfAttrHelper::getNameStr())
     return symbols();
+  if (name == LoomDialect::MetricSumAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value) && isa<StateOp>(op), "a unit attribute on a loom.state");
   if (name == LoomDialect::LayoutOfAttrHelper::getNameStr())
     return isa<StateOp>(op) ? symbols() : expect(false, "on a loom.state");
   if (name == LoomDialect::ShardedIntoAttrHelper::getNameStr() || name == LoomDialect::MirrorOfAttrHelper::getNameStr())

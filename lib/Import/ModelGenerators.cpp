@@ -351,15 +351,18 @@ public:
   }
 
   /// Records `v` each step in the state @metrics.NAME (f32; the training
-  /// binary logs every metrics.* state under "metrics").
-  void metric(StringRef name, Value v) {
+  /// binary logs every metrics.* state under "metrics"). `count`: with
+  /// micro-batches, their values are summed (loom.metric_sum), not averaged.
+  void metric(StringRef name, Value v, bool count = false) {
     std::string sym = ("metrics." + name).str();
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(func);
-      StateOp::create(b, loc, b.getStringAttr(sym), TypeAttr::get(v.getType()),
-                      StateRoleAttr::get(&ctx, StateRole::other), FlatSymbolRefAttr(),
-                      InitAttr::get(&ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0)));
+      auto st = StateOp::create(b, loc, b.getStringAttr(sym), TypeAttr::get(v.getType()),
+                                StateRoleAttr::get(&ctx, StateRole::other), FlatSymbolRefAttr(),
+                                InitAttr::get(&ctx, InitKind::zeros, APFloat(0.0), APFloat(0.0)));
+      if (count)
+        st->setAttr(LoomDialect::MetricSumAttrHelper::getNameStr(), b.getUnitAttr());
     }
     StoreOp::create(b, loc, v, sym);
   }
@@ -509,7 +512,7 @@ struct MoeBlocks {
     }
     Value out = MoeCombineOp::create(g.b, g.loc, g.t({N, D}), g.concatFirst(outs),
                                      slots.getSlots(), gates);
-    g.metric(name(i, "expert_tokens"), slots.getCounts());
+    g.metric(name(i, "expert_tokens"), slots.getCounts(), /*count=*/true);
     if (FS > 0)
       out = g.add(out, sharedExpert(i, h));
     if (zCoef > 0) {

@@ -26,8 +26,10 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Passes/Loom.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_MICROBATCHES
@@ -39,8 +41,39 @@ using namespace mlir::loom;
 
 namespace {
 
+constexpr llvm::StringLiteral kMetricPrefix = "metrics.";
+
 struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
   using Base::Base;
+
+  /// One store a metric: the mean of its micro-batches' values, or their
+  /// sum where its state says it is a count (loom.metric_sum), so the log
+  /// describes the whole step as it does without micro-batches.
+  LogicalResult storeMetrics(ModuleOp module, OpBuilder &b, Location loc,
+                             llvm::MapVector<StringRef, SmallVector<Value>> &metrics) {
+    for (auto &[name, vals] : metrics) {
+      auto state = module.lookupSymbol<StateOp>(name);
+      auto type = dyn_cast<RankedTensorType>(vals.front().getType());
+      if (!state || !type || !isa<FloatType>(type.getElementType()))
+        return module.emitError() << "loom-micro-batches: metric '" << name
+                                  << "' must be a float loom.state to be combined over the "
+                                     "micro-batches";
+      Value total = vals.front();
+      for (Value v : ArrayRef<Value>(vals).drop_front())
+        total = AddOp::create(b, loc, type, total, v);
+      if (!state->hasAttr(LoomDialect::MetricSumAttrHelper::getNameStr())) {
+        auto elt = cast<FloatType>(type.getElementType());
+        APFloat inv(1.0 / double(vals.size()));
+        bool lost;
+        inv.convert(elt.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+        auto plain = RankedTensorType::get(type.getShape(), elt);
+        Value scale = arith::ConstantOp::create(b, loc, plain, DenseElementsAttr::get(plain, inv));
+        total = MulOp::create(b, loc, type, total, scale);
+      }
+      StoreOp::create(b, loc, total, name);
+    }
+    return success();
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -114,6 +147,10 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
     Location loc = fwd.getLoc();
     IRMapping shared;
     SmallVector<SmallVector<Value>> losses(fwd.getNumResults(), SmallVector<Value>(count));
+    // A metric stored from each micro-batch's values (a store of a
+    // metrics.* state that depends on the inputs): its M values, combined
+    // into one store below instead of the last copy's overwriting the rest.
+    llvm::MapVector<StringRef, SmallVector<Value>> metrics;
     StringRef tag = LoomDialect::MicroBatchAttrHelper::getNameStr();
     for (int64_t m = count - 1; m >= 0; --m) {
       IRMapping map = shared;
@@ -134,6 +171,13 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
           continue;
         }
         bool batch = perBatchOps.contains(&op);
+        if (auto st = dyn_cast<StoreOp>(op);
+            st && batch && st.getName().starts_with(kMetricPrefix)) {
+          auto &vals = metrics[st.getName()];
+          vals.resize(count);
+          vals[m] = map.lookup(st.getValue());
+          continue;
+        }
         if (!batch && m < count - 1)
           continue; // built in the first copy, mapped in `shared`
         Operation *c = b.clone(op, map);
@@ -145,6 +189,8 @@ struct MicroBatches : public mlir::loom::impl::MicroBatchesBase<MicroBatches> {
       }
     }
     tmpl.erase();
+    if (failed(storeMetrics(module, b, loc, metrics)))
+      return signalPassFailure();
 
     // Each loss: the mean of its micro-batches' (concatenated as [M]).
     SmallVector<Value> results;

@@ -1107,7 +1107,10 @@ def MicroBatches : Pass<"loom-micro-batches", "ModuleOp"> {
     micro-batch's backward; each parameter's gradient is the sum of its
     micro-batches' parts, which is the gradient of the whole batch's mean
     loss. Parameter loads, their casts and everything else that does not
-    read an input are computed once and shared. Refused for graph models,
+    read an input are computed once and shared. A metric the forward stores
+    (`@metrics.*`) is stored once, from every micro-batch's value: their
+    sum where the state carries `loom.metric_sum` (a count, such as an
+    expert's tokens), else their mean. Refused for graph models,
     for inputs in host memory and for results that are not scalar losses.
 
     Before (`count=2`):

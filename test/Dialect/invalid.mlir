@@ -848,6 +848,11 @@ loom.param @w : tensor<4xf32> {loom.padded = -4 : i64}
 
 // -----
 
+// expected-error@+1 {{'loom.metric_sum' must be a unit attribute on a loom.state}}
+loom.param @w : tensor<4xf32> {loom.metric_sum}
+
+// -----
+
 // expected-error@+1 {{'loom.layout_of' must be on a loom.state}}
 loom.param @w : tensor<4xf32> {loom.layout_of = [@v]}
 

@@ -34,7 +34,8 @@ MOE = "moe:layers=2,d_model=32,heads=4,vocab=64,seq=8,batch=4,ffn=48,experts=8,t
 check = LossCheck(STEPS, BOUND)
 bad = 0
 
-one = losses(train(compile_("one", MOE + ",aux=0"), 1, data, STEPS, os.path.join(a.tmp, "one.json")))
+onelog = train(compile_("one", MOE + ",aux=0"), 1, data, STEPS, os.path.join(a.tmp, "one.json"))
+one = losses(onelog)
 print(f"one rank, dropless, no aux: loss {one[0]:.6f} -> {one[-1]:.6f}")
 for ep, topo, stage in ((2, "gpu=2", 0), (4, "gpu=4", 1), (2, "node=2,gpu=2", 3)):
     ranks = 4 if topo.startswith("node") or ep == 4 else 2
@@ -48,6 +49,17 @@ for ep, topo, stage in ((2, "gpu=2", 0), (4, "gpu=4", 1), (2, "node=2,gpu=2", 3)
 exe = compile_("ep2-mb2", MOE + ",aux=0", "--expert-parallel=2", "--micro-batches=2")
 check.compare("EP=2 with --micro-batches=2", losses(train(exe, 2, data, STEPS,
                                                           os.path.join(a.tmp, "ep2-mb2.json"))), one)
+
+# The log's metrics under micro-batches: each expert's token count summed
+# over the micro-batches (loom.metric_sum), so one rank with 2 micro-batches
+# logs the counts of one micro-batch of the whole batch, exactly.
+mblog = train(compile_("one-mb2", MOE + ",aux=0", "--micro-batches=2"), 1, data, STEPS,
+              os.path.join(a.tmp, "one-mb2.json"))
+key = "model.layers.1.block_sparse_moe.expert_tokens"
+same = [x["metrics"][key] == y["metrics"][key] for x, y in zip(mblog, onelog) if "loss" in x]
+print(f"one rank, --micro-batches=2: the logged expert counts "
+      f"{'are' if len(same) == STEPS and all(same) else 'are NOT'} the whole batch's")
+bad += not (len(same) == STEPS and all(same))
 
 # Capacity and the load-balancing loss: each rank's routing is its own,
 # so the peer is data parallelism on the same ranks.
