@@ -117,6 +117,21 @@ int runLoomc(const std::string &exe, const std::vector<std::string> &args,
                                    0, 0, &err);
 }
 
+/// The experts a layer of a `--model moe:` has (its `experts` key, 8 by
+/// default); 0 for any other model.
+int64_t moeExperts(const LoomcOptions &o) {
+  llvm::StringRef spec(o.model);
+  if (!spec.consume_front("moe:") && spec != "moe")
+    return 0;
+  int64_t experts = 8;
+  for (llvm::StringRef kv : llvm::split(spec, ',')) {
+    auto [k, v] = kv.split('=');
+    if (k.trim() == "experts")
+      (void)v.trim().getAsInteger(10, experts);
+  }
+  return experts;
+}
+
 /// The plans on `levels` (outermost first), honouring what the user forced.
 std::vector<Candidate> enumerate(const LoomcOptions &o,
                                  llvm::ArrayRef<std::pair<std::string, int64_t>> innerFirst,
@@ -176,10 +191,23 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
                           "fragments=" + std::to_string(p) + ",overlap=" + std::to_string(t));
     }
   }
+  // Expert parallelism, for a mixture of experts: its experts split over
+  // the innermost level (as --expert-parallel places them) where that level
+  // divides them; built without tensor or pipeline parallelism and without
+  // Streaming DiLoCo, so only beside those plans.
+  std::vector<int64_t> eps = {1};
+  if (int64_t experts = moeExperts(o); experts > 0 && inner > 1 && experts % inner == 0 &&
+                                       o.diloco.empty())
+    eps.push_back(inner);
+  if (forced(o.expertParallel))
+    eps = {int64_t(o.expertParallel)};
   std::vector<Candidate> out;
+  for (int64_t ep : eps)
   for (int64_t tp : tps)
     for (int64_t pp : pps) {
       if (tp * pp > world || world % (tp * pp) || (oneLevel && tp > 1 && pp > 1))
+        continue;
+      if (ep > 1 && !forced(o.expertParallel) && (tp > 1 || pp > 1))
         continue;
       int64_t dp = world / tp / pp;
       // With Streaming DiLoCo the outermost level holds the replicas (no
@@ -218,13 +246,15 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
               if (!isForced)
                 c.flags.push_back(flag);
             };
+            add(forced(o.expertParallel) || ep == 1, "--expert-parallel=" + std::to_string(ep));
             add(forced(o.tensorParallel) || tp == 1, "--tensor-parallel=" + std::to_string(tp));
             add(forced(o.pipelineParallel) || pp == 1, "--pipeline-parallel=" + std::to_string(pp));
             add(forced(o.zeroStage) || z < 0, "--zero-stage=" + std::to_string(z));
             add(forced(o.microBatches) || m == 1, "--micro-batches=" + std::to_string(m));
             add(sched.empty(), "--pipeline-schedule=" + sched);
             add(dl.empty(), dl);
-            auto [it, first] = lowest.insert({{m, sched, dl}, int(out.size())});
+            auto [it, first] = lowest.insert({{m, sched, dl + "/" + std::to_string(ep)},
+                                              int(out.size())});
             if (!first)
               c.base = it->second;
             out.push_back(c);
@@ -373,7 +403,8 @@ void deriveUnfitting(std::vector<Candidate> &cands, const LoomcOptions &o, int64
   // (A plan's flags name only degrees above 1; a forced one is the user's.)
   auto parallel = [&](const Candidate &c) {
     return has(c, "--tensor-parallel") || has(c, "--pipeline-parallel") ||
-           o.tensorParallel > 1 || o.pipelineParallel > 1 || o.expertParallel > 1;
+           has(c, "--expert-parallel") || o.tensorParallel > 1 || o.pipelineParallel > 1 ||
+           o.expertParallel > 1;
   };
   size_t tried = cands.size();
   for (size_t k = 0; k < tried; ++k) {

@@ -50,6 +50,21 @@ exe = compile_("ep2-mb2", MOE + ",aux=0", "--expert-parallel=2", "--micro-batche
 check.compare("EP=2 with --micro-batches=2", losses(train(exe, 2, data, STEPS,
                                                           os.path.join(a.tmp, "ep2-mb2.json"))), one)
 
+# --plan=auto on a mixture of experts searches the expert-parallel plans
+# beside the others (loomc's step simulation on cpu-host); whichever it
+# chooses trains as one rank.
+rep = os.path.join(a.tmp, "plan.json")
+exe = compile_("auto", MOE + ",aux=0", "--topology=gpu=2", "--hardware=cpu-host", "--plan=auto",
+               f"--plan-report={rep}")
+report = json.load(open(rep))
+eps = sum(any(f.startswith("--expert-parallel=") for f in c["flags"]) and c.get("ok", False)
+          for c in report["candidates"])
+print(f"--plan=auto: {eps} expert-parallel plans predicted among {len(report['candidates'])}; "
+      f"chose {' '.join(report['chosen']['flags']) or '(the defaults)'}")
+bad += eps == 0
+check.compare("the plan --plan=auto chose", losses(train(exe, 2, data, STEPS,
+                                                           os.path.join(a.tmp, "auto.json"))), one)
+
 # The log's metrics under micro-batches: each expert's token count summed
 # over the micro-batches (loom.metric_sum), so one rank with 2 micro-batches
 # logs the counts of one micro-batch of the whole batch, exactly.
