@@ -26,7 +26,10 @@ extern "C" {
  * padded_numel elements and split evenly over the ranks; its own shape is
  * the block's. A member with mirror_of > 0 is that global itself (ZeRO 1-2
  * master shards: the members stay whole parameters): the shard's block is
- * copied from those globals' initial values instead of drawn. */
+ * copied from those globals' initial values instead of drawn. A ZeRO 1-2
+ * shard of Adam moments (not a parameter) lists its bucket's parameters the
+ * same way with init_kind 0: its zeros, and the layout a checkpoint resumed
+ * on another world reads (checkpoint parts' "state_shards"). */
 typedef struct loomrt_global_desc {
   const char *name;
   loomrt_dtype dtype;
