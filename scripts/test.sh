@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the README's main command first (scripts/run-example.sh; on a fresh
-# clone cold, with ccache off, so its printed time is a user's first run),
-# then sets up, builds and runs every test: the lit suite (one ctest entry per
+# Runs the README's main command first (scripts/run-example.sh, timed: a
+# user's first run; LOOM_COLD_EXAMPLE=1 with ccache off), then sets up,
+# builds and runs every test: the lit suite (one ctest entry per
 # test directory, each with its own timeout: test/CMakeLists.txt) and the
 # unit tests, all through ctest, with the HIP runtime built first
 # (scripts/build-hip.sh: the lit suite links a generated HIP training binary
@@ -27,11 +27,14 @@ BUILD_DIR="${LOOM_BUILD_DIR:-build}"
 CTEST_TIMEOUT="${LOOM_CTEST_TIMEOUT:-900}"
 
 phase "packages" env LOOM_SKIP_BUILD=1 scripts/setup.sh
-# The README's main command first, as a user's first run: on a fresh clone
-# (no build folder) with ccache off, so its time is the cold first run the
-# README states (issue 46's bound: 10 minutes on 2 cores). Printed, not
-# enforced: a busier machine is slower, and that is not a failure.
-if [ ! -d "$BUILD_DIR" ]; then
+# The README's main command first, as a user's first run, its time printed
+# (issue 46's bound for a cold first run: 10 minutes on 2 cores; printed,
+# not enforced: a busier machine is slower, and that is not a failure). On
+# a fresh machine it is cold; where ccache already holds the objects it is
+# not, and LOOM_COLD_EXAMPLE=1 turns ccache off for it (about 5 minutes
+# more on 2 cores: kept out of the default so that CI stays within its
+# 40 minutes on a busy machine; docs/developing.md).
+if [ "${LOOM_COLD_EXAMPLE:-0}" = 1 ]; then
   phase "main job, cold (run-example)" env CCACHE_DISABLE=1 scripts/run-example.sh
 else
   phase "main job (run-example)" scripts/run-example.sh
