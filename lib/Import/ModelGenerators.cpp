@@ -505,10 +505,7 @@ struct MoeBlocks {
     for (int64_t e = 0; e < E; ++e) {
       Value xe = g.sliceFirst(buf, e * C, (e + 1) * C);
       std::string ex = "experts." + std::to_string(e) + ".";
-      Value w1 = g.linear(xe, g.normal(name(i, ex + "w1.weight"), {F, D}, 0.02));
-      Value w3 = g.linear(xe, g.normal(name(i, ex + "w3.weight"), {F, D}, 0.02));
-      outs.push_back(
-          g.linear(g.mul(g.silu(w1), w3), g.normal(name(i, ex + "w2.weight"), {D, F}, 0.02)));
+      outs.push_back(swiglu(i, xe, ex + "w1.weight", ex + "w3.weight", ex + "w2.weight", F));
     }
     Value out = MoeCombineOp::create(g.b, g.loc, g.t({N, D}), g.concatFirst(outs),
                                      slots.getSlots(), gates);
@@ -532,18 +529,22 @@ struct MoeBlocks {
     return out;
   }
 
+  /// A SwiGLU MLP of width `width` on x [rows, D] under layer i's block:
+  /// down(silu(x gate^T) * (x up^T)), its weights (normal, std 0.02)
+  /// declared gate, up, down (Hugging Face's order).
+  Value swiglu(int64_t i, Value x, const std::string &gate, const std::string &up,
+               const std::string &down, int64_t width) {
+    Value a = g.linear(x, g.normal(name(i, gate), {width, D}, 0.02));
+    Value b = g.linear(x, g.normal(name(i, up), {width, D}, 0.02));
+    return g.linear(g.mul(g.silu(a), b), g.normal(name(i, down), {D, width}, 0.02));
+  }
+
   /// Qwen2-MoE's shared expert on h [N, D]: a SwiGLU MLP of width FS
   /// every token goes through, scaled by sigmoid(h . gate) ([N, 1]).
   Value sharedExpert(int64_t i, Value h) {
-    auto w = [&](StringRef n, int64_t rows, int64_t cols) {
-      return g.normal(name(i, n), {rows, cols}, 0.02);
-    };
-    // (Declared in Hugging Face's order: gate_proj, up_proj, down_proj.)
-    Value gateProj = g.linear(h, w("shared_expert.gate_proj.weight", FS, D));
-    Value up = g.linear(h, w("shared_expert.up_proj.weight", FS, D));
-    Value act = g.mul(g.silu(gateProj), up);
-    Value y = g.linear(act, w("shared_expert.down_proj.weight", D, FS));
-    Value gate = g.sigmoid(g.linear(h, w("shared_expert_gate.weight", 1, D)));
+    Value y = swiglu(i, h, "shared_expert.gate_proj.weight", "shared_expert.up_proj.weight",
+                     "shared_expert.down_proj.weight", FS);
+    Value gate = g.sigmoid(g.linear(h, g.normal(name(i, "shared_expert_gate.weight"), {1, D}, 0.02)));
     return g.mul(y, BroadcastOp::create(g.b, g.loc, g.t({N, D}), gate));
   }
 

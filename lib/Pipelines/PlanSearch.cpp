@@ -117,19 +117,21 @@ int runLoomc(const std::string &exe, const std::vector<std::string> &args,
                                    0, 0, &err);
 }
 
-/// The experts a layer of a `--model moe:` has (its `experts` key, 8 by
-/// default); 0 for any other model.
-int64_t moeExperts(const LoomcOptions &o) {
-  llvm::StringRef spec(o.model);
-  if (!spec.consume_front("moe:") && spec != "moe")
-    return 0;
-  int64_t experts = 8;
-  for (llvm::StringRef kv : llvm::split(spec, ',')) {
+/// The integer `key` of the --model generator spec ("family:k=v,..."), or
+/// `fallback` where the spec does not give it.
+int64_t modelKey(const LoomcOptions &o, llvm::StringRef key, int64_t fallback) {
+  for (llvm::StringRef kv : llvm::split(llvm::StringRef(o.model).split(':').second, ',')) {
     auto [k, v] = kv.split('=');
-    if (k.trim() == "experts")
-      (void)v.trim().getAsInteger(10, experts);
+    if (k.trim() == key)
+      (void)v.trim().getAsInteger(10, fallback);
   }
-  return experts;
+  return fallback;
+}
+
+/// The experts a layer of a `--model moe:` has (8 by default); 0 for any
+/// other model.
+int64_t moeExperts(const LoomcOptions &o) {
+  return llvm::StringRef(o.model).split(':').first == "moe" ? modelKey(o, "experts", 8) : 0;
 }
 
 /// The plans on `levels` (outermost first), honouring what the user forced.
@@ -253,8 +255,7 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
             add(forced(o.microBatches) || m == 1, "--micro-batches=" + std::to_string(m));
             add(sched.empty(), "--pipeline-schedule=" + sched);
             add(dl.empty(), dl);
-            auto [it, first] = lowest.insert({{m, sched, dl + "/" + std::to_string(ep)},
-                                              int(out.size())});
+            auto [it, first] = lowest.insert({{m, sched, dl}, int(out.size())});
             if (!first)
               c.base = it->second;
             out.push_back(c);
@@ -523,10 +524,7 @@ int planMain(int argc, char **argv, const LoomcOptions &o,
       world *= l.second;
     // The global batch, when the generator spec says it (plans that do
     // not divide it are not tried).
-    int64_t batch = 0;
-    for (llvm::StringRef kv : llvm::split(llvm::StringRef(o.model).split(':').second, ','))
-      if (kv.consume_front("batch="))
-        (void)kv.getAsInteger(10, batch);
+    int64_t batch = modelKey(o, "batch", 0);
     llvm::SmallString<128> dir;
     if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("loomc-plan", dir))
       return loomcError("--plan=auto: cannot make a temporary folder: " + ec.message());
