@@ -60,7 +60,10 @@ fi
 # Seeds: the test inputs, split where a test file holds several cases.
 FUZZ="$ROOT/$BUILD/fuzz"
 mkdir -p "$FUZZ"
-for t in onnx onnx-small mlir safetensors tokens npy hardware join; do mkdir -p "$FUZZ/seeds-$t"; done
+for t in onnx onnx-small mlir safetensors tokens npy hardware join cli; do mkdir -p "$FUZZ/seeds-$t"; done
+# Command lines, one argument a line (the training binary's flags).
+printf -- '--data\ntok.bin\n--steps=3\n--lr\n1e-3\n--input\nx=a.npy\n--resume' > "$FUZZ/seeds-cli/flags"
+printf -- '-o\nout\n--init=random\nstray\n--seed=-1' > "$FUZZ/seeds-cli/mistakes"
 # The hardware descriptions the benchmarks use, and joins of the old and the
 # new protocol (a 12-byte card; a hello with a proof that cannot hold).
 cp bench/hardware/*.json "$FUZZ/seeds-hardware/"
@@ -83,7 +86,7 @@ done
 run_fuzzers() {
   local status=0 target name seeds dir
   for target in onnx-bytes:onnx-small onnx-proto:onnx mlir:mlir safetensors:safetensors tokens:tokens \
-                npy:npy hardware:hardware join:join; do
+                npy:npy hardware:hardware join:join cli:cli; do
     name=${target%%:*}
     seeds=${target##*:}
     dir="$FUZZ/$name"
