@@ -16,7 +16,7 @@ bool parse(const std::string &text, Value &out, std::string &error) {
   };
   try {
     out = Value::parse(text, depthCheck);
-  } catch (const Value::parse_error &e) {
+  } catch (const Value::exception &e) { // parse_error, and out_of_range for 1e999
     error = e.what();
     return false;
   }
