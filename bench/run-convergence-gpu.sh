@@ -9,6 +9,10 @@
 #                     diloco 120: its exchanges come every 50 steps)
 #   GPL=1             also flat and zpp for 150 steps on the GPL-3's bytes read
 #                     in order (the issue's first measurement, on 2 GPUs)
+#   SCHED="W D R"     Adam's rate warms up over W steps and decays by a
+#                     cosine to R of it at step D (the binaries' --lr-schedule
+#                     cosine; default "50 STEPS 0.1", what users run at this
+#                     scale); SCHED=constant: lr 3e-4 from the first step
 #   DEADLINE=S        start no run after S seconds (default 560), so the
 #                     table still comes back inside the call's limit
 # A table last (bench/convergence.py): per row the mean step, the mean loss
@@ -24,7 +28,7 @@ export NCCL_NVLS_ENABLE=0 MASTER_ADDR=127.0.0.1
 source bench/gpu-runtime.sh
 source bench/launch.sh
 ROWS=${ROWS:-}; SPEED=${SPEED:-}
-need=$(printf '%s\n' $ROWS $SPEED $([ "${GPL:-0}" = 1 ] && echo flat zpp) | sort -u)
+need=$(printf '%s\n' ${ROWS//:[0-9]/} $SPEED $([ "${GPL:-0}" = 1 ] && echo flat zpp) | sort -u)
 for r in $need; do compile_gz "$C/$r.cpp.gz" "/tmp/cv_$r" & done
 build_runtime loomrt_shared -DLOOMRT_NCCL_ROOT="$(nccl_root)" -DCMAKE_CUDA_ARCHITECTURES=90
 wait
@@ -37,8 +41,18 @@ go() {  # go NAME ROW ARGS...: one run unless past the deadline
   run_logged 2 "$name" timeout 400 "/tmp/cv_$row" "$@"
   echo "$name: $((SECONDS - t0)) s"
 }
+STEPS=${STEPS:-500}
+SCHED=${SCHED:-50 $STEPS 0.1}
+sched=()
+if [ "$SCHED" != constant ]; then
+  read -r w d m <<< "$SCHED"
+  sched=(--lr-schedule cosine --warmup-steps "$w" --decay-steps "$d" --min-lr-ratio "$m")
+fi
 for r in $ROWS; do
-  go "$r" "$r" --data "$C/corpus.bin" --sample random --steps "${STEPS:-500}"
+  # ROW:SEED runs ROW with another --seed (a second draw of the baseline:
+  # how far two uncompressed runs differ).
+  row=${r%%:*}; seed=0; [ "$row" != "$r" ] && seed=${r#*:}
+  go "$r" "$row" --data "$C/corpus.bin" --sample random --steps "$STEPS" --seed "$seed" "${sched[@]}"
 done
 if [ "${GPL:-0}" = 1 ]; then
   for r in flat zpp; do go "gpl-$r" "$r" --data "$C/gpl3.bin" --steps 150; done
@@ -49,4 +63,8 @@ for r in $SPEED; do
 done
 unset LOOMRT_SLOW_LINK
 nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
-python3 bench/convergence.py "$OUT" --gen "$C" --csv "$OUT/convergence.csv" --svg "$OUT/convergence.svg"
+python3 bench/convergence.py "$OUT" --gen "$C" --csv "$OUT/convergence.csv" --svg "$OUT/convergence.svg" |
+  tee "$OUT/table.txt"
+# At most 8 files come back from a call: the logs go in one archive.
+(cd "$OUT" && tar czf logs.tgz --exclude logs.tgz --exclude 'convergence.*' --exclude table.txt . &&
+  find . -type f ! -name logs.tgz ! -name 'convergence.*' ! -name table.txt -delete)
