@@ -66,5 +66,5 @@ nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
 python3 bench/convergence.py "$OUT" --gen "$C" --csv "$OUT/convergence.csv" --svg "$OUT/convergence.svg" |
   tee "$OUT/table.txt"
 # At most 8 files come back from a call: the logs go in one archive.
-(cd "$OUT" && tar czf logs.tgz --exclude logs.tgz --exclude 'convergence.*' --exclude table.txt . &&
-  find . -type f ! -name logs.tgz ! -name 'convergence.*' ! -name table.txt -delete)
+(cd "$OUT" && tar czf /tmp/cv_logs.tgz --exclude 'convergence.*' --exclude table.txt . &&
+  find . -type f ! -name 'convergence.*' ! -name table.txt -delete && mv /tmp/cv_logs.tgz logs.tgz)
