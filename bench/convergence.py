@@ -15,7 +15,7 @@ import os
 import re
 import statistics
 
-ORDER = ["flat", "dp", "qwz", "qgz", "zpp", "onebit", "diloco"]
+ORDER = ["flat", "dp", "qwz", "qgz", "zpp", "onebit", "obr10", "obr25", "diloco", "dl32"]
 COLORS = ["#000000", "#777777", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
           "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 

@@ -12,6 +12,10 @@
 #   zpp     qwZ + qgZ
 #   onebit  1-bit Adam over ZeRO-0, freeze after 75 steps (15% of 500)
 #   diloco  Streaming DiLoCo, two replicas of one GPU, H=100, P=2, tau=10, fp4
+#   obr10   onebit with --variance-refresh=10 (refreshes 10, 20, 40, ... steps
+#           apart after the freeze: optimizer steps 85, 105, 145, 225, 385)
+#   obr25   the same with --variance-refresh=25 (steps 100, 150, 250, 450)
+#   dl32    diloco with its exchanges in fp32 (what the fp4 codec costs)
 #   dp      ZeRO-0 data parallelism (the speed baseline of onebit and diloco)
 #   ob5     onebit with its freeze after 5 steps (for the speed after the freeze)
 # ROW.predicted.txt is loomc's prediction on NVLink (h200x2-plan-2026-11-30),
@@ -46,6 +50,9 @@ flags() {
     qgz) echo --topology=gpu=2 --zero-stage=3 --zeropp=qgz ;;
     zpp) echo --topology=gpu=2 --zero-stage=3 --zeropp=qwz,qgz ;;
     onebit) echo --topology=gpu=2 --zero-stage=0 --optimizer=onebit-adam --freeze-step=75 ;;
+    obr10) echo --topology=gpu=2 --zero-stage=0 --optimizer=onebit-adam --freeze-step=75 --variance-refresh=10 ;;
+    obr25) echo --topology=gpu=2 --zero-stage=0 --optimizer=onebit-adam --freeze-step=75 --variance-refresh=25 ;;
+    dl32) echo --topology=replica=2,gpu=1 --diloco=inner-steps=100,fragments=2,overlap=10,quant=fp32 ;;
     ob5) echo --topology=gpu=2 --zero-stage=0 --optimizer=onebit-adam --freeze-step=5 ;;
     dp) echo --topology=gpu=2 --zero-stage=0 ;;
     diloco) echo --topology=replica=2,gpu=1 --diloco=inner-steps=100,fragments=2,overlap=10,quant=fp4 ;;

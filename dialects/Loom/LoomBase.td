@@ -128,6 +128,11 @@ def Loom_Dialect : Dialect {
     // On @train_step_frozen (loom-onebit-adam): the run step from which the
     // binary runs it instead of @train_step (1-bit Adam's freeze step).
     "::mlir::IntegerAttr":$freeze_step,
+    // On @train_step_frozen (loom-onebit-adam variance-refresh=K): the
+    // variance is refreshed K, 2K, 4K, ... steps after the freeze (the
+    // binary runs @train_step there, its v standing for the steps since the
+    // last refresh; 0/1 Adam's adaptive freezing, Lu et al. 2022).
+    "::mlir::IntegerAttr":$variance_refresh,
     // On a Streaming DiLoCo outer step (loom-diloco's @diloco_outer_F):
     // #loom.diloco, the inner steps after which it runs.
     "::mlir::loom::DilocoAttr":$diloco,

@@ -150,7 +150,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   if (name == LoomDialect::ModelAttrHelper::getNameStr() ||
       name == LoomDialect::NoteAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
-  if (name == LoomDialect::FreezeStepAttrHelper::getNameStr()) {
+  if (name == LoomDialect::FreezeStepAttrHelper::getNameStr() ||
+      name == LoomDialect::VarianceRefreshAttrHelper::getNameStr()) {
     auto v = dyn_cast<IntegerAttr>(value);
     return expect(v && v.getValue().getSignificantBits() <= 64 && v.getInt() >= 1,
                   "a positive integer");

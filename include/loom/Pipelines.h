@@ -120,6 +120,9 @@ struct PipelineOptions {
   /// > 0: 1-bit Adam (loom-onebit-adam before data parallelism).
   int64_t onebitFreezeStep = 0;
   int64_t onebitBucketSize = 0; // 0: one parameter a compressed bucket
+  /// > 0: the frozen variance refreshed this many steps after the freeze,
+  /// then at doubling intervals (loom-onebit-adam variance-refresh).
+  int64_t onebitVarianceRefresh = 0;
   // loom-data-parallel's frozen-variance
   mlir::loom::FrozenVariance onebitVariance = mlir::loom::FrozenVariance::sharded;
   /// Streaming DiLoCo (loom-diloco in place of loom-data-parallel).

@@ -123,6 +123,9 @@ struct TextCall {
   std::string flag(bool x) const { return x ? "1" : "0"; }
   std::string f(double x) const { return ::loom::f(x); }
   std::string lr(double x) const { return "loomrt_step_lr(c, " + f(x) + ")"; }
+  /// An Adam config's last fields: the freeze step, and with 1-bit Adam's
+  /// variance refresh the run-time values (loomrt_step_variance_*).
+  std::string freeze(int64_t step) const;
   std::string hostInt(Value v) const { return "(uint64_t)" + name(v); }
   std::string rankTimes(Value comm, int64_t n) const {
     return "(uint64_t)loomrt_comm_rank(" + name(comm) + ") * " + i(n);
@@ -155,7 +158,7 @@ struct TextCall {
                     f(o.getBeta1().convertToDouble()) + ", " + f(o.getBeta2().convertToDouble()) +
                     ", " + f(o.getEps().convertToDouble()) + ", " +
                     f(o.getWeightDecay().convertToDouble()) + ", " + flag(o.getDecoupled()) +
-                    ", t_, " + i(o.getFreezeStep()) + "};");
+                    ", t_, " + freeze(o.getFreezeStep()) + "};");
     // An update the host runs itself is timed for the driver (the JSON
     // log's cpu_update_*, --trace's cpu lane).
     if (o.getTimed()) {
@@ -241,7 +244,15 @@ class Emitter {
 
 public:
   Emitter(ModuleOp module, const CodegenOptions &opts)
-      : module(module), opts(opts) {}
+      : module(module), opts(opts) {
+    // 1-bit Adam with a variance refresh: every Adam config asks the step
+    // how many steps its variance stands for and, after the freeze, the
+    // step its bias correction stops at (both run-time values).
+    if (auto step = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStep))
+      if (auto program = step->getAttrOfType<DictionaryAttr>(rt::kProgramAttr))
+        if (auto k = program.getAs<IntegerAttr>("variance_refresh"))
+          varianceRefresh = k.getInt();
+  }
 
   /// The last field of a global's entry: an imported splat's value.
   static std::string splatOf(Operation *op) {
@@ -576,7 +587,8 @@ public:
         << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
         << cpuUpdateParams(step) << "LL, "
         << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str() << ", nullptr, "
-        << tensorParallel() << ", " << pipelineStages() << ", nullptr, " << expertRanks() << "};\n"
+        << tensorParallel() << ", " << pipelineStages() << ", nullptr, " << expertRanks() << ", "
+        << varianceRefresh << "};\n"
         << (ns.empty() ? "  return loomrt_train_main(argc, argv, &program);\n}\n"
                        : "  return &program;\n}\n\n} // namespace " + ns + "\n\n");
     return success();
@@ -867,6 +879,7 @@ private:
   }
 
   ModuleOp module;
+  int64_t varianceRefresh = 0; // 1-bit Adam's, from the program (0: none)
   const CodegenOptions &opts;
   llvm::StringMap<int> globals;
   llvm::DenseMap<Value, std::string> names;
@@ -877,6 +890,13 @@ private:
   bool inTask = false;    // emitting a host task's body
   bool hostTasks = false; // the module has host tasks (the helper is emitted)
 };
+
+std::string TextCall::freeze(int64_t step) const {
+  if (e.varianceRefresh <= 0)
+    return i(step);
+  return (step > 0 ? "loomrt_step_variance_step(c, " + i(step) + ")" : i(step)) +
+         ", loomrt_step_variance_steps(c)";
+}
 
 std::string TextCall::name(Value v) const { return e.name(v); }
 

@@ -162,6 +162,13 @@ static std::optional<std::string> checkDistributedFlags(const LoomcOptions &o,
   if (!d.onebit && (o.freezeStep != 0 || o.onebitBucketSize != 0))
     return std::string("--freeze-step and --onebit-bucket-size are options of "
                        "--optimizer=onebit-adam");
+  if (o.varianceRefresh != 0 && !d.onebit)
+    return std::string("--variance-refresh is an option of --optimizer=onebit-adam");
+  if (o.varianceRefresh < 0)
+    return std::string("--variance-refresh must be 0 (never) or a positive number of steps");
+  if (o.varianceRefresh > 0 && o.zeroStage >= 1)
+    return std::string("--variance-refresh needs --zero-stage 0: a refresh runs the warm-up's "
+                       "step, whose ZeRO 1-2 momentum shards the frozen steps do not keep");
   if (o.onebitBucketSize < 0)
     return std::string("--onebit-bucket-size must be 0 (one parameter a bucket) or positive");
   if (o.onebitVariance != "sharded" && o.onebitVariance != "replicated")

@@ -216,7 +216,8 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.listOnnxOperators), it(o.precision)}},
       {"Optimizer",
        {it(o.optimizer), it(o.lr), it(o.weightDecay), it(o.beta1), it(o.beta2), it(o.eps),
-        it(o.momentum), it(o.clipGrad, "off"), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance)}},
+        it(o.momentum), it(o.clipGrad, "off"), it(o.freezeStep, ""), it(o.onebitBucketSize), it(o.onebitVariance),
+        it(o.varianceRefresh, "0: never")}},
       {"Parallelism and compression",
        {it(o.topologyFlag), it(o.zeroStage, "none: one rank, or stage 0 with --topology"),
         it(o.tensorParallel, "1: none"), it(o.sequenceParallel), it(o.microBatches, "1: none"),
@@ -406,6 +407,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
                                                    : mlir::loom::OptimizerKind::adamw;
   po.onebitFreezeStep = d.onebit ? o.freezeStep : 0;
   po.onebitBucketSize = o.onebitBucketSize;
+  po.onebitVarianceRefresh = o.varianceRefresh;
   po.clipGrad = o.clipGrad;
   po.onebitVariance = o.onebitVariance == "replicated" ? mlir::loom::FrozenVariance::replicated
                                                        : mlir::loom::FrozenVariance::sharded;

@@ -63,6 +63,14 @@ struct LoomcOptions {
                "(fewer, larger collectives; 16777216 is the fast choice on GPUs, "
                "docs/compression.md)"),
       cl::cat(cat)};
+  cl::opt<int64_t> varianceRefresh{
+      "variance-refresh", cl::init(0), cl::value_desc("K"),
+      cl::desc("--optimizer=onebit-adam: refresh the frozen variance K, 2K, 4K, ... steps "
+               "after the freeze: those steps run the warm-up's full-precision step, its "
+               "variance standing for every step since the last refresh (0/1 Adam's "
+               "adaptive freezing, Lu et al. 2022). 0 (default): frozen for good, as "
+               "DeepSpeed's OnebitAdam. ZeRO stage 0 only (docs/compression.md)"),
+      cl::cat(cat)};
   cl::opt<std::string> diloco{
       "diloco", cl::init(""),
       cl::value_desc("inner-steps=H,fragments=P,overlap=T,alpha=A,outer-lr=LR,"

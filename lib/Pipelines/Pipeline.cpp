@@ -119,6 +119,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     mlir::loom::OnebitAdamOptions ob;
     ob.freezeStep = o.onebitFreezeStep;
     ob.bucketSize = o.onebitBucketSize;
+    ob.varianceRefresh = o.onebitVarianceRefresh;
     pm.addPass(mlir::loom::createOnebitAdam(ob));
   }
   if (runs(Phase::Distribute) && o.dataParallel && o.diloco) {
@@ -272,6 +273,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                                    llvm::cl::desc("1-bit Adam: elements a compressed bucket "
                                                   "(0: one parameter each)"),
                                    llvm::cl::init(0)};
+  Option<int64_t> varianceRefresh{*this, "variance-refresh",
+                                  llvm::cl::desc("1-bit Adam: refresh the frozen variance "
+                                                 "K, 2K, 4K, ... steps after the freeze (0: never)"),
+                                  llvm::cl::init(0)};
   Option<mlir::loom::FrozenVariance> onebitVariance{
       *this, "onebit-variance",
       llvm::cl::desc("1-bit Adam at ZeRO 1-2 after the freeze"),
@@ -317,6 +322,7 @@ void registerLoomPipeline() {
         o.clipGrad = cl.clipGrad;
         o.onebitFreezeStep = cl.freezeStep;
         o.onebitBucketSize = cl.onebitBucketSize;
+        o.onebitVarianceRefresh = cl.varianceRefresh;
         o.onebitVariance = cl.onebitVariance;
         buildPipeline(pm, *from, *to, o);
         return success();

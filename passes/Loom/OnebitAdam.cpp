@@ -206,6 +206,8 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
     if (freezeStep < 1)
       return fail(module, "freeze-step must be at least 1 (steps of plain Adam before the "
                           "variance is frozen)");
+    if (varianceRefresh < 0)
+      return fail(module, "variance-refresh must be 0 (never) or a positive number of steps");
     FailureOr<TopologyOp> found = findTopology(module, topology, "loom-onebit-adam");
     if (failed(found))
       return failure();
@@ -263,6 +265,9 @@ struct OnebitAdam : public mlir::loom::impl::OnebitAdamBase<OnebitAdam> {
         func::FuncOp::create(b, loc, LoomDialect::kTrainStepFrozen, step.getFunctionType());
     frozen->setAttr(LoomDialect::FreezeStepAttrHelper::getNameStr(),
                     b.getI64IntegerAttr(freezeStep));
+    if (varianceRefresh > 0)
+      frozen->setAttr(LoomDialect::VarianceRefreshAttrHelper::getNameStr(),
+                      b.getI64IntegerAttr(varianceRefresh));
     Block *entry = frozen.addEntryBlock();
     b.setInsertionPointToStart(entry);
     // The step counter, as @train_step advances it: the ops it is computed

@@ -335,6 +335,10 @@ def OnebitAdam : Pass<"loom-onebit-adam", "ModuleOp"> {
   let options = [
     Option<"freezeStep", "freeze-step", "int64_t", /*default=*/"0",
            "Steps of plain Adam before the variance is frozen (>= 1)">,
+    Option<"varianceRefresh", "variance-refresh", "int64_t", /*default=*/"0",
+           "K > 0: refresh the frozen variance K, 2K, 4K, ... steps after the freeze "
+           "(the binary runs the warm-up's @train_step there; 0/1 Adam, Lu et al. 2022); "
+           "0: frozen for good">,
     Option<"bucketSize", "bucket-size", "int64_t", /*default=*/"0",
            "0: compress each parameter alone (one scale each, DeepSpeed OnebitAdam); N: "
            "consecutive parameters up to N elements share one compressed all-reduce and "

@@ -340,8 +340,10 @@ struct Lowering {
           module.getContext(),
           llvm::to_vector(llvm::concat<const NamedAttribute>(
               program.getValue(),
-              ArrayRef<NamedAttribute>{b.getNamedAttr("freeze_step",
-                                                      b.getI64IntegerAttr(freezeStep))})));
+              ArrayRef<NamedAttribute>{
+                  b.getNamedAttr("freeze_step", b.getI64IntegerAttr(freezeStep)),
+                  b.getNamedAttr("variance_refresh",
+                                 b.getI64IntegerAttr(varianceRefreshOf(module)))})));
     if (graph)
       program = DictionaryAttr::get(
           module.getContext(),
@@ -406,6 +408,15 @@ struct Lowering {
     if (diloco)
       return elastic ? 1 : 0;
     return zeroStage == 0 && freezeStep == 0 ? 1 : 0;
+  }
+
+  /// 1-bit Adam's variance refresh interval (0: frozen for good).
+  static int64_t varianceRefreshOf(ModuleOp module) {
+    auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
+    auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(
+                           LoomDialect::VarianceRefreshAttrHelper::getNameStr())
+                     : IntegerAttr();
+    return at ? at.getInt() : 0;
   }
 
   static int64_t freezeStepOf(ModuleOp module, func::FuncOp step) {

@@ -18,7 +18,7 @@ namespace loomrt {
 // Step-dependent scalars, computed once per launch on the host (in double so
 // that beta^step does not lose precision at large step counts).
 struct AdamScalars {
-  float lr, beta1, beta2, eps;
+  float lr, beta1, beta2, eps; // beta2: v's EMA factor this step (see adamScalars)
   float decay;       // multiplicative decay of p for AdamW: 1 - lr*wd
   float l2;          // wd added to the gradient for plain Adam
   float stepSize;    // lr / (1 - beta1^t)
@@ -30,7 +30,11 @@ inline AdamScalars adamScalars(const loomrt_adam_config &c) {
   AdamScalars s;
   s.lr = c.lr;
   s.beta1 = c.beta1;
-  s.beta2 = c.beta2;
+  // The EMA factor of v: beta2, or beta2^k where this update stands for
+  // k steps (1-bit Adam's variance refresh); the bias correction below
+  // keeps beta2 itself.
+  s.beta2 = c.variance_steps > 1 ? (float)pow((double)c.beta2, (double)c.variance_steps)
+                                 : c.beta2;
   s.eps = c.eps;
   s.decay = c.decoupled_weight_decay ? 1.0f - c.lr * c.weight_decay : 1.0f;
   s.l2 = c.decoupled_weight_decay ? 0.0f : c.weight_decay;

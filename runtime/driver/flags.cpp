@@ -237,6 +237,20 @@ double lrFactor(const Flags &f, long done) {
   return f.minLrRatio + (1.0 - f.minLrRatio) * c;
 }
 
+VarianceRefresh varianceRefresh(int64_t t, int64_t freezeStep, int64_t interval) {
+  int64_t last = freezeStep, next = freezeStep + interval;
+  // Doubling intervals: under 63 turns for any t, and no overflow (a next
+  // refresh past t ends the walk before it is added up).
+  while (next < t) {
+    last = next;
+    if (interval > (t - next) / 2)
+      return {false, last};
+    interval *= 2;
+    next += interval;
+  }
+  return {next == t, last};
+}
+
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
            std::string &err) {
   f.argv0 = argc > 0 && argv[0] ? argv[0] : "./train";

@@ -53,6 +53,16 @@ bool parse(int argc, char **argv, const loomrt_program *p, Flags &f, std::string
 /// `done` steps (flags.cpp).
 double lrFactor(const Flags &f, long done);
 
+/// 1-bit Adam's variance refresh (loomrt_program.variance_refresh K after
+/// freeze step T): for optimizer step t (from 1, t > T), whether t is a
+/// refresh, T + K(2^(j+1) - 1) for some j >= 0, and the last update of v
+/// before t (T or the refresh before it).
+struct VarianceRefresh {
+  bool refresh;
+  int64_t last;
+};
+VarianceRefresh varianceRefresh(int64_t t, int64_t freezeStep, int64_t interval);
+
 } // namespace loomrt::driver
 
 #endif // LOOMRT_DRIVER_FLAGS_H

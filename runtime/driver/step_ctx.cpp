@@ -84,6 +84,10 @@ float loomrt_step_lr(loomrt_step_ctx c, float compiled) {
   c->lastLr.store(lr, std::memory_order_relaxed);
   return lr;
 }
+int64_t loomrt_step_variance_step(loomrt_step_ctx c, int64_t compiled) {
+  return c->varianceStep > 0 ? c->varianceStep : compiled;
+}
+int64_t loomrt_step_variance_steps(loomrt_step_ctx c) { return c->varianceSteps; }
 void loomrt_step_backward_done(loomrt_step_ctx c) {
   if (!c->backwardDone || c->backwardMarked)
     return;

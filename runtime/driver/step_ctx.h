@@ -238,6 +238,11 @@ struct loomrt_step_ctx_t {
   // the rate the step's Adam last used (the log's "lr"; -1: none yet).
   double lrScale = 1.0;
   std::atomic<float> lastLr{-1.0f};
+  // 1-bit Adam's variance refresh (loomrt_step_variance_*): the optimizer
+  // step of the last variance update after the freeze (0: the compiled
+  // freeze step) and the steps this step's update of v stands for.
+  int64_t varianceStep = 0;
+  int64_t varianceSteps = 1;
   uint64_t seed = 0; // --seed
   int64_t step = 0;  // the step being run, from 0 (dropout keys)
   loomrt::driver::Arena device, host; // step buffers on the device and in pinned host memory

@@ -417,3 +417,19 @@ TEST(CpuGpuAdam, SameBits) {
       EXPECT_EQ(differing(outW[0], outW[1]), 0u) << "bf16 weights";
     }
 }
+
+// A refresh's update of v stands for k steps: v = b2^k v + (1 - b2^k) g^2,
+// with the bias correction of b2 itself at the step (not of b2^k).
+TEST(AdamScalars, VarianceStepsRaiseTheEmaFactorOnly) {
+  loomrt_adam_config one{1e-3f, 0.9f, 0.999f, 1e-8f, 0.f, 1, 50, 0, 0};
+  loomrt_adam_config k{1e-3f, 0.9f, 0.999f, 1e-8f, 0.f, 1, 50, 0, 30};
+  loomrt::AdamScalars a = loomrt::adamScalars(one), b = loomrt::adamScalars(k);
+  EXPECT_FLOAT_EQ(a.beta2, 0.999f);
+  const double b30 = std::pow(double(0.999f), 30); // of the float beta2, as the runtime
+  EXPECT_FLOAT_EQ(b.beta2, float(b30));
+  EXPECT_EQ(a.invBc2Sqrt, b.invBc2Sqrt);
+  EXPECT_EQ(a.stepSize, b.stepSize);
+  float p = 1.f, m = 0.f, v = 0.5f;
+  loomrt::adamElement(b, p, 2.f, m, v);
+  EXPECT_NEAR(v, b30 * 0.5 + (1 - b30) * 4.0, 1e-6);
+}

@@ -172,3 +172,28 @@ TEST(Rng, FillSliceIsTheFullDrawsSlice) {
       << "12 rows do not divide into 5 groups of 2 parts";
   loomrt_rng_destroy(u);
 }
+
+// 1-bit Adam's variance refresh (--variance-refresh=K after freeze step T):
+// optimizer steps T + K, T + 3K, T + 7K, ... refresh; every other frozen
+// step's bias correction stops at the last refresh (or T).
+#include "driver/flags.h"
+
+TEST(Driver, VarianceRefreshDoublesItsInterval) {
+  using loomrt::driver::varianceRefresh;
+  std::vector<int64_t> refreshes;
+  for (int64_t t = 5; t <= 80; ++t)
+    if (varianceRefresh(t, 4, 2).refresh)
+      refreshes.push_back(t);
+  EXPECT_EQ(refreshes, (std::vector<int64_t>{6, 10, 18, 34, 66}));
+  EXPECT_EQ(varianceRefresh(5, 4, 2).last, 4);
+  EXPECT_EQ(varianceRefresh(6, 4, 2).last, 4);  // the refresh itself: v last at 4
+  EXPECT_EQ(varianceRefresh(7, 4, 2).last, 6);
+  EXPECT_EQ(varianceRefresh(10, 4, 2).last, 6);
+  EXPECT_EQ(varianceRefresh(11, 4, 2).last, 10);
+  // Far steps end the walk without overflow.
+  {
+    auto r = varianceRefresh((int64_t(1) << 62) + 5, 1, 1);
+    EXPECT_FALSE(r.refresh);
+    EXPECT_GT(r.last, int64_t(1) << 60);
+  }
+}

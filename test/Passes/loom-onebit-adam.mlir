@@ -2,6 +2,8 @@
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel | FileCheck %s --check-prefix=DP
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel --loom-lower-to-runtime | FileCheck %s --check-prefix=RT
 // RUN: not loom-opt %s --loom-onebit-adam=freeze-step=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: loom-opt %s --loom-onebit-adam="freeze-step=5 variance-refresh=10" --loom-data-parallel --loom-lower-to-runtime | FileCheck %s --check-prefix=REFRESH
+// RUN: not loom-opt %s --loom-onebit-adam="freeze-step=5 variance-refresh=-1" 2>&1 | FileCheck %s --check-prefix=BADREFRESH
 // RUN: loom-opt %s --loom-onebit-adam="freeze-step=5 bucket-size=16" | FileCheck %s --check-prefix=BUCKET
 // RUN: loom-opt %s --loom-onebit-adam="freeze-step=5 bucket-size=16" --loom-data-parallel --loom-lower-to-runtime | FileCheck %s --check-prefix=BUCKET-RT
 // RUN: loom-opt %s --loom-onebit-adam=freeze-step=5 --loom-data-parallel=zero-stage=1 | FileCheck %s --check-prefix=Z1
@@ -73,6 +75,12 @@
 // RT: return
 
 // ZERO: loom-onebit-adam: freeze-step must be at least 1
+
+// variance-refresh=K: recorded on @train_step_frozen and in the program the
+// binary reads (which then runs @train_step at the refresh steps).
+// REFRESH: loomrt.program = {{{.*}}freeze_step = 5 : i64{{.*}}variance_refresh = 10 : i64
+// REFRESH: func.func @train_step_frozen({{.*}}loom.freeze_step = 5 : i64, loom.variance_refresh = 10 : i64
+// BADREFRESH: loom-onebit-adam: variance-refresh must be 0 (never) or a positive number of steps
 
 // bucket-size=16: both parameters (6 + 3 elements) in one compressed
 // all-reduce with one scale, its error buffers named after the first.

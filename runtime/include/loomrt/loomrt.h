@@ -121,6 +121,10 @@ typedef struct loomrt_adam_config {
    * across ranks; m becomes it, v stays frozen and its bias correction
    * stays at this step; decoupled weight decay only. 0: plain Adam. */
   int64_t freeze_step;
+  /* Plain Adam only: > 1 makes this update of v stand for that many steps,
+   * v = beta2^k v + (1 - beta2^k) g^2 (1-bit Adam's variance refresh: the
+   * steps since v was last updated); 0 or 1: one step, as usual. */
+  int64_t variance_steps;
 } loomrt_adam_config;
 
 /* One Adam/AdamW step over n fp32 elements, in place on param, m and v:

@@ -164,7 +164,7 @@ typedef struct loomrt_replan {
   double nominal_cpu_adam_params_per_s; /* the description's (factor 1) */
 } loomrt_replan;
 
-#define LOOMRT_TRAIN_ABI 20
+#define LOOMRT_TRAIN_ABI 21
 typedef struct loomrt_program {
   int abi;             /* LOOMRT_TRAIN_ABI as the binary saw it */
   const char *model;   /* what was compiled, for --help and logs */
@@ -253,6 +253,13 @@ typedef struct loomrt_program {
    * the program holding its experts; 1: none). Every rank reads its own
    * rows. */
   int expert_parallel;
+  /* 1-bit Adam (train_step_frozen set): K > 0 refreshes the frozen
+   * variance K, 2K, 4K, ... steps after freeze_step: optimizer steps (from
+   * 1) freeze_step + K(2^(j+1) - 1) run train_step, the warm-up's
+   * full-precision step, with loomrt_step_variance_steps the steps since
+   * the variance was last updated (0/1 Adam's adaptive freezing, Lu et al.
+   * 2022); 0: frozen for good. */
+  int64_t variance_refresh;
 } loomrt_program;
 
 /* Device memory valid until the end of the current step or until it is
@@ -304,6 +311,13 @@ loomrt_stream loomrt_step_copy_stream(loomrt_step_ctx c, int direction);
 uint64_t loomrt_step_random_key(loomrt_step_ctx c, uint64_t op);
 /* The learning rate to use: --lr when given, else the compiled one. */
 float loomrt_step_lr(loomrt_step_ctx c, float compiled);
+/* 1-bit Adam with a variance refresh (loomrt_program.variance_refresh):
+ * the optimizer step (1-based) its frozen steps' bias correction stops at,
+ * the last refresh or else the compiled freeze step; and how many steps the
+ * variance update of the step being run stands for (the steps since the
+ * last update of v: more than 1 on a refresh, else 1). */
+int64_t loomrt_step_variance_step(loomrt_step_ctx c, int64_t compiled);
+int64_t loomrt_step_variance_steps(loomrt_step_ctx c);
 /* Called by the step once it has issued the backward's last gradient: the
  * driver times the step's two phases from here (the JSON log's
  * backward_ms and update_ms, --trace's forward_backward and update spans),
