@@ -65,7 +65,10 @@ def svg(curves, path, title):
         ys = [l for _, l in c]
         sm[name] = [(c[i][0], statistics.mean(ys[max(0, i - 9):i + 1])) for i in range(len(c))]
     tail = [l for c in sm.values() for s, l in c if s >= min(50, x1 // 2)]
-    y0, y1 = min(tail) * 0.97, max(tail) * 1.03
+    # The top at the 95th percentile: a run that diverges is clipped at the
+    # top edge rather than squeezing the others flat.
+    tail.sort()
+    y0, y1 = tail[0] * 0.97, tail[int(0.95 * (len(tail) - 1))] * 1.03
     def X(s):
         return L + (W - L - R) * (s - 1) / max(1, x1 - 1)
     def Y(v):
