@@ -585,10 +585,9 @@ public:
                                   (prog("norm") ? "LOOMRT_GRAPH_GCN" : "LOOMRT_GRAPH_MEAN"))
         << ", " << (program.getAs<IntegerAttr>("elastic") ? prog("elastic") : 0) << ",\n      "
         << opts.deviceMemoryBytes << "LL, " << opts.predictedDeviceBytes << "LL, "
-        << cpuUpdateParams(step) << "LL, "
-        << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str() << ", nullptr, "
-        << tensorParallel() << ", " << pipelineStages() << ", nullptr, " << expertRanks() << ", "
-        << varianceRefresh << "};\n"
+        << cpuUpdateParams(step) << "LL, " << llvm::formatv("{0:e}", opts.plannedCpuAdamRate).str()
+        << ", nullptr, " << tensorParallel() << ", " << pipelineStages() << ", nullptr, "
+        << expertRanks() << ", " << varianceRefresh << "};\n"
         << (ns.empty() ? "  return loomrt_train_main(argc, argv, &program);\n}\n"
                        : "  return &program;\n}\n\n} // namespace " + ns + "\n\n");
     return success();

@@ -349,6 +349,8 @@ std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecisions &d) {
     return std::string("--device-memory must be a number of GiB from 0 (--hardware's) to 1e6");
   if (o.deviceMemory > 0 && o.target == "cpu")
     return std::string("--device-memory caps a GPU's memory: it needs --target=cuda or hip");
+  if (o.maxLossGap < 0 || !std::isfinite(o.maxLossGap))
+    return std::string("--max-loss-gap must be a fraction of at least 0 (0.01: 1%)");
   if (o.memoryBudget < 0 || !std::isfinite(o.memoryBudget))
     return std::string("--memory-budget must be a non-negative number of GiB (0: the default)");
   if (o.precision != "fp32" && o.precision != "bf16")
@@ -460,6 +462,22 @@ std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecisions &d) {
       (!o.model.empty() || !llvm::StringRef(o.input).ends_with(".onnx")))
     return std::string("--task and --frozen apply to ONNX models (MODEL.onnx)");
   return std::nullopt;
+}
+
+cost::CompressionSetting compressionOf(const LoomcOptions &o, const FlagDecisions &d) {
+  cost::CompressionSetting s;
+  s.qwzBlock = d.qwzBlock;
+  s.qgzBlock = d.qgzBlock;
+  s.onebit = d.onebit;
+  s.varianceRefresh = d.onebit ? int64_t(o.varianceRefresh) : 0;
+  if (d.diloco)
+    switch (d.diloco->quant) {
+    case mlir::loom::DilocoQuant::fp32: s.diloco = "fp32"; break;
+    case mlir::loom::DilocoQuant::bf16: s.diloco = "bf16"; break;
+    case mlir::loom::DilocoQuant::fp8: s.diloco = "fp8"; break;
+    case mlir::loom::DilocoQuant::fp4: s.diloco = "fp4"; break;
+    }
+  return s;
 }
 
 } // namespace loom

@@ -7,6 +7,7 @@
 #ifndef LOOM_LIB_PIPELINES_FLAGS_H
 #define LOOM_LIB_PIPELINES_FLAGS_H
 
+#include "loom/CodecFidelity.h"
 #include "loom/Pipelines.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -49,6 +50,9 @@ struct FlagDecisions {
 /// Every check of loomc's flags that needs no model; the first error, or
 /// nothing with `d` filled in.
 std::optional<std::string> checkFlags(const LoomcOptions &o, FlagDecisions &d);
+
+/// The compression setting the flags ask for (CodecFidelity.h's terms).
+cost::CompressionSetting compressionOf(const LoomcOptions &o, const FlagDecisions &d);
 
 } // namespace loom
 

@@ -202,6 +202,25 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &ctx, llvm::StringRef path,
 
 
 
+/// What is known of the compression setting's cost in loss (issue 53): one
+/// line when the flags compress anything, a warning above --max-loss-gap.
+static void noteLossGap(const LoomcOptions &o, const FlagDecisions &d) {
+  cost::CompressionSetting s = compressionOf(o, d);
+  std::string name = cost::describe(s);
+  if (name.empty())
+    return;
+  cost::LossGap g = cost::lossGap(s);
+  std::string bound = llvm::formatv("--max-loss-gap {0:P}", double(o.maxLossGap)).str();
+  if (!g.known) {
+    llvm::errs() << "loomc: note: loss fidelity of " << name << " is not known (" << g.why
+                 << "): " << bound << " cannot be checked\n";
+    return;
+  }
+  bool over = g.gap > o.maxLossGap;
+  llvm::errs() << "loomc: " << (over ? "warning: " : "") << "loss fidelity of " << name << ": "
+               << g.why << (over ? "; over " : "; within ") << bound << "\n";
+}
+
 /// loomc --help: its flags by topic (lib/Pipelines/Help.cpp). A flag of
 /// loomc's category that no topic lists still shows, under "Other".
 static void printLoomcHelp(const LoomcOptions &o) {
@@ -229,7 +248,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.memoryBudget, ""), it(o.deviceMemory, ""), it(o.arena), it(o.graphFeatures)}},
       {"Cost model",
        {it(o.hardware, ""), it(o.whatIf), it(o.timeline), it(o.plan, "off"), it(o.planReport),
-        it(o.planExhaustive), it(o.predictionJson), it(o.planChosen)}},
+        it(o.planExhaustive), it(o.predictionJson), it(o.planChosen), it(o.maxLossGap)}},
       {"Output and code generation",
        {it(o.compileTo), it(o.output), it(o.target), it(o.emitDir), it(o.runtimeDir),
         it(o.noFuse)}},
@@ -670,6 +689,7 @@ int loomcMain(int argc, char **argv) {
   const Phase phase = d.phase;
   if (!o.plan.empty())
     return runPlan(argc, argv, o, d);
+  noteLossGap(o, d);
 
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -160,6 +160,13 @@ struct LoomcOptions {
                "cost model predicts to fit; with --optimizer-offload=interleaved the fastest "
                "of none, selective and full; none without a GPU --hardware)"),
       cl::cat(cat)};
+  cl::opt<double> maxLossGap{
+      "max-loss-gap", cl::init(0.01), cl::value_desc("F"),
+      cl::desc("The loss a compression setting may cost, as a fraction of the uncompressed "
+               "run's (default 0.01: 1%). loomc prints what is known of its setting's gap "
+               "(measured at 1.1B parameters over 500 steps, docs/compression.md) and warns "
+               "above F; --plan=auto tries ZeRO++ (qwZ + qgZ) only where its gap is within F"),
+      cl::cat(cat)};
   cl::opt<double> memoryBudget{
       "memory-budget", cl::init(0), cl::value_desc("GiB"),
       cl::desc("Device memory --recompute=auto plans for (default: 90% of the usable "

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "Planning.h"
 #include "LoomcOptions.h"
+#include "loom/CodecFidelity.h"
 #include "loom/Support/Files.h"
 
 #include "dialects/Loom/LoomDialect.h"
@@ -55,6 +56,8 @@ struct Candidate {
   double persistentBytes = 0;
   /// The candidate this one adds to (-1: none), whose bound is its own.
   int base = -1;
+  /// A plan that compresses (ZeRO++): its loss gap (CodecFidelity.h).
+  std::optional<double> lossGap;
   std::string error, pruned;
   /// 6 x parameters x tokens/s over the GPUs' peak (0 without one).
   double mfu(double peakFlops, int64_t world) const {
@@ -145,6 +148,21 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
   int64_t outer = innerFirst.empty() ? 1 : innerFirst.back().second;
   bool oneLevel = innerFirst.size() < 2;
   auto forced = [](const auto &opt) { return opt.getNumOccurrences() > 0; };
+  // ZeRO++ (qwZ + qgZ with the measured blocks) beside each ZeRO-3 plan of
+  // data parallelism alone, where its loss gap is known to be within
+  // --max-loss-gap (issue 53) and the user's flags leave it to the search
+  // (it composes with plain ZeRO: no 1-bit Adam, DiLoCo or offload).
+  cost::CompressionSetting zpp;
+  zpp.qwzBlock = 2048;
+  zpp.qgzBlock = 128;
+  cost::LossGap zgap = cost::lossGap(zpp);
+  bool zppAllowed = o.zeropp.empty() && o.diloco.empty() && o.optimizer != "onebit-adam" &&
+                    o.offload == "none" && world > 1;
+  bool tryZpp = zppAllowed && zgap.known && zgap.gap <= o.maxLossGap;
+  if (zppAllowed && !tryZpp)
+    llvm::errs() << "loomc: --plan=auto: ZeRO++ (" << cost::describe(zpp) << ") not tried: "
+                 << zgap.why << "; over --max-loss-gap "
+                 << llvm::formatv("{0:P}", double(o.maxLossGap)) << "\n";
   std::vector<int64_t> tps = {1}, pps = {1};
   if (inner > 1)
     tps.push_back(inner);
@@ -259,6 +277,14 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
             if (!first)
               c.base = it->second;
             out.push_back(c);
+            if (tryZpp && z == 3 && tp == 1 && pp == 1 && ep == 1 && m == 1 && dl.empty() &&
+                inReplica > 1) {
+              Candidate q = c;
+              q.flags.push_back("--zeropp=qwz,qgz");
+              q.base = it->second;
+              q.lossGap = zgap.gap;
+              out.push_back(q);
+            }
           }
         }
     }
@@ -444,6 +470,8 @@ llvm::json::Value candidateJson(const Candidate &c, double peakFlops, int64_t wo
   for (const std::string &f : c.flags)
     flags.push_back(f);
   llvm::json::Object o{{"flags", std::move(flags)}, {"ok", c.ok}};
+  if (c.lossGap)
+    o["loss_gap"] = *c.lossGap;
   if (!c.pruned.empty()) {
     o["pruned"] = c.pruned;
   } else if (c.ok) {
