@@ -1136,6 +1136,12 @@ extern "C" int loomrt_train_main(int argc, char **argv, const loomrt_program *p)
   if (p->abi != LOOMRT_TRAIN_ABI)
     return die("this binary was generated for another version of the runtime "
                "(libloomrt.so was rebuilt since); compile the model again with loomc");
+  // A refresh runs the warm-up's step, whose ZeRO 1-2 momentum shards the
+  // frozen steps (after @enter_frozen) no longer keep (loomc refuses it).
+  if (p->variance_refresh < 0 || (p->variance_refresh > 0 && (!p->train_step_frozen ||
+                                                               p->enter_frozen)))
+    return die("the program's 1-bit Adam variance refresh needs ZeRO stage 0 and a frozen "
+               "step (interval " + std::to_string(p->variance_refresh) + ")");
   for (size_t k = 0; k < p->num_outer; ++k)
     if (!p->outer || !p->outer[k].fn || p->outer[k].every < 1)
       return die("the program's DiLoCo outer step " + std::to_string(k) +

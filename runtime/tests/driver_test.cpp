@@ -18,6 +18,22 @@ TEST(Driver, RefusesAProgramOfAnotherLayout) {
   EXPECT_NE(err.find("generated for another version of the runtime"), std::string::npos) << err;
 }
 
+// A variance refresh without a frozen step (a hand-built or loom-opt
+// program; loomc refuses the flags) is refused in one line, not run.
+TEST(Driver, RefusesAVarianceRefreshWithoutAFrozenStep) {
+  loomrt_program p{};
+  p.abi = LOOMRT_TRAIN_ABI;
+  p.model = "test";
+  p.variance_refresh = 3;
+  char arg0[] = "train", arg1[] = "--help";
+  char *argv[] = {arg0, arg1, nullptr};
+  testing::internal::CaptureStderr();
+  int rc = loomrt_train_main(2, argv, &p);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("variance refresh needs ZeRO stage 0"), std::string::npos) << err;
+}
+
 // The shared feature table (issue 41's probe: a /dev/shm object planted by
 // another user under a computable name reached training). A rank that is
 // not its host's rank 0 opens only the object local rank 0 names through
