@@ -251,6 +251,16 @@ VarianceRefresh varianceRefresh(int64_t t, int64_t freezeStep, int64_t interval)
   return {next == t, last};
 }
 
+bool refreshStep(const loomrt_program *p, int64_t step, int64_t &last, int64_t &steps) {
+  last = 0;
+  steps = 1;
+  if (p->variance_refresh <= 0 || !p->train_step_frozen || step < p->freeze_step)
+    return false;
+  VarianceRefresh r = varianceRefresh(step + 1, p->freeze_step, p->variance_refresh);
+  (r.refresh ? steps : last) = r.refresh ? step + 1 - r.last : r.last;
+  return r.refresh;
+}
+
 bool parse(int argc, char **argv, const loomrt_program *p, Flags &f,
            std::string &err) {
   f.argv0 = argc > 0 && argv[0] ? argv[0] : "./train";

@@ -62,6 +62,11 @@ struct VarianceRefresh {
   int64_t last;
 };
 VarianceRefresh varianceRefresh(int64_t t, int64_t freezeStep, int64_t interval);
+/// For run step `step` (from 0) of p: whether it refreshes the
+/// variance, and the step hooks' values (loomrt_step_variance_*): the
+/// update v stands for on a refresh (`steps`), else the step the frozen
+/// update's bias correction stops at (`last`; 0: the compiled freeze step).
+bool refreshStep(const loomrt_program *p, int64_t step, int64_t &last, int64_t &steps);
 
 } // namespace loomrt::driver
 

@@ -1025,20 +1025,8 @@ int TrainRun::train() {
     for (auto &[mask, g] : ctx.groups)
       groupBefore[mask] = loomrt_comm_bytes_sent(g, -1);
     bool frozen = p->train_step_frozen && step >= p->freeze_step;
-    // 1-bit Adam's variance refresh: this step runs the warm-up's
-    // full-precision step, its v standing for the steps since the last
-    // update; the frozen steps' bias correction stops at that update.
-    bool refresh = false;
-    ctx.varianceStep = 0;
-    ctx.varianceSteps = 1;
-    if (frozen && p->variance_refresh > 0) {
-      VarianceRefresh r = varianceRefresh(step + 1, p->freeze_step, p->variance_refresh);
-      refresh = r.refresh;
-      if (refresh)
-        ctx.varianceSteps = step + 1 - r.last;
-      else
-        ctx.varianceStep = r.last;
-    }
+    // 1-bit Adam's variance refresh: the warm-up's full-precision step.
+    bool refresh = refreshStep(p, step, ctx.varianceStep, ctx.varianceSteps);
     if (frozen && step == p->freeze_step && p->enter_frozen)
       TRY(p->enter_frozen(&ctx, G.data()), "gathering the momentum for 1-bit Adam's frozen steps");
     if (step == 0 && p->outer_start)
