@@ -35,10 +35,11 @@ wait
 for r in $need; do link_gz "$C/$r.cpp.gz" "/tmp/cv_$r"; done
 echo "built in $((SECONDS - START)) s"
 go() {  # go NAME ROW ARGS...: one run unless past the deadline
-  local name=$1 row=$2; shift 2
+  local name=$1 row=$2 ranks=2; shift 2
+  case $row in *4) ranks=4 ;; esac  # the 4-GPU rows (nvidia-h200-x4)
   if [ $((SECONDS - START)) -ge "$DEADLINE" ]; then echo "$name skipped: past ${DEADLINE} s"; return; fi
   local t0=$SECONDS
-  run_logged 2 "$name" timeout 400 "/tmp/cv_$row" "$@"
+  run_logged "$ranks" "$name" timeout 400 "/tmp/cv_$row" "$@"
   echo "$name: $((SECONDS - t0)) s"
 }
 STEPS=${STEPS:-500}
@@ -59,7 +60,8 @@ if [ "${GPL:-0}" = 1 ]; then
 fi
 for r in $SPEED; do
   n=${SPEED_STEPS:-20}; [ "$r" = diloco ] && n=120
-  export LOOMRT_SLOW_LINK=1:6.25; go "slow-$r" "$r" --data "$C/corpus.bin" --sample random --steps "$n"
+  link=1:6.25; case $r in *4) link=2:6.25 ;; esac  # 4 ranks: nodes of 2
+  export LOOMRT_SLOW_LINK=$link; go "slow-$r" "$r" --data "$C/corpus.bin" --sample random --steps "$n"
 done
 unset LOOMRT_SLOW_LINK
 nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
