@@ -44,7 +44,7 @@ def predicted(gen, row, kind):
     return None
 
 
-def mean_step(r, first):
+def median_step(r, first):
     ms = [x["step_ms"] for x in r[first:]]
     return statistics.median(ms) / 1e3 if ms else float("nan")
 
@@ -129,7 +129,7 @@ def main():
         r = logs[n]
         pred = predicted(a.gen, n, "predicted")
         gap = (last50(r) / last50(base) - 1) if base and len(base) == len(r) else float("nan")
-        print(f"| {n} | {len(r)} | {mean_step(r, 5):.3f} s | {pred if pred else '-'} | "
+        print(f"| {n} | {len(r)} | {median_step(r, 5):.3f} s | {pred if pred else '-'} | "
               f"{r[0]['loss']:.4f} -> {r[-1]['loss']:.4f} | {last50(r):.4f} | {gap:+.2%} |")
     gpl = {n[4:]: logs[n] for n in logs if n.startswith("gpl-")}
     if gpl:
@@ -149,7 +149,7 @@ def main():
         med = {}
         for n, r in slow.items():
             # 1-bit Adam's rows: the steps after the freeze (ob5 freezes at 5).
-            med[n] = mean_step(r, 7 if n == "ob5" else 5)
+            med[n] = median_step(r, 7 if n == "ob5" else 5)
         for n, r in slow.items():
             b = ref.get(n)
             up = f"{med[b] / med[n]:.2f}x over {b}" if b in med else "-"

@@ -46,6 +46,9 @@ double expectedMaxSquareNormal(int64_t n);
 /// left out (under 1e-3 of a Gaussian block's values).
 double blockCodecRelativeError(BlockCodec c, int64_t block);
 
+/// ZeRO++'s blocks when --zeropp names none (qwz, qgz): the ones measured.
+constexpr int64_t kQwzDefaultBlock = 2048, kQgzDefaultBlock = 128;
+
 /// One compression setting of a plan.
 struct CompressionSetting {
   // ZeRO++ (--zeropp): the block of qwZ's int8 weights and of qgZ's int4

@@ -76,7 +76,7 @@ LossGap lossGap(const CompressionSetting &s) {
   // H200s; the mean loss over steps 451-500 against the same run
   // uncompressed, same seed. Two uncompressed seeds ended 1.5% apart.
   const char *where = "1.1B Llama, 500 steps, 2 H200s (bench/RESULTS.md, 2026-11-30)";
-  const int64_t qwzMeasured = 2048, qgzMeasured = 128;
+  const int64_t qwzMeasured = kQwzDefaultBlock, qgzMeasured = kQgzDefaultBlock;
   LossGap g;
   g.known = true;
   if (describe(s).empty()) {

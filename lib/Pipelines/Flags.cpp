@@ -128,7 +128,7 @@ static std::optional<std::string> parseZeropp(const LoomcOptions &o, FlagDecisio
     }
     if (!block)
       return "--zeropp: unknown technique '" + p.str() + "' (qwz[:BLOCK], hpz, qgz[:BLOCK])";
-    *block = name == "qwz" ? 2048 : 128;
+    *block = name == "qwz" ? cost::kQwzDefaultBlock : cost::kQgzDefaultBlock;
     if (p.contains(':') && (blockText.getAsInteger(10, *block) || *block < 2 || *block % 2 ||
                             *block > (int64_t(1) << 24)))
       return "--zeropp=" + p.str() +

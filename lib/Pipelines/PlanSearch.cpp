@@ -148,13 +148,13 @@ std::vector<Candidate> enumerate(const LoomcOptions &o,
   int64_t outer = innerFirst.empty() ? 1 : innerFirst.back().second;
   bool oneLevel = innerFirst.size() < 2;
   auto forced = [](const auto &opt) { return opt.getNumOccurrences() > 0; };
-  // ZeRO++ (qwZ + qgZ with the measured blocks) beside each ZeRO-3 plan of
-  // data parallelism alone, where its loss gap is known to be within
-  // --max-loss-gap (issue 53) and the user's flags leave it to the search
-  // (it composes with plain ZeRO: no 1-bit Adam, DiLoCo or offload).
+  // ZeRO++ (qwZ + qgZ with their default blocks, the measured ones) beside
+  // each ZeRO-3 plan of data parallelism alone, where its loss gap is known
+  // to be within --max-loss-gap (issue 53) and the user's flags leave it to
+  // the search (it composes with plain ZeRO: no 1-bit Adam, DiLoCo or offload).
   cost::CompressionSetting zpp;
-  zpp.qwzBlock = 2048;
-  zpp.qgzBlock = 128;
+  zpp.qwzBlock = cost::kQwzDefaultBlock;
+  zpp.qgzBlock = cost::kQgzDefaultBlock;
   cost::LossGap zgap = cost::lossGap(zpp);
   bool zppAllowed = o.zeropp.empty() && o.diloco.empty() && o.optimizer != "onebit-adam" &&
                     o.offload == "none" && world > 1;

@@ -343,7 +343,7 @@ struct Lowering {
               ArrayRef<NamedAttribute>{
                   b.getNamedAttr("freeze_step", b.getI64IntegerAttr(freezeStep)),
                   b.getNamedAttr("variance_refresh",
-                                 b.getI64IntegerAttr(varianceRefreshOf(module)))})));
+                                 b.getI64IntegerAttr(varianceRefreshOf(module, step)))})));
     if (graph)
       program = DictionaryAttr::get(
           module.getContext(),
@@ -410,23 +410,23 @@ struct Lowering {
     return zeroStage == 0 && freezeStep == 0 ? 1 : 0;
   }
 
-  /// 1-bit Adam's variance refresh interval (0: frozen for good).
-  static int64_t varianceRefreshOf(ModuleOp module) {
+  /// An integer attribute `name` of 1-bit Adam's @train_step_frozen (0:
+  /// none, or a frozen step whose signature is not @train_step's).
+  static int64_t frozenStepInt(ModuleOp module, func::FuncOp step, StringRef name) {
     auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
-    auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(
-                           LoomDialect::VarianceRefreshAttrHelper::getNameStr())
-                     : IntegerAttr();
-    return at ? at.getInt() : 0;
-  }
-
-  static int64_t freezeStepOf(ModuleOp module, func::FuncOp step) {
-    auto frozen = module.lookupSymbol<func::FuncOp>(LoomDialect::kTrainStepFrozen);
-    auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(
-                           LoomDialect::FreezeStepAttrHelper::getNameStr())
-                     : IntegerAttr();
+    auto at = frozen ? frozen->getAttrOfType<IntegerAttr>(name) : IntegerAttr();
     if (!at || frozen.getFunctionType() != step.getFunctionType())
       return 0;
     return at.getInt();
+  }
+
+  /// 1-bit Adam's variance refresh interval (0: frozen for good).
+  static int64_t varianceRefreshOf(ModuleOp module, func::FuncOp step) {
+    return frozenStepInt(module, step, LoomDialect::VarianceRefreshAttrHelper::getNameStr());
+  }
+
+  static int64_t freezeStepOf(ModuleOp module, func::FuncOp step) {
+    return frozenStepInt(module, step, LoomDialect::FreezeStepAttrHelper::getNameStr());
   }
 
   /// The rows of the table an integer argument indexes: the classes of the

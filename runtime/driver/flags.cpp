@@ -257,7 +257,10 @@ bool refreshStep(const loomrt_program *p, int64_t step, int64_t &last, int64_t &
   if (p->variance_refresh <= 0 || !p->train_step_frozen || step < p->freeze_step)
     return false;
   VarianceRefresh r = varianceRefresh(step + 1, p->freeze_step, p->variance_refresh);
-  (r.refresh ? steps : last) = r.refresh ? step + 1 - r.last : r.last;
+  if (r.refresh)
+    steps = step + 1 - r.last;
+  else
+    last = r.last;
   return r.refresh;
 }
 

@@ -5,15 +5,23 @@
 
 #include <gtest/gtest.h>
 
-TEST(Driver, RefusesAProgramOfAnotherLayout) {
-  loomrt_program p{};
-  p.abi = LOOMRT_TRAIN_ABI + 1;
-  p.model = "test";
+namespace {
+/// `train --help` on a program the driver must refuse: its exit code and
+/// what it wrote on stderr.
+std::pair<int, std::string> refusal(const loomrt_program &p) {
   char arg0[] = "train", arg1[] = "--help";
   char *argv[] = {arg0, arg1, nullptr};
   testing::internal::CaptureStderr();
   int rc = loomrt_train_main(2, argv, &p);
-  std::string err = testing::internal::GetCapturedStderr();
+  return {rc, testing::internal::GetCapturedStderr()};
+}
+} // namespace
+
+TEST(Driver, RefusesAProgramOfAnotherLayout) {
+  loomrt_program p{};
+  p.abi = LOOMRT_TRAIN_ABI + 1;
+  p.model = "test";
+  auto [rc, err] = refusal(p);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("generated for another version of the runtime"), std::string::npos) << err;
 }
@@ -25,11 +33,7 @@ TEST(Driver, RefusesAVarianceRefreshWithoutAFrozenStep) {
   p.abi = LOOMRT_TRAIN_ABI;
   p.model = "test";
   p.variance_refresh = 3;
-  char arg0[] = "train", arg1[] = "--help";
-  char *argv[] = {arg0, arg1, nullptr};
-  testing::internal::CaptureStderr();
-  int rc = loomrt_train_main(2, argv, &p);
-  std::string err = testing::internal::GetCapturedStderr();
+  auto [rc, err] = refusal(p);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("variance refresh needs ZeRO stage 0"), std::string::npos) << err;
 }
