@@ -1,56 +1,114 @@
 #!/usr/bin/env bash
-# On a GPU host: two generated sources of one model, NAME.base.cpp (the
-# commit before a compiler change) and NAME.new.cpp (after it), carried in
-# .carry/source-ab, linked against this tree's runtime and run alternately
-# (base new base new base new) in one call: median step times and whether
-# the losses agree, one table row per model.
-#   here:  loomc(base) ... -o .carry/source-ab/NAME.base.cpp
-#          loomc(new)  ... -o .carry/source-ab/NAME.new.cpp
-#   there: bench/run-source-ab-gpu.sh
+# On a GPU host, one call: two generated sources of each model (NAME.base.cpp
+# from a base commit's loomc, NAME.new.cpp from this tree's) linked against
+# this tree's runtime and run alternately (base new base new), then PyTorch
+# beside the new one where a peer is named. A compiler change measured A/B
+# with the runtime held fixed (bench/run-driver-ab-gpu.sh holds the source
+# fixed instead). With TESTS=1 the runtime's CUDA conformance runs first
+# (carry .carry/googletest: cp -r /usr/src/googletest .carry/).
+#   here:  bench/gen-source-ab.sh BASE_LOOMC [gpt2] [llama]  (into .carry/source-ab)
+#   there: [TESTS=1] [PEERS="gpt2 llama"] [STEPS=20] bench/run-source-ab-gpu.sh
+# Peers: gpt2 = bench/gpt2_torch.py (eager and torch.compile, vocab 50304,
+# 16 x 1024); llama = bench/llama_torch.py (eager and torch.compile, SDPA,
+# the Llama-style 1B: 16 layers, d 2048, 8 x 1024). The last table is the
+# one to read: ms a step (median of steps 3 on, each run), the largest
+# relative loss difference between base and new, tokens/s and MFU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=/tmp/source-ab; mkdir -p "$OUT"
+OUT=${OUT:-/tmp/source-ab}; mkdir -p "$OUT"
 SRC=.carry/source-ab
 STEPS=${STEPS:-20}
 source bench/gpu-runtime.sh
-build_runtime
-write_tokens 32000 /tmp/tok32k.bin
+if [ "${TESTS:-0}" = 1 ]; then
+  cmake -G Ninja -S bench -B build-tests -DLOOM_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLOOM_GTEST_SOURCE_DIR="$PWD/.carry/googletest" > "$OUT/cmake.log" 2>&1 &&
+    ninja -C build-tests loomrt-tests loomrt_shared > "$OUT/ninja.log" 2>&1 ||
+    { echo "build failed"; tail -20 "$OUT/ninja.log"; exit 1; }
+  RT=$PWD/build-tests/runtime
+else
+  build_runtime loomrt_shared -DCMAKE_CUDA_ARCHITECTURES=90
+fi
 for src in "$SRC"/*.cpp; do
   f=$(basename "$src" .cpp)
-  link_binary "$src" "/tmp/$f" -O1 2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
+  c++ -O1 -std=c++17 -I runtime/include "$src" -o "/tmp/$f" -L"$RT" -lloomrt -Wl,-rpath,"$RT" \
+    2> "$OUT/$f.compile.log" || echo "compiling $f failed" &
 done
+if [ "${TESTS:-0}" = 1 ]; then
+  build-tests/runtime/tests/loomrt-tests --gtest_filter='*cuda*:Fused*' > "$OUT/tests.log" 2>&1
+  echo "conformance: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$OUT/tests.log" | head
+fi
 wait
-for m in $(ls "$SRC" | sed -n 's/\.base\.cpp$//p'); do
-  for i in 1 2 3; do
-    for which in base new; do
-      /tmp/$m.$which --data /tmp/tok32k.bin --steps "$STEPS" --seed 1 \
-        --log-json "$OUT/$m.$which.$i.jsonl" > "$OUT/$m.$which.$i.txt" 2>&1 ||
-        echo "  $m $which failed: $(tail -2 "$OUT/$m.$which.$i.txt" | tr '\n' ' ')"
-    done
+write_tokens 32000 /tmp/tok32k.bin # below every model's vocabulary
+for src in "$SRC"/*.new.cpp; do
+  name=$(basename "$src" .new.cpp)
+  for which in ${ORDER:-base new base new}; do
+    [ -x "/tmp/$name.$which" ] || continue
+    n=$(ls "$OUT/$name.$which".*.jsonl 2>/dev/null | wc -l)
+    "/tmp/$name.$which" --data /tmp/tok32k.bin --steps "$STEPS" --seed 1 \
+      --log-json "$OUT/$name.$which.$n.jsonl" > "$OUT/$name.$which.$n.txt" 2>&1 ||
+      echo "  $which $name failed: $(tail -2 "$OUT/$name.$which.$n.txt" | tr '\n' ' ')"
   done
 done
-python3 - "$OUT" $(ls "$SRC" | sed -n 's/\.base\.cpp$//p') <<'PY'
+for peer in ${PEERS:-}; do
+  case $peer in
+  gpt2) py=bench/gpt2_torch.py; args=(--vocab 50304) ;;
+  llama) py=bench/llama_torch.py; args=() ;;
+  *) echo "unknown peer $peer"; continue ;;
+  esac
+  python3 "$py" "${args[@]}" --steps "$STEPS" > "$OUT/${peer}_eager.json" 2> "$OUT/${peer}_eager.err" ||
+    echo "$peer eager failed: $(tail -2 "$OUT/${peer}_eager.err")"
+  python3 "$py" "${args[@]}" --steps $((STEPS + 5)) --compile > "$OUT/${peer}_compile.json" \
+    2> "$OUT/${peer}_compile.err" || echo "$peer compile failed: $(tail -2 "$OUT/${peer}_compile.err")"
+done
+python3 - "$OUT" "$SRC" <<'PY'
 import glob, json, os, statistics, sys
-out, models = sys.argv[1], sys.argv[2:]
-print("| model | base ms/step (runs) | new ms/step (runs) | new/base | base tok/s | new tok/s | losses (max rel. diff) |")
+out, src = sys.argv[1:3]
+def runs(which, name):
+    r = []
+    for j in sorted(glob.glob(os.path.join(out, f"{name}.{which}.*.jsonl"))):
+        x = [json.loads(l) for l in open(j)]
+        if len(x) > 2:
+            r.append((statistics.median(s["step_ms"] for s in x[2:]), [s["loss"] for s in x],
+                      statistics.median(s["tokens_per_s"] for s in x[2:])))
+    return r
+def params(name):
+    try:
+        return int(open(os.path.join(src, name + ".params")).read())
+    except (OSError, ValueError):
+        return None
+print("| model | base ms/step (runs) | new ms/step (runs) | new/base | max rel. loss diff | new tokens/s | MFU |")
 print("|---|---|---|---|---|---|---|")
-for m in models:
-    runs = {}
-    for which in ("base", "new"):
-        runs[which] = []
-        for j in sorted(glob.glob(os.path.join(out, f"{m}.{which}.*.jsonl"))):
-            r = [json.loads(l) for l in open(j)]
-            runs[which].append((statistics.median(x["step_ms"] for x in r[2:]),
-                                statistics.median(x["tokens_per_s"] for x in r[2:]),
-                                [x["loss"] for x in r]))
-    if not runs["base"] or not runs["new"]:
-        print(f"| {m} | missing | | | | | |")
+tps = {}
+for s in sorted(glob.glob(os.path.join(src, "*.new.cpp"))):
+    name = os.path.basename(s)[:-len(".new.cpp")]
+    b, n = runs("base", name), runs("new", name)
+    if not n:
+        print(f"| {name} | | failed | | | | |"); continue
+    nm = min(x[0] for x in n); t = max(x[2] for x in n); tps[name] = t
+    p = params(name)
+    mfu = f"{6 * p * t / 989e12 * 100:.1f}%" if p else "?"
+    if b:
+        bm = min(x[0] for x in b)
+        diff = max(abs(x - y) / abs(y) for x, y in zip(b[0][1], n[0][1]))
+        print(f"| {name} | {bm:.1f} ({', '.join(f'{x[0]:.1f}' for x in b)}) | {nm:.1f} "
+              f"({', '.join(f'{x[0]:.1f}' for x in n)}) | {nm / bm:.3f} | {diff:.2e} | {t / 1e3:.1f}k | {mfu} |")
+    else:
+        print(f"| {name} | | {nm:.1f} | | | {t / 1e3:.1f}k | {mfu} |")
+peers = []
+for f in sorted(glob.glob(os.path.join(out, "*_eager.json")) + glob.glob(os.path.join(out, "*_compile.json"))):
+    try:
+        d = json.loads(open(f).read().strip().splitlines()[-1])
+    except Exception:
         continue
-    b = statistics.median(x[0] for x in runs["base"]); n = statistics.median(x[0] for x in runs["new"])
-    bt = statistics.median(x[1] for x in runs["base"]); nt = statistics.median(x[1] for x in runs["new"])
-    lb, ln = runs["base"][0][2], runs["new"][0][2]
-    diff = max(abs(a - c) / max(abs(a), 1e-12) for a, c in zip(lb, ln))
-    fmt = lambda rs: ", ".join("%.1f" % x[0] for x in rs)
-    print(f"| {m} | {b:.1f} ({fmt(runs['base'])}) | {n:.1f} ({fmt(runs['new'])}) | {n / b:.3f} | "
-          f"{bt / 1e3:.1f}k | {nt / 1e3:.1f}k | {'bitwise equal' if diff == 0 else '%.2e' % diff} |")
+    peer = os.path.basename(f).split("_")[0]
+    t = d.get("tokens_per_s") or d["batch"] * d["seq"] / (d["ms_per_step"] / 1e3)
+    mine = next((v for k, v in tps.items() if k.startswith(peer)), None)
+    peers.append((peer, d.get("impl", os.path.basename(f)), t, mine))
+if peers:
+    print()
+    print("| peer | implementation | tokens/s | Loom (new) / it |")
+    print("|---|---|---|---|")
+    for peer, impl, t, mine in peers:
+        print(f"| {peer} | {impl} | {t / 1e3:.1f}k | {mine / t:.3f}x |" if mine else f"| {peer} | {impl} | {t / 1e3:.1f}k | |")
 PY

@@ -434,6 +434,52 @@ double MatmulBiasOp::getFlops() {
   return gemmFlops(*this) + double(getBatch()) * double(getM()) * double(getN());
 }
 DType MatmulBiasOp::getWorkDType() { return getIn(); }
+// The activation epilogues: the GEMM, the bias (forward), and the
+// elementwise pass's extra traffic: aux written beside C (forward), aux
+// read (gradient); a handful of flops an element for the activation.
+double MatmulBiasActOp::getBytesMoved() {
+  double mn = double(getBatch()) * double(getM()) * double(getN());
+  return gemmBytes(*this) + (double(getN()) + mn) * es(getOut());
+}
+double MatmulBiasActOp::getFlops() {
+  return gemmFlops(*this) + 9 * double(getBatch()) * double(getM()) * double(getN());
+}
+DType MatmulBiasActOp::getWorkDType() { return getIn(); }
+double MatmulActGradOp::getBytesMoved() {
+  return gemmBytes(*this) + double(getBatch()) * double(getM()) * double(getN()) * es(getOut());
+}
+double MatmulActGradOp::getFlops() {
+  return gemmFlops(*this) + 12 * double(getBatch()) * double(getM()) * double(getN());
+}
+DType MatmulActGradOp::getWorkDType() { return getIn(); }
+
+double MatmulBgradOp::getBytesMoved() { return gemmBytes(*this) + double(getM()) * es(getOut()); }
+double MatmulBgradOp::getFlops() { return gemmFlops(*this) + double(getM()) * double(getK()); }
+DType MatmulBgradOp::getWorkDType() { return getIn(); }
+LogicalResult MatmulBgradOp::verify() {
+  if (getBatch() > 1)
+    return emitOpError("takes one batch");
+  if (getIn() != getOut())
+    return emitOpError("needs in and out of one dtype (the bias gradient is in it)");
+  if (getDb() == getC())
+    return emitOpError("db and c must be different buffers");
+  return success();
+}
+
+/// What loomrt_matmul_bias_act and loomrt_matmul_act_grad accept: an
+/// activation with an epilogue, and one contiguous C (and aux beside it).
+template <typename Op> static LogicalResult verifyActGemm(Op o) {
+  if (o.getAct() != UnaryKind::gelu_tanh)
+    return o.emitOpError("activation '") << stringifyUnaryKind(o.getAct())
+                                          << "' has no GEMM epilogue (gelu_tanh has)";
+  if (o.getBatch() > 1 && o.getStrideC() != o.getM() * o.getN())
+    return o.emitOpError("needs a contiguous C (stride_c = m * n)");
+  if (o.getAux() == o.getC())
+    return o.emitOpError("aux and c must be different buffers");
+  return success();
+}
+LogicalResult MatmulBiasActOp::verify() { return verifyActGemm(*this); }
+LogicalResult MatmulActGradOp::verify() { return verifyActGemm(*this); }
 
 double LayerNormOp::getBytesMoved() {
   double rd = double(getRows()) * double(getD()), d = double(getD());

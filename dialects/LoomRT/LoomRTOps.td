@@ -592,6 +592,81 @@ def LoomRT_MatmulBiasOp : LoomRT_CallOp<"matmul_bias",
   }];
 }
 
+def LoomRT_MatmulBiasActOp : LoomRT_CallOp<"matmul_bias_act",
+    (ins LoomRT_UnaryKind:$act, LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$bias,
+         LoomRT_Buffer:$aux, LoomRT_Buffer:$c,
+         UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
+         NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
+         NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
+    "$act $in $a `,` $b `bias` $bias `->` $out $c `aux` $aux", ["getFlops", "getWorkDType"]> {
+  let summary = "c = act(op(a) · op(b) + bias), keeping the sum in aux (loomrt_matmul_bias_act)";
+  let description = [{
+    `loomrt.matmul_bias` followed by the activation `act` (`gelu_tanh`),
+    as one GEMM epilogue where the backend has it (cuBLASLt's
+    GELU_AUX_BIAS on CUDA: the bias and the GELU act on the fp32
+    accumulator, and the pre-activation goes to `aux` for the gradient).
+    `aux` and `c` are laid out alike, contiguous. loom-fuse-epilogues makes
+    it from a matmul_bias and the unary call after it; the activation's
+    gradient then reads `aux`.
+
+    ```mlir
+    loomrt.matmul_bias_act gelu_tanh bf16 %x, %w bias %b -> bf16 %g aux %h on %s {
+        batch = 16 : i64, k = 768 : i64, m = 1024 : i64, n = 3072 : i64,
+        stride_a = 786432 : i64, stride_b = 0 : i64, stride_c = 3145728 : i64, trans_b}
+    ```
+  }];
+  let hasVerifier = 1;
+}
+
+def LoomRT_MatmulActGradOp : LoomRT_CallOp<"matmul_act_grad",
+    (ins LoomRT_UnaryKind:$act, LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$aux,
+         LoomRT_Buffer:$c,
+         UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
+         NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
+         NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
+    "$act $in $a `,` $b `aux` $aux `->` $out $c", ["getFlops", "getWorkDType"]> {
+  let summary = "c = (op(a) · op(b)) · act'(aux) (loomrt_matmul_act_grad)";
+  let description = [{
+    The GEMM that computes an activation's output gradient, with the
+    activation's derivative at its saved input `aux` applied in the
+    epilogue (cuBLASLt's DGELU on CUDA: the product is not rounded before
+    the multiply), so the gradient through the activation is written once.
+    loom-fuse-epilogues makes it from a matmul and the `loomrt.unary_grad`
+    after it.
+
+    ```mlir
+    loomrt.matmul_act_grad gelu_tanh bf16 %dy, %w aux %h -> bf16 %dh on %s {
+        batch = 16 : i64, k = 768 : i64, m = 1024 : i64, n = 3072 : i64,
+        stride_a = 786432 : i64, stride_b = 0 : i64, stride_c = 3145728 : i64}
+    ```
+  }];
+  let hasVerifier = 1;
+}
+
+def LoomRT_MatmulBgradOp : LoomRT_CallOp<"matmul_bgrad",
+    (ins LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$c, LoomRT_Buffer:$db,
+         UnitAttr:$trans_a, UnitAttr:$trans_b, NonNegI64:$batch, NonNegI64:$m,
+         NonNegI64:$n, NonNegI64:$k, NonNegI64:$stride_a, NonNegI64:$stride_b,
+         NonNegI64:$stride_c, LoomRT_DType:$in, LoomRT_DType:$out),
+    "$in $a `,` $b `->` $out $c `bgrad` $db", ["getFlops", "getWorkDType"]> {
+  let summary = "c = op(a) · op(b) and db = the sum over k of op(a) (loomrt_matmul_bgrad)";
+  let description = [{
+    A linear layer's weight gradient (dW = dYᵀ · X, the weight stored
+    [out, in]) with its bias's gradient (the column sums of dY, `m`
+    elements) from the same pass over dY: cuBLASLt's BGRADB epilogue on
+    CUDA; elsewhere the matmul and a `loomrt.reduce`. One batch; `in` and
+    `out` alike. loom-fuse-epilogues makes it from the matmul and the
+    reduce over its first operand.
+
+    ```mlir
+    loomrt.matmul_bgrad bf16 %dy, %x -> bf16 %dw bgrad %db on %s {batch = 1 : i64,
+        k = 16384 : i64, m = 3072 : i64, n = 768 : i64, stride_a = 0 : i64,
+        stride_b = 0 : i64, stride_c = 2359296 : i64, trans_a}
+    ```
+  }];
+  let hasVerifier = 1;
+}
+
 def LoomRT_LayerNormOp : LoomRT_CallOp<"layer_norm",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$w,
          Optional<LoomRT_Buffer>:$b, LoomRT_Buffer:$y, NonNegI64:$rows,

@@ -32,7 +32,8 @@
 
 namespace loom {
 
-/// The loomrt_gemm of a matmul op (loomrt.matmul, loomrt.matmul_bias).
+/// The loomrt_gemm of a matmul op (loomrt.matmul, matmul_bias, matmul_bias_act,
+/// matmul_act_grad, matmul_bgrad).
 template <typename Op> loomrt_gemm gemmOf(Op o) {
   return loomrt_gemm{o.getTransA() ? 1 : 0,     o.getTransB() ? 1 : 0,
                      int64_t(o.getBatch()),     int64_t(o.getM()),
@@ -154,6 +155,21 @@ template <typename B> bool visitRowCall(mlir::Operation *op, B &b) {
         return b.call("loomrt_matmul_bias", loomrt_matmul_bias, b.stream(o.getStream()),
                       b.gemm(gemmOf(o)), b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getBias()),
                       b.buf(o.getC()));
+      })
+      .Case([&](rt::MatmulBiasActOp o) {
+        return b.call("loomrt_matmul_bias_act", loomrt_matmul_bias_act, b.stream(o.getStream()),
+                      b.gemm(gemmOf(o)), b.unary(o.getAct()), b.buf(o.getA()), b.buf(o.getB()),
+                      b.buf(o.getBias()), b.buf(o.getAux()), b.buf(o.getC()));
+      })
+      .Case([&](rt::MatmulActGradOp o) {
+        return b.call("loomrt_matmul_act_grad", loomrt_matmul_act_grad, b.stream(o.getStream()),
+                      b.gemm(gemmOf(o)), b.unary(o.getAct()), b.buf(o.getA()), b.buf(o.getB()),
+                      b.buf(o.getAux()), b.buf(o.getC()));
+      })
+      .Case([&](rt::MatmulBgradOp o) {
+        return b.call("loomrt_matmul_bgrad", loomrt_matmul_bgrad, b.stream(o.getStream()),
+                      b.gemm(gemmOf(o)), b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getC()),
+                      b.buf(o.getDb()));
       })
       .Case([&](rt::LayerNormOp o) {
         return b.call("loomrt_layer_norm", loomrt_layer_norm, b.stream(o.getStream()),

@@ -9,7 +9,14 @@
 // activation (a read and a write of [rows, n]) is gone: four a GPT block in
 // the forward. Likewise a bf16 product cast up to fp32 into a gradient
 // bucket at once (a weight's gradient under mixed precision and data
-// parallelism) becomes one product writing fp32 into the bucket.
+// parallelism) becomes one product writing fp32 into the bucket. And an
+// activation with a GEMM epilogue (GELU, tanh form) joins its GEMMs: the
+// bias GEMM before it writes the activation and keeps its input
+// (`loomrt.matmul_bias_act`), and the GEMM that computes its output's
+// gradient applies its derivative (`loomrt.matmul_act_grad`): GPT-2's
+// GELU passes over [rows, 4d] (forward and backward) are gone. And a
+// weight gradient's GEMM sums its bias's gradient from the dY it reads
+// (`loomrt.matmul_bgrad`), so that reduce's pass over dY goes too.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/LoomRT/LoomRTDialect.h"
@@ -38,7 +45,7 @@ namespace {
 /// recomputed step rounded the product to bf16 before adding the bias
 /// where the step without recompute did not: the two parted in the fifth
 /// digit on an H200. Null when anything else comes first.
-Operation *nextWork(rt::MatmulOp m, Value x, SmallVectorImpl<Operation *> &hoist,
+Operation *nextWork(Operation *m, Value x, SmallVectorImpl<Operation *> &hoist,
                     const ::loom::OpPositions &pos) {
   llvm::SmallPtrSet<Operation *, 8> moving;
   auto before = [&](Value v) {
@@ -78,19 +85,54 @@ bool dominates(Value v, Operation *m, DominanceInfo &dom, const ::loom::OpPositi
   return dom.properlyDominates(v, m);
 }
 
+/// The one free of `x` besides the reads by `a` and `b`; fails (nullopt)
+/// when anything else reads it or it is freed twice. A null FreeOp when
+/// it is never freed.
+std::optional<rt::FreeOp> onlyFree(Value x, Operation *a, Operation *b) {
+  rt::FreeOp xFree;
+  for (Operation *user : x.getUsers()) {
+    if (user == a || user == b)
+      continue;
+    auto f = dyn_cast<rt::FreeOp>(user);
+    if (!f || xFree)
+      return std::nullopt;
+    xFree = f;
+  }
+  return xFree;
+}
+
+/// Moves `hoist` up to `m` (in order), then builds NewOp in m's place from
+/// `head` (its operands before the GEMM's attributes) and m's GEMM
+/// attributes, with `out` as C's dtype.
+template <typename NewOp, typename Op, typename... Head>
+NewOp rebuildGemm(Op m, ArrayRef<Operation *> hoist, ::loom::OpPositions &pos, rt::DType out,
+                  Head... head) {
+  for (Operation *op : hoist) {
+    op->moveBefore(m);
+    pos.placed(op);
+  }
+  OpBuilder b(m);
+  auto made = NewOp::create(b, m.getLoc(), m.getStream(), head..., m.getTransA(), m.getTransB(),
+                            m.getBatch(), m.getM(), m.getN(), m.getK(), m.getStrideA(),
+                            m.getStrideB(), m.getStrideC(), m.getIn(), out);
+  pos.placed(made);
+  return made;
+}
+
 /// Fuses `m` with the add after it when that add is a bias add of m's
 /// whole result, the result is read by nothing else, and both buffers are
-/// plain step-arena allocations of the same size. Returns whether it did.
-bool fuse(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions &pos) {
+/// plain step-arena allocations of the same size. Returns the fused op
+/// (null where it did not fuse).
+rt::MatmulBiasOp fuse(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions &pos) {
   Value x = m.getC();
   SmallVector<Operation *> hoist;
   auto add = dyn_cast_or_null<rt::BinaryOp>(nextWork(m, x, hoist, pos));
   if (!add || add.getKind() != rt::BinaryKind::add || add.getStream() != m.getStream() ||
       add.getDtype() != m.getOut())
-    return false;
+    return {};
   bool xFirst = add.getA() == x;
   if (!xFirst && add.getB() != x)
-    return false;
+    return {};
   Value bias = xFirst ? add.getB() : add.getA();
   ArrayRef<int64_t> xShape = xFirst ? add.getAShape() : add.getBShape(),
                     biasShape = xFirst ? add.getBShape() : add.getAShape(),
@@ -99,43 +141,205 @@ bool fuse(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions &pos) {
   if (bias == x || xShape != outShape || outShape.empty() || outShape.back() != n ||
       biasShape.back() != n ||
       llvm::any_of(biasShape.drop_back(), [](int64_t d) { return d != 1; }))
-    return false;
+    return {};
   int64_t elems = 1;
   for (int64_t d : outShape)
     elems *= d;
   // C must be the whole [batch, m, n] block, contiguous.
   if (elems != int64_t(m.getBatch() * m.getM()) * n ||
       (m.getBatch() > 1 && m.getStrideC() != m.getM() * m.getN()))
-    return false;
+    return {};
   Value y = add.getOut();
   auto xAlloc = x.getDefiningOp<rt::AllocOp>(), yAlloc = y.getDefiningOp<rt::AllocOp>();
   bool biasMoves = llvm::is_contained(hoist, rt::bufferRoot(bias).getDefiningOp());
   if (!xAlloc || !yAlloc || xAlloc.getBytes() != yAlloc.getBytes() ||
       xAlloc.getHost() != yAlloc.getHost() || (!biasMoves && !dominates(bias, m, dom, pos)))
-    return false;
-  rt::FreeOp xFree;
-  for (Operation *user : x.getUsers()) {
-    if (user == m || user == add)
-      continue;
-    auto f = dyn_cast<rt::FreeOp>(user);
-    if (!f || xFree)
-      return false; // read elsewhere, or freed twice: leave it
-    xFree = f;
-  }
-  for (Operation *op : hoist) {
-    op->moveBefore(m);
-    pos.placed(op);
-  }
-  OpBuilder b(m);
-  auto fused = rt::MatmulBiasOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), bias,
-                                        x, m.getTransA(), m.getTransB(), m.getBatch(), m.getM(),
-                                        m.getN(), m.getK(), m.getStrideA(), m.getStrideB(),
-                                        m.getStrideC(), m.getIn(), m.getOut());
-  pos.placed(fused);
+    return {};
+  std::optional<rt::FreeOp> xFree = onlyFree(x, m, add);
+  if (!xFree)
+    return {}; // read elsewhere, or freed twice: leave it
+  auto fused =
+      rebuildGemm<rt::MatmulBiasOp>(m, hoist, pos, m.getOut(), m.getA(), m.getB(), bias, x);
   y.replaceAllUsesWith(x);
-  for (Operation *gone : {xFree.getOperation(), add.getOperation(), yAlloc.getOperation(),
+  for (Operation *gone : {xFree->getOperation(), add.getOperation(), yAlloc.getOperation(),
                           m.getOperation()})
     pos.erase(gone);
+  return fused;
+}
+
+/// Whether `v` is a buffer the fused GEMM may write in place of the
+/// elementwise call: the call's whole output, made in this block by an
+/// allocation (or views of one) that can move up to `m`; `hoist` gets
+/// what moves, in order. `fresh`: the buffer itself must be allocated
+/// after `m` (not a view into one that the ops between may touch).
+bool hoistOutput(Value v, Operation *m, SmallVectorImpl<Operation *> &hoist,
+                 const ::loom::OpPositions &pos, bool fresh = false) {
+  SmallVector<Operation *> chain;
+  for (Operation *d = v.getDefiningOp(); d;) {
+    if (d->getBlock() != m->getBlock() || pos.before(d, m) || llvm::is_contained(hoist, d)) {
+      if (fresh)
+        return false;
+      break;
+    }
+    if (!isa<rt::AllocOp, rt::ViewOp>(d))
+      return false;
+    chain.insert(chain.begin(), d);
+    auto view = dyn_cast<rt::ViewOp>(d);
+    d = view ? view.getSource().getDefiningOp() : nullptr;
+  }
+  hoist.append(chain.begin(), chain.end());
+  return true;
+}
+
+/// The first op after `m` in its block that takes `x`; null if none.
+Operation *nextReader(Operation *m, Value x) {
+  for (Operation *n = m->getNextNode(); n; n = n->getNextNode())
+    if (llvm::is_contained(n->getOperands(), x))
+      return n;
+  return nullptr;
+}
+
+/// Whether the work the fused op takes from `last` may run where `m` is:
+/// every op between is bookkeeping (comments, allocations, views,
+/// globals, frees) or a call on m's stream, and none takes `keep` (the
+/// saved input `last` reads: nothing between may write it, and no wait
+/// on another stream stands between).
+bool independentUntil(Operation *m, Operation *last, Value keep) {
+  for (Operation *n = m->getNextNode(); n && n != last; n = n->getNextNode()) {
+    if (llvm::is_contained(n->getOperands(), keep))
+      return false;
+    if (isa<rt::CommentOp, rt::AllocOp, rt::FreeOp, rt::ViewOp, rt::GlobalOp>(n))
+      continue;
+    if (!isa<rt::WorkOpInterface>(n) || n->getNumOperands() == 0 ||
+        n->getOperand(0) != m->getOperand(0))
+      return false;
+  }
+  return true;
+}
+
+/// The number of elements of a matmul-like op's C, or -1 where C is not
+/// one contiguous block (strided batches).
+template <typename Op> int64_t contiguousC(Op m) {
+  if (m.getBatch() > 1 && m.getStrideC() != m.getM() * m.getN())
+    return -1;
+  return int64_t(m.getBatch() * m.getM() * m.getN());
+}
+
+/// Fuses a bias GEMM `m` with the GELU (tanh form) after it that reads its
+/// whole result: the GEMM writes the activation into the unary's output
+/// and keeps its own result (the activation's input, which the gradient
+/// reads) as aux. Returns whether it did.
+bool fuseActivation(rt::MatmulBiasOp m, ::loom::OpPositions &pos) {
+  Value x = m.getC();
+  SmallVector<Operation *> hoist;
+  auto u = dyn_cast_or_null<rt::UnaryOp>(nextWork(m, x, hoist, pos));
+  const int64_t count = contiguousC(m);
+  if (!u || u.getKind() != rt::UnaryKind::gelu_tanh || u.getX() != x || u.getY() == x ||
+      u.getStream() != m.getStream() || u.getDtype() != m.getOut() || count < 0 ||
+      int64_t(u.getN()) != count || !hoistOutput(u.getY(), m, hoist, pos))
+    return false;
+  rebuildGemm<rt::MatmulBiasActOp>(m, hoist, pos, m.getOut(), u.getKind(), m.getA(), m.getB(),
+                                   m.getBias(), x, u.getY());
+  pos.erase(u);
+  pos.erase(m);
+  return true;
+}
+
+/// Fuses a GEMM `m` with the GELU (tanh form) gradient after it that takes
+/// its whole result as the output's gradient: the GEMM applies the
+/// derivative at the saved input in its epilogue and writes the
+/// gradient's buffer; its own result buffer goes. Returns whether it did.
+bool fuseActivationGrad(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions &pos) {
+  Value x = m.getC();
+  SmallVector<Operation *> hoist;
+  auto g = dyn_cast_or_null<rt::UnaryGradOp>(nextReader(m, x));
+  if (g && !independentUntil(m, g, g.getX()))
+    return false;
+  const int64_t count = contiguousC(m);
+  if (!g || g.getKind() != rt::UnaryKind::gelu_tanh || g.getDy() != x || g.getX() == x ||
+      g.getStream() != m.getStream() || g.getDtype() != m.getOut() ||
+      m.getIn() != m.getOut() || count < 0 || int64_t(g.getN()) != count ||
+      !dominates(g.getX(), m, dom, pos))
+    return false;
+  Value dx = g.getDx();
+  std::optional<rt::FreeOp> xFree = onlyFree(x, m, g);
+  if (!xFree || (dx != x && !hoistOutput(dx, m, hoist, pos, /*fresh=*/true)))
+    return false;
+  rebuildGemm<rt::MatmulActGradOp>(m, hoist, pos, m.getOut(), g.getKind(), m.getA(), m.getB(),
+                                   g.getX(), dx);
+  pos.erase(g);
+  pos.erase(m);
+  if (dx != x) { // the product's own buffer goes (in place, its free frees dx)
+    pos.erase(*xFree);
+    if (auto xAlloc = x.getDefiningOp<rt::AllocOp>(); xAlloc && xAlloc->use_empty())
+      pos.erase(xAlloc);
+  }
+  return true;
+}
+
+/// Whether the ops strictly between `from` and `to` (one block) leave
+/// `dy` as it is and do not take `db`: an op that takes dy must be a
+/// product reading it (as a or b).
+bool untouchedBetween(Operation *from, Operation *to, Value dy, Value db) {
+  for (Operation *n = from->getNextNode(); n && n != to; n = n->getNextNode()) {
+    if (llvm::is_contained(n->getOperands(), db))
+      return false;
+    if (!llvm::is_contained(n->getOperands(), dy))
+      continue;
+    // A product of any kind that takes dy only as an input (a or b).
+    Value a, b;
+    if (auto p = dyn_cast<rt::MatmulOp>(n))
+      a = p.getA(), b = p.getB();
+    else if (auto p = dyn_cast<rt::MatmulBiasOp>(n))
+      a = p.getA(), b = p.getB();
+    else if (auto p = dyn_cast<rt::MatmulActGradOp>(n))
+      a = p.getA(), b = p.getB();
+    else if (auto p = dyn_cast<rt::MatmulBiasActOp>(n))
+      a = p.getA(), b = p.getB();
+    else if (auto p = dyn_cast<rt::MatmulBgradOp>(n))
+      a = p.getA(), b = p.getB();
+    else
+      return false;
+    int inputs = (a == dy) + (b == dy);
+    if (int(llvm::count(n->getOperands(), dy)) != inputs)
+      return false;
+  }
+  return true;
+}
+
+/// Fuses a weight gradient's GEMM `m` (dW = dYᵀ · X: A is dY, transposed,
+/// one batch) with the reduce that sums dY's rows into the bias's
+/// gradient (before or after it, on its stream): the product computes the
+/// sum from the dY it reads anyway, and the reduce's pass goes. Where the
+/// reduce came first, nothing between may take its result; where it came
+/// after, its buffer is allocated after `m` and moves up. Returns whether
+/// it did.
+bool fuseBiasGrad(rt::MatmulOp m, ::loom::OpPositions &pos) {
+  Value dy = m.getA();
+  if (!m.getTransA() || m.getBatch() != 1 || m.getIn() != m.getOut() || m.getC() == dy)
+    return false;
+  rt::ReduceOp r;
+  for (Operation *u : dy.getUsers()) {
+    auto c = dyn_cast<rt::ReduceOp>(u);
+    if (c && c.getX() == dy && c.getKind() == rt::ReduceKind::sum &&
+        c.getDtype() == m.getIn() && c.getOuter() == 1 && c.getLen() == m.getK() &&
+        c.getInner() == m.getM() && c.getStream() == m.getStream() &&
+        c->getBlock() == m->getBlock() && c.getY() != m.getB()) {
+      r = c;
+      break;
+    }
+  }
+  if (!r)
+    return false;
+  Value db = r.getY();
+  SmallVector<Operation *> hoist;
+  if (pos.before(r, m) ? !untouchedBetween(r, m, dy, db)
+                       : !untouchedBetween(m, r, dy, db) ||
+                             !hoistOutput(db, m, hoist, pos, /*fresh=*/true))
+    return false;
+  rebuildGemm<rt::MatmulBgradOp>(m, hoist, pos, m.getOut(), m.getA(), m.getB(), m.getC(), db);
+  pos.erase(r);
+  pos.erase(m);
   return true;
 }
 
@@ -224,40 +428,16 @@ bool fuseUpcast(rt::MatmulOp m, ::loom::OpPositions &pos) {
       }))
     return false;
   auto xAlloc = x.getDefiningOp<rt::AllocOp>();
-  rt::FreeOp xFree;
-  for (Operation *user : x.getUsers()) {
-    if (user == m || user == c)
-      continue;
-    auto f = dyn_cast<rt::FreeOp>(user);
-    if (!f || xFree)
-      return false;
-    xFree = f;
-  }
+  std::optional<rt::FreeOp> xFree = onlyFree(x, m, c);
+  if (!xFree)
+    return false;
   // The slot must exist where the product runs.
   Value y = c.getY();
   SmallVector<Operation *> hoist;
-  for (Value v = y; Operation *d = v.getDefiningOp();) {
-    if (d->getBlock() != m->getBlock() || pos.before(d, m))
-      break;
-    if (!isa<rt::AllocOp, rt::ViewOp>(d))
-      return false;
-    hoist.insert(hoist.begin(), d);
-    if (auto view = dyn_cast<rt::ViewOp>(d))
-      v = view.getSource();
-    else
-      break;
-  }
-  for (Operation *d : hoist) {
-    d->moveBefore(m);
-    pos.placed(d);
-  }
-  OpBuilder b(m);
-  auto upcast = rt::MatmulOp::create(b, m.getLoc(), m.getStream(), m.getA(), m.getB(), y,
-                                     m.getTransA(), m.getTransB(), m.getBatch(), m.getM(),
-                                     m.getN(), m.getK(), m.getStrideA(), m.getStrideB(),
-                                     m.getStrideC(), m.getIn(), rt::DType::f32);
-  pos.placed(upcast);
-  for (Operation *gone : {c.getOperation(), xFree.getOperation(), m.getOperation()})
+  if (!hoistOutput(y, m, hoist, pos))
+    return false;
+  rebuildGemm<rt::MatmulOp>(m, hoist, pos, rt::DType::f32, m.getA(), m.getB(), y);
+  for (Operation *gone : {c.getOperation(), xFree->getOperation(), m.getOperation()})
     pos.erase(gone);
   if (xAlloc && xAlloc->use_empty())
     pos.erase(xAlloc);
@@ -281,7 +461,20 @@ int64_t mlir::loom::fuseEpilogues(ModuleOp module) {
   for (rt::MatmulOp m : matmuls)
     pos.numberBlockOf(m);
   int64_t n = 0;
-  for (rt::MatmulOp m : matmuls)
-    n += fuse(m, dom, pos) || fuseUpcast(m, pos);
+  SmallVector<rt::MatmulBiasOp> biased;
+  module.walk([&](rt::MatmulBiasOp m) { // made earlier
+    pos.numberBlockOf(m);
+    biased.push_back(m);
+  });
+  for (rt::MatmulOp m : matmuls) {
+    if (rt::MatmulBiasOp mb = fuse(m, dom, pos)) {
+      ++n;
+      biased.push_back(mb);
+      continue;
+    }
+    n += fuseUpcast(m, pos) || fuseActivationGrad(m, dom, pos) || fuseBiasGrad(m, pos);
+  }
+  for (rt::MatmulBiasOp m : biased)
+    n += fuseActivation(m, pos);
   return n;
 }

@@ -142,7 +142,7 @@ def ComposeCopies : Pass<"loom-compose-copies", "ModuleOp"> {
 }
 
 def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
-  let summary = "Fold a linear layer's bias add (loomrt.matmul_bias), or a weight gradient's upcast into its bucket, into its GEMM";
+  let summary = "Fold a linear layer's bias add (loomrt.matmul_bias), a weight gradient's upcast into its bucket, or a GELU and its gradient into their GEMMs";
   let description = [{
     Runs on the lowered step (after loom-lower-to-runtime). A
     `loomrt.matmul` whose result the next call (comments, allocations and
@@ -202,9 +202,39 @@ def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
     ```
 
     becomes `loomrt.matmul bf16 %dy, %x -> f32 %slot on %s {...}`.
+
+    Third and fourth: an activation with a GEMM epilogue (`gelu_tanh`,
+    GPT-2's) joins its GEMMs. A `loomrt.matmul_bias` whose whole result the
+    next call passes through the activation becomes one
+    `loomrt.matmul_bias_act` that writes the activation into the unary's
+    output and keeps its own result (the activation's input, which the
+    gradient reads) as `aux`. A `loomrt.matmul` whose whole result the next
+    call takes as `dy` of the activation's `loomrt.unary_grad` becomes one
+    `loomrt.matmul_act_grad` writing the gradient's buffer (the product's
+    buffer goes). On CUDA these are cuBLASLt's GELU_AUX_BIAS and DGELU
+    epilogues, from the fp32 accumulator; elsewhere the GEMM and the
+    elementwise call, as before. The erf form (`gelu`) has no epilogue and
+    is left alone.
+
+    ```mlir
+    loomrt.matmul_bias bf16 %x, %w bias %b -> bf16 %h on %s {...}
+    loomrt.unary gelu_tanh bf16 %h -> %g, 6144 on %s
+    // ... the backward:
+    loomrt.matmul bf16 %dy, %w2 -> bf16 %dg on %s {...}
+    loomrt.unary_grad gelu_tanh bf16 %dg, %h -> %dh, 6144 on %s
+    loomrt.free %dg
+    ```
+
+    becomes
+
+    ```mlir
+    loomrt.matmul_bias_act gelu_tanh bf16 %x, %w bias %b -> bf16 %g aux %h on %s {...}
+    loomrt.matmul_act_grad gelu_tanh bf16 %dy, %w2 aux %h -> bf16 %dh on %s {...}
+    ```
   }];
   let statistics = [
-    Statistic<"fused", "fused", "Bias adds and upcasts folded into their GEMM">,
+    Statistic<"fused", "fused",
+              "Bias adds, upcasts and activations folded into their GEMMs">,
   ];
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }

@@ -144,6 +144,18 @@ struct KernelOps {
   /// then runs the matmul and the add.
   loomrt_status (*matmul_bias)(void *state, void *stream, const loomrt_gemm *g,
                                const void *a, const void *b, const void *bias, void *c);
+  /// loomrt_matmul_bias_act and loomrt_matmul_act_grad fused (null: none;
+  /// LOOMRT_ERR_UNSUPPORTED, no error recorded, where the backend cannot:
+  /// the caller composes them from the matmul and the elementwise call).
+  loomrt_status (*matmul_bias_act)(void *state, void *stream, const loomrt_gemm *g,
+                                   loomrt_unary_op act, const void *a, const void *b,
+                                   const void *bias, void *aux, void *c);
+  loomrt_status (*matmul_act_grad)(void *state, void *stream, const loomrt_gemm *g,
+                                   loomrt_unary_op act, const void *a, const void *b,
+                                   const void *aux, void *c);
+  /// loomrt_matmul_bgrad fused (null: none; LOOMRT_ERR_UNSUPPORTED as above).
+  loomrt_status (*matmul_bgrad)(void *state, void *stream, const loomrt_gemm *g, const void *a,
+                                const void *b, void *c, void *db);
   /// loomrt_fused_elementwise: `p` checked (common/fused_eval.h), `src` the
   /// caller's program (its name and text, for a backend that generates
   /// code from it).

@@ -382,6 +382,94 @@ loomrt_status loomrt_matmul_bias(loomrt_stream s, const loomrt_gemm *g, const vo
   return LOOMRT_OK;
 }
 
+/// The checks loomrt_matmul_bias_act and loomrt_matmul_act_grad share:
+/// the GEMM's, an activation the fused epilogues and the composed path
+/// both have, beta 0 and one contiguous C (its elements, `count`, are
+/// what the composed path's elementwise call covers).
+static loomrt_status checkActGemm(const char *what, loomrt_stream s, const loomrt_gemm *g,
+                                  loomrt_unary_op act,
+                                  std::initializer_list<const void *> buffers, bool &empty,
+                                  size_t &count) {
+  LOOMRT_TRY(checkGemm(what, s, g, buffers, empty));
+  if (act != LOOMRT_GELU_TANH)
+    return bad(what, "activation " + std::to_string(int(act)) +
+                         " has no GEMM epilogue (GELU_TANH has)");
+  if (g->beta != 0.0f)
+    return bad(what, "beta must be 0");
+  if (g->batch > 1 && g->stride_c != g->m * g->n)
+    return bad(what, "C must be contiguous (stride_c = m*n)");
+  count = size_t(g->batch * g->m * g->n);
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_matmul_bias_act(loomrt_stream s, const loomrt_gemm *g,
+                                     loomrt_unary_op act, const void *a, const void *b,
+                                     const void *bias, void *aux, void *c) {
+  bool empty = false;
+  size_t count = 0;
+  LOOMRT_TRY(checkActGemm("matmul_bias_act", s, g, act, {a, b, bias, aux, c}, empty, count));
+  if (empty)
+    return LOOMRT_OK;
+  if (aux == c)
+    return bad("matmul_bias_act", "aux and C must be different buffers");
+  if (K(s).matmul_bias_act) {
+    loomrt_status st = K(s).matmul_bias_act(ST(s), s->impl, g, act, a, b, bias, aux, c);
+    if (st != LOOMRT_ERR_UNSUPPORTED)
+      return st;
+  }
+  LOOMRT_TRY(loomrt_matmul_bias(s, g, a, b, bias, aux));
+  return loomrt_unary(s, act, g->out, aux, c, count);
+}
+
+loomrt_status loomrt_matmul_act_grad(loomrt_stream s, const loomrt_gemm *g,
+                                     loomrt_unary_op act, const void *a, const void *b,
+                                     const void *aux, void *c) {
+  bool empty = false;
+  size_t count = 0;
+  LOOMRT_TRY(checkActGemm("matmul_act_grad", s, g, act, {a, b, aux, c}, empty, count));
+  if (empty)
+    return LOOMRT_OK;
+  if (aux == c)
+    return bad("matmul_act_grad", "aux and C must be different buffers");
+  if (K(s).matmul_act_grad) {
+    loomrt_status st = K(s).matmul_act_grad(ST(s), s->impl, g, act, a, b, aux, c);
+    if (st != LOOMRT_ERR_UNSUPPORTED)
+      return st;
+  }
+  LOOMRT_TRY(K(s).matmul(ST(s), s->impl, g, a, b, c));
+  return loomrt_unary_grad(s, act, g->out, c, aux, c, count);
+}
+
+loomrt_status loomrt_matmul_bgrad(loomrt_stream s, const loomrt_gemm *g, const void *a,
+                                  const void *b, void *c, void *db) {
+  bool empty = false;
+  LOOMRT_TRY(checkGemm("matmul_bgrad", s, g, {a, b, c, db}, empty));
+  if (g->batch > 1)
+    return bad("matmul_bgrad", "one batch only");
+  if (g->beta != 0.0f)
+    return bad("matmul_bgrad", "beta must be 0");
+  if (g->in != g->out)
+    return bad("matmul_bgrad", "the bias gradient needs in = out dtypes");
+  if (g->m == 0)
+    return LOOMRT_OK;
+  if (g->k == 0) { // C and db are empty sums
+    if (!empty)
+      LOOMRT_TRY(loomrt_fill(s, g->out, c, 0.0, size_t(g->m * g->n)));
+    return loomrt_fill(s, g->out, db, 0.0, size_t(g->m));
+  }
+  if (K(s).matmul_bgrad) {
+    loomrt_status st = K(s).matmul_bgrad(ST(s), s->impl, g, a, b, c, db);
+    if (st != LOOMRT_ERR_UNSUPPORTED)
+      return st;
+  }
+  if (!empty)
+    LOOMRT_TRY(K(s).matmul(ST(s), s->impl, g, a, b, c));
+  // op(A) is m x k: stored [k, m] when transposed (sum the middle axis of
+  // [1, k, m]), else [m, k] (of [m, k, 1]).
+  return g->trans_a ? loomrt_reduce(s, LOOMRT_REDUCE_SUM, g->in, a, db, 1, g->k, g->m)
+                    : loomrt_reduce(s, LOOMRT_REDUCE_SUM, g->in, a, db, g->m, g->k, 1);
+}
+
 loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,
                                 const void *x, const void *w, const void *b,
                                 void *y, int64_t rows, int64_t d, float eps) {

@@ -884,8 +884,9 @@ loomrt_status moeSlotDotK(void *, void *, loomrt_dtype dt, const void *a, const 
 }
 
 /// The CPU's kernels by field name; attention (common/attention.cpp
-/// composes it from GEMMs and softmax) and matmul_bias (the matmul, then
-/// the add) are left empty: the runtime composes them.
+/// composes it from GEMMs and softmax), matmul_bias (the matmul, then
+/// the add) and the activation epilogues (then the unary call) are left
+/// empty: the runtime composes them.
 KernelOps makeCpuKernels() {
   KernelOps k{};
   k.unary = unary;

@@ -1,5 +1,6 @@
-// cuda_blas.cpp: GEMM through cuBLAS, and GEMMs with a bias epilogue
-// through cuBLASLt, both linked (the CUDA toolkit has them).
+// cuda_blas.cpp: GEMM through cuBLAS, and GEMMs with epilogues (bias,
+// bias + GELU, GELU's gradient) through cuBLASLt, both linked (the CUDA
+// toolkit has them).
 #include "gpu/gpu_state.h"
 
 #include <cublasLt.h>
@@ -22,11 +23,11 @@ struct LtPlan {
   size_t workspace = 0;
   bool ok = false; // the heuristic found an algorithm
 };
-using LtKey = std::tuple<bool, bool, int, int, int, int, int, int, int, int>;
+using LtKey = std::tuple<int, int, bool, bool, int, int, int, int, int, int, int, int>;
 struct Lt {
   cublasLtHandle_t handle = nullptr;
   std::map<LtKey, LtPlan> plans;
-  std::mutex m; // the plans, and a plan's bias pointer until its call is issued
+  std::mutex m; // the plans, and a plan's pointers until its call is issued
   ~Lt() {
     for (auto &[key, p] : plans) {
       cublasLtMatrixLayoutDestroy(p.a);
@@ -42,16 +43,35 @@ constexpr size_t kLtWorkspace = size_t(32) << 20; // cuBLAS's own default on Hop
 
 cudaDataType_t cudaType(loomrt_dtype d) { return d == LOOMRT_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-/// The plan for g (bias epilogue, batch 1), made on first use.
-const LtPlan &ltPlan(Lt &lt, const GpuGemm &g) {
-  LtKey key{g.transA, g.transB, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, int(g.in), int(g.out)};
+/// cuBLASLt's epilogue for ours. Its GELU is the tanh form (PyTorch
+/// routes only gelu(approximate='tanh') through it, and the CUDA
+/// conformance test holds it to that formula in fp32).
+cublasLtEpilogue_t ltEpilogue(GemmEpilogue::Kind k) {
+  switch (k) {
+  case GemmEpilogue::BiasGeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case GemmEpilogue::DGelu:
+    return CUBLASLT_EPILOGUE_DGELU;
+  case GemmEpilogue::BGradB:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case GemmEpilogue::Bias:
+    break;
+  }
+  return CUBLASLT_EPILOGUE_BIAS;
+}
+
+/// The plan for g with epilogue `e` (batch 1), made on first use.
+const LtPlan &ltPlan(Lt &lt, const GpuGemm &g, const GemmEpilogue &e) {
+  LtKey key{int(e.kind), e.ldAux, g.transA, g.transB, g.m,       g.n,
+            g.k,         g.lda,   g.ldb,    g.ldc,    int(g.in), int(g.out)};
   auto [it, fresh] = lt.plans.try_emplace(key);
   LtPlan &p = it->second;
   if (!fresh)
     return p;
   cublasOperation_t ta = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
                     tb = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  cublasLtEpilogue_t epi = ltEpilogue(e.kind);
+  int64_t ldAux = e.ldAux;
   bool ok = cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
                 CUBLAS_STATUS_SUCCESS &&
             cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ==
@@ -59,7 +79,10 @@ const LtPlan &ltPlan(Lt &lt, const GpuGemm &g) {
             cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ==
                 CUBLAS_STATUS_SUCCESS &&
             cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                           sizeof epi) == CUBLAS_STATUS_SUCCESS;
+                                           sizeof epi) == CUBLAS_STATUS_SUCCESS &&
+            (e.kind == GemmEpilogue::Bias || e.kind == GemmEpilogue::BGradB ||
+             cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldAux,
+                                            sizeof ldAux) == CUBLAS_STATUS_SUCCESS);
   // Column-major layouts of the stored matrices: A is m x k (k x m when
   // transposed), B k x n (n x k), C m x n.
   ok = ok &&
@@ -98,45 +121,53 @@ void vendorGemmDestroy(GpuState *gs) {
   gs->blas = gs->blasLt = nullptr;
 }
 
-/// cuBLASLt's CUBLASLT_EPILOGUE_BIAS: the bias joins the fp32 accumulator
-/// before C is rounded. One batch only (the caller folds a batch of
-/// contiguous A and C over a shared B into rows); inputs and C 16-byte
-/// aligned. Anything else, or no algorithm: unsupported, and the caller
-/// adds the bias itself.
-loomrt_status vendorGemmBias(GpuState *gs, gpuStream_t st, const GpuGemm &g, const void *bias) {
+/// The GEMM through cuBLASLt with epilogue `e`: the bias, the GELU and
+/// GELU's derivative all act on the fp32 accumulator before C is rounded;
+/// BGRADB's sum is accumulated in fp32 and written in C's type.
+/// One batch only (the caller folds a batch of contiguous A and C over a
+/// shared B into rows); operands 16-byte aligned. Anything else, or no
+/// algorithm: unsupported, and the caller composes the call itself.
+loomrt_status vendorGemmEpilogue(GpuState *gs, gpuStream_t st, const GpuGemm &g,
+                                 const GemmEpilogue &e) {
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  bool wantsBias = e.kind != GemmEpilogue::DGelu,
+       wantsAux = e.kind == GemmEpilogue::BiasGeluAux || e.kind == GemmEpilogue::DGelu;
   if (g.batch != 1 || g.beta != 0.0f || !aligned(g.a) || !aligned(g.b) || !aligned(g.c) ||
-      !aligned(bias))
+      (wantsBias && !aligned(e.bias)) ||
+      (wantsAux && (!aligned(e.aux) || e.ldAux < g.m || e.ldAux % 8)))
     return LOOMRT_ERR_UNSUPPORTED;
   if (!gs->blasLt) {
     auto *lt = new Lt;
     if (cublasLtCreate(&lt->handle) != CUBLAS_STATUS_SUCCESS) {
       delete lt;
-      return fail(LOOMRT_ERR_BACKEND, "matmul_bias: could not create the cuBLASLt handle");
+      return fail(LOOMRT_ERR_BACKEND, "matmul epilogue: could not create the cuBLASLt handle");
     }
     gs->blasLt = lt;
   }
   Lt &lt = *static_cast<Lt *>(gs->blasLt);
   std::lock_guard<std::mutex> lock(lt.m);
-  const LtPlan &p = ltPlan(lt, g);
+  const LtPlan &p = ltPlan(lt, g, e);
   if (!p.ok)
     return LOOMRT_ERR_UNSUPPORTED;
-  // The bias pointer is the one per-call attribute.
-  if (cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                     sizeof bias) != CUBLAS_STATUS_SUCCESS)
-    return fail(LOOMRT_ERR_BACKEND, "matmul_bias: could not set the bias");
+  // The bias and aux pointers are the per-call attributes.
+  auto set = [&](cublasLtMatmulDescAttributes_t a, const void *v, size_t n) {
+    return cublasLtMatmulDescSetAttribute(p.op, a, v, n) == CUBLAS_STATUS_SUCCESS;
+  };
+  if ((wantsBias && !set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof e.bias)) ||
+      (wantsAux && !set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof e.aux)))
+    return fail(LOOMRT_ERR_BACKEND, "matmul epilogue: could not set its pointers");
   void *ws = nullptr;
   if (p.workspace)
-    if (loomrt_status e = gpuCheck(gpuMallocAsync(&ws, p.workspace, st), "matmul_bias workspace"))
-      return e;
+    if (loomrt_status r = gpuCheck(gpuMallocAsync(&ws, p.workspace, st), "matmul workspace"))
+      return r;
   cublasStatus_t r = cublasLtMatmul(lt.handle, p.op, &g.alpha, g.a,
                                     p.a, g.b, p.b, &g.beta, g.c, p.c, g.c, p.c, &p.algo, ws,
                                     p.workspace, st);
   if (ws)
     (void)gpuFreeAsync(ws, st);
   if (r != CUBLAS_STATUS_SUCCESS)
-    return fail(LOOMRT_ERR_BACKEND,
-                "matmul_bias: cuBLASLt matmul failed with status " + std::to_string(int(r)));
+    return fail(LOOMRT_ERR_BACKEND, "matmul epilogue: cuBLASLt matmul failed with status " +
+                                        std::to_string(int(r)));
   return LOOMRT_OK;
 }
 

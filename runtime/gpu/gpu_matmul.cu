@@ -104,13 +104,15 @@ loomrt_status matmulG(void *state, void *st, const loomrt_gemm *g,
   return result;
 }
 
-/// loomrt_matmul_bias through the vendor's bias epilogue, where it applies:
-/// one batch, or a batch of contiguous, untransposed A and contiguous C over
-/// one shared B (a linear layer over [batch, m] rows, folded into batch*m
-/// rows), every dimension a multiple of 8 (else loomrt_matmul's padding
-/// path, then the add). Unsupported otherwise, with no error recorded.
-loomrt_status matmulBiasG(void *state, void *st, const loomrt_gemm *g, const void *a,
-                          const void *b, const void *bias, void *c) {
+/// A GEMM through the vendor's epilogue `e`, where it applies: one batch,
+/// or a batch of contiguous, untransposed A and contiguous C over one
+/// shared B (a linear layer over [batch, m] rows, folded into batch*m
+/// rows), every dimension a multiple of 8 (else the caller composes the
+/// call: loomrt_matmul's padding path, then the elementwise one).
+/// Unsupported otherwise, with no error recorded. Aux (where the epilogue
+/// has one) is laid out as C.
+loomrt_status matmulEpilogueG(void *state, void *st, const loomrt_gemm *g, const void *a,
+                              const void *b, void *c, GemmEpilogue e) {
   int64_t rows = g->m, batch = g->batch;
   if (batch > 1 && g->stride_b == 0 && !g->trans_a && g->stride_a == g->m * g->k &&
       g->stride_c == g->m * g->n)
@@ -121,7 +123,38 @@ loomrt_status matmulBiasG(void *state, void *st, const loomrt_gemm *g, const voi
   // The bias runs along the rows of the column-major C^T.
   GpuGemm call = columnMajor(*g, rows, g->n, g->k, 1, {a, g->trans_a ? g->m : g->k, 0},
                              {b, g->trans_b ? g->k : g->n, 0}, {c, g->n, 0});
-  return vendorGemmBias(static_cast<GpuState *>(state), S(st), call, bias);
+  e.ldAux = int(g->n);
+  return vendorGemmEpilogue(static_cast<GpuState *>(state), S(st), call, e);
+}
+
+loomrt_status matmulBiasG(void *state, void *st, const loomrt_gemm *g, const void *a,
+                          const void *b, const void *bias, void *c) {
+  return matmulEpilogueG(state, st, g, a, b, c, {GemmEpilogue::Bias, bias, nullptr, 0});
+}
+
+loomrt_status matmulBiasActG(void *state, void *st, const loomrt_gemm *g, loomrt_unary_op act,
+                             const void *a, const void *b, const void *bias, void *aux,
+                             void *c) {
+  if (act != LOOMRT_GELU_TANH)
+    return LOOMRT_ERR_UNSUPPORTED;
+  return matmulEpilogueG(state, st, g, a, b, c, {GemmEpilogue::BiasGeluAux, bias, aux, 0});
+}
+
+loomrt_status matmulActGradG(void *state, void *st, const loomrt_gemm *g, loomrt_unary_op act,
+                             const void *a, const void *b, const void *aux, void *c) {
+  if (act != LOOMRT_GELU_TANH)
+    return LOOMRT_ERR_UNSUPPORTED;
+  return matmulEpilogueG(state, st, g, a, b, c, {GemmEpilogue::DGelu, nullptr, aux, 0});
+}
+
+/// loomrt_matmul_bgrad: the row-major op(A) is the column-major call's B,
+/// so db (the sum over k of op(A)) is cuBLASLt's BGRADB. One batch, dims
+/// multiples of 8 (else unsupported: the matmul, then the reduce).
+loomrt_status matmulBgradG(void *state, void *st, const loomrt_gemm *g, const void *a,
+                           const void *b, void *c, void *db) {
+  if (g->batch != 1)
+    return LOOMRT_ERR_UNSUPPORTED;
+  return matmulEpilogueG(state, st, g, a, b, c, {GemmEpilogue::BGradB, db, nullptr, 0});
 }
 
 /// A fused region's program interpreted per element: the portable path
@@ -165,6 +198,9 @@ loomrt_status fusedG(void *state, void *st, const FusedProgram *p,
 void gpu::addMatmulKernels(KernelOps &k) {
   k.matmul = matmulG;
   k.matmul_bias = matmulBiasG;
+  k.matmul_bias_act = matmulBiasActG;
+  k.matmul_act_grad = matmulActGradG;
+  k.matmul_bgrad = matmulBgradG;
   k.fused = fusedG;
 }
 

@@ -43,11 +43,24 @@ struct GpuGemm {
 /// when it is missing; `available` says so without failing.
 loomrt_status vendorGemm(GpuState *gs, gpuStream_t st, const GpuGemm &g);
 bool vendorGemmAvailable(std::string *why);
-/// The GEMM with `bias` (g.m elements of g.out, one per row of the
-/// column-major C) added in the epilogue; LOOMRT_ERR_UNSUPPORTED, with no
-/// error recorded, where the vendor has no such epilogue for it.
-loomrt_status vendorGemmBias(GpuState *gs, gpuStream_t st, const GpuGemm &g, const void *bias);
-/// Releases the handles vendorGemm and vendorGemmBias made.
+/// What a vendor GEMM epilogue does to the fp32 accumulator before C is
+/// written: add a bias (g.m elements of g.out, one per row of the
+/// column-major C); add it and apply GELU (tanh form), keeping the sum in
+/// `aux` (laid out as C with leading dimension ldAux); or multiply by
+/// GELU's derivative at `aux` (the gradient's GEMM); or write into
+/// `bias` the sum over k of B (g.n elements of g.out: a weight gradient's
+/// bias gradient).
+struct GemmEpilogue {
+  enum Kind { Bias, BiasGeluAux, DGelu, BGradB } kind = Bias;
+  const void *bias = nullptr;
+  const void *aux = nullptr;
+  int ldAux = 0;
+};
+/// The GEMM with its epilogue; LOOMRT_ERR_UNSUPPORTED, with no error
+/// recorded, where the vendor has no such epilogue for it.
+loomrt_status vendorGemmEpilogue(GpuState *gs, gpuStream_t st, const GpuGemm &g,
+                                 const GemmEpilogue &e);
+/// Releases the handles vendorGemm and vendorGemmEpilogue made.
 void vendorGemmDestroy(GpuState *gs);
 /// Loom's own tiled GEMM (gpu/gpu_gemm.cu): every backend has it.
 loomrt_status portableGemm(gpuStream_t st, const GpuGemm &g);

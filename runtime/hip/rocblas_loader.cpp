@@ -78,9 +78,10 @@ void vendorGemmDestroy(GpuState *gs) {
   gs->blas = nullptr;
 }
 
-// rocBLAS's GEMM has no bias epilogue (hipBLASLt's does; Debian has
-// neither): the caller runs the GEMM and the add.
-loomrt_status vendorGemmBias(GpuState *, gpuStream_t, const GpuGemm &, const void *) {
+// rocBLAS's GEMM has no epilogues (hipBLASLt's has; Debian has neither):
+// the caller runs the GEMM and the elementwise call.
+loomrt_status vendorGemmEpilogue(GpuState *, gpuStream_t, const GpuGemm &,
+                                 const GemmEpilogue &) {
   return LOOMRT_ERR_UNSUPPORTED;
 }
 

@@ -247,3 +247,30 @@ func.func @f(%x: !loomrt.buffer) {
   loomrt.p2p send %x to 0, 16 bytes over %c on %s
   return
 }
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %y: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{activation 'silu' has no GEMM epilogue (gelu_tanh has)}}
+  loomrt.matmul_bias_act silu f32 %x, %x bias %x -> f32 %y aux %x on %s {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %y: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{needs a contiguous C (stride_c = m * n)}}
+  loomrt.matmul_act_grad gelu_tanh f32 %x, %x aux %x -> f32 %y on %s {batch = 2 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 16 : i64, stride_b = 0 : i64, stride_c = 20 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %y: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{aux and c must be different buffers}}
+  loomrt.matmul_act_grad gelu_tanh f32 %x, %x aux %y -> f32 %y on %s {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64}
+  return
+}

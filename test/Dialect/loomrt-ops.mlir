@@ -65,6 +65,10 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attribu
   loomrt.fused_elementwise "silu_mul_0" (%x, %w) -> (%a), 16 on %s {in_types = array<i32: 0, 0>, out_types = array<i32: 1>, program = array<i32: 0, 0, 0, 0, 0, 0, 1, 0, 1, 11, 0, 0, 2, 2, 2, 1, 4, 0, 0, 3>}
   // CHECK: loomrt.matmul_bias f32 %{{.+}}, %{{.+}} bias %{{.+}} -> f32 %{{.+}} on %[[S]] {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64, trans_b}
   loomrt.matmul_bias f32 %x, %w bias %v -> f32 %a on %s {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64, trans_b}
+  // CHECK: loomrt.matmul_bias_act gelu_tanh f32 %{{.+}}, %{{.+}} bias %{{.+}} -> f32 %{{.+}} aux %{{.+}} on %[[S]]
+  loomrt.matmul_bias_act gelu_tanh f32 %x, %w bias %v -> f32 %a aux %x on %s {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64, trans_b}
+  // CHECK: loomrt.matmul_act_grad gelu_tanh f32 %{{.+}}, %{{.+}} aux %{{.+}} -> f32 %{{.+}} on %[[S]]
+  loomrt.matmul_act_grad gelu_tanh f32 %x, %w aux %x -> f32 %a on %s {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64}
   loomrt.layer_norm f32 %x, %w, %w -> %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}
   // CHECK: loomrt.layer_norm f32 %{{.+}}, %{{.+}} -> %{{.+}} on
   loomrt.layer_norm f32 %x, %w -> %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}

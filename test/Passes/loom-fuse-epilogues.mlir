@@ -115,6 +115,126 @@ func.func @upcast_alone(%dy: !loomrt.buffer, %x: !loomrt.buffer) -> !loomrt.buff
   return %f : !loomrt.buffer
 }
 
+// -----
+
+// GELU (tanh form) joins its GEMMs: the bias GEMM writes the activation
+// into the unary's buffer and keeps the pre-activation in its own (aux);
+// the gradient's GEMM applies the derivative at aux and writes the
+// gradient's buffer, whose allocation moves up; the product's buffer goes.
+// CHECK-LABEL: func.func @gelu_pair
+// CHECK: %[[H:.+]] = loomrt.alloc 12288
+// CHECK-NEXT: %[[G:.+]] = loomrt.alloc 12288
+// CHECK-NEXT: loomrt.matmul_bias_act gelu_tanh bf16 %arg0, %arg1 bias %arg2 -> bf16 %[[G]] aux %[[H]] on %{{.+}} {batch = 2 : i64, k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
+// CHECK-NOT: loomrt.unary
+// CHECK: %[[DH:.+]] = loomrt.alloc 12288
+// CHECK-NEXT: loomrt.matmul_act_grad gelu_tanh bf16 %arg3, %arg4 aux %[[H]] -> bf16 %[[DH]] on %{{.+}} {batch = 2 : i64, k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64, stride_c = 3072 : i64}
+// CHECK-NEXT: loomrt.comment "the gradient"
+// CHECK-NOT: loomrt.unary_grad
+// CHECK: return %[[G]], %[[DH]]
+func.func @gelu_pair(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.buffer, %dy: !loomrt.buffer, %w2: !loomrt.buffer) -> (!loomrt.buffer, !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %y = loomrt.alloc 12288
+  loomrt.matmul bf16 %x, %w -> bf16 %y on %s {batch = 2 : i64, k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64, stride_c = 3072 : i64, trans_b}
+  %z = loomrt.alloc 12288
+  loomrt.binary add bf16 %y [2, 16, 192], %b [1, 1, 192] -> %z [2, 16, 192] on %s
+  loomrt.free %y
+  %g = loomrt.alloc 12288
+  loomrt.unary gelu_tanh bf16 %z -> %g, 6144 on %s
+  %dg = loomrt.alloc 12288
+  loomrt.matmul bf16 %dy, %w2 -> bf16 %dg on %s {batch = 2 : i64, k = 64 : i64, m = 16 : i64, n = 192 : i64, stride_a = 1024 : i64, stride_b = 0 : i64, stride_c = 3072 : i64}
+  loomrt.comment "the gradient"
+  %dh = loomrt.alloc 12288
+  loomrt.unary_grad gelu_tanh bf16 %dg, %z -> %dh, 6144 on %s
+  loomrt.free %dg
+  loomrt.free %z
+  return %g, %dh : !loomrt.buffer, !loomrt.buffer
+}
+
+// -----
+
+// Left alone: the erf form (no epilogue), a GELU over part of the result,
+// and a gradient whose product is read again.
+// CHECK-LABEL: func.func @gelu_not_fused
+// CHECK-NOT: matmul_bias_act
+// CHECK-NOT: matmul_act_grad
+// CHECK-COUNT-2: loomrt.unary
+// CHECK: loomrt.unary_grad
+func.func @gelu_not_fused(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.buffer, %h: !loomrt.buffer) -> (!loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %y = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z = loomrt.alloc 512
+  loomrt.binary add f32 %y [8, 16], %b [1, 16] -> %z [8, 16] on %s
+  loomrt.free %y
+  %g = loomrt.alloc 512
+  loomrt.unary gelu f32 %z -> %g, 128 on %s
+  %y2 = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %y2 on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %z2 = loomrt.alloc 512
+  loomrt.binary add f32 %y2 [8, 16], %b [1, 16] -> %z2 [8, 16] on %s
+  loomrt.free %y2
+  %g2 = loomrt.alloc 512
+  loomrt.unary gelu_tanh f32 %z2 -> %g2, 64 on %s
+  %d = loomrt.alloc 512
+  loomrt.matmul f32 %x, %w -> f32 %d on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %dh = loomrt.alloc 512
+  loomrt.unary_grad gelu_tanh f32 %d, %h -> %dh, 128 on %s
+  return %g, %g2, %d, %dh : !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer
+}
+
+// -----
+
+// A weight gradient's GEMM (dW = dY^T X) sums its bias's gradient from dY:
+// the reduce over dY's rows goes, whether it came before the product (a
+// product reading dY between is fine) or after it (its buffer moves up).
+// CHECK-LABEL: func.func @bias_grad
+// CHECK-NOT: loomrt.reduce
+// CHECK: loomrt.matmul bf16 %arg0, %arg2 -> bf16
+// CHECK-NOT: loomrt.reduce
+// CHECK: loomrt.matmul_bgrad bf16 %arg0, %arg1 -> bf16 %{{.+}} bgrad %{{.+}} on %{{.+}} {batch = 1 : i64, k = 32 : i64, m = 192 : i64, n = 64 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 12288 : i64, trans_a}
+// CHECK-NOT: loomrt.reduce
+// CHECK: loomrt.matmul_bgrad bf16 %arg0, %arg1 -> bf16 %{{.+}} bgrad
+// CHECK-NOT: loomrt.reduce
+func.func @bias_grad(%dy: !loomrt.buffer, %x: !loomrt.buffer, %w: !loomrt.buffer) -> (!loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %db = loomrt.alloc 384
+  loomrt.reduce sum bf16 %dy -> %db[1, 32, 192] on %s
+  %dx = loomrt.alloc 4096
+  loomrt.matmul bf16 %dy, %w -> bf16 %dx on %s {batch = 1 : i64, k = 192 : i64, m = 32 : i64, n = 64 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 2048 : i64}
+  %dw = loomrt.alloc 24576
+  loomrt.matmul bf16 %dy, %x -> bf16 %dw on %s {batch = 1 : i64, k = 32 : i64, m = 192 : i64, n = 64 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 12288 : i64, trans_a}
+  %dw2 = loomrt.alloc 24576
+  loomrt.matmul bf16 %dy, %x -> bf16 %dw2 on %s {batch = 1 : i64, k = 32 : i64, m = 192 : i64, n = 64 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 12288 : i64, trans_a}
+  loomrt.comment "the second bias"
+  %db2 = loomrt.alloc 384
+  loomrt.reduce sum bf16 %dy -> %db2[1, 32, 192] on %s
+  return %db, %dx, %dw, %dw2, %db2 : !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer
+}
+
+// -----
+
+// Left alone: the bias gradient is read before the product, the product
+// is an upcast (in and out differ), and the reduce does not sum dY's rows.
+// CHECK-LABEL: func.func @bias_grad_not_fused
+// CHECK-NOT: loomrt.matmul_bgrad
+// CHECK-COUNT-3: loomrt.reduce
+func.func @bias_grad_not_fused(%dy: !loomrt.buffer, %x: !loomrt.buffer) -> (!loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %db = loomrt.alloc 384
+  loomrt.reduce sum bf16 %dy -> %db[1, 32, 192] on %s
+  %c = loomrt.alloc 768
+  loomrt.cast bf16 %db -> f32 %c, 192 on %s
+  %dw = loomrt.alloc 24576
+  loomrt.matmul bf16 %dy, %x -> bf16 %dw on %s {batch = 1 : i64, k = 32 : i64, m = 192 : i64, n = 64 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 12288 : i64, trans_a}
+  %db2 = loomrt.alloc 768
+  loomrt.reduce sum f32 %x -> %db2[1, 32, 192] on %s
+  %dw2 = loomrt.alloc 49152
+  loomrt.matmul f32 %x, %dy -> bf16 %dw2 on %s {batch = 1 : i64, k = 32 : i64, m = 192 : i64, n = 64 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 12288 : i64, trans_a}
+  %db3 = loomrt.alloc 64
+  loomrt.reduce sum bf16 %dy -> %db3[192, 32, 1] on %s
+  return %c, %dw, %db2, %dw2, %db3, %db : !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer, !loomrt.buffer
+}
+
 // Under recompute every bias add still joins its GEMM (on CUDA the bias is
 // added before the product is rounded to bf16, so a bias add left apart
 // changes the bits): in full recompute the cloned block releases the

@@ -373,6 +373,32 @@ loomrt_status loomrt_matmul(loomrt_stream s, const loomrt_gemm *g,
  * elsewhere it is loomrt_matmul followed by loomrt_binary's add. */
 loomrt_status loomrt_matmul_bias(loomrt_stream s, const loomrt_gemm *g,
                                  const void *a, const void *b, const void *bias, void *c);
+/* loomrt_matmul_bias followed by an activation, as one GEMM epilogue where
+ * the backend has it: aux_b = op(A_b) op(B_b) + bias (the activation's
+ * input, kept for the gradient) and C_b = act(aux_b), both of dtype `out`
+ * and laid out as C. `act` is LOOMRT_GELU_TANH (cuBLASLt's GELU epilogue
+ * on CUDA, from the fp32 accumulator); elsewhere, or where the backend
+ * cannot, it is loomrt_matmul_bias into aux and loomrt_unary into C. */
+loomrt_status loomrt_matmul_bias_act(loomrt_stream s, const loomrt_gemm *g,
+                                     loomrt_unary_op act, const void *a, const void *b,
+                                     const void *bias, void *aux, void *c);
+/* The gradient through that activation, in the GEMM that computes the
+ * activation's output gradient: C_b = (op(A_b) op(B_b)) * act'(aux_b),
+ * `aux` laid out as C (dtype `out`). beta must be 0. On CUDA cuBLASLt's
+ * DGELU epilogue (the product is not rounded before the multiply);
+ * elsewhere loomrt_matmul into C, then loomrt_unary_grad in place. */
+loomrt_status loomrt_matmul_act_grad(loomrt_stream s, const loomrt_gemm *g,
+                                     loomrt_unary_op act, const void *a, const void *b,
+                                     const void *aux, void *c);
+
+/* A weight's gradient GEMM with its bias's gradient in the epilogue: C =
+ * alpha op(A) op(B) (one batch, beta 0) and db[i] = sum over k of op(A)[i, k]
+ * (m elements of dtype `out`; `in` must equal `out`): for a linear layer's
+ * weight stored [out, in], op(A) = dY^T and db is the column sum of dY. On
+ * CUDA cuBLASLt's BGRADB epilogue (the sum accumulates in fp32 beside the
+ * product); elsewhere loomrt_matmul, then loomrt_reduce over A. */
+loomrt_status loomrt_matmul_bgrad(loomrt_stream s, const loomrt_gemm *g, const void *a,
+                                  const void *b, void *c, void *db);
 
 /* Layer norm over the last dim of [rows, d]; bias may be NULL. */
 loomrt_status loomrt_layer_norm(loomrt_stream s, loomrt_dtype dt,
