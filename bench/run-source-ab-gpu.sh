@@ -7,7 +7,7 @@
 # fixed instead). With TESTS=1 the runtime's CUDA conformance runs first
 # (carry .carry/googletest: cp -r /usr/src/googletest .carry/).
 #   here:  bench/gen-source-ab.sh BASE_LOOMC [gpt2] [llama]  (into .carry/source-ab)
-#   there: [TESTS=1] [PEERS="gpt2 llama"] [STEPS=20] bench/run-source-ab-gpu.sh
+#   there: [TESTS=1] [PROFILE=1] [PEERS="gpt2 llama"] [STEPS=20] bench/run-source-ab-gpu.sh
 # Peers: gpt2 = bench/gpt2_torch.py (eager and torch.compile, vocab 50304,
 # 16 x 1024); llama = bench/llama_torch.py (eager and torch.compile, SDPA,
 # the Llama-style 1B: 16 layers, d 2048, 8 x 1024). The last table is the
@@ -50,6 +50,41 @@ for src in "$SRC"/*.new.cpp; do
       echo "  $which $name failed: $(tail -2 "$OUT/$name.$which.$n.txt" | tr '\n' ' ')"
   done
 done
+# PROFILE=1: each binary's kernels through CUPTI (bench/kernel_times.cpp),
+# steps 4-8 (a run of 8 less a run of 3), base beside new, kernel by kernel;
+# the new binary with LOOMRT_EPILOGUES=report (the shapes cuBLASLt declined).
+if [ "${PROFILE:-0}" = 1 ]; then
+  build_kernel_times
+  for src in "$SRC"/*.new.cpp; do
+    name=$(basename "$src" .new.cpp)
+    for which in base new; do
+      for n in 3 8; do
+        LOOMRT_EPILOGUES=report LD_PRELOAD=/tmp/libkt.so LOOM_KERNEL_TIMES="$OUT/$name.$which.k$n.csv" \
+          "/tmp/$name.$which" --data /tmp/tok32k.bin --steps $n --seed 1 > "$OUT/$name.$which.k$n.txt" 2>&1
+      done
+      grep "^loomrt: cuBLASLt" "$OUT/$name.$which.k8.txt" | sed "s/^/$name.$which: /" | head -20
+    done
+    python3 - "$OUT" "$name" <<'PY'
+import csv, os, sys
+out, name = sys.argv[1:3]
+def per_step(which):
+    def read(n):
+        p = os.path.join(out, f"{name}.{which}.k{n}.csv")
+        return {r[0]: (int(r[1]), int(r[2])) for r in csv.reader(open(p))} if os.path.exists(p) else {}
+    a, b = read(3), read(8)
+    return {k: ((b[k][1] - a.get(k, (0, 0))[1]) / 5e6, (b[k][0] - a.get(k, (0, 0))[0]) / 5)
+            for k in b}
+base, new = per_step("base"), per_step("new")
+keys = sorted(set(base) | set(new), key=lambda k: -max(base.get(k, (0, 0))[0], new.get(k, (0, 0))[0]))
+print(f"{name}: kernel ms a step, base {sum(v[0] for v in base.values()):.2f}, new {sum(v[0] for v in new.values()):.2f}")
+print("| kernel | base ms (calls) | new ms (calls) |")
+print("|---|---|---|")
+for k in keys[:25]:
+    b, n = base.get(k, (0, 0)), new.get(k, (0, 0))
+    print(f"| {k[:90]} | {b[0]:.2f} ({b[1]:.0f}) | {n[0]:.2f} ({n[1]:.0f}) |")
+PY
+  done
+fi
 for peer in ${PEERS:-}; do
   case $peer in
   gpt2) py=bench/gpt2_torch.py; args=(--vocab 50304) ;;

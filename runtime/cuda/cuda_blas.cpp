@@ -6,6 +6,9 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -60,6 +63,40 @@ cublasLtEpilogue_t ltEpilogue(GemmEpilogue::Kind k) {
   return CUBLASLT_EPILOGUE_BIAS;
 }
 
+const char *epilogueName(GemmEpilogue::Kind k) {
+  switch (k) {
+  case GemmEpilogue::BiasGeluAux:
+    return "GELU_AUX_BIAS";
+  case GemmEpilogue::DGelu:
+    return "DGELU";
+  case GemmEpilogue::BGradB:
+    return "BGRADB";
+  case GemmEpilogue::Bias:
+    break;
+  }
+  return "BIAS";
+}
+
+/// LOOMRT_EPILOGUES: `off` declines every epilogue (the runtime composes
+/// each call from the GEMM and the elementwise call or reduce: an A/B of
+/// the epilogues within one binary); `report` writes one line to stderr for
+/// each shape cuBLASLt has no algorithm for.
+enum class EpilogueMode { On, Off, Report };
+EpilogueMode epilogueMode() {
+  static const EpilogueMode mode = [] {
+    const char *v = std::getenv("LOOMRT_EPILOGUES");
+    if (!v || !*v || std::strcmp(v, "on") == 0)
+      return EpilogueMode::On;
+    if (std::strcmp(v, "off") == 0)
+      return EpilogueMode::Off;
+    if (std::strcmp(v, "report") == 0)
+      return EpilogueMode::Report;
+    std::fprintf(stderr, "loomrt: LOOMRT_EPILOGUES='%s' is not on, off or report; using on\n", v);
+    return EpilogueMode::On;
+  }();
+  return mode;
+}
+
 /// The plan for g with epilogue `e` (batch 1), made on first use.
 const LtPlan &ltPlan(Lt &lt, const GpuGemm &g, const GemmEpilogue &e) {
   LtKey key{int(e.kind), e.ldAux, g.transA, g.transB, g.m,       g.n,
@@ -107,6 +144,12 @@ const LtPlan &ltPlan(Lt &lt, const GpuGemm &g, const GemmEpilogue &e) {
   p.ok = ok;
   p.algo = result.algo;
   p.workspace = result.workspaceSize;
+  if (!ok && epilogueMode() == EpilogueMode::Report)
+    std::fprintf(stderr,
+                 "loomrt: cuBLASLt has no %s algorithm for m %d n %d k %d (trans %d%d, %s): "
+                 "composed instead\n",
+                 epilogueName(e.kind), g.m, g.n, g.k, int(g.transA), int(g.transB),
+                 g.in == LOOMRT_BF16 ? "bf16" : "fp32");
   return p;
 }
 
@@ -129,6 +172,8 @@ void vendorGemmDestroy(GpuState *gs) {
 /// algorithm: unsupported, and the caller composes the call itself.
 loomrt_status vendorGemmEpilogue(GpuState *gs, gpuStream_t st, const GpuGemm &g,
                                  const GemmEpilogue &e) {
+  if (epilogueMode() == EpilogueMode::Off)
+    return LOOMRT_ERR_UNSUPPORTED;
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool wantsBias = e.kind != GemmEpilogue::DGelu,
        wantsAux = e.kind == GemmEpilogue::BiasGeluAux || e.kind == GemmEpilogue::DGelu;
