@@ -272,6 +272,23 @@ LogicalResult SelectOp::verify() {
   return sameRank(*this, {getOutShape(), getCondShape(), getAShape(), getBShape()});
 }
 
+LogicalResult AdamMultiOp::verify() {
+  size_t n = getSizes().size();
+  if (getParams().size() != n || getGrads().size() != n || getExpAvgs().size() != n ||
+      getExpAvgSqs().size() != n)
+    return emitOpError("needs one param, grad, exp_avg and exp_avg_sq for each of its ")
+           << n << " sizes";
+  if (!getRefresh().empty() && getRefresh().size() != n)
+    return emitOpError("needs a refresh buffer for every tensor or none");
+  if (getGradDtype() == DType::i64)
+    return emitOpError("updates with f32 or bf16 gradients");
+  if (!getRefresh().empty() && getGradDtype() != DType::bf16)
+    return emitOpError("writes bf16 refreshes only with bf16 gradients");
+  if (llvm::any_of(getSizes(), [](int64_t x) { return x < 0; }))
+    return emitOpError("sizes must be non-negative");
+  return success();
+}
+
 LogicalResult AdamOp::verify() {
   if (getGradDtype() == DType::i64)
     return emitOpError("updates with f32 or bf16 gradients");
@@ -589,6 +606,12 @@ double SgdOp::getBytesMoved() { return 5.0 * double(getN()) * 4; }
 // fp32 parameters, both moments read and written, the gradient read, the
 // bf16 refresh written (28 bytes per parameter with an fp32 gradient:
 // loom::cost::kCpuAdamBytesPerParam).
+double AdamMultiOp::getBytesMoved() {
+  double n = 0;
+  for (int64_t x : getSizes())
+    n += double(x);
+  return n * (6 * 4 + es(getGradDtype()) + (getRefresh().empty() ? 0 : 2));
+}
 double AdamOp::getBytesMoved() {
   return double(getN()) * (6 * 4 + es(getGradDtype()) + (getRefresh() ? 2 : 0));
 }

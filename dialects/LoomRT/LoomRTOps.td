@@ -939,6 +939,38 @@ def LoomRT_AdamOp : LoomRT_Op<"adam", [DeclareOpInterfaceMethods<LoomRT_WorkOpIn
   let hasVerifier = 1;
 }
 
+def LoomRT_AdamMultiOp : LoomRT_Op<"adam_multi", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<LoomRT_WorkOpInterface>]> {
+  let summary = "many Adam(W) updates with one config in one call (loomrt_adam_multi)";
+  let description = [{
+    `loomrt.adam` over several tensors at once: operand k of `params`,
+    `grads`, `exp_avgs` and `exp_avg_sqs` (and of `refresh`, when present:
+    the bf16 copies) is one update of `sizes[k]` elements, each bit for bit
+    what its own `loomrt.adam` computes. On the GPU up to 48 tensors run in
+    one launch (`LOOMRT_ADAM_MULTI_BATCH`): a step of many small parameters
+    (GPT-2's 148) is otherwise bound by launches. loom-batch-updates makes
+    it from a run of `loomrt.adam` calls with the same config.
+
+    ```mlir
+    loomrt.adam_multi (%p0, %p1), (%g0, %g1), (%m0, %m1), (%v0, %v1) step %t
+        grad f32 on %s {lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08,
+        weight_decay = 0.01, decoupled, sizes = array<i64: 768, 2359296>}
+    ```
+  }];
+  let arguments = (ins LoomRT_Stream:$stream, Variadic<LoomRT_Buffer>:$params,
+                       Variadic<LoomRT_Buffer>:$grads, Variadic<LoomRT_Buffer>:$exp_avgs,
+                       Variadic<LoomRT_Buffer>:$exp_avg_sqs, Variadic<LoomRT_Buffer>:$refresh,
+                       I64:$step, LoomRT_DType:$grad_dtype,
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, UnitAttr:$decoupled,
+                       DenseI64ArrayAttr:$sizes, DefaultValuedAttr<I64Attr, "0">:$freeze_step);
+  let assemblyFormat = [{
+    `(` $params `)` `,` `(` $grads `)` `,` `(` $exp_avgs `)` `,` `(` $exp_avg_sqs `)`
+    (`refresh` `(` $refresh^ `)`)? `step` $step `grad` $grad_dtype `on` $stream attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def LoomRT_SgdOp : LoomRT_CallOp<"sgd",
     (ins LoomRT_Buffer:$param, LoomRT_Buffer:$grad, LoomRT_Buffer:$momentum_buf,
          F64Attr:$lr, F64Attr:$momentum, UnitAttr:$nesterov, NonNegI64:$n),

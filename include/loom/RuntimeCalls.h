@@ -12,7 +12,8 @@
 //   stream(v) comm(v) buf(v) ptr<T>(v, "T *") i(int64) flag(bool) f(double)
 //   lr(double) dtype(DType) unary(UnaryKind) binary(BinaryKind) codec(BlockCodec)
 //   reduce(ReduceKind) shape(name, ArrayRef<int64_t>) gemm(loomrt_gemm)
-//   adam(AdamOp): &config
+//   adam(AdamOp or AdamMultiOp): &config
+//   adamTensors(AdamMultiOp): its loomrt_adam_tensor array
 //   fused(FusedElementwiseOp): &program (loomrt_fused_program)
 //   inputs(name, values) / outputs(name, values): arrays of buffers
 //   ptrAt<T>(v, bytes, "T *"): a buffer `bytes` into v, as T *
@@ -350,6 +351,12 @@ template <typename B> bool visitUpdateCall(mlir::Operation *op, B &b) {
                       b.template ptr<const float>(o.getGrad(), "const float *"),
                       b.template ptr<float>(o.getExpAvg(), "float *"),
                       b.template ptr<float>(o.getExpAvgSq(), "float *"), b.i(o.getN()));
+      })
+      .Case([&](rt::AdamMultiOp o) {
+        // One config for every tensor; the tensors as loomrt_adam_tensor.
+        auto c = b.adam(o);
+        return b.call("loomrt_adam_multi", loomrt_adam_multi, b.stream(o.getStream()), c,
+                      b.dtype(o.getGradDtype()), b.adamTensors(o), b.i(o.getSizes().size()));
       })
       .Case([&](rt::SgdOp o) {
         return b.call("loomrt_sgd_f32", loomrt_sgd_f32, b.stream(o.getStream()),

@@ -152,7 +152,7 @@ struct TextCall {
                     dtypeName(rt::DType(g.out)) + "};");
     return "&g_";
   }
-  std::string adam(rt::AdamOp o) {
+  template <typename Op> std::string adam(Op o) {
     lines.push_back("int64_t t_ = " + name(o.getStep()) + ";");
     lines.push_back("loomrt_adam_config cfg_ = {" + lr(o.getLr().convertToDouble()) + ", " +
                     f(o.getBeta1().convertToDouble()) + ", " + f(o.getBeta2().convertToDouble()) +
@@ -160,12 +160,28 @@ struct TextCall {
                     f(o.getWeightDecay().convertToDouble()) + ", " + flag(o.getDecoupled()) +
                     ", t_, " + freeze(o.getFreezeStep()) + "};");
     // An update the host runs itself is timed for the driver (the JSON
-    // log's cpu_update_*, --trace's cpu lane).
-    if (o.getTimed()) {
-      lines.push_back("loomrt_step_host_begin(c, \"adam\");");
-      post = "loomrt_step_host_end(c);";
-    }
+    // log's cpu_update_*, --trace's cpu lane); batched updates run on the
+    // GPU's compute stream.
+    if constexpr (std::is_same_v<Op, rt::AdamOp>)
+      if (o.getTimed()) {
+        lines.push_back("loomrt_step_host_begin(c, \"adam\");");
+        post = "loomrt_step_host_end(c);";
+      }
     return "&cfg_";
+  }
+  /// loomrt_adam_multi's tensors: an array in the call's block.
+  std::string adamTensors(rt::AdamMultiOp o) {
+    std::string items;
+    ArrayRef<int64_t> sizes = o.getSizes();
+    for (size_t k = 0; k < sizes.size(); ++k)
+      items += std::string(k ? ",\n      " : "") + "{(float *)" + buf(o.getParams()[k]) + ", " +
+               buf(o.getGrads()[k]) + ", (float *)" + buf(o.getExpAvgs()[k]) + ", (float *)" +
+               buf(o.getExpAvgSqs()[k]) + ", " +
+               (o.getRefresh().empty() ? std::string("nullptr")
+                                       : "(uint16_t *)" + buf(o.getRefresh()[k])) +
+               ", " + i(sizes[k]) + "}";
+    lines.push_back("const loomrt_adam_tensor at_[] = {" + items + "};");
+    return "at_";
   }
   /// A fused region's program: its tables, static in the call's block.
   std::string fused(rt::FusedElementwiseOp o) {

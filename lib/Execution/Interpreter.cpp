@@ -384,6 +384,7 @@ public:
     loomrt_fused_program prog{};
     std::vector<const void *> ins;
     std::vector<void *> outs;
+    std::vector<loomrt_adam_tensor> tensors;
 
     loomrt_stream stream(Value) const { return in.s; }
     loomrt_comm comm(Value) const { return nullptr; }
@@ -430,7 +431,19 @@ public:
         outs.push_back(buf(v));
       return outs.data();
     }
-    const loomrt_adam_config *adam(rt::AdamOp o) {
+    const loomrt_adam_tensor *adamTensors(rt::AdamMultiOp o) {
+      ArrayRef<int64_t> sizes = o.getSizes();
+      for (size_t k = 0; k < sizes.size(); ++k)
+        tensors.push_back({static_cast<float *>(buf(o.getParams()[k])), buf(o.getGrads()[k]),
+                           static_cast<float *>(buf(o.getExpAvgs()[k])),
+                           static_cast<float *>(buf(o.getExpAvgSqs()[k])),
+                           o.getRefresh().empty()
+                               ? nullptr
+                               : static_cast<uint16_t *>(buf(o.getRefresh()[k])),
+                           size_t(sizes[k])});
+      return tensors.data();
+    }
+    template <typename Op> const loomrt_adam_config *adam(Op o) {
       cfg = {float(o.getLr().convertToDouble()), float(o.getBeta1().convertToDouble()),
              float(o.getBeta2().convertToDouble()), float(o.getEps().convertToDouble()),
              float(o.getWeightDecay().convertToDouble()), o.getDecoupled() ? 1 : 0,
@@ -451,7 +464,7 @@ public:
               rt::AllGatherBytesOp, rt::SendRecvOp, rt::P2POp, rt::RankViewOp>(op))
       return fail("loom-run executes one rank: collectives run in the generated binary "
                   "(loomc --topology=..., one process per rank)");
-    Call c{*this, {}, {}, {}, {}, {}, {}, {}};
+    Call c{*this, {}, {}, {}, {}, {}, {}, {}, {}};
     if (visitRuntimeCall(op, c))
       return c.ok;
     return llvm::TypeSwitch<Operation *, bool>(op)

@@ -239,6 +239,46 @@ def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
   let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
 }
 
+def BatchUpdates : Pass<"loom-batch-updates", "ModuleOp"> {
+  let summary = "Batch runs of Adam updates with one config into loomrt.adam_multi";
+  let description = [{
+    Runs on the lowered step (after loom-fuse). A run of `loomrt.adam`
+    calls in one block with the same stream, step, gradient type,
+    hyperparameters and freeze step, each with a bf16 refresh or none, and
+    nothing between them but comments, globals, views and releases, becomes
+    one `loomrt.adam_multi` where the run's last update stood; a release
+    between of a buffer the run takes moves after it. Updates the host
+    runs (`timed`) are left alone. On the GPU, loomrt_adam_multi updates up
+    to 48 tensors a launch, each to the bits its own call gives: GPT-2's
+    148 updates, most of a few thousand elements, were bound by the host's
+    launches. loomc's `--no-fuse` leaves the updates apart.
+
+    Before:
+
+    ```mlir
+    %p0 = loomrt.global @w0
+    ...
+    loomrt.adam %p0, %g0, %m0, %v0 step %t grad f32 on %s {n = 768 : i64, ...}
+    loomrt.free %g0
+    loomrt.adam %p1, %g1, %m1, %v1 step %t grad f32 on %s {n = 2359296 : i64, ...}
+    loomrt.free %g1
+    ```
+
+    After:
+
+    ```mlir
+    loomrt.adam_multi (%p0, %p1), (%g0, %g1), (%m0, %m1), (%v0, %v1) step %t grad f32
+        on %s {sizes = array<i64: 768, 2359296>, ...}
+    loomrt.free %g0
+    loomrt.free %g1
+    ```
+  }];
+  let statistics = [
+    Statistic<"batched", "batched", "loomrt.adam_multi calls made">,
+  ];
+  let dependentDialects = ["mlir::loomrt::LoomRTDialect"];
+}
+
 def FuseElementwise : Pass<"loom-fuse", "ModuleOp"> {
   let summary = "Fuse chains of elementwise calls into generated kernels (loomrt.fused_elementwise)";
   let description = [{

@@ -106,6 +106,12 @@ int commandsOf(Operation *op) {
     return 5;
   if (isa<rt::CrossEntropyOp>(op))
     return 2;
+  // cuBLASLt sums BGRADB's bias gradient in a kernel of its own (CUPTI on
+  // an H200, bench/RESULTS.md 2026-12-01).
+  if (isa<rt::MatmulBgradOp>(op))
+    return 2;
+  if (auto a = dyn_cast<rt::AdamMultiOp>(op))
+    return int((a.getSizes().size() + LOOMRT_ADAM_MULTI_BATCH - 1) / LOOMRT_ADAM_MULTI_BATCH);
   return 1;
 }
 

@@ -33,6 +33,7 @@ SmallVector<LoweringStep> mlir::loom::loweringSteps(const LoweringOptions &o) {
     steps.push_back({[] { return createComposeCopies(); }, always(composeCopies)});
     steps.push_back({[] { return createFuseEpilogues(); }, always(fuseEpilogues)});
     steps.push_back({[] { return createFuseElementwise(); }, always(fuseElementwise)});
+    steps.push_back({[] { return createBatchUpdates(); }, always(batchUpdates)});
   }
   if (o.planArena)
     steps.push_back({[] { return createPlanArena(); },

@@ -195,6 +195,9 @@ struct BackendOps {
   loomrt_status (*adam_bf16grad)(void *stream, const loomrt_adam_config *cfg,
                                  float *p, const uint16_t *g, float *m,
                                  float *v, uint16_t *pOut, size_t n);
+  /// loomrt_adam_multi (null: the per-tensor calls); tensors checked.
+  loomrt_status (*adam_multi)(void *stream, const loomrt_adam_config *cfg, loomrt_dtype gradDt,
+                              const loomrt_adam_tensor *t, size_t count);
   loomrt_status (*memory_info)(void *state, size_t *free, size_t *total);
   /// Makes the device the calling thread's (GPU runtimes keep a current
   /// device per thread).

@@ -258,4 +258,42 @@ loomrt_status loomrt_adam_bf16grad(loomrt_stream s,
   return s->dev->ops->adam_bf16grad(s->impl, cfg, p, g, m, v, pOut, n);
 }
 
+loomrt_status loomrt_adam_multi(loomrt_stream s, const loomrt_adam_config *cfg,
+                                loomrt_dtype grad_dtype, const loomrt_adam_tensor *tensors,
+                                size_t count) {
+  if (count == 0 && s && cfg)
+    return LOOMRT_OK;
+  if (loomrt_status st = checkAdam("adam_multi", s, cfg, tensors != nullptr))
+    return st;
+  if (grad_dtype != LOOMRT_F32 && grad_dtype != LOOMRT_BF16)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "adam_multi: gradients must be F32 or BF16");
+  for (size_t i = 0; i < count; ++i) {
+    const loomrt_adam_tensor &t = tensors[i];
+    if (t.n && (!t.param || !t.grad || !t.exp_avg || !t.exp_avg_sq))
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "adam_multi: null buffer in tensor " + std::to_string(i));
+    if (t.param_bf16 && grad_dtype != LOOMRT_BF16)
+      return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                  "adam_multi: a bf16 copy needs BF16 gradients (tensor " + std::to_string(i) +
+                      ")");
+  }
+  if (s->dev->ops->adam_multi)
+    return s->dev->ops->adam_multi(s->impl, cfg, grad_dtype, tensors, count);
+  for (size_t i = 0; i < count; ++i) {
+    const loomrt_adam_tensor &t = tensors[i];
+    if (!t.n)
+      continue;
+    loomrt_status st =
+        grad_dtype == LOOMRT_BF16
+            ? s->dev->ops->adam_bf16grad(s->impl, cfg, t.param,
+                                         static_cast<const uint16_t *>(t.grad), t.exp_avg,
+                                         t.exp_avg_sq, t.param_bf16, t.n)
+            : s->dev->ops->adam_f32(s->impl, cfg, t.param, static_cast<const float *>(t.grad),
+                                    t.exp_avg, t.exp_avg_sq, t.n);
+    if (st != LOOMRT_OK)
+      return st;
+  }
+  return LOOMRT_OK;
+}
+
 } // extern "C"

@@ -139,7 +139,9 @@ const BackendOps kCpuOps = {
     cpuAlloc,       cpuFree,        cpuStreamCreate, cpuStreamDestroy,
     cpuStreamSync,  cpuMemcpy,      cpuEventCreate,  cpuEventDestroy,
     cpuEventRecord, cpuWaitEvent,   cpuEventSync,    cpuElapsed,
-    cpuAdam,        cpuAdamBf16,    cpuMemoryInfo,   [](void *) { return LOOMRT_OK; },
+    cpuAdam,        cpuAdamBf16,
+    nullptr, // adam_multi: the per-tensor calls (threaded per call already)
+    cpuMemoryInfo,   [](void *) { return LOOMRT_OK; },
     cpuShapeStamp,  cpuShapeHold,
     // Host memory is the CPU's own: nothing to pin.
     [](void *, void *, size_t) { return LOOMRT_OK; }, [](void *, void *) { return LOOMRT_OK; },

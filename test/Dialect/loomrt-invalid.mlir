@@ -274,3 +274,21 @@ func.func @f(%x: !loomrt.buffer, %y: !loomrt.buffer) {
   loomrt.matmul_act_grad gelu_tanh f32 %x, %x aux %y -> f32 %y on %s {batch = 1 : i64, k = 4 : i64, m = 4 : i64, n = 4 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 16 : i64}
   return
 }
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %t: i64) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{needs one param, grad, exp_avg and exp_avg_sq for each of its 2 sizes}}
+  loomrt.adam_multi (%x), (%x), (%x), (%x) step %t grad f32 on %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, sizes = array<i64: 4, 4>}
+  return
+}
+
+// -----
+
+func.func @f(%x: !loomrt.buffer, %t: i64) {
+  %s = loomrt.stream compute
+  // expected-error @+1 {{writes bf16 refreshes only with bf16 gradients}}
+  loomrt.adam_multi (%x), (%x), (%x), (%x) refresh(%x) step %t grad f32 on %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, sizes = array<i64: 4>}
+  return
+}

@@ -105,6 +105,8 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attribu
   // CHECK: loomrt.adam %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} step %[[T]] refresh %{{.+}} grad bf16 on
   loomrt.adam %w, %x, %a, %a step %t refresh %h grad bf16 on %hs {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, n = 16 : i64, timed}
   loomrt.adam %w, %x, %a, %a step %t2 grad f32 on %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, n = 16 : i64}
+  // CHECK: loomrt.adam_multi(%{{.+}}, %{{.+}}), (%{{.+}}, %{{.+}}), (%{{.+}}, %{{.+}}), (%{{.+}}, %{{.+}}) step %{{.+}} grad f32 on %[[S]] {{.*}}sizes = array<i64: 16, 16>
+  loomrt.adam_multi (%w, %a), (%x, %x), (%a, %w), (%a, %w) step %t2 grad f32 on %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, sizes = array<i64: 16, 16>}
   loomrt.sgd %w, %x, %a on %s {lr = 0.1 : f64, momentum = 0.9 : f64, nesterov, n = 16 : i64}
   // CHECK: %[[E:.+]] = loomrt.record %[[S]]
   %e = loomrt.record %s

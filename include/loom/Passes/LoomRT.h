@@ -40,9 +40,13 @@ void formHostTasks(ModuleOp module);
 /// strided copies composed into one.
 int64_t composeCopies(ModuleOp module);
 
-/// loom-fuse-epilogues' work on a lowered module; returns the bias adds
-/// folded into their GEMMs.
+/// loom-fuse-epilogues' work on a lowered module; returns the bias adds,
+/// upcasts, activations and bias gradients folded into their GEMMs.
 int64_t fuseEpilogues(ModuleOp module);
+
+/// loom-batch-updates' work on a lowered module; returns the
+/// loomrt.adam_multi calls made.
+int64_t batchUpdates(ModuleOp module);
 
 /// loom-fuse's work on a lowered module; returns the regions made.
 int64_t fuseElementwise(ModuleOp module);

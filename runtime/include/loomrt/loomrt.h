@@ -736,6 +736,25 @@ loomrt_status loomrt_adam_bf16grad(loomrt_stream s, const loomrt_adam_config *cf
                                    float *m, float *v, uint16_t *param_bf16,
                                    size_t n);
 
+/* Many Adam/AdamW updates with one config (one step, one set of
+ * hyperparameters) in one call: each tensor as loomrt_adam_f32 (grad_dtype
+ * F32) or loomrt_adam_bf16grad (BF16, param_bf16 optional) would update it,
+ * bit for bit. The GPU runs up to LOOMRT_ADAM_MULTI_BATCH tensors a launch
+ * (a step of 148 small updates is launch-bound otherwise); elsewhere it is
+ * the per-tensor calls in order. */
+#define LOOMRT_ADAM_MULTI_BATCH 48
+typedef struct loomrt_adam_tensor {
+  float *param;
+  const void *grad; /* fp32 or bf16 bits, as grad_dtype says */
+  float *exp_avg;
+  float *exp_avg_sq;
+  uint16_t *param_bf16; /* BF16 gradients only; NULL: no bf16 copy */
+  size_t n;
+} loomrt_adam_tensor;
+loomrt_status loomrt_adam_multi(loomrt_stream s, const loomrt_adam_config *cfg,
+                                loomrt_dtype grad_dtype, const loomrt_adam_tensor *tensors,
+                                size_t count);
+
 /* --- planning: what the compiler prices a step with ---------------------- */
 /* Commands (kernel launches and stream-ordered scratch allocations) the GPU
  * backend issues for loomrt_reduce and for loomrt_attention(_grad) (whether

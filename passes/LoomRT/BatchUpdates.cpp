@@ -1,0 +1,108 @@
+//===- BatchUpdates.cpp - loom-batch-updates ------------------------------===//
+//
+// A run of `loomrt.adam` calls with one config (stream, step, gradient
+// type, hyperparameters, freeze step, with or without a bf16 refresh)
+// becomes one `loomrt.adam_multi`: on the GPU up to 48 tensors a launch. A
+// data-parallel-free step updates each parameter apart (GPT-2: 148 calls,
+// most of a few thousand elements), and a launch costs the host a few
+// microseconds where the kernel takes one or two: the update phase was
+// bound by launches, the GPU idle between them. Each tensor's bits are
+// what its own call computes (loomrt_adam_multi's contract).
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/LoomRT/LoomRTDialect.h"
+#include "loom/Passes/LoomRT.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_BATCHUPDATES
+#include "passes/LoomRT/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+namespace rt = mlir::loomrt;
+
+namespace {
+
+/// Whether `b` may join a run that `a` started: the same config in every
+/// field the runtime's one call takes once, and neither timed on the host.
+bool sameConfig(rt::AdamOp a, rt::AdamOp b) {
+  return a.getStream() == b.getStream() && a.getStep() == b.getStep() &&
+         a.getGradDtype() == b.getGradDtype() && a.getLr() == b.getLr() &&
+         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
+         a.getDecoupled() == b.getDecoupled() && a.getFreezeStep() == b.getFreezeStep() &&
+         bool(a.getRefresh()) == bool(b.getRefresh()) && !a.getTimed() && !b.getTimed();
+}
+
+/// Ops that may stand between two updates of a run: they do no work on a
+/// device (the parameters' and states' globals, comments, releases).
+bool passive(Operation *op) { return isa<rt::CommentOp, rt::GlobalOp, rt::ViewOp, rt::FreeOp>(op); }
+
+/// Replaces `run` (two updates or more, in order) by one adam_multi where
+/// the last stood. A release between them of a buffer some update of the
+/// run takes moves after it.
+void batch(ArrayRef<rt::AdamOp> run) {
+  rt::AdamOp first = run.front(), last = run.back();
+  llvm::SmallPtrSet<Value, 32> used;
+  SmallVector<Value> params, grads, ms, vs, refresh;
+  SmallVector<int64_t> sizes;
+  for (rt::AdamOp a : run) {
+    params.push_back(a.getParam());
+    grads.push_back(a.getGrad());
+    ms.push_back(a.getExpAvg());
+    vs.push_back(a.getExpAvgSq());
+    if (a.getRefresh())
+      refresh.push_back(a.getRefresh());
+    sizes.push_back(int64_t(a.getN()));
+    for (Value v : a->getOperands())
+      used.insert(v);
+  }
+  SmallVector<Operation *> frees;
+  for (Operation *op = first->getNextNode(); op != last; op = op->getNextNode())
+    if (auto f = dyn_cast<rt::FreeOp>(op); f && used.contains(f->getOperand(0)))
+      frees.push_back(f);
+  OpBuilder b(last);
+  auto multi = rt::AdamMultiOp::create(
+      b, last.getLoc(), last.getStream(), params, grads, ms, vs, refresh, last.getStep(),
+      last.getGradDtypeAttr(), last.getLrAttr(), last.getBeta1Attr(), last.getBeta2Attr(),
+      last.getEpsAttr(), last.getWeightDecayAttr(), last.getDecoupledAttr(),
+      b.getDenseI64ArrayAttr(sizes), last.getFreezeStepAttr());
+  for (Operation *f : llvm::reverse(frees))
+    f->moveAfter(multi);
+  for (rt::AdamOp a : run)
+    a->erase();
+}
+
+struct BatchUpdates : public mlir::loom::impl::BatchUpdatesBase<BatchUpdates> {
+  using Base::Base;
+  void runOnOperation() override { batched += mlir::loom::batchUpdates(getOperation()); }
+};
+
+} // namespace
+
+int64_t mlir::loom::batchUpdates(ModuleOp module) {
+  SmallVector<SmallVector<rt::AdamOp>> runs;
+  module.walk([&](Block *block) {
+    SmallVector<rt::AdamOp> run;
+    auto close = [&] {
+      if (run.size() >= 2)
+        runs.push_back(run);
+      run.clear();
+    };
+    for (Operation &op : *block) {
+      if (auto a = dyn_cast<rt::AdamOp>(&op)) {
+        if (!run.empty() && !sameConfig(run.front(), a))
+          close();
+        if (!a.getTimed())
+          run.push_back(a);
+        continue;
+      }
+      if (!passive(&op))
+        close();
+    }
+    close();
+  });
+  for (ArrayRef<rt::AdamOp> run : runs)
+    batch(run);
+  return int64_t(runs.size());
+}
