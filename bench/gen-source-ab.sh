@@ -25,8 +25,17 @@ for model in "${@:-gpt2 llama}"; do
       L=$NEW; [ $which = base ] && L=$BASE
       "$L" --model "$spec" --target=cuda --precision=bf16 --compile-to=cpp -o "$C/$m.$which.cpp"
     done
+    # Parameters: the elements the updates take (loomrt.adam's n, adam_multi's sizes).
     "$NEW" --model "$spec" --target=cuda --precision=bf16 --compile-to=lowered -o - 2>/dev/null |
-      grep "loomrt.adam" | grep -o " n = [0-9]*" | awk '{s += $3} END {print s}' > "$C/$m.params"
+      python3 -c "
+import re, sys
+n = 0
+for line in sys.stdin:
+    if 'loomrt.adam ' in line:
+        n += int(re.search(r'\bn = ([0-9]+)', line)[1])
+    elif 'loomrt.adam_multi' in line:
+        n += sum(int(x) for x in re.search(r'sizes = array<i64: ([0-9, ]+)>', line)[1].split(','))
+print(n)" > "$C/$m.params"
     echo "$m: $(cat "$C/$m.params") parameters"
   done
 done
