@@ -310,14 +310,29 @@ __global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
     pb[blockIdx.y * d + j] = ab;
   }
 }
+/// The partial rows' column sums: a block of kColTile columns, its
+/// kRowLanes rows of threads each summing every kRowLanes-th chunk, then
+/// the lanes in order through shared memory (deterministic). One thread a
+/// column over every chunk ran 3 blocks at GPT-2's d = 768: 32 us a call
+/// on an H200 to read 1.5 MB (CUPTI, bench/RESULTS.md 2026-12-01).
 template <typename T>
 __global__ void layerNormWeightGradKernel(const float *pw, const float *pb, T *dw,
                                           T *db, int64_t chunks, int64_t d) {
-  GRID_STRIDE(j, size_t(d)) {
-    float aw = 0, ab = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
+  __shared__ float sw[kRowLanes][kColTile], sb[kRowLanes][kColTile];
+  const int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
+  float aw = 0, ab = 0;
+  if (j < d)
+    for (int64_t c = threadIdx.y; c < chunks; c += kRowLanes) {
       aw += pw[c * d + j];
       ab += pb[c * d + j];
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < d) {
+    for (int k = 1; k < kRowLanes; ++k) {
+      aw += sw[k][threadIdx.x];
+      ab += sb[k][threadIdx.x];
     }
     dw[j] = store<T>(aw);
     if (db)
@@ -464,6 +479,7 @@ template <int Most, typename F> bool withNormRegisters(int64_t d, F &&f) {
 /// The gradient's warp kernel keeps three rows of registers more than the
 /// forward's: at most 32 elements a lane.
 constexpr int kNormRegisters = 64, kNormGradRegisters = 32;
+constexpr int kNormGradWarps = 4;
 
 loomrt_status layerNormG(void *, void *st, loomrt_dtype dt, const void *x,
                          const void *w, const void *b, void *y, int64_t rows,
@@ -489,12 +505,16 @@ loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
                              const void *x, const void *w, void *dx, void *dw,
                              void *db, int64_t rows, int64_t d, float eps,
                              bool rms) {
-  // Rows a warp holds: chunks of whole blocks' rows, about 256 of them (the
-  // partial rows stay a few MB); else the block kernels' row statistics
-  // and their chunks of kLnChunk rows or more.
+  // Rows a warp holds: blocks of kNormGradWarps warps, chunks of whole
+  // blocks' rows, about 512 of them (the partial rows stay a few MB); else
+  // the block kernels' row statistics and their chunks of kLnChunk rows or
+  // more. Four warps a block, not eight: the kernel's registers (168 a
+  // thread at d = 768) fit three 4-warp blocks an SM where one 8-warp
+  // block fit, 12 warps in flight instead of 8 (ncu: 12% occupancy, 24% of
+  // DRAM's bandwidth).
   bool warp = rows && withNormRegisters<kNormGradRegisters>(d, [](auto) {});
-  int64_t per = warp ? (std::max<int64_t>(kRowsPerBlock, (rows + 255) / 256) + kRowsPerBlock - 1) /
-                           kRowsPerBlock * kRowsPerBlock
+  int64_t per = warp ? (std::max<int64_t>(kNormGradWarps, (rows + 511) / 512) + kNormGradWarps - 1) /
+                           kNormGradWarps * kNormGradWarps
                      : std::max(kLnChunk, (rows + 1023) / 1024);
   int64_t chunks = rows ? (rows + per - 1) / per : 0;
   size_t statsBytes = warp ? 0 : size_t(rows) * sizeof(float2);
@@ -512,8 +532,8 @@ loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
     if (warp)
       withNormRegisters<kNormGradRegisters>(d, [&](auto n) {
         layerNormGradWarpKernel<T, decltype(n)::value>
-            <<<unsigned(chunks), kThreads, size_t(kRowsPerBlock) * size_t(d) * sizeof(float),
-               S(st)>>>(static_cast<const T *>(dy), static_cast<const T *>(x),
+            <<<unsigned(chunks), kNormGradWarps * kWarp,
+               size_t(kNormGradWarps) * size_t(d) * sizeof(float), S(st)>>>(static_cast<const T *>(dy), static_cast<const T *>(x),
                         static_cast<const T *>(w), static_cast<T *>(dx), pw, pb, rows, int(d),
                         eps, rms, per);
       });
@@ -526,7 +546,8 @@ loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
              dim3(kColTile, kRowLanes), 0, S(st)>>>(
               static_cast<const T *>(dy), static_cast<const T *>(x), stats, pw, pb, rows, d, per);
     }
-    layerNormWeightGradKernel<T><<<gridFor(size_t(d)), kThreads, 0, S(st)>>>(
+    layerNormWeightGradKernel<T><<<unsigned((d + kColTile - 1) / kColTile),
+                                   dim3(kColTile, kRowLanes), 0, S(st)>>>(
         pw, pb, static_cast<T *>(dw), static_cast<T *>(db), chunks, d);
   });
   loomrt_status s = launched("layer_norm_grad");
