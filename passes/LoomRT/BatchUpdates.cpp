@@ -13,6 +13,9 @@
 #include "dialects/LoomRT/LoomRTDialect.h"
 #include "loom/Passes/LoomRT.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_BATCHUPDATES
 #include "passes/LoomRT/Passes.h.inc"
@@ -73,6 +76,73 @@ void batch(ArrayRef<rt::AdamOp> run) {
     a->erase();
 }
 
+/// The bf16 gradient a function returns cast up to fp32 for updates
+/// alone: every caller's result feeds `loomrt.adam` as its gradient (and is
+/// released). The function then returns the bf16 buffer itself, the cast
+/// and its fp32 buffer go, and the updates read bf16
+/// (loomrt_adam_bf16grad widens each element exactly as the cast did: the
+/// same bits). Returns the results changed.
+int64_t elideGradCasts(ModuleOp module) {
+  SymbolTableCollection symbols;
+  SymbolUserMap users(symbols, module);
+  int64_t elided = 0;
+  module.walk([&](func::FuncOp fn) {
+    if (fn.isExternal() || !fn.getBody().hasOneBlock())
+      return;
+    auto ret = dyn_cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    ArrayRef<Operation *> calls = users.getUsers(fn);
+    if (!ret || calls.empty() ||
+        !llvm::all_of(calls, [](Operation *c) { return isa<func::CallOp>(c); }))
+      return;
+    for (OpOperand &res : ret->getOpOperands()) {
+      Value y = res.get();
+      rt::CastOp cast; // the one that writes y
+      for (Operation *u : y.getUsers())
+        if (auto c = dyn_cast<rt::CastOp>(u); c && c.getY() == y)
+          cast = c;
+      if (!cast || cast.getFrom() != rt::DType::bf16 || cast.getTo() != rt::DType::f32 ||
+          !y.getDefiningOp<rt::AllocOp>() || !y.hasNUses(2))
+        continue;
+      Value x = cast.getX();
+      auto xAlloc = x.getDefiningOp<rt::AllocOp>();
+      if (!xAlloc || xAlloc->getBlock() != &fn.getBody().front())
+        continue;
+      // x: cast once, released once after it, read by nothing after the cast.
+      rt::FreeOp xFree;
+      bool ok = true;
+      for (Operation *u : x.getUsers()) {
+        if (auto f = dyn_cast<rt::FreeOp>(u); f && !xFree && cast->isBeforeInBlock(f))
+          xFree = f;
+        else if (u != cast && (isa<rt::CastOp>(u) || !u->isBeforeInBlock(cast)))
+          ok = false;
+      }
+      // Every caller's result: updates' gradients (fp32) and releases.
+      unsigned k = res.getOperandNumber();
+      SmallVector<rt::AdamOp> updates;
+      for (Operation *c : calls)
+        for (Operation *u : c->getResult(k).getUsers()) {
+          auto a = dyn_cast<rt::AdamOp>(u);
+          if (a && a.getGrad() == c->getResult(k) && a.getGradDtype() == rt::DType::f32 &&
+              !a.getTimed() && a.getParam() != a.getGrad() && a.getExpAvg() != a.getGrad() &&
+              a.getExpAvgSq() != a.getGrad())
+            updates.push_back(a);
+          else if (!isa<rt::FreeOp>(u))
+            ok = false;
+        }
+      if (!ok || !xFree || updates.empty())
+        continue;
+      res.set(x);
+      xFree->erase();
+      cast->erase();
+      y.getDefiningOp()->erase();
+      for (rt::AdamOp a : updates)
+        a.setGradDtype(rt::DType::bf16);
+      ++elided;
+    }
+  });
+  return elided;
+}
+
 struct BatchUpdates : public mlir::loom::impl::BatchUpdatesBase<BatchUpdates> {
   using Base::Base;
   void runOnOperation() override { batched += mlir::loom::batchUpdates(getOperation()); }
@@ -81,6 +151,7 @@ struct BatchUpdates : public mlir::loom::impl::BatchUpdatesBase<BatchUpdates> {
 } // namespace
 
 int64_t mlir::loom::batchUpdates(ModuleOp module) {
+  elideGradCasts(module);
   SmallVector<SmallVector<rt::AdamOp>> runs;
   module.walk([&](Block *block) {
     SmallVector<rt::AdamOp> run;

@@ -240,7 +240,7 @@ def FuseEpilogues : Pass<"loom-fuse-epilogues", "ModuleOp"> {
 }
 
 def BatchUpdates : Pass<"loom-batch-updates", "ModuleOp"> {
-  let summary = "Batch runs of Adam updates with one config into loomrt.adam_multi";
+  let summary = "Batch runs of Adam updates with one config into loomrt.adam_multi, reading bf16 gradients without their upcasts";
   let description = [{
     Runs on the lowered step (after loom-fuse). A run of `loomrt.adam`
     calls in one block with the same stream, step, gradient type,
@@ -252,6 +252,13 @@ def BatchUpdates : Pass<"loom-batch-updates", "ModuleOp"> {
     to 48 tensors a launch, each to the bits its own call gives: GPT-2's
     148 updates, most of a few thousand elements, were bound by the host's
     launches. loomc's `--no-fuse` leaves the updates apart.
+
+    First, a function that returns a bf16 gradient cast up to fp32 (mixed
+    precision's weight gradients) for updates alone (every caller's result
+    is the gradient of `loomrt.adam` calls, and released) returns the bf16
+    buffer itself: the cast and its fp32 buffer go and the updates read
+    bf16 (`grad bf16`: loomrt_adam_bf16grad widens each element exactly as
+    the cast did, so the bits are the same). GPT-2: 147 casts a step fewer.
 
     Before:
 

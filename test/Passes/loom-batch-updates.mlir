@@ -99,3 +99,47 @@ func.func @apart(%g0: !loomrt.buffer, %g1: !loomrt.buffer, %g2: !loomrt.buffer, 
   loomrt.adam %p0, %g3, %m0, %v0 step %t grad f32 on %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, lr = 2.0e-3 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
   return
 }
+
+// -----
+
+// A bf16 gradient the function returns cast up to fp32 for updates alone:
+// it returns the bf16 buffer, the cast and the fp32 buffer go, and the
+// update reads bf16 (loomrt_adam_bf16grad widens each element as the cast
+// did). The second result is read by more than an update: left alone.
+// CHECK-LABEL: func.func @grads
+// CHECK: %[[X:.+]] = loomrt.alloc 16
+// CHECK-NOT: loomrt.cast bf16 %[[X]]
+// CHECK-NOT: loomrt.free %[[X]]
+// CHECK: return %[[X]], %{{.+}}
+// CHECK-LABEL: func.func @update
+// CHECK: loomrt.adam %{{.+}}, %[[G:.+]]#0, %{{.+}}, %{{.+}} step %arg0 grad bf16
+// CHECK: loomrt.adam %{{.+}}, %[[G]]#1, %{{.+}}, %{{.+}} step %arg0 grad f32
+loom.param @w0 : tensor<768xf32>
+loom.state @w0.m : tensor<768xf32> role other init #loom.init<zeros>
+loom.state @w0.v : tensor<768xf32> role other init #loom.init<zeros>
+func.func @grads() -> (!loomrt.buffer, !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %x = loomrt.alloc 16
+  loomrt.fill bf16 %x, 1.0, 8 on %s
+  %y = loomrt.alloc 32
+  loomrt.cast bf16 %x -> f32 %y, 8 on %s
+  loomrt.free %x
+  %x2 = loomrt.alloc 16
+  loomrt.fill bf16 %x2, 1.0, 8 on %s
+  %y2 = loomrt.alloc 32
+  loomrt.cast bf16 %x2 -> f32 %y2, 8 on %s
+  loomrt.free %x2
+  return %y, %y2 : !loomrt.buffer, !loomrt.buffer
+}
+func.func @update(%t: i64, %other: !loomrt.buffer) {
+  %s = loomrt.stream compute
+  %g:2 = call @grads() : () -> (!loomrt.buffer, !loomrt.buffer)
+  %p0 = loomrt.global @w0
+  %m0 = loomrt.global @w0.m
+  %v0 = loomrt.global @w0.v
+  loomrt.adam %p0, %g#0, %m0, %v0 step %t grad f32 on %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, lr = 1.0e-3 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
+  loomrt.free %g#0
+  loomrt.cast f32 %g#1 -> bf16 %other, 8 on %s
+  loomrt.adam %p0, %g#1, %m0, %v0 step %t grad f32 on %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, lr = 1.0e-3 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
+  return
+}
