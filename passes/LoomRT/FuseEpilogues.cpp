@@ -201,12 +201,13 @@ Operation *nextReader(Operation *m, Value x) {
 
 /// Whether the work the fused op takes from `last` may run where `m` is:
 /// every op between is bookkeeping (comments, allocations, views,
-/// globals, frees) or a call on m's stream, and none takes `keep` (the
-/// saved input `last` reads: nothing between may write it, and no wait
-/// on another stream stands between).
-bool independentUntil(Operation *m, Operation *last, Value keep) {
+/// globals, frees) or a call on m's stream, and none takes a buffer of
+/// `keep` (the saved input `last` reads, which nothing between may write;
+/// the output it writes, which nothing between may touch), and no wait on
+/// another stream stands between.
+bool independentUntil(Operation *m, Operation *last, ArrayRef<Value> keep) {
   for (Operation *n = m->getNextNode(); n && n != last; n = n->getNextNode()) {
-    if (llvm::is_contained(n->getOperands(), keep))
+    if (llvm::any_of(keep, [&](Value k) { return llvm::is_contained(n->getOperands(), k); }))
       return false;
     if (isa<rt::CommentOp, rt::AllocOp, rt::FreeOp, rt::ViewOp, rt::GlobalOp>(n))
       continue;
@@ -253,7 +254,7 @@ bool fuseActivationGrad(rt::MatmulOp m, DominanceInfo &dom, ::loom::OpPositions 
   Value x = m.getC();
   SmallVector<Operation *> hoist;
   auto g = dyn_cast_or_null<rt::UnaryGradOp>(nextReader(m, x));
-  if (g && !independentUntil(m, g, g.getX()))
+  if (g && !independentUntil(m, g, {g.getX(), g.getDx()}))
     return false;
   const int64_t count = contiguousC(m);
   if (!g || g.getKind() != rt::UnaryKind::gelu_tanh || g.getDy() != x || g.getX() == x ||

@@ -184,6 +184,24 @@ func.func @gelu_not_fused(%x: !loomrt.buffer, %w: !loomrt.buffer, %b: !loomrt.bu
 
 // -----
 
+// Left alone: the gradient's buffer is written between the product and the
+// GELU gradient (the fused product would write it before that write).
+// CHECK-LABEL: func.func @gelu_grad_output_touched
+// CHECK-NOT: matmul_act_grad
+// CHECK: loomrt.unary_grad
+func.func @gelu_grad_output_touched(%dy: !loomrt.buffer, %w2: !loomrt.buffer, %h: !loomrt.buffer) -> !loomrt.buffer {
+  %s = loomrt.stream compute
+  %dg = loomrt.alloc 512
+  loomrt.matmul f32 %dy, %w2 -> f32 %dg on %s {batch = 1 : i64, k = 8 : i64, m = 8 : i64, n = 16 : i64, stride_a = 0 : i64, stride_b = 0 : i64, stride_c = 128 : i64}
+  %dh = loomrt.alloc 512
+  loomrt.fill f32 %dh, 0.0, 128 on %s
+  loomrt.unary_grad gelu_tanh f32 %dg, %h -> %dh, 128 on %s
+  loomrt.free %dg
+  return %dh : !loomrt.buffer
+}
+
+// -----
+
 // A weight gradient's GEMM (dW = dY^T X) sums its bias's gradient from dY:
 // the reduce over dY's rows goes, whether it came before the product (a
 // product reading dY between is fine) or after it (its buffer moves up).
