@@ -155,17 +155,31 @@ int64_t mlir::loom::batchUpdates(ModuleOp module) {
   SmallVector<SmallVector<rt::AdamOp>> runs;
   module.walk([&](Block *block) {
     SmallVector<rt::AdamOp> run;
+    llvm::SmallPtrSet<Value, 32> roots; // the buffers the run's updates take
     auto close = [&] {
       if (run.size() >= 2)
         runs.push_back(run);
       run.clear();
+      roots.clear();
+    };
+    // An update that shares a buffer with one of the run (the same
+    // parameter updated twice, say) starts a new run: the batched updates
+    // run in parallel.
+    auto shares = [&](rt::AdamOp a) {
+      return llvm::any_of(a->getOperands(), [&](Value v) {
+        return isa<rt::BufferType>(v.getType()) && roots.contains(rt::bufferRoot(v));
+      });
     };
     for (Operation &op : *block) {
       if (auto a = dyn_cast<rt::AdamOp>(&op)) {
-        if (!run.empty() && !sameConfig(run.front(), a))
+        if (!run.empty() && (!sameConfig(run.front(), a) || shares(a)))
           close();
-        if (!a.getTimed())
+        if (!a.getTimed()) {
           run.push_back(a);
+          for (Value v : a->getOperands())
+            if (isa<rt::BufferType>(v.getType()))
+              roots.insert(rt::bufferRoot(v));
+        }
         continue;
       }
       if (!passive(&op))

@@ -72,11 +72,11 @@ func.func @refresh(%g0: !loomrt.buffer, %g1: !loomrt.buffer, %r0: !loomrt.buffer
 // -----
 
 // Left alone: another learning rate starts a new run (of one), an update
-// the host runs (timed) joins none, and work between two updates (a cast)
-// ends a run.
+// the host runs (timed) joins none, work between two updates (a cast)
+// ends a run, and so does an update of a buffer the run already updates.
 // CHECK-LABEL: func.func @apart
 // CHECK-NOT: loomrt.adam_multi
-// CHECK-COUNT-4: loomrt.adam %
+// CHECK-COUNT-5: loomrt.adam %
 loom.param @w0 : tensor<768xf32>
 loom.state @w0.m : tensor<768xf32> role other init #loom.init<zeros>
 loom.state @w0.v : tensor<768xf32> role other init #loom.init<zeros>
@@ -97,6 +97,7 @@ func.func @apart(%g0: !loomrt.buffer, %g1: !loomrt.buffer, %g2: !loomrt.buffer, 
   loomrt.adam %p0, %g2, %m0, %v0 step %t grad f32 on %h {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, lr = 2.0e-3 : f64, n = 8 : i64, timed, weight_decay = 0.0 : f64}
   loomrt.cast f32 %x -> bf16 %x, 8 on %s
   loomrt.adam %p0, %g3, %m0, %v0 step %t grad f32 on %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, lr = 2.0e-3 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
+  loomrt.adam %p0, %g0, %m0, %v0 step %t grad f32 on %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, lr = 2.0e-3 : f64, n = 8 : i64, weight_decay = 0.0 : f64}
   return
 }
 
