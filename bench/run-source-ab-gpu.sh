@@ -51,8 +51,9 @@ for src in "$SRC"/*.new.cpp; do
   done
 done
 # PROFILE=1: each binary's kernels through CUPTI (bench/kernel_times.cpp),
-# steps 4-8 (a run of 8 less a run of 3), base beside new, kernel by kernel;
-# the new binary with LOOMRT_EPILOGUES=report (the shapes cuBLASLt declined).
+# steps 4-8 (a run of 8 less a run of 3), base beside new, kernel by kernel,
+# and where the GPU idles (LOOM_KERNEL_GAPS: gaps between kernels by
+# length); with LOOMRT_EPILOGUES=report (the shapes cuBLASLt declined).
 if [ "${PROFILE:-0}" = 1 ]; then
   build_kernel_times
   for src in "$SRC"/*.new.cpp; do
@@ -60,9 +61,12 @@ if [ "${PROFILE:-0}" = 1 ]; then
     for which in base new; do
       for n in 3 8; do
         LOOMRT_EPILOGUES=report LD_PRELOAD=/tmp/libkt.so LOOM_KERNEL_TIMES="$OUT/$name.$which.k$n.csv" \
+          LOOM_KERNEL_GAPS="$OUT/$name.$which.gaps$n.json" \
           "/tmp/$name.$which" --data /tmp/tok32k.bin --steps $n --seed 1 > "$OUT/$name.$which.k$n.txt" 2>&1
       done
       grep "^loomrt: cuBLASLt" "$OUT/$name.$which.k8.txt" | sed "s/^/$name.$which: /" | head -20
+      # Where the GPU idles over the second half of the 8-step run's kernels.
+      echo "$name.$which idle: $(cat "$OUT/$name.$which.gaps8.json" 2>/dev/null)"
     done
     python3 - "$OUT" "$name" <<'PY'
 import csv, os, sys
