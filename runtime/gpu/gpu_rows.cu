@@ -511,7 +511,10 @@ loomrt_status layerNormGradG(void *, void *st, loomrt_dtype dt, const void *dy,
   // more. Four warps a block, not eight: the kernel's registers (168 a
   // thread at d = 768) fit three 4-warp blocks an SM where one 8-warp
   // block fit, 12 warps in flight instead of 8 (ncu: 12% occupancy, 24% of
-  // DRAM's bandwidth).
+  // DRAM's bandwidth). Measured on an H200 it made the kernel no faster
+  // (1.43 -> 1.44 ms a GPT-2 step, bench/RESULTS.md 2026-12-01): the
+  // latency is not the warps' count; the rows' statistics and the two
+  // warp sums a row are the next suspects.
   bool warp = rows && withNormRegisters<kNormGradRegisters>(d, [](auto) {});
   int64_t per = warp ? (std::max<int64_t>(kNormGradWarps, (rows + 511) / 512) + kNormGradWarps - 1) /
                            kNormGradWarps * kNormGradWarps
