@@ -18,6 +18,7 @@ count without a rank is refused with one line."""
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,27 @@ def base_env(**extra):
     env = {k: v for k, v in ENV.items() if k not in LAUNCH_VARS}
     env.update(LOOMRT_COMM_TIMEOUT="60", LOOMRT_JOB_KEY=secrets.token_hex(16), **extra)
     return env
+
+
+def free_port_pair():
+    """A port p on the loopback with p + 1 free too, a moment ago: under
+    torchrun's static rendezvous the agent's store listens at MASTER_PORT
+    and rank 0 at the port after it (runtime/comm/tcp.cpp). With p alone
+    checked, another test's socket on p + 1 failed this one in a CI run
+    that ran two suites at once."""
+    for _ in range(200):
+        p = free_port()
+        if p >= 65535:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            continue
+        finally:
+            s.close()
+    sys.exit("no pair of free loopback ports found")
 
 
 def losses(text):
@@ -79,7 +101,7 @@ def main():
     got["mpiexec (PMI)"] = by_hand(
         dp2, data, lambda r: dict(PMI_SIZE="2", PMI_RANK=str(r), MPI_LOCALRANKID=str(r)))
     logs = tempfile.mkdtemp(dir=tmp)
-    p = subprocess.run(["torchrun", "--nproc_per_node=2", f"--master_port={free_port()}",
+    p = subprocess.run(["torchrun", "--nproc_per_node=2", f"--master_port={free_port_pair()}",
                         "--no_python", "--redirects", "1", "--tee", "1", "--log_dir", logs,
                         dp2, "--data", data, "--steps", str(STEPS)],
                        env=base_env(), capture_output=True, text=True, timeout=300)
