@@ -148,12 +148,11 @@ loomrt_status matmulActGradG(void *state, void *st, const loomrt_gemm *g, loomrt
 }
 
 /// loomrt_matmul_bgrad: the row-major op(A) is the column-major call's B,
-/// so db (the sum over k of op(A)) is cuBLASLt's BGRADB. One batch, dims
-/// multiples of 8 (else unsupported: the matmul, then the reduce).
+/// so db (the sum over k of op(A)) is cuBLASLt's BGRADB. One batch (the
+/// API's check), dims multiples of 8 (else unsupported: the matmul, then
+/// the reduce).
 loomrt_status matmulBgradG(void *state, void *st, const loomrt_gemm *g, const void *a,
                            const void *b, void *c, void *db) {
-  if (g->batch != 1)
-    return LOOMRT_ERR_UNSUPPORTED;
   return matmulEpilogueG(state, st, g, a, b, c, {GemmEpilogue::BGradB, db, nullptr, 0});
 }
 

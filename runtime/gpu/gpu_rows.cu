@@ -278,16 +278,33 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
 /// deterministic stages: blocks of kColTile columns x kRowLanes row lanes sum one chunk of
 /// `per` rows (>= kLnChunk, more when there are over 1024 chunks, to bound
 /// the scratch) each into partials[chunk][j] (coalesced across the warp's
-/// columns); then one thread per column adds the chunks in order. One thread
-/// per column walking all rows left the GPU idle: 2.8 ms per call at GPT-2
-/// 124M batch 8 (14% of the step, ncu on an H200).
+/// columns); then layerNormWeightGradKernel adds the chunks, again by
+/// column tiles and row lanes. One thread per column walking all rows left
+/// the GPU idle: 2.8 ms per call at GPT-2 124M batch 8 (14% of the step,
+/// ncu on an H200).
 constexpr int64_t kLnChunk = 64;
+
+/// The last step of both stages: each row lane's sums (aw, ab) of a block's
+/// kColTile columns added in lane order through shared memory
+/// (deterministic); true in lane 0, whose aw and ab are then the totals.
+__device__ bool sumRowLanes(float &aw, float &ab) {
+  __shared__ float sw[kRowLanes][kColTile + 1], sb[kRowLanes][kColTile + 1];
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y != 0)
+    return false;
+  for (int k = 1; k < kRowLanes; ++k) {
+    aw += sw[k][threadIdx.x];
+    ab += sb[k][threadIdx.x];
+  }
+  return true;
+}
 template <typename T>
 __global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
                                                  const float2 *stats, float *pw,
                                                  float *pb, int64_t rows, int64_t d,
                                                  int64_t per) {
-  __shared__ float sw[kRowLanes][kColTile + 1], sb[kRowLanes][kColTile + 1];
   int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
   int64_t r0 = int64_t(blockIdx.y) * per, r1 = min(rows, r0 + per);
   float aw = 0, ab = 0;
@@ -298,14 +315,7 @@ __global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
       aw += g * (load(x[r * d + j]) - st.x) * st.y;
       ab += g;
     }
-  sw[threadIdx.y][threadIdx.x] = aw;
-  sb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < d) {
-    for (int k = 1; k < kRowLanes; ++k) {
-      aw += sw[k][threadIdx.x];
-      ab += sb[k][threadIdx.x];
-    }
+  if (sumRowLanes(aw, ab) && j < d) {
     pw[blockIdx.y * d + j] = aw;
     pb[blockIdx.y * d + j] = ab;
   }
@@ -318,7 +328,6 @@ __global__ void layerNormWeightGradPartialKernel(const T *dy, const T *x,
 template <typename T>
 __global__ void layerNormWeightGradKernel(const float *pw, const float *pb, T *dw,
                                           T *db, int64_t chunks, int64_t d) {
-  __shared__ float sw[kRowLanes][kColTile], sb[kRowLanes][kColTile];
   const int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
   float aw = 0, ab = 0;
   if (j < d)
@@ -326,14 +335,7 @@ __global__ void layerNormWeightGradKernel(const float *pw, const float *pb, T *d
       aw += pw[c * d + j];
       ab += pb[c * d + j];
     }
-  sw[threadIdx.y][threadIdx.x] = aw;
-  sb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < d) {
-    for (int k = 1; k < kRowLanes; ++k) {
-      aw += sw[k][threadIdx.x];
-      ab += sb[k][threadIdx.x];
-    }
+  if (sumRowLanes(aw, ab) && j < d) {
     dw[j] = store<T>(aw);
     if (db)
       db[j] = store<T>(ab);
