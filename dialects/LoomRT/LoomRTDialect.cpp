@@ -43,6 +43,14 @@ LogicalResult LoomRTDialect::verifyOperationAttribute(Operation *op, NamedAttrib
                              << kArenaAlign << ", on a function";
     return success();
   }
+  if (attr.getName() == kGraphAttr || attr.getName() == kGraphDeclinedAttr) {
+    bool unit = attr.getName() == kGraphAttr;
+    if (!isa<FunctionOpInterface>(op) ||
+        !(unit ? isa<UnitAttr>(attr.getValue()) : isa<StringAttr>(attr.getValue())))
+      return op->emitError() << "'" << attr.getName().getValue() << "' must be "
+                             << (unit ? "a unit attribute" : "a string") << " on a function";
+    return success();
+  }
   if (attr.getName() != kProgramAttr)
     return op->emitError() << "unknown loomrt attribute '" << attr.getName().getValue() << "'";
   auto dict = dyn_cast<DictionaryAttr>(attr.getValue());

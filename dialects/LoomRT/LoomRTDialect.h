@@ -45,6 +45,10 @@ constexpr llvm::StringLiteral kProgramAttr = "loomrt.program";
 /// The function attribute loom-plan-arena sets: the bytes of the planned
 /// region its `loomrt.alloc ... at OFFSET` buffers live in.
 constexpr llvm::StringLiteral kArenaAttr = "loomrt.arena";
+/// The function attributes loom-capture-graphs sets: the function may be
+/// captured once as a graph and replayed (loomrt_step_graph), or why not.
+constexpr llvm::StringLiteral kGraphAttr = "loomrt.graph";
+constexpr llvm::StringLiteral kGraphDeclinedAttr = "loomrt.graph_declined";
 /// Planned offsets are multiples of this: the runtime arena's alignment.
 constexpr int64_t kArenaAlign = int64_t(::loomrt::ArenaPolicy::kAlign);
 } // namespace mlir::loomrt

@@ -97,6 +97,11 @@ struct Hardware {
   // the H200 with CUPTI as (step - kernel time) / kernels: 2.5-2.7 us
   // (bench/RESULTS.md, 2026-11-29). 0: none (descriptions before then).
   double gpuKernelGapSeconds = 0;
+  // The same idle time between two kernels replayed from a captured graph
+  // (loom-capture-graphs): the GPU's front end walks the graph without the
+  // host's launches between. 0: gpuKernelGapSeconds (no measurement; a
+  // graph still saves the host its launches).
+  double gpuGraphKernelGapSeconds = 0;
   // The fraction of its rate a compute kernel loses while a collective
   // runs beside it on the same GPU (NCCL's kernels take SMs and HBM
   // bandwidth from it): a kernel overlapping a collective for t seconds

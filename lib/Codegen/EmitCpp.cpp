@@ -614,20 +614,28 @@ private:
     names.clear();
     if (fn.isExternal() || !fn.getBody().hasOneBlock())
       return fn.emitError("code generation: a lowered function has one block");
-    std::string sig = "loomrt_status " + cppIdentifier("fn_", fn.getName()) +
-                      "(loomrt_step_ctx c, void **G";
+    // A function loom-capture-graphs marked: its calls go in fn_NAME_body,
+    // and fn_NAME hands that to loomrt_step_graph (graphWrapper).
+    bool graph = fn->hasAttr(rt::kGraphAttr);
+    std::string fnName = cppIdentifier("fn_", fn.getName());
+    std::string params = "(loomrt_step_ctx c, void **G";
     for (auto [i, a] : llvm::enumerate(fn.getArguments())) {
       if (!isa<rt::BufferType>(a.getType()))
         return fn.emitError("code generation: function arguments must be !loomrt.buffer "
                             "(run loom-lower-to-runtime)");
       std::string n = "a" + std::to_string(i);
-      sig += ", const void *" + n;
+      params += ", const void *" + n;
       names[a] = n;
     }
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      sig += ", void **r" + std::to_string(i);
-    sig += ")";
+      params += ", void **r" + std::to_string(i);
+    params += ")";
+    std::string sig = "loomrt_status " + fnName + (graph ? "_body" : "") + params;
     decls += sig + ";\n";
+    if (graph) {
+      decls += "loomrt_status " + fnName + params + ";\n";
+      bodies += graphWrapper(fn, fnName, params);
+    }
     std::string body;
     os = std::make_unique<llvm::raw_string_ostream>(body);
     *os << sig << " {\n  loomrt_stream s = loomrt_step_stream(c);\n  (void)s;\n"
@@ -636,8 +644,10 @@ private:
         << "  loomrt_stream hs = loomrt_step_host_stream(c);\n  (void)hs;\n"
         << "  loomrt_stream xs = loomrt_step_copy_stream(c, 0);\n  (void)xs;\n"
         << "  loomrt_stream ys = loomrt_step_copy_stream(c, 1);\n  (void)ys;\n";
-    // loom-plan-arena's region, before the first buffer placed in it.
-    if (auto arena = fn->getAttrOfType<IntegerAttr>(rt::kArenaAttr))
+    // loom-plan-arena's region, before the first buffer placed in it (a
+    // captured function's wrapper asks, outside the capture: growing the
+    // region waits for the stream).
+    if (auto arena = fn->getAttrOfType<IntegerAttr>(rt::kArenaAttr); arena && !graph)
       *os << "  LOOM_CHECK(loomrt_step_arena(c, " << arena.getInt() << "u));\n";
     for (Operation &op : fn.getBody().front())
       if (failed(emit(&op)))
@@ -646,6 +656,37 @@ private:
     os.reset();
     bodies += body;
     return success();
+  }
+
+  /// fn_NAME of a function loom-capture-graphs marked: its arguments and
+  /// result slots packed for loomrt_step_graph, which runs, captures or
+  /// replays fn_NAME_body; the globals and the inputs are what a replay
+  /// must find as they were captured.
+  std::string graphWrapper(func::FuncOp fn, const std::string &fnName,
+                           const std::string &params) {
+    unsigned na = fn.getNumArguments(), nr = fn.getNumResults();
+    std::string ins, outs, call = "c, x->G";
+    for (unsigned i = 0; i < na; ++i) {
+      ins += (i ? ", a" : "a") + std::to_string(i);
+      call += ", x->a[" + std::to_string(i) + "]";
+    }
+    for (unsigned i = 0; i < nr; ++i) {
+      outs += (i ? ", r" : "r") + std::to_string(i);
+      call += ", x->r[" + std::to_string(i) + "]";
+    }
+    std::string w = "loomrt_status " + fnName + params + " {\n";
+    if (auto arena = fn->getAttrOfType<IntegerAttr>(rt::kArenaAttr))
+      w += "  LOOM_CHECK(loomrt_step_arena(c, " + std::to_string(arena.getInt()) + "u));\n";
+    // (Arrays of one at least: C++ has no empty ones.)
+    w += "  struct Args {\n    void **G;\n    const void *a[" + std::to_string(std::max(na, 1u)) +
+         "];\n    void **r[" + std::to_string(std::max(nr, 1u)) + "];\n  } args = {G, {" + ins +
+         "}, {" + outs + "}};\n";
+    w += "  return loomrt_step_graph(c, " + cppStringLiteral(fn.getName()) + ", G, " +
+         std::to_string(globals.size()) + ", args.a, " + std::to_string(na) + ", args.r, " +
+         std::to_string(nr) + ",\n      [](loomrt_step_ctx c, void *p) -> loomrt_status {\n" +
+         "        auto *x = static_cast<Args *>(p);\n        (void)x;\n        return " + fnName +
+         "_body(" + call + ");\n      },\n      &args);\n}\n\n";
+    return w;
   }
 
   std::string fresh(const char *p = "v") { return p + std::to_string(counter++); }
@@ -866,8 +907,7 @@ private:
       for (uint8_t c : o.getBytes())
         cs << '\\' << char('0' + (c >> 6)) << char('0' + ((c >> 3) & 7)) << char('0' + (c & 7));
       cs << "\";\n\n";
-      call("loomrt_memcpy_async(" + name(o.getStream()) + ", " + name(o.getDst()) + ", " + k + ", " +
-           std::to_string(bytes) + ")");
+      copyConst(o, k, bytes);
       return success();
     }
     if (elt.isF32()) {
@@ -888,9 +928,17 @@ private:
         cs << (i ? ", " : "") << (v ? 1 : 0);
     }
     cs << "};\n\n";
-    call("loomrt_memcpy_async(" + name(o.getStream()) + ", " + name(o.getDst()) + ", " + k + ", " +
-         std::to_string(bytes) + ")");
+    copyConst(o, k, bytes);
     return success();
+  }
+  /// The constant `k` into the call's buffer from its device copy
+  /// (loomrt_step_const, made on first use): a copy a graph may capture.
+  void copyConst(rt::WriteConstOp o, const std::string &k, size_t bytes) {
+    std::string d = fresh("kd");
+    *os << "  const void *" << d << " = loomrt_step_const(c, " << k << ", " << bytes << ");\n"
+        << "  if (!" << d << ")\n    return LOOMRT_ERR_OUT_OF_MEMORY;\n";
+    call("loomrt_memcpy_async(" + name(o.getStream()) + ", " + name(o.getDst()) + ", " + d + ", " +
+         std::to_string(bytes) + ")");
   }
 
   ModuleOp module;
@@ -969,7 +1017,7 @@ LogicalResult emitTrainingCpp(ModuleOp module, llvm::raw_ostream &os,
     lowered = module.clone();
     PassManager pm(module.getContext());
     LoweringOptions lo;
-    lo.fuse = lo.planArena = false;
+    lo.fuse = lo.planArena = lo.graphs = false;
     buildLoweringPipeline(pm, lo);
     if (failed(pm.run(*lowered)))
       return failure();

@@ -50,6 +50,7 @@ const Field kFields[] = {
     {"gpu_kernel_efficiency", &Hardware::gpuKernelEfficiency, false, 1e-6, 1e300},
     {"gpu_flops_efficiency", &Hardware::gpuFlopsEfficiency, false, 1e-6, 1e300},
     {"gpu_kernel_gap_seconds", &Hardware::gpuKernelGapSeconds, false, 1e-9, 1e-3},
+    {"gpu_graph_kernel_gap_seconds", &Hardware::gpuGraphKernelGapSeconds, false, 1e-9, 1e-3},
     {"gpu_comm_overlap_slowdown", &Hardware::gpuCommOverlapSlowdown, false, 1e-9, 0.9},
     {"cpu_update_efficiency", &Hardware::cpuUpdateEfficiency, false, 1e-6, 1e300},
     {"zero_copy_gather_bandwidth", &Hardware::zeroCopyGatherBandwidth, false, 1e6, 1e14},

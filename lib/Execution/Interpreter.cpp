@@ -250,7 +250,7 @@ public:
     PassManager pm(module.getContext());
     LoweringOptions lo;
     lo.entry = function.str();
-    lo.fuse = lo.planArena = false;
+    lo.fuse = lo.planArena = lo.graphs = false;
     buildLoweringPipeline(pm, lo);
     std::string diags;
     {

@@ -144,6 +144,12 @@ struct LoomcOptions {
                "GEMM epilogues (loom-fuse-epilogues) and no elementwise regions (loom-fuse), "
                "so fused and unfused binaries can be compared"),
       cl::cat(cat)};
+  cl::opt<bool> noGraphs{
+      "no-graphs", cl::init(false),
+      cl::desc("Issue every call of the step from the host: no function is marked for capture "
+               "as a CUDA graph or hipGraph (loom-capture-graphs), to measure graphs against "
+               "launches (the binary's LOOMRT_GRAPHS=off does the same at run time)"),
+      cl::cat(cat)};
   cl::opt<std::string> arena{
       "arena", cl::init("planned"), cl::value_desc("planned|online"),
       cl::desc("Where the step's device buffers live: planned (offsets decided by loomc, "

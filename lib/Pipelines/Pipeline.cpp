@@ -35,6 +35,7 @@ void addOffload(OpPassManager &pm, const PipelineOptions &o) {
     io.hostThread = o.hostThread;
     io.fuse = o.fuse;
     io.planArena = o.planArena;
+    io.graphs = o.graphs;
     pm.addPass(o.hardware ? mlir::loom::createInterleaveOffloadFor(*o.hardware, io)
                           : mlir::loom::createInterleaveOffload(io));
     oo.mode = "subgroups";
@@ -193,7 +194,7 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
 }
 
 mlir::loom::LoweringOptions loweringOf(const PipelineOptions &o) {
-  return mlir::loom::LoweringOptions::ofStep(o.hostThread, o.fuse, o.planArena);
+  return mlir::loom::LoweringOptions::ofStep(o.hostThread, o.fuse, o.planArena, o.graphs);
 }
 
 Phase reachedPhase(ModuleOp module) {
@@ -233,6 +234,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("loom-compose-copies, loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
                     llvm::cl::init(true)};
+  Option<bool> graphs{*this, "graphs",
+                      llvm::cl::desc("loom-capture-graphs after the arena plan (loomc --no-graphs: off)"),
+                      llvm::cl::init(true)};
   Option<bool> planArena{*this, "plan-arena",
                          llvm::cl::desc("loom-plan-arena after the lowering (loomc --arena=online: off)"),
                          llvm::cl::init(true)};
@@ -310,6 +314,7 @@ void registerLoomPipeline() {
         o.recomputeUnits = cl.recomputeUnits;
         o.fuse = cl.fuse;
         o.planArena = cl.planArena;
+        o.graphs = cl.graphs;
         o.optimizer.optimizer = cl.optimizer;
         o.optimizer.lr = cl.lr;
         o.optimizer.weightDecay = cl.weightDecay;

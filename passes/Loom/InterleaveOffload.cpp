@@ -76,7 +76,7 @@ struct InterleaveOffload
     // The copy is ours: lowered in place, without the comments, fused as
     // the binary will be.
     if (failed(applyOffload(*copy, "subgroups", hostThread)) ||
-        failed(lowerForSimulation(*copy, LoweringOptions::ofStep(hostThread, fuse, planArena))))
+        failed(lowerForSimulation(*copy, LoweringOptions::ofStep(hostThread, fuse, planArena, graphs))))
       return o;
     FailureOr<StepPrediction> p = simulateLoweredStep(*copy, hw, false);
     if (failed(p))

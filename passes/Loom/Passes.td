@@ -961,6 +961,9 @@ def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
     Option<"planArena", "plan-arena", "bool", /*default=*/"true",
            "The simulated step's buffers at planned offsets (loomc "
            "--arena=online: false)">,
+    Option<"graphs", "graphs", "bool", /*default=*/"true",
+           "The simulated step's capturable functions replayed as graphs "
+           "(loom-capture-graphs; loomc --no-graphs: false)">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Device memory the plan may use, in bytes (0: the description's "
            "capacity less what the runtime keeps)">,

@@ -38,6 +38,8 @@ SmallVector<LoweringStep> mlir::loom::loweringSteps(const LoweringOptions &o) {
   if (o.planArena)
     steps.push_back({[] { return createPlanArena(); },
                      always([](ModuleOp m) { planArena(m); })});
+  if (o.graphs)
+    steps.push_back({[] { return createCaptureGraphs(); }, always(captureGraphs)});
   return steps;
 }
 

@@ -44,6 +44,9 @@ def SimulateStep : Pass<"loom-simulate-step", "ModuleOp"> {
     Option<"planArena", "plan-arena", "bool", /*default=*/"true",
            "The simulated step's buffers at planned offsets (loomc "
            "--arena=online: false)">,
+    Option<"graphs", "graphs", "bool", /*default=*/"true",
+           "The simulated step's capturable functions replayed as graphs "
+           "(loom-capture-graphs; loomc --no-graphs: false)">,
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100\"",
            "A hardware preset (h100, cpu-host) or a description file from "
            "loom-calibrate">,

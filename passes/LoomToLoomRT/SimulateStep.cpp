@@ -47,7 +47,7 @@ struct SimulateStep : public mlir::loom::impl::SimulateStepBase<SimulateStep> {
     }
     FailureOr<StepPrediction> p =
         simulateStep(module, *hw, !timeline.empty(),
-                     LoweringOptions::ofStep(hostThread, fuse, planArena));
+                     LoweringOptions::ofStep(hostThread, fuse, planArena, graphs));
     if (failed(p))
       return signalPassFailure();
     // Full precision: tests compare against times worked out by hand.

@@ -210,6 +210,14 @@ struct BackendOps {
   /// loomrt_host_register: pin (and map) host memory the caller owns.
   loomrt_status (*host_register)(void *state, void *ptr, size_t bytes);
   loomrt_status (*host_unregister)(void *state, void *ptr);
+  /// Stream capture (loomrt_stream_begin_capture): null where the backend
+  /// has no graphs (the CPU's streams run work as it is issued). Capture is
+  /// the calling thread's (other threads' allocations go on); `capture_end`
+  /// ends it, instantiates the graph and reports its nodes.
+  loomrt_status (*capture_begin)(void *stream);
+  loomrt_status (*capture_end)(void *stream, void **exec, size_t *nodes);
+  loomrt_status (*graph_launch)(void *exec, void *stream);
+  void (*graph_destroy)(void *exec);
   const KernelOps *kernels;
 };
 
@@ -241,6 +249,11 @@ struct loomrt_event_t {
   loomrt_device dev;
   void *impl;
   bool recorded;
+};
+
+struct loomrt_graph_t {
+  loomrt_device dev;
+  void *impl; // the backend's executable graph
 };
 
 #endif // LOOMRT_COMMON_BACKEND_H

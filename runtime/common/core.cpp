@@ -160,6 +160,45 @@ loomrt_status loomrt_memcpy_async(loomrt_stream s, void *dst, const void *src,
   return s->dev->ops->memcpy_async(s->impl, dst, src, bytes);
 }
 
+loomrt_status loomrt_stream_begin_capture(loomrt_stream s) {
+  if (!s)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "stream_begin_capture: null stream");
+  if (!s->dev->ops->capture_begin)
+    return LOOMRT_ERR_UNSUPPORTED;
+  return s->dev->ops->capture_begin(s->impl);
+}
+
+loomrt_status loomrt_stream_end_capture(loomrt_stream s, loomrt_graph *out, size_t *nodes) {
+  if (!s || !out)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "stream_end_capture: null argument");
+  if (!s->dev->ops->capture_end)
+    return LOOMRT_ERR_UNSUPPORTED;
+  void *exec = nullptr;
+  size_t n = 0;
+  if (loomrt_status e = s->dev->ops->capture_end(s->impl, &exec, &n))
+    return e;
+  *out = new loomrt_graph_t{s->dev, exec};
+  if (nodes)
+    *nodes = n;
+  return LOOMRT_OK;
+}
+
+loomrt_status loomrt_graph_launch(loomrt_graph g, loomrt_stream s) {
+  if (!g || !s)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT, "graph_launch: null argument");
+  if (g->dev != s->dev)
+    return fail(LOOMRT_ERR_INVALID_ARGUMENT,
+                "graph_launch: the graph and the stream belong to different devices");
+  return g->dev->ops->graph_launch(g->impl, s->impl);
+}
+
+void loomrt_graph_destroy(loomrt_graph g) {
+  if (!g)
+    return;
+  g->dev->ops->graph_destroy(g->impl);
+  delete g;
+}
+
 loomrt_status loomrt_event_create(loomrt_device dev, loomrt_event *out) {
   if (!dev || !out)
     return fail(LOOMRT_ERR_INVALID_ARGUMENT, "event_create: null argument");

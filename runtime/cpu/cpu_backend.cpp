@@ -145,6 +145,7 @@ const BackendOps kCpuOps = {
     cpuShapeStamp,  cpuShapeHold,
     // Host memory is the CPU's own: nothing to pin.
     [](void *, void *, size_t) { return LOOMRT_OK; }, [](void *, void *) { return LOOMRT_OK; },
+    nullptr, nullptr, nullptr, nullptr, // no graphs: streams run work as it is issued
     cpuKernels(),
 };
 

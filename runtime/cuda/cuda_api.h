@@ -37,5 +37,14 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuMallocAsync cudaMallocAsync
 #define gpuFreeAsync cudaFreeAsync
 #define gpuMemcpyDtoHAsync(d, s, n, st) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDeviceToHost, (st))
+using gpuGraph_t = cudaGraph_t;
+using gpuGraphExec_t = cudaGraphExec_t;
+#define gpuStreamBeginCaptureLocal(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphInstantiate(e, g) cudaGraphInstantiate((e), (g), 0)
+#define gpuGraphGetNodes cudaGraphGetNodes
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
 
 #endif // LOOMRT_CUDA_CUDA_API_H

@@ -26,7 +26,136 @@ SlowLink loomrt::driver::slowLink() {
   return l;
 }
 
+namespace {
+enum class GraphMode { On, Off, Report };
+/// LOOMRT_GRAPHS: `off` runs every capturable function uncaptured (an A/B
+/// inside one binary), `report` prints each capture.
+GraphMode graphMode() {
+  static const GraphMode mode = [] {
+    const char *v = std::getenv("LOOMRT_GRAPHS");
+    if (!v || !*v || std::strcmp(v, "on") == 0)
+      return GraphMode::On;
+    if (std::strcmp(v, "off") == 0)
+      return GraphMode::Off;
+    if (std::strcmp(v, "report") == 0)
+      return GraphMode::Report;
+    std::fprintf(stderr, "loomrt: LOOMRT_GRAPHS='%s' is not on, off or report; using on\n", v);
+    return GraphMode::On;
+  }();
+  return mode;
+}
+
+/// A function found capturable but run uncaptured from now on, with why.
+void declineGraph(loomrt_step_ctx_t::Graph &g, const char *name, const std::string &why) {
+  g.declined = true;
+  loomrt_graph_destroy(g.exec);
+  g.exec = nullptr;
+  std::fprintf(stderr, "loomrt: %s runs uncaptured: %s\n", name, why.c_str());
+}
+} // namespace
+
 extern "C" {
+const void *loomrt_step_const(loomrt_step_ctx c, const void *data, size_t bytes) {
+  if (!c || !data || !bytes) {
+    loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "step_const: null or empty constant");
+    return nullptr;
+  }
+  auto it = c->consts.find(data);
+  if (it != c->consts.end())
+    return it->second;
+  // Once, on the compute stream (the copy from pageable memory waits for
+  // the stream to take it; later steps copy from the device).
+  void *copy = nullptr;
+  if (loomrt_alloc(c->dev, LOOMRT_MEM_DEVICE, bytes, &copy) != LOOMRT_OK)
+    return nullptr;
+  if (loomrt_memcpy_async(c->stream, copy, data, bytes) != LOOMRT_OK ||
+      loomrt_stream_synchronize(c->stream) != LOOMRT_OK) {
+    loomrt_free(c->dev, LOOMRT_MEM_DEVICE, copy);
+    return nullptr;
+  }
+  c->consts[data] = copy;
+  return copy;
+}
+
+loomrt_status loomrt_step_graph(loomrt_step_ctx c, const char *name, void *const *globals,
+                                size_t numGlobals, const void *const *inputs, size_t numInputs,
+                                void **const *outs, size_t numOuts, loomrt_graph_body body,
+                                void *arg) {
+  if (!c || !body || (numGlobals && !globals) || (numInputs && !inputs) || (numOuts && !outs))
+    return loomrt::fail(LOOMRT_ERR_INVALID_ARGUMENT, "step_graph: null argument");
+  name = name ? name : "a step function";
+  // Nested in another capture (a capturable function calling one), or
+  // graphs off: the calls as they are.
+  if (c->capturing || graphMode() == GraphMode::Off)
+    return body(c, arg);
+  loomrt_step_ctx_t::Graph &g = c->graphs[body];
+  if (g.declined)
+    return body(c, arg);
+  // The first call runs as it is: kernels load, the vendor libraries make
+  // their plans and workspaces, compiled kernels are built, none of which
+  // a capture may do.
+  if (g.calls++ == 0)
+    return body(c, arg);
+  std::vector<const void *> key(globals, globals + numGlobals);
+  key.insert(key.end(), inputs, inputs + numInputs);
+  key.push_back(c->device.planBase);
+  key.push_back(reinterpret_cast<const void *>(c->device.planBytes));
+  if (g.exec && key == g.key) {
+    if (loomrt_status e = loomrt_graph_launch(g.exec, c->stream))
+      return e;
+    for (size_t i = 0; i < numOuts; ++i)
+      *outs[i] = g.outs[i];
+    return LOOMRT_OK;
+  }
+  // (Re)capture. Something that changes every step would capture every
+  // step, slower than not capturing.
+  if (g.captures >= 4) {
+    declineGraph(g, name, "what it reads moved at 4 captures (globals, inputs or the planned "
+                          "region)");
+    return body(c, arg);
+  }
+  loomrt_graph_destroy(g.exec);
+  g.exec = nullptr;
+  loomrt_status st = loomrt_stream_begin_capture(c->stream);
+  if (st == LOOMRT_ERR_UNSUPPORTED) { // the CPU: nothing to capture, nothing to say
+    g.declined = true;
+    return body(c, arg);
+  }
+  if (st != LOOMRT_OK) {
+    declineGraph(g, name, loomrt_last_error());
+    return body(c, arg);
+  }
+  int64_t allocsBefore = c->allocs;
+  c->capturing = true;
+  loomrt_status ran = body(c, arg);
+  c->capturing = false;
+  std::string why = ran != LOOMRT_OK ? std::string(loomrt_last_error()) : std::string();
+  loomrt_graph exec = nullptr;
+  size_t nodes = 0;
+  loomrt_status ended = loomrt_stream_end_capture(c->stream, &exec, &nodes);
+  if (ended != LOOMRT_OK && why.empty())
+    why = loomrt_last_error();
+  if (ran == LOOMRT_OK && ended == LOOMRT_OK && c->allocs != allocsBefore)
+    why = "it took a buffer the runtime placed (compile with the planned arena)";
+  if (!why.empty()) {
+    // Nothing of a failed capture ran; run the body (an error that is not
+    // the capture's comes back from it again).
+    loomrt_graph_destroy(exec);
+    declineGraph(g, name, "its capture failed: " + why);
+    return body(c, arg);
+  }
+  ++g.captures;
+  g.exec = exec;
+  g.key = std::move(key);
+  g.outs.assign(numOuts, nullptr);
+  for (size_t i = 0; i < numOuts; ++i)
+    g.outs[i] = *outs[i];
+  if (graphMode() == GraphMode::Report)
+    std::printf("loomrt: %s captured as a graph of %zu nodes (capture %lld)\n", name, nodes,
+                (long long)g.captures);
+  return loomrt_graph_launch(g.exec, c->stream);
+}
+
 void *loomrt_step_alloc(loomrt_step_ctx c, size_t bytes) { return c->alloc(bytes); }
 loomrt_status loomrt_step_arena(loomrt_step_ctx c, size_t bytes) {
   std::lock_guard<std::mutex> l(c->arenaMutex);

@@ -267,6 +267,22 @@ struct loomrt_step_ctx_t {
   std::unique_ptr<loomrt::driver::HostThread> hostThread =
       std::make_unique<loomrt::driver::HostThread>();
   std::mutex arenaMutex;
+  // loomrt_step_graph: each capturable function's graph, by its body (a
+  // --replan binary's plans have functions of the same name), with what
+  // it was captured with: the globals, inputs and planned region (the key)
+  // and the results' pointers a replay hands back.
+  struct Graph {
+    loomrt_graph exec = nullptr;
+    int64_t calls = 0, captures = 0;
+    bool declined = false;
+    std::vector<const void *> key;
+    std::vector<void *> outs;
+  };
+  std::map<loomrt_graph_body, Graph> graphs;
+  bool capturing = false;
+  // loomrt_step_const: the device copy of each constant, by its address.
+  std::map<const void *, void *> consts;
+  int64_t allocs = 0; // runtime-placed buffers taken (a captured body takes none)
 
   /// The streams of a context on `d` (hostDev set first where the host is
   /// another device) with communicator `cm`.
@@ -291,10 +307,12 @@ struct loomrt_step_ctx_t {
 
   void *alloc(size_t bytes) {
     std::lock_guard<std::mutex> l(arenaMutex);
+    ++allocs;
     return device.alloc(bytes);
   }
   void *allocHost(size_t bytes) {
     std::lock_guard<std::mutex> l(arenaMutex);
+    ++allocs;
     return host.alloc(bytes);
   }
   void free(void *p) {
@@ -334,6 +352,12 @@ struct loomrt_step_ctx_t {
   /// before the device is closed and the world's communicator destroyed.
   void release() {
     hostThread.reset(); // its tasks have been joined; the thread ends
+    for (auto &[body, g] : graphs)
+      loomrt_graph_destroy(g.exec);
+    graphs.clear();
+    for (auto &[data, copy] : consts)
+      loomrt_free(dev, LOOMRT_MEM_DEVICE, copy);
+    consts.clear();
     for (auto &[mask, g] : groups)
       loomrt_comm_destroy(g);
     groups.clear();

@@ -411,6 +411,37 @@ loomrt_status gpuHostUnregisterImpl(void *state, void *ptr) {
   return check(gpuHostUnregister(ptr), "host unregister");
 }
 
+// Graphs: the capture is the calling thread's (ThreadLocal), so the step's
+// host thread may allocate or synchronise while the issuing thread
+// captures; an unsafe call on the capturing thread invalidates the capture
+// (capture_end then fails and the caller runs the work uncaptured).
+loomrt_status gpuCaptureBegin(void *s) {
+  return check(gpuStreamBeginCaptureLocal(static_cast<gpuStream_t>(s)), "begin stream capture");
+}
+loomrt_status gpuCaptureEnd(void *s, void **exec, size_t *nodes) {
+  gpuGraph_t g = nullptr;
+  gpuError_t e = gpuStreamEndCapture(static_cast<gpuStream_t>(s), &g);
+  (void)gpuGetLastError(); // a capture invalidated by an unsafe call leaves its error here
+  if (e != gpuSuccess)
+    return check(e, "end stream capture");
+  if (!g)
+    return fail(LOOMRT_ERR_BACKEND, "end stream capture: no graph");
+  *nodes = 0;
+  (void)gpuGraphGetNodes(g, nullptr, nodes);
+  gpuGraphExec_t x = nullptr;
+  e = gpuGraphInstantiate(&x, g);
+  (void)gpuGraphDestroy(g); // the executable keeps what it needs
+  if (loomrt_status st = check(e, "instantiate the captured graph"))
+    return st;
+  *exec = x;
+  return LOOMRT_OK;
+}
+loomrt_status gpuGraphLaunchImpl(void *x, void *s) {
+  return check(gpuGraphLaunch(static_cast<gpuGraphExec_t>(x), static_cast<gpuStream_t>(s)),
+               "graph launch");
+}
+void gpuGraphDestroyImpl(void *x) { (void)gpuGraphExecDestroy(static_cast<gpuGraphExec_t>(x)); }
+
 const BackendOps kGpuOps = {
     LOOMRT_GPU_VENDOR,  gpuCount,          gpuInit,
     gpuFini,            gpuAllocImpl,      gpuFreeImpl,
@@ -421,6 +452,8 @@ const BackendOps kGpuOps = {
     gpuAdamMulti,
     gpuMemoryInfo,      gpuBind,           gpuShapeStamp,
     gpuShapeHold,       gpuHostRegisterImpl, gpuHostUnregisterImpl,
+    gpuCaptureBegin,    gpuCaptureEnd,     gpuGraphLaunchImpl,
+    gpuGraphDestroyImpl,
     gpuKernels(),
 };
 

@@ -45,5 +45,14 @@ using gpuEvent_t = hipEvent_t;
 #define gpuMallocAsync hipMallocAsync
 #define gpuFreeAsync hipFreeAsync
 #define gpuMemcpyDtoHAsync(d, s, n, st) hipMemcpyAsync((d), (s), (n), hipMemcpyDeviceToHost, (st))
+using gpuGraph_t = hipGraph_t;
+using gpuGraphExec_t = hipGraphExec_t;
+#define gpuStreamBeginCaptureLocal(s) hipStreamBeginCapture((s), hipStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphInstantiate(e, g) hipGraphInstantiate((e), (g), nullptr, nullptr, 0)
+#define gpuGraphGetNodes hipGraphGetNodes
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
 
 #endif // LOOMRT_HIP_HIP_API_H

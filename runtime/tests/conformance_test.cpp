@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -124,6 +125,63 @@ TEST_P(Conformance, AnotherThreadBindsTheDevice) {
   EXPECT_EQ(std::vector<float>(64, 2.5f), back);
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_device_bind(nullptr));
   loomrt_free(dev, LOOMRT_MEM_DEVICE, d);
+}
+
+// A capture records work without running it; each launch of the graph
+// runs it again, reading what the buffers hold then. Backends without graphs
+// (the CPU) say so without an error.
+TEST_P(Conformance, CapturedWorkRunsAtEachLaunch) {
+  const size_t n = 4099;
+  void *x, *y;
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &x));
+  LOOMRT_ASSERT_OK(loomrt_alloc(dev, LOOMRT_MEM_DEVICE, n * 4, &y));
+  LOOMRT_ASSERT_OK(loomrt_fill(stream, LOOMRT_F32, x, 2.0f, n));
+  LOOMRT_ASSERT_OK(loomrt_fill(stream, LOOMRT_F32, y, 0.0f, n));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  loomrt_status st = loomrt_stream_begin_capture(stream);
+  if (st == LOOMRT_ERR_UNSUPPORTED) {
+    loomrt_graph g = nullptr;
+    EXPECT_EQ(loomrt_stream_end_capture(stream, &g, nullptr), LOOMRT_ERR_UNSUPPORTED);
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, x);
+    loomrt_free(dev, LOOMRT_MEM_DEVICE, y);
+    GTEST_SKIP() << loomrt_backend_name(GetParam()) << " has no graphs";
+  }
+  LOOMRT_ASSERT_OK(st);
+  // y += x, twice: a graph of two kernels.
+  const int64_t shape[] = {int64_t(n)};
+  for (int k = 0; k < 2; ++k)
+    LOOMRT_ASSERT_OK(loomrt_binary(stream, LOOMRT_ADD, LOOMRT_F32, y, shape, x, shape, y,
+                                   shape, 1));
+  loomrt_graph g = nullptr;
+  size_t nodes = 0;
+  LOOMRT_ASSERT_OK(loomrt_stream_end_capture(stream, &g, &nodes));
+  EXPECT_GE(nodes, 2u);
+  std::vector<float> back(n, -1);
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, back.data(), y, n * 4));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  EXPECT_EQ(back[0], 0.0f) << "a capture must not run the work";
+  for (int launch = 1; launch <= 3; ++launch) {
+    LOOMRT_ASSERT_OK(loomrt_graph_launch(g, stream));
+    LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, back.data(), y, n * 4));
+    LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+    EXPECT_EQ(back[0], 4.0f * launch);
+    EXPECT_EQ(back[n - 1], 4.0f * launch);
+  }
+  // A synchronisation inside a capture invalidates it: end_capture fails
+  // with a message and the stream takes work again.
+  LOOMRT_ASSERT_OK(loomrt_stream_begin_capture(stream));
+  LOOMRT_ASSERT_OK(loomrt_fill(stream, LOOMRT_F32, y, 1.0f, n));
+  EXPECT_NE(loomrt_stream_synchronize(stream), LOOMRT_OK);
+  loomrt_graph bad = nullptr;
+  EXPECT_NE(loomrt_stream_end_capture(stream, &bad, nullptr), LOOMRT_OK);
+  EXPECT_NE(std::string(loomrt_last_error()), "");
+  LOOMRT_ASSERT_OK(loomrt_fill(stream, LOOMRT_F32, y, 5.0f, n));
+  LOOMRT_ASSERT_OK(loomrt_memcpy_async(stream, back.data(), y, n * 4));
+  LOOMRT_ASSERT_OK(loomrt_stream_synchronize(stream));
+  EXPECT_EQ(back[7], 5.0f);
+  loomrt_graph_destroy(g);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, x);
+  loomrt_free(dev, LOOMRT_MEM_DEVICE, y);
 }
 
 TEST_P(Conformance, ReportsDeviceMemory) {

@@ -1,8 +1,8 @@
 // loom-form-host-tasks on its own: the host tasks of a lowered step with
 // --host-thread are those loomc's lowering pipeline makes, none are made
 // without the pass, and a module that has its tasks is left as it is.
-// RUN: loomc --model gpt:layers=1,d_model=16,heads=2,vocab=64,seq=8,batch=2 --optimizer-offload=cpu --target=cuda --host-thread=on --no-fuse --arena=online --compile-to=optimizer -o %t.loom.mlir 2>/dev/null
-// RUN: loomc --model gpt:layers=1,d_model=16,heads=2,vocab=64,seq=8,batch=2 --optimizer-offload=cpu --target=cuda --host-thread=on --no-fuse --arena=online --compile-to=lowered -o %t.lowered.mlir 2>/dev/null
+// RUN: loomc --model gpt:layers=1,d_model=16,heads=2,vocab=64,seq=8,batch=2 --optimizer-offload=cpu --target=cuda --host-thread=on --no-fuse --no-graphs --arena=online --compile-to=optimizer -o %t.loom.mlir 2>/dev/null
+// RUN: loomc --model gpt:layers=1,d_model=16,heads=2,vocab=64,seq=8,batch=2 --optimizer-offload=cpu --target=cuda --host-thread=on --no-fuse --no-graphs --arena=online --compile-to=lowered -o %t.lowered.mlir 2>/dev/null
 // RUN: loom-opt %t.loom.mlir --loom-lower-to-runtime --loom-insert-frees -o %t.notask.mlir
 // RUN: not grep -q loomrt.host_task %t.notask.mlir
 // RUN: loom-opt %t.notask.mlir --loom-form-host-tasks -o %t.tasks.mlir
@@ -33,7 +33,7 @@
 // before the shard goes back. Without that wait the next reduce-scatter
 // wrote into the shard while the copy still read it (a 13B model on 2
 // H200s: the cpu and interleaved plans parted at step 3).
-// RUN: loomc --model gpt:layers=2,d_model=16,heads=2,vocab=64,seq=8,batch=4 --optimizer-offload=cpu --target=cuda --topology=gpu=2 --zero-stage=3 --host-thread=on --no-fuse --arena=online --bucket-size=1000 --compile-to=lowered -o %t.zero3.mlir 2>/dev/null
+// RUN: loomc --model gpt:layers=2,d_model=16,heads=2,vocab=64,seq=8,batch=4 --optimizer-offload=cpu --target=cuda --topology=gpu=2 --zero-stage=3 --host-thread=on --no-fuse --no-graphs --arena=online --bucket-size=1000 --compile-to=lowered -o %t.zero3.mlir 2>/dev/null
 // RUN: FileCheck %s --check-prefix=ZERO3 < %t.zero3.mlir
 // ZERO3: loomrt.reduce_scatter mean f32 %{{[0-9]+}} -> %[[G:[0-9]+]], {{[0-9]+}} over %{{[0-9]+}} on %{{[0-9]+}}
 // ZERO3: loomrt.memcpy %{{[0-9]+}}, %[[G]], {{[0-9]+}} on %[[Y:[0-9]+]]

@@ -48,6 +48,11 @@ int64_t fuseEpilogues(ModuleOp module);
 /// loomrt.adam_multi calls made.
 int64_t batchUpdates(ModuleOp module);
 
+/// loom-capture-graphs' work on a lowered module: marks the functions the
+/// runtime may capture as graphs (loomrt.graph) and says why the others
+/// may not (loomrt.graph_declined); returns the functions marked.
+int64_t captureGraphs(ModuleOp module);
+
 /// loom-fuse's work on a lowered module; returns the regions made.
 int64_t fuseElementwise(ModuleOp module);
 

@@ -47,14 +47,17 @@ struct LoweringOptions {
   bool fuse = true;
   /// loom-plan-arena (loomc --arena=online: off).
   bool planArena = true;
+  /// loom-capture-graphs (loomc --no-graphs: off).
+  bool graphs = true;
 
   /// The lowering of the training step a binary gets: what loomc's flags
   /// and the passes' host-thread, fuse and plan-arena options say.
-  static LoweringOptions ofStep(bool hostThread, bool fuse, bool planArena) {
+  static LoweringOptions ofStep(bool hostThread, bool fuse, bool planArena, bool graphs) {
     LoweringOptions o;
     o.hostThread = hostThread;
     o.fuse = fuse;
     o.planArena = planArena;
+    o.graphs = graphs;
     return o;
   }
 };

@@ -107,6 +107,21 @@ loomrt_status loomrt_event_synchronize(loomrt_event e);
 loomrt_status loomrt_event_elapsed_ms(loomrt_event start, loomrt_event end,
                                       float *ms);
 
+/* --- graphs --------------------------------------------------------------
+ * Work issued to a stream between begin_capture and end_capture is recorded,
+ * not run, and end_capture returns it as a graph that graph_launch replays
+ * on any stream of the device (CUDA graphs, hipGraph). The capture is the
+ * calling thread's: a call on that thread that cannot be captured (a
+ * synchronisation, a copy from pageable memory) invalidates it, and
+ * end_capture then fails, leaving nothing run. LOOMRT_ERR_UNSUPPORTED on
+ * backends without graphs (the CPU), with no error recorded. */
+typedef struct loomrt_graph_t *loomrt_graph;
+loomrt_status loomrt_stream_begin_capture(loomrt_stream s);
+/* Ends the capture begun on `s`; *nodes (when not null): the graph's nodes. */
+loomrt_status loomrt_stream_end_capture(loomrt_stream s, loomrt_graph *out, size_t *nodes);
+loomrt_status loomrt_graph_launch(loomrt_graph g, loomrt_stream s);
+void loomrt_graph_destroy(loomrt_graph g);
+
 /* --- optimizer updates -------------------------------------------------- */
 typedef struct loomrt_adam_config {
   float lr;

@@ -318,6 +318,30 @@ float loomrt_step_lr(loomrt_step_ctx c, float compiled);
  * last update of v: more than 1 on a refresh, else 1). */
 int64_t loomrt_step_variance_step(loomrt_step_ctx c, int64_t compiled);
 int64_t loomrt_step_variance_steps(loomrt_step_ctx c);
+/* A device copy of the `bytes` bytes at `data` (a constant of the binary),
+ * made the first time and kept for the run; NULL with loomrt_last_error
+ * set when it cannot be made. A step copies its constants from there:
+ * device to device, which a graph capture may record (a copy from the
+ * binary's own pageable memory it may not). */
+const void *loomrt_step_const(loomrt_step_ctx c, const void *data, size_t bytes);
+/* A function of the step that loomc found capturable (loom-capture-graphs:
+ * only kernels on the compute stream, every buffer in the planned region):
+ * body(c, arg) issues its calls. The first call runs it; the second
+ * captures it on the compute stream as a graph (CUDA graphs, hipGraph)
+ * and launches that, as every later call does instead of issuing the
+ * calls one by one, while the globals G[0..num_globals), the pointers in
+ * `inputs` and the planned region are the ones it was captured with (else
+ * it is captured again). `outs`: where the body writes its results'
+ * pointers; a replay writes the captured ones. The body runs uncaptured on
+ * backends without graphs (the CPU), with LOOMRT_GRAPHS=off, inside
+ * another capture, and, with a line on stderr saying why, where a capture
+ * fails or the body takes a runtime-placed buffer. LOOMRT_GRAPHS=report
+ * prints each capture. `name` names the function in those lines. */
+typedef loomrt_status (*loomrt_graph_body)(loomrt_step_ctx c, void *arg);
+loomrt_status loomrt_step_graph(loomrt_step_ctx c, const char *name, void *const *globals,
+                                size_t num_globals, const void *const *inputs,
+                                size_t num_inputs, void **const *outs, size_t num_outs,
+                                loomrt_graph_body body, void *arg);
 /* Called by the step once it has issued the backward's last gradient: the
  * driver times the step's two phases from here (the JSON log's
  * backward_ms and update_ms, --trace's forward_backward and update spans),
