@@ -7,7 +7,7 @@
 # fixed instead). With TESTS=1 the runtime's CUDA conformance runs first
 # (carry .carry/googletest: cp -r /usr/src/googletest .carry/).
 #   here:  bench/gen-source-ab.sh BASE_LOOMC [gpt2] [llama]  (into .carry/source-ab)
-#   there: [TESTS=1] [PROFILE=1] [PEERS="gpt2 llama"] [STEPS=20] bench/run-source-ab-gpu.sh
+#   there: [TESTS=1] [PROFILE=1] [PEERS="gpt2 llama"] [RESUME=gpt2] [STEPS=20] bench/run-source-ab-gpu.sh
 # Peers: gpt2 = bench/gpt2_torch.py (eager and torch.compile, vocab 50304,
 # 16 x 1024); llama = bench/llama_torch.py (eager and torch.compile, SDPA,
 # the Llama-style 1B: 16 layers, d 2048, 8 x 1024). The last table is the
@@ -50,6 +50,33 @@ for src in "$SRC"/*.new.cpp; do
       echo "  $which $name failed: $(tail -2 "$OUT/$name.$which.$n.txt" | tr '\n' ' ')"
   done
 done
+# RESUME="gpt2 ...": each named model's new binary again over STEPS steps in
+# two halves (a checkpoint after STEPS/2, then --resume), its losses against
+# its first uninterrupted run's, bit for bit (a CUDA graph captured before
+# the checkpoint and again after the resume included).
+for name in ${RESUME:-}; do
+  [ -x "/tmp/$name.new" ] || continue
+  h=$((STEPS / 2)); ck=/tmp/ck-$name; rm -rf "$ck"
+  "/tmp/$name.new" --data /tmp/tok32k.bin --steps $h --seed 1 --checkpoint-dir "$ck" \
+    --checkpoint-every $h --log-json "$OUT/$name.half1.jsonl" > "$OUT/$name.half1.txt" 2>&1 &&
+    "/tmp/$name.new" --data /tmp/tok32k.bin --steps $((STEPS - h)) --seed 1 --checkpoint-dir "$ck" \
+      --resume --log-json "$OUT/$name.half2.jsonl" > "$OUT/$name.half2.txt" 2>&1 ||
+    echo "  resume $name failed: $(tail -2 "$OUT/$name.half2.txt" "$OUT/$name.half1.txt" | tr '\n' ' ')"
+  python3 - "$OUT" "$name" <<'PY'
+import json, os, sys
+out, name = sys.argv[1:3]
+read = lambda f: [json.loads(l)["loss"] for l in open(os.path.join(out, f))]
+try:
+    whole, halves = read(f"{name}.new.0.jsonl"), read(f"{name}.half1.jsonl") + read(f"{name}.half2.jsonl")
+except OSError as e:
+    print(f"resume {name}: {e}"); sys.exit()
+same = whole == halves
+print(f"resume {name}: {len(halves)} steps in two runs against one: "
+      + ("bitwise equal" if same else f"DIFFERENT {list(zip(whole, halves))}"))
+PY
+  rm -rf "$ck"
+done
+grep -h "captured as a graph\|runs uncaptured" "$OUT"/*.new.0.txt "$OUT"/*.half2.txt 2>/dev/null | sort | uniq -c | head
 # PROFILE=1: each binary's kernels through CUPTI (bench/kernel_times.cpp),
 # steps 4-8 (a run of 8 less a run of 3), base beside new, kernel by kernel,
 # and where the GPU idles (LOOM_KERNEL_GAPS: gaps between kernels by
@@ -116,8 +143,9 @@ def params(name):
         return int(open(os.path.join(src, name + ".params")).read())
     except (OSError, ValueError):
         return None
-print("| model | base ms/step (runs) | new ms/step (runs) | new/base | max rel. loss diff | new tokens/s | MFU |")
+print("| model | base ms/step (runs) | new ms/step (runs) | new/base | max rel. loss diff (base-base) | new tokens/s | MFU |")
 print("|---|---|---|---|---|---|---|")
+rel = lambda a, c: max(abs(x - y) / abs(y) for x, y in zip(a, c))
 tps = {}
 for s in sorted(glob.glob(os.path.join(src, "*.new.cpp"))):
     name = os.path.basename(s)[:-len(".new.cpp")]
@@ -129,9 +157,10 @@ for s in sorted(glob.glob(os.path.join(src, "*.new.cpp"))):
     mfu = f"{6 * p * t / 989e12 * 100:.1f}%" if p else "?"
     if b:
         bm = min(x[0] for x in b)
-        diff = max(abs(x - y) / abs(y) for x, y in zip(b[0][1], n[0][1]))
+        diff = rel(b[0][1], n[0][1])
+        same = f" ({rel(b[0][1], b[1][1]):.2e})" if len(b) > 1 else ""
         print(f"| {name} | {bm:.1f} ({', '.join(f'{x[0]:.1f}' for x in b)}) | {nm:.1f} "
-              f"({', '.join(f'{x[0]:.1f}' for x in n)}) | {nm / bm:.3f} | {diff:.2e} | {t / 1e3:.1f}k | {mfu} |")
+              f"({', '.join(f'{x[0]:.1f}' for x in n)}) | {nm / bm:.3f} | {diff:.2e}{same} | {t / 1e3:.1f}k | {mfu} |")
     else:
         print(f"| {name} | | {nm:.1f} | | | {t / 1e3:.1f}k | {mfu} |")
 peers = []
