@@ -65,6 +65,7 @@ struct PipelineOptions {
   bool fuse = true; // loom-fuse-epilogues after the lowering (loomc --no-fuse)
   bool planArena = true; // loom-plan-arena after them (loomc --arena=online: off)
   bool graphs = true;    // loom-capture-graphs last (loomc --no-graphs: off)
+  bool workingCopies = true; // loom-working-copies for bf16 (loomc --no-working-copies: off)
   bool hostThread = false; // loom-form-host-tasks after the lowering (loomc --host-thread)
   mlir::loom::AttachOptimizerOptions optimizer;
   std::string offload = "none"; // cpu, static:R, interleaved

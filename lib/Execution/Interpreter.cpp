@@ -180,6 +180,37 @@ public:
       }
       globals[name] = b;
     }
+    if (!refreshMirrors())
+      return err = error, false;
+    return true;
+  }
+
+  /// Working copies (`loom.mirror_of`): their master's values, an fp32
+  /// master rounded to bf16 by the runtime's cast (as the binary's driver
+  /// fills them); after every change of the masters.
+  bool refreshMirrors() {
+    for (auto st : module.getOps<StateOp>()) {
+      auto of = st->getAttrOfType<FlatSymbolRefAttr>(LoomDialect::MirrorOfAttrHelper::getNameStr());
+      if (!of)
+        continue;
+      auto mirror = globals.find(st.getSymName()), master = globals.find(of.getValue());
+      if (mirror == globals.end() || master == globals.end() ||
+          mirror->second.numel() != master->second.numel())
+        return fail("the working copy " + st.getSymName().str() + " does not match its master");
+      Type from = master->second.type.getElementType(), to = mirror->second.type.getElementType();
+      size_t n = size_t(master->second.numel());
+      bool ok = from == to ? call(loomrt_memcpy_async(s, mirror->second.p(), master->second.p(),
+                                                      n * storageOf(from)->bytes),
+                                  "working copy")
+                : from.isF32() && to.isBF16()
+                    ? call(loomrt_cast(s, LOOMRT_F32, master->second.p(), LOOMRT_BF16,
+                                       mirror->second.p(), n),
+                           "working copy")
+                    : fail("the working copy " + st.getSymName().str() +
+                           " is neither its master's type nor its bf16 rounding");
+      if (!ok || !call(loomrt_stream_synchronize(s), "working copy"))
+        return false;
+    }
     return true;
   }
 
@@ -199,6 +230,8 @@ public:
         return err = error, false;
       it->second = b;
     }
+    if (!refreshMirrors())
+      return err = error, false;
     return true;
   }
 

@@ -251,7 +251,7 @@ static void printLoomcHelp(const LoomcOptions &o) {
         it(o.planExhaustive), it(o.predictionJson), it(o.planChosen), it(o.maxLossGap)}},
       {"Output and code generation",
        {it(o.compileTo), it(o.output), it(o.target), it(o.emitDir), it(o.runtimeDir),
-        it(o.noFuse), it(o.noGraphs)}},
+        it(o.noFuse), it(o.noGraphs), it(o.noWorkingCopies)}},
   };
   llvm::SmallPtrSet<const cl::Option *, 32> listed = {&o.input}; // (the usage line)
   for (const HelpSection &sec : s)
@@ -420,6 +420,7 @@ static PipelineOptions pipelineOptions(const LoomcOptions &o, const FlagDecision
   po.fuse = !o.noFuse;
   po.planArena = o.arena == "planned";
   po.graphs = !o.noGraphs;
+  po.workingCopies = !o.noWorkingCopies;
   // 1-bit Adam is AdamW until its freeze step (decoupled weight decay, as
   // DeepSpeed's OnebitAdam), then loom-onebit-adam's frozen step.
   po.optimizer.optimizer = o.optimizer == "sgd"    ? mlir::loom::OptimizerKind::sgd

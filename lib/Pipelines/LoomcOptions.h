@@ -144,6 +144,12 @@ struct LoomcOptions {
                "GEMM epilogues (loom-fuse-epilogues) and no elementwise regions (loom-fuse), "
                "so fused and unfused binaries can be compared"),
       cl::cat(cat)};
+  cl::opt<bool> noWorkingCopies{
+      "no-working-copies", cl::init(false),
+      cl::desc("With --precision=bf16: cast each fp32 weight to bf16 where the step reads it, "
+               "instead of reading a bf16 working copy its update refreshes "
+               "(loom-working-copies), to measure one against the other"),
+      cl::cat(cat)};
   cl::opt<bool> noGraphs{
       "no-graphs", cl::init(false),
       cl::desc("Issue every call of the step from the host: no function is marked for capture "

@@ -115,6 +115,13 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
       pm.addPass(mlir::loom::createClipGradients({o.clipGrad}));
     if (o.offload != "none" && !o.dataParallel)
       addOffload(pm, o);
+    // bf16 working copies the updates refresh, where the lowering folds the
+    // refresh into the update (loom-batch-updates, with fusion); the
+    // offload makes its own, and data parallelism's gathers and shards
+    // read the master weights.
+    if (o.workingCopies && o.precision == "bf16" && o.fuse && o.offload == "none" &&
+        !o.dataParallel && o.pipelineParallel <= 1)
+      pm.addPass(mlir::loom::createWorkingCopies());
   }
   if (runs(Phase::Distribute) && o.dataParallel && o.onebitFreezeStep > 0) {
     mlir::loom::OnebitAdamOptions ob;
@@ -234,6 +241,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("loom-compose-copies, loom-fuse-epilogues and loom-fuse after the lowering (loomc --no-fuse: off)"),
                     llvm::cl::init(true)};
+  Option<bool> workingCopies{*this, "working-copies",
+                             llvm::cl::desc("loom-working-copies in a bf16 step on one rank without "
+                                            "offload (loomc --no-working-copies: off)"),
+                             llvm::cl::init(true)};
   Option<bool> graphs{*this, "graphs",
                       llvm::cl::desc("loom-capture-graphs after the arena plan (loomc --no-graphs: off)"),
                       llvm::cl::init(true)};
@@ -315,6 +326,7 @@ void registerLoomPipeline() {
         o.fuse = cl.fuse;
         o.planArena = cl.planArena;
         o.graphs = cl.graphs;
+        o.workingCopies = cl.workingCopies;
         o.optimizer.optimizer = cl.optimizer;
         o.optimizer.lr = cl.lr;
         o.optimizer.weightDecay = cl.weightDecay;

@@ -395,19 +395,11 @@ struct OffloadRewrite {
                                        FlatSymbolRefAttr(), zeros);
       workState->setAttr(LoomDialect::MirrorOfAttrHelper::getNameStr(), u.sym);
     }
-    for (LoadOp l : reads) {
-      if (!bf16) {
+    if (bf16)
+      readWorkingCopy(reads, workSym, workType);
+    else
+      for (LoadOp l : reads)
         l.setNameAttr(workSym);
-        continue;
-      }
-      b.setInsertionPoint(l);
-      Value w = LoadOp::create(b, l.getLoc(), workType, workSym);
-      for (Operation *c : llvm::make_early_inc_range(l->getUsers())) {
-        c->getResult(0).replaceAllUsesWith(w);
-        c->erase();
-      }
-      l.erase();
-    }
     return {workSym, workType};
   }
 

@@ -809,6 +809,54 @@ def QuantizeGradients : Pass<"loom-quantize-gradients", "ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def WorkingCopies : Pass<"loom-working-copies", "ModuleOp"> {
+  let summary = "Read bf16 working copies the update refreshes instead of casting the fp32 weights every step";
+  let description = [{
+    Mixed precision's forward casts each fp32 master weight to bf16 every
+    step (GPT-2: 149 cast kernels a step). For a parameter whose only
+    update is a `loom.adam` on the device that stores its new weights back,
+    and whose every other reader is a cast to bf16, this pass adds a bf16
+    state `@P.work` (`loom.mirror_of` P: the driver fills it from the
+    master at the start and after a resume, and checkpoints leave it out),
+    points those readers at it and refreshes it after each update (a cast
+    of the new weights stored to it, which the lowering folds into the
+    update: `loomrt.adam`'s refresh). The rounding is the cast's, so the
+    step's bits do not change. Runs after `loom-attach-optimizer` (and
+    `loom-clip-gradients`); loomc runs it for bf16 steps on one rank
+    without offload (the offload makes working copies of its own).
+
+    Before:
+
+    ```mlir
+    loom.param @w : tensor<64x64xf32>
+    // forward
+    %w = loom.load @w : tensor<64x64xf32>
+    %wb = loom.cast %w : tensor<64x64xf32> to tensor<64x64xbf16>
+    // train_step
+    %p = loom.load @w : tensor<64x64xf32>
+    %np, %nm, %nv = loom.adam %p, %g, %m, %v step %t {...} : ...
+    loom.store %np to @w : tensor<64x64xf32>
+    ```
+
+    After:
+
+    ```mlir
+    loom.param @w : tensor<64x64xf32>
+    loom.state @w.work : tensor<64x64xbf16> role other init #loom.init<zeros> {loom.mirror_of = @w}
+    // forward
+    %wb = loom.load @w.work : tensor<64x64xbf16>
+    // train_step
+    %np, %nm, %nv = loom.adam %p, %g, %m, %v step %t {...} : ...
+    loom.store %np to @w : tensor<64x64xf32>
+    %r = loom.cast %np : tensor<64x64xf32> to tensor<64x64xbf16>
+    loom.store %r to @w.work : tensor<64x64xbf16>
+    ```
+  }];
+  let statistics = [
+    Statistic<"made", "made", "Working copies made">,
+  ];
+}
+
 def OffloadOptimizer : Pass<"loom-offload-optimizer", "ModuleOp"> {
   let summary = "Place each optimizer update on the GPU or the CPU, with the copies it needs";
   let description = [{

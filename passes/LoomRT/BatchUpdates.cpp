@@ -143,6 +143,71 @@ int64_t elideGradCasts(ModuleOp module) {
   return elided;
 }
 
+/// A working copy's refresh (loom-working-copies: the update's new weights
+/// cast to bf16 and stored to `@P.work`) lowers to a cast into a temporary
+/// and a copy of it to the global. The cast writes the global itself; and
+/// where the update just before it has a bf16 gradient and the cast reads
+/// its weights, the update writes the copy (its refresh,
+/// loomrt_adam_bf16grad's rounding, the cast's): one pass over the weights
+/// instead of three kernels. Returns the casts folded into updates.
+int64_t foldRefreshes(ModuleOp module) {
+  SmallVector<rt::CastOp> casts;
+  module.walk([&](rt::CastOp c) {
+    if (c.getFrom() == rt::DType::f32 && c.getTo() == rt::DType::bf16)
+      casts.push_back(c);
+  });
+  int64_t folded = 0;
+  for (rt::CastOp c : casts) {
+    Block *block = c->getBlock();
+    // Into a temporary copied whole to a global, nothing but passive ops
+    // between: into the global.
+    Value y = c.getY();
+    auto alloc = y.getDefiningOp<rt::AllocOp>();
+    rt::MemcpyOp copy;
+    rt::FreeOp free;
+    bool ok = alloc && alloc->getBlock() == block;
+    for (Operation *u : y.getUsers()) {
+      if (u == c.getOperation())
+        continue;
+      if (auto m = dyn_cast<rt::MemcpyOp>(u); m && m.getSrc() == y && !copy)
+        copy = m;
+      else if (auto f = dyn_cast<rt::FreeOp>(u); f && !free)
+        free = f;
+      else
+        ok = false;
+    }
+    rt::GlobalOp global = copy ? copy.getDst().getDefiningOp<rt::GlobalOp>() : rt::GlobalOp();
+    ok = ok && copy && free && global && copy->getBlock() == block &&
+         free->getBlock() == block && copy.getStream() == c.getStream() &&
+         copy.getBytes() == 2 * c.getN() && c->isBeforeInBlock(copy) &&
+         copy->isBeforeInBlock(free);
+    for (Operation *o = c->getNextNode(); ok && o != copy.getOperation(); o = o->getNextNode())
+      ok = passive(o);
+    if (!ok)
+      continue;
+    if (!global->isBeforeInBlock(c))
+      global->moveBefore(c);
+    c.getYMutable().assign(global.getResult());
+    copy->erase();
+    free->erase();
+    alloc->erase();
+    // The update just before it (passive ops between), if it can write it.
+    Operation *prev = c->getPrevNode();
+    while (prev && passive(prev))
+      prev = prev->getPrevNode();
+    auto a = dyn_cast_or_null<rt::AdamOp>(prev);
+    if (!a || a.getRefresh() || a.getGradDtype() != rt::DType::bf16 || a.getTimed() ||
+        a.getParam() != c.getX() || a.getN() != c.getN() || a.getStream() != c.getStream())
+      continue;
+    if (!global->isBeforeInBlock(a))
+      global->moveBefore(a);
+    a.getRefreshMutable().assign(global.getResult());
+    c->erase();
+    ++folded;
+  }
+  return folded;
+}
+
 struct BatchUpdates : public mlir::loom::impl::BatchUpdatesBase<BatchUpdates> {
   using Base::Base;
   void runOnOperation() override { batched += mlir::loom::batchUpdates(getOperation()); }
@@ -152,6 +217,7 @@ struct BatchUpdates : public mlir::loom::impl::BatchUpdatesBase<BatchUpdates> {
 
 int64_t mlir::loom::batchUpdates(ModuleOp module) {
   elideGradCasts(module);
+  foldRefreshes(module);
   SmallVector<SmallVector<rt::AdamOp>> runs;
   module.walk([&](Block *block) {
     SmallVector<rt::AdamOp> run;

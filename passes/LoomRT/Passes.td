@@ -260,6 +260,13 @@ def BatchUpdates : Pass<"loom-batch-updates", "ModuleOp"> {
     bf16 (`grad bf16`: loomrt_adam_bf16grad widens each element exactly as
     the cast did, so the bits are the same). GPT-2: 147 casts a step fewer.
 
+    Then a working copy's refresh (loom-working-copies: a cast of the new
+    weights to bf16 into a temporary copied whole to `@P.work`) casts into
+    the global itself, and where the update just before it reads a bf16
+    gradient and the cast reads its weights, the update writes the copy
+    (`refresh`, rounded as the cast rounds): one pass over the weights
+    instead of a cast and a copy.
+
     Before:
 
     ```mlir

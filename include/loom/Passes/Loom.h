@@ -87,6 +87,15 @@ void inlineCall(func::CallOp call, func::FuncOp callee);
 /// (each CPU update moved up to where its gradient lands).
 LogicalResult applyOffload(ModuleOp module, StringRef mode, bool hostThread);
 
+/// loom-working-copies' work: a bf16 working copy (`@P.work`, mirror_of
+/// P) for each fp32 parameter the device's Adam updates and every other
+/// reader casts to bf16, refreshed after each update; returns the copies
+/// made.
+int64_t makeWorkingCopies(ModuleOp module);
+/// Each of `reads` (loads whose every user is a cast to the working copy's
+/// element type) replaced by a load of the working copy `work` of `type`.
+void readWorkingCopy(ArrayRef<LoadOp> reads, FlatSymbolRefAttr work, Type type);
+
 /// loom-interleave-offload planning for `hw` as given (a caller that has
 /// read, or scaled, the description already) instead of its `hardware`
 /// option; its other options from `options`.
