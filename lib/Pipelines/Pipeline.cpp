@@ -42,6 +42,27 @@ void addOffload(OpPassManager &pm, const PipelineOptions &o) {
   }
   pm.addPass(mlir::loom::createOffloadOptimizer(oo));
 }
+/// The optimizer phase: the update, and on one rank its clipping,
+/// offload and working copies (with data parallelism they follow
+/// loom-data-parallel: buildPipeline).
+void addOptimizer(OpPassManager &pm, const PipelineOptions &o) {
+  pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
+  if (o.pipelineParallel > 1)
+    pm.addPass(mlir::loom::createPipelineJoin());
+  // With data parallelism clipping reads the averaged gradients and each
+  // rank offloads what it updates: both run after loom-data-parallel.
+  if (o.clipGrad > 0 && !o.dataParallel)
+    pm.addPass(mlir::loom::createClipGradients({o.clipGrad}));
+  if (o.offload != "none" && !o.dataParallel)
+    addOffload(pm, o);
+  // bf16 working copies the updates refresh, where the lowering folds the
+  // refresh into the update (loom-batch-updates, with fusion); the offload
+  // makes its own, and data parallelism's gathers and shards read the
+  // master weights.
+  if (o.workingCopies && o.precision == "bf16" && o.fuse && o.offload == "none" &&
+      !o.dataParallel && o.pipelineParallel <= 1)
+    pm.addPass(mlir::loom::createWorkingCopies());
+}
 } // namespace
 
 void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOptions &o) {
@@ -104,25 +125,8 @@ void buildPipeline(OpPassManager &pm, Phase from, Phase to, const PipelineOption
     if (o.microBatches > 1 || o.pipelineParallel > 1)
       pm.addPass(mlir::loom::createPipelineSchedule({o.pipelineSchedule}));
   }
-  if (runs(Phase::Optimizer)) {
-    pm.addPass(mlir::loom::createAttachOptimizer(o.optimizer));
-    if (o.pipelineParallel > 1)
-      pm.addPass(mlir::loom::createPipelineJoin());
-    // With data parallelism clipping reads the averaged gradients and each
-    // rank offloads what it updates: both run after loom-data-parallel
-    // (below).
-    if (o.clipGrad > 0 && !o.dataParallel)
-      pm.addPass(mlir::loom::createClipGradients({o.clipGrad}));
-    if (o.offload != "none" && !o.dataParallel)
-      addOffload(pm, o);
-    // bf16 working copies the updates refresh, where the lowering folds the
-    // refresh into the update (loom-batch-updates, with fusion); the
-    // offload makes its own, and data parallelism's gathers and shards
-    // read the master weights.
-    if (o.workingCopies && o.precision == "bf16" && o.fuse && o.offload == "none" &&
-        !o.dataParallel && o.pipelineParallel <= 1)
-      pm.addPass(mlir::loom::createWorkingCopies());
-  }
+  if (runs(Phase::Optimizer))
+    addOptimizer(pm, o);
   if (runs(Phase::Distribute) && o.dataParallel && o.onebitFreezeStep > 0) {
     mlir::loom::OnebitAdamOptions ob;
     ob.freezeStep = o.onebitFreezeStep;
