@@ -30,6 +30,9 @@ struct KernelOps {
                           const int64_t *outShape, int rank);
   loomrt_status (*cast)(void *state, void *stream, loomrt_dtype from,
                         const void *x, loomrt_dtype to, void *y, size_t n);
+  loomrt_status (*rotary)(void *state, void *stream, loomrt_dtype dt, const void *x,
+                          const void *cos, const void *sin, void *y, size_t rows,
+                          size_t period, size_t d, bool backward);
   loomrt_status (*lerp)(void *state, void *stream, loomrt_dtype dt, const void *a,
                         const void *b, void *y, size_t n, float weight);
   loomrt_status (*cumsum)(void *state, void *stream, loomrt_dtype dt,

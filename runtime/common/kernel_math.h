@@ -234,6 +234,20 @@ LOOMRT_HD float binaryOp(loomrt_binary_op op, float a, float b) {
 /// (Each product and sum rounded on its own, as adam_math.h's: both
 /// backends give the same bits, so Streaming DiLoCo's merge may run on the
 /// CPU, beside offloaded master weights, or on the GPU.)
+/// loomrt_rotary on the pair (a, b) = (x[j], x[j + d/2]) of a row, with
+/// the tables' values at j (ca, sa) and j + d/2 (cb, sb): the rotation, or
+/// its transpose (`backward`).
+LOOMRT_HD void rotaryPair(float a, float b, float ca, float cb, float sa, float sb, bool backward,
+                          float &ya, float &yb) {
+  if (!backward) {
+    ya = a * ca - b * sa;
+    yb = b * cb + a * sb;
+  } else {
+    ya = a * ca + b * sb;
+    yb = b * cb - a * sa;
+  }
+}
+
 LOOMRT_HD float lerpOp(float a, float b, float w) {
   return w < 0.5f ? addRn(a, mulRn(w, subRn(b, a))) : subRn(b, mulRn(subRn(b, a), 1.0f - w));
 }

@@ -5,6 +5,7 @@
 #include "common/kernel_math.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 using loomrt::fail;
@@ -289,6 +290,20 @@ loomrt_status loomrt_copy_strided(loomrt_stream s, size_t elemSize,
     return bad("copy_strided", "null buffer");
   return K(s).copy_strided(ST(s), s->impl, elemSize, src, srcStrides, dst,
                            dstStrides, shape, rank);
+}
+
+loomrt_status loomrt_rotary(loomrt_stream s, loomrt_dtype dt, const void *x, const void *cos,
+                            const void *sin, void *y, size_t rows, size_t period, size_t d,
+                            int backward) {
+  size_t n = rows * d;
+  LOOMRT_TRY(common("rotary", s, dt, n > 0, {x, cos, sin, y}));
+  if (d % 2 || (rows && !d) || (rows && !period) || (d && rows > SIZE_MAX / d))
+    return bad("rotary", "rows of an even, nonzero length and a nonzero period are needed (d " +
+                             std::to_string(d) + ", period " + std::to_string(period) + ")");
+  if (x == y && n)
+    return bad("rotary", "x and y must be different buffers");
+  return n ? K(s).rotary(ST(s), s->impl, dt, x, cos, sin, y, rows, period, d, backward != 0)
+           : LOOMRT_OK;
 }
 
 loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,

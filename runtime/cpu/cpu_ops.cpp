@@ -175,6 +175,31 @@ loomrt_status copyStrided(void *, void *, size_t elem, const void *src,
   return LOOMRT_OK;
 }
 
+loomrt_status rotaryK(void *, void *, loomrt_dtype dt, const void *x, const void *cos,
+                      const void *sin, void *y, size_t rows, size_t period, size_t d,
+                      bool backward) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *X = static_cast<const T *>(x), *C = static_cast<const T *>(cos),
+            *S = static_cast<const T *>(sin);
+    T *Y = static_cast<T *>(y);
+    size_t h = d / 2;
+#pragma omp parallel for schedule(static) if (rows * d > 65536)
+    for (size_t r = 0; r < rows; ++r) {
+      const T *xr = X + r * d, *cr = C + (r % period) * d, *sr = S + (r % period) * d;
+      T *yr = Y + r * d;
+      for (size_t j = 0; j < h; ++j) {
+        float ya, yb;
+        rotaryPair(load(xr[j]), load(xr[j + h]), load(cr[j]), load(cr[j + h]), load(sr[j]),
+                   load(sr[j + h]), backward, ya, yb);
+        yr[j] = store<T>(ya);
+        yr[j + h] = store<T>(yb);
+      }
+    }
+  });
+  return LOOMRT_OK;
+}
+
 loomrt_status lerpK(void *, void *, loomrt_dtype dt, const void *a, const void *b, void *y,
                     size_t n, float w) {
   withType(dt, [&](auto tag) {
@@ -894,6 +919,7 @@ KernelOps makeCpuKernels() {
   k.binary = binary;
   k.cast = castK;
   k.lerp = lerpK;
+  k.rotary = rotaryK;
   k.cumsum = cumsumK;
   k.fill = fillK;
   k.copy_strided = copyStrided;

@@ -148,6 +148,22 @@ __global__ void binaryIntKernel(loomrt_binary_op op, const uint8_t *cond, const 
     out[i] = cond ? (cond[oc] ? a[oa] : b[ob]) : binaryOpInt(op, a[oa], b[ob]);
   }
 }
+/// One thread a pair (j, j + d/2) of a row: the rotary tables are read
+/// once per pair; consecutive threads take consecutive j, so loads and
+/// stores of each half coalesce.
+template <typename T>
+__global__ void rotaryKernel(const T *x, const T *cos, const T *sin, T *y, size_t rows,
+                             size_t period, size_t h, bool backward) {
+  GRID_STRIDE(i, rows * h) {
+    size_t r = i / h, j = i % h;
+    const T *xr = x + r * 2 * h, *cr = cos + (r % period) * 2 * h, *sr = sin + (r % period) * 2 * h;
+    float ya, yb;
+    rotaryPair(load(xr[j]), load(xr[j + h]), load(cr[j]), load(cr[j + h]), load(sr[j]),
+               load(sr[j + h]), backward, ya, yb);
+    y[r * 2 * h + j] = store<T>(ya);
+    y[r * 2 * h + j + h] = store<T>(yb);
+  }
+}
 template <typename T>
 __global__ void lerpKernel(const T *a, const T *b, T *y, size_t n, float w) {
   GRID_STRIDE(i, n) y[i] = store<T>(lerpOp(load(a[i]), load(b[i]), w));
@@ -789,6 +805,17 @@ loomrt_status castG(void *, void *st, loomrt_dtype from, const void *x,
   });
   return launched("cast");
 }
+loomrt_status rotaryG(void *, void *st, loomrt_dtype dt, const void *x, const void *cos,
+                      const void *sin, void *y, size_t rows, size_t period, size_t d,
+                      bool backward) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    rotaryKernel<T><<<gridFor(rows * (d / 2)), kThreads, 0, S(st)>>>(
+        static_cast<const T *>(x), static_cast<const T *>(cos), static_cast<const T *>(sin),
+        static_cast<T *>(y), rows, period, d / 2, backward);
+  });
+  return launched("rotary");
+}
 loomrt_status lerpG(void *, void *st, loomrt_dtype dt, const void *a, const void *b, void *y,
                     size_t n, float w) {
   withType(dt, [&](auto tag) {
@@ -982,6 +1009,7 @@ void gpu::addElementwiseKernels(KernelOps &k) {
   k.binary = binaryG;
   k.cast = castG;
   k.lerp = lerpG;
+  k.rotary = rotaryG;
   k.cumsum = cumsumG;
   k.fill = fillG;
   k.copy_strided = copyStridedG;

@@ -297,6 +297,16 @@ size_t loomrt_block_packed_bytes(loomrt_block_codec codec, size_t n, size_t bloc
  * b - (b - a) * (1 - weight) when weight >= 0.5. */
 loomrt_status loomrt_lerp(loomrt_stream s, loomrt_dtype dt, const void *a, const void *b,
                           void *y, size_t n, float weight);
+/* Rotary position embeddings in the rotate-half form (Llama's, GPT-NeoX's):
+ * x is `rows` rows of d elements (d even; [..., T, d] with row r at
+ * position r % period), cos and sin are [period, d];
+ *   y = x cos + rotate_half(x) sin,  rotate_half(x) = [-x2, x1]
+ * with x1, x2 the halves of a row. `backward`: the product with the
+ * transpose, the gradient of that (dx = dy cos + [ (dy sin)2, -(dy sin)1 ]).
+ * One rounding to dt per element (fp32 inside). */
+loomrt_status loomrt_rotary(loomrt_stream s, loomrt_dtype dt, const void *x, const void *cos,
+                            const void *sin, void *y, size_t rows, size_t period, size_t d,
+                            int backward);
 /* A fused elementwise region (loomc's loom-fuse): a straight-line program
  * over n elements, evaluated per element in fp32. Instruction k defines
  * register k (STORE defines none):
