@@ -578,6 +578,25 @@ LogicalResult RmsNormOp::verify() {
   return verifyLastDimParam(*this, x, getWeight().getType(), "weight");
 }
 
+LogicalResult RotaryOp::verify() {
+  auto x = getInput().getType(), c = getCos().getType();
+  if (!sameShapeAndElement(x, getResult().getType()))
+    return emitOpError() << "result must have the input's type";
+  if (c != getSin().getType() || c.getElementType() != x.getElementType())
+    return emitOpError() << "cos and sin must have one type, with the input's element type";
+  int64_t r = x.getRank();
+  if (r < 2 || x.getDimSize(r - 1) % 2)
+    return emitOpError() << "input must be [..., T, D] with D even";
+  if (c.getRank() < 2 || c.getRank() > r ||
+      c.getDimSize(c.getRank() - 1) != x.getDimSize(r - 1) ||
+      c.getDimSize(c.getRank() - 2) != x.getDimSize(r - 2) ||
+      llvm::any_of(c.getShape().drop_back(2), [](int64_t d) { return d != 1; }))
+    return emitOpError() << "cos and sin must be [T, D] = [" << x.getDimSize(r - 2) << ", "
+                         << x.getDimSize(r - 1) << "] (leading dimensions of 1 allowed), got "
+                         << c;
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   return normaliseDim(*this, getDim(), getInput().getType().getRank());
 }

@@ -602,6 +602,9 @@ double CrossEntropyGradOp::getBytesMoved() {
   return double(getRows()) * (2 * double(getClasses()) * es(getDtype()) + 8) + 4;
 }
 double LerpOp::getBytesMoved() { return 3.0 * double(getN()) * es(getDtype()); }
+double RotaryOp::getBytesMoved() {
+  return (2 * double(getRows()) + 2 * double(getPeriod())) * double(getD()) * es(getDtype());
+}
 double CumsumOp::getBytesMoved() {
   return 2 * double(getOuter()) * double(getLen()) * double(getInner()) * es(getDtype());
 }

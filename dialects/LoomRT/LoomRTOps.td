@@ -860,6 +860,14 @@ def LoomRT_ReduceOp : LoomRT_CallOp<"reduce",
   let summary = "reduces the middle dimension of [outer, len, inner]";
 }
 
+def LoomRT_RotaryOp : LoomRT_CallOp<"rotary",
+    (ins LoomRT_DType:$dtype, LoomRT_Buffer:$x, LoomRT_Buffer:$cos, LoomRT_Buffer:$sin,
+         LoomRT_Buffer:$y, NonNegI64:$rows, NonNegI64:$period, NonNegI64:$d,
+         UnitAttr:$transpose),
+    "$dtype $x `,` $cos `,` $sin `->` $y (`transpose` $transpose^)?"> {
+  let summary = "rotary position embeddings over `rows` rows of `d` (loomrt_rotary)";
+}
+
 def LoomRT_LerpOp : LoomRT_CallOp<"lerp",
     (ins LoomRT_DType:$dtype, LoomRT_Buffer:$a, LoomRT_Buffer:$b, LoomRT_Buffer:$y,
          NonNegI64:$n, F64Attr:$weight),

@@ -319,6 +319,12 @@ template <typename B> bool visitUpdateCall(mlir::Operation *op, B &b) {
                       b.template ptr<const float>(o.getDloss(), "const float *"),
                       b.buf(o.getDlogits()), b.i(o.getRows()), b.i(o.getClasses()));
       })
+      .Case([&](rt::RotaryOp o) {
+        return b.call("loomrt_rotary", loomrt_rotary, b.stream(o.getStream()),
+                      b.dtype(o.getDtype()), b.buf(o.getX()), b.buf(o.getCos()),
+                      b.buf(o.getSin()), b.buf(o.getY()), b.i(o.getRows()), b.i(o.getPeriod()),
+                      b.i(o.getD()), b.flag(o.getTranspose()));
+      })
       .Case([&](rt::LerpOp o) {
         return b.call("loomrt_lerp", loomrt_lerp, b.stream(o.getStream()), b.dtype(o.getDtype()),
                       b.buf(o.getA()), b.buf(o.getB()), b.buf(o.getY()), b.i(o.getN()),

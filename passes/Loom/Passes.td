@@ -1021,7 +1021,7 @@ def InterleaveOffload : Pass<"loom-interleave-offload", "ModuleOp"> {
 }
 
 def RecognizeOps : Pass<"loom-recognize-ops", "ModuleOp"> {
-  let summary = "Recognise attention, RMS norm and SiLU written out by exporters";
+  let summary = "Recognise attention, RMS norm, SiLU and rotary embeddings written out by exporters";
   let description = [{
     PyTorch's exporters write some of Loom's ops as their parts, and the
     parts cost far more than the op: each one reads and writes memory, and
@@ -1045,6 +1045,13 @@ def RecognizeOps : Pass<"loom-recognize-ops", "ModuleOp"> {
       `x²` as a power or a product, `1/sqrt` as a division or `rsqrt`)
       becomes `loom.rms_norm` over the last dimension.
     * **SiLU**: `x · sigmoid(x)` becomes `loom.silu`.
+    * **Rotary embeddings**: `x · cos + rotate_half(x) · sin` with
+      `rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])` along the last
+      dimension (Llama's, GPT-NeoX's) becomes `loom.rotary` (one kernel,
+      and one for its gradient, where the slices, negation, concatenation,
+      products and sum took about fifteen calls), when the tables are
+      `[T, D]` (leading dimensions of 1) and computed from no parameter;
+      per-batch tables (`[B, 1, T, D]`) stay as they are.
 
     Before:
 

@@ -2,9 +2,11 @@
 //
 // Exporters write attention as matmul, scale, additive mask, softmax and
 // matmul, RMS norm as six elementwise ops and a mean, SiLU as a sigmoid and
-// a product; this pass recognises those patterns, when every part is
-// exactly the op, and rewrites them as loom.attention (one fused kernel:
-// the scores [B, H, T, T] never reach memory), loom.rms_norm and loom.silu.
+// a product, rotary embeddings as slices, a negation, a concatenation, two
+// products and a sum; this pass recognises those patterns, when every part
+// is exactly the op, and rewrites them as loom.attention (one fused kernel:
+// the scores [B, H, T, T] never reach memory), loom.rms_norm, loom.silu and
+// loom.rotary.
 // What it matches is in Passes.td; everything else is left as it is.
 //
 //===----------------------------------------------------------------------===//
@@ -234,6 +236,90 @@ LogicalResult recognizeSilu(MulOp out) {
   return failure();
 }
 
+/// Whether `s` is x[..., from:to] (the whole of every other dimension,
+/// step 1) of the tensor `x`.
+bool lastSlice(SliceOp s, Value x, int64_t from, int64_t to) {
+  if (!s || s.getInput() != x)
+    return false;
+  RankedTensorType t = tt(x);
+  int64_t r = t.getRank();
+  for (int64_t k = 0; k < r; ++k) {
+    int64_t lo = k == r - 1 ? from : 0, hi = k == r - 1 ? to : t.getDimSize(k);
+    if (s.getStart()[k] != lo || s.getLimit()[k] != hi || s.getStep()[k] != 1)
+      return false;
+  }
+  return true;
+}
+
+/// Whether `v` is computed from a loaded symbol (a parameter or state,
+/// which loom.rotary's tables may not be: they take no gradient).
+bool fromLoad(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *d = work.pop_back_val().getDefiningOp();
+    if (!d || !seen.insert(d).second)
+      continue;
+    if (isa<LoadOp>(d))
+      return true;
+    llvm::append_range(work, d->getOperands());
+  }
+  return false;
+}
+
+/// x · cos + rotate_half(x) · sin, rotate_half(x) = concat(-x[..., D/2:],
+/// x[..., :D/2]) along the last dimension, as loom.rotary when the tables
+/// are [T, D] (leading dimensions of 1 allowed) and x is [..., T, D].
+LogicalResult recognizeRotary(AddOp out) {
+  RankedTensorType t = tt(out.getResult());
+  int64_t r = t.getRank();
+  if (r < 2 || t.getDimSize(r - 1) % 2)
+    return failure();
+  int64_t d = t.getDimSize(r - 1), h = d / 2;
+  // The two products, each of a tensor like x and a table.
+  auto product = [&](Value v, Value &x, Value &table) {
+    auto m = v.getDefiningOp<MulOp>();
+    if (!m || !v.hasOneUse())
+      return false;
+    for (auto [a, c] : {std::pair(m.getLhs(), m.getRhs()), std::pair(m.getRhs(), m.getLhs())})
+      if (a.getType() == t && c.getType() != t) {
+        x = a;
+        table = c;
+        return true;
+      }
+    return false;
+  };
+  for (auto [p, q] : {std::pair(out.getLhs(), out.getRhs()), std::pair(out.getRhs(), out.getLhs())}) {
+    Value x, cos, rot, sin;
+    if (!product(p, x, cos) || !product(q, rot, sin))
+      continue;
+    auto cat = rot.getDefiningOp<ConcatOp>();
+    if (!cat || cat.getInputs().size() != 2 ||
+        (int64_t(cat.getDim()) != r - 1 && int64_t(cat.getDim()) != -1))
+      continue;
+    // Tables [T, D] of x's element type (leading 1s allowed), one type.
+    auto ct = dyn_cast<RankedTensorType>(cos.getType());
+    if (!ct || ct != sin.getType() || ct.getElementType() != t.getElementType() ||
+        ct.getRank() < 2 || ct.getRank() > r || ct.getDimSize(ct.getRank() - 1) != d ||
+        ct.getDimSize(ct.getRank() - 2) != t.getDimSize(r - 2) ||
+        llvm::any_of(ct.getShape().drop_back(2), [](int64_t n) { return n != 1; }) ||
+        fromLoad(cos) || fromLoad(sin))
+      continue;
+    auto neg = cat.getInputs()[0].getDefiningOp<NegOp>();
+    if (!neg || !lastSlice(neg.getInput().getDefiningOp<SliceOp>(), x, h, d) ||
+        !lastSlice(cat.getInputs()[1].getDefiningOp<SliceOp>(), x, 0, h))
+      continue;
+    OpBuilder b(out);
+    auto rotary = RotaryOp::create(b, out.getLoc(), t, x, cos, sin, false);
+    out.getResult().replaceAllUsesWith(rotary.getResult());
+    eraseParts({out.getOperation(), p.getDefiningOp(), q.getDefiningOp(), cat.getOperation(),
+                neg.getOperation(), neg.getInput().getDefiningOp(),
+                cat.getInputs()[1].getDefiningOp()});
+    return success();
+  }
+  return failure();
+}
+
 struct RecognizeOps : public mlir::loom::impl::RecognizeOpsBase<RecognizeOps> {
   void runOnOperation() override {
     SmallVector<MatmulOp> outputs;
@@ -248,6 +334,10 @@ struct RecognizeOps : public mlir::loom::impl::RecognizeOpsBase<RecognizeOps> {
     for (MulOp m : muls)
       if (failed(recognizeRmsNorm(m)))
         (void)recognizeSilu(m);
+    SmallVector<AddOp> adds;
+    getOperation().walk([&](AddOp a) { adds.push_back(a); });
+    for (AddOp a : adds)
+      (void)recognizeRotary(a);
   }
 
   /// out = softmax(mask + scale · (q kᵀ)) v, rewritten as loom.attention.

@@ -374,6 +374,13 @@ struct TensorParallel : public mlir::loom::impl::TensorParallelBase<TensorParall
       return setResult(in[0]);
     if (auto s = dyn_cast<SliceOp>(op))
       return sliceOp(s, in[0], setResult);
+    // Rotary embeddings rotate within a head's row: split heads stay split.
+    if (isa<RotaryOp>(op)) {
+      if (in[0].dim < 0 || in[0].dim >= tensorOf(op->getResult(0)).getRank() - 2 ||
+          in[1].dim >= 0 || in[2].dim >= 0)
+        return fail(op, "rotates along the split dimension, or its tables are split");
+      return setResult(in[0]);
+    }
     if (auto t = dyn_cast<TransposeOp>(op)) {
       ArrayRef<int64_t> perm = t.getPerm();
       int64_t at = std::find(perm.begin(), perm.end(), in[0].dim) - perm.begin();

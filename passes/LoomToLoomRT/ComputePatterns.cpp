@@ -36,6 +36,15 @@ LogicalResult lower(RmsNormOp o, RmsNormOp::Adaptor a, Emit &e) {
                         rowsOf(o.getInput()), lastDim(o.getInput()), f64(o.getEps()));
   return e.done(y);
 }
+LogicalResult lower(RotaryOp o, RotaryOp::Adaptor a, Emit &e) {
+  Value y = e.alloc(o.getResult());
+  auto t = cast<RankedTensorType>(o.getInput().getType());
+  int64_t d = t.getDimSize(t.getRank() - 1);
+  rt::RotaryOp::create(e.rw, e.loc, e.f.compute, dt(o.getInput()), a.getInput(), a.getCos(),
+                       a.getSin(), y, t.getNumElements() / d, t.getDimSize(t.getRank() - 2), d,
+                       o.getTranspose());
+  return e.done(y);
+}
 LogicalResult lower(RmsNormGradOp o, RmsNormGradOp::Adaptor a, Emit &e) {
   Value dx = e.alloc(o.getGradInput()), dw = e.alloc(o.getGradWeight());
   rt::RmsNormGradOp::create(e.rw, e.loc, e.f.compute, dt(o.getInput()), a.getGrad(), a.getInput(),
@@ -281,7 +290,7 @@ LogicalResult lower(ReduceOp o, ReduceOp::Adaptor a, Emit &e) {
 
 
 void populateComputePatterns(RewritePatternSet &patterns, const TypeConverter &tc, Plan &plan) {
-  addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, SoftmaxOp, SoftmaxGradOp,
+  addPatterns<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, RotaryOp, SoftmaxOp, SoftmaxGradOp,
               EmbeddingOp, ZeroCopyOp, EmbeddingGradOp, CrossEntropyOp, CrossEntropyGradOp,
               AttentionOp, AttentionGradOp, MatmulOp, ReduceOp, CumsumOp, TopKOp, TopKGradOp,
               MoeSlotsOp, MoeDispatchOp, MoeCombineOp, MoeSlotDotOp>(patterns, tc, plan);

@@ -1184,3 +1184,19 @@ func.func @slot_dot_rows(%a: tensor<16x8xf32>, %b: tensor<40x4xf32>, %s: tensor<
   %0 = loom.moe_slot_dot %a, %b[%s] : tensor<16x8xf32>, tensor<40x4xf32>, tensor<16x2xi64> -> tensor<16x2xf32>
   return
 }
+
+// -----
+
+func.func @rotary_odd(%x: tensor<2x4x7xf32>, %c: tensor<4x7xf32>) {
+  // expected-error@+1 {{input must be [..., T, D] with D even}}
+  %0 = loom.rotary %x, %c, %c : tensor<2x4x7xf32>, tensor<4x7xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_tables(%x: tensor<2x4x8xf32>, %c: tensor<2x4x8xf32>) {
+  // expected-error@+1 {{cos and sin must be [T, D] = [4, 8] (leading dimensions of 1 allowed), got 'tensor<2x4x8xf32>'}}
+  %0 = loom.rotary %x, %c, %c : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  return
+}

@@ -72,6 +72,8 @@ func.func @all(%x: !loomrt.buffer, %i: !loomrt.buffer) -> !loomrt.buffer attribu
   loomrt.layer_norm f32 %x, %w, %w -> %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}
   // CHECK: loomrt.layer_norm f32 %{{.+}}, %{{.+}} -> %{{.+}} on
   loomrt.layer_norm f32 %x, %w -> %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}
+  // CHECK: loomrt.rotary f32 %{{.+}}, %{{.+}}, %{{.+}} -> %{{.+}} transpose on
+  loomrt.rotary f32 %x, %w, %w -> %a transpose on %s {rows = 4 : i64, period = 1 : i64, d = 4 : i64}
   loomrt.layer_norm_grad f32 %x, %x, %w -> %a, %a, %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}
   loomrt.rms_norm f32 %x, %w -> %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}
   loomrt.rms_norm_grad f32 %x, %x, %w -> %a, %a on %s {rows = 4 : i64, d = 4 : i64, eps = 1.0e-5 : f64}

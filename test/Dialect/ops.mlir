@@ -94,6 +94,10 @@ func.func @device_integers(%ids: tensor<2x8xi64>, %x: tensor<4x8xf32>) -> tensor
   %f = loom.le %x, %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   // CHECK: loom.lerp %{{.*}}, %{{.*}} weight 1.000000e-01 : tensor<4x8xf32>
   %lp = loom.lerp %x, %x weight 1.0e-01 : tensor<4x8xf32>
+  // CHECK: loom.rotary %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>
+  %rt = loom.rotary %x, %x, %x : tensor<4x8xf32>, tensor<4x8xf32>
+  // CHECK: loom.rotary %{{.*}}, %{{.*}}, %{{.*}} transpose : tensor<4x8xf32>, tensor<4x8xf32>
+  %rtt = loom.rotary %rt, %x, %x transpose : tensor<4x8xf32>, tensor<4x8xf32>
   // CHECK: loom.cumsum %{{.*}} dim 1 : tensor<2x8xi64>
   %c = loom.cumsum %l dim 1 : tensor<2x8xi64>
   // CHECK: loom.cumsum %{{.*}} dim 0 exclusive reverse : tensor<4x8xf32>

@@ -242,3 +242,36 @@ func.func @forward(%x: tensor<2x4xf32>, %y: tensor<2xi64>) -> tensor<f32> {
   %l = loom.cross_entropy %lg, %y : tensor<2x5xf32>, tensor<2xi64> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+loom.param @w : tensor<2x8x16xf32>
+
+// Rotary embeddings: the gradient is the transposed rotation of dy, with
+// the same tables.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: loom.rotary %{{.+}}, %[[C:.+]], %[[S:.+]] : tensor<2x8x16xf32>, tensor<8x16xf32>
+// CHECK: loom.rotary %{{.+}}, %[[C]], %[[S]] transpose : tensor<2x8x16xf32>, tensor<8x16xf32>
+func.func @forward() -> tensor<f32> {
+  %w = loom.load @w : tensor<2x8x16xf32>
+  %c = arith.constant dense<0.5> : tensor<8x16xf32>
+  %s = arith.constant dense<0.25> : tensor<8x16xf32>
+  %y = loom.rotary %w, %c, %s : tensor<2x8x16xf32>, tensor<8x16xf32>
+  %l = loom.reduce sum %y [0, 1, 2] : tensor<2x8x16xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.param @w : tensor<2x8x16xf32>
+loom.param @c : tensor<8x16xf32>
+
+func.func @forward() -> tensor<f32> {
+  %w = loom.load @w : tensor<2x8x16xf32>
+  %c = loom.load @c : tensor<8x16xf32>
+  %s = arith.constant dense<0.25> : tensor<8x16xf32>
+  // expected-error@+1 {{'loom.rotary' op has a gradient rule for its input only, but its cos or sin table depends on a parameter (loom-autodiff)}}
+  %y = loom.rotary %w, %c, %s : tensor<2x8x16xf32>, tensor<8x16xf32>
+  %l = loom.reduce sum %y [0, 1, 2] : tensor<2x8x16xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
