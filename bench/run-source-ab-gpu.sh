@@ -146,6 +146,7 @@ def params(name):
 print("| model | base ms/step (runs) | new ms/step (runs) | new/base | max rel. loss diff (base-base) | new tokens/s | MFU |")
 print("|---|---|---|---|---|---|---|")
 rel = lambda a, c: max(abs(x - y) / abs(y) for x, y in zip(a, c))
+parts = []
 tps = {}
 for s in sorted(glob.glob(os.path.join(src, "*.new.cpp"))):
     name = os.path.basename(s)[:-len(".new.cpp")]
@@ -159,10 +160,17 @@ for s in sorted(glob.glob(os.path.join(src, "*.new.cpp"))):
         bm = min(x[0] for x in b)
         diff = rel(b[0][1], n[0][1])
         same = f" ({rel(b[0][1], b[1][1]):.2e})" if len(b) > 1 else ""
+        # Where the two trajectories part: the first steps' and the last losses.
+        parts.append(f"{name} losses base/new: " + ", ".join(
+            f"step {k + 1} {b[0][1][k]:.5f}/{n[0][1][k]:.5f}" for k in (0, 1, 4, len(n[0][1]) - 1)
+            if k < min(len(b[0][1]), len(n[0][1]))))
         print(f"| {name} | {bm:.1f} ({', '.join(f'{x[0]:.1f}' for x in b)}) | {nm:.1f} "
               f"({', '.join(f'{x[0]:.1f}' for x in n)}) | {nm / bm:.3f} | {diff:.2e}{same} | {t / 1e3:.1f}k | {mfu} |")
     else:
         print(f"| {name} | | {nm:.1f} | | | {t / 1e3:.1f}k | {mfu} |")
+if parts:
+    print()
+    print("\n".join(parts))
 peers = []
 for f in sorted(glob.glob(os.path.join(out, "*_eager.json")) + glob.glob(os.path.join(out, "*_compile.json"))):
     try:
