@@ -164,6 +164,34 @@ __global__ void rotaryKernel(const T *x, const T *cos, const T *sin, T *y, size_
     y[r * 2 * h + j + h] = store<T>(yb);
   }
 }
+/// The same a 16-byte word of each half at a time (W pairs a thread), with
+/// 32-bit index arithmetic: one scalar pair a thread with 64-bit divisions
+/// ran the Llama 1B's tensors at 0.9 TB/s on an H200 (CUPTI).
+template <typename T>
+__global__ void rotaryWordKernel(const T *x, const T *cos, const T *sin, T *y, uint32_t rows,
+                                 uint32_t period, uint32_t hw, bool backward) {
+  constexpr int W = Word<T>::W;
+  uint32_t h = hw * W;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < rows * hw;
+       i += gridDim.x * blockDim.x) {
+    uint32_t r = i / hw, j = (i - r * hw) * W, t = r % period;
+    size_t row = size_t(r) * 2 * h, tab = size_t(t) * 2 * h;
+    Word<T> xa = loadWord(x + row + j), xb = loadWord(x + row + h + j);
+    Word<T> ca = loadWord(cos + tab + j), cb = loadWord(cos + tab + h + j);
+    Word<T> sa = loadWord(sin + tab + j), sb = loadWord(sin + tab + h + j);
+    Word<T> ya, yb;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      float fa, fb;
+      rotaryPair(load(xa.v[k]), load(xb.v[k]), load(ca.v[k]), load(cb.v[k]), load(sa.v[k]),
+                 load(sb.v[k]), backward, fa, fb);
+      ya.v[k] = store<T>(fa);
+      yb.v[k] = store<T>(fb);
+    }
+    storeWord(y + row + j, ya);
+    storeWord(y + row + h + j, yb);
+  }
+}
 template <typename T>
 __global__ void lerpKernel(const T *a, const T *b, T *y, size_t n, float w) {
   GRID_STRIDE(i, n) y[i] = store<T>(lerpOp(load(a[i]), load(b[i]), w));
@@ -810,6 +838,15 @@ loomrt_status rotaryG(void *, void *st, loomrt_dtype dt, const void *x, const vo
                       bool backward) {
   withType(dt, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int W = Word<T>::W;
+    size_t h = d / 2;
+    if (h % W == 0 && rows * (h / W) < (size_t(1) << 31) && period < (size_t(1) << 31) &&
+        wordAligned({x, cos, sin, y})) {
+      rotaryWordKernel<T><<<gridFor(rows * (h / W)), kThreads, 0, S(st)>>>(
+          static_cast<const T *>(x), static_cast<const T *>(cos), static_cast<const T *>(sin),
+          static_cast<T *>(y), uint32_t(rows), uint32_t(period), uint32_t(h / W), backward);
+      return;
+    }
     rotaryKernel<T><<<gridFor(rows * (d / 2)), kThreads, 0, S(st)>>>(
         static_cast<const T *>(x), static_cast<const T *>(cos), static_cast<const T *>(sin),
         static_cast<T *>(y), rows, period, d / 2, backward);

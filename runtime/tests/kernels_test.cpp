@@ -241,31 +241,36 @@ TEST_P(Kernels, LerpBothFormulas) {
 }
 
 TEST_P(Kernels, RotaryAndItsTranspose) {
-  // 2 heads x 3 positions x d 8 (rows 6, period 3), against float64: the
-  // forward rotation and the gradient as the transposed product.
-  const size_t rows = 6, period = 3, d = 8, h = d / 2;
-  std::vector<float> x = randn(rows * d), c = randn(period * d), sn = randn(period * d);
-  Harness probe(dev, s, dt());
-  auto X = probe.seen(x), C = probe.seen(c), S = probe.seen(sn);
-  for (int backward = 0; backward < 2; ++backward) {
-    D ref(x.size());
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t j = 0; j < d; ++j) {
-        size_t at = r * d + j, t = (r % period) * d;
-        // rotate_half(x) = [-x2, x1]; its transpose maps z to [z2, -z1].
-        double rot = !backward ? (j < h ? -double(X[r * d + j + h]) * S[t + j]
-                                        : double(X[r * d + j - h]) * S[t + j])
-                               : (j < h ? double(X[r * d + j + h]) * S[t + j + h]
-                                        : -double(X[r * d + j - h]) * S[t + j - h]);
-        ref[at] = double(X[at]) * C[t + j] + rot;
-      }
-    SCOPED_TRACE(backward ? "backward" : "forward");
-    check({ref}, [&](Harness &hs) {
-      void *y = hs.out(x.size());
-      EXPECT_EQ(LOOMRT_OK, loomrt_rotary(hs.s, hs.dt, hs.put(x), hs.put(c), hs.put(sn), y, rows,
-                                         period, d, backward));
-      return std::vector<std::vector<float>>{hs.get(y, x.size())};
-    });
+  // 2 heads x 3 positions (rows 6, period 3), against float64: the forward
+  // rotation and the gradient as the transposed product; d 8 (a pair a
+  // GPU thread in bf16) and d 32 (16-byte words of each half).
+  const size_t rows = 6, period = 3;
+  for (size_t d : {8, 32}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    const size_t h = d / 2;
+    std::vector<float> x = randn(rows * d), c = randn(period * d), sn = randn(period * d);
+    Harness probe(dev, s, dt());
+    auto X = probe.seen(x), C = probe.seen(c), S = probe.seen(sn);
+    for (int backward = 0; backward < 2; ++backward) {
+      D ref(x.size());
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < d; ++j) {
+          size_t at = r * d + j, t = (r % period) * d;
+          // rotate_half(x) = [-x2, x1]; its transpose maps z to [z2, -z1].
+          double rot = !backward ? (j < h ? -double(X[r * d + j + h]) * S[t + j]
+                                          : double(X[r * d + j - h]) * S[t + j])
+                                 : (j < h ? double(X[r * d + j + h]) * S[t + j + h]
+                                          : -double(X[r * d + j - h]) * S[t + j - h]);
+          ref[at] = double(X[at]) * C[t + j] + rot;
+        }
+      SCOPED_TRACE(backward ? "backward" : "forward");
+      check({ref}, [&](Harness &hs) {
+        void *y = hs.out(x.size());
+        EXPECT_EQ(LOOMRT_OK, loomrt_rotary(hs.s, hs.dt, hs.put(x), hs.put(c), hs.put(sn), y, rows,
+                                           period, d, backward));
+        return std::vector<std::vector<float>>{hs.get(y, x.size())};
+      });
+    }
   }
   float z[2] = {0, 0};
   EXPECT_EQ(LOOMRT_ERR_INVALID_ARGUMENT, loomrt_rotary(s, dt(), z, z, z, z + 1, 1, 1, 1, 0));
