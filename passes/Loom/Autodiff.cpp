@@ -410,16 +410,6 @@ public:
                                                       o.getInput()));
           return success();
         })
-        .Case([&](RotaryOp o) {
-          if (active.contains(o.getCos()) || active.contains(o.getSin()))
-            return LogicalResult(o.emitOpError()
-                                 << "has a gradient rule for its input only, but its cos or sin "
-                                    "table depends on a parameter (loom-autodiff)");
-          // The rotation is orthogonal-like: its transpose carries dy back.
-          accumulate(o.getInput(), RotaryOp::create(b, loc, dy.getType(), dy, o.getCos(),
-                                                    o.getSin(), !o.getTranspose()));
-          return success();
-        })
         .Case([&](SiluOp o) {
           accumulate(o.getInput(), SiluGradOp::create(b, loc, dy.getType(), dy,
                                                       o.getInput()));
@@ -556,6 +546,16 @@ public:
           accumulate(o.getWeight(), g.getGradWeight());
           if (o.getBias())
             accumulate(o.getBias(), g.getGradBias());
+          return success();
+        })
+        .Case([&](RotaryOp o) {
+          if (active.contains(o.getCos()) || active.contains(o.getSin()))
+            return LogicalResult(o.emitOpError()
+                                 << "has a gradient rule for its input only, but its cos or sin "
+                                    "table depends on a parameter (loom-autodiff)");
+          // The rotation is orthogonal-like: its transpose carries dy back.
+          accumulate(o.getInput(), RotaryOp::create(b, loc, dy.getType(), dy, o.getCos(),
+                                                    o.getSin(), !o.getTranspose()));
           return success();
         })
         .Case([&](RmsNormOp o) {
