@@ -104,6 +104,15 @@ struct CaptureGraphsPass : mlir::loom::impl::CaptureGraphsBase<CaptureGraphsPass
 int64_t mlir::loom::captureGraphs(ModuleOp module) {
   SymbolTable symbols(module);
   llvm::DenseMap<Operation *, std::string> why;
+  // A function called more than once a step (each micro-batch's forward
+  // and backward) reads other inputs at each call: one graph would be
+  // captured again at every call (the runtime keeps one a function).
+  llvm::StringMap<int64_t> calls;
+  module.walk([&](func::CallOp c) { ++calls[c.getCallee()]; });
+  for (func::FuncOp fn : module.getOps<func::FuncOp>())
+    if (int64_t n = calls.lookup(fn.getName()); n > 1)
+      why[fn] = "it is called " + std::to_string(n) +
+                " times a step, with other inputs each time (one graph a function)";
   int64_t n = 0;
   for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || !fn.getBody().hasOneBlock())

@@ -430,7 +430,9 @@ def CaptureGraphs : Pass<"loom-capture-graphs", "ModuleOp"> {
     `loomrt.read_i64`, dropout keys, updates with the step's learning
     rate), another stream, events, collectives, host tasks, or a buffer
     the runtime places (constants are copied from a device copy the runtime
-    makes once: `loomrt_step_const`). The
+    makes once: `loomrt_step_const`); nor when it is called more than once
+    a step (each micro-batch's forward and backward reads other inputs,
+    and the runtime keeps one graph a function). The
     runtime checks the rest each call: the globals, inputs and planned
     region must be those of the capture, or it captures again. On the CPU
     the runtime runs the function as it is. loomc's `--no-graphs` skips

@@ -122,3 +122,22 @@ func.func @dropout_key() {
   %k = loomrt.random_key 3
   return
 }
+
+// -----
+
+// Called twice a step (two micro-batches): not captured.
+// CHECK-LABEL: func.func @micro
+// CHECK-SAME: loomrt.graph_declined = "it is called 2 times a step, with other inputs each time (one graph a function)"
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: loomrt.graph_declined = "it calls @micro, which cannot be captured ('func.call')"
+func.func @micro(%x: !loomrt.buffer) attributes {loomrt.arena = 256 : i64} {
+  %s = loomrt.stream compute
+  %y = loomrt.alloc 64 at 0
+  loomrt.memcpy %y, %x, 64 on %s
+  return
+}
+func.func @step(%a: !loomrt.buffer, %b: !loomrt.buffer) {
+  func.call @micro(%a) : (!loomrt.buffer) -> ()
+  func.call @micro(%b) : (!loomrt.buffer) -> ()
+  return
+}
