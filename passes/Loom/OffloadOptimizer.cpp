@@ -417,6 +417,20 @@ struct OffloadRewrite {
 
     auto [workSym, workType] = workingCopy(u, pt);
     bool bf16 = cast<RankedTensorType>(workType).getElementType().isBF16();
+    // A device refresh loom-working-copies made (the new weights cast and
+    // stored to the working copy: a step compiled without offload and
+    // offloaded by hand) gives way to the offload's own.
+    for (Operation *user : llvm::make_early_inc_range(adam.getNewParam().getUsers())) {
+      auto c = dyn_cast<CastOp>(user);
+      if (!c || c->use_empty() || !llvm::all_of(c->getUsers(), [&](Operation *s) {
+            auto st = dyn_cast<StoreOp>(s);
+            return st && st.getNameAttr() == workSym;
+          }))
+        continue;
+      for (Operation *s : llvm::make_early_inc_range(c->getUsers()))
+        s->erase();
+      c->erase();
+    }
 
     // Master weights and Adam state move to pinned host memory.
     u.param.setTypeAttr(TypeAttr::get(pinned(pt)));
