@@ -232,6 +232,12 @@ void setFusedAttention(bool on);
 // Records `msg` as this thread's last error and returns `s`.
 loomrt_status fail(loomrt_status s, const std::string &msg);
 
+/// A switch read from the environment variable `name` (LOOMRT_EPILOGUES,
+/// LOOMRT_GRAPHS): unset, empty or `on` is On; `off` and `report` as
+/// named; anything else is named on stderr and taken as On.
+enum class EnvSwitch { On, Off, Report };
+EnvSwitch envSwitch(const char *name);
+
 const BackendOps *cpuBackend();
 #if defined(LOOMRT_HAVE_CUDA) || defined(LOOMRT_HAVE_HIP)
 const BackendOps *gpuBackend();

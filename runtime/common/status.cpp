@@ -2,6 +2,9 @@
 // message (loomrt_last_error), set by loomrt::fail wherever a call refuses.
 #include "common/backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace loomrt {
@@ -12,6 +15,18 @@ thread_local std::string lastError;
 loomrt_status fail(loomrt_status s, const std::string &msg) {
   lastError = msg;
   return s;
+}
+
+EnvSwitch envSwitch(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v || std::strcmp(v, "on") == 0)
+    return EnvSwitch::On;
+  if (std::strcmp(v, "off") == 0)
+    return EnvSwitch::Off;
+  if (std::strcmp(v, "report") == 0)
+    return EnvSwitch::Report;
+  std::fprintf(stderr, "loomrt: %s='%s' is not on, off or report; using on\n", name, v);
+  return EnvSwitch::On;
 }
 } // namespace loomrt
 

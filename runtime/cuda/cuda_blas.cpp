@@ -81,19 +81,8 @@ const char *epilogueName(GemmEpilogue::Kind k) {
 /// each call from the GEMM and the elementwise call or reduce: an A/B of
 /// the epilogues within one binary); `report` writes one line to stderr for
 /// each shape cuBLASLt has no algorithm for.
-enum class EpilogueMode { On, Off, Report };
-EpilogueMode epilogueMode() {
-  static const EpilogueMode mode = [] {
-    const char *v = std::getenv("LOOMRT_EPILOGUES");
-    if (!v || !*v || std::strcmp(v, "on") == 0)
-      return EpilogueMode::On;
-    if (std::strcmp(v, "off") == 0)
-      return EpilogueMode::Off;
-    if (std::strcmp(v, "report") == 0)
-      return EpilogueMode::Report;
-    std::fprintf(stderr, "loomrt: LOOMRT_EPILOGUES='%s' is not on, off or report; using on\n", v);
-    return EpilogueMode::On;
-  }();
+EnvSwitch epilogueMode() {
+  static const EnvSwitch mode = envSwitch("LOOMRT_EPILOGUES");
   return mode;
 }
 
@@ -144,7 +133,7 @@ const LtPlan &ltPlan(Lt &lt, const GpuGemm &g, const GemmEpilogue &e) {
   p.ok = ok;
   p.algo = result.algo;
   p.workspace = result.workspaceSize;
-  if (!ok && epilogueMode() == EpilogueMode::Report)
+  if (!ok && epilogueMode() == EnvSwitch::Report)
     std::fprintf(stderr,
                  "loomrt: cuBLASLt has no %s algorithm for m %d n %d k %d (trans %d%d, %s): "
                  "composed instead\n",
@@ -172,7 +161,7 @@ void vendorGemmDestroy(GpuState *gs) {
 /// algorithm: unsupported, and the caller composes the call itself.
 loomrt_status vendorGemmEpilogue(GpuState *gs, gpuStream_t st, const GpuGemm &g,
                                  const GemmEpilogue &e) {
-  if (epilogueMode() == EpilogueMode::Off)
+  if (epilogueMode() == EnvSwitch::Off)
     return LOOMRT_ERR_UNSUPPORTED;
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool wantsBias = e.kind != GemmEpilogue::DGelu,

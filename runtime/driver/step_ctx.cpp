@@ -27,21 +27,11 @@ SlowLink loomrt::driver::slowLink() {
 }
 
 namespace {
-enum class GraphMode { On, Off, Report };
+using loomrt::EnvSwitch;
 /// LOOMRT_GRAPHS: `off` runs every capturable function uncaptured (an A/B
 /// inside one binary), `report` prints each capture.
-GraphMode graphMode() {
-  static const GraphMode mode = [] {
-    const char *v = std::getenv("LOOMRT_GRAPHS");
-    if (!v || !*v || std::strcmp(v, "on") == 0)
-      return GraphMode::On;
-    if (std::strcmp(v, "off") == 0)
-      return GraphMode::Off;
-    if (std::strcmp(v, "report") == 0)
-      return GraphMode::Report;
-    std::fprintf(stderr, "loomrt: LOOMRT_GRAPHS='%s' is not on, off or report; using on\n", v);
-    return GraphMode::On;
-  }();
+EnvSwitch graphMode() {
+  static const EnvSwitch mode = loomrt::envSwitch("LOOMRT_GRAPHS");
   return mode;
 }
 
@@ -86,7 +76,7 @@ loomrt_status loomrt_step_graph(loomrt_step_ctx c, const char *name, void *const
   name = name ? name : "a step function";
   // Nested in another capture (a capturable function calling one), or
   // graphs off: the calls as they are.
-  if (c->capturing || graphMode() == GraphMode::Off)
+  if (c->capturing || graphMode() == EnvSwitch::Off)
     return body(c, arg);
   loomrt_step_ctx_t::Graph &g = c->graphs[body];
   if (g.declined)
@@ -150,7 +140,7 @@ loomrt_status loomrt_step_graph(loomrt_step_ctx c, const char *name, void *const
   g.outs.assign(numOuts, nullptr);
   for (size_t i = 0; i < numOuts; ++i)
     g.outs[i] = *outs[i];
-  if (graphMode() == GraphMode::Report)
+  if (graphMode() == EnvSwitch::Report)
     std::printf("loomrt: %s captured as a graph of %zu nodes (capture %lld)\n", name, nodes,
                 (long long)g.captures);
   return loomrt_graph_launch(g.exec, c->stream);
