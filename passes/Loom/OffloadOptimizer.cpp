@@ -62,10 +62,6 @@ RankedTensorType withElement(Type t, Type elt) {
   auto rt = cast<RankedTensorType>(t);
   return RankedTensorType::get(rt.getShape(), elt, rt.getEncoding());
 }
-bool isBf16Cast(Operation *op) {
-  auto c = dyn_cast<CastOp>(op);
-  return c && cast<RankedTensorType>(c.getType()).getElementType().isBF16();
-}
 
 /// One parameter's update and where it runs.
 struct Update {

@@ -28,18 +28,17 @@ using namespace mlir::loom;
 
 namespace {
 
-bool isBf16CastOf(Operation *op) {
-  auto c = dyn_cast<CastOp>(op);
-  return c && cast<RankedTensorType>(c.getType()).getElementType().isBF16() &&
-         getExecSide(c.getType()) == getExecSide(c.getInput().getType());
-}
-
 struct WorkingCopies : public mlir::loom::impl::WorkingCopiesBase<WorkingCopies> {
   using Base::Base;
   void runOnOperation() override { made += mlir::loom::makeWorkingCopies(getOperation()); }
 };
 
 } // namespace
+
+bool mlir::loom::isBf16Cast(Operation *op) {
+  auto c = dyn_cast<CastOp>(op);
+  return c && cast<RankedTensorType>(c.getType()).getElementType().isBF16();
+}
 
 void mlir::loom::readWorkingCopy(ArrayRef<LoadOp> reads, FlatSymbolRefAttr work, Type type) {
   for (LoadOp l : reads) {
@@ -84,7 +83,7 @@ int64_t mlir::loom::makeWorkingCopies(ModuleOp module) {
         ok = ok && l->hasOneUse();
         continue;
       }
-      ok = ok && !l->use_empty() && llvm::all_of(l->getUsers(), isBf16CastOf);
+      ok = ok && !l->use_empty() && llvm::all_of(l->getUsers(), isBf16Cast);
       reads.push_back(l);
     }
     SmallVector<StoreOp> refreshAfter;

@@ -154,7 +154,7 @@ struct Simulator {
   std::vector<double> computeStarts;
   // Inside a function replayed as a graph (loomrt.graph): its calls cost
   // the host nothing.
-  int replaying = 0;
+  bool replaying = false;
 
   void hostTraffic(double bytes, double at) {
     hostBytes += bytes;
@@ -283,13 +283,13 @@ struct Simulator {
     if (graph) {
       issueCompute();
       computeStarts.push_back(std::max(gpu, host));
-      ++replaying;
+      replaying = true;
     }
     for (Operation &op : fn.getBody().front())
       if (failed(visit(&op, module)))
         return failure();
     if (graph)
-      --replaying;
+      replaying = false;
     return success();
   }
 

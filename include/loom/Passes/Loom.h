@@ -92,6 +92,9 @@ LogicalResult applyOffload(ModuleOp module, StringRef mode, bool hostThread);
 /// reader casts to bf16, refreshed after each update; returns the copies
 /// made.
 int64_t makeWorkingCopies(ModuleOp module);
+/// Whether `op` is a loom.cast to bf16 (a cast never changes placement:
+/// loom.copy does).
+bool isBf16Cast(Operation *op);
 /// Each of `reads` (loads whose every user is a cast to the working copy's
 /// element type) replaced by a load of the working copy `work` of `type`.
 void readWorkingCopy(ArrayRef<LoadOp> reads, FlatSymbolRefAttr work, Type type);
